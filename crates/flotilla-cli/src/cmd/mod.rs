@@ -1,0 +1,38 @@
+//! One module per subcommand.
+
+pub mod completions;
+pub mod plan;
+pub mod schema;
+pub mod topology;
+pub mod validate;
+
+use crate::load::{self, Loaded};
+use crate::{render, Cli, EXIT_USAGE};
+use flotilla_model::Validated;
+
+/// Loads and validates the inventory; on invalid input prints the diagnostics and
+/// returns the exit status to use.
+pub fn topology_or_exit(cli: &Cli) -> anyhow::Result<Result<(Loaded, Validated), u8>> {
+    let path = load::inventory_path(cli.file.as_deref())?;
+    let mut loaded = load::load(&path)?;
+    let result = std::mem::replace(&mut loaded.result, Err(Vec::new()));
+    match result {
+        Ok(v) => {
+            render::diagnostics(&loaded.sources, &v.warnings);
+            Ok(Ok((loaded, v)))
+        }
+        Err(diags) => {
+            render::diagnostics(&loaded.sources, &diags);
+            let errors = diags
+                .iter()
+                .filter(|d| d.severity == flotilla_model::Severity::Error)
+                .count();
+            eprintln!(
+                "error: {} is invalid ({errors} error{})",
+                path.display(),
+                if errors == 1 { "" } else { "s" }
+            );
+            Ok(Err(EXIT_USAGE))
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! `flotilla plan VERB TARGET`: what an operation would do, computed by the pure
+//! planner against the observed state; nothing is changed.
+
+use crate::{render, Cli, EXIT_OK, EXIT_REFUSED, EXIT_USAGE};
+use anyhow::Context;
+use flotilla_model::{Observed, Target};
+use flotilla_plan::{Operation, Verb};
+use std::path::PathBuf;
+
+/// The verbs `plan` accepts (`up`/`down` are `start`/`stop` of a stack).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanVerb {
+    /// Start a component or stack and its upstream dependencies.
+    Start,
+    /// Stop a component or stack.
+    Stop,
+    /// Restart a component (alone, or with --cascade its dependents too).
+    Restart,
+    /// Start a stack.
+    Up,
+    /// Stop a stack, in the reverse of the order it was started in.
+    Down,
+}
+
+/// Arguments of `flotilla plan`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The operation.
+    #[arg(value_enum)]
+    pub verb: PlanVerb,
+    /// Component or stack name.
+    pub target: String,
+    /// stop: stop the target even though dependents run (they are listed as impact).
+    #[arg(long)]
+    pub force: bool,
+    /// stop: stop running dependents first; restart: restart them too.
+    #[arg(long)]
+    pub cascade: bool,
+    /// Print the plan as JSON (format 1: {format, operation, topology_digest,
+    /// observed_digest, waves: [{steps: [{component, host, action, adapter, owner,
+    /// reason}]}], cleanup, impact}); a refusal prints {"refusal": {operation, reasons}}.
+    #[arg(long)]
+    pub json: bool,
+    /// Plan against this observed state (JSON: {"components": {NAME: {lifecycle,
+    /// health, observability, started_by}}, "stacks": {NAME: {start_order}}})
+    /// instead of "everything stopped".
+    #[arg(long, value_name = "FILE")]
+    pub observed: Option<PathBuf>,
+}
+
+/// Runs the subcommand; returns the exit status.
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
+    let (_, validated) = match super::topology_or_exit(cli)? {
+        Ok(v) => v,
+        Err(code) => return Ok(code),
+    };
+    let topology = &validated.topology;
+    let observed: Observed = match &args.observed {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read {}", p.display()))?;
+            serde_json::from_str(&text).with_context(|| {
+                format!("{} is not a valid observed-state document", p.display())
+            })?
+        }
+        None => Observed::default(),
+    };
+    let verb = match args.verb {
+        PlanVerb::Start | PlanVerb::Up => Verb::Start,
+        PlanVerb::Stop | PlanVerb::Down => Verb::Stop,
+        PlanVerb::Restart => Verb::Restart,
+    };
+    if matches!(args.verb, PlanVerb::Up | PlanVerb::Down) {
+        if let Some(Target::Component(_)) = topology.target(&args.target) {
+            eprintln!(
+                "error: `{}` is a component; `up` and `down` take a stack (use `start` or `stop` for a component)",
+                args.target
+            );
+            return Ok(EXIT_USAGE);
+        }
+    }
+    let op = Operation {
+        verb,
+        target: args.target.clone(),
+        force: args.force,
+        cascade: args.cascade,
+    };
+    match flotilla_plan::plan(topology, &observed, &op) {
+        Ok(plan) => {
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&plan)?);
+            } else {
+                print!("{}", render::plan(&plan));
+            }
+            Ok(EXIT_OK)
+        }
+        Err(refusal) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({ "refusal": refusal }))?
+                );
+            } else {
+                eprintln!("{}: refused", refusal.operation);
+                for r in &refusal.reasons {
+                    eprintln!("  - {r}");
+                }
+            }
+            Ok(if refusal.is_unknown_target() {
+                EXIT_USAGE
+            } else {
+                EXIT_REFUSED
+            })
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Reading the inventory and its template files from disk (the only IO the read-only
+//! verbs do), and handing them to `flotilla_model::validate`.
+
+use anyhow::{Context, Result};
+use flotilla_model::{validate, Diagnostic, Format, SourceFile, Sources, TemplateRef, Validated};
+use std::path::{Path, PathBuf};
+
+/// The inventory files looked for, in order, when `-f` is not given.
+pub const DEFAULT_FILES: &[&str] = &["flotilla.toml", "flotilla.json"];
+
+/// What loading produced: the sources (for rendering) and the validation outcome.
+pub struct Loaded {
+    /// Every file read.
+    pub sources: Sources,
+    /// Topology and warnings, or every diagnostic.
+    pub result: Result<Validated, Vec<Diagnostic>>,
+}
+
+/// Finds the inventory: `explicit` if given, else the first of [`DEFAULT_FILES`] in the
+/// current directory.
+pub fn inventory_path(explicit: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = explicit {
+        return Ok(p.to_path_buf());
+    }
+    for name in DEFAULT_FILES {
+        let p = PathBuf::from(name);
+        if p.exists() {
+            return Ok(p);
+        }
+    }
+    anyhow::bail!(
+        "no inventory found: looked for {} in the current directory; pass -f FILE or set FLOTILLA_FILE",
+        DEFAULT_FILES.join(" and ")
+    )
+}
+
+/// Reads the inventory at `path`, and every `templates/*.toml` / `*.json` beside it,
+/// then validates them.
+///
+/// # Errors
+/// When a file cannot be read (invalid content is reported in `result` instead).
+pub fn load(path: &Path) -> Result<Loaded> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read inventory {}", path.display()))?;
+    let mut sources = Sources::new();
+    let name = path.display().to_string();
+    let inventory = sources.add(SourceFile::new(
+        name.clone(),
+        Format::from_path(&name),
+        text,
+    ));
+    let mut templates = Vec::new();
+    let dir = path.parent().unwrap_or(Path::new("")).join("templates");
+    if dir.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .with_context(|| format!("cannot list {}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                matches!(
+                    p.extension().and_then(|e| e.to_str()),
+                    Some("toml" | "json")
+                )
+            })
+            .collect();
+        entries.sort();
+        for p in entries {
+            let text = std::fs::read_to_string(&p)
+                .with_context(|| format!("cannot read template {}", p.display()))?;
+            let shown = p.display().to_string();
+            let file = sources.add(SourceFile::new(
+                shown.clone(),
+                Format::from_path(&shown),
+                text,
+            ));
+            let tname = p
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default()
+                .to_string();
+            templates.push(TemplateRef { name: tname, file });
+        }
+    }
+    let result = validate(&sources, inventory, &templates);
+    Ok(Loaded { sources, result })
+}

@@ -1,0 +1,398 @@
+//! The inventory format: the declared desired state as written in `flotilla.toml`
+//! (or the same document as JSON). These types are what the JSON Schema printed by
+//! `flotilla schema` is generated from; unknown keys are errors everywhere.
+
+use crate::values::{EnvValue, HumanDuration, Port, Signal, StatusRange};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A whole inventory document.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Inventory {
+    /// Optional JSON Schema reference, ignored (lets editors find the schema).
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// Machines, by name. A host named `local` (transport `local`) exists implicitly.
+    #[serde(default)]
+    pub hosts: BTreeMap<String, HostSpec>,
+    /// Components, by name.
+    #[serde(default)]
+    pub components: BTreeMap<String, ComponentSpec>,
+    /// Stacks, by name.
+    #[serde(default)]
+    pub stacks: BTreeMap<String, StackSpec>,
+}
+
+/// How Flotilla reaches a host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportKind {
+    /// This machine.
+    #[default]
+    Local,
+    /// OpenSSH (honours `~/.ssh/config`).
+    Ssh,
+}
+
+/// A machine.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    /// `local` (default) or `ssh`.
+    #[serde(default)]
+    pub transport: TransportKind,
+    /// Address or `~/.ssh/config` alias; defaults to the host's name for `ssh`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Login user for `ssh`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// SSH port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<Port>,
+    /// `<os>-<arch>`: `linux-x86_64`, `linux-aarch64`, `darwin-aarch64`, `darwin-x86_64`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
+    /// Free-form labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Who owns a component's lifecycle.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Owner {
+    /// Flotilla starts and stops it through its adapter.
+    #[default]
+    Managed,
+    /// Observed by its probes only, never mutated.
+    External,
+}
+
+/// The native owner a managed component's lifecycle verbs map onto.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdapterKind {
+    /// A detached child process in its own session and process group.
+    #[default]
+    Process,
+    /// A launchd job (macOS).
+    Launchd,
+    /// A systemd unit (Linux).
+    Systemd,
+    /// An OpenSSH port forward run as a managed process.
+    SshTunnel,
+}
+
+impl AdapterKind {
+    /// The kebab-case name used in the inventory.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdapterKind::Process => "process",
+            AdapterKind::Launchd => "launchd",
+            AdapterKind::Systemd => "systemd",
+            AdapterKind::SshTunnel => "ssh-tunnel",
+        }
+    }
+}
+
+/// One independently managed service on one host.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentSpec {
+    /// One line saying what it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The host it runs on; default `local`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// `managed` (default) or `external`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Owner>,
+    /// Adapter for managed components; default `process`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<AdapterKind>,
+    /// A built-in or user template supplying command, endpoints and probes from `params`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// The template's parameters (each template has its own schema).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, serde_json::Value>,
+    /// argv: the program, then its arguments. `${...}` references are substituted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// Environment variables added to the start environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, EnvValue>,
+    /// Working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Named endpoints: URLs (`http://127.0.0.1:8080`) or `host:port`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub endpoints: BTreeMap<String, String>,
+    /// Components that must be ready before this one starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+    /// Endpoints of other components this one uses: `name = "component.endpoint"`.
+    /// Each implies a dependency; `${connections.name}` gives its resolved URL.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub connections: BTreeMap<String, String>,
+    /// The probe that says the component is ready (gates dependents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<ProbeSpec>,
+    /// The probe that says a running component is still healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub liveness: Option<ProbeSpec>,
+    /// How to stop it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<StopSpec>,
+    /// Named variants of command, env, endpoints, params and cwd.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub profiles: BTreeMap<String, ProfileSpec>,
+    /// The active profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// Free-form labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// The forward, for adapter `ssh-tunnel`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<TunnelSpec>,
+    /// The job, for adapter `launchd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launchd: Option<LaunchdSpec>,
+    /// The unit, for adapter `systemd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub systemd: Option<SystemdSpec>,
+}
+
+/// A named variant of a component's runtime settings. Set keys replace the
+/// component's (`command`, `cwd`) or are merged over them (`env`, `endpoints`, `params`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileSpec {
+    /// Replaces the command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// Merged over the environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, EnvValue>,
+    /// Merged over the endpoints.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub endpoints: BTreeMap<String, String>,
+    /// Merged over the template parameters.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, serde_json::Value>,
+    /// Replaces the working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+/// A probe: exactly one check (`process`, `tcp`, `http`, `exec`, `request`, `log`)
+/// and its timing, in the manner of Kubernetes probes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeSpec {
+    /// Passes while the component's process is alive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessCheck>,
+    /// Passes when a TCP connection to an endpoint is accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpCheck>,
+    /// Passes when an HTTP GET answers as expected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpCheck>,
+    /// Passes when a command exits 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec: Option<ExecCheck>,
+    /// Passes when a full request (method, headers, body) answers as expected: the end-to-end check of a route.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<RequestCheck>,
+    /// Passes when the component's log has a line matching a regex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogCheck>,
+    /// Wait before the first check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_delay: Option<HumanDuration>,
+    /// Time between checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<HumanDuration>,
+    /// Time allowed for one check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<HumanDuration>,
+    /// Consecutive passes needed to count as passing (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success_threshold: Option<u32>,
+    /// Consecutive failures needed to count as failing (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_threshold: Option<u32>,
+}
+
+/// Process liveness check (no settings).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessCheck {}
+
+/// TCP connect check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TcpCheck {
+    /// Name of one of the component's endpoints.
+    pub endpoint: String,
+}
+
+/// HTTP GET check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HttpCheck {
+    /// Name of one of the component's endpoints.
+    pub endpoint: String,
+    /// Path appended to the endpoint, e.g. `/health`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Accepted statuses; default `200-299`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<StatusRange>,
+    /// The body must contain this text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_contains: Option<String>,
+    /// A JSON Pointer (RFC 6901) into the body, compared with `json_equals`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_pointer: Option<String>,
+    /// The value expected at `json_pointer`; without it, the pointer must merely exist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_equals: Option<serde_json::Value>,
+}
+
+/// Command check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecCheck {
+    /// argv; exit status 0 passes.
+    pub command: Vec<String>,
+}
+
+/// End-to-end request check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RequestCheck {
+    /// An endpoint of this component (`http`) or of another (`proxy.http`).
+    pub endpoint: String,
+    /// HTTP method; default `GET`, or `POST` when a body is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Path appended to the endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Request headers. Values may reference secrets.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, EnvValue>,
+    /// Raw request body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// JSON request body (sets `Content-Type: application/json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json: Option<serde_json::Value>,
+    /// Accepted statuses; default `200-299`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<StatusRange>,
+    /// The body must contain this text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_contains: Option<String>,
+    /// A JSON Pointer (RFC 6901) that must exist in the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_pointer: Option<String>,
+    /// The value expected at `json_pointer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_equals: Option<serde_json::Value>,
+}
+
+/// Log line check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogCheck {
+    /// A regular expression (Rust `regex` syntax) matched against each log line.
+    pub pattern: String,
+}
+
+/// How a managed component is stopped.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StopSpec {
+    /// Signal sent first (default `SIGTERM`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<Signal>,
+    /// Time allowed before `SIGKILL` (default `10s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_period: Option<HumanDuration>,
+}
+
+/// Direction of an SSH port forward (OpenSSH's `-L` and `-R`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum TunnelDirection {
+    /// `-L`: listen on the component's host, forward through `via` to the target.
+    #[default]
+    Local,
+    /// `-R`: listen on `via`, forward back to the target on the component's host.
+    Remote,
+}
+
+/// An SSH port forward.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TunnelSpec {
+    /// The host `ssh` connects to.
+    pub via: String,
+    /// The forwarded endpoint, `component.endpoint`.
+    pub target: String,
+    /// The port the forward listens on.
+    pub listen_port: Port,
+    /// Address the forward listens on; default `127.0.0.1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bind: Option<String>,
+    /// `local` (`-L`, default) or `remote` (`-R`).
+    #[serde(default)]
+    pub direction: TunnelDirection,
+}
+
+/// A launchd job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchdSpec {
+    /// The job's `Label`, e.g. `com.example.llm`.
+    pub label: String,
+    /// Path of an existing property list; without it one is generated from `command`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plist: Option<String>,
+}
+
+/// A systemd unit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SystemdSpec {
+    /// Unit name, e.g. `llama.service`.
+    pub unit: String,
+    /// Use the user manager (`systemctl --user`).
+    #[serde(default)]
+    pub user: bool,
+}
+
+/// A named group of components operated together.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StackSpec {
+    /// One line saying what it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Members; operating the stack also covers their dependencies.
+    pub components: Vec<String>,
+}
+
+/// The JSON Schema (draft 2020-12) of the inventory format.
+pub fn inventory_schema() -> serde_json::Value {
+    let schema = schemars::schema_for!(Inventory);
+    serde_json::to_value(schema).expect("schema serialises")
+}

@@ -1,0 +1,380 @@
+//! The validated topology: every component resolved (active profile applied, template
+//! expanded, `${...}` references substituted, defaults filled) and the dependency DAG
+//! indexed for the planner.
+//!
+//! A `Topology` only comes out of [`crate::validate`], so its invariants hold: every
+//! host, dependency, endpoint and stack member named exists, and the graph is acyclic.
+
+use crate::inventory::{
+    AdapterKind, LaunchdSpec, Owner, SystemdSpec, TransportKind, TunnelDirection,
+};
+use crate::values::{Endpoint, EnvValue, HumanDuration, Signal, StatusRange};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// Dense index of a component inside a [`Topology`] (its position in name order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct ComponentId(pub u32);
+
+impl ComponentId {
+    /// As a `usize` index.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A validated host.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Host {
+    /// Its name.
+    pub name: String,
+    /// How it is reached.
+    pub transport: TransportKind,
+    /// Address or SSH alias (the name when not given).
+    pub address: String,
+    /// SSH user.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// SSH port.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// `<os>-<arch>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
+    /// Labels.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A resolved connection: this component uses `component`'s `endpoint` at `url`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Connection {
+    /// The component providing the endpoint.
+    pub component: String,
+    /// The endpoint's name on that component.
+    pub endpoint: String,
+    /// The endpoint's resolved URL.
+    pub url: String,
+}
+
+/// What a probe checks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Check {
+    /// The component's process is alive.
+    Process,
+    /// A TCP connection to `address` is accepted.
+    Tcp {
+        /// Endpoint name.
+        endpoint: String,
+        /// `host:port` dialled.
+        address: String,
+    },
+    /// An HTTP GET answers as expected.
+    Http {
+        /// Endpoint name.
+        endpoint: String,
+        /// Full URL requested.
+        url: String,
+        /// Accepted statuses.
+        status: StatusRange,
+        /// Text the body must contain.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        body_contains: Option<String>,
+        /// JSON Pointer that must exist (and equal `json_equals` when set).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        json_pointer: Option<String>,
+        /// Expected value at the pointer.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        json_equals: Option<serde_json::Value>,
+    },
+    /// A command exits 0.
+    Exec {
+        /// argv.
+        command: Vec<String>,
+    },
+    /// A full request answers as expected.
+    Request {
+        /// `component.endpoint` the request goes to.
+        endpoint: String,
+        /// Full URL requested.
+        url: String,
+        /// HTTP method.
+        method: String,
+        /// Headers (secret values by name only).
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        headers: BTreeMap<String, EnvValue>,
+        /// Raw body.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        body: Option<String>,
+        /// JSON body.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        json: Option<serde_json::Value>,
+        /// Accepted statuses.
+        status: StatusRange,
+        /// Text the body must contain.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        body_contains: Option<String>,
+        /// JSON Pointer that must exist.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        json_pointer: Option<String>,
+        /// Expected value at the pointer.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        json_equals: Option<serde_json::Value>,
+    },
+    /// A log line matches `pattern`.
+    Log {
+        /// Regex.
+        pattern: String,
+    },
+}
+
+/// A probe with its timing defaults filled (Kubernetes' defaults, except a 1 s period).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Probe {
+    /// What it checks.
+    pub check: Check,
+    /// Wait before the first check (default 0s).
+    pub initial_delay: HumanDuration,
+    /// Time between checks (default 1s).
+    pub period: HumanDuration,
+    /// Time allowed for one check (default 1s).
+    pub timeout: HumanDuration,
+    /// Consecutive passes to pass (default 1).
+    pub success_threshold: u32,
+    /// Consecutive failures to fail (default 3).
+    pub failure_threshold: u32,
+}
+
+/// How a component is stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Stop {
+    /// First signal.
+    pub signal: Signal,
+    /// Time before `SIGKILL`.
+    pub grace_period: HumanDuration,
+}
+
+/// A resolved SSH port forward.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Tunnel {
+    /// Host `ssh` connects to.
+    pub via: String,
+    /// `-L` or `-R`.
+    pub direction: TunnelDirection,
+    /// Address the forward listens on.
+    pub bind: String,
+    /// Port the forward listens on.
+    pub listen_port: u16,
+    /// The forwarded component.
+    pub target_component: String,
+    /// The forwarded endpoint's name.
+    pub target_endpoint: String,
+    /// `host:port` the forward connects to, as seen from the far end.
+    pub target_address: String,
+}
+
+/// A fully resolved component.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Component {
+    /// Its name.
+    pub name: String,
+    /// What it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The host it runs on.
+    pub host: String,
+    /// `managed` or `external`.
+    pub owner: Owner,
+    /// Adapter, for managed components only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<AdapterKind>,
+    /// Template it was expanded from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// Active profile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// argv (empty for external components and unit/label-based adapters).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Environment (secret values by name only).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, EnvValue>,
+    /// Working directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Endpoints by name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub endpoints: BTreeMap<String, Endpoint>,
+    /// Every upstream component (explicit, from connections, from a tunnel), sorted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+    /// Connections by name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub connections: BTreeMap<String, Connection>,
+    /// Readiness probe.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<Probe>,
+    /// Liveness probe.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub liveness: Option<Probe>,
+    /// Stop settings (managed components only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop: Option<Stop>,
+    /// SSH forward.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<Tunnel>,
+    /// launchd job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub launchd: Option<LaunchdSpec>,
+    /// systemd unit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub systemd: Option<SystemdSpec>,
+    /// Labels.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Digest of the effective runtime config (host, adapter, command, env, cwd,
+    /// endpoints, stop, tunnel, unit): what "config drift" compares.
+    pub config_digest: String,
+}
+
+impl Component {
+    /// Whether Flotilla may start, stop or restart it.
+    pub fn is_managed(&self) -> bool {
+        self.owner == Owner::Managed
+    }
+}
+
+/// A validated stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Stack {
+    /// Its name.
+    pub name: String,
+    /// What it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Members, as declared.
+    pub components: Vec<String>,
+}
+
+/// The validated dependency graph of components across hosts.
+#[derive(Debug, Clone, Serialize)]
+pub struct Topology {
+    /// Hosts by name.
+    pub hosts: BTreeMap<String, Host>,
+    /// Components in name order; a component's [`ComponentId`] is its index here.
+    pub components: Vec<Component>,
+    /// Stacks by name.
+    pub stacks: BTreeMap<String, Stack>,
+    /// `sha256:` digest of the canonical JSON of hosts, components and stacks.
+    pub digest: String,
+    #[serde(skip)]
+    index: HashMap<String, ComponentId>,
+    #[serde(skip)]
+    upstream: Vec<Vec<ComponentId>>,
+    #[serde(skip)]
+    downstream: Vec<Vec<ComponentId>>,
+    #[serde(skip)]
+    order: Vec<ComponentId>,
+}
+
+/// What a target name refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// A component.
+    Component(ComponentId),
+    /// A stack.
+    Stack(&'a Stack),
+}
+
+impl Topology {
+    /// Builds the indices. `components` must be sorted by name, every `depends_on`
+    /// name must exist, and the graph must be acyclic (validation guarantees all three).
+    pub(crate) fn build(
+        hosts: BTreeMap<String, Host>,
+        components: Vec<Component>,
+        stacks: BTreeMap<String, Stack>,
+        order: Vec<ComponentId>,
+    ) -> Topology {
+        let index: HashMap<String, ComponentId> = components
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.clone(), ComponentId(i as u32)))
+            .collect();
+        let mut upstream = vec![Vec::new(); components.len()];
+        let mut downstream = vec![Vec::new(); components.len()];
+        for (i, c) in components.iter().enumerate() {
+            for d in &c.depends_on {
+                let d = index[d];
+                upstream[i].push(d);
+                downstream[d.index()].push(ComponentId(i as u32));
+            }
+        }
+        #[derive(Serialize)]
+        struct Hashed<'a> {
+            hosts: &'a BTreeMap<String, Host>,
+            components: &'a [Component],
+            stacks: &'a BTreeMap<String, Stack>,
+        }
+        let digest = crate::digest::digest_of(&Hashed {
+            hosts: &hosts,
+            components: &components,
+            stacks: &stacks,
+        });
+        Topology {
+            hosts,
+            components,
+            stacks,
+            digest,
+            index,
+            upstream,
+            downstream,
+            order,
+        }
+    }
+
+    /// The id of the component named `name`.
+    pub fn id(&self, name: &str) -> Option<ComponentId> {
+        self.index.get(name).copied()
+    }
+
+    /// The component with this id.
+    pub fn component(&self, id: ComponentId) -> &Component {
+        &self.components[id.index()]
+    }
+
+    /// What `name` names: a component or a stack (validation forbids both).
+    pub fn target(&self, name: &str) -> Option<Target<'_>> {
+        if let Some(id) = self.id(name) {
+            return Some(Target::Component(id));
+        }
+        self.stacks.get(name).map(Target::Stack)
+    }
+
+    /// Direct upstream dependencies of `id`.
+    pub fn upstream(&self, id: ComponentId) -> &[ComponentId] {
+        &self.upstream[id.index()]
+    }
+
+    /// Direct dependents of `id`.
+    pub fn downstream(&self, id: ComponentId) -> &[ComponentId] {
+        &self.downstream[id.index()]
+    }
+
+    /// All components in a dependency order (dependencies first; ties by name).
+    pub fn order(&self) -> &[ComponentId] {
+        &self.order
+    }
+
+    /// Number of components.
+    pub fn len(&self) -> usize {
+        self.components.len()
+    }
+
+    /// Whether there are no components.
+    pub fn is_empty(&self) -> bool {
+        self.components.is_empty()
+    }
+}

@@ -1,0 +1,832 @@
+//! Flotilla's planner: [`plan`] turns a validated [`Topology`], an [`Observed`]
+//! snapshot and an [`Operation`] into a [`Plan`] (steps in waves, impact, cleanup set,
+//! digests) or a [`Refusal`] that names what stands in the way.
+//!
+//! Pure: no IO, no clock; everything it needs is an argument, so the same inputs
+//! always give the same plan (and the same JSON, byte for byte).
+//!
+//! Code map:
+//! - [`Operation`], [`Verb`]: what is asked.
+//! - [`Plan`], [`Wave`], [`Step`], [`Action`], [`Impact`]: the answer.
+//! - [`Refusal`], [`Reason`]: why not.
+//! - [`plan`]: the semantics (DESIGN.md, "Operation semantics").
+
+use flotilla_model::inventory::{AdapterKind, Owner};
+use flotilla_model::status::{Lifecycle, Observability, Observed, ObservedComponent, StartedBy};
+use flotilla_model::topology::{ComponentId, Target, Topology};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// Version of the plan's JSON shape; bumped on any incompatible change.
+pub const PLAN_FORMAT: u32 = 1;
+
+/// A lifecycle verb.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verb {
+    /// Bring up the target and its upstream dependencies.
+    Start,
+    /// Take down the target.
+    Stop,
+    /// Stop then start the target.
+    Restart,
+}
+
+impl fmt::Display for Verb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verb::Start => "start",
+            Verb::Stop => "stop",
+            Verb::Restart => "restart",
+        })
+    }
+}
+
+/// An operation on a component or a stack (`up`/`down` are start/stop of a stack).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Operation {
+    /// The verb.
+    pub verb: Verb,
+    /// A component or stack name.
+    pub target: String,
+    /// `stop`: stop the target even though dependents run.
+    #[serde(default)]
+    pub force: bool,
+    /// `stop`: stop running dependents first; `restart`: restart them too.
+    #[serde(default)]
+    pub cascade: bool,
+}
+
+impl Operation {
+    /// An operation without flags.
+    pub fn new(verb: Verb, target: impl Into<String>) -> Self {
+        Operation {
+            verb,
+            target: target.into(),
+            force: false,
+            cascade: false,
+        }
+    }
+}
+
+impl fmt::Display for Operation {
+    /// The equivalent command line, e.g. `flotilla stop llm --cascade`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "flotilla {} {}", self.verb, self.target)?;
+        if self.force {
+            f.write_str(" --force")?;
+        }
+        if self.cascade {
+            f.write_str(" --cascade")?;
+        }
+        Ok(())
+    }
+}
+
+/// What a step does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Start it, then wait for its readiness probe.
+    Start,
+    /// Stop it.
+    Stop,
+    /// Stop it, start it, wait for readiness.
+    Restart,
+    /// Do not touch it; wait (with a deadline) until its readiness probe passes.
+    /// Used for components already starting and for external components.
+    AwaitReady,
+    /// Already in the requested state: nothing to do.
+    Noop,
+}
+
+impl Action {
+    /// Whether the step changes anything (start, stop, restart).
+    pub fn is_mutating(self) -> bool {
+        matches!(self, Action::Start | Action::Stop | Action::Restart)
+    }
+
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Start => "start",
+            Action::Stop => "stop",
+            Action::Restart => "restart",
+            Action::AwaitReady => "await-ready",
+            Action::Noop => "no-op",
+        }
+    }
+}
+
+/// One step: an action on one component.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Step {
+    /// Component name.
+    pub component: String,
+    /// Its host.
+    pub host: String,
+    /// What to do.
+    pub action: Action,
+    /// Its adapter (managed components).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub adapter: Option<AdapterKind>,
+    /// `managed` or `external`.
+    pub owner: Owner,
+    /// Why this step, in a few words ("dependency of proxy", "already running and ready").
+    pub reason: String,
+}
+
+/// Steps that do not depend on each other and may run in parallel.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Wave {
+    /// Steps, by name.
+    pub steps: Vec<Step>,
+}
+
+/// A running component that an operation affects without operating on it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Impact {
+    /// The affected component.
+    pub component: String,
+    /// How.
+    pub effect: String,
+}
+
+/// A plan: steps in waves (wave `n + 1` starts when wave `n` has finished), the
+/// cleanup set, impact, and the digests of the inputs it was computed from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// [`PLAN_FORMAT`].
+    pub format: u32,
+    /// What was asked.
+    pub operation: Operation,
+    /// `sha256:` digest of the topology planned against.
+    pub topology_digest: String,
+    /// `sha256:` digest of the observed state planned against.
+    pub observed_digest: String,
+    /// Ordered waves.
+    pub waves: Vec<Wave>,
+    /// If execution fails part-way: stop these (exactly what this plan starts), in this order.
+    pub cleanup: Vec<String>,
+    /// Components affected without being operated on.
+    pub impact: Vec<Impact>,
+}
+
+impl Plan {
+    /// All steps, wave by wave.
+    pub fn steps(&self) -> impl Iterator<Item = &Step> {
+        self.waves.iter().flat_map(|w| w.steps.iter())
+    }
+
+    /// Whether every step is a no-op.
+    pub fn is_noop(&self) -> bool {
+        self.steps().all(|s| s.action == Action::Noop)
+    }
+
+    /// `sha256:` digest of this plan's canonical JSON.
+    pub fn digest(&self) -> String {
+        flotilla_model::digest::digest_of(self)
+    }
+}
+
+/// One reason an operation is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Reason {
+    /// The target names no component or stack.
+    #[error("`{target}` is neither a component nor a stack{}", suggestion.as_ref().map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default())]
+    UnknownTarget {
+        /// What was asked for.
+        target: String,
+        /// The closest name, if any.
+        suggestion: Option<String>,
+    },
+    /// Stopping would leave running dependents without their dependency.
+    #[error("`{component}` has running dependents: {}; use --cascade to stop them first, or --force to stop `{component}` anyway", dependents.join(", "))]
+    DependentsRunning {
+        /// What would be stopped.
+        component: String,
+        /// Its running dependents.
+        dependents: Vec<String>,
+    },
+    /// The operation would have to start, stop or restart an external component.
+    #[error("`{component}` is external (observed only, never mutated): {why}")]
+    ExternalNotMutable {
+        /// The external component.
+        component: String,
+        /// Why the operation would need to mutate it.
+        why: String,
+    },
+    /// The component's state cannot be seen, so acting on it would be a guess.
+    #[error("`{component}` on host `{host}` is {observability}: its state cannot be seen, so it cannot be planned for")]
+    Unobservable {
+        /// The component.
+        component: String,
+        /// Its host.
+        host: String,
+        /// `unreachable` or `not-permitted`.
+        observability: String,
+    },
+    /// Something else is running the component; it is reported, never adopted.
+    #[error("`{component}` is running under another owner ({evidence}); stop that first or let Flotilla observe it as external")]
+    ForeignOwner {
+        /// The component.
+        component: String,
+        /// What was seen.
+        evidence: String,
+    },
+    /// The component is between states, or its lifecycle is unknown.
+    #[error("`{component}` is {lifecycle}; wait until it settles, then plan again")]
+    Unsettled {
+        /// The component.
+        component: String,
+        /// Its lifecycle.
+        lifecycle: String,
+    },
+}
+
+/// Why an operation cannot be planned: every reason found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("refused: {}", reasons.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct Refusal {
+    /// What was asked.
+    pub operation: Operation,
+    /// Why not (at least one).
+    pub reasons: Vec<Reason>,
+}
+
+impl Refusal {
+    /// Whether the refusal is because the target does not exist (a usage error rather
+    /// than a refusal of a valid request).
+    pub fn is_unknown_target(&self) -> bool {
+        matches!(self.reasons.as_slice(), [Reason::UnknownTarget { .. }])
+    }
+}
+
+/// Plans `op` against `topology` as `observed`.
+///
+/// # Errors
+/// A [`Refusal`] listing every reason the operation cannot proceed.
+pub fn plan(topology: &Topology, observed: &Observed, op: &Operation) -> Result<Plan, Refusal> {
+    let mut p = Planner {
+        topo: topology,
+        observed,
+        reasons: Vec::new(),
+    };
+    let (waves, impact) = match topology.target(&op.target) {
+        None => {
+            let names = topology
+                .components
+                .iter()
+                .map(|c| c.name.as_str())
+                .chain(topology.stacks.keys().map(String::as_str));
+            return Err(Refusal {
+                operation: op.clone(),
+                reasons: vec![Reason::UnknownTarget {
+                    target: op.target.clone(),
+                    suggestion: flotilla_model::diag::did_you_mean(&op.target, names)
+                        .map(str::to_string),
+                }],
+            });
+        }
+        Some(Target::Component(id)) => match op.verb {
+            Verb::Start => (p.start(&[id], "requested"), Vec::new()),
+            Verb::Stop => p.stop(&[id], op, None),
+            Verb::Restart => p.restart(id, op.cascade),
+        },
+        Some(Target::Stack(stack)) => {
+            let members: Vec<ComponentId> = stack
+                .components
+                .iter()
+                .filter_map(|n| topology.id(n))
+                .collect();
+            match op.verb {
+                Verb::Start => (p.start(&members, "stack member"), Vec::new()),
+                Verb::Stop => {
+                    let record = observed.stacks.get(&stack.name);
+                    p.stop(&members, op, record.map(|r| r.start_order.as_slice()))
+                }
+                Verb::Restart => {
+                    let (mut stop_waves, _) = p.stop(
+                        &members,
+                        &Operation {
+                            cascade: op.cascade,
+                            force: op.force,
+                            ..op.clone()
+                        },
+                        observed
+                            .stacks
+                            .get(&stack.name)
+                            .map(|r| r.start_order.as_slice()),
+                    );
+                    let start_waves = p.start_after_stop(&members, &stop_waves);
+                    stop_waves.extend(start_waves);
+                    (stop_waves, Vec::new())
+                }
+            }
+        }
+    };
+    if !p.reasons.is_empty() {
+        let mut reasons = p.reasons;
+        let mut seen = std::collections::HashSet::new();
+        reasons.retain(|r| seen.insert(r.clone()));
+        return Err(Refusal {
+            operation: op.clone(),
+            reasons,
+        });
+    }
+    let cleanup = waves
+        .iter()
+        .rev()
+        .flat_map(|w| w.steps.iter().rev())
+        .filter(|s| s.action == Action::Start)
+        .map(|s| s.component.clone())
+        .collect();
+    Ok(Plan {
+        format: PLAN_FORMAT,
+        operation: op.clone(),
+        topology_digest: topology.digest.clone(),
+        observed_digest: observed.digest(),
+        waves,
+        cleanup,
+        impact,
+    })
+}
+
+struct Planner<'a> {
+    topo: &'a Topology,
+    observed: &'a Observed,
+    reasons: Vec<Reason>,
+}
+
+impl Planner<'_> {
+    fn obs(&self, id: ComponentId) -> &ObservedComponent {
+        self.observed.component(&self.topo.component(id).name)
+    }
+
+    fn step(&self, id: ComponentId, action: Action, reason: impl Into<String>) -> Step {
+        let c = self.topo.component(id);
+        Step {
+            component: c.name.clone(),
+            host: c.host.clone(),
+            action,
+            adapter: c.adapter,
+            owner: c.owner,
+            reason: reason.into(),
+        }
+    }
+
+    /// Refuses if the component's state cannot be seen; returns whether it can.
+    fn check_observable(&mut self, id: ComponentId) -> bool {
+        let o = self.obs(id);
+        let name = match o.observability {
+            Observability::Observed => return true,
+            Observability::Unreachable => "unreachable",
+            Observability::NotPermitted => "not-permitted",
+        };
+        let c = self.topo.component(id);
+        self.reasons.push(Reason::Unobservable {
+            component: c.name.clone(),
+            host: c.host.clone(),
+            observability: name.into(),
+        });
+        false
+    }
+
+    fn check_foreign(&mut self, id: ComponentId) -> bool {
+        if let StartedBy::Foreign { evidence } = &self.obs(id).started_by {
+            let reason = Reason::ForeignOwner {
+                component: self.topo.component(id).name.clone(),
+                evidence: evidence.clone(),
+            };
+            self.reasons.push(reason);
+            return false;
+        }
+        true
+    }
+
+    /// Marks `roots` and everything upstream of them.
+    fn upstream_closure(&self, roots: &[ComponentId]) -> Vec<bool> {
+        let mut in_set = vec![false; self.topo.len()];
+        let mut stack: Vec<ComponentId> = roots.to_vec();
+        while let Some(id) = stack.pop() {
+            if std::mem::replace(&mut in_set[id.index()], true) {
+                continue;
+            }
+            stack.extend(self.topo.upstream(id).iter().copied());
+        }
+        in_set
+    }
+
+    /// Running (or starting/stopping) components downstream of `roots`, transitively, excluding `roots`.
+    fn running_dependents(&self, roots: &[ComponentId]) -> Vec<ComponentId> {
+        let mut seen = vec![false; self.topo.len()];
+        for r in roots {
+            seen[r.index()] = true;
+        }
+        let mut stack: Vec<ComponentId> = roots.to_vec();
+        let mut out = Vec::new();
+        while let Some(id) = stack.pop() {
+            for &d in self.topo.downstream(id) {
+                if !std::mem::replace(&mut seen[d.index()], true) {
+                    stack.push(d);
+                    if self.obs(d).is_up() {
+                        out.push(d);
+                    }
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Groups the members of `in_set` into waves so that each comes after its upstream
+    /// members (`forward`) or after its downstream members (reverse), ordered by `key`
+    /// inside a wave.
+    fn waves(
+        &self,
+        in_set: &[bool],
+        forward: bool,
+        mut make: impl FnMut(ComponentId) -> Step,
+    ) -> Vec<Wave> {
+        let mut level = vec![0usize; self.topo.len()];
+        let mut max_level = 0;
+        let mut members: Vec<ComponentId> = Vec::new();
+        let order = self.topo.order();
+        let iter: Box<dyn Iterator<Item = &ComponentId>> = if forward {
+            Box::new(order.iter())
+        } else {
+            Box::new(order.iter().rev())
+        };
+        for &id in iter {
+            if !in_set[id.index()] {
+                continue;
+            }
+            let before = if forward {
+                self.topo.upstream(id)
+            } else {
+                self.topo.downstream(id)
+            };
+            let l = before
+                .iter()
+                .filter(|b| in_set[b.index()])
+                .map(|b| level[b.index()] + 1)
+                .max()
+                .unwrap_or(0);
+            level[id.index()] = l;
+            max_level = max_level.max(l);
+            members.push(id);
+        }
+        let mut waves: Vec<Vec<ComponentId>> =
+            vec![Vec::new(); if members.is_empty() { 0 } else { max_level + 1 }];
+        for id in members {
+            waves[level[id.index()]].push(id);
+        }
+        waves
+            .into_iter()
+            .map(|mut ids| {
+                ids.sort();
+                Wave {
+                    steps: ids.into_iter().map(&mut make).collect(),
+                }
+            })
+            .collect()
+    }
+
+    fn start_action(&mut self, id: ComponentId, why: &str) -> (Action, String) {
+        let c = self.topo.component(id);
+        let o = self.obs(id).clone();
+        if c.owner == Owner::External {
+            return if o.is_ready() {
+                (Action::Noop, "external, ready".into())
+            } else {
+                (
+                    Action::AwaitReady,
+                    "external (observed only): wait for readiness".into(),
+                )
+            };
+        }
+        if o.is_up() {
+            self.check_foreign(id);
+        }
+        match o.lifecycle {
+            _ if o.is_ready() => (Action::Noop, "already running and ready".into()),
+            Lifecycle::Running | Lifecycle::Starting => (
+                Action::AwaitReady,
+                "already running: wait for readiness".into(),
+            ),
+            Lifecycle::Stopped | Lifecycle::Failed => (Action::Start, why.into()),
+            Lifecycle::Stopping | Lifecycle::Unknown => {
+                self.reasons.push(Reason::Unsettled {
+                    component: c.name.clone(),
+                    lifecycle: lifecycle_name(o.lifecycle).into(),
+                });
+                (Action::Noop, String::new())
+            }
+        }
+    }
+
+    fn start(&mut self, targets: &[ComponentId], why: &str) -> Vec<Wave> {
+        let in_set = self.upstream_closure(targets);
+        let is_target: BTreeSet<ComponentId> = targets.iter().copied().collect();
+        let mut decided = Vec::new();
+        for (i, &member) in in_set.iter().enumerate() {
+            if member {
+                let id = ComponentId(i as u32);
+                if !self.check_observable(id) {
+                    continue;
+                }
+                let reason = if is_target.contains(&id) {
+                    why.to_string()
+                } else {
+                    let dependents: Vec<&str> = self
+                        .topo
+                        .downstream(id)
+                        .iter()
+                        .filter(|d| in_set[d.index()])
+                        .map(|d| self.topo.component(*d).name.as_str())
+                        .collect();
+                    format!("dependency of {}", dependents.join(", "))
+                };
+                decided.push((id, self.start_action(id, &reason)));
+            }
+        }
+        let mut by_id: std::collections::HashMap<ComponentId, (Action, String)> =
+            decided.into_iter().collect();
+        self.waves(&in_set, true, |id| {
+            let (a, r) = by_id
+                .remove(&id)
+                .unwrap_or((Action::Noop, "not observable".into()));
+            self.step(id, a, r)
+        })
+    }
+
+    /// After a stack stop phase, starts the members again (restart of a stack).
+    fn start_after_stop(&mut self, members: &[ComponentId], stop_waves: &[Wave]) -> Vec<Wave> {
+        let stopped: BTreeSet<&str> = stop_waves
+            .iter()
+            .flat_map(|w| &w.steps)
+            .filter(|s| s.action == Action::Stop)
+            .map(|s| s.component.as_str())
+            .collect();
+        let in_set = self.upstream_closure(members);
+        let mut actions = Vec::new();
+        for (i, &m) in in_set.iter().enumerate() {
+            if m {
+                let id = ComponentId(i as u32);
+                let name = self.topo.component(id).name.as_str();
+                let a = if stopped.contains(name) {
+                    (Action::Start, "restart".to_string())
+                } else {
+                    self.start_action(id, "stack member")
+                };
+                actions.push((id, a));
+            }
+        }
+        let mut by_id: std::collections::HashMap<ComponentId, (Action, String)> =
+            actions.into_iter().collect();
+        self.waves(&in_set, true, |id| {
+            let (a, r) = by_id.remove(&id).expect("decided");
+            self.step(id, a, r)
+        })
+    }
+
+    fn stop(
+        &mut self,
+        targets: &[ComponentId],
+        op: &Operation,
+        record: Option<&[String]>,
+    ) -> (Vec<Wave>, Vec<Impact>) {
+        let n = self.topo.len();
+        let mut in_set = vec![false; n];
+        let stack_op =
+            record.is_some() || matches!(self.topo.target(&op.target), Some(Target::Stack(_)));
+        let mut set: Vec<ComponentId> = targets.to_vec();
+        if let Some(order) = record {
+            // The stack's recorded start order includes the dependencies it started.
+            set.extend(order.iter().filter_map(|n| self.topo.id(n)));
+        }
+        for &id in &set {
+            in_set[id.index()] = true;
+        }
+        let mut impact = Vec::new();
+        for &id in &set {
+            let c = self.topo.component(id);
+            if c.owner == Owner::External && !stack_op {
+                self.reasons.push(Reason::ExternalNotMutable {
+                    component: c.name.clone(),
+                    why: "`stop` would stop it".into(),
+                });
+            }
+            self.check_observable(id);
+        }
+        let managed_up: Vec<ComponentId> = set
+            .iter()
+            .copied()
+            .filter(|&id| self.topo.component(id).is_managed() && self.obs(id).is_up())
+            .collect();
+        let dependents: Vec<ComponentId> = self
+            .running_dependents(&managed_up)
+            .into_iter()
+            .filter(|d| !in_set[d.index()])
+            .collect();
+        if !dependents.is_empty() {
+            if op.cascade {
+                for &d in &dependents {
+                    let dc = self.topo.component(d);
+                    if dc.owner == Owner::External {
+                        self.reasons.push(Reason::ExternalNotMutable {
+                            component: dc.name.clone(),
+                            why: format!(
+                                "it depends on {} and --cascade would stop it",
+                                self.names_upstream_in(d, &in_set)
+                            ),
+                        });
+                    } else {
+                        self.check_observable(d);
+                    }
+                    in_set[d.index()] = true;
+                }
+            } else if op.force {
+                for &d in &dependents {
+                    impact.push(Impact {
+                        component: self.topo.component(d).name.clone(),
+                        effect: format!(
+                            "keeps running without {}",
+                            self.names_upstream_in(d, &in_set)
+                        ),
+                    });
+                }
+            } else {
+                // Name the dependents per stopped component, for a precise refusal.
+                for &id in &managed_up {
+                    let deps: Vec<String> = self
+                        .running_dependents(&[id])
+                        .into_iter()
+                        .filter(|d| !in_set[d.index()])
+                        .map(|d| self.topo.component(d).name.clone())
+                        .collect();
+                    if !deps.is_empty() {
+                        self.reasons.push(Reason::DependentsRunning {
+                            component: self.topo.component(id).name.clone(),
+                            dependents: deps,
+                        });
+                    }
+                }
+            }
+        }
+        let cascaded: BTreeSet<ComponentId> = if op.cascade {
+            dependents.into_iter().collect()
+        } else {
+            BTreeSet::new()
+        };
+        let waves = self.waves(&in_set, false, |id| {
+            let c = self.topo.component(id);
+            let o = self.obs(id);
+            let (a, r) = if c.owner == Owner::External {
+                (Action::Noop, "external: observed only, never stopped")
+            } else if !o.is_up() {
+                (Action::Noop, "already stopped")
+            } else if cascaded.contains(&id) {
+                (Action::Stop, "dependent (--cascade)")
+            } else if targets.contains(&id) {
+                (
+                    Action::Stop,
+                    if stack_op {
+                        "stack member"
+                    } else {
+                        "requested"
+                    },
+                )
+            } else {
+                (Action::Stop, "started with the stack")
+            };
+            self.step(id, a, r)
+        });
+        // A stack's recorded start order decides the order inside each wave.
+        let waves = match record {
+            Some(order) => waves
+                .into_iter()
+                .map(|mut w| {
+                    let pos = |name: &str| {
+                        order
+                            .iter()
+                            .position(|n| n == name)
+                            .map_or(usize::MAX, |p| usize::MAX - 1 - p)
+                    };
+                    w.steps
+                        .sort_by_key(|s| (pos(&s.component), s.component.clone()));
+                    w
+                })
+                .collect(),
+            None => waves,
+        };
+        (waves, impact)
+    }
+
+    fn names_upstream_in(&self, id: ComponentId, in_set: &[bool]) -> String {
+        let names: Vec<&str> = self
+            .topo
+            .upstream(id)
+            .iter()
+            .filter(|u| in_set[u.index()])
+            .map(|u| self.topo.component(*u).name.as_str())
+            .collect();
+        if names.is_empty() {
+            "a stopped dependency".into()
+        } else {
+            names.join(", ")
+        }
+    }
+
+    fn restart(&mut self, id: ComponentId, cascade: bool) -> (Vec<Wave>, Vec<Impact>) {
+        let c = self.topo.component(id);
+        if c.owner == Owner::External {
+            self.reasons.push(Reason::ExternalNotMutable {
+                component: c.name.clone(),
+                why: "`restart` would stop and start it".into(),
+            });
+            return (Vec::new(), Vec::new());
+        }
+        if !self.check_observable(id) {
+            return (Vec::new(), Vec::new());
+        }
+        let o = self.obs(id).clone();
+        if o.is_up() {
+            self.check_foreign(id);
+        }
+        let dependents = self.running_dependents(&[id]);
+        if !cascade {
+            let step = if o.is_up() {
+                self.step(id, Action::Restart, "requested")
+            } else {
+                self.step(id, Action::Start, "not running: restart starts it")
+            };
+            let impact = dependents
+                .iter()
+                .map(|&d| Impact {
+                    component: self.topo.component(d).name.clone(),
+                    effect: format!("sees {} restart", c.name),
+                })
+                .collect();
+            return (vec![Wave { steps: vec![step] }], impact);
+        }
+        let mut in_set = vec![false; self.topo.len()];
+        in_set[id.index()] = true;
+        let mut impact = Vec::new();
+        for &d in &dependents {
+            let dc = self.topo.component(d);
+            if dc.owner == Owner::External {
+                impact.push(Impact {
+                    component: dc.name.clone(),
+                    effect: format!("external: not restarted, sees {} restart", c.name),
+                });
+            } else if self.check_observable(d) {
+                in_set[d.index()] = true;
+            }
+        }
+        let up = |p: &Planner<'_>, x: ComponentId| p.obs(x).is_up();
+        let mut stop_set = in_set.clone();
+        for (i, m) in stop_set.iter_mut().enumerate() {
+            if *m && !up(self, ComponentId(i as u32)) {
+                *m = false;
+            }
+        }
+        let mut waves = self.waves(&stop_set, false, |x| {
+            self.step(
+                x,
+                Action::Stop,
+                if x == id {
+                    "restart (stop)"
+                } else {
+                    "dependent (--cascade): restart (stop)"
+                },
+            )
+        });
+        waves.extend(self.waves(&in_set, true, |x| {
+            self.step(
+                x,
+                Action::Start,
+                if x == id {
+                    "restart (start)"
+                } else {
+                    "dependent (--cascade): restart (start)"
+                },
+            )
+        }));
+        (waves, impact)
+    }
+}
+
+fn lifecycle_name(l: Lifecycle) -> &'static str {
+    match l {
+        Lifecycle::Running => "running",
+        Lifecycle::Stopped => "stopped",
+        Lifecycle::Starting => "starting",
+        Lifecycle::Stopping => "stopping",
+        Lifecycle::Failed => "failed",
+        Lifecycle::Unknown => "unknown",
+    }
+}
