@@ -127,6 +127,34 @@ impl Node {
     }
 }
 
+impl Node {
+    /// Removes the entry whose key or value has exactly `span` (or the array element
+    /// with that span), anywhere below this node. Returns whether something was removed.
+    /// Used to keep decoding after an error, so one entry can report several problems.
+    pub fn remove_span(&mut self, span: Span) -> bool {
+        match &mut self.value {
+            Value::Table(entries) => {
+                if let Some(i) = entries
+                    .iter()
+                    .position(|e| e.key_span == span || e.value.span == span)
+                {
+                    entries.remove(i);
+                    return true;
+                }
+                entries.iter_mut().any(|e| e.value.remove_span(span))
+            }
+            Value::Array(items) => {
+                if let Some(i) = items.iter().position(|n| n.span == span) {
+                    items.remove(i);
+                    return true;
+                }
+                items.iter_mut().any(|n| n.remove_span(span))
+            }
+            _ => false,
+        }
+    }
+}
+
 /// A syntax error: where and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyntaxError {
@@ -295,6 +323,8 @@ pub struct DecodeError {
     pub span: Option<Span>,
     /// A suggestion, e.g. the closest known key.
     pub help: Option<String>,
+    /// For `missing-key`: the key.
+    pub missing: Option<String>,
 }
 
 impl DecodeError {
@@ -319,6 +349,7 @@ impl de::Error for DecodeError {
             message: msg.to_string(),
             span: None,
             help: None,
+            missing: None,
         }
     }
 
@@ -333,6 +364,7 @@ impl de::Error for DecodeError {
             message: format!("unknown key `{field}`"),
             span: None,
             help,
+            missing: None,
         }
     }
 
@@ -346,6 +378,7 @@ impl de::Error for DecodeError {
             message: format!("unknown value `{variant}`"),
             span: None,
             help: Some(help),
+            missing: None,
         }
     }
 
@@ -355,6 +388,7 @@ impl de::Error for DecodeError {
             message: format!("missing required key `{field}`"),
             span: None,
             help: None,
+            missing: Some(field.to_string()),
         }
     }
 }

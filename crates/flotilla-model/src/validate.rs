@@ -175,6 +175,51 @@ impl Validator {
         self.push(d);
     }
 
+    /// Decodes `node` as `T`, reporting every decoding error it can: after each error
+    /// the offending key is set aside and decoding is tried again. Returns the value
+    /// decoded from what remains (the errors already make validation fail), or `None`
+    /// when a required part is missing or broken.
+    fn decode_all<T: serde::de::DeserializeOwned>(
+        &mut self,
+        file: FileId,
+        what: &str,
+        node: &Node,
+    ) -> Option<T> {
+        let mut pruned: Option<Node> = None;
+        let mut removed_keys: Vec<String> = Vec::new();
+        for _ in 0..32 {
+            let current = pruned.as_ref().unwrap_or(node);
+            match from_node::<T>(current) {
+                Ok(v) => return Some(v),
+                Err(err) => {
+                    if err
+                        .missing
+                        .as_ref()
+                        .is_some_and(|k| removed_keys.contains(k))
+                    {
+                        // We set that key aside ourselves; its error is already reported.
+                        return None;
+                    }
+                    let span = err.span.unwrap_or(node.span);
+                    if let Some(k) = key_at(current, span) {
+                        removed_keys.push(k);
+                    }
+                    let missing = err.code == Code::MissingKey;
+                    self.decode_error(file, what, err, node.span);
+                    if missing || span == node.span {
+                        return None;
+                    }
+                    let mut next = current.clone();
+                    if !next.remove_span(span) {
+                        return None;
+                    }
+                    pruned = Some(next);
+                }
+            }
+        }
+        None
+    }
+
     fn load_templates<'s>(
         &mut self,
         sources: &'s Sources,
@@ -204,12 +249,10 @@ impl Validator {
                 );
                 continue;
             }
-            let spec: TemplateFile = match from_node(&root) {
-                Ok(s) => s,
-                Err(e) => {
-                    self.decode_error(r.file, &format!("template `{}`", r.name), e, root.span);
-                    continue;
-                }
+            let Some(spec) =
+                self.decode_all::<TemplateFile>(r.file, &format!("template `{}`", r.name), &root)
+            else {
+                continue;
             };
             let mut ok = true;
             for (pname, decl) in &spec.params {
@@ -335,8 +378,9 @@ impl Validator {
             if !self.check_name("host", e) {
                 continue;
             }
-            match from_node::<HostSpec>(&e.value) {
-                Ok(h) => {
+            let what = format!("host `{}`", e.key);
+            if let Some(h) = self.decode_all::<HostSpec>(self.file, &what, &e.value) {
+                {
                     if let Some(p) = &h.platform {
                         if !is_platform(p) {
                             self.push(
@@ -364,9 +408,6 @@ impl Validator {
                             labels: h.labels,
                         },
                     );
-                }
-                Err(err) => {
-                    self.decode_error(self.file, &format!("host `{}`", e.key), err, e.value.span)
                 }
             }
         }
@@ -406,18 +447,11 @@ impl Validator {
             if !self.check_name("component", e) {
                 continue;
             }
-            match from_node::<ComponentSpec>(&e.value) {
-                Ok(spec) => {
-                    if let Some(d) = self.draft(e, spec, &declared_hosts, &hosts, templates) {
-                        drafts.push(d);
-                    }
+            let what = format!("component `{}`", e.key);
+            if let Some(spec) = self.decode_all::<ComponentSpec>(self.file, &what, &e.value) {
+                if let Some(d) = self.draft(e, spec, &declared_hosts, &hosts, templates) {
+                    drafts.push(d);
                 }
-                Err(err) => self.decode_error(
-                    self.file,
-                    &format!("component `{}`", e.key),
-                    err,
-                    e.value.span,
-                ),
             }
         }
         drafts.sort_by(|a, b| a.name.cmp(b.name));
@@ -544,7 +578,7 @@ impl Validator {
                     }
                 });
                 self.push(d);
-                return None;
+                None
             }
             Some(p) => Some(p.clone()),
             None => None,
@@ -916,9 +950,9 @@ impl Validator {
                 }
             }
         }
-        if !ok {
-            return None;
-        }
+        // Keep a draft even when something above was wrong, so its dependencies,
+        // connections and probes are still checked (errors already fail validation).
+        let _ = ok;
         Some(Draft {
             name,
             entry: e,
@@ -1880,6 +1914,22 @@ impl Validator {
         c.config_digest = config_digest(&c);
         Some(c)
     }
+}
+
+/// The key of the entry whose key or value has `span`, anywhere in `node`.
+fn key_at(node: &Node, span: Span) -> Option<String> {
+    for e in node.entries() {
+        if e.key_span == span || e.value.span == span {
+            return Some(e.key.clone());
+        }
+        if let Some(k) = key_at(&e.value, span) {
+            return Some(k);
+        }
+    }
+    if let Value::Array(items) = &node.value {
+        return items.iter().find_map(|n| key_at(n, span));
+    }
+    None
 }
 
 fn dial(bind: &str) -> &str {
