@@ -245,17 +245,27 @@ pub struct LocatedDiagnostic {
     pub help: Option<String>,
 }
 
-/// The closest of `candidates` to `word`, if any is close enough to be a likely typo.
+/// The closest of `candidates` to `word`, if any is close enough to be a likely typo:
+/// within an edit distance (Damerau–Levenshtein) of a third of its length (at least
+/// one), or with a Jaro–Winkler similarity above 0.85.
 pub fn did_you_mean<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
+    let limit = (word.chars().count() / 3).max(1);
     candidates
         .into_iter()
-        .map(|c| (strsim::jaro_winkler(word, c), c))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
+        .filter(|c| *c != word)
+        .map(|c| {
+            (
+                strsim::damerau_levenshtein(word, c),
+                strsim::jaro_winkler(word, c),
+                c,
+            )
+        })
+        .filter(|(d, jw, _)| *d <= limit || *jw > 0.85)
+        .min_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)))
+        .map(|(_, _, c)| c)
 }
 
 #[cfg(test)]
@@ -266,5 +276,10 @@ mod tests {
     fn suggests_close_names_only() {
         assert_eq!(did_you_mean("stuido", ["studio", "gpu"]), Some("studio"));
         assert_eq!(did_you_mean("zzz", ["studio", "gpu"]), None);
+        assert_eq!(did_you_mean("lmm", ["llm", "embed", "proxy"]), Some("llm"));
+        assert_eq!(
+            did_you_mean("comand", ["command", "cwd", "env"]),
+            Some("command")
+        );
     }
 }

@@ -96,6 +96,30 @@ struct Validator {
 /// (`Code::Suspicious` marks a reference to a broken entry, already reported.)
 type RefProblem = (Code, String, Option<String>);
 
+/// A component's host, parsed endpoints, and whether they may be incomplete because
+/// part of the component failed to decode.
+type EndpointView = (String, BTreeMap<String, Endpoint>, bool);
+
+/// Keys whose breakage makes "how does it start" unanswerable.
+const START_KEYS: &[&str] = &[
+    "command", "template", "params", "adapter", "tunnel", "launchd", "systemd", "profiles", "owner",
+];
+/// Keys whose breakage makes the component's endpoints and references uncertain.
+const ENDPOINT_KEYS: &[&str] = &[
+    "endpoints",
+    "template",
+    "params",
+    "profiles",
+    "connections",
+    "tunnel",
+];
+
+fn any_broken(broken: &[Vec<String>], keys: &[&str]) -> bool {
+    broken
+        .iter()
+        .any(|p| p.first().is_some_and(|k| keys.contains(&k.as_str())))
+}
+
 /// A string and where it was written.
 #[derive(Debug, Clone)]
 struct Located<T> {
@@ -108,6 +132,9 @@ struct Draft<'a> {
     name: &'a str,
     entry: &'a Entry,
     spec: ComponentSpec,
+    /// Key paths that failed to decode and were set aside (errors already reported):
+    /// checks that depend on them are skipped so one mistake is reported once.
+    broken: Vec<Vec<String>>,
     host: String,
     owner: Owner,
     adapter: Option<AdapterKind>,
@@ -184,28 +211,42 @@ impl Validator {
         file: FileId,
         what: &str,
         node: &Node,
-    ) -> Option<T> {
+    ) -> Option<(T, Vec<Vec<String>>)> {
+        self.retry_decode(file, what, node, |n| from_node::<T>(n), |e| e)
+    }
+
+    /// Runs `decode` on `node`; after each error (reported, after `adjust`), the
+    /// offending key is set aside and decoding is tried again. Returns the value and
+    /// the key paths set aside, or `None` when a required part is missing or broken.
+    fn retry_decode<T>(
+        &mut self,
+        file: FileId,
+        what: &str,
+        node: &Node,
+        decode: impl Fn(&Node) -> Result<T, DecodeError>,
+        adjust: impl Fn(DecodeError) -> DecodeError,
+    ) -> Option<(T, Vec<Vec<String>>)> {
         let mut pruned: Option<Node> = None;
-        let mut removed_keys: Vec<String> = Vec::new();
+        let mut removed: Vec<Vec<String>> = Vec::new();
         for _ in 0..32 {
             let current = pruned.as_ref().unwrap_or(node);
-            match from_node::<T>(current) {
-                Ok(v) => return Some(v),
+            match decode(current) {
+                Ok(v) => return Some((v, removed)),
                 Err(err) => {
                     if err
                         .missing
                         .as_ref()
-                        .is_some_and(|k| removed_keys.contains(k))
+                        .is_some_and(|k| removed.iter().any(|p| p.last() == Some(k)))
                     {
                         // We set that key aside ourselves; its error is already reported.
                         return None;
                     }
                     let span = err.span.unwrap_or(node.span);
-                    if let Some(k) = key_at(current, span) {
-                        removed_keys.push(k);
+                    if let Some(p) = key_path_at(current, span) {
+                        removed.push(p);
                     }
                     let missing = err.code == Code::MissingKey;
-                    self.decode_error(file, what, err, node.span);
+                    self.decode_error(file, what, adjust(err), node.span);
                     if missing || span == node.span {
                         return None;
                     }
@@ -249,8 +290,9 @@ impl Validator {
                 );
                 continue;
             }
-            let Some(spec) =
-                self.decode_all::<TemplateFile>(r.file, &format!("template `{}`", r.name), &root)
+            let Some(spec) = self
+                .decode_all::<TemplateFile>(r.file, &format!("template `{}`", r.name), &root)
+                .map(|(t, _)| t)
             else {
                 continue;
             };
@@ -379,7 +421,7 @@ impl Validator {
                 continue;
             }
             let what = format!("host `{}`", e.key);
-            if let Some(h) = self.decode_all::<HostSpec>(self.file, &what, &e.value) {
+            if let Some((h, _)) = self.decode_all::<HostSpec>(self.file, &what, &e.value) {
                 {
                     if let Some(p) = &h.platform {
                         if !is_platform(p) {
@@ -448,8 +490,10 @@ impl Validator {
                 continue;
             }
             let what = format!("component `{}`", e.key);
-            if let Some(spec) = self.decode_all::<ComponentSpec>(self.file, &what, &e.value) {
-                if let Some(d) = self.draft(e, spec, &declared_hosts, &hosts, templates) {
+            if let Some((spec, broken)) =
+                self.decode_all::<ComponentSpec>(self.file, &what, &e.value)
+            {
+                if let Some(d) = self.draft(e, spec, broken, &declared_hosts, &hosts, templates) {
                     drafts.push(d);
                 }
             }
@@ -534,6 +578,7 @@ impl Validator {
         &mut self,
         e: &'a Entry,
         spec: ComponentSpec,
+        mut broken: Vec<Vec<String>>,
         declared_hosts: &BTreeSet<&str>,
         hosts: &BTreeMap<String, Host>,
         templates: &HashMap<String, LoadedTemplate<'_>>,
@@ -623,37 +668,37 @@ impl Validator {
                 value: Value::Table(entries),
             };
             if template::is_builtin(tname) {
-                match template::expand_builtin(tname, &params) {
-                    Ok(out) => tpl = out,
-                    Err(err) => {
-                        let mut err = err;
-                        if err.code != Code::UnknownKey {
-                            err.code = Code::InvalidTemplateParam;
-                        }
-                        if err.code == Code::UnknownKey {
-                            err.code = Code::InvalidTemplateParam;
-                            err.message = format!(
-                                "{} (not a parameter of `{tname}`)",
-                                err.message.replace("key", "parameter")
-                            );
-                        }
-                        let span = err.span.unwrap_or(params.span);
-                        let span = if span == params.span && node.get("params").is_none() {
-                            tpl_loc.span
-                        } else {
-                            span
-                        };
-                        self.decode_error(
-                            self.file,
-                            &format!("component `{name}`, template `{tname}`"),
-                            DecodeError {
-                                span: Some(span),
-                                ..err
-                            },
-                            tpl_loc.span,
+                let file = self.file;
+                let what = format!("component `{name}`, template `{tname}`");
+                let no_params_table = node.get("params").is_none();
+                let adjust = |mut err: DecodeError| {
+                    if err.code == Code::UnknownKey {
+                        err.message = format!(
+                            "{} (not a parameter of `{tname}`)",
+                            err.message.replace("key", "parameter")
                         );
-                        return None;
                     }
+                    err.code = Code::InvalidTemplateParam;
+                    if err.span.is_none_or(|s| s == params.span) && no_params_table {
+                        err.span = Some(tpl_loc.span);
+                    }
+                    err
+                };
+                match self.retry_decode(
+                    file,
+                    &what,
+                    &params,
+                    |p| template::expand_builtin(tname, p),
+                    adjust,
+                ) {
+                    Some((out, removed)) => {
+                        tpl = out;
+                        broken.extend(removed.into_iter().map(|mut p| {
+                            p.insert(0, "params".into());
+                            p
+                        }));
+                    }
+                    None => return None,
                 }
                 if tname == "mlx-lm" {
                     if let Some(p) = hosts.get(&host).and_then(|h| h.platform.as_deref()) {
@@ -894,7 +939,7 @@ impl Validator {
                     AdapterKind::Launchd => spec.launchd.is_some(),
                     AdapterKind::Systemd => spec.systemd.is_some(),
                 };
-                if !has_start {
+                if !has_start && !any_broken(&broken, START_KEYS) {
                     let need = match adapter {
                         AdapterKind::Process => "a `command` (argv list) or a `template`",
                         AdapterKind::SshTunnel => "a `tunnel` table or template = \"ssh-tunnel\"",
@@ -957,6 +1002,7 @@ impl Validator {
             name,
             entry: e,
             spec,
+            broken,
             host,
             owner,
             adapter: if owner == Owner::Managed {
@@ -1093,11 +1139,17 @@ impl Validator {
         let all_names: Vec<&str> = declared.iter().copied().collect();
         let names: Vec<&str> = drafts.iter().map(|d| d.name).collect();
         // Read-only views of every component's host and endpoints.
-        let endpoints: Vec<(String, BTreeMap<String, Endpoint>)> = drafts
+        let endpoints: Vec<EndpointView> = drafts
             .iter()
-            .map(|d| (d.host.clone(), d.parsed_endpoints.clone()))
+            .map(|d| {
+                (
+                    d.host.clone(),
+                    d.parsed_endpoints.clone(),
+                    any_broken(&d.broken, ENDPOINT_KEYS),
+                )
+            })
             .collect();
-        let lookup_endpoint = |endpoints: &[(String, BTreeMap<String, Endpoint>)],
+        let lookup_endpoint = |endpoints: &[EndpointView],
                                reference: &str|
          -> Result<(usize, String, Endpoint), RefProblem> {
             let Some((comp, ep)) = reference.split_once('.') else {
@@ -1119,6 +1171,8 @@ impl Validator {
             };
             match endpoints[i].1.get(ep) {
                 Some(e) => Ok((i, ep.to_string(), e.clone())),
+                // Part of that component failed to decode; that error is reported.
+                None if endpoints[i].2 => Err((Code::Suspicious, String::new(), None)),
                 None => Err((
                     Code::UnknownEndpoint,
                     format!("component `{comp}` has no endpoint `{ep}`"),
@@ -1200,7 +1254,11 @@ impl Validator {
                                 (&d.host, "the tunnel's own host")
                             }
                         };
-                        if thost != must_be {
+                        let via_known = hosts.contains_key(&t.via);
+                        if thost != must_be
+                            && (via_known
+                                || t.direction == crate::inventory::TunnelDirection::Remote)
+                        {
                             ok = false;
                             self.push(Diagnostic::error(
                                 Code::TunnelUnresolved,
@@ -1251,9 +1309,15 @@ impl Validator {
                 }
             }
         }
-        let endpoints: Vec<(String, BTreeMap<String, Endpoint>)> = drafts
+        let endpoints: Vec<EndpointView> = drafts
             .iter()
-            .map(|d| (d.host.clone(), d.parsed_endpoints.clone()))
+            .map(|d| {
+                (
+                    d.host.clone(),
+                    d.parsed_endpoints.clone(),
+                    any_broken(&d.broken, ENDPOINT_KEYS),
+                )
+            })
             .collect();
         for d in drafts.iter_mut() {
             let node = &d.entry.value;
@@ -1282,7 +1346,7 @@ impl Validator {
                     Ok((i, ep, endpoint)) => {
                         let tname = names[i];
                         d.deps.entry(tname.to_string()).or_insert(loc);
-                        let (thost, _) = &endpoints[i];
+                        let thost = &endpoints[i].0;
                         if thost != &d.host && endpoint.is_local_bind() {
                             self.push(Diagnostic::warning(
                                 Code::Suspicious,
@@ -1396,6 +1460,7 @@ impl Validator {
         let own = |ep: &str, key: &str, this: &mut Self| -> Option<Endpoint> {
             match d.parsed_endpoints.get(ep) {
                 Some(e) => Some(e.clone()),
+                None if any_broken(&d.broken, ENDPOINT_KEYS) => None,
                 None => {
                     let mut diag = Diagnostic::error(
                         Code::UnknownEndpoint,
@@ -1842,9 +1907,14 @@ impl Validator {
             }
         };
         let help = "references: ${connections.NAME[.url|.host|.port|.scheme|.path]}, ${endpoints.NAME[...]}, ${component.name}, ${component.host}";
+        let uncertain = any_broken(&d.broken, ENDPOINT_KEYS);
         let mut sub = |s: &Located<String>, what: &str, this: &mut Self| -> String {
             match crate::interp::substitute(&s.value, resolve) {
                 Ok(v) => v,
+                Err(_) if uncertain => {
+                    ok = false;
+                    s.value.clone()
+                }
                 Err(e) => {
                     ok = false;
                     this.push(
@@ -1916,18 +1986,28 @@ impl Validator {
     }
 }
 
-/// The key of the entry whose key or value has `span`, anywhere in `node`.
-fn key_at(node: &Node, span: Span) -> Option<String> {
+/// The key path (array indices as decimal strings) of the entry or element whose key
+/// or value has `span`, anywhere in `node`.
+fn key_path_at(node: &Node, span: Span) -> Option<Vec<String>> {
     for e in node.entries() {
         if e.key_span == span || e.value.span == span {
-            return Some(e.key.clone());
+            return Some(vec![e.key.clone()]);
         }
-        if let Some(k) = key_at(&e.value, span) {
-            return Some(k);
+        if let Some(mut p) = key_path_at(&e.value, span) {
+            p.insert(0, e.key.clone());
+            return Some(p);
         }
     }
     if let Value::Array(items) = &node.value {
-        return items.iter().find_map(|n| key_at(n, span));
+        for (i, n) in items.iter().enumerate() {
+            if n.span == span {
+                return Some(vec![i.to_string()]);
+            }
+            if let Some(mut p) = key_path_at(n, span) {
+                p.insert(0, i.to_string());
+                return Some(p);
+            }
+        }
     }
     None
 }
