@@ -559,7 +559,10 @@ command = ["whisper-server", "-m", "ggml-base.en.bin", "--port", "${endpoints.ht
     let stt = &topo["components"][0];
     assert_eq!(stt["command"][4], "9000");
     assert_eq!(stt["endpoints"]["http"]["url"], "http://127.0.0.1:9000");
-    assert_eq!(stt["readiness"]["check"]["url"], "http://127.0.0.1:9000/");
+    assert_eq!(
+        stt["readiness"]["check"]["http"]["url"],
+        "http://127.0.0.1:9000/"
+    );
 }
 
 #[test]

@@ -1,68 +1,61 @@
 //! Canonical JSON and SHA-256 digests.
 //!
-//! Canonical JSON here is: object keys sorted by their UTF-8 bytes, no insignificant
-//! whitespace, strings and numbers as `serde_json` writes them. For the values Flotilla
-//! hashes (no floats that need re-formatting) this matches RFC 8785 (JCS). A digest is
-//! written `sha256:<64 lowercase hex digits>`.
+//! Canonical JSON is the JSON Canonicalization Scheme (RFC 8785, JCS): object keys
+//! sorted, no insignificant whitespace. Every type Flotilla digests is declared so that
+//! `serde_json`'s compact output already is its canonical form: struct fields in
+//! alphabetical order, maps as `BTreeMap`, enums externally tagged, no floats. That
+//! lets digests stream straight into SHA-256 without building a JSON tree; a test
+//! (`flotilla-plan/tests/canonical.rs`) checks the output against an independent JCS
+//! implementation. A digest is written `sha256:<64 lowercase hex digits>`.
 
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
-/// Serialises `value` as canonical JSON.
+/// Serialises `value` as canonical JSON (see the module docs for the types this holds for).
 ///
 /// # Panics
 /// Only if `value`'s `Serialize` implementation fails, which the model's types never do.
 pub fn canonical_json<T: Serialize + ?Sized>(value: &T) -> String {
-    let v = serde_json::to_value(value).expect("model types serialise to JSON");
-    let mut out = String::new();
-    write_canonical(&v, &mut out);
-    out
+    serde_json::to_string(value).expect("model types serialise to JSON")
 }
 
-fn write_canonical(v: &serde_json::Value, out: &mut String) {
-    match v {
-        serde_json::Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort_unstable();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&serde_json::to_string(k).expect("string serialises"));
-                out.push(':');
-                write_canonical(&map[k], out);
-            }
-            out.push('}');
-        }
-        serde_json::Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
+/// Feeds written bytes to a SHA-256 hasher.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
-/// `sha256:<hex>` of some bytes.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let hash = Sha256::digest(bytes);
-    let mut s = String::with_capacity(7 + 64);
+fn hex(hash: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(7 + 2 * hash.len());
     s.push_str("sha256:");
-    for b in hash.iter() {
-        s.push_str(&format!("{b:02x}"));
+    for b in hash {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
     }
     s
 }
 
-/// `sha256:<hex>` of the canonical JSON of `value`.
+/// `sha256:<hex>` of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// `sha256:<hex>` of the canonical JSON of `value`, streamed into the hash.
+///
+/// # Panics
+/// Only if `value`'s `Serialize` implementation fails, which the model's types never do.
 pub fn digest_of<T: Serialize + ?Sized>(value: &T) -> String {
-    sha256_hex(canonical_json(value).as_bytes())
+    let mut w = HashWriter(Sha256::new());
+    serde_json::to_writer(&mut w, value).expect("model types serialise to JSON");
+    hex(&w.0.finalize())
 }
 
 #[cfg(test)]

@@ -70,7 +70,7 @@ pub enum Observability {
 
 /// Who started the running instance.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", tag = "kind")]
+#[serde(rename_all = "kebab-case")]
 pub enum StartedBy {
     /// Nobody: it is not running, or it is external.
     #[default]
@@ -91,12 +91,12 @@ pub enum StartedBy {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ObservedComponent {
-    /// Running or not.
-    #[serde(default)]
-    pub lifecycle: Lifecycle,
     /// Readiness.
     #[serde(default)]
     pub health: Health,
+    /// Running or not.
+    #[serde(default)]
+    pub lifecycle: Lifecycle,
     /// Whether we can see it.
     #[serde(default)]
     pub observability: Observability,

@@ -27,24 +27,24 @@ impl ComponentId {
 /// A validated host.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Host {
-    /// Its name.
-    pub name: String,
-    /// How it is reached.
-    pub transport: TransportKind,
     /// Address or SSH alias (the name when not given).
     pub address: String,
-    /// SSH user.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    /// SSH port.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub port: Option<u16>,
-    /// `<os>-<arch>`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub platform: Option<String>,
     /// Labels.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// Its name.
+    pub name: String,
+    /// `<os>-<arch>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
+    /// SSH port.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// How it is reached.
+    pub transport: TransportKind,
+    /// SSH user.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// A resolved connection: this component uses `component`'s `endpoint` at `url`.
@@ -60,34 +60,34 @@ pub struct Connection {
 
 /// What a probe checks.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "kebab-case")]
+#[serde(rename_all = "kebab-case")]
 pub enum Check {
     /// The component's process is alive.
     Process,
     /// A TCP connection to `address` is accepted.
     Tcp {
-        /// Endpoint name.
-        endpoint: String,
         /// `host:port` dialled.
         address: String,
+        /// Endpoint name.
+        endpoint: String,
     },
     /// An HTTP GET answers as expected.
     Http {
-        /// Endpoint name.
-        endpoint: String,
-        /// Full URL requested.
-        url: String,
-        /// Accepted statuses.
-        status: StatusRange,
         /// Text the body must contain.
         #[serde(skip_serializing_if = "Option::is_none")]
         body_contains: Option<String>,
-        /// JSON Pointer that must exist (and equal `json_equals` when set).
-        #[serde(skip_serializing_if = "Option::is_none")]
-        json_pointer: Option<String>,
+        /// Endpoint name.
+        endpoint: String,
         /// Expected value at the pointer.
         #[serde(skip_serializing_if = "Option::is_none")]
         json_equals: Option<serde_json::Value>,
+        /// JSON Pointer that must exist (and equal `json_equals` when set).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        json_pointer: Option<String>,
+        /// Accepted statuses.
+        status: StatusRange,
+        /// Full URL requested.
+        url: String,
     },
     /// A command exits 0.
     Exec {
@@ -96,32 +96,32 @@ pub enum Check {
     },
     /// A full request answers as expected.
     Request {
-        /// `component.endpoint` the request goes to.
-        endpoint: String,
-        /// Full URL requested.
-        url: String,
-        /// HTTP method.
-        method: String,
-        /// Headers (secret values by name only).
-        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-        headers: BTreeMap<String, EnvValue>,
         /// Raw body.
         #[serde(skip_serializing_if = "Option::is_none")]
         body: Option<String>,
-        /// JSON body.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        json: Option<serde_json::Value>,
-        /// Accepted statuses.
-        status: StatusRange,
         /// Text the body must contain.
         #[serde(skip_serializing_if = "Option::is_none")]
         body_contains: Option<String>,
-        /// JSON Pointer that must exist.
+        /// `component.endpoint` the request goes to.
+        endpoint: String,
+        /// Headers (secret values by name only).
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        headers: BTreeMap<String, EnvValue>,
+        /// JSON body.
         #[serde(skip_serializing_if = "Option::is_none")]
-        json_pointer: Option<String>,
+        json: Option<serde_json::Value>,
         /// Expected value at the pointer.
         #[serde(skip_serializing_if = "Option::is_none")]
         json_equals: Option<serde_json::Value>,
+        /// JSON Pointer that must exist.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        json_pointer: Option<String>,
+        /// HTTP method.
+        method: String,
+        /// Accepted statuses.
+        status: StatusRange,
+        /// Full URL requested.
+        url: String,
     },
     /// A log line matches `pattern`.
     Log {
@@ -135,109 +135,109 @@ pub enum Check {
 pub struct Probe {
     /// What it checks.
     pub check: Check,
+    /// Consecutive failures to fail (default 3).
+    pub failure_threshold: u32,
     /// Wait before the first check (default 0s).
     pub initial_delay: HumanDuration,
     /// Time between checks (default 1s).
     pub period: HumanDuration,
-    /// Time allowed for one check (default 1s).
-    pub timeout: HumanDuration,
     /// Consecutive passes to pass (default 1).
     pub success_threshold: u32,
-    /// Consecutive failures to fail (default 3).
-    pub failure_threshold: u32,
+    /// Time allowed for one check (default 1s).
+    pub timeout: HumanDuration,
 }
 
 /// How a component is stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Stop {
-    /// First signal.
-    pub signal: Signal,
     /// Time before `SIGKILL`.
     pub grace_period: HumanDuration,
+    /// First signal.
+    pub signal: Signal,
 }
 
 /// A resolved SSH port forward.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Tunnel {
-    /// Host `ssh` connects to.
-    pub via: String,
-    /// `-L` or `-R`.
-    pub direction: TunnelDirection,
     /// Address the forward listens on.
     pub bind: String,
+    /// `-L` or `-R`.
+    pub direction: TunnelDirection,
     /// Port the forward listens on.
     pub listen_port: u16,
+    /// `host:port` the forward connects to, as seen from the far end.
+    pub target_address: String,
     /// The forwarded component.
     pub target_component: String,
     /// The forwarded endpoint's name.
     pub target_endpoint: String,
-    /// `host:port` the forward connects to, as seen from the far end.
-    pub target_address: String,
+    /// Host `ssh` connects to.
+    pub via: String,
 }
 
 /// A fully resolved component.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Component {
-    /// Its name.
-    pub name: String,
-    /// What it is.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// The host it runs on.
-    pub host: String,
-    /// `managed` or `external`.
-    pub owner: Owner,
     /// Adapter, for managed components only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adapter: Option<AdapterKind>,
-    /// Template it was expanded from.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub template: Option<String>,
-    /// Active profile.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub profile: Option<String>,
     /// argv (empty for external components and unit/label-based adapters).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
-    /// Environment (secret values by name only).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, EnvValue>,
-    /// Working directory.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cwd: Option<String>,
-    /// Endpoints by name.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub endpoints: BTreeMap<String, Endpoint>,
-    /// Every upstream component (explicit, from connections, from a tunnel), sorted.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub depends_on: Vec<String>,
-    /// Connections by name.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub connections: BTreeMap<String, Connection>,
-    /// Readiness probe.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub readiness: Option<Probe>,
-    /// Liveness probe.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub liveness: Option<Probe>,
-    /// Stop settings (managed components only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stop: Option<Stop>,
-    /// SSH forward.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tunnel: Option<Tunnel>,
-    /// launchd job.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub launchd: Option<LaunchdSpec>,
-    /// systemd unit.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub systemd: Option<SystemdSpec>,
-    /// Labels.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
     /// Digest of the effective runtime config (host, adapter, command, env, cwd,
     /// endpoints, stop, tunnel, unit): what "config drift" compares.
     pub config_digest: String,
+    /// Connections by name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub connections: BTreeMap<String, Connection>,
+    /// Working directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Every upstream component (explicit, from connections, from a tunnel), sorted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+    /// What it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Endpoints by name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub endpoints: BTreeMap<String, Endpoint>,
+    /// Environment (secret values by name only).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, EnvValue>,
+    /// The host it runs on.
+    pub host: String,
+    /// Labels.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// launchd job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub launchd: Option<LaunchdSpec>,
+    /// Liveness probe.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub liveness: Option<Probe>,
+    /// Its name.
+    pub name: String,
+    /// `managed` or `external`.
+    pub owner: Owner,
+    /// Active profile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// Readiness probe.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<Probe>,
+    /// Stop settings (managed components only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop: Option<Stop>,
+    /// systemd unit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub systemd: Option<SystemdSpec>,
+    /// Template it was expanded from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// SSH forward.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<Tunnel>,
 }
 
 impl Component {
@@ -250,34 +250,34 @@ impl Component {
 /// A validated stack.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Stack {
-    /// Its name.
-    pub name: String,
+    /// Members, as declared.
+    pub components: Vec<String>,
     /// What it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// Members, as declared.
-    pub components: Vec<String>,
+    /// Its name.
+    pub name: String,
 }
 
 /// The validated dependency graph of components across hosts.
 #[derive(Debug, Clone, Serialize)]
 pub struct Topology {
-    /// Hosts by name.
-    pub hosts: BTreeMap<String, Host>,
     /// Components in name order; a component's [`ComponentId`] is its index here.
     pub components: Vec<Component>,
-    /// Stacks by name.
-    pub stacks: BTreeMap<String, Stack>,
     /// `sha256:` digest of the canonical JSON of hosts, components and stacks.
     pub digest: String,
     #[serde(skip)]
+    downstream: Vec<Vec<ComponentId>>,
+    /// Hosts by name.
+    pub hosts: BTreeMap<String, Host>,
+    #[serde(skip)]
     index: HashMap<String, ComponentId>,
     #[serde(skip)]
-    upstream: Vec<Vec<ComponentId>>,
-    #[serde(skip)]
-    downstream: Vec<Vec<ComponentId>>,
-    #[serde(skip)]
     order: Vec<ComponentId>,
+    /// Stacks by name.
+    pub stacks: BTreeMap<String, Stack>,
+    #[serde(skip)]
+    upstream: Vec<Vec<ComponentId>>,
 }
 
 /// What a target name refers to.

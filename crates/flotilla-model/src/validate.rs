@@ -2065,17 +2065,17 @@ fn strongly_connected(adj: &[Vec<usize>], alive: &[bool], start: usize) -> Vec<u
 fn config_digest(c: &Component) -> String {
     #[derive(serde::Serialize)]
     struct Runtime<'a> {
-        host: &'a str,
-        owner: Owner,
         adapter: Option<AdapterKind>,
         command: &'a [String],
-        env: &'a BTreeMap<String, EnvValue>,
         cwd: &'a Option<String>,
         endpoints: &'a BTreeMap<String, Endpoint>,
-        stop: &'a Option<Stop>,
-        tunnel: &'a Option<Tunnel>,
+        env: &'a BTreeMap<String, EnvValue>,
+        host: &'a str,
         launchd: &'a Option<crate::inventory::LaunchdSpec>,
+        owner: Owner,
+        stop: &'a Option<Stop>,
         systemd: &'a Option<crate::inventory::SystemdSpec>,
+        tunnel: &'a Option<Tunnel>,
     }
     crate::digest::digest_of(&Runtime {
         host: &c.host,

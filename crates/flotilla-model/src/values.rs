@@ -207,16 +207,16 @@ impl JsonSchema for EnvValue {
 /// A parsed endpoint: `scheme://host:port/path` or `host:port`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct Endpoint {
-    /// The text as resolved (after `${...}` substitution).
-    pub url: String,
-    /// `http`, `https`, `tcp`… when written; `None` for a bare `host:port`.
-    pub scheme: Option<String>,
     /// Host name or IP address (IPv6 without brackets).
     pub host: String,
-    /// Port (defaulted from the scheme for http/https when omitted).
-    pub port: u16,
     /// Path, empty when none.
     pub path: String,
+    /// Port (defaulted from the scheme for http/https when omitted).
+    pub port: u16,
+    /// `http`, `https`, `tcp`… when written; `None` for a bare `host:port`.
+    pub scheme: Option<String>,
+    /// The text as resolved (after `${...}` substitution).
+    pub url: String,
 }
 
 impl Endpoint {

@@ -47,16 +47,16 @@ impl fmt::Display for Verb {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Operation {
-    /// The verb.
-    pub verb: Verb,
-    /// A component or stack name.
-    pub target: String,
-    /// `stop`: stop the target even though dependents run.
-    #[serde(default)]
-    pub force: bool,
     /// `stop`: stop running dependents first; `restart`: restart them too.
     #[serde(default)]
     pub cascade: bool,
+    /// `stop`: stop the target even though dependents run.
+    #[serde(default)]
+    pub force: bool,
+    /// A component or stack name.
+    pub target: String,
+    /// The verb.
+    pub verb: Verb,
 }
 
 impl Operation {
@@ -123,15 +123,15 @@ impl Action {
 /// One step: an action on one component.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Step {
-    /// Component name.
-    pub component: String,
-    /// Its host.
-    pub host: String,
     /// What to do.
     pub action: Action,
     /// Its adapter (managed components).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub adapter: Option<AdapterKind>,
+    /// Component name.
+    pub component: String,
+    /// Its host.
+    pub host: String,
     /// `managed` or `external`.
     pub owner: Owner,
     /// Why this step, in a few words ("dependency of proxy", "already running and ready").
@@ -158,20 +158,20 @@ pub struct Impact {
 /// cleanup set, impact, and the digests of the inputs it was computed from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
+    /// If execution fails part-way: stop these (exactly what this plan starts), in this order.
+    pub cleanup: Vec<String>,
     /// [`PLAN_FORMAT`].
     pub format: u32,
+    /// Components affected without being operated on.
+    pub impact: Vec<Impact>,
+    /// `sha256:` digest of the observed state planned against.
+    pub observed_digest: String,
     /// What was asked.
     pub operation: Operation,
     /// `sha256:` digest of the topology planned against.
     pub topology_digest: String,
-    /// `sha256:` digest of the observed state planned against.
-    pub observed_digest: String,
     /// Ordered waves.
     pub waves: Vec<Wave>,
-    /// If execution fails part-way: stop these (exactly what this plan starts), in this order.
-    pub cleanup: Vec<String>,
-    /// Components affected without being operated on.
-    pub impact: Vec<Impact>,
 }
 
 impl Plan {

@@ -556,7 +556,7 @@ proptest! {
 fn observed_json_accepts_the_documented_shape() {
     let o: Observed = serde_json::from_str(
         r#"{"components": {"llm": {"lifecycle": "running", "health": "healthy"},
-            "embed": {"lifecycle": "running", "health": "n/a", "started_by": {"kind": "foreign", "evidence": "pid 7"}}},
+            "embed": {"lifecycle": "running", "health": "n/a", "started_by": {"foreign": {"evidence": "pid 7"}}}},
            "stacks": {"chat": {"start_order": ["llm", "embed"]}}}"#,
     )
     .unwrap();

@@ -42,7 +42,8 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
     /// Plan against this observed state (JSON: {"components": {NAME: {lifecycle,
-    /// health, observability, started_by}}, "stacks": {NAME: {start_order}}})
+    /// health, observability, started_by: "nobody" | {"flotilla": {operation}} |
+    /// {"foreign": {evidence}}}}, "stacks": {NAME: {start_order}}})
     /// instead of "everything stopped".
     #[arg(long, value_name = "FILE")]
     pub observed: Option<PathBuf>,

@@ -1,0 +1,69 @@
+//! The digests stream `serde_json` output straight into SHA-256; that is only a digest
+//! of *canonical* JSON if the types serialise in canonical (RFC 8785) form. This checks
+//! it against an independent JCS implementation on a realistic topology, observed
+//! state and plan, so a field added out of order fails here.
+
+use flotilla_model::digest::{canonical_json, digest_of, sha256_hex};
+use flotilla_model::status::{
+    Health, Lifecycle, Observability, Observed, ObservedComponent, StackRecord, StartedBy,
+};
+use flotilla_model::{validate, Format, SourceFile, Sources};
+use flotilla_plan::{plan, Operation, Verb};
+
+fn assert_canonical<T: serde::Serialize>(what: &str, v: &T) {
+    let ours = canonical_json(v);
+    let jcs = serde_jcs::to_string(v).unwrap();
+    assert_eq!(ours, jcs, "{what} does not serialise canonically");
+    assert_eq!(digest_of(v), sha256_hex(jcs.as_bytes()));
+}
+
+#[test]
+fn topology_observed_and_plan_serialise_canonically() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/local-ai/flotilla.toml"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut sources = Sources::new();
+    let id = sources.add(SourceFile::new("flotilla.toml", Format::Toml, text));
+    let topology = validate(&sources, id, &[]).unwrap().topology;
+    assert_canonical("topology", &topology);
+    let mut observed = Observed::default();
+    observed.components.insert(
+        "llm".into(),
+        ObservedComponent {
+            lifecycle: Lifecycle::Running,
+            health: Health::Healthy,
+            observability: Observability::Observed,
+            started_by: StartedBy::Flotilla {
+                operation: "op-1".into(),
+            },
+        },
+    );
+    observed.components.insert(
+        "embed".into(),
+        ObservedComponent {
+            lifecycle: Lifecycle::Running,
+            health: Health::NotApplicable,
+            observability: Observability::Unreachable,
+            started_by: StartedBy::Foreign {
+                evidence: "pid 7".into(),
+            },
+        },
+    );
+    observed.stacks.insert(
+        "chat".into(),
+        StackRecord {
+            start_order: vec!["llm".into()],
+        },
+    );
+    assert_canonical("observed", &observed);
+    observed.components.remove("embed");
+    let p = plan(
+        &topology,
+        &observed,
+        &Operation::new(Verb::Start, "everything"),
+    )
+    .unwrap();
+    assert_canonical("plan", &p);
+}
