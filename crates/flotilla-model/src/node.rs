@@ -8,37 +8,39 @@
 use crate::diag::{did_you_mean, Code};
 use crate::source::{Format, Span};
 use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
+use std::borrow::Cow;
 use std::fmt;
 
-/// A value with the span of its source text.
+/// A value with the span of its source text. Strings borrow from the source text
+/// where they can (`'a` is the text's lifetime).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Node {
+pub struct Node<'a> {
     /// Where the value is written.
     pub span: Span,
     /// The value.
-    pub value: Value,
+    pub value: Value<'a>,
 }
 
 /// One key of a table with its span, and its value.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Entry {
+pub struct Entry<'a> {
     /// The key.
-    pub key: String,
+    pub key: Cow<'a, str>,
     /// Where the key is written.
     pub key_span: Span,
     /// The value.
-    pub value: Node,
+    pub value: Node<'a>,
 }
 
 /// The kinds of values TOML and JSON share (plus TOML datetimes, kept as text).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Value {
+pub enum Value<'a> {
     /// A table (TOML) or object (JSON), in source order (TOML: sorted by key).
-    Table(Vec<Entry>),
+    Table(Vec<Entry<'a>>),
     /// An array.
-    Array(Vec<Node>),
+    Array(Vec<Node<'a>>),
     /// A string.
-    String(String),
+    String(Cow<'a, str>),
     /// An integer that fits `i64`.
     Integer(i64),
     /// A float.
@@ -51,7 +53,7 @@ pub enum Value {
     Null,
 }
 
-impl Value {
+impl Value<'_> {
     /// The user-facing name of this kind of value ("table", "string"…).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -67,9 +69,9 @@ impl Value {
     }
 }
 
-impl Node {
+impl<'a> Node<'a> {
     /// The entry for `key` if this is a table holding it.
-    pub fn entry(&self, key: &str) -> Option<&Entry> {
+    pub fn entry(&self, key: &str) -> Option<&Entry<'a>> {
         match &self.value {
             Value::Table(entries) => entries.iter().find(|e| e.key == key),
             _ => None,
@@ -77,12 +79,12 @@ impl Node {
     }
 
     /// The value at `key` if this is a table holding it.
-    pub fn get(&self, key: &str) -> Option<&Node> {
+    pub fn get(&self, key: &str) -> Option<&Node<'a>> {
         self.entry(key).map(|e| &e.value)
     }
 
     /// The entries if this is a table, else an empty slice.
-    pub fn entries(&self) -> &[Entry] {
+    pub fn entries(&self) -> &[Entry<'a>] {
         match &self.value {
             Value::Table(entries) => entries,
             _ => &[],
@@ -127,7 +129,7 @@ impl Node {
     }
 }
 
-impl Node {
+impl Node<'_> {
     /// Removes the entry whose key or value has exactly `span` (or the array element
     /// with that span), anywhere below this node. Returns whether something was removed.
     /// Used to keep decoding after an error, so one entry can report several problems.
@@ -165,14 +167,14 @@ pub struct SyntaxError {
 }
 
 /// Parses a whole document. TOML reports every syntax error it can recover from.
-pub fn parse(text: &str, format: Format) -> Result<Node, Vec<SyntaxError>> {
+pub fn parse(text: &str, format: Format) -> Result<Node<'_>, Vec<SyntaxError>> {
     match format {
         Format::Toml => parse_toml(text),
         Format::Json => parse_json(text),
     }
 }
 
-fn parse_toml(text: &str) -> Result<Node, Vec<SyntaxError>> {
+fn parse_toml(text: &str) -> Result<Node<'_>, Vec<SyntaxError>> {
     use toml::de::{DeTable, DeValue};
     use toml::Spanned;
     let (doc, errors) = DeTable::parse_recoverable(text);
@@ -185,9 +187,10 @@ fn parse_toml(text: &str) -> Result<Node, Vec<SyntaxError>> {
             })
             .collect());
     }
-    fn conv(v: &Spanned<DeValue<'_>>) -> Node {
-        let value = match v.get_ref() {
-            DeValue::String(s) => Value::String(s.to_string()),
+    fn conv(v: Spanned<DeValue<'_>>) -> Node<'_> {
+        let span = v.span().into();
+        let value = match v.into_inner() {
+            DeValue::String(s) => Value::String(s),
             DeValue::Integer(i) => {
                 let s = i.as_str().replace('_', "");
                 match i64::from_str_radix(&s, i.radix()) {
@@ -199,32 +202,39 @@ fn parse_toml(text: &str) -> Result<Node, Vec<SyntaxError>> {
             DeValue::Float(f) => {
                 Value::Float(f.as_str().replace('_', "").parse().unwrap_or(f64::NAN))
             }
-            DeValue::Boolean(b) => Value::Bool(*b),
+            DeValue::Boolean(b) => Value::Bool(b),
             DeValue::Datetime(d) => Value::Datetime(d.to_string()),
-            DeValue::Array(items) => Value::Array(items.iter().map(conv).collect()),
+            DeValue::Array(mut items) => Value::Array(
+                items
+                    .iter_mut()
+                    .map(|item| {
+                        let span = item.span();
+                        let inner = std::mem::replace(item.get_mut(), DeValue::Boolean(false));
+                        conv(Spanned::new(span, inner))
+                    })
+                    .collect(),
+            ),
             DeValue::Table(t) => Value::Table(conv_table(t)),
         };
-        Node {
-            span: v.span().into(),
-            value,
-        }
+        Node { span, value }
     }
-    fn conv_table(t: &DeTable<'_>) -> Vec<Entry> {
-        t.iter()
+    fn conv_table(t: DeTable<'_>) -> Vec<Entry<'_>> {
+        t.into_iter()
             .map(|(k, v)| Entry {
-                key: k.get_ref().to_string(),
                 key_span: k.span().into(),
+                key: k.into_inner(),
                 value: conv(v),
             })
             .collect()
     }
+    let span = doc.span().into();
     Ok(Node {
-        span: doc.span().into(),
-        value: Value::Table(conv_table(doc.get_ref())),
+        span,
+        value: Value::Table(conv_table(doc.into_inner())),
     })
 }
 
-fn parse_json(text: &str) -> Result<Node, Vec<SyntaxError>> {
+fn parse_json(text: &str) -> Result<Node<'_>, Vec<SyntaxError>> {
     use jsonc_parser::ast;
     let strict = jsonc_parser::ParseOptions {
         allow_comments: false,
@@ -251,9 +261,9 @@ fn parse_json(text: &str) -> Result<Node, Vec<SyntaxError>> {
         }]);
     };
     let mut errors = Vec::new();
-    fn conv(v: &ast::Value<'_>, errors: &mut Vec<SyntaxError>) -> Node {
+    fn conv<'a>(v: &ast::Value<'a>, errors: &mut Vec<SyntaxError>) -> Node<'a> {
         let (range, value) = match v {
-            ast::Value::StringLit(s) => (s.range, Value::String(s.value.to_string())),
+            ast::Value::StringLit(s) => (s.range, Value::String(s.value.clone())),
             ast::Value::NumberLit(n) => (
                 n.range,
                 match n.value.parse::<i64>() {
@@ -268,12 +278,12 @@ fn parse_json(text: &str) -> Result<Node, Vec<SyntaxError>> {
                 Value::Array(a.elements.iter().map(|e| conv(e, errors)).collect()),
             ),
             ast::Value::Object(o) => {
-                let mut entries: Vec<Entry> = Vec::with_capacity(o.properties.len());
+                let mut entries: Vec<Entry<'_>> = Vec::with_capacity(o.properties.len());
                 let mut seen = std::collections::HashSet::with_capacity(o.properties.len());
                 for p in &o.properties {
                     let (key, kr) = match &p.name {
-                        ast::ObjectPropName::String(s) => (s.value.to_string(), s.range),
-                        ast::ObjectPropName::Word(w) => (w.value.to_string(), w.range),
+                        ast::ObjectPropName::String(s) => (s.value.clone(), s.range),
+                        ast::ObjectPropName::Word(w) => (Cow::Borrowed(w.value), w.range),
                     };
                     if !seen.insert(key.clone()) {
                         errors.push(SyntaxError {
@@ -394,11 +404,11 @@ impl de::Error for DecodeError {
 }
 
 /// Decodes a typed value from a node; the error points at the innermost offending part.
-pub fn from_node<'de, T: serde::Deserialize<'de>>(node: &'de Node) -> Result<T, DecodeError> {
+pub fn from_node<'de, T: serde::Deserialize<'de>>(node: &'de Node<'_>) -> Result<T, DecodeError> {
     T::deserialize(NodeDe(node)).map_err(|e| e.or_span(node.span))
 }
 
-struct NodeDe<'a>(&'a Node);
+struct NodeDe<'a>(&'a Node<'a>);
 
 impl<'de> de::Deserializer<'de> for NodeDe<'de> {
     type Error = DecodeError;
@@ -444,7 +454,7 @@ impl<'de> de::Deserializer<'de> for NodeDe<'de> {
     ) -> Result<V::Value, DecodeError> {
         let span = self.0.span;
         let r = match &self.0.value {
-            Value::String(s) => visitor.visit_enum(s.as_str().into_deserializer()),
+            Value::String(s) => visitor.visit_enum(s.as_ref().into_deserializer()),
             Value::Table(entries) if entries.len() == 1 => {
                 visitor.visit_enum(EnumAccess(&entries[0]))
             }
@@ -464,8 +474,8 @@ impl<'de> de::Deserializer<'de> for NodeDe<'de> {
 }
 
 struct TableAccess<'a> {
-    entries: std::slice::Iter<'a, Entry>,
-    value: Option<&'a Node>,
+    entries: std::slice::Iter<'a, Entry<'a>>,
+    value: Option<&'a Node<'a>>,
 }
 
 impl<'de> de::MapAccess<'de> for TableAccess<'de> {
@@ -496,7 +506,7 @@ impl<'de> de::MapAccess<'de> for TableAccess<'de> {
     }
 }
 
-struct ArrayAccess<'a>(std::slice::Iter<'a, Node>);
+struct ArrayAccess<'a>(std::slice::Iter<'a, Node<'a>>);
 
 impl<'de> de::SeqAccess<'de> for ArrayAccess<'de> {
     type Error = DecodeError;
@@ -515,7 +525,7 @@ impl<'de> de::SeqAccess<'de> for ArrayAccess<'de> {
     }
 }
 
-struct EnumAccess<'a>(&'a Entry);
+struct EnumAccess<'a>(&'a Entry<'a>);
 
 impl<'de> de::EnumAccess<'de> for EnumAccess<'de> {
     type Error = DecodeError;

@@ -592,7 +592,7 @@ pub struct TemplateFile {
 pub fn render_param(kind: ParamType, v: &crate::node::Value) -> Result<String, String> {
     use crate::node::Value as V;
     match (kind, v) {
-        (ParamType::String | ParamType::Path, V::String(s)) => Ok(s.clone()),
+        (ParamType::String | ParamType::Path, V::String(s)) => Ok(s.to_string()),
         (ParamType::Integer, V::Integer(i)) => Ok(i.to_string()),
         (ParamType::Port, V::Integer(i)) if (1..=65535).contains(i) => Ok(i.to_string()),
         (ParamType::Port, V::Integer(i)) => {
@@ -600,7 +600,7 @@ pub fn render_param(kind: ParamType, v: &crate::node::Value) -> Result<String, S
         }
         (ParamType::Bool, V::Bool(b)) => Ok(b.to_string()),
         (ParamType::Duration, V::String(s)) => humantime::parse_duration(s)
-            .map(|_| s.clone())
+            .map(|_| s.to_string())
             .map_err(|e| format!("invalid duration `{s}` ({e})")),
         (k, other) => Err(format!(
             "expected {}, found {}",
@@ -621,7 +621,7 @@ pub fn render_param(kind: ParamType, v: &crate::node::Value) -> Result<String, S
 pub fn render_default(kind: ParamType, v: &serde_json::Value) -> Result<String, String> {
     use crate::node::Value as V;
     let node_value = match v {
-        serde_json::Value::String(s) => V::String(s.clone()),
+        serde_json::Value::String(s) => V::String(s.as_str().into()),
         serde_json::Value::Bool(b) => V::Bool(*b),
         serde_json::Value::Number(n) => match n.as_i64() {
             Some(i) => V::Integer(i),

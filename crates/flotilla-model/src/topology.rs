@@ -184,9 +184,6 @@ pub struct Component {
     /// argv (empty for external components and unit/label-based adapters).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
-    /// Digest of the effective runtime config (host, adapter, command, env, cwd,
-    /// endpoints, stop, tunnel, unit): what "config drift" compares.
-    pub config_digest: String,
     /// Connections by name.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub connections: BTreeMap<String, Connection>,
@@ -241,6 +238,40 @@ pub struct Component {
 }
 
 impl Component {
+    /// `sha256:` digest of the effective runtime config (host, owner, adapter, command,
+    /// env with secret names, cwd, endpoints, stop, tunnel, unit): what "config drift"
+    /// compares. Description, labels and probes are left out: changing them does not
+    /// call for a restart.
+    pub fn config_digest(&self) -> String {
+        #[derive(Serialize)]
+        struct Runtime<'a> {
+            adapter: Option<AdapterKind>,
+            command: &'a [String],
+            cwd: &'a Option<String>,
+            endpoints: &'a BTreeMap<String, Endpoint>,
+            env: &'a BTreeMap<String, EnvValue>,
+            host: &'a str,
+            launchd: &'a Option<LaunchdSpec>,
+            owner: Owner,
+            stop: &'a Option<Stop>,
+            systemd: &'a Option<SystemdSpec>,
+            tunnel: &'a Option<Tunnel>,
+        }
+        crate::digest::digest_of(&Runtime {
+            adapter: self.adapter,
+            command: &self.command,
+            cwd: &self.cwd,
+            endpoints: &self.endpoints,
+            env: &self.env,
+            host: &self.host,
+            launchd: &self.launchd,
+            owner: self.owner,
+            stop: &self.stop,
+            systemd: &self.systemd,
+            tunnel: &self.tunnel,
+        })
+    }
+
     /// Whether Flotilla may start, stop or restart it.
     pub fn is_managed(&self) -> bool {
         self.owner == Owner::Managed
@@ -264,12 +295,12 @@ pub struct Stack {
 pub struct Topology {
     /// Components in name order; a component's [`ComponentId`] is its index here.
     pub components: Vec<Component>,
-    /// `sha256:` digest of the canonical JSON of hosts, components and stacks.
-    pub digest: String,
     #[serde(skip)]
     downstream: Vec<Vec<ComponentId>>,
     /// Hosts by name.
     pub hosts: BTreeMap<String, Host>,
+    #[serde(skip)]
+    digest: std::sync::OnceLock<String>,
     #[serde(skip)]
     index: HashMap<String, ComponentId>,
     #[serde(skip)]
@@ -312,27 +343,23 @@ impl Topology {
                 downstream[d.index()].push(ComponentId(i as u32));
             }
         }
-        #[derive(Serialize)]
-        struct Hashed<'a> {
-            hosts: &'a BTreeMap<String, Host>,
-            components: &'a [Component],
-            stacks: &'a BTreeMap<String, Stack>,
-        }
-        let digest = crate::digest::digest_of(&Hashed {
-            hosts: &hosts,
-            components: &components,
-            stacks: &stacks,
-        });
         Topology {
             hosts,
             components,
             stacks,
-            digest,
+            digest: std::sync::OnceLock::new(),
             index,
             upstream,
             downstream,
             order,
         }
+    }
+
+    /// `sha256:` digest of the canonical JSON of this topology (its components, hosts
+    /// and stacks): what a plan records so a later apply can refuse a stale plan.
+    /// Computed on first use.
+    pub fn digest(&self) -> &str {
+        self.digest.get_or_init(|| crate::digest::digest_of(self))
     }
 
     /// The id of the component named `name`.

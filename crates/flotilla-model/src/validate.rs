@@ -18,6 +18,7 @@ use crate::topology::{
     Check, Component, ComponentId, Connection, Host, Probe, Stack, Stop, Topology, Tunnel,
 };
 use crate::values::{Endpoint, EnvValue, HumanDuration, Signal};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
@@ -82,7 +83,7 @@ pub fn validate(
 
 struct LoadedTemplate<'s> {
     file: FileId,
-    root: Node,
+    root: Node<'s>,
     spec: TemplateFile,
     _text: std::marker::PhantomData<&'s ()>,
 }
@@ -130,7 +131,7 @@ struct Located<T> {
 /// A component after its own keys, profile and template are combined.
 struct Draft<'a> {
     name: &'a str,
-    entry: &'a Entry,
+    entry: &'a Entry<'a>,
     spec: ComponentSpec,
     /// Key paths that failed to decode and were set aside (errors already reported):
     /// checks that depend on them are skipped so one mistake is reported once.
@@ -209,7 +210,7 @@ impl Validator {
     fn decode_all<T: serde::de::DeserializeOwned>(
         &mut self,
         file: FileId,
-        what: &str,
+        what: &dyn Fn() -> String,
         node: &Node,
     ) -> Option<(T, Vec<Vec<String>>)> {
         self.retry_decode(file, what, node, |n| from_node::<T>(n), |e| e)
@@ -221,7 +222,7 @@ impl Validator {
     fn retry_decode<T>(
         &mut self,
         file: FileId,
-        what: &str,
+        what: &dyn Fn() -> String,
         node: &Node,
         decode: impl Fn(&Node) -> Result<T, DecodeError>,
         adjust: impl Fn(DecodeError) -> DecodeError,
@@ -246,7 +247,7 @@ impl Validator {
                         removed.push(p);
                     }
                     let missing = err.code == Code::MissingKey;
-                    self.decode_error(file, what, adjust(err), node.span);
+                    self.decode_error(file, &what(), adjust(err), node.span);
                     if missing || span == node.span {
                         return None;
                     }
@@ -291,7 +292,7 @@ impl Validator {
                 continue;
             }
             let Some(spec) = self
-                .decode_all::<TemplateFile>(r.file, &format!("template `{}`", r.name), &root)
+                .decode_all::<TemplateFile>(r.file, &|| format!("template `{}`", r.name), &root)
                 .map(|(t, _)| t)
             else {
                 continue;
@@ -314,7 +315,7 @@ impl Validator {
             let mut strings: Vec<(String, Span)> = Vec::new();
             if let Some(cmd) = &spec.command {
                 for (i, a) in cmd.iter().enumerate() {
-                    strings.push((a.clone(), root.span_at(&["command", &i.to_string()])));
+                    strings.push((a.clone(), root.span_at(&["command", index_str(i).as_ref()])));
                 }
             }
             for (k, val) in &spec.env {
@@ -368,7 +369,7 @@ impl Validator {
         let mut components_node = None;
         let mut stacks_node = None;
         for e in root.entries() {
-            let slot = match e.key.as_str() {
+            let slot = match e.key.as_ref() {
                 "hosts" => &mut hosts_node,
                 "components" => &mut components_node,
                 "stacks" => &mut stacks_node,
@@ -420,7 +421,7 @@ impl Validator {
             if !self.check_name("host", e) {
                 continue;
             }
-            let what = format!("host `{}`", e.key);
+            let what = || format!("host `{}`", e.key);
             if let Some((h, _)) = self.decode_all::<HostSpec>(self.file, &what, &e.value) {
                 {
                     if let Some(p) = &h.platform {
@@ -436,13 +437,13 @@ impl Validator {
                         }
                     }
                     hosts.insert(
-                        e.key.clone(),
+                        e.key.to_string(),
                         Host {
-                            name: e.key.clone(),
+                            name: e.key.to_string(),
                             transport: h.transport,
                             address: h.address.clone().unwrap_or_else(|| match h.transport {
                                 TransportKind::Local => "localhost".into(),
-                                TransportKind::Ssh => e.key.clone(),
+                                TransportKind::Ssh => e.key.to_string(),
                             }),
                             user: h.user,
                             port: h.port.map(|p| p.0),
@@ -489,7 +490,7 @@ impl Validator {
             if !self.check_name("component", e) {
                 continue;
             }
-            let what = format!("component `{}`", e.key);
+            let what = || format!("component `{}`", e.key);
             if let Some((spec, broken)) =
                 self.decode_all::<ComponentSpec>(self.file, &what, &e.value)
             {
@@ -583,7 +584,7 @@ impl Validator {
         hosts: &BTreeMap<String, Host>,
         templates: &HashMap<String, LoadedTemplate<'_>>,
     ) -> Option<Draft<'a>> {
-        let name = e.key.as_str();
+        let name = e.key.as_ref();
         let node = &e.value;
         let file = self.file;
         let at = |path: &[&str]| Location {
@@ -669,7 +670,7 @@ impl Validator {
             };
             if template::is_builtin(tname) {
                 let file = self.file;
-                let what = format!("component `{name}`, template `{tname}`");
+                let what = || format!("component `{name}`, template `{tname}`");
                 let no_params_table = node.get("params").is_none();
                 let adjust = |mut err: DecodeError| {
                     if err.code == Code::UnknownKey {
@@ -758,7 +759,7 @@ impl Validator {
                 .enumerate()
                 .map(|(i, a)| Located {
                     value: a,
-                    loc: at_owned(ppath(&["command", &i.to_string()])),
+                    loc: at_owned(ppath(&["command", index_str(i).as_ref()])),
                 })
                 .collect()
         } else if let Some(c) = &spec.command {
@@ -766,7 +767,7 @@ impl Validator {
                 .enumerate()
                 .map(|(i, a)| Located {
                     value: a.clone(),
-                    loc: at(&["command", &i.to_string()]),
+                    loc: at(&["command", index_str(i).as_ref()]),
                 })
                 .collect()
         } else {
@@ -1038,7 +1039,7 @@ impl Validator {
         let mut ok = true;
         let mut values: HashMap<String, String> = HashMap::new();
         for pe in params.entries() {
-            match t.spec.params.get(&pe.key) {
+            match t.spec.params.get(pe.key.as_ref()) {
                 None => {
                     ok = false;
                     let mut d = Diagnostic::error(
@@ -1054,7 +1055,7 @@ impl Validator {
                 }
                 Some(decl) => match template::render_param(decl.kind, &pe.value.value) {
                     Ok(s) => {
-                        values.insert(pe.key.clone(), s);
+                        values.insert(pe.key.to_string(), s);
                     }
                     Err(msg) => {
                         ok = false;
@@ -1323,7 +1324,7 @@ impl Validator {
             let node = &d.entry.value;
             // depends_on
             for (i, dep) in d.spec.depends_on.iter().enumerate() {
-                let loc = self.loc(node.span_at(&["depends_on", &i.to_string()]));
+                let loc = self.loc(node.span_at(&["depends_on", index_str(i).as_ref()]));
                 if index.contains_key(dep.as_str()) {
                     d.deps.entry(dep.clone()).or_insert(loc);
                 } else if !declared.contains(dep.as_str()) {
@@ -1726,7 +1727,7 @@ impl Validator {
             }
             let mut seen = HashSet::new();
             for (i, m) in s.components.iter().enumerate() {
-                let loc = self.loc(e.value.span_at(&["components", &i.to_string()]));
+                let loc = self.loc(e.value.span_at(&["components", index_str(i).as_ref()]));
                 if !seen.insert(m.as_str()) {
                     self.push(Diagnostic::warning(
                         Code::Suspicious,
@@ -1753,9 +1754,9 @@ impl Validator {
                 }
             }
             out.insert(
-                e.key.clone(),
+                e.key.to_string(),
                 Stack {
-                    name: e.key.clone(),
+                    name: e.key.to_string(),
                     description: s.description,
                     components: members,
                 },
@@ -1958,7 +1959,7 @@ impl Validator {
                     .unwrap_or(HumanDuration(Duration::from_secs(10))),
             }
         });
-        let mut c = Component {
+        let c = Component {
             name: d.name.to_string(),
             description: d.spec.description.clone(),
             host: d.host.clone(),
@@ -1979,9 +1980,7 @@ impl Validator {
             launchd: d.spec.launchd.clone(),
             systemd: d.spec.systemd.clone(),
             labels: d.spec.labels.clone(),
-            config_digest: String::new(),
         };
-        c.config_digest = config_digest(&c);
         Some(c)
     }
 }
@@ -1991,10 +1990,10 @@ impl Validator {
 fn key_path_at(node: &Node, span: Span) -> Option<Vec<String>> {
     for e in node.entries() {
         if e.key_span == span || e.value.span == span {
-            return Some(vec![e.key.clone()]);
+            return Some(vec![e.key.to_string()]);
         }
         if let Some(mut p) = key_path_at(&e.value, span) {
-            p.insert(0, e.key.clone());
+            p.insert(0, e.key.to_string());
             return Some(p);
         }
     }
@@ -2010,6 +2009,17 @@ fn key_path_at(node: &Node, span: Span) -> Option<Vec<String>> {
         }
     }
     None
+}
+
+/// Array index `i` as a path step, without allocating for the usual small indices.
+fn index_str(i: usize) -> Cow<'static, str> {
+    const SMALL: [&str; 16] = [
+        "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15",
+    ];
+    match SMALL.get(i) {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(i.to_string()),
+    }
 }
 
 fn dial(bind: &str) -> &str {
@@ -2059,37 +2069,6 @@ fn strongly_connected(adj: &[Vec<usize>], alive: &[bool], start: usize) -> Vec<u
     let f = reach(true);
     let b = reach(false);
     f.intersection(&b).copied().collect()
-}
-
-/// Digest of what a running instance depends on (not description, labels or probes).
-fn config_digest(c: &Component) -> String {
-    #[derive(serde::Serialize)]
-    struct Runtime<'a> {
-        adapter: Option<AdapterKind>,
-        command: &'a [String],
-        cwd: &'a Option<String>,
-        endpoints: &'a BTreeMap<String, Endpoint>,
-        env: &'a BTreeMap<String, EnvValue>,
-        host: &'a str,
-        launchd: &'a Option<crate::inventory::LaunchdSpec>,
-        owner: Owner,
-        stop: &'a Option<Stop>,
-        systemd: &'a Option<crate::inventory::SystemdSpec>,
-        tunnel: &'a Option<Tunnel>,
-    }
-    crate::digest::digest_of(&Runtime {
-        host: &c.host,
-        owner: c.owner,
-        adapter: c.adapter,
-        command: &c.command,
-        env: &c.env,
-        cwd: &c.cwd,
-        endpoints: &c.endpoints,
-        stop: &c.stop,
-        tunnel: &c.tunnel,
-        launchd: &c.launchd,
-        systemd: &c.systemd,
-    })
 }
 
 fn regex_syntax_check(pattern: &str) -> Result<(), String> {

@@ -1,16 +1,20 @@
 //! Parse + validate + plan `up` for generated inventories of 100, 1,000 and 10,000
-//! components (three dependencies each, an HTTP readiness probe, an endpoint, env).
-//! Throughput is per component, so linear growth shows as a flat time per element.
-//! Run with `scripts/bench` (prints the per-component ratios against the 100 case).
+//! components with about three dependencies each, in two shapes:
+//! - `lean`: a command and the dependencies (the shape the targets are stated for);
+//! - `rich`: also an endpoint, a `${...}` reference, env and an HTTP readiness probe.
+//!
+//! `plan_up` includes computing the topology digest (each iteration plans against a
+//! fresh copy of the topology). Throughput is per component, so linear growth shows as
+//! a flat time per element. `scripts/bench` runs this and prints the ratios.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use flotilla_model::{validate, Format, Observed, SourceFile, Sources};
 use flotilla_plan::{plan, Operation, Verb};
 use std::hint::black_box;
 
 /// An inventory of `n` components; component i depends on three earlier ones
 /// (chosen by a fixed linear congruential sequence, so every run is identical).
-pub fn generate(n: usize) -> String {
+pub fn generate(n: usize, rich: bool) -> String {
     let mut out = String::with_capacity(n * 300);
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut next = |bound: usize| {
@@ -20,13 +24,19 @@ pub fn generate(n: usize) -> String {
         ((seed >> 33) as usize) % bound
     };
     for i in 0..n {
-        out.push_str(&format!(
-            "[components.c{i:05}]\ncommand = [\"svc\", \"--port\", \"${{endpoints.http.port}}\"]\n\
-             endpoints = {{ http = \"http://127.0.0.1:{}\" }}\n\
-             env = {{ ROLE = \"worker\" }}\n\
-             readiness = {{ http = {{ endpoint = \"http\", path = \"/health\" }}, period = \"250ms\" }}\n",
-            10000 + i
-        ));
+        if rich {
+            out.push_str(&format!(
+                "[components.c{i:05}]\ncommand = [\"svc\", \"--port\", \"${{endpoints.http.port}}\"]\n\
+                 endpoints = {{ http = \"http://127.0.0.1:{}\" }}\n\
+                 env = {{ ROLE = \"worker\" }}\n\
+                 readiness = {{ http = {{ endpoint = \"http\", path = \"/health\" }}, period = \"250ms\" }}\n",
+                10000 + i
+            ));
+        } else {
+            out.push_str(&format!(
+                "[components.c{i:05}]\ncommand = [\"svc\", \"--id\", \"{i}\"]\n"
+            ));
+        }
         if i > 0 {
             let mut deps: Vec<usize> = (0..3.min(i)).map(|_| next(i)).collect();
             deps.sort_unstable();
@@ -52,26 +62,30 @@ fn sources(text: &str) -> (Sources, flotilla_model::FileId) {
 }
 
 fn bench(c: &mut Criterion) {
-    for n in [100usize, 1_000, 10_000] {
-        let text = generate(n);
-        let mut group = c.benchmark_group("inventory");
-        group.throughput(Throughput::Elements(n as u64));
-        if n >= 10_000 {
-            group.sample_size(20);
+    for (shape, rich) in [("lean", false), ("rich", true)] {
+        let mut group = c.benchmark_group(shape);
+        for n in [100usize, 1_000, 10_000] {
+            let text = generate(n, rich);
+            group.throughput(Throughput::Elements(n as u64));
+            group.sample_size(if n >= 10_000 { 20 } else { 50 });
+            group.bench_with_input(BenchmarkId::new("validate", n), &text, |b, text| {
+                b.iter(|| {
+                    let (s, id) = sources(text);
+                    black_box(validate(&s, id, &[]).expect("valid"))
+                })
+            });
+            let (s, id) = sources(&text);
+            let topology = validate(&s, id, &[]).expect("valid").topology;
+            let observed = Observed::default();
+            let op = Operation::new(Verb::Start, "all");
+            group.bench_with_input(BenchmarkId::new("plan_up", n), &topology, |b, t| {
+                b.iter_batched(
+                    || t.clone(),
+                    |fresh| black_box(plan(&fresh, &observed, &op).expect("plan")),
+                    BatchSize::LargeInput,
+                )
+            });
         }
-        group.bench_with_input(BenchmarkId::new("validate", n), &text, |b, text| {
-            b.iter(|| {
-                let (s, id) = sources(text);
-                black_box(validate(&s, id, &[]).expect("valid"))
-            })
-        });
-        let (s, id) = sources(&text);
-        let topology = validate(&s, id, &[]).expect("valid").topology;
-        let observed = Observed::default();
-        let op = Operation::new(Verb::Start, "all");
-        group.bench_with_input(BenchmarkId::new("plan_up", n), &topology, |b, t| {
-            b.iter(|| black_box(plan(t, &observed, &op).expect("plan")))
-        });
         group.finish();
     }
 }

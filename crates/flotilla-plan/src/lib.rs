@@ -347,7 +347,7 @@ pub fn plan(topology: &Topology, observed: &Observed, op: &Operation) -> Result<
     Ok(Plan {
         format: PLAN_FORMAT,
         operation: op.clone(),
-        topology_digest: topology.digest.clone(),
+        topology_digest: topology.digest().to_string(),
         observed_digest: observed.digest(),
         waves,
         cleanup,

@@ -109,7 +109,7 @@ fn start_brings_up_missing_upstream_in_dependency_order() {
         ]
     );
     assert_eq!(p.cleanup, vec!["gateway", "proxy", "llm", "embed"]);
-    assert_eq!(p.topology_digest, t.digest);
+    assert_eq!(p.topology_digest, t.digest());
 }
 
 #[test]

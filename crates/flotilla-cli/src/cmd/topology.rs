@@ -22,7 +22,17 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     };
     let t = &validated.topology;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(t)?);
+        #[derive(serde::Serialize)]
+        struct Json<'a> {
+            digest: &'a str,
+            #[serde(flatten)]
+            topology: &'a flotilla_model::Topology,
+        }
+        let json = Json {
+            digest: t.digest(),
+            topology: t,
+        };
+        println!("{}", serde_json::to_string_pretty(&json)?);
     } else if args.dot {
         print!("{}", dot(t));
     } else {
@@ -65,7 +75,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             }
             print!("{}", render::table(&rows));
         }
-        println!("\ntopology {}", t.digest);
+        println!("\ntopology {}", t.digest());
     }
     Ok(EXIT_OK)
 }
