@@ -634,3 +634,25 @@ fn valid_json_report_has_a_summary() {
     assert_eq!(r["summary"]["components"], 7);
     assert_eq!(r["summary"]["hosts"], 2);
 }
+
+#[test]
+fn the_readme_inventory_example_is_valid() {
+    let readme = std::fs::read_to_string(common::repo_root().join("README.md")).unwrap();
+    let blocks: Vec<&str> = readme
+        .split("```toml\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .filter(|b| b.contains("[components."))
+        .collect();
+    assert!(!blocks.is_empty());
+    for block in blocks {
+        let ws = Workspace::new();
+        ws.write("flotilla.toml", block);
+        let run = ws.run(&["validate"]);
+        assert_eq!(
+            run.code, 0,
+            "README example does not validate:\n{block}\n{}",
+            run.stderr
+        );
+    }
+}

@@ -660,14 +660,25 @@ impl Planner<'_> {
                     });
                 }
             } else {
-                // Name the dependents per stopped component, for a precise refusal.
+                // Name the dependents per stopped component, for a precise refusal: its
+                // direct running dependents outside the set (for a single component,
+                // every running dependent, since --cascade would stop them all).
                 for &id in &managed_up {
-                    let deps: Vec<String> = self
-                        .running_dependents(&[id])
-                        .into_iter()
-                        .filter(|d| !in_set[d.index()])
-                        .map(|d| self.topo.component(d).name.clone())
-                        .collect();
+                    let deps: Vec<String> = if stack_op {
+                        self.topo
+                            .downstream(id)
+                            .iter()
+                            .copied()
+                            .filter(|d| !in_set[d.index()] && self.obs(*d).is_up())
+                            .map(|d| self.topo.component(d).name.clone())
+                            .collect()
+                    } else {
+                        self.running_dependents(&[id])
+                            .into_iter()
+                            .filter(|d| !in_set[d.index()])
+                            .map(|d| self.topo.component(d).name.clone())
+                            .collect()
+                    };
                     if !deps.is_empty() {
                         self.reasons.push(Reason::DependentsRunning {
                             component: self.topo.component(id).name.clone(),
