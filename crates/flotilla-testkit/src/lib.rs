@@ -1,0 +1,82 @@
+//! Helpers for tests that drive real processes, shared by the workspace's test suites
+//! (add `flotilla-testkit` as a dev-dependency):
+//!
+//! - [`wait_until`]: wait on a condition with a deadline (never a fixed sleep);
+//! - [`free_port`]: a loopback port that was free a moment ago;
+//! - [`binary`]: the path of the `flotilla-testkit` service binary, built on demand.
+//!
+//! The `flotilla-testkit` binary itself (see `src/main.rs` and `--help`) is a stand-in
+//! service whose behaviour is set by flags.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Pause between two looks at a polled condition.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Polls `condition` every [`POLL_INTERVAL`] until it holds (`true`) or `timeout` has
+/// passed (`false`). The condition is checked once more at the deadline.
+pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return condition();
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// A TCP port on 127.0.0.1 that was free when this returned (bound to port 0, then
+/// released; another process may still take it, so tests should use it promptly).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind 127.0.0.1:0")
+}
+
+/// The `flotilla-testkit` binary in this workspace's target directory (next to the
+/// running test executable's `deps/` directory), built with `cargo build -p
+/// flotilla-testkit` if it is not there yet.
+///
+/// # Panics
+/// If it can be neither found nor built.
+pub fn binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("current test executable");
+    // target/<profile>/deps/<test> → target/<profile>/flotilla-testkit
+    let profile_dir = exe
+        .parent()
+        .and_then(|d| {
+            if d.ends_with("deps") {
+                d.parent()
+            } else {
+                Some(d)
+            }
+        })
+        .expect("test executable has a directory")
+        .to_path_buf();
+    let bin = profile_dir.join("flotilla-testkit");
+    if !bin.exists() {
+        let status =
+            std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+                .args([
+                    "build",
+                    "-p",
+                    "flotilla-testkit",
+                    "--bin",
+                    "flotilla-testkit",
+                ])
+                .status()
+                .expect("run cargo build -p flotilla-testkit");
+        assert!(status.success(), "cargo build -p flotilla-testkit failed");
+    }
+    assert!(
+        bin.exists(),
+        "{} not found after building it",
+        bin.display()
+    );
+    bin
+}
