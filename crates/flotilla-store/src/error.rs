@@ -1,0 +1,158 @@
+//! [`StoreError`]: everything that can go wrong in the store, typed.
+
+use crate::ids::{OperationId, StepId};
+use crate::records::Outcome;
+use std::path::PathBuf;
+
+/// An error from the store.
+///
+/// Errors that concern the database file as a whole ([`StoreError::Open`],
+/// [`StoreError::NotADatabase`], [`StoreError::ForeignDatabase`],
+/// [`StoreError::Busy`], [`StoreError::SchemaTooNew`], [`StoreError::Migration`])
+/// name its path (`:memory:` for an in-memory store).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The database file could not be opened or set up (missing parent directory,
+    /// permissions, read-only file system…).
+    #[error("cannot open the state database {}: {source}", path.display())]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// The file exists but is not an SQLite database, or is corrupted.
+    #[error(
+        "{} is not a usable Flotilla state database (not an SQLite file, or corrupted): {source}",
+        path.display()
+    )]
+    NotADatabase {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// Another process held the database lock for longer than the busy timeout
+    /// ([`crate::BUSY_TIMEOUT`]).
+    #[error(
+        "the state database {} stayed locked by another process for more than {} s while trying to {context}",
+        path.display(),
+        crate::BUSY_TIMEOUT.as_secs()
+    )]
+    Busy {
+        /// The database file.
+        path: PathBuf,
+        /// What the store was doing, e.g. `begin an operation`.
+        context: &'static str,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// An SQLite file that belongs to another application (its `application_id`
+    /// is neither 0 nor Flotilla's [`crate::APPLICATION_ID`]); it is left untouched.
+    #[error(
+        "{} is an SQLite database of another application (application_id {application_id:#x}), not a Flotilla state database",
+        path.display()
+    )]
+    ForeignDatabase {
+        /// The database file.
+        path: PathBuf,
+        /// Its `application_id`.
+        application_id: i32,
+    },
+
+    /// The database was written by a newer Flotilla (its schema version is higher
+    /// than this build knows); it is left untouched.
+    #[error(
+        "the state database {} has schema version {found}, newer than the {supported} this flotilla understands; upgrade flotilla",
+        path.display()
+    )]
+    SchemaTooNew {
+        /// The database file.
+        path: PathBuf,
+        /// Version found in the file.
+        found: i64,
+        /// Highest version this build knows ([`crate::SCHEMA_VERSION`]).
+        supported: i64,
+    },
+
+    /// A schema migration failed (the database is left at the previous version).
+    #[error("cannot migrate the state database {} to schema version {version}: {source}", path.display())]
+    Migration {
+        /// The database file.
+        path: PathBuf,
+        /// The migration that failed.
+        version: i64,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// Any other SQLite failure, with what the store was doing.
+    #[error("state database: cannot {context}: {source}")]
+    Sqlite {
+        /// What the store was doing, e.g. `list operations`.
+        context: &'static str,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// No operation has this id.
+    #[error("no operation {0} in the journal")]
+    UnknownOperation(OperationId),
+
+    /// No step has this id.
+    #[error("no step {0} in the journal")]
+    UnknownStep(StepId),
+
+    /// The operation already has a final outcome; the journal is append-only in
+    /// that sense and is not rewritten.
+    #[error("operation {id} already finished ({outcome})")]
+    OperationAlreadyFinished {
+        /// The operation.
+        id: OperationId,
+        /// Its recorded outcome.
+        outcome: Outcome,
+    },
+
+    /// The step already has a final outcome.
+    #[error("step {id} already finished ({outcome})")]
+    StepAlreadyFinished {
+        /// The step.
+        id: StepId,
+        /// Its recorded outcome.
+        outcome: Outcome,
+    },
+
+    /// `finish_*` was called with [`Outcome::Running`], which is not a final outcome.
+    #[error("`{0}` is not a final outcome")]
+    NotAFinalOutcome(Outcome),
+
+    /// A value does not fit the database's 64-bit signed integers (e.g. a
+    /// `start_time_ticks` above `i64::MAX`).
+    #[error("{field} = {value} does not fit in a signed 64-bit integer")]
+    OutOfRange {
+        /// The field, e.g. `start_time_ticks`.
+        field: &'static str,
+        /// The value.
+        value: u64,
+    },
+
+    /// A JSON value could not be encoded (e.g. a map with non-string keys in
+    /// step evidence).
+    #[error("cannot encode {what} as JSON: {source}")]
+    Json {
+        /// What was being encoded, e.g. `step evidence`.
+        what: &'static str,
+        /// What serde_json said.
+        #[source]
+        source: serde_json::Error,
+    },
+}

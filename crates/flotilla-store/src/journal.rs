@@ -1,0 +1,333 @@
+//! The journal: operations (one per mutating CLI invocation) and their steps,
+//! each written before it runs and updated after (DESIGN.md invariant 2).
+//!
+//! Tables `operations` and `steps`. An operation or step is [`Outcome::Running`]
+//! with no `ended_at_ms` until it is finished; a finished one is never rewritten.
+
+use crate::error::StoreError;
+use crate::ids::{OperationId, StepId};
+use crate::records::{NewOperation, NewStep, OperationRecord, Outcome, StepRecord};
+use crate::store::{Store, TxError};
+use rusqlite::types::Type;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+const OPERATION_COLUMNS: &str = "id, verb, target, flags, plan_digest, topology_digest, who, pid, \
+     command_line, started_at_ms, ended_at_ms, outcome, error";
+
+const STEP_COLUMNS: &str =
+    "id, operation, wave, component, action, started_at_ms, ended_at_ms, outcome, evidence";
+
+fn operation_from_row(row: &Row<'_>) -> rusqlite::Result<OperationRecord> {
+    Ok(OperationRecord {
+        id: row.get("id")?,
+        verb: row.get("verb")?,
+        target: row.get("target")?,
+        flags: json_column(row, 3)?,
+        plan_digest: row.get("plan_digest")?,
+        topology_digest: row.get("topology_digest")?,
+        who: row.get("who")?,
+        pid: row.get("pid")?,
+        command_line: row.get("command_line")?,
+        started_at_ms: row.get("started_at_ms")?,
+        ended_at_ms: row.get("ended_at_ms")?,
+        outcome: row.get("outcome")?,
+        error: row.get("error")?,
+    })
+}
+
+fn step_from_row(row: &Row<'_>) -> rusqlite::Result<StepRecord> {
+    Ok(StepRecord {
+        id: row.get("id")?,
+        operation: row.get("operation")?,
+        wave: row.get("wave")?,
+        component: row.get("component")?,
+        action: row.get("action")?,
+        started_at_ms: row.get("started_at_ms")?,
+        ended_at_ms: row.get("ended_at_ms")?,
+        outcome: row.get("outcome")?,
+        evidence: json_column(row, 8)?,
+    })
+}
+
+/// Decodes the JSON text in column `idx`.
+fn json_column<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
+    let text: String = row.get(idx)?;
+    serde_json::from_str(&text)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e)))
+}
+
+/// Encodes `value` as JSON text.
+pub(crate) fn to_json<T: serde::Serialize + ?Sized>(
+    value: &T,
+    what: &'static str,
+) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|source| StoreError::Json { what, source })
+}
+
+/// The outcome of operation `id`, if it exists.
+fn operation_outcome(conn: &Connection, id: OperationId) -> rusqlite::Result<Option<Outcome>> {
+    conn.query_row(
+        "SELECT outcome FROM operations WHERE id = ?1",
+        [id],
+        |row| row.get(0),
+    )
+    .optional()
+}
+
+/// A limit as SQLite wants it (`usize::MAX` and the like mean "no limit").
+pub(crate) fn sql_limit(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+impl Store {
+    /// Journals an operation before its first step runs, as [`Outcome::Running`].
+    /// Returns its id (ids increase and are never reused).
+    ///
+    /// `op` must hold no secrets (see [`NewOperation`]).
+    ///
+    /// # Errors
+    /// [`StoreError::Busy`] on lock contention, [`StoreError::Sqlite`] otherwise.
+    pub fn begin_operation(&mut self, op: &NewOperation) -> Result<OperationId, StoreError> {
+        let flags = to_json(&op.flags, "operation flags")?;
+        self.write("begin an operation", |tx| {
+            tx.execute(
+                "INSERT INTO operations (verb, target, flags, plan_digest, topology_digest, \
+                 plan_json, who, pid, command_line, started_at_ms, outcome) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running')",
+                params![
+                    op.verb,
+                    op.target,
+                    flags,
+                    op.plan_digest,
+                    op.topology_digest,
+                    op.plan_json,
+                    op.who,
+                    op.pid,
+                    op.command_line,
+                    op.started_at_ms,
+                ],
+            )?;
+            Ok(OperationId(tx.last_insert_rowid()))
+        })
+    }
+
+    /// Records how operation `id` ended: `outcome` (final), `ended_at_ms` (ms
+    /// since the Unix epoch) and, when it failed, a one-line `error` (no secrets).
+    /// Its steps are left as they are: finish them first.
+    ///
+    /// # Errors
+    /// - [`StoreError::NotAFinalOutcome`] for [`Outcome::Running`].
+    /// - [`StoreError::UnknownOperation`] if there is no such operation.
+    /// - [`StoreError::OperationAlreadyFinished`] if it already has a final outcome
+    ///   (e.g. another process marked it interrupted).
+    /// - [`StoreError::Busy`] / [`StoreError::Sqlite`].
+    pub fn finish_operation(
+        &mut self,
+        id: OperationId,
+        outcome: Outcome,
+        ended_at_ms: i64,
+        error: Option<&str>,
+    ) -> Result<(), StoreError> {
+        if !outcome.is_final() {
+            return Err(StoreError::NotAFinalOutcome(outcome));
+        }
+        self.write("finish an operation", |tx| {
+            match operation_outcome(tx, id)? {
+                None => return Err(StoreError::UnknownOperation(id).into()),
+                Some(o) if o.is_final() => {
+                    return Err(StoreError::OperationAlreadyFinished { id, outcome: o }.into())
+                }
+                Some(_) => {}
+            }
+            tx.execute(
+                "UPDATE operations SET outcome = ?2, ended_at_ms = ?3, error = ?4 WHERE id = ?1",
+                params![id, outcome, ended_at_ms, error],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Journals a step of operation `op` before it runs, as [`Outcome::Running`]
+    /// with `null` evidence. Returns its id.
+    ///
+    /// # Errors
+    /// - [`StoreError::UnknownOperation`] if there is no such operation.
+    /// - [`StoreError::OperationAlreadyFinished`] if `op` already has a final outcome.
+    /// - [`StoreError::Busy`] / [`StoreError::Sqlite`].
+    pub fn begin_step(&mut self, op: OperationId, step: &NewStep) -> Result<StepId, StoreError> {
+        self.write("begin a step", |tx| {
+            match operation_outcome(tx, op)? {
+                None => return Err(StoreError::UnknownOperation(op).into()),
+                Some(o) if o.is_final() => {
+                    return Err(StoreError::OperationAlreadyFinished { id: op, outcome: o }.into())
+                }
+                Some(_) => {}
+            }
+            tx.execute(
+                "INSERT INTO steps (operation, wave, component, action, started_at_ms, outcome) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'running')",
+                params![
+                    op,
+                    step.wave,
+                    step.component,
+                    step.action,
+                    step.started_at_ms
+                ],
+            )?;
+            Ok(StepId(tx.last_insert_rowid()))
+        })
+    }
+
+    /// Records how step `id` ended: `outcome` (final), `ended_at_ms` (ms since the
+    /// Unix epoch) and its `evidence` (what was observed: probe results, measured
+    /// identity…; any JSON value, no secrets).
+    ///
+    /// # Errors
+    /// - [`StoreError::NotAFinalOutcome`] for [`Outcome::Running`].
+    /// - [`StoreError::UnknownStep`] if there is no such step.
+    /// - [`StoreError::StepAlreadyFinished`] if it already has a final outcome.
+    /// - [`StoreError::Json`] if `evidence` cannot be encoded.
+    /// - [`StoreError::Busy`] / [`StoreError::Sqlite`].
+    pub fn finish_step(
+        &mut self,
+        id: StepId,
+        outcome: Outcome,
+        ended_at_ms: i64,
+        evidence: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        if !outcome.is_final() {
+            return Err(StoreError::NotAFinalOutcome(outcome));
+        }
+        let evidence = to_json(evidence, "step evidence")?;
+        self.write("finish a step", |tx| {
+            let current: Option<Outcome> = tx
+                .query_row("SELECT outcome FROM steps WHERE id = ?1", [id], |row| {
+                    row.get(0)
+                })
+                .optional()?;
+            match current {
+                None => return Err(StoreError::UnknownStep(id).into()),
+                Some(o) if o.is_final() => {
+                    return Err(StoreError::StepAlreadyFinished { id, outcome: o }.into())
+                }
+                Some(_) => {}
+            }
+            tx.execute(
+                "UPDATE steps SET outcome = ?2, ended_at_ms = ?3, evidence = ?4 WHERE id = ?1",
+                params![id, outcome, ended_at_ms, evidence],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The `limit` most recent operations, newest first (by id, i.e. the order
+    /// they were begun in, whatever their timestamps say).
+    ///
+    /// # Errors
+    /// [`StoreError::Busy`] / [`StoreError::Sqlite`] (including a row that does not
+    /// decode).
+    pub fn operations(&self, limit: usize) -> Result<Vec<OperationRecord>, StoreError> {
+        self.read("list operations", |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {OPERATION_COLUMNS} FROM operations ORDER BY id DESC LIMIT ?1"
+            ))?;
+            let rows = stmt.query_map([sql_limit(limit)], operation_from_row)?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
+    /// Operation `id` and its steps (ordered by wave, then by the order they were
+    /// begun in), read from one snapshot; `None` if there is no such operation.
+    ///
+    /// # Errors
+    /// [`StoreError::Busy`] / [`StoreError::Sqlite`].
+    pub fn operation(
+        &self,
+        id: OperationId,
+    ) -> Result<Option<(OperationRecord, Vec<StepRecord>)>, StoreError> {
+        self.read("read an operation", |conn| {
+            let snapshot = conn.unchecked_transaction()?;
+            let op = snapshot
+                .prepare_cached(&format!(
+                    "SELECT {OPERATION_COLUMNS} FROM operations WHERE id = ?1"
+                ))?
+                .query_row([id], operation_from_row)
+                .optional()?;
+            let Some(op) = op else { return Ok(None) };
+            let steps = snapshot
+                .prepare_cached(&format!(
+                    "SELECT {STEP_COLUMNS} FROM steps WHERE operation = ?1 ORDER BY wave, id"
+                ))?
+                .query_map([id], step_from_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(Some((op, steps)))
+        })
+    }
+
+    /// The plan operation `id` applied, as the JSON text given to
+    /// [`Store::begin_operation`]; `None` if there is no such operation.
+    ///
+    /// # Errors
+    /// [`StoreError::Busy`] / [`StoreError::Sqlite`].
+    pub fn operation_plan(&self, id: OperationId) -> Result<Option<String>, StoreError> {
+        self.read("read an operation's plan", |conn| {
+            Ok(conn
+                .query_row(
+                    "SELECT plan_json FROM operations WHERE id = ?1",
+                    [id],
+                    |row| row.get(0),
+                )
+                .optional()?)
+        })
+    }
+
+    /// Every operation still [`Outcome::Running`], oldest first. Some may really be
+    /// running (another process), others were interrupted (their process died):
+    /// the store does no IO beyond SQL, so the caller tells them apart (e.g. by
+    /// checking whether `pid` is alive) and calls [`Store::mark_interrupted`].
+    ///
+    /// # Errors
+    /// [`StoreError::Busy`] / [`StoreError::Sqlite`].
+    pub fn unfinished_operations(&self) -> Result<Vec<OperationRecord>, StoreError> {
+        self.read("list unfinished operations", |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {OPERATION_COLUMNS} FROM operations WHERE outcome = 'running' ORDER BY id"
+            ))?;
+            let rows = stmt.query_map([], operation_from_row)?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
+    /// Marks operation `id`, and each of its steps still running, as
+    /// [`Outcome::Interrupted`], ended at `noticed_at_ms` (ms since the Unix epoch,
+    /// when the caller noticed), in one transaction. The operation's `error` is
+    /// left empty. A no-op if it already has a final outcome (another process may
+    /// have marked it first).
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownOperation`] if there is no such operation;
+    /// [`StoreError::Busy`] / [`StoreError::Sqlite`].
+    pub fn mark_interrupted(
+        &mut self,
+        id: OperationId,
+        noticed_at_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.write("mark an operation interrupted", |tx| {
+            match operation_outcome(tx, id)? {
+                None => return Err(StoreError::UnknownOperation(id).into()),
+                Some(o) if o.is_final() => return Ok(()),
+                Some(_) => {}
+            }
+            tx.execute(
+                "UPDATE steps SET outcome = 'interrupted', ended_at_ms = ?2 \
+                 WHERE operation = ?1 AND outcome = 'running'",
+                params![id, noticed_at_ms],
+            )?;
+            tx.execute(
+                "UPDATE operations SET outcome = 'interrupted', ended_at_ms = ?2 WHERE id = ?1",
+                params![id, noticed_at_ms],
+            )?;
+            Ok::<_, TxError>(())
+        })
+    }
+}

@@ -1,0 +1,50 @@
+//! Flotilla's state store: the journal and local state of local mode, in one
+//! SQLite file (`state.db` in the state directory, see DESIGN.md "Where state
+//! lives"). This is the only crate that speaks SQL.
+//!
+//! - **Time**: the store never reads the clock. Every timestamp is an `i64` in
+//!   milliseconds since the Unix epoch, passed in by the caller and returned as
+//!   given.
+//! - **Pure apart from the database**: no process, file or environment access
+//!   beyond the SQLite file itself; every result is a function of the arguments
+//!   and the database.
+//! - **Secrets**: callers must never pass any (DESIGN.md invariant 9); everything
+//!   stored is plain text and shown by `--json` output.
+//! - **Concurrency**: WAL mode and a 5 s busy timeout let one writer and any
+//!   number of readers, in different processes, share the file. [`Store`] is
+//!   `Send`, not `Sync`: see its docs for use from async code.
+//!
+//! Code map:
+//! - [`store`]: [`Store`], opening (pragmas, migrations), [`BUSY_TIMEOUT`],
+//!   [`STATE_DB_FILE`].
+//! - [`schema`]: the SQL schema as forward-only numbered migrations,
+//!   [`SCHEMA_VERSION`].
+//! - [`journal`]: operations and steps, written before and after each runs
+//!   (invariant 2); unfinished operations and marking them interrupted.
+//! - [`instances`]: instances Flotilla started (runtime identity at start), their
+//!   removal history, desired lifecycle per component.
+//! - [`stacks`]: the order each stack actually started in, for `down`.
+//! - [`records`]: the record types and the [`Outcome`] / [`RemovalReason`] enums.
+//! - [`ids`]: [`OperationId`] (`op-<n>`) and [`StepId`] (`step-<n>`).
+//! - [`error`]: the typed error, [`StoreError`].
+
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod ids;
+pub mod instances;
+pub mod journal;
+pub mod records;
+pub mod schema;
+pub mod stacks;
+pub mod store;
+
+pub use error::StoreError;
+pub use flotilla_model::status::{DesiredLifecycle, StackRecord};
+pub use ids::{OperationId, ParseIdError, StepId};
+pub use records::{
+    InstanceRecord, NewOperation, NewStep, OperationRecord, Outcome, ParseEnumError, RemovalReason,
+    RemovedInstance, StepRecord,
+};
+pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
+pub use store::{Store, BUSY_TIMEOUT, STATE_DB_FILE};

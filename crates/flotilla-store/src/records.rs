@@ -1,0 +1,353 @@
+//! The record types the store reads and writes: what goes in ([`NewOperation`],
+//! [`NewStep`], [`InstanceRecord`]) and what comes out ([`OperationRecord`],
+//! [`StepRecord`], [`InstanceRecord`], [`RemovedInstance`]), and the small enums
+//! stored as kebab-case text ([`Outcome`], [`RemovalReason`]).
+//!
+//! Every record derives `Serialize` (for `--json` output) with stable snake_case
+//! field names; ids serialise as their printed form (`"op-12"`, `"step-3"`);
+//! timestamps are `i64` milliseconds since the Unix epoch, as passed in by the
+//! caller; absent values serialise as `null` (the field is always present).
+
+use crate::error::StoreError;
+use crate::ids::{OperationId, StepId};
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// How an operation or a step ended (or that it has not yet). Stored and
+/// serialised as kebab-case text (`running`, `succeeded`, `failed`, `refused`,
+/// `interrupted`, `rolled-back`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Begun, not finished (the only non-final outcome).
+    Running,
+    /// Done, everything as planned.
+    Succeeded,
+    /// Failed (see the operation's `error` or the step's evidence).
+    Failed,
+    /// Not attempted: the plan was refused (or a step was skipped because of it).
+    Refused,
+    /// Its process went away before finishing it (set by
+    /// [`Store::mark_interrupted`](crate::Store::mark_interrupted)).
+    Interrupted,
+    /// Failed part-way, and what this operation started was stopped again.
+    RolledBack,
+}
+
+impl Outcome {
+    /// Every outcome, in declaration order.
+    pub const ALL: [Outcome; 6] = [
+        Outcome::Running,
+        Outcome::Succeeded,
+        Outcome::Failed,
+        Outcome::Refused,
+        Outcome::Interrupted,
+        Outcome::RolledBack,
+    ];
+
+    /// The kebab-case name (as stored and serialised).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Running => "running",
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::Refused => "refused",
+            Outcome::Interrupted => "interrupted",
+            Outcome::RolledBack => "rolled-back",
+        }
+    }
+
+    /// Whether this is a final outcome (anything but [`Outcome::Running`]).
+    pub fn is_final(self) -> bool {
+        self != Outcome::Running
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that names no [`Outcome`] or [`RemovalReason`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{input}` is not {expected}")]
+pub struct ParseEnumError {
+    /// The rejected input.
+    pub input: String,
+    /// What was expected, e.g. `an outcome (running, succeeded, ...)`.
+    pub expected: &'static str,
+}
+
+impl FromStr for Outcome {
+    type Err = ParseEnumError;
+
+    /// Parses the kebab-case name.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Outcome::ALL
+            .into_iter()
+            .find(|o| o.as_str() == s)
+            .ok_or_else(|| ParseEnumError {
+                input: s.to_owned(),
+                expected:
+                    "an outcome (running, succeeded, failed, refused, interrupted, rolled-back)",
+            })
+    }
+}
+
+/// Why an instance record was removed. Stored and serialised as kebab-case text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RemovalReason {
+    /// Flotilla stopped it.
+    Stopped,
+    /// It was found gone (exited, crashed, or its pid now belongs to something else).
+    Vanished,
+}
+
+impl RemovalReason {
+    /// The kebab-case name (as stored and serialised).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RemovalReason::Stopped => "stopped",
+            RemovalReason::Vanished => "vanished",
+        }
+    }
+}
+
+impl fmt::Display for RemovalReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RemovalReason {
+    type Err = ParseEnumError;
+
+    /// Parses the kebab-case name.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "stopped" => Ok(RemovalReason::Stopped),
+            "vanished" => Ok(RemovalReason::Vanished),
+            _ => Err(ParseEnumError {
+                input: s.to_owned(),
+                expected: "a removal reason (stopped, vanished)",
+            }),
+        }
+    }
+}
+
+macro_rules! text_enum_sql {
+    ($t:ty) => {
+        impl ToSql for $t {
+            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                Ok(ToSqlOutput::from(self.as_str()))
+            }
+        }
+
+        impl FromSql for $t {
+            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+                value
+                    .as_str()?
+                    .parse()
+                    .map_err(|e: ParseEnumError| FromSqlError::Other(Box::new(e)))
+            }
+        }
+    };
+}
+
+text_enum_sql!(Outcome);
+text_enum_sql!(RemovalReason);
+
+/// An operation about to run, as written by
+/// [`Store::begin_operation`](crate::Store::begin_operation) before its first step.
+///
+/// Callers must not put secrets in any field (DESIGN.md invariant 9): the journal
+/// is plain text on disk and is shown by `--json` output. `command_line` in
+/// particular must be the command as typed, never with resolved secret values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewOperation {
+    /// `start`, `stop` or `restart` (`up`/`down` are start/stop of a stack).
+    pub verb: String,
+    /// The component or stack operated on.
+    pub target: String,
+    /// Flags that changed the operation's meaning, in CLI spelling (`--force`,
+    /// `--cascade`, …).
+    pub flags: Vec<String>,
+    /// `sha256:` digest of the plan being applied.
+    pub plan_digest: String,
+    /// `sha256:` digest of the topology the plan was computed from.
+    pub topology_digest: String,
+    /// The plan, as JSON text (kept whole; read back with
+    /// [`Store::operation_plan`](crate::Store::operation_plan)).
+    pub plan_json: String,
+    /// Who ran it: `user@hostname`.
+    pub who: String,
+    /// Process id of the invoking process (lets a later invocation tell an
+    /// operation still running from one interrupted).
+    pub pid: u32,
+    /// The command line as typed (no secrets).
+    pub command_line: String,
+    /// When it began, in milliseconds since the Unix epoch.
+    pub started_at_ms: i64,
+}
+
+impl NewOperation {
+    /// Fills the plan-derived fields from `plan`: verb, target, flags (`--force`,
+    /// `--cascade` as set in the plan's operation; push more if needed), both
+    /// digests and the plan's JSON.
+    ///
+    /// # Errors
+    /// [`StoreError::Json`] if the plan cannot be serialised (it always can in
+    /// practice).
+    pub fn from_plan(
+        plan: &flotilla_plan::Plan,
+        who: impl Into<String>,
+        pid: u32,
+        command_line: impl Into<String>,
+        started_at_ms: i64,
+    ) -> Result<NewOperation, StoreError> {
+        let plan_json = serde_json::to_string(plan).map_err(|source| StoreError::Json {
+            what: "the plan",
+            source,
+        })?;
+        let op = &plan.operation;
+        let mut flags = Vec::new();
+        if op.force {
+            flags.push("--force".to_owned());
+        }
+        if op.cascade {
+            flags.push("--cascade".to_owned());
+        }
+        Ok(NewOperation {
+            verb: op.verb.to_string(),
+            target: op.target.clone(),
+            flags,
+            plan_digest: plan.digest(),
+            topology_digest: plan.topology_digest.clone(),
+            plan_json,
+            who: who.into(),
+            pid,
+            command_line: command_line.into(),
+            started_at_ms,
+        })
+    }
+}
+
+/// A step about to run, as written by
+/// [`Store::begin_step`](crate::Store::begin_step) before it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewStep {
+    /// Index of its wave in the plan (0-based).
+    pub wave: u32,
+    /// The component it acts on.
+    pub component: String,
+    /// The plan's action, kebab-case (`start`, `stop`, `restart`, `await-ready`,
+    /// `no-op`) or a cleanup action (e.g. `stop` during a rollback).
+    pub action: String,
+    /// When it began, in milliseconds since the Unix epoch.
+    pub started_at_ms: i64,
+}
+
+/// An operation as journaled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationRecord {
+    /// Its id (serialised `"op-<n>"`).
+    pub id: OperationId,
+    /// See [`NewOperation::verb`].
+    pub verb: String,
+    /// See [`NewOperation::target`].
+    pub target: String,
+    /// See [`NewOperation::flags`].
+    pub flags: Vec<String>,
+    /// See [`NewOperation::plan_digest`].
+    pub plan_digest: String,
+    /// See [`NewOperation::topology_digest`].
+    pub topology_digest: String,
+    /// See [`NewOperation::who`].
+    pub who: String,
+    /// See [`NewOperation::pid`].
+    pub pid: u32,
+    /// See [`NewOperation::command_line`].
+    pub command_line: String,
+    /// When it began (ms since the Unix epoch).
+    pub started_at_ms: i64,
+    /// When it finished or was noticed interrupted (ms since the Unix epoch);
+    /// `None` while [`Outcome::Running`].
+    pub ended_at_ms: Option<i64>,
+    /// How it ended, or [`Outcome::Running`].
+    pub outcome: Outcome,
+    /// Why it failed, when it did (one line, no secrets).
+    pub error: Option<String>,
+}
+
+/// A step as journaled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// Its id (serialised `"step-<n>"`).
+    pub id: StepId,
+    /// The operation it belongs to.
+    pub operation: OperationId,
+    /// See [`NewStep::wave`].
+    pub wave: u32,
+    /// See [`NewStep::component`].
+    pub component: String,
+    /// See [`NewStep::action`].
+    pub action: String,
+    /// When it began (ms since the Unix epoch).
+    pub started_at_ms: i64,
+    /// When it finished (ms since the Unix epoch); `None` while running.
+    pub ended_at_ms: Option<i64>,
+    /// How it ended, or [`Outcome::Running`].
+    pub outcome: Outcome,
+    /// What was observed (probe results, measured identity…), as given to
+    /// [`Store::finish_step`](crate::Store::finish_step); `null` until then.
+    pub evidence: serde_json::Value,
+}
+
+/// A process Flotilla started and believes runs: one per component, with the
+/// runtime identity measured when it started (DESIGN.md invariant 5: a pid is
+/// signalled only if a fresh measurement matches this).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct InstanceRecord {
+    /// Component name (the key: at most one instance per component).
+    pub component: String,
+    /// The host it runs on.
+    pub host: String,
+    /// Process id.
+    pub pid: u32,
+    /// Process group id.
+    pub pgid: i32,
+    /// Start time in clock ticks since boot (`/proc/<pid>/stat` field 22); with
+    /// `pid`, names the process unambiguously. At most `i64::MAX`.
+    pub start_time_ticks: u64,
+    /// Executable path.
+    pub exe: String,
+    /// `sha256:` digest of the executable.
+    pub exe_sha256: String,
+    /// `sha256:` digest of the argv.
+    pub argv_digest: String,
+    /// `sha256:` digest of the component's config it was started with.
+    pub config_digest: String,
+    /// The operation that started it.
+    pub operation: OperationId,
+    /// When it was started (ms since the Unix epoch).
+    pub started_at_ms: i64,
+    /// Where its output goes.
+    pub log_path: String,
+}
+
+/// An instance record that was removed, kept as history.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RemovedInstance {
+    /// The record as it was (its fields serialise inline, next to `reason` and
+    /// `removed_at_ms`).
+    #[serde(flatten)]
+    pub instance: InstanceRecord,
+    /// Why it was removed.
+    pub reason: RemovalReason,
+    /// When (ms since the Unix epoch).
+    pub removed_at_ms: i64,
+}

@@ -1,0 +1,222 @@
+//! The SQL schema: forward-only numbered migrations, recorded in a
+//! `schema_version` table, applied when a [`Store`](crate::Store) opens.
+//!
+//! Rules: a migration is never edited once released; a change is a new migration
+//! with the next number. All pending migrations run in one `BEGIN IMMEDIATE`
+//! transaction, so two processes opening a fresh file at once cannot both apply
+//! them, and a failed migration leaves the file at its previous version.
+
+use crate::error::StoreError;
+use rusqlite::{Connection, TransactionBehavior};
+use std::path::Path;
+
+/// One schema migration.
+struct Migration {
+    /// Its number: 1, 2, 3… (the schema version after it is applied).
+    version: i64,
+    /// One line, recorded in `schema_version`.
+    description: &'static str,
+    /// The SQL, run as one batch.
+    sql: &'static str,
+}
+
+/// `PRAGMA application_id` of a Flotilla state database (`FLOT` in ASCII).
+pub const APPLICATION_ID: i32 = 0x464C_4F54;
+
+/// Every migration, in order. Never edit a released entry: append.
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    description: "journal (operations, steps), instances, desired lifecycle, stacks",
+    sql: r#"
+PRAGMA application_id = 1179406164;
+
+-- One row per mutating CLI invocation, written before its first step and
+-- updated when it finishes. Times are ms since the Unix epoch, passed in by the caller.
+CREATE TABLE operations (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    verb            TEXT    NOT NULL,
+    target          TEXT    NOT NULL,
+    flags           TEXT    NOT NULL,          -- JSON array of strings
+    plan_digest     TEXT    NOT NULL,
+    topology_digest TEXT    NOT NULL,
+    plan_json       TEXT    NOT NULL,
+    who             TEXT    NOT NULL,          -- user@hostname
+    pid             INTEGER NOT NULL,
+    command_line    TEXT    NOT NULL,
+    started_at_ms   INTEGER NOT NULL,
+    ended_at_ms     INTEGER,                   -- NULL while running
+    outcome         TEXT    NOT NULL CHECK (outcome IN
+                        ('running', 'succeeded', 'failed', 'refused', 'interrupted', 'rolled-back')),
+    error           TEXT,
+    CHECK ((outcome = 'running') = (ended_at_ms IS NULL))
+) STRICT;
+CREATE INDEX operations_running ON operations (id) WHERE outcome = 'running';
+
+-- One row per step, written before it runs and updated after.
+CREATE TABLE steps (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    operation       INTEGER NOT NULL REFERENCES operations (id),
+    wave            INTEGER NOT NULL CHECK (wave >= 0),
+    component       TEXT    NOT NULL,
+    action          TEXT    NOT NULL,
+    started_at_ms   INTEGER NOT NULL,
+    ended_at_ms     INTEGER,                   -- NULL while running
+    outcome         TEXT    NOT NULL CHECK (outcome IN
+                        ('running', 'succeeded', 'failed', 'refused', 'interrupted', 'rolled-back')),
+    evidence        TEXT    NOT NULL DEFAULT 'null',  -- JSON
+    CHECK ((outcome = 'running') = (ended_at_ms IS NULL))
+) STRICT;
+CREATE INDEX steps_by_operation ON steps (operation, wave, id);
+
+-- What Flotilla started and believes runs: one per component, with the runtime
+-- identity measured at start.
+CREATE TABLE instances (
+    component        TEXT    PRIMARY KEY,
+    host             TEXT    NOT NULL,
+    pid              INTEGER NOT NULL,
+    pgid             INTEGER NOT NULL,
+    start_time_ticks INTEGER NOT NULL CHECK (start_time_ticks >= 0),
+    exe              TEXT    NOT NULL,
+    exe_sha256       TEXT    NOT NULL,
+    argv_digest      TEXT    NOT NULL,
+    config_digest    TEXT    NOT NULL,
+    operation        INTEGER NOT NULL REFERENCES operations (id),
+    started_at_ms    INTEGER NOT NULL,
+    log_path         TEXT    NOT NULL
+) STRICT;
+
+-- History: instance rows as they were when removed, with why and when.
+CREATE TABLE removed_instances (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    component        TEXT    NOT NULL,
+    host             TEXT    NOT NULL,
+    pid              INTEGER NOT NULL,
+    pgid             INTEGER NOT NULL,
+    start_time_ticks INTEGER NOT NULL,
+    exe              TEXT    NOT NULL,
+    exe_sha256       TEXT    NOT NULL,
+    argv_digest      TEXT    NOT NULL,
+    config_digest    TEXT    NOT NULL,
+    operation        INTEGER NOT NULL REFERENCES operations (id),
+    started_at_ms    INTEGER NOT NULL,
+    log_path         TEXT    NOT NULL,
+    reason           TEXT    NOT NULL CHECK (reason IN ('stopped', 'vanished')),
+    removed_at_ms    INTEGER NOT NULL
+) STRICT;
+CREATE INDEX removed_instances_by_component ON removed_instances (component, id);
+
+-- Desired lifecycle per component, as last set by an operation.
+CREATE TABLE desired (
+    component TEXT    PRIMARY KEY,
+    lifecycle TEXT    NOT NULL CHECK (lifecycle IN ('running', 'stopped', 'disabled')),
+    set_at_ms INTEGER NOT NULL
+) STRICT;
+
+-- Stacks brought up, and the order their components actually started in.
+CREATE TABLE stacks (
+    stack         TEXT    PRIMARY KEY,
+    started_at_ms INTEGER NOT NULL
+) STRICT;
+CREATE TABLE stack_members (
+    stack     TEXT    NOT NULL REFERENCES stacks (stack) ON DELETE CASCADE,
+    position  INTEGER NOT NULL,
+    component TEXT    NOT NULL,
+    PRIMARY KEY (stack, position)
+) STRICT;
+"#,
+}];
+
+/// The schema version this build creates and understands (the last migration's
+/// number).
+pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].version;
+
+/// The version recorded in the file (0 for a fresh file).
+pub(crate) fn current_version(conn: &Connection) -> rusqlite::Result<i64> {
+    let exists: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'schema_version')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !exists {
+        return Ok(0);
+    }
+    conn.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_version",
+        [],
+        |row| row.get(0),
+    )
+}
+
+/// Brings the file up to [`SCHEMA_VERSION`]; a no-op when it is already there.
+///
+/// # Errors
+/// [`StoreError::SchemaTooNew`] for a file from a newer build,
+/// [`StoreError::Migration`] when a migration fails, and whatever
+/// `classify` makes of other SQLite errors.
+pub(crate) fn migrate(
+    conn: &mut Connection,
+    path: &Path,
+    classify: impl Fn(rusqlite::Error) -> StoreError,
+) -> Result<(), StoreError> {
+    let too_new = |found| StoreError::SchemaTooNew {
+        path: path.to_owned(),
+        found,
+        supported: SCHEMA_VERSION,
+    };
+    // Fast path, read-only: readers opening an up-to-date file take no write lock.
+    let found = current_version(conn).map_err(&classify)?;
+    if found > SCHEMA_VERSION {
+        return Err(too_new(found));
+    }
+    if found == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(&classify)?;
+    // Another process may have migrated between the check and the lock.
+    let found = current_version(&tx).map_err(&classify)?;
+    if found > SCHEMA_VERSION {
+        return Err(too_new(found));
+    }
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_version (
+             version     INTEGER PRIMARY KEY,
+             description TEXT    NOT NULL
+         ) STRICT;",
+    )
+    .map_err(&classify)?;
+    for m in MIGRATIONS.iter().filter(|m| m.version > found) {
+        let failed = |source| StoreError::Migration {
+            path: path.to_owned(),
+            version: m.version,
+            source,
+        };
+        tx.execute_batch(m.sql).map_err(failed)?;
+        tx.execute(
+            "INSERT INTO schema_version (version, description) VALUES (?1, ?2)",
+            (m.version, m.description),
+        )
+        .map_err(failed)?;
+    }
+    tx.commit().map_err(&classify)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_numbered_one_by_one() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1, "{}", m.description);
+        }
+    }
+
+    #[test]
+    fn application_id_literal_matches_constant() {
+        assert!(MIGRATIONS[0]
+            .sql
+            .contains(&format!("PRAGMA application_id = {APPLICATION_ID};")));
+    }
+}
