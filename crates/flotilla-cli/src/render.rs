@@ -124,6 +124,11 @@ pub fn plan(p: &flotilla_plan::Plan) -> String {
         out.push_str(line);
         out.push('\n');
     }
+    if let Some(stack) = &p.verify_stack {
+        out.push_str(&format!(
+            "then: check stack `{stack}`'s readiness probes (its routes, end to end)\n"
+        ));
+    }
     if !p.impact.is_empty() {
         out.push_str("impact\n");
         let rows: Vec<Vec<String>> = p

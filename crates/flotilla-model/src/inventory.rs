@@ -381,7 +381,7 @@ pub struct SystemdSpec {
 }
 
 /// A named group of components operated together.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StackSpec {
     /// One line saying what it is.
@@ -389,6 +389,10 @@ pub struct StackSpec {
     pub description: Option<String>,
     /// Members; operating the stack also covers their dependencies.
     pub components: Vec<String>,
+    /// End-to-end checks of the stack's routes, run after `up` once every member is
+    /// ready: `request` checks naming `component.endpoint`, or `exec` checks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub readiness: Vec<ProbeSpec>,
 }
 
 /// The JSON Schema (draft 2020-12) of the inventory format.

@@ -66,6 +66,41 @@ pub enum Observability {
     Unreachable,
     /// We may not look.
     NotPermitted,
+    /// This version cannot observe it (e.g. a host without a supported transport).
+    Unsupported,
+}
+
+/// Is something wrong beyond health?
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Condition {
+    /// Nothing beyond what health says.
+    #[default]
+    Ok,
+    /// Its effective config changed since it started (a restart applies it).
+    Drift,
+    /// The executable on disk is not the one running (replaced binary).
+    StaleRuntime,
+    /// It stopped without being asked to.
+    DownUnexpectedly,
+    /// Needs a human: e.g. a foreign process holds its port.
+    Attention,
+    /// It could not be observed properly.
+    Error,
+}
+
+impl Condition {
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Condition::Ok => "ok",
+            Condition::Drift => "drift",
+            Condition::StaleRuntime => "stale-runtime",
+            Condition::DownUnexpectedly => "down-unexpectedly",
+            Condition::Attention => "attention",
+            Condition::Error => "error",
+        }
+    }
 }
 
 /// Who started the running instance.

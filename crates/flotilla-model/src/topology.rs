@@ -279,7 +279,7 @@ impl Component {
 }
 
 /// A validated stack.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Stack {
     /// Members, as declared.
     pub components: Vec<String>,
@@ -288,6 +288,9 @@ pub struct Stack {
     pub description: Option<String>,
     /// Its name.
     pub name: String,
+    /// End-to-end checks run after `up` (request or exec checks).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub readiness: Vec<Probe>,
 }
 
 /// The validated dependency graph of components across hosts.
@@ -312,7 +315,7 @@ pub struct Topology {
 }
 
 /// What a target name refers to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Target<'a> {
     /// A component.
     Component(ComponentId),

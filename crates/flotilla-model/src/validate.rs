@@ -546,7 +546,10 @@ impl Validator {
 
         self.resolve_references(&mut drafts, &index, &declared_components, &hosts);
         self.check_ports(&drafts, &hosts);
-        let stacks = self.check_stacks(stacks, &index, &declared_components, comp_entries);
+        let endpoints: Vec<BTreeMap<String, Endpoint>> =
+            drafts.iter().map(|d| d.parsed_endpoints.clone()).collect();
+        let mut stacks = self.check_stacks(stacks, &index, &declared_components, comp_entries);
+        self.stack_readiness(&mut stacks, stacks_node, &index, &endpoints);
         let order = self.check_cycles(&drafts)?;
 
         let mut components = Vec::with_capacity(drafts.len());
@@ -1759,10 +1762,110 @@ impl Validator {
                     name: e.key.to_string(),
                     description: s.description,
                     components: members,
+                    readiness: Vec::new(),
                 },
             );
         }
         out
+    }
+
+    /// Resolves each stack's readiness probes: `request` checks naming
+    /// `component.endpoint`, or `exec` checks.
+    fn stack_readiness(
+        &mut self,
+        stacks: &mut BTreeMap<String, Stack>,
+        stacks_node: Option<&Node<'_>>,
+        index: &HashMap<&str, usize>,
+        endpoints: &[BTreeMap<String, Endpoint>],
+    ) {
+        let Some(stacks_node) = stacks_node else {
+            return;
+        };
+        for (name, stack) in stacks.iter_mut() {
+            let Some(node) = stacks_node.get(name) else {
+                continue;
+            };
+            let Some(list) = node.get("readiness") else {
+                continue;
+            };
+            let specs: Vec<ProbeSpec> = match from_node(list) {
+                Ok(v) => v,
+                Err(_) => continue, // already reported when the stack was decoded
+            };
+            for (i, spec) in specs.iter().enumerate() {
+                let idx = index_str(i);
+                let at = |path: &[&str]| {
+                    let mut p = vec!["readiness", idx.as_ref()];
+                    p.extend_from_slice(path);
+                    self.loc(node.span_at(&p))
+                };
+                let probe_loc = at(&[]);
+                let timing = |spec: &ProbeSpec, check| Probe {
+                    check,
+                    initial_delay: spec.initial_delay.unwrap_or(HumanDuration(Duration::ZERO)),
+                    period: spec.period.unwrap_or(HumanDuration(Duration::from_secs(1))),
+                    timeout: spec
+                        .timeout
+                        .unwrap_or(HumanDuration(Duration::from_secs(10))),
+                    success_threshold: spec.success_threshold.unwrap_or(1).max(1),
+                    failure_threshold: spec.failure_threshold.unwrap_or(3).max(1),
+                };
+                let others = spec.process.is_some()
+                    || spec.tcp.is_some()
+                    || spec.http.is_some()
+                    || spec.log.is_some();
+                match (&spec.request, &spec.exec, others) {
+                    (Some(r), None, false) => {
+                        let found = r
+                            .endpoint
+                            .split_once('.')
+                            .and_then(|(c, e)| index.get(c).and_then(|&i| endpoints[i].get(e)));
+                        let Some(ep) = found else {
+                            self.push(
+                                Diagnostic::error(
+                                    Code::UnknownEndpoint,
+                                    format!("readiness probe of stack `{name}` names `{}`, which is not a `component.endpoint` that exists", r.endpoint),
+                                    at(&["request", "endpoint"]),
+                                )
+                                .with_help("a stack's request probe names a member's endpoint, e.g. `proxy.http`"),
+                            );
+                            continue;
+                        };
+                        let base = ep.url.trim_end_matches('/');
+                        let url = match &r.path {
+                            Some(p) => format!("{base}{}{p}", if p.starts_with('/') { "" } else { "/" }),
+                            None => base.to_string(),
+                        };
+                        let method = r.method.clone().map(|m| m.to_ascii_uppercase()).unwrap_or_else(|| {
+                            if r.body.is_some() || r.json.is_some() { "POST".into() } else { "GET".into() }
+                        });
+                        stack.readiness.push(timing(spec, Check::Request {
+                            body: r.body.clone(),
+                            body_contains: r.body_contains.clone(),
+                            endpoint: r.endpoint.clone(),
+                            headers: r.headers.clone(),
+                            json: r.json.clone(),
+                            json_equals: r.json_equals.clone(),
+                            json_pointer: r.json_pointer.clone(),
+                            method,
+                            status: r.status.unwrap_or_default(),
+                            url,
+                        }));
+                    }
+                    (None, Some(x), false) if !x.command.is_empty() => {
+                        stack.readiness.push(timing(spec, Check::Exec { command: x.command.clone() }));
+                    }
+                    _ => self.push(
+                        Diagnostic::error(
+                            Code::InvalidProbe,
+                            format!("readiness probe of stack `{name}` must be exactly one `request` (to `component.endpoint`) or `exec` check"),
+                            probe_loc,
+                        )
+                        .with_help("a stack has no process or endpoints of its own; check a route through its members"),
+                    ),
+                }
+            }
+        }
     }
 
     /// Reports every dependency cycle (one per strongly connected component) and

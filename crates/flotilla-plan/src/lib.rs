@@ -170,6 +170,10 @@ pub struct Plan {
     pub operation: Operation,
     /// `sha256:` digest of the topology planned against.
     pub topology_digest: String,
+    /// After the waves, this stack's readiness probes (end-to-end route checks) must
+    /// pass: set for `up` of a stack that declares them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_stack: Option<String>,
     /// Ordered waves.
     pub waves: Vec<Wave>,
 }
@@ -344,9 +348,16 @@ pub fn plan(topology: &Topology, observed: &Observed, op: &Operation) -> Result<
         .filter(|s| s.action == Action::Start)
         .map(|s| s.component.clone())
         .collect();
+    let verify_stack = match (op.verb, topology.target(&op.target)) {
+        (Verb::Start | Verb::Restart, Some(Target::Stack(s))) if !s.readiness.is_empty() => {
+            Some(s.name.clone())
+        }
+        _ => None,
+    };
     Ok(Plan {
         format: PLAN_FORMAT,
         operation: op.clone(),
+        verify_stack,
         topology_digest: topology.digest().to_string(),
         observed_digest: observed.digest(),
         waves,
@@ -385,6 +396,7 @@ impl Planner<'_> {
             Observability::Observed => return true,
             Observability::Unreachable => "unreachable",
             Observability::NotPermitted => "not-permitted",
+            Observability::Unsupported => "not observable by this version",
         };
         let c = self.topo.component(id);
         self.reasons.push(Reason::Unobservable {
