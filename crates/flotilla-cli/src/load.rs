@@ -12,6 +12,8 @@ pub const DEFAULT_FILES: &[&str] = &["flotilla.toml", "flotilla.json"];
 pub struct Loaded {
     /// Every file read.
     pub sources: Sources,
+    /// The inventory's directory: the base of relative paths in it.
+    pub base_dir: PathBuf,
     /// Topology and warnings, or every diagnostic.
     pub result: Result<Validated, Vec<Diagnostic>>,
 }
@@ -81,5 +83,15 @@ pub fn load(path: &Path) -> Result<Loaded> {
         }
     }
     let result = validate(&sources, inventory, &templates);
-    Ok(Loaded { sources, result })
+    let base_dir = std::path::absolute(
+        path.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new(".")),
+    )
+    .with_context(|| format!("cannot resolve the directory of {}", path.display()))?;
+    Ok(Loaded {
+        sources,
+        base_dir,
+        result,
+    })
 }

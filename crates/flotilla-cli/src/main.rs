@@ -17,7 +17,7 @@ use std::process::ExitCode;
 
 /// Exit status: success.
 pub const EXIT_OK: u8 = 0;
-/// Exit status: the operation was refused, or something is not as desired or healthy.
+/// Exit status: the operation was refused or failed, or something is not as desired or healthy.
 pub const EXIT_REFUSED: u8 = 1;
 /// Exit status: usage error, unreadable or invalid inventory.
 pub const EXIT_USAGE: u8 = 2;
@@ -25,27 +25,30 @@ pub const EXIT_USAGE: u8 = 2;
 const AFTER_HELP: &str = "\
 Exit status:
   0  success
-  1  refused (the plan cannot proceed), or not as desired / unhealthy
+  1  refused (the plan cannot proceed, the lock is held, the plan is stale),
+     failed (a step failed; what it started was stopped again), or
+     `status` found something not as desired or unhealthy
   2  usage error, or an unreadable or invalid inventory
 
 Environment:
-  FLOTILLA_FILE  inventory path (same as -f)
-  NO_COLOR       disable colour in diagnostics";
+  FLOTILLA_FILE       inventory path (same as -f)
+  FLOTILLA_STATE_DIR  state directory (same as --state-dir); default
+                      $XDG_STATE_HOME/flotilla, else ~/.local/state/flotilla
+  NO_COLOR            disable colour";
 
 /// Flotilla: declare a fleet of self-hosted AI services once, plan every change
 /// before touching anything, and see a status that cannot lie.
 #[derive(Parser, Debug)]
 #[command(name = "flotilla", version, after_help = AFTER_HELP, propagate_version = true)]
 pub struct Cli {
-    /// Inventory file (TOML, or JSON by its .json extension). Default: ./flotilla.toml, then ./flotilla.json.
-    #[arg(
-        short = 'f',
-        long = "file",
-        global = true,
-        env = "FLOTILLA_FILE",
-        value_name = "FILE"
-    )]
+    /// Inventory file (TOML, or JSON by its .json extension), given before the
+    /// subcommand. Default: ./flotilla.toml, then ./flotilla.json.
+    #[arg(short = 'f', long = "file", env = "FLOTILLA_FILE", value_name = "FILE")]
     pub file: Option<PathBuf>,
+
+    /// State directory (journal, logs, lock). Default: $XDG_STATE_HOME/flotilla, else ~/.local/state/flotilla.
+    #[arg(long, global = true, env = "FLOTILLA_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
 
     #[command(subcommand)]
     pub command: Command,
@@ -57,6 +60,24 @@ pub enum Command {
     Validate(cmd::validate::Args),
     /// Show what an operation would do, without doing it.
     Plan(cmd::plan::Args),
+    /// Bring a stack up: members and their dependencies, each proven ready in order.
+    Up(cmd::up::Args),
+    /// Take a stack down, in the reverse of the order it was started in.
+    Down(cmd::down::Args),
+    /// Start a component or stack (and upstream dependencies not yet ready).
+    Start(cmd::start::Args),
+    /// Stop a component or stack (refused while dependents run, unless --force/--cascade).
+    Stop(cmd::stop::Args),
+    /// Restart a component (alone, or with --cascade its dependents too).
+    Restart(cmd::restart::Args),
+    /// Apply a plan saved with `plan --json` (refused if it is stale).
+    Apply(cmd::apply::Args),
+    /// What every component really is, measured now, with evidence.
+    Status(cmd::status::Args),
+    /// A component's log (stdout and stderr).
+    Logs(cmd::logs::Args),
+    /// The journal of operations and their steps.
+    Operations(cmd::operations::Args),
     /// Show the validated dependency graph (table, JSON or Graphviz dot).
     Topology(cmd::topology::Args),
     /// Print the JSON Schema (draft 2020-12) of the inventory or of a template.
@@ -70,6 +91,15 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Validate(a) => cmd::validate::run(&cli, a),
         Command::Plan(a) => cmd::plan::run(&cli, a),
+        Command::Up(a) => cmd::up::run(&cli, a),
+        Command::Down(a) => cmd::down::run(&cli, a),
+        Command::Start(a) => cmd::start::run(&cli, a),
+        Command::Stop(a) => cmd::stop::run(&cli, a),
+        Command::Restart(a) => cmd::restart::run(&cli, a),
+        Command::Apply(a) => cmd::apply::run(&cli, a),
+        Command::Status(a) => cmd::status::run(&cli, a),
+        Command::Logs(a) => cmd::logs::run(&cli, a),
+        Command::Operations(a) => cmd::operations::run(&cli, a),
         Command::Topology(a) => cmd::topology::run(&cli, a),
         Command::Schema(a) => cmd::schema::run(a),
         Command::Completions(a) => cmd::completions::run(a),

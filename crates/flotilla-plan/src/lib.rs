@@ -634,6 +634,11 @@ impl Planner<'_> {
             }
             self.check_observable(id);
         }
+        for &id in &set {
+            if self.topo.component(id).is_managed() && self.obs(id).is_up() {
+                self.check_foreign(id);
+            }
+        }
         let managed_up: Vec<ComponentId> = set
             .iter()
             .copied()

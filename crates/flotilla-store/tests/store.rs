@@ -962,6 +962,7 @@ fn new_operation_from_plan() {
             ..Operation::new(Verb::Stop, "llm")
         },
         topology_digest: "sha256:topo".into(),
+        verify_stack: None,
         waves: vec![],
     };
     let new = NewOperation::from_plan(

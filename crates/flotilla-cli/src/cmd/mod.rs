@@ -1,9 +1,19 @@
 //! One module per subcommand.
 
+pub mod apply;
 pub mod completions;
+pub mod down;
+pub mod lifecycle;
+pub mod logs;
+pub mod operations;
 pub mod plan;
+pub mod restart;
 pub mod schema;
+pub mod start;
+pub mod status;
+pub mod stop;
 pub mod topology;
+pub mod up;
 pub mod validate;
 
 use crate::load::{self, Loaded};

@@ -40,13 +40,22 @@ impl Workspace {
 
 /// Runs the binary in `dir`.
 pub fn run_in(dir: &Path, args: &[&str]) -> Run {
-    let out: Output = Command::new(env!("CARGO_BIN_EXE_flotilla"))
-        .args(args)
+    run_with_env(dir, args, &[])
+}
+
+/// Runs the binary in `dir` with extra environment variables. The state directory
+/// defaults to `<dir>/.flotilla-state` so tests never touch the user's.
+pub fn run_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
+    cmd.args(args)
         .current_dir(dir)
         .env_remove("FLOTILLA_FILE")
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run flotilla");
+        .env("FLOTILLA_STATE_DIR", dir.join(".flotilla-state"))
+        .env("NO_COLOR", "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out: Output = cmd.output().expect("run flotilla");
     Run {
         code: out.status.code().expect("exit code"),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

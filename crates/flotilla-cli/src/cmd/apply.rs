@@ -1,0 +1,37 @@
+//! `flotilla apply PLAN.json`: apply a plan saved with `flotilla plan … --json`;
+//! refused when the inventory or what runs changed since it was computed.
+
+use super::lifecycle::{self, RunOpts};
+use crate::Cli;
+use anyhow::Context;
+use std::path::PathBuf;
+
+/// Arguments of `flotilla apply`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The plan (JSON, as printed by `flotilla plan … --json`).
+    pub plan: PathBuf,
+    #[command(flatten)]
+    pub run: RunOpts,
+}
+
+/// Runs the subcommand; returns the exit status.
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
+    let text = std::fs::read_to_string(&args.plan)
+        .with_context(|| format!("cannot read plan {}", args.plan.display()))?;
+    let plan: flotilla_plan::Plan = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a plan (expected the JSON printed by `flotilla plan … --json`)",
+            args.plan.display()
+        )
+    })?;
+    if plan.format != flotilla_plan::PLAN_FORMAT {
+        anyhow::bail!(
+            "{} has plan format {}, this flotilla reads format {}",
+            args.plan.display(),
+            plan.format,
+            flotilla_plan::PLAN_FORMAT
+        );
+    }
+    lifecycle::run(cli, None, Some(plan), &args.run)
+}

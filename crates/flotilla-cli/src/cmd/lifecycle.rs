@@ -1,0 +1,249 @@
+//! Shared by the mutating verbs (`up`, `down`, `start`, `stop`, `restart`, `apply`):
+//! load the inventory, build a session, print the plan and progress, report.
+
+use crate::{render, Cli, EXIT_OK, EXIT_REFUSED};
+use flotilla_exec::executor::Event;
+use flotilla_exec::operate::{OperateError, Session, SessionOutcome};
+use flotilla_exec::statedir::StateDir;
+use flotilla_plan::{Operation, Plan};
+use std::io::IsTerminal;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Options every mutating verb takes.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunOpts {
+    /// Print the plan and stop: change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// How long each started component may take to become ready.
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// Print the result as JSON ({"operation", "plan", "report"}) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs an operation on a stack (`up`, `down`); a component target is a usage error.
+pub fn run_stack(cli: &Cli, op: Operation, opts: &RunOpts) -> anyhow::Result<u8> {
+    run_checked(cli, Some(op), None, opts, true)
+}
+
+/// Runs an operation (or applies `given`); returns the exit status.
+pub fn run(
+    cli: &Cli,
+    op: Option<Operation>,
+    given: Option<Plan>,
+    opts: &RunOpts,
+) -> anyhow::Result<u8> {
+    run_checked(cli, op, given, opts, false)
+}
+
+fn run_checked(
+    cli: &Cli,
+    op: Option<Operation>,
+    given: Option<Plan>,
+    opts: &RunOpts,
+    stack_only: bool,
+) -> anyhow::Result<u8> {
+    let (loaded, validated) = match super::topology_or_exit(cli)? {
+        Ok(v) => v,
+        Err(code) => return Ok(code),
+    };
+    if let (true, Some(o)) = (stack_only, &op) {
+        if let Some(flotilla_model::Target::Component(_)) = validated.topology.target(&o.target) {
+            eprintln!("error: `{}` is a component; `up` and `down` take a stack (use `start` or `stop` for a component)", o.target);
+            return Ok(crate::EXIT_USAGE);
+        }
+    }
+    let state = StateDir::resolve(cli.state_dir.as_deref())?;
+    let base_dir = loaded.base_dir.clone();
+    let terminal = std::io::stderr().is_terminal() && !opts.json;
+    let progress = Arc::new(Progress::new(terminal));
+    let p2 = Arc::clone(&progress);
+    let json = opts.json;
+    let session = Session {
+        topology: Arc::new(validated.topology),
+        state,
+        base_dir,
+        ready_timeout: opts.timeout,
+        command_line: std::env::args().collect::<Vec<_>>().join(" "),
+        events: Arc::new(move |e| p2.event(e)),
+        show_plan: Box::new(move |plan| {
+            if !json {
+                print!("{}", render::plan(plan));
+            }
+        }),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(session.run(op.as_ref(), given, opts.dry_run));
+    progress.finish();
+    match result {
+        Err(OperateError::Locked(e)) => {
+            eprintln!("error: {e}");
+            Ok(EXIT_REFUSED)
+        }
+        Err(OperateError::StalePlan(why)) => {
+            eprintln!("error: refused: stale plan: {why}");
+            Ok(EXIT_REFUSED)
+        }
+        Err(e) => Err(e.into()),
+        Ok(SessionOutcome::Refused(r)) => {
+            if opts.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({ "refusal": r }))?
+                );
+            } else {
+                eprintln!("{}: refused", r.operation);
+                for reason in &r.reasons {
+                    eprintln!("  - {reason}");
+                }
+            }
+            Ok(if r.is_unknown_target() {
+                crate::EXIT_USAGE
+            } else {
+                EXIT_REFUSED
+            })
+        }
+        Ok(SessionOutcome::Planned(plan)) => {
+            if opts.json {
+                println!("{}", serde_json::to_string_pretty(&plan)?);
+            } else {
+                println!("dry run: nothing was changed");
+            }
+            Ok(EXIT_OK)
+        }
+        Ok(SessionOutcome::Applied {
+            plan,
+            report,
+            operation,
+        }) => {
+            if opts.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &serde_json::json!({ "operation": operation, "plan": plan, "report": report })
+                    )?
+                );
+            } else if let Some(f) = &report.failed {
+                eprintln!("{operation}: failed at `{}`: {}", f.component, f.summary);
+                if let Some(tail) = f.evidence.get("log_tail").and_then(|t| t.as_array()) {
+                    if !tail.is_empty() {
+                        eprintln!("  last lines of its log:");
+                        for l in tail {
+                            eprintln!("    {}", l.as_str().unwrap_or_default());
+                        }
+                    }
+                }
+                if !report.cleanup.is_empty() {
+                    eprintln!("  cleaned up (stopped what this run started):");
+                    for c in &report.cleanup {
+                        eprintln!("    {}: {}", c.component, c.summary);
+                    }
+                }
+                eprintln!("  details: flotilla operations show {operation}");
+            } else {
+                println!(
+                    "{operation}: done ({} step{})",
+                    report.steps.len(),
+                    if report.steps.len() == 1 { "" } else { "s" }
+                );
+            }
+            Ok(if report.succeeded() {
+                EXIT_OK
+            } else {
+                EXIT_REFUSED
+            })
+        }
+    }
+}
+
+/// Progress output: a spinner on a terminal, plain lines otherwise.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    current: Mutex<Vec<String>>,
+}
+
+impl Progress {
+    fn new(terminal: bool) -> Self {
+        let bar = terminal.then(|| {
+            let b = indicatif::ProgressBar::new_spinner();
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} [{elapsed}] {msg}")
+                    .expect("template"),
+            );
+            b.enable_steady_tick(Duration::from_millis(100));
+            b
+        });
+        Progress {
+            bar,
+            current: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn line(&self, text: String) {
+        match &self.bar {
+            Some(b) => b.println(text),
+            None => eprintln!("{text}"),
+        }
+    }
+
+    fn event(&self, e: Event) {
+        match e {
+            Event::StepStarted { wave, step } => {
+                if step.action != flotilla_plan::Action::Noop {
+                    self.current.lock().unwrap().push(step.component.clone());
+                    if self.bar.is_none() {
+                        let w = if wave == 0 {
+                            "cleanup".to_string()
+                        } else {
+                            format!("wave {wave}")
+                        };
+                        self.line(format!(
+                            "{w}: {} {} …",
+                            step.action.as_str(),
+                            step.component
+                        ));
+                    }
+                }
+            }
+            Event::Probe { component, outcome } => {
+                if let Some(b) = &self.bar {
+                    b.set_message(format!("{component}: {}", outcome.evidence));
+                }
+            }
+            Event::StepFinished(r) => {
+                self.current.lock().unwrap().retain(|c| c != &r.component);
+                if r.action != flotilla_plan::Action::Noop {
+                    let mark = if r.outcome == flotilla_store::Outcome::Succeeded {
+                        "ok"
+                    } else {
+                        "FAILED"
+                    };
+                    self.line(format!(
+                        "  {} {}: {mark} ({} ms): {}",
+                        r.action.as_str(),
+                        r.component,
+                        r.took.as_millis(),
+                        r.summary
+                    ));
+                }
+            }
+            Event::CleanupStarted { components } => {
+                self.line(format!(
+                    "cleanup: stopping {} (started by this run), in this order",
+                    components.join(", ")
+                ));
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}

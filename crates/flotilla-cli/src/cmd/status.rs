@@ -1,0 +1,160 @@
+//! `flotilla status [TARGET]`: what every component really is, measured now, each
+//! signal with its evidence. Read-only. Exit 0 when everything is as desired and
+//! healthy, 1 otherwise.
+
+use crate::{render, Cli, EXIT_OK, EXIT_REFUSED};
+use flotilla_exec::observe::StatusReport;
+use flotilla_exec::statedir::StateDir;
+use flotilla_model::Target;
+use std::time::Duration;
+
+/// Arguments of `flotilla status`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A component or stack (default: everything).
+    pub target: Option<String>,
+    /// Print JSON: {"observed_at_ms", "components": [{name, host, lifecycle, desired,
+    /// health, condition, observability, ownership, started_by, config_identity:
+    /// {selected, running}, runtime_identity, evidence: [{signal, source, at_ms, saw}]}],
+    /// "interrupted": [operations], "in_progress": [operations]}.
+    #[arg(long)]
+    pub json: bool,
+    /// Refresh every 2 seconds until interrupted.
+    #[arg(long, conflicts_with = "json")]
+    pub watch: bool,
+    /// Also print each component's evidence.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+}
+
+/// Runs the subcommand; returns the exit status.
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
+    let (_, validated) = match super::topology_or_exit(cli)? {
+        Ok(v) => v,
+        Err(code) => return Ok(code),
+    };
+    let topology = validated.topology;
+    let names: Vec<String> = match args.target.as_deref().map(|t| (t, topology.target(t))) {
+        None => Vec::new(),
+        Some((_, Some(Target::Component(id)))) => vec![topology.component(id).name.clone()],
+        Some((_, Some(Target::Stack(s)))) => {
+            // A stack's members and what they depend on.
+            let mut out = Vec::new();
+            let mut todo: Vec<_> = s.components.iter().filter_map(|n| topology.id(n)).collect();
+            while let Some(id) = todo.pop() {
+                let name = topology.component(id).name.clone();
+                if !out.contains(&name) {
+                    out.push(name);
+                    todo.extend(topology.upstream(id).iter().copied());
+                }
+            }
+            out
+        }
+        Some((t, None)) => {
+            eprintln!("error: `{t}` is neither a component nor a stack");
+            return Ok(crate::EXIT_USAGE);
+        }
+    };
+    let state = StateDir::resolve(cli.state_dir.as_deref())?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    loop {
+        let report = rt.block_on(async {
+            if !state.database().exists() {
+                // Nothing was ever started here: observe without creating anything.
+                let store = flotilla_store::Store::open_in_memory()?;
+                let secrets = flotilla_exec::operate::secrets(&state)?;
+                return anyhow::Ok(
+                    flotilla_exec::operate::observe(&topology, &store, &state, &secrets, &names)
+                        .await?
+                        .0,
+                );
+            }
+            let store = flotilla_store::Store::open(&state.database())?;
+            let secrets = flotilla_exec::operate::secrets(&state)?;
+            anyhow::Ok(
+                flotilla_exec::operate::observe(&topology, &store, &state, &secrets, &names)
+                    .await?
+                    .0,
+            )
+        })?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            if args.watch {
+                print!("\x1b[2J\x1b[H");
+            }
+            print!("{}", text(&report, args.verbose));
+        }
+        if !args.watch {
+            return Ok(if report.all_ok() {
+                EXIT_OK
+            } else {
+                EXIT_REFUSED
+            });
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+fn text(r: &StatusReport, verbose: bool) -> String {
+    let mut rows = vec![vec![
+        "COMPONENT".to_string(),
+        "HOST".into(),
+        "LIFECYCLE".into(),
+        "DESIRED".into(),
+        "HEALTH".into(),
+        "CONDITION".into(),
+        "OWNER".into(),
+        "PID".into(),
+    ]];
+    for c in &r.components {
+        rows.push(vec![
+            c.name.clone(),
+            c.host.clone(),
+            name(&c.lifecycle),
+            c.desired.as_ref().map(name).unwrap_or_else(|| "-".into()),
+            name(&c.health),
+            c.condition.as_str().to_string(),
+            c.ownership.clone(),
+            c.runtime_identity
+                .as_ref()
+                .map(|i| i.measured.pid.to_string())
+                .unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    let mut out = render::table(&rows);
+    for c in &r.components {
+        let wanted = verbose || !c.is_ok();
+        if wanted {
+            for e in &c.evidence {
+                out.push_str(&format!(
+                    "  {} {}: {} ({})\n",
+                    c.name, e.signal, e.saw, e.source
+                ));
+            }
+        }
+    }
+    for op in &r.interrupted {
+        out.push_str(&format!(
+            "interrupted: {} `{}` (pid {}) never finished; the next change reconciles with what runs\n",
+            op.id, op.command_line, op.pid
+        ));
+    }
+    for op in &r.in_progress {
+        out.push_str(&format!(
+            "in progress: {} `{}` (pid {})\n",
+            op.id, op.command_line, op.pid
+        ));
+    }
+    out
+}
+
+/// The kebab-case name of a status value, from its serde form.
+fn name<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}

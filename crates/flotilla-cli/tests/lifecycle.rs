@@ -1,0 +1,606 @@
+//! The real binary operating real processes (`flotilla-testkit` services on 127.0.0.1):
+//! dependency order and parallel waves, refusals, reverse shutdown, cleanup after a
+//! failed start, idempotence, SIGKILL after the grace period, pid reuse, the lock,
+//! kill -9 of the CLI, port conflicts, readiness timeouts, and a status that tells the
+//! truth after each of them.
+
+mod common;
+
+use common::Workspace;
+use flotilla_testkit::{free_port, wait_until};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A temp dir with an inventory of testkit services, its own state dir, and a guard
+/// that kills every process any service wrote into its pid file.
+struct Fleet {
+    ws: Workspace,
+    state: PathBuf,
+    ports: BTreeMap<String, u16>,
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for entry in std::fs::read_dir(self.ws.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let p = entry.path();
+            if p.extension().is_some_and(|e| e == "pid") {
+                if let Some(pid) = std::fs::read_to_string(&p)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<i32>().ok())
+                {
+                    let _ = nix::sys::signal::killpg(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// One testkit component: name, extra flags, dependencies.
+struct Svc<'a> {
+    name: &'a str,
+    flags: &'a [&'a str],
+    deps: &'a [&'a str],
+    extra: &'a str,
+}
+
+fn svc<'a>(name: &'a str, deps: &'a [&'a str]) -> Svc<'a> {
+    Svc {
+        name,
+        flags: &[],
+        deps,
+        extra: "",
+    }
+}
+
+impl Fleet {
+    fn new(services: &[Svc<'_>], stacks: &str) -> Fleet {
+        let ws = Workspace::new();
+        let state = ws.path().join("state");
+        let bin = flotilla_testkit::binary();
+        let mut ports = BTreeMap::new();
+        let mut toml = String::new();
+        for s in services {
+            let port = free_port();
+            ports.insert(s.name.to_string(), port);
+            let pid_file = ws.path().join(format!("{}.pid", s.name));
+            let ready_file = ws.path().join(format!("{}.ready", s.name));
+            let mut args = vec![
+                format!("\"{}\"", bin.display()),
+                "\"--listen\"".into(),
+                format!("\"127.0.0.1:{port}\""),
+                "\"--pid-file\"".into(),
+                format!("\"{}\"", pid_file.display()),
+                "\"--ready-file\"".into(),
+                format!("\"{}\"", ready_file.display()),
+            ];
+            args.extend(s.flags.iter().map(|f| format!("\"{f}\"")));
+            let deps: Vec<String> = s.deps.iter().map(|d| format!("\"{d}\"")).collect();
+            toml.push_str(&format!(
+                "[components.{}]\ncommand = [{}]\nendpoints = {{ http = \"http://127.0.0.1:{port}\" }}\n\
+                 readiness = {{ http = {{ endpoint = \"http\", path = \"/health\" }}, period = \"100ms\" }}\n\
+                 stop = {{ grace_period = \"2s\" }}\ndepends_on = [{}]\n{}\n",
+                s.name,
+                args.join(", "),
+                deps.join(", "),
+                s.extra
+            ));
+        }
+        toml.push_str(stacks);
+        ws.write("flotilla.toml", &toml);
+        Fleet { ws, state, ports }
+    }
+
+    fn run(&self, args: &[&str]) -> common::Run {
+        common::run_with_env(
+            self.ws.path(),
+            args,
+            &[("FLOTILLA_STATE_DIR", self.state.to_str().unwrap())],
+        )
+    }
+
+    fn pid(&self, name: &str) -> Option<i32> {
+        std::fs::read_to_string(self.ws.path().join(format!("{name}.pid")))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// When the service began listening (ns since the epoch), from its ready file.
+    fn listened_at(&self, name: &str) -> u128 {
+        std::fs::read_to_string(self.ws.path().join(format!("{name}.ready")))
+            .expect("ready file")
+            .trim()
+            .parse()
+            .expect("timestamp")
+    }
+
+    fn status_json(&self) -> serde_json::Value {
+        self.run(&["status", "--json"]).json()
+    }
+
+    fn status_of(&self, name: &str) -> serde_json::Value {
+        let s = self.status_json();
+        s["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .expect(name)
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie counts as dead.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+const DEADLINE: Duration = Duration::from_secs(15);
+
+#[test]
+fn up_starts_in_dependency_order_with_parallel_waves_and_down_reverses_it() {
+    let f = Fleet::new(
+        &[
+            Svc {
+                name: "a1",
+                flags: &["--listen-after", "300"],
+                deps: &[],
+                extra: "",
+            },
+            Svc {
+                name: "a2",
+                flags: &["--listen-after", "300"],
+                deps: &[],
+                extra: "",
+            },
+            svc("b", &["a1", "a2"]),
+            svc("c", &["b"]),
+        ],
+        "[stacks.all]\ncomponents = [\"c\"]\n",
+    );
+    let run = f.run(&["up", "all"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("plan: flotilla start all"),
+        "the plan is printed first:\n{}",
+        run.stdout
+    );
+    let (a1, a2, b, c) = (
+        f.listened_at("a1"),
+        f.listened_at("a2"),
+        f.listened_at("b"),
+        f.listened_at("c"),
+    );
+    // a1 and a2 are one wave: started together, each taking 300 ms to listen.
+    let gap = a1.abs_diff(a2);
+    assert!(
+        gap < 250_000_000,
+        "a1 and a2 did not start in parallel: {gap} ns apart"
+    );
+    assert!(
+        b > a1.max(a2),
+        "b listened before its dependencies were ready"
+    );
+    assert!(c > b, "c listened before b was ready");
+    let s = f.status_json();
+    for comp in s["components"].as_array().unwrap() {
+        assert_eq!(comp["lifecycle"], "running", "{comp}");
+        assert_eq!(comp["health"], "healthy", "{comp}");
+        assert_eq!(comp["desired"], "running", "{comp}");
+    }
+    assert_eq!(f.run(&["status"]).code, 0);
+
+    // Idempotent: a second up changes nothing.
+    let pids: Vec<i32> = ["a1", "a2", "b", "c"]
+        .iter()
+        .map(|n| f.pid(n).unwrap())
+        .collect();
+    let again = f.run(&["up", "all"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(again.stdout.contains("nothing to do"), "{}", again.stdout);
+    let pids2: Vec<i32> = ["a1", "a2", "b", "c"]
+        .iter()
+        .map(|n| f.pid(n).unwrap())
+        .collect();
+    assert_eq!(pids, pids2);
+
+    // Down stops in reverse order and leaves nothing behind.
+    let down = f.run(&["down", "all"]);
+    assert_eq!(down.code, 0, "{}\n{}", down.stdout, down.stderr);
+    let order: Vec<usize> = ["stop  c", "stop  b", "stop  a1"]
+        .iter()
+        .map(|s| down.stdout.find(s).expect(s))
+        .collect();
+    assert!(
+        order[0] < order[1] && order[1] < order[2],
+        "{}",
+        down.stdout
+    );
+    for pid in pids {
+        assert!(!alive(pid), "pid {pid} survived down");
+    }
+    let s = f.status_json();
+    for comp in s["components"].as_array().unwrap() {
+        assert_eq!(comp["lifecycle"], "stopped", "{comp}");
+        assert_eq!(comp["condition"], "ok", "{comp}");
+    }
+    let again = f.run(&["down", "all"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+}
+
+#[test]
+fn stop_is_refused_while_dependents_run_and_cascade_stops_them_first() {
+    let f = Fleet::new(&[svc("db", &[]), svc("api", &["db"])], "");
+    assert_eq!(f.run(&["start", "api"]).code, 0);
+    let refused = f.run(&["stop", "db"]);
+    assert_eq!(refused.code, 1, "{}", refused.stdout);
+    assert!(
+        refused.stderr.contains("`db` has running dependents: api"),
+        "{}",
+        refused.stderr
+    );
+    assert!(alive(f.pid("db").unwrap()));
+    let cascade = f.run(&["stop", "db", "--cascade"]);
+    assert_eq!(cascade.code, 0, "{}", cascade.stderr);
+    assert!(!alive(f.pid("db").unwrap()) && !alive(f.pid("api").unwrap()));
+}
+
+#[test]
+fn a_failed_start_cleans_up_only_what_it_started() {
+    let f = Fleet::new(
+        &[
+            svc("base", &[]),
+            svc("fresh", &[]),
+            Svc {
+                name: "broken",
+                flags: &["--listen-after", "5000", "--crash-after", "300"],
+                deps: &["base", "fresh"],
+                extra: "",
+            },
+        ],
+        "",
+    );
+    // `base` runs before the failing operation; `fresh` is started by it.
+    assert_eq!(f.run(&["start", "base"]).code, 0);
+    let base_pid = f.pid("base").unwrap();
+    let run = f.run(&["start", "broken", "--timeout", "10s"]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("failed at `broken`"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("exited"),
+        "the exit status is reported:\n{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("STARTED pid="),
+        "the log tail is shown:\n{}",
+        run.stderr
+    );
+    assert!(
+        alive(base_pid),
+        "a component that ran before was stopped by the cleanup"
+    );
+    assert!(
+        !alive(f.pid("fresh").unwrap()),
+        "what the failed operation started was not cleaned up"
+    );
+    let ops = f.run(&["operations", "--json"]).json();
+    assert_eq!(ops[0]["outcome"], "rolled-back");
+}
+
+#[test]
+fn readiness_timeout_reports_evidence_and_cleans_up() {
+    let f = Fleet::new(
+        &[Svc {
+            name: "slow",
+            flags: &["--status-before-ready", "503", "--ready-after", "60000"],
+            deps: &[],
+            extra: "",
+        }],
+        "",
+    );
+    let run = f.run(&["start", "slow", "--timeout", "1500ms"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("503"),
+        "the last probe evidence is shown:\n{}",
+        run.stderr
+    );
+    assert!(!alive(f.pid("slow").unwrap()));
+}
+
+#[test]
+fn sigterm_ignoring_service_is_killed_after_grace_and_its_child_too() {
+    let f = Fleet::new(
+        &[Svc {
+            name: "stubborn",
+            flags: &[
+                "--ignore-sigterm",
+                "--spawn-child",
+                "--child-ignores-sigterm",
+            ],
+            deps: &[],
+            extra: "",
+        }],
+        "",
+    );
+    assert_eq!(f.run(&["start", "stubborn"]).code, 0);
+    let pid = f.pid("stubborn").unwrap();
+    let log = f.state.join("logs/stubborn.log");
+    assert!(wait_until(DEADLINE, || std::fs::read_to_string(&log)
+        .is_ok_and(|l| l.contains("CHILD "))));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let child: i32 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("CHILD "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(child));
+    let stop = f.run(&["stop", "stubborn"]);
+    assert_eq!(stop.code, 0, "{}", stop.stderr);
+    assert!(
+        stop.stderr.contains("SIGKILL") || stop.stdout.contains("SIGKILL"),
+        "{}\n{}",
+        stop.stdout,
+        stop.stderr
+    );
+    assert!(
+        !alive(pid) && !alive(child),
+        "a process of the group survived"
+    );
+}
+
+#[test]
+fn port_conflict_is_refused_and_reported_not_adopted() {
+    let f = Fleet::new(&[svc("web", &[])], "");
+    let port = f.ports["web"];
+    let bin = flotilla_testkit::binary();
+    let squatter = Killed(
+        Command::new(bin)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(wait_until(DEADLINE, || std::net::TcpStream::connect((
+        "127.0.0.1",
+        port
+    ))
+    .is_ok()));
+    let status = f.status_of("web");
+    assert_eq!(status["condition"], "attention", "{status}");
+    let run = f.run(&["start", "web"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("port {port}")),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(&format!("pid {}", squatter.0.id())),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        alive(squatter.0.id() as i32),
+        "the foreign process was touched"
+    );
+}
+
+/// A child process killed when dropped (even if the test fails).
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn killed_component_is_down_unexpectedly_then_restart_recovers() {
+    let f = Fleet::new(&[svc("llm", &[])], "");
+    assert_eq!(f.run(&["start", "llm"]).code, 0);
+    let pid = f.pid("llm").unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    assert!(wait_until(DEADLINE, || !alive(pid)));
+    let st = f.status_of("llm");
+    assert_eq!(st["condition"], "down-unexpectedly", "{st}");
+    assert_ne!(st["lifecycle"], "stopped", "{st}");
+    assert_eq!(f.run(&["status"]).code, 1);
+    let restart = f.run(&["restart", "llm"]);
+    assert_eq!(restart.code, 0, "{}", restart.stderr);
+    let st = f.status_of("llm");
+    assert_eq!(
+        (st["lifecycle"].as_str(), st["condition"].as_str()),
+        (Some("running"), Some("ok")),
+        "{st}"
+    );
+}
+
+#[test]
+fn running_but_unready_is_unhealthy_and_config_change_is_drift() {
+    let f = Fleet::new(&[svc("api", &[])], "");
+    assert_eq!(f.run(&["start", "api"]).code, 0);
+    // Point its readiness probe at a path the service answers with 200 anyway, but
+    // make the service answer 500 by changing the probe's expected status.
+    let toml = std::fs::read_to_string(f.ws.path().join("flotilla.toml")).unwrap();
+    f.ws.write(
+        "flotilla.toml",
+        &toml.replace("path = \"/health\" }", "path = \"/health\", status = 404 }"),
+    );
+    let st = f.status_of("api");
+    assert_eq!(
+        (st["lifecycle"].as_str(), st["health"].as_str()),
+        (Some("running"), Some("unhealthy")),
+        "{st}"
+    );
+    // A changed command is config drift.
+    f.ws.write(
+        "flotilla.toml",
+        &toml.replace("\"--pid-file\"", "\"--exec-name\", \"v2\", \"--pid-file\""),
+    );
+    let st = f.status_of("api");
+    assert_eq!(st["condition"], "drift", "{st}");
+}
+
+#[test]
+fn replaced_binary_is_stale_runtime() {
+    let ws_bin = tempfile::tempdir().unwrap();
+    let copy = ws_bin.path().join("svc");
+    std::fs::copy(flotilla_testkit::binary(), &copy).unwrap();
+    let f = Fleet::new(&[svc("svc", &[])], "");
+    let toml = std::fs::read_to_string(f.ws.path().join("flotilla.toml")).unwrap();
+    f.ws.write(
+        "flotilla.toml",
+        &toml.replace(
+            &flotilla_testkit::binary().display().to_string(),
+            &copy.display().to_string(),
+        ),
+    );
+    assert_eq!(f.run(&["start", "svc"]).code, 0);
+    // Replace the file on disk (as an upgrade would): a new inode with other bytes.
+    let tmp = ws_bin.path().join("svc.new");
+    let mut bytes = std::fs::read(&copy).unwrap();
+    bytes.extend_from_slice(b"\0upgrade");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, &copy).unwrap();
+    let st = f.status_of("svc");
+    assert_eq!(st["condition"], "stale-runtime", "{st}");
+}
+
+#[test]
+fn second_mutating_invocation_fails_at_once_naming_the_holder() {
+    let f = Fleet::new(
+        &[Svc {
+            name: "slow",
+            flags: &["--status-before-ready", "503", "--ready-after", "3000"],
+            deps: &[],
+            extra: "",
+        }],
+        "",
+    );
+    let mut first = f.spawn(&["start", "slow"]);
+    let lock = f.state.join("run/lifecycle.lock");
+    assert!(wait_until(DEADLINE, || std::fs::read_to_string(&lock)
+        .is_ok_and(|t| t.contains("\"pid\""))));
+    let second = f.run(&["stop", "slow"]);
+    assert_eq!(second.code, 1, "{}", second.stderr);
+    assert!(
+        second.stderr.contains(&format!("pid {}", first.id())),
+        "{}",
+        second.stderr
+    );
+    assert!(
+        second.stderr.contains("flotilla start slow") || second.stderr.contains("start slow"),
+        "{}",
+        second.stderr
+    );
+    // Read-only verbs take no lock.
+    assert_ne!(f.run(&["status"]).code, 2);
+    assert!(first.wait().unwrap().success());
+}
+
+#[test]
+fn cli_killed_mid_up_then_rerun_starts_no_duplicates() {
+    let f = Fleet::new(
+        &[
+            svc("fast", &[]),
+            Svc {
+                name: "slow",
+                flags: &["--status-before-ready", "503", "--ready-after", "1500"],
+                deps: &["fast"],
+                extra: "",
+            },
+        ],
+        "[stacks.s]\ncomponents = [\"slow\"]\n",
+    );
+    let mut cli = f.spawn(&["up", "s"]);
+    // Wait until `slow` has been started (its pid file exists), then kill -9 the CLI.
+    assert!(wait_until(DEADLINE, || f.pid("slow").is_some()));
+    cli.kill().unwrap();
+    cli.wait().unwrap();
+    let st = f.run(&["status"]);
+    assert!(st.stdout.contains("interrupted"), "{}", st.stdout);
+    let (fast, slow) = (f.pid("fast").unwrap(), f.pid("slow").unwrap());
+    let rerun = f.run(&["up", "s"]);
+    assert_eq!(rerun.code, 0, "{}\n{}", rerun.stdout, rerun.stderr);
+    assert_eq!(
+        (f.pid("fast").unwrap(), f.pid("slow").unwrap()),
+        (fast, slow),
+        "a component was started twice"
+    );
+    assert!(alive(fast) && alive(slow));
+}
+
+#[test]
+fn reused_pid_is_not_signalled() {
+    let f = Fleet::new(&[svc("svc", &[])], "");
+    assert_eq!(f.run(&["start", "svc"]).code, 0);
+    let pid = f.pid("svc").unwrap();
+    // Make the journal's recorded start time disagree with the live process, as if
+    // the pid had been reused by another program.
+    let db = f.state.join("state.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute(
+        "UPDATE instances SET start_time_ticks = start_time_ticks + 1",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    // The process on the component's port is no longer provably the one Flotilla
+    // started: it is reported as running under another owner, and never signalled.
+    let stop = f.run(&["stop", "svc"]);
+    assert_eq!(stop.code, 1, "{}\n{}", stop.stdout, stop.stderr);
+    assert!(stop.stderr.contains("another owner"), "{}", stop.stderr);
+    assert!(
+        alive(pid),
+        "a process whose identity did not match was signalled"
+    );
+}
+
+impl Fleet {
+    fn spawn(&self, args: &[&str]) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args(args)
+            .current_dir(self.ws.path())
+            .env("FLOTILLA_STATE_DIR", &self.state)
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+}
+
+#[allow(dead_code)]
+fn unused(_: &Path) {}

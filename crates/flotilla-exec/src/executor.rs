@@ -1,0 +1,608 @@
+//! The executor: applies a [`Plan`] wave by wave, the steps of a wave in parallel,
+//! journaling every step before and after it runs, proving readiness with each
+//! component's readiness probe, and on failure stopping exactly what this invocation
+//! started, in reverse.
+//!
+//! Only the local host and the `process` adapter (plus `external`, observe-only) run
+//! here; other adapters and remote hosts fail their step with a clear message.
+
+use crate::identity::RuntimeIdentity;
+use crate::probe::{self, ProbeContext, ProbeOutcome};
+use crate::process::{self, ProcessSpec, StopOutcome};
+use crate::secrets::SecretResolver;
+use crate::statedir::StateDir;
+use flotilla_model::inventory::{AdapterKind, TransportKind};
+use flotilla_model::topology::{Check, Component, Probe};
+use flotilla_model::Topology;
+use flotilla_plan::{Action, Plan, Step};
+use flotilla_store::{InstanceRecord, NewStep, OperationId, Outcome, RemovalReason, Store};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Progress reported while a plan runs (for a progress bar or plain lines).
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A step began.
+    StepStarted {
+        /// Wave number, from 1.
+        wave: usize,
+        /// The step.
+        step: Step,
+    },
+    /// A readiness probe was tried.
+    Probe {
+        /// Component.
+        component: String,
+        /// What it saw.
+        outcome: ProbeOutcome,
+    },
+    /// A step ended.
+    StepFinished(StepReport),
+    /// Cleanup began after a failure.
+    CleanupStarted {
+        /// What will be stopped, in order.
+        components: Vec<String>,
+    },
+}
+
+/// How one step ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepReport {
+    /// Component.
+    pub component: String,
+    /// Action, as in the plan.
+    pub action: Action,
+    /// `succeeded` or `failed`.
+    pub outcome: Outcome,
+    /// One line saying what happened.
+    pub summary: String,
+    /// Evidence: last probe, exit status, log tail, identity…
+    pub evidence: serde_json::Value,
+    /// How long it took.
+    #[serde(with = "duration_ms")]
+    pub took: Duration,
+    /// Whether this step launched a process (even if it then failed its readiness
+    /// probe): what the cleanup must stop.
+    pub launched: bool,
+}
+
+mod duration_ms {
+    pub fn serialize<S: serde::Serializer>(
+        d: &std::time::Duration,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+}
+
+/// What applying a plan did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApplyReport {
+    /// Every step that ran, in the order they finished.
+    pub steps: Vec<StepReport>,
+    /// The first failed step, if any.
+    pub failed: Option<StepReport>,
+    /// Stops performed by the cleanup after a failure.
+    pub cleanup: Vec<StepReport>,
+    /// Components this invocation started (and left running unless cleaned up).
+    pub started: Vec<String>,
+}
+
+impl ApplyReport {
+    /// Whether every step succeeded.
+    pub fn succeeded(&self) -> bool {
+        self.failed.is_none()
+    }
+}
+
+/// Settings and collaborators for [`apply`].
+pub struct Executor {
+    /// The topology the plan was computed from.
+    pub topology: Arc<Topology>,
+    /// Where logs live.
+    pub state: StateDir,
+    /// The journal.
+    pub store: Arc<Mutex<Store>>,
+    /// Secret values, resolved when a step runs.
+    pub secrets: Arc<SecretResolver>,
+    /// Working directory for components without `cwd`, and base of relative ones
+    /// (the inventory's directory).
+    pub base_dir: PathBuf,
+    /// How long a started component may take to become ready.
+    pub ready_timeout: Duration,
+    /// Log size cap before rotation, in bytes.
+    pub log_max_bytes: u64,
+    /// Rotated log copies kept.
+    pub log_keep: u32,
+    /// The journal's operation id for this invocation.
+    pub operation: OperationId,
+    /// Progress callback.
+    pub events: Arc<dyn Fn(Event) + Send + Sync>,
+}
+
+impl Executor {
+    fn emit(&self, e: Event) {
+        (self.events)(e)
+    }
+
+    fn component(&self, name: &str) -> &Component {
+        let id = self
+            .topology
+            .id(name)
+            .expect("plan steps name topology components");
+        self.topology.component(id)
+    }
+
+    fn journal<T>(
+        &self,
+        f: impl FnOnce(&mut Store) -> Result<T, flotilla_store::StoreError>,
+    ) -> Result<T, String> {
+        let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut store).map_err(|e| format!("journal: {e}"))
+    }
+
+    /// Applies `plan`: wave by wave, each wave's steps in parallel. On the first
+    /// failure the remaining waves are skipped and everything this invocation started
+    /// is stopped, in reverse order of starting.
+    pub async fn apply(self: &Arc<Self>, plan: &Plan) -> ApplyReport {
+        let mut report = ApplyReport {
+            steps: Vec::new(),
+            failed: None,
+            cleanup: Vec::new(),
+            started: Vec::new(),
+        };
+        for (i, wave) in plan.waves.iter().enumerate() {
+            let mut tasks = tokio::task::JoinSet::new();
+            for step in wave.steps.iter().cloned() {
+                let me = Arc::clone(self);
+                let wave_no = i + 1;
+                tasks.spawn(async move { me.run_step(wave_no, step).await });
+            }
+            while let Some(joined) = tasks.join_next().await {
+                let r = joined.unwrap_or_else(|e| StepReport {
+                    component: "?".into(),
+                    action: Action::Noop,
+                    outcome: Outcome::Failed,
+                    summary: format!("step panicked: {e}"),
+                    evidence: serde_json::Value::Null,
+                    took: Duration::ZERO,
+                    launched: false,
+                });
+                if r.launched {
+                    report.started.push(r.component.clone());
+                }
+                if r.outcome != Outcome::Succeeded && report.failed.is_none() {
+                    report.failed = Some(r.clone());
+                }
+                self.emit(Event::StepFinished(r.clone()));
+                report.steps.push(r);
+            }
+            if report.failed.is_some() {
+                break;
+            }
+        }
+        if report.failed.is_some() && !report.started.is_empty() {
+            let order: Vec<String> = report.started.iter().rev().cloned().collect();
+            self.emit(Event::CleanupStarted {
+                components: order.clone(),
+            });
+            for name in order {
+                let step = Step {
+                    component: name.clone(),
+                    host: self.component(&name).host.clone(),
+                    action: Action::Stop,
+                    adapter: self.component(&name).adapter,
+                    owner: self.component(&name).owner,
+                    reason: "cleanup after a failed step".into(),
+                };
+                let r = self.run_step(0, step).await;
+                self.emit(Event::StepFinished(r.clone()));
+                report.cleanup.push(r);
+            }
+        }
+        report
+    }
+
+    async fn run_step(&self, wave: usize, step: Step) -> StepReport {
+        let began = Instant::now();
+        self.emit(Event::StepStarted {
+            wave,
+            step: step.clone(),
+        });
+        let step_id = self.journal(|s| {
+            s.begin_step(
+                self.operation,
+                &NewStep {
+                    wave: wave as u32,
+                    component: step.component.clone(),
+                    action: step.action.as_str().into(),
+                    started_at_ms: now_ms(),
+                },
+            )
+        });
+        let (outcome, summary, evidence) = match self.perform(&step).await {
+            Ok((summary, evidence)) => (Outcome::Succeeded, summary, evidence),
+            Err((summary, evidence)) => (Outcome::Failed, summary, evidence),
+        };
+        // A start that got as far as launching a process recorded its identity.
+        let launched = matches!(step.action, Action::Start | Action::Restart)
+            && evidence.get("identity").is_some_and(|i| !i.is_null())
+            || evidence
+                .get("start")
+                .and_then(|s| s.get("identity"))
+                .is_some_and(|i| !i.is_null());
+        let mut evidence = evidence;
+        if let serde_json::Value::Object(map) = &mut evidence {
+            map.insert("summary".into(), summary.clone().into());
+        }
+        if let Ok(id) = step_id {
+            let _ = self.journal(|s| s.finish_step(id, outcome, now_ms(), &evidence));
+        }
+        StepReport {
+            component: step.component,
+            action: step.action,
+            outcome,
+            summary,
+            evidence,
+            took: began.elapsed(),
+            launched,
+        }
+    }
+
+    /// Does one step; `Ok((summary, evidence))` or `Err((summary, evidence))`.
+    async fn perform(
+        &self,
+        step: &Step,
+    ) -> Result<(String, serde_json::Value), (String, serde_json::Value)> {
+        let c = self.component(&step.component).clone();
+        let fail = |msg: String| (msg, serde_json::json!({}));
+        if step.action == Action::Noop {
+            return Ok((step.reason.clone(), serde_json::json!({ "no_op": true })));
+        }
+        if step.action.is_mutating() {
+            let host = &self.topology.hosts[&c.host];
+            if host.transport != TransportKind::Local {
+                return Err(fail(format!(
+                    "`{}` runs on host `{}` ({:?} transport): remote hosts are not supported by this version; run it on {} or wait for SSH support",
+                    c.name, c.host, host.transport, c.host
+                )));
+            }
+            match c.adapter {
+                Some(AdapterKind::Process) => {}
+                Some(other) => {
+                    return Err(fail(format!(
+                        "`{}` uses the `{}` adapter, which this version cannot run yet",
+                        c.name,
+                        other.as_str()
+                    )))
+                }
+                None => {
+                    return Err(fail(format!(
+                        "`{}` is external: never started or stopped",
+                        c.name
+                    )))
+                }
+            }
+        }
+        match step.action {
+            Action::Start => self.start(&c).await,
+            Action::Stop => self.stop(&c).await,
+            Action::Restart => {
+                let (stopped, ev1) = self.stop(&c).await?;
+                let (started, ev2) = self.start(&c).await?;
+                Ok((
+                    format!("{stopped}; {started}"),
+                    serde_json::json!({ "stop": ev1, "start": ev2 }),
+                ))
+            }
+            Action::AwaitReady => self.await_ready(&c).await,
+            Action::Noop => unreachable!("handled above"),
+        }
+    }
+
+    fn log_path(&self, c: &Component) -> PathBuf {
+        self.state.log(&c.name)
+    }
+
+    fn cwd(&self, c: &Component) -> PathBuf {
+        match &c.cwd {
+            Some(d) => self.base_dir.join(d),
+            None => self.base_dir.clone(),
+        }
+    }
+
+    async fn start(
+        &self,
+        c: &Component,
+    ) -> Result<(String, serde_json::Value), (String, serde_json::Value)> {
+        // A foreign process on one of its ports is a conflict, never adopted.
+        for (name, ep) in &c.endpoints {
+            if !ep.is_local_bind() {
+                continue;
+            }
+            if let Ok(ls) = process::listeners(ep.port) {
+                if let Some(l) = ls.first() {
+                    let who = match (l.pid, &l.command) {
+                        (Some(p), Some(cmd)) => format!("pid {p} ({cmd})"),
+                        (Some(p), None) => format!("pid {p}"),
+                        _ => "a process this user cannot see".into(),
+                    };
+                    return Err((
+                        format!(
+                            "port {} (endpoint `{name}`) is already in use by {who}: not starting `{}` and not adopting that process",
+                            ep.port, c.name
+                        ),
+                        serde_json::json!({ "conflict": { "port": ep.port, "listeners": ls } }),
+                    ));
+                }
+            }
+        }
+        let env = self
+            .secrets
+            .resolve_env(&c.name, &c.env)
+            .map_err(|e| (e.to_string(), serde_json::json!({})))?;
+        let (program, args) = c
+            .command
+            .split_first()
+            .expect("validated: managed process has a command");
+        let spec = ProcessSpec {
+            component: c.name.clone(),
+            program: program.clone(),
+            args: args.to_vec(),
+            env,
+            cwd: self.cwd(c),
+            log_path: self.log_path(c),
+            log_max_bytes: self.log_max_bytes,
+            log_keep: self.log_keep,
+        };
+        let started = tokio::task::spawn_blocking(move || process::start(&spec))
+            .await
+            .expect("start task")
+            .map_err(|e| (e.to_string(), serde_json::json!({})))?;
+        let identity = started.identity.clone();
+        let record = InstanceRecord {
+            component: c.name.clone(),
+            host: c.host.clone(),
+            pid: identity.pid,
+            pgid: identity.pgid,
+            start_time_ticks: identity.start_time_ticks,
+            exe: identity.exe.display().to_string(),
+            exe_sha256: identity.exe_sha256.clone(),
+            argv_digest: identity.argv_digest.clone(),
+            config_digest: c.config_digest(),
+            operation: self.operation,
+            started_at_ms: now_ms(),
+            log_path: self.log_path(c).display().to_string(),
+        };
+        self.journal(|s| {
+            s.record_instance(&record)?;
+            s.set_desired(
+                &c.name,
+                flotilla_model::status::DesiredLifecycle::Running,
+                now_ms(),
+            )
+        })
+        .map_err(|e| (e, serde_json::json!({})))?;
+        let ident_json = serde_json::to_value(&identity).unwrap_or_default();
+        let probe = c.readiness.clone().unwrap_or_else(default_readiness);
+        let watch = started.child;
+        let secrets = Arc::clone(&self.secrets);
+        let lookup = move |n: &str| secrets.get(n);
+        let ctx = ProbeContext {
+            component: c.name.clone(),
+            identity: Some(identity.clone()),
+            log_path: Some(self.log_path(c)),
+            log_start_offset: started.log_start_offset,
+            secrets: &lookup,
+        };
+        let deadline = Instant::now() + self.ready_timeout;
+        let name = c.name.clone();
+        let events = Arc::clone(&self.events);
+        let alive = || watch.exit_description();
+        match probe::wait_ready(&probe, &ctx, deadline, Some(&alive), |o| {
+            events(Event::Probe {
+                component: name.clone(),
+                outcome: o.clone(),
+            })
+        })
+        .await
+        {
+            Ok(o) => {
+                // Wrappers (env, shims, scripts ending in exec) may have exec'd the real
+                // program since the first measurement: record what runs now.
+                let ident_json = match crate::identity::measure(identity.pid) {
+                    Ok(Some(now))
+                        if now.start_time_ticks == identity.start_time_ticks && now != identity =>
+                    {
+                        let mut rec = record.clone();
+                        rec.exe = now.exe.display().to_string();
+                        rec.exe_sha256 = now.exe_sha256.clone();
+                        rec.argv_digest = now.argv_digest.clone();
+                        let _ = self.journal(|s| s.record_instance(&rec));
+                        serde_json::to_value(&now).unwrap_or_default()
+                    }
+                    _ => ident_json,
+                };
+                Ok((
+                    format!("started pid {} and ready: {}", identity.pid, o.evidence),
+                    serde_json::json!({ "identity": ident_json, "probe": o }),
+                ))
+            }
+            Err(w) => {
+                let tail = crate::logs::tail_log(&self.log_path(c), 10).unwrap_or_default();
+                let last = w
+                    .last
+                    .as_ref()
+                    .map(|o| o.evidence.clone())
+                    .unwrap_or_else(|| "no probe attempt".into());
+                Err((
+                    format!(
+                        "`{}` did not become ready: {} (last probe: {last})",
+                        c.name, w.reason
+                    ),
+                    serde_json::json!({ "identity": ident_json, "last_probe": w.last, "attempts": w.attempts, "log_tail": tail }),
+                ))
+            }
+        }
+    }
+
+    async fn stop(
+        &self,
+        c: &Component,
+    ) -> Result<(String, serde_json::Value), (String, serde_json::Value)> {
+        let rec = self
+            .journal(|s| s.instance(&c.name))
+            .map_err(|e| (e, serde_json::json!({})))?;
+        let Some(rec) = rec else {
+            self.journal(|s| {
+                s.set_desired(
+                    &c.name,
+                    flotilla_model::status::DesiredLifecycle::Stopped,
+                    now_ms(),
+                )
+            })
+            .map_err(|e| (e, serde_json::json!({})))?;
+            return Ok((
+                format!("`{}` was not running (no instance recorded)", c.name),
+                serde_json::json!({}),
+            ));
+        };
+        let identity = RuntimeIdentity {
+            pid: rec.pid,
+            pgid: rec.pgid,
+            start_time_ticks: rec.start_time_ticks,
+            exe: PathBuf::from(&rec.exe),
+            exe_sha256: rec.exe_sha256.clone(),
+            argv_digest: rec.argv_digest.clone(),
+        };
+        let stop = c
+            .stop
+            .clone()
+            .expect("managed components have stop settings");
+        let signal = stop.signal.as_str().to_string();
+        let grace = stop.grace_period.0;
+        let ident = identity.clone();
+        let outcome = tokio::task::spawn_blocking(move || process::stop(&ident, &signal, grace))
+            .await
+            .expect("stop task")
+            .map_err(|e| (e.to_string(), serde_json::json!({ "pid": rec.pid })))?;
+        let ev = serde_json::to_value(&outcome).unwrap_or_default();
+        let (summary, reason) = match &outcome {
+            StopOutcome::Stopped { signal, escalated_to_kill, took } => (
+                format!(
+                    "stopped pid {} with {signal}{} in {} ms",
+                    rec.pid,
+                    if *escalated_to_kill { ", then SIGKILL after the grace period" } else { "" },
+                    took.as_millis()
+                ),
+                RemovalReason::Stopped,
+            ),
+            StopOutcome::AlreadyGone { survivors } if survivors.is_empty() => {
+                (format!("pid {} had already exited", rec.pid), RemovalReason::Vanished)
+            }
+            StopOutcome::AlreadyGone { survivors } => (
+                format!("pid {} had already exited; processes {:?} of its group remain (not signalled: identity unverifiable)", rec.pid, survivors),
+                RemovalReason::Vanished,
+            ),
+            StopOutcome::IdentityMismatch { why, .. } => {
+                let _ = self.journal(|s| s.remove_instance(&c.name, RemovalReason::Vanished, now_ms()));
+                return Err((
+                    format!("pid {} now belongs to another process ({why}): not signalled", rec.pid),
+                    ev,
+                ));
+            }
+        };
+        self.journal(|s| {
+            s.remove_instance(&c.name, reason, now_ms())?;
+            s.set_desired(
+                &c.name,
+                flotilla_model::status::DesiredLifecycle::Stopped,
+                now_ms(),
+            )
+        })
+        .map_err(|e| (e, ev.clone()))?;
+        Ok((summary, ev))
+    }
+
+    async fn await_ready(
+        &self,
+        c: &Component,
+    ) -> Result<(String, serde_json::Value), (String, serde_json::Value)> {
+        let Some(probe) = c.readiness.clone() else {
+            return Ok((
+                format!("`{}` has no readiness probe: nothing to wait for", c.name),
+                serde_json::json!({}),
+            ));
+        };
+        let secrets = Arc::clone(&self.secrets);
+        let lookup = move |n: &str| secrets.get(n);
+        let identity = self
+            .journal(|s| s.instance(&c.name))
+            .ok()
+            .flatten()
+            .map(|r| RuntimeIdentity {
+                pid: r.pid,
+                pgid: r.pgid,
+                start_time_ticks: r.start_time_ticks,
+                exe: PathBuf::from(r.exe),
+                exe_sha256: r.exe_sha256,
+                argv_digest: r.argv_digest,
+            });
+        let ctx = ProbeContext {
+            component: c.name.clone(),
+            identity,
+            log_path: Some(self.log_path(c)),
+            log_start_offset: 0,
+            secrets: &lookup,
+        };
+        let name = c.name.clone();
+        let events = Arc::clone(&self.events);
+        match probe::wait_ready(
+            &probe,
+            &ctx,
+            Instant::now() + self.ready_timeout,
+            None,
+            |o| {
+                events(Event::Probe {
+                    component: name.clone(),
+                    outcome: o.clone(),
+                })
+            },
+        )
+        .await
+        {
+            Ok(o) => Ok((
+                format!("ready: {}", o.evidence),
+                serde_json::json!({ "probe": o }),
+            )),
+            Err(w) => Err((
+                format!("`{}` did not become ready: {}", c.name, w.reason),
+                serde_json::json!({ "last_probe": w.last, "attempts": w.attempts }),
+            )),
+        }
+    }
+}
+
+/// Without a declared readiness probe, a process counts as ready once it has stayed
+/// alive for its first check.
+fn default_readiness() -> Probe {
+    use flotilla_model::values::HumanDuration;
+    Probe {
+        check: Check::Process,
+        failure_threshold: 1,
+        initial_delay: HumanDuration(Duration::from_millis(200)),
+        period: HumanDuration(Duration::from_millis(200)),
+        success_threshold: 1,
+        timeout: HumanDuration(Duration::from_secs(1)),
+    }
+}

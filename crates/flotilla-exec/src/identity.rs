@@ -1,0 +1,382 @@
+//! Runtime identity: what a process really is, measured from the OS.
+//!
+//! A pid alone names nothing durable: pids are reused. A [`RuntimeIdentity`] pins a
+//! process down by pid **and** start time (clock ticks since boot, which a reused pid
+//! cannot share with its predecessor) **and** executable path, and adds the SHA-256
+//! of the executable image actually running and a digest of its argv, so status can
+//! say what runs (DESIGN.md invariant 5, "identity before signal", and the
+//! `runtime_identity` status signal).
+//!
+//! - [`measure`] reads an identity from the OS (`/proc` on Linux).
+//! - [`matches()`] compares a recorded identity with a fresh measurement.
+//! - [`staleness`] / [`exe_on_disk_sha256`] detect a "stale runtime": the executable
+//!   on disk was replaced after the process started.
+//!
+//! Hashing an executable costs time proportional to its size (tens of ms for a
+//! large server binary), so digests are cached per executable inode (device, inode,
+//! size, mtime) for the life of the process: measuring the same program again is
+//! a few `/proc` reads.
+
+use crate::{sys, ExecError};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+/// The suffix Linux appends to `/proc/<pid>/exe` when the file was deleted or
+/// replaced (renamed over) after the process started.
+pub const DELETED_SUFFIX: &str = " (deleted)";
+
+/// What a running process is, measured.
+///
+/// Serialised with snake_case field names, e.g.
+/// `{"pid":4242,"pgid":4242,"start_time_ticks":987654,"exe":"/usr/bin/python3.11",
+/// "exe_sha256":"sha256:…","argv_digest":"sha256:…"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub struct RuntimeIdentity {
+    /// Process id.
+    pub pid: u32,
+    /// Process group id (equal to `pid` for a process started by
+    /// [`crate::process::start`], which makes it a session and group leader).
+    pub pgid: i32,
+    /// Start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`; divide
+    /// by `sysconf(_SC_CLK_TCK)`, usually 100, for seconds). Never changes for a
+    /// process, and differs for a later process reusing the pid.
+    pub start_time_ticks: u64,
+    /// Executable path as the kernel reports it (`readlink /proc/<pid>/exe`). Ends in
+    /// [`DELETED_SUFFIX`] when the file was replaced or deleted after the process
+    /// started; see [`RuntimeIdentity::exe_on_disk`]. For a `#!` script this is
+    /// the interpreter.
+    pub exe: PathBuf,
+    /// `sha256:<64 hex>` of the executable image actually running (read through
+    /// `/proc/<pid>/exe`, not from the path on disk).
+    pub exe_sha256: String,
+    /// `sha256:<64 hex>` of argv joined with NUL bytes (no trailing NUL); see
+    /// [`argv_digest`].
+    pub argv_digest: String,
+}
+
+impl RuntimeIdentity {
+    /// The executable's path without a trailing [`DELETED_SUFFIX`]: where the
+    /// binary was loaded from.
+    pub fn exe_on_disk(&self) -> &Path {
+        strip_deleted(&self.exe)
+    }
+
+    /// Whether the kernel reports the executable as deleted or replaced since start.
+    pub fn exe_replaced(&self) -> bool {
+        self.exe
+            .as_os_str()
+            .as_bytes()
+            .ends_with(DELETED_SUFFIX.as_bytes())
+    }
+}
+
+/// `p` without a trailing [`DELETED_SUFFIX`].
+pub(crate) fn strip_deleted(p: &Path) -> &Path {
+    let b = p.as_os_str().as_bytes();
+    match b.strip_suffix(DELETED_SUFFIX.as_bytes()) {
+        Some(s) => Path::new(OsStr::from_bytes(s)),
+        None => p,
+    }
+}
+
+/// How a recorded identity compares with what the pid is now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdentityMatch {
+    /// The same process is still running.
+    Same,
+    /// No live process has that pid (exited, or a zombie awaiting its parent).
+    Gone,
+    /// The pid belongs to a different process now: it must not be signalled.
+    Reused {
+        /// What differs, e.g. "start time 1234 ≠ recorded 1200".
+        why: String,
+    },
+}
+
+/// `sha256:<hex>` of some bytes.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(hash: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(7 + 2 * hash.len());
+    s.push_str("sha256:");
+    for b in hash {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// `sha256:<hex>` of `args` joined with NUL bytes (no trailing NUL): the same value
+/// [`measure`] records as `argv_digest` for a process whose argv is `args`
+/// (argv\[0\] included).
+pub fn argv_digest<S: AsRef<OsStr>>(args: &[S]) -> String {
+    let mut h = Sha256::new();
+    for (i, a) in args.iter().enumerate() {
+        if i > 0 {
+            h.update([0u8]);
+        }
+        h.update(a.as_ref().as_bytes());
+    }
+    hex(&h.finalize())
+}
+
+/// Digest of a raw `/proc/<pid>/cmdline` (NUL-terminated args): the trailing NUL is
+/// dropped so the result equals [`argv_digest`] of the args.
+fn cmdline_digest(raw: &[u8]) -> String {
+    sha256_hex(raw.strip_suffix(&[0]).unwrap_or(raw))
+}
+
+type InodeKey = (u64, u64, u64, i64, i64);
+
+fn digest_cache() -> &'static Mutex<HashMap<InodeKey, String>> {
+    static CACHE: OnceLock<Mutex<HashMap<InodeKey, String>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Hashes an open file, through the per-inode cache.
+fn hash_file(mut f: std::fs::File, path: &Path, pid: u32) -> Result<String, ExecError> {
+    let err = |source| {
+        if pid == 0 {
+            ExecError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        } else {
+            ExecError::Proc {
+                pid,
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    };
+    let md = f.metadata().map_err(err)?;
+    let key = (md.dev(), md.ino(), md.size(), md.mtime(), md.mtime_nsec());
+    if let Some(d) = digest_cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+    {
+        return Ok(d.clone());
+    }
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = f.read(&mut buf).map_err(err)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    let d = hex(&h.finalize());
+    digest_cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, d.clone());
+    Ok(d)
+}
+
+/// Measures the identity of `pid`.
+///
+/// Returns `Ok(None)` when no such process exists or it is a zombie (exited, not yet
+/// reaped). Reads `/proc/<pid>/stat`, `exe` (link and image), `cmdline`, then `stat`
+/// again: if the start time changed meanwhile (the pid was reused mid-measurement)
+/// it measures once more.
+///
+/// # Errors
+/// [`ExecError::Proc`] when a `/proc` file cannot be read for a reason other than
+/// the process being gone (typically `EACCES` for another user's process),
+/// [`ExecError::ProcFormat`] for an unparsable `stat`, [`ExecError::Unsupported`]
+/// off Linux.
+pub fn measure(pid: u32) -> Result<Option<RuntimeIdentity>, ExecError> {
+    for _ in 0..3 {
+        let Some(st) = sys::read_stat(pid)? else {
+            return Ok(None);
+        };
+        if st.is_dead() {
+            return Ok(None);
+        }
+        let Some(exe) = sys::read_exe_link(pid)? else {
+            return Ok(None);
+        };
+        let Some(image) = sys::open_exe_image(pid)? else {
+            return Ok(None);
+        };
+        let exe_sha256 = hash_file(image, &sys::proc_path(pid, "exe"), pid)?;
+        let Some(cmdline) = sys::read_cmdline(pid)? else {
+            return Ok(None);
+        };
+        let Some(after) = sys::read_stat(pid)? else {
+            return Ok(None);
+        };
+        if after.is_dead() {
+            return Ok(None);
+        }
+        if after.start_time_ticks != st.start_time_ticks {
+            continue;
+        }
+        return Ok(Some(RuntimeIdentity {
+            pid,
+            pgid: st.pgrp,
+            start_time_ticks: st.start_time_ticks,
+            exe,
+            exe_sha256,
+            argv_digest: cmdline_digest(&cmdline),
+        }));
+    }
+    Ok(None)
+}
+
+/// Compares a recorded identity with a measurement of the same pid (`None`: the
+/// measurement found no live process).
+///
+/// Same pid and same start time → [`IdentityMatch::Same`]: the kernel never gives
+/// one pid to two processes within one clock tick, so (pid, start time) names a
+/// process. The executable path and argv are not compared: a process may `exec`
+/// another program (wrappers and shims such as `env`, pyenv or a shell script ending
+/// in `exec` do) and may rewrite its argv (`setproctitle`) while staying the process
+/// that was started; a binary replaced on disk is a *stale* runtime, not a different
+/// process.
+pub fn matches(expected: &RuntimeIdentity, measured: Option<&RuntimeIdentity>) -> IdentityMatch {
+    let Some(m) = measured else {
+        return IdentityMatch::Gone;
+    };
+    if m.pid != expected.pid {
+        return IdentityMatch::Reused {
+            why: format!("measured pid {} ≠ recorded pid {}", m.pid, expected.pid),
+        };
+    }
+    if m.start_time_ticks != expected.start_time_ticks {
+        return IdentityMatch::Reused {
+            why: format!(
+                "pid {} start time {} ≠ recorded {} (clock ticks since boot)",
+                m.pid, m.start_time_ticks, expected.start_time_ticks
+            ),
+        };
+    }
+    IdentityMatch::Same
+}
+
+/// Measures `expected.pid` and compares: the measurement (when a live process has
+/// the pid) and the verdict.
+///
+/// # Errors
+/// As [`measure`].
+pub fn verify(
+    expected: &RuntimeIdentity,
+) -> Result<(IdentityMatch, Option<RuntimeIdentity>), ExecError> {
+    let measured = measure(expected.pid)?;
+    Ok((matches(expected, measured.as_ref()), measured))
+}
+
+/// `sha256:<hex>` of the file at `path` (following symlinks); `Ok(None)` when it does
+/// not exist. Compare with a running process's `exe_sha256` to detect a binary
+/// replaced on disk.
+///
+/// # Errors
+/// [`ExecError::Io`] naming the path when it exists but cannot be read.
+pub fn exe_on_disk_sha256(path: &Path) -> Result<Option<String>, ExecError> {
+    match std::fs::File::open(path) {
+        Ok(f) => hash_file(f, path, 0).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ExecError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Whether a running process's executable still matches the file on disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Staleness {
+    /// The file on disk is the image running.
+    Current,
+    /// The file on disk differs from the running image (status `stale-runtime`).
+    Replaced {
+        /// The path the process was started from.
+        path: PathBuf,
+        /// Digest of the file now at that path (`None`: no file there any more).
+        on_disk: Option<String>,
+        /// Digest of the image running.
+        running: String,
+    },
+}
+
+/// Compares a measured identity's running image with the file now at its path
+/// ([`RuntimeIdentity::exe_on_disk`]).
+///
+/// # Errors
+/// As [`exe_on_disk_sha256`].
+pub fn staleness(measured: &RuntimeIdentity) -> Result<Staleness, ExecError> {
+    let path = measured.exe_on_disk();
+    let on_disk = exe_on_disk_sha256(path)?;
+    if on_disk.as_deref() == Some(measured.exe_sha256.as_str()) {
+        Ok(Staleness::Current)
+    } else {
+        Ok(Staleness::Replaced {
+            path: path.to_path_buf(),
+            on_disk,
+            running: measured.exe_sha256.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argv_digest_matches_cmdline_digest() {
+        assert_eq!(
+            argv_digest(&["sleep", "5"]),
+            cmdline_digest(b"sleep\x005\x00")
+        );
+        assert_eq!(argv_digest::<&str>(&[]), sha256_hex(b""));
+    }
+
+    #[test]
+    fn deleted_suffix() {
+        let mut id = RuntimeIdentity {
+            pid: 1,
+            pgid: 1,
+            start_time_ticks: 1,
+            exe: "/opt/x/bin/srv (deleted)".into(),
+            exe_sha256: String::new(),
+            argv_digest: String::new(),
+        };
+        assert!(id.exe_replaced());
+        assert_eq!(id.exe_on_disk(), Path::new("/opt/x/bin/srv"));
+        let mut other = id.clone();
+        other.exe = "/opt/x/bin/srv".into();
+        assert_eq!(matches(&other, Some(&id)), IdentityMatch::Same);
+        id.start_time_ticks = 2;
+        assert!(matches!(
+            matches(&other, Some(&id)),
+            IdentityMatch::Reused { .. }
+        ));
+        assert_eq!(matches(&other, None), IdentityMatch::Gone);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn measures_self() {
+        let me = measure(std::process::id()).unwrap().unwrap();
+        assert_eq!(me.exe, std::env::current_exe().unwrap());
+        assert!(me.exe_sha256.starts_with("sha256:") && me.exe_sha256.len() == 71);
+        let args: Vec<String> = std::env::args().collect();
+        assert_eq!(me.argv_digest, argv_digest(&args));
+        assert_eq!(staleness(&me).unwrap(), Staleness::Current);
+    }
+}

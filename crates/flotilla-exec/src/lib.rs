@@ -1,0 +1,74 @@
+//! Flotilla's execution side: the only crate that starts, signals or probes processes.
+//!
+//! Code map:
+//! - [`identity`]: [`RuntimeIdentity`] (pid, start time, executable path and digest,
+//!   argv digest), measured from the OS; comparing a recorded identity with the
+//!   current one ([`identity::matches()`]); stale-runtime detection.
+//! - [`process`]: the process adapter: [`process::start`] a component detached in its
+//!   own session and process group with output appended to its log;
+//!   [`process::stop`] its whole group, identity first (invariant 5);
+//!   [`process::listeners`] on a port (conflict detection).
+//! - [`logs`]: copy-truncate rotation, `tail`, and the scan behind `log` probes.
+//! - [`probe`]: one check of any probe kind ([`probe::check`], [`probe::observe`]) and
+//!   the readiness wait ([`probe::wait_ready`], [`probe::wait_ready_with`]), each
+//!   yielding evidence.
+//! - [`secrets`]: [`secrets::SecretResolver`]: secret names → values from the
+//!   environment or an owner-only secrets file (invariant 9).
+//! - [`executor`]: applies a plan wave by wave (steps in parallel), journaled, with
+//!   readiness waits and cleanup of what it started when a step fails.
+//! - [`observe`]: the status that cannot lie: every signal measured now, with evidence.
+//! - [`operate`]: one mutating invocation end to end (lock, reconcile, observe, plan,
+//!   journal, apply).
+//! - [`lock`]: the lifecycle lock (one mutating invocation per state directory).
+//! - [`statedir`]: where local state lives, and what each file is.
+//! - [`error`]: the error type, [`ExecError`].
+//! - `sys` (private): the platform boundary. Linux reads `/proc`; elsewhere every
+//!   `/proc`-based function fails with [`ExecError::Unsupported`].
+//!
+//! Threads vs async: [`identity`], [`process`], [`logs`] and [`secrets`] are blocking
+//! and need no runtime (call them via `spawn_blocking` from async code; only
+//! [`process::stop`] blocks long: up to its grace period + 5 s). [`probe`] is async
+//! (tokio: time, net, process, blocking pool).
+//!
+//! External components (owner `external`) are only ever probed: nothing in this crate
+//! mutates a process it was not given a [`RuntimeIdentity`] for.
+//!
+//! HTTP probes speak plain `http://` (they target loopback endpoints). `https://`
+//! needs a TLS backend: reqwest's `rustls-no-provider` feature plus `rustls` with its
+//! `ring` feature and `rustls::crypto::ring::default_provider().install_default()`
+//! avoids aws-lc (and its cmake build); not enabled yet.
+
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod executor;
+pub mod identity;
+pub mod lock;
+pub mod logs;
+pub mod observe;
+pub mod operate;
+pub mod probe;
+pub mod process;
+pub mod secrets;
+pub mod statedir;
+mod sys;
+
+/// Serialises a `Duration` as fractional milliseconds (microsecond precision).
+pub(crate) mod serde_ms {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64((d.as_secs_f64() * 1e6).round() / 1e3)
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let ms = f64::deserialize(d)?;
+        Ok(Duration::from_secs_f64(ms.max(0.0) / 1e3))
+    }
+}
+
+pub use error::ExecError;
+pub use identity::{IdentityMatch, RuntimeIdentity};
+pub use logs::{rotate_if_needed, tail_log};
+pub use probe::{ProbeContext, ProbeOutcome, WaitError, WaitFailure, WaitOptions};
+pub use process::{ProcessSpec, StartedProcess, StopOutcome};
+pub use secrets::{SecretError, SecretResolver};

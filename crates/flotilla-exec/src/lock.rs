@@ -1,0 +1,154 @@
+//! The lifecycle lock: one mutating invocation per state directory at a time.
+//!
+//! An exclusive `flock(2)` on `<state>/run/lifecycle.lock`, taken without waiting. The
+//! holder writes who it is (pid, command line, start time) into the file, so a second
+//! invocation fails at once with a message naming the holder. The kernel releases the
+//! lock when the holder exits, even after `kill -9`, so a stale file never blocks.
+//! Read-only verbs take no lock.
+
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// Who holds the lock (written into the lock file as JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockHolder {
+    /// Process id.
+    pub pid: u32,
+    /// The command line, e.g. `flotilla up chat`.
+    pub command: String,
+    /// When it took the lock, milliseconds since the Unix epoch.
+    pub since_ms: i64,
+}
+
+impl std::fmt::Display for LockHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let since =
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(self.since_ms.max(0) as u64);
+        write!(
+            f,
+            "pid {} (`{}`) since {}",
+            self.pid,
+            self.command,
+            humantime::format_rfc3339_seconds(since)
+        )
+    }
+}
+
+/// Why the lock could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Another invocation holds it.
+    #[error("another flotilla is changing {state_dir}: {holder}; wait for it to finish (read-only commands such as `flotilla status` work meanwhile)")]
+    Held {
+        /// The state directory.
+        state_dir: PathBuf,
+        /// The holder, as it described itself (`None` if it had not written yet).
+        holder: HolderInfo,
+    },
+    /// The lock file could not be opened or written.
+    #[error("cannot use lock file {path}")]
+    Io {
+        /// The lock file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The holder as read from the lock file, or a note that it could not be read.
+#[derive(Debug)]
+pub struct HolderInfo(pub Option<LockHolder>);
+
+impl std::fmt::Display for HolderInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(h) => h.fmt(f),
+            None => f.write_str("a process that has not described itself yet"),
+        }
+    }
+}
+
+/// A held lifecycle lock; released when dropped (or when the process exits).
+#[derive(Debug)]
+pub struct LifecycleLock {
+    _lock: Flock<File>,
+    path: PathBuf,
+}
+
+impl LifecycleLock {
+    /// Takes the lock for `state_dir` (creating `run/` if needed) without waiting.
+    ///
+    /// # Errors
+    /// [`LockError::Held`] naming the holder, or [`LockError::Io`].
+    pub fn acquire(state_dir: &Path, me: &LockHolder) -> Result<LifecycleLock, LockError> {
+        let path = state_dir.join("run").join("lifecycle.lock");
+        let io = |source| LockError::Io {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(path.parent().expect("has a parent")).map_err(io)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
+        let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(l) => l,
+            Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
+                return Err(LockError::Held {
+                    state_dir: state_dir.to_path_buf(),
+                    holder: HolderInfo(serde_json::from_str(text.trim()).ok()),
+                });
+            }
+            Err((_, errno)) => return Err(io(std::io::Error::from(errno))),
+        };
+        let json = serde_json::to_string(me).expect("holder serialises");
+        lock.set_len(0).map_err(io)?;
+        lock.seek(SeekFrom::Start(0)).map_err(io)?;
+        lock.write_all(json.as_bytes()).map_err(io)?;
+        lock.flush().map_err(io)?;
+        Ok(LifecycleLock { _lock: lock, path })
+    }
+
+    /// The lock file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_holder_is_refused_with_the_first_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = LockHolder {
+            pid: 42,
+            command: "flotilla up chat".into(),
+            since_ms: 1_700_000_000_000,
+        };
+        let held = LifecycleLock::acquire(dir.path(), &me).unwrap();
+        let other = LockHolder {
+            pid: 43,
+            command: "flotilla down chat".into(),
+            since_ms: 1_700_000_001_000,
+        };
+        let err = LifecycleLock::acquire(dir.path(), &other).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("pid 42 (`flotilla up chat`) since 2023-11-14T22:13:20Z"),
+            "{msg}"
+        );
+        drop(held);
+        LifecycleLock::acquire(dir.path(), &other).unwrap();
+    }
+}

@@ -1,0 +1,469 @@
+//! Observation: what every component really is, measured now, with evidence — the
+//! status that cannot lie (DESIGN.md, "Status model").
+//!
+//! For a managed component, the instance recorded at start is re-measured (identity
+//! before anything else: a live pid with another start time is not ours), its
+//! readiness and liveness probes run once, its running executable is compared with
+//! the file on disk (`stale-runtime`) and its config digest with the selected one
+//! (`drift`). A component that should run but whose process is gone is
+//! `down-unexpectedly`, never `stopped`. A port held by a process Flotilla did not
+//! start is reported (`attention`), never adopted. External components are probed only.
+//!
+//! Read-only: nothing here writes the journal or signals anything.
+
+use crate::identity::{self, IdentityMatch, RuntimeIdentity, Staleness};
+use crate::probe::{self, ProbeContext, ProbeOutcome};
+use crate::process;
+use crate::secrets::SecretResolver;
+use crate::statedir::StateDir;
+use flotilla_model::inventory::{Owner, TransportKind};
+use flotilla_model::status::{
+    Condition, DesiredLifecycle, Health, Lifecycle, Observability, Observed, ObservedComponent,
+    StartedBy,
+};
+use flotilla_model::topology::Component;
+use flotilla_model::Topology;
+use flotilla_store::{InstanceRecord, OperationRecord, Store};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// One piece of evidence: which signal, from what, when, what it saw.
+#[derive(Debug, Clone, Serialize)]
+pub struct Evidence {
+    /// The status signal it supports (`lifecycle`, `health`, `condition`…).
+    pub signal: &'static str,
+    /// Where it comes from (`/proc/4242`, `readiness probe`, `journal`…).
+    pub source: String,
+    /// When, in milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    /// What was seen.
+    pub saw: String,
+}
+
+/// Config identity: the digest selected now vs the one the instance was started with.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfigIdentity {
+    /// Digest of the effective config in the inventory now.
+    pub selected: String,
+    /// Digest recorded when the running instance started (`None`: not running).
+    pub running: Option<String>,
+}
+
+/// Runtime identity: what runs, measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuntimeStatus {
+    /// The measured identity of the running process.
+    pub measured: RuntimeIdentity,
+    /// Digest of the executable now on disk at its path (`None`: file gone).
+    pub on_disk_sha256: Option<String>,
+    /// When it was started, ms since the Unix epoch (from the journal).
+    pub started_at_ms: i64,
+    /// The operation that started it.
+    pub started_by_operation: String,
+}
+
+/// Everything known about one component, each signal with its evidence.
+#[derive(Debug, Clone, Serialize)]
+pub struct ComponentStatus {
+    /// Name.
+    pub name: String,
+    /// Host.
+    pub host: String,
+    /// Is it running?
+    pub lifecycle: Lifecycle,
+    /// Is that intended? (`None` for external components.)
+    pub desired: Option<DesiredLifecycle>,
+    /// Does its readiness contract pass?
+    pub health: Health,
+    /// Is something wrong beyond health?
+    pub condition: Condition,
+    /// Can we see it from here?
+    pub observability: Observability,
+    /// `managed (process)` or `external`.
+    pub ownership: String,
+    /// Who started the running instance.
+    pub started_by: StartedBy,
+    /// Selected vs running config digest.
+    pub config_identity: ConfigIdentity,
+    /// Measured runtime identity, when running under Flotilla.
+    pub runtime_identity: Option<RuntimeStatus>,
+    /// The evidence for the signals above.
+    pub evidence: Vec<Evidence>,
+}
+
+impl ComponentStatus {
+    /// As desired and healthy: what `status` exits 0 for.
+    pub fn is_ok(&self) -> bool {
+        let healthy = matches!(
+            self.health,
+            Health::Healthy | Health::Degraded | Health::NotApplicable
+        );
+        let as_desired = match self.desired {
+            Some(DesiredLifecycle::Running) => self.lifecycle == Lifecycle::Running,
+            Some(DesiredLifecycle::Stopped | DesiredLifecycle::Disabled) => {
+                self.lifecycle != Lifecycle::Running
+            }
+            None => true,
+        };
+        self.condition == Condition::Ok
+            && healthy
+            && as_desired
+            && self.observability == Observability::Observed
+    }
+}
+
+/// The status of a set of components, observed now.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusReport {
+    /// When observation began, ms since the Unix epoch.
+    pub observed_at_ms: i64,
+    /// Per component, in dependency order.
+    pub components: Vec<ComponentStatus>,
+    /// Operations begun but never finished whose process is gone (e.g. killed).
+    pub interrupted: Vec<OperationRecord>,
+    /// Operations still running (another invocation holds the lock).
+    pub in_progress: Vec<OperationRecord>,
+}
+
+impl StatusReport {
+    /// Every component as desired and healthy.
+    pub fn all_ok(&self) -> bool {
+        self.components.iter().all(ComponentStatus::is_ok)
+    }
+
+    /// The planner's view of this report.
+    pub fn observed(
+        &self,
+        stacks: BTreeMap<String, flotilla_model::status::StackRecord>,
+    ) -> Observed {
+        Observed {
+            components: self
+                .components
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.clone(),
+                        ObservedComponent {
+                            lifecycle: c.lifecycle,
+                            health: c.health,
+                            observability: c.observability,
+                            started_by: c.started_by.clone(),
+                        },
+                    )
+                })
+                .collect(),
+            stacks,
+        }
+    }
+}
+
+/// What observation needs.
+pub struct Observer<'a> {
+    /// The topology.
+    pub topology: &'a Topology,
+    /// The journal (read only).
+    pub store: &'a Store,
+    /// Where logs live.
+    pub state: &'a StateDir,
+    /// Secrets for request-probe headers.
+    pub secrets: &'a SecretResolver,
+}
+
+fn identity_of(r: &InstanceRecord) -> RuntimeIdentity {
+    RuntimeIdentity {
+        pid: r.pid,
+        pgid: r.pgid,
+        start_time_ticks: r.start_time_ticks,
+        exe: PathBuf::from(&r.exe),
+        exe_sha256: r.exe_sha256.clone(),
+        argv_digest: r.argv_digest.clone(),
+    }
+}
+
+impl Observer<'_> {
+    /// Observes `names` (all components when empty), probing them concurrently.
+    ///
+    /// # Errors
+    /// Only journal read errors; everything about components is reported as status.
+    pub async fn observe(
+        &self,
+        names: &[String],
+    ) -> Result<StatusReport, flotilla_store::StoreError> {
+        let observed_at_ms = crate::executor::now_ms();
+        let desired = self.store.desired()?;
+        let instances: BTreeMap<String, InstanceRecord> = self
+            .store
+            .instances()?
+            .into_iter()
+            .map(|i| (i.component.clone(), i))
+            .collect();
+        let mut interrupted = Vec::new();
+        let mut in_progress = Vec::new();
+        for op in self.store.unfinished_operations()? {
+            if identity::measure(op.pid).ok().flatten().is_some() {
+                in_progress.push(op);
+            } else {
+                interrupted.push(op);
+            }
+        }
+        let selected: Vec<&Component> = self
+            .topology
+            .order()
+            .iter()
+            .map(|&id| self.topology.component(id))
+            .filter(|c| names.is_empty() || names.contains(&c.name))
+            .collect();
+        let futures = selected.iter().map(|c| {
+            let rec = instances.get(&c.name).cloned();
+            let want = desired.get(&c.name).copied();
+            self.observe_one(c, rec, want)
+        });
+        let components = futures_util::future::join_all(futures).await;
+        Ok(StatusReport {
+            observed_at_ms,
+            components,
+            interrupted,
+            in_progress,
+        })
+    }
+
+    async fn observe_one(
+        &self,
+        c: &Component,
+        rec: Option<InstanceRecord>,
+        desired: Option<DesiredLifecycle>,
+    ) -> ComponentStatus {
+        let now = crate::executor::now_ms();
+        let mut ev = Vec::new();
+        let mut push = |signal: &'static str, source: String, saw: String| {
+            ev.push(Evidence {
+                signal,
+                source,
+                at_ms: crate::executor::now_ms(),
+                saw,
+            })
+        };
+        let mut s = ComponentStatus {
+            name: c.name.clone(),
+            host: c.host.clone(),
+            lifecycle: Lifecycle::Unknown,
+            desired: if c.owner == Owner::External {
+                None
+            } else {
+                Some(desired.unwrap_or(DesiredLifecycle::Stopped))
+            },
+            health: Health::Unknown,
+            condition: Condition::Ok,
+            observability: Observability::Observed,
+            ownership: match (c.owner, c.adapter) {
+                (Owner::External, _) => "external".into(),
+                (_, Some(a)) => format!("managed ({})", a.as_str()),
+                _ => "managed".into(),
+            },
+            started_by: StartedBy::Nobody,
+            config_identity: ConfigIdentity {
+                selected: c.config_digest(),
+                running: None,
+            },
+            runtime_identity: None,
+            evidence: Vec::new(),
+        };
+        if self.topology.hosts[&c.host].transport != TransportKind::Local {
+            s.observability = Observability::Unsupported;
+            push(
+                "observability",
+                format!("host {}", c.host),
+                "remote hosts are not observed by this version".into(),
+            );
+            s.evidence = ev;
+            return s;
+        }
+        let mut identity = None;
+        if c.owner == Owner::Managed {
+            match &rec {
+                Some(r) => {
+                    let expected = identity_of(r);
+                    let measured = identity::measure(r.pid).ok().flatten();
+                    match identity::matches(&expected, measured.as_ref()) {
+                        IdentityMatch::Same => {
+                            let m = measured.expect("same implies measured");
+                            s.lifecycle = Lifecycle::Running;
+                            s.started_by = StartedBy::Flotilla {
+                                operation: r.operation.to_string(),
+                            };
+                            push(
+                                "lifecycle",
+                                format!("/proc/{}", r.pid),
+                                format!("pid {} alive, start time and executable match the instance recorded by {}", r.pid, r.operation),
+                            );
+                            s.config_identity.running = Some(r.config_digest.clone());
+                            if r.config_digest != s.config_identity.selected {
+                                s.condition = Condition::Drift;
+                                push(
+                                    "condition",
+                                    "inventory vs journal".into(),
+                                    format!(
+                                        "effective config changed since it started ({} → {})",
+                                        short(&r.config_digest),
+                                        short(&s.config_identity.selected)
+                                    ),
+                                );
+                            }
+                            let on_disk = match identity::staleness(&m) {
+                                Ok(Staleness::Current) => Some(m.exe_sha256.clone()),
+                                Ok(Staleness::Replaced {
+                                    path,
+                                    on_disk,
+                                    running,
+                                }) => {
+                                    s.condition = Condition::StaleRuntime;
+                                    push(
+                                        "condition",
+                                        path.display().to_string(),
+                                        format!("the executable on disk ({}) is not the one running ({})", on_disk.as_deref().map(short).unwrap_or("gone"), short(&running)),
+                                    );
+                                    on_disk
+                                }
+                                Err(e) => {
+                                    push(
+                                        "runtime_identity",
+                                        m.exe.display().to_string(),
+                                        format!("cannot read executable: {e}"),
+                                    );
+                                    None
+                                }
+                            };
+                            s.runtime_identity = Some(RuntimeStatus {
+                                measured: m.clone(),
+                                on_disk_sha256: on_disk,
+                                started_at_ms: r.started_at_ms,
+                                started_by_operation: r.operation.to_string(),
+                            });
+                            identity = Some(m);
+                        }
+                        IdentityMatch::Gone | IdentityMatch::Reused { .. } => {
+                            s.lifecycle = Lifecycle::Failed;
+                            let how = match identity::matches(&expected, measured.as_ref()) {
+                                IdentityMatch::Reused { why } => {
+                                    format!("pid {} now belongs to another process ({why})", r.pid)
+                                }
+                                _ => format!("pid {} is gone", r.pid),
+                            };
+                            push(
+                                "lifecycle",
+                                format!("/proc/{}", r.pid),
+                                format!(
+                                    "{how}; it was started by {} and not stopped by Flotilla",
+                                    r.operation
+                                ),
+                            );
+                            if desired == Some(DesiredLifecycle::Running) {
+                                s.condition = Condition::DownUnexpectedly;
+                            }
+                        }
+                    }
+                }
+                None => {
+                    s.lifecycle = Lifecycle::Stopped;
+                    push(
+                        "lifecycle",
+                        "journal".into(),
+                        "no running instance recorded".into(),
+                    );
+                    if desired == Some(DesiredLifecycle::Running) {
+                        s.condition = Condition::DownUnexpectedly;
+                        push(
+                            "condition",
+                            "journal".into(),
+                            "desired running, but its process went away".into(),
+                        );
+                    }
+                    // A process Flotilla did not start, on one of its ports: report, never adopt.
+                    for (name, ep) in &c.endpoints {
+                        if !ep.is_local_bind() {
+                            continue;
+                        }
+                        if let Ok(ls) = process::listeners(ep.port) {
+                            if let Some(l) = ls.first() {
+                                let who = match (l.pid, &l.command) {
+                                    (Some(p), Some(cmd)) => format!("pid {p} ({cmd})"),
+                                    (Some(p), None) => format!("pid {p}"),
+                                    _ => "a process this user cannot see".into(),
+                                };
+                                s.lifecycle = Lifecycle::Running;
+                                s.condition = Condition::Attention;
+                                s.started_by = StartedBy::Foreign {
+                                    evidence: format!("{who} on port {}", ep.port),
+                                };
+                                push("condition", format!("/proc/net/tcp port {}", ep.port), format!("{who} listens on endpoint `{name}` ({}), but Flotilla did not start it: not adopted", l.address));
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Health: the readiness contract, and liveness when declared.
+        let probing = c.owner == Owner::External || s.lifecycle == Lifecycle::Running;
+        if !probing {
+            s.health = Health::NotApplicable;
+        } else if c.readiness.is_none() && c.liveness.is_none() {
+            s.health = if c.owner == Owner::External {
+                Health::Unknown
+            } else {
+                Health::NotApplicable
+            };
+            if c.owner == Owner::External {
+                push(
+                    "health",
+                    "inventory".into(),
+                    "no probe declared: cannot tell".into(),
+                );
+            }
+        } else {
+            let lookup = |n: &str| self.secrets.get(n);
+            let ctx = ProbeContext {
+                component: c.name.clone(),
+                identity: identity.clone(),
+                log_path: Some(self.state.log(&c.name)),
+                log_start_offset: 0,
+                secrets: &lookup,
+            };
+            let mut healthy = true;
+            for (which, p) in [("readiness", &c.readiness), ("liveness", &c.liveness)] {
+                let Some(p) = p else { continue };
+                let o: ProbeOutcome = probe::check(&p.check, &ctx, p.timeout.0).await;
+                healthy &= o.passed;
+                push(
+                    "health",
+                    format!("{which} probe"),
+                    format!(
+                        "{} {}",
+                        if o.passed { "passed:" } else { "failed:" },
+                        o.evidence
+                    ),
+                );
+            }
+            s.health = if healthy {
+                Health::Healthy
+            } else {
+                Health::Unhealthy
+            };
+            if c.owner == Owner::External {
+                s.lifecycle = if healthy {
+                    Lifecycle::Running
+                } else {
+                    Lifecycle::Unknown
+                };
+            }
+        }
+        let _ = now;
+        s.evidence = ev;
+        s
+    }
+}
+
+fn short(d: &str) -> &str {
+    d.get(..19).unwrap_or(d)
+}

@@ -1,0 +1,317 @@
+//! One mutating invocation, end to end: take the lifecycle lock, open the journal,
+//! reconcile it with what really runs (so a re-run after `kill -9` starts no
+//! duplicates), observe, plan, show the plan, journal the operation, apply it, record
+//! a stack's start order, and finish the journal entry.
+//!
+//! The CLI's `up`, `down`, `start`, `stop`, `restart` and `apply` are thin calls into
+//! [`Session::run`].
+
+use crate::executor::{now_ms, ApplyReport, Event, Executor};
+use crate::identity::{self, IdentityMatch, RuntimeIdentity};
+use crate::lock::{LifecycleLock, LockError, LockHolder};
+use crate::observe::{Observer, StatusReport};
+use crate::secrets::SecretResolver;
+use crate::statedir::StateDir;
+use flotilla_model::status::Observed;
+use flotilla_model::{Target, Topology};
+use flotilla_plan::{Operation, Plan, Refusal, Verb};
+use flotilla_store::{NewOperation, Outcome, RemovalReason, Store};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Why an invocation could not run (as opposed to a plan that failed part-way).
+#[derive(Debug, thiserror::Error)]
+pub enum OperateError {
+    /// Another invocation holds the lifecycle lock.
+    #[error(transparent)]
+    Locked(#[from] LockError),
+    /// The journal could not be used.
+    #[error("state database {path}")]
+    Store {
+        /// `state.db`.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: Box<flotilla_store::StoreError>,
+    },
+    /// Secrets could not be read.
+    #[error(transparent)]
+    Secrets(#[from] crate::secrets::SecretError),
+    /// The state directory could not be created.
+    #[error("cannot create state directory {path}")]
+    StateDir {
+        /// The directory.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A plan given to `apply` no longer matches what it was computed from.
+    #[error("stale plan: {0}; plan again")]
+    StalePlan(String),
+}
+
+/// What came of an invocation.
+#[derive(Debug)]
+pub enum SessionOutcome {
+    /// The planner refused.
+    Refused(Refusal),
+    /// `--dry-run`: the plan, not applied.
+    Planned(Plan),
+    /// Applied (successfully or not; see the report).
+    Applied {
+        /// The plan.
+        plan: Plan,
+        /// What happened.
+        report: ApplyReport,
+        /// The journal's id for it.
+        operation: String,
+    },
+}
+
+/// Everything one invocation needs.
+pub struct Session {
+    /// The topology.
+    pub topology: Arc<Topology>,
+    /// State directory.
+    pub state: StateDir,
+    /// Base directory for relative paths (the inventory's directory).
+    pub base_dir: PathBuf,
+    /// Readiness deadline per started component.
+    pub ready_timeout: Duration,
+    /// The command line, for the journal and the lock.
+    pub command_line: String,
+    /// Progress callback.
+    pub events: Arc<dyn Fn(Event) + Send + Sync>,
+    /// Called with the plan before anything changes (every mutating verb prints it).
+    pub show_plan: Box<dyn Fn(&Plan) + Send + Sync>,
+}
+
+fn who() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".into());
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{user}@{host}")
+}
+
+/// Opens the journal at the state directory (creating the directory).
+///
+/// # Errors
+/// [`OperateError::StateDir`] or [`OperateError::Store`].
+pub fn open_store(state: &StateDir) -> Result<Store, OperateError> {
+    std::fs::create_dir_all(state.root()).map_err(|source| OperateError::StateDir {
+        path: state.root().to_path_buf(),
+        source,
+    })?;
+    Store::open(&state.database()).map_err(|source| OperateError::Store {
+        path: state.database(),
+        source: Box::new(source),
+    })
+}
+
+/// The secrets a host resolves: the environment, then `secrets.env` in the state
+/// directory when it exists.
+///
+/// # Errors
+/// A secrets file readable by others, or unreadable.
+pub fn secrets(state: &StateDir) -> Result<SecretResolver, OperateError> {
+    let file = state.secrets_file();
+    Ok(SecretResolver::new(true, file.exists().then_some(file))?)
+}
+
+/// Observes (read-only) and returns the status report and the planner's view.
+///
+/// # Errors
+/// Journal read errors.
+pub async fn observe(
+    topology: &Topology,
+    store: &Store,
+    state: &StateDir,
+    secrets: &SecretResolver,
+    names: &[String],
+) -> Result<(StatusReport, Observed), OperateError> {
+    let map = |source| OperateError::Store {
+        path: state.database(),
+        source: Box::new(source),
+    };
+    let report = Observer {
+        topology,
+        store,
+        state,
+        secrets,
+    }
+    .observe(names)
+    .await
+    .map_err(map)?;
+    let observed = report.observed(store.stack_records().map_err(map)?);
+    Ok((report, observed))
+}
+
+/// Brings the journal in line with reality: unfinished operations whose process is
+/// gone are marked interrupted; recorded instances whose process is gone (or whose
+/// pid was reused) are removed as vanished — their desired lifecycle stays, so status
+/// shows them `down-unexpectedly`.
+fn reconcile(store: &mut Store) -> Result<Vec<String>, flotilla_store::StoreError> {
+    let mut notes = Vec::new();
+    for op in store.unfinished_operations()? {
+        if identity::measure(op.pid).ok().flatten().is_none() {
+            store.mark_interrupted(op.id, now_ms())?;
+            notes.push(format!(
+                "{} (`{}`) was interrupted; reconciled with what runs",
+                op.id, op.command_line
+            ));
+        }
+    }
+    for rec in store.instances()? {
+        let expected = RuntimeIdentity {
+            pid: rec.pid,
+            pgid: rec.pgid,
+            start_time_ticks: rec.start_time_ticks,
+            exe: PathBuf::from(&rec.exe),
+            exe_sha256: rec.exe_sha256.clone(),
+            argv_digest: rec.argv_digest.clone(),
+        };
+        let measured = identity::measure(rec.pid).ok().flatten();
+        if identity::matches(&expected, measured.as_ref()) != IdentityMatch::Same {
+            store.remove_instance(&rec.component, RemovalReason::Vanished, now_ms())?;
+            notes.push(format!(
+                "`{}` (pid {}) is no longer running",
+                rec.component, rec.pid
+            ));
+        }
+    }
+    Ok(notes)
+}
+
+impl Session {
+    /// Plans `op` (or takes `given`, checking it is not stale), shows the plan, and
+    /// unless `dry_run` applies it under the lifecycle lock, journaled.
+    ///
+    /// # Errors
+    /// [`OperateError`]: lock held, journal or secrets unusable, stale plan.
+    pub async fn run(
+        &self,
+        op: Option<&Operation>,
+        given: Option<Plan>,
+        dry_run: bool,
+    ) -> Result<SessionOutcome, OperateError> {
+        let holder = LockHolder {
+            pid: std::process::id(),
+            command: self.command_line.clone(),
+            since_ms: now_ms(),
+        };
+        let _lock = if dry_run {
+            None
+        } else {
+            Some(LifecycleLock::acquire(self.state.root(), &holder)?)
+        };
+        let map = |source| OperateError::Store {
+            path: self.state.database(),
+            source: Box::new(source),
+        };
+        let mut store = open_store(&self.state)?;
+        if !dry_run {
+            for note in reconcile(&mut store).map_err(map)? {
+                tracing::info!("{note}");
+            }
+        }
+        let secrets = Arc::new(secrets(&self.state)?);
+        let (_, observed) = observe(&self.topology, &store, &self.state, &secrets, &[]).await?;
+        let plan = match (given, op) {
+            (Some(plan), _) => {
+                if plan.topology_digest != self.topology.digest() {
+                    return Err(OperateError::StalePlan(format!(
+                        "the inventory changed since it was planned (topology {} now, {} in the plan)",
+                        self.topology.digest(),
+                        plan.topology_digest
+                    )));
+                }
+                let now = observed.digest();
+                if plan.observed_digest != now {
+                    return Err(OperateError::StalePlan(format!(
+                        "what runs changed since it was planned (observed state {now} now, {} in the plan)",
+                        plan.observed_digest
+                    )));
+                }
+                plan
+            }
+            (None, Some(op)) => match flotilla_plan::plan(&self.topology, &observed, op) {
+                Ok(p) => p,
+                Err(r) => return Ok(SessionOutcome::Refused(r)),
+            },
+            (None, None) => unreachable!("an operation or a plan"),
+        };
+        (self.show_plan)(&plan);
+        if dry_run {
+            return Ok(SessionOutcome::Planned(plan));
+        }
+        let new_op = NewOperation::from_plan(
+            &plan,
+            who(),
+            std::process::id(),
+            self.command_line.clone(),
+            now_ms(),
+        )
+        .map_err(map)?;
+        let op_id = store.begin_operation(&new_op).map_err(map)?;
+        let store = Arc::new(Mutex::new(store));
+        let exec = Arc::new(Executor {
+            topology: Arc::clone(&self.topology),
+            state: self.state.clone(),
+            store: Arc::clone(&store),
+            secrets,
+            base_dir: self.base_dir.clone(),
+            ready_timeout: self.ready_timeout,
+            log_max_bytes: 10 * 1024 * 1024,
+            log_keep: 3,
+            operation: op_id,
+            events: Arc::clone(&self.events),
+        });
+        let report = exec.apply(&plan).await;
+        let mut store = store.lock().unwrap_or_else(|p| p.into_inner());
+        // A stack's start order, for `down`.
+        if let Some(Target::Stack(stack)) = self.topology.target(&plan.operation.target) {
+            match plan.operation.verb {
+                Verb::Start if report.succeeded() => {
+                    let mut order: Vec<String> = store
+                        .stack_records()
+                        .map_err(map)?
+                        .get(&stack.name)
+                        .map(|r| r.start_order.clone())
+                        .unwrap_or_default();
+                    order.retain(|n| !report.started.contains(n));
+                    order.extend(report.started.iter().cloned());
+                    store
+                        .record_stack_start(&stack.name, &order, now_ms())
+                        .map_err(map)?;
+                }
+                Verb::Stop if report.succeeded() => store.clear_stack(&stack.name).map_err(map)?,
+                _ => {}
+            }
+        }
+        let (outcome, error) = match (&report.failed, report.cleanup.is_empty()) {
+            (None, _) => (Outcome::Succeeded, None),
+            (Some(f), true) => (
+                Outcome::Failed,
+                Some(format!("{}: {}", f.component, f.summary)),
+            ),
+            (Some(f), false) => (
+                Outcome::RolledBack,
+                Some(format!("{}: {}", f.component, f.summary)),
+            ),
+        };
+        store
+            .finish_operation(op_id, outcome, now_ms(), error.as_deref())
+            .map_err(map)?;
+        Ok(SessionOutcome::Applied {
+            plan,
+            report,
+            operation: op_id.to_string(),
+        })
+    }
+}

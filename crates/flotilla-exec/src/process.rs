@@ -1,0 +1,727 @@
+//! The process adapter: start a component as a detached child in its own session and
+//! process group with its output appended to its log, stop it by signalling the whole
+//! group (after checking its identity), and find who listens on a port.
+//!
+//! Everything here is **blocking** and runtime-agnostic (no tokio needed): [`start`]
+//! returns within a few milliseconds; [`stop`] blocks up to `grace` + 5 s. From async
+//! code, call them through `tokio::task::spawn_blocking`.
+//!
+//! Each started child is waited for by a small dedicated thread (so it never lingers
+//! as a zombie while this process runs); [`ChildWatch`] reports its exit, both
+//! synchronously and as a future. When this process exits, the children keep running
+//! (they are in their own session) and are re-parented to init, which reaps them.
+
+use crate::identity::{self, argv_digest, IdentityMatch, RuntimeIdentity};
+use crate::logs::{file_len, open_append, rotate_if_needed};
+use crate::{sys, ExecError};
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::net::SocketAddr;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::str::FromStr;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long [`start`] waits for the child's identity to become measurable.
+const IDENTITY_DEADLINE: Duration = Duration::from_secs(2);
+/// How often [`stop`] checks whether the group is empty.
+const STOP_POLL: Duration = Duration::from_millis(10);
+/// How long [`stop`] waits for the group to vanish after `SIGKILL`.
+const KILL_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Everything needed to start one component's process.
+#[derive(Clone)]
+pub struct ProcessSpec {
+    /// The component's name (used in errors and tracing only).
+    pub component: String,
+    /// The program: a path if it contains `/` (relative paths are relative to
+    /// `cwd`), otherwise a name searched in `PATH` (the component's own `PATH` from
+    /// `env` when it sets one, else this process's). Also passed as argv\[0\].
+    pub program: String,
+    /// Arguments after argv\[0\].
+    pub args: Vec<String>,
+    /// Extra environment, already resolved (secret values included): added to this
+    /// process's environment, overriding same-named variables. Never logged; `Debug`
+    /// prints the names only.
+    pub env: Vec<(String, String)>,
+    /// Working directory (must exist).
+    pub cwd: PathBuf,
+    /// The log file: stdout and stderr are appended to it. Its directory is created.
+    pub log_path: PathBuf,
+    /// Rotate the log at start when it is larger than this many bytes (0: never).
+    pub log_max_bytes: u64,
+    /// Rotated copies kept (`X.log.1` … `X.log.<keep>`).
+    pub log_keep: u32,
+}
+
+impl fmt::Debug for ProcessSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProcessSpec")
+            .field("component", &self.component)
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field(
+                "env",
+                &self
+                    .env
+                    .iter()
+                    .map(|(k, _)| format!("{k}=<redacted>"))
+                    .collect::<Vec<_>>(),
+            )
+            .field("cwd", &self.cwd)
+            .field("log_path", &self.log_path)
+            .field("log_max_bytes", &self.log_max_bytes)
+            .field("log_keep", &self.log_keep)
+            .finish()
+    }
+}
+
+struct WatchState {
+    status: Mutex<Option<ExitStatus>>,
+    cond: Condvar,
+    tx: tokio::sync::watch::Sender<Option<ExitStatus>>,
+}
+
+/// Observes the exit of a child started by [`start`]. Cheap to clone; every clone
+/// sees the same child.
+#[derive(Clone)]
+pub struct ChildWatch {
+    pid: u32,
+    state: Arc<WatchState>,
+}
+
+impl fmt::Debug for ChildWatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChildWatch")
+            .field("pid", &self.pid)
+            .field("exit_status", &self.exit_status())
+            .finish()
+    }
+}
+
+impl ChildWatch {
+    fn spawn(mut child: std::process::Child, component: &str) -> std::io::Result<ChildWatch> {
+        let pid = child.id();
+        let (tx, _) = tokio::sync::watch::channel(None);
+        let state = Arc::new(WatchState {
+            status: Mutex::new(None),
+            cond: Condvar::new(),
+            tx,
+        });
+        let shared = state.clone();
+        let component = component.to_string();
+        std::thread::Builder::new()
+            .name(format!("wait-{pid}"))
+            .spawn(move || {
+                let status = child.wait().unwrap_or_else(|e| {
+                    // Only possible if something else in this process reaps children
+                    // (e.g. SIGCHLD set to SIG_IGN): the real status is lost.
+                    tracing::warn!(component, pid, error = %e, "waiting for child failed; reporting exit code 255");
+                    ExitStatus::from_raw(255 << 8)
+                });
+                tracing::debug!(component, pid, status = %describe_exit(&status), "child exited");
+                *shared.status.lock().unwrap_or_else(|e| e.into_inner()) = Some(status);
+                shared.cond.notify_all();
+                shared.tx.send_replace(Some(status));
+            })?;
+        Ok(ChildWatch { pid, state })
+    }
+
+    /// The child's pid.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Its exit status once it has exited (and been reaped); `None` while it runs.
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        *self.state.status.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// [`describe_exit`] of its exit status, `None` while it runs. Shaped to serve as
+    /// the "exited?" callback of [`crate::probe::WaitOptions`].
+    pub fn exit_description(&self) -> Option<String> {
+        self.exit_status()
+            .map(|s| format!("pid {} {}", self.pid, describe_exit(&s)))
+    }
+
+    /// Blocks until the child exits or `timeout` passes; its status if it exited.
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<ExitStatus> {
+        let guard = self.state.status.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = self
+            .state
+            .cond
+            .wait_timeout_while(guard, timeout, |s| s.is_none())
+            .unwrap_or_else(|e| e.into_inner());
+        *guard
+    }
+
+    /// Resolves when the child exits (at once if it already has). Needs no particular
+    /// runtime.
+    pub async fn exited(&self) -> ExitStatus {
+        let mut rx = self.state.tx.subscribe();
+        let status = rx
+            .wait_for(|s| s.is_some())
+            .await
+            .map(|s| *s)
+            .ok()
+            .flatten();
+        // The sender lives in `state`, which we hold: `wait_for` cannot fail.
+        status.unwrap_or_else(|| ExitStatus::from_raw(255 << 8))
+    }
+}
+
+/// "exit status 1", "killed by SIGKILL", "killed by SIGSEGV (core dumped)".
+pub fn describe_exit(status: &ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        return format!("exit status {code}");
+    }
+    if let Some(sig) = status.signal() {
+        let name = Signal::try_from(sig)
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_else(|_| format!("signal {sig}"));
+        let core = if status.core_dumped() {
+            " (core dumped)"
+        } else {
+            ""
+        };
+        return format!("killed by {name}{core}");
+    }
+    format!("{status}")
+}
+
+/// A component process just started by [`start`].
+#[derive(Debug)]
+pub struct StartedProcess {
+    /// Its identity, measured after `exec` (record it: [`stop`] needs it).
+    pub identity: RuntimeIdentity,
+    /// Observes its exit.
+    pub child: ChildWatch,
+    /// The resolved program path that was executed.
+    pub program: PathBuf,
+    /// Size of the log file when the child started: pass it as
+    /// [`crate::probe::ProbeContext::log_start_offset`] so only lines from this run
+    /// count.
+    pub log_start_offset: u64,
+}
+
+/// Resolves `program` the way [`start`] does: with a `/`, relative to `cwd`;
+/// otherwise searched in `PATH` (`env`'s `PATH` if it sets one, else this process's).
+/// The result is an existing regular file with an execute bit.
+///
+/// # Errors
+/// [`ExecError::ProgramNotFound`] (naming the `PATH` searched),
+/// [`ExecError::ProgramMissing`] or [`ExecError::NotExecutable`] (naming the path).
+pub fn resolve_program(
+    component: &str,
+    program: &str,
+    cwd: &Path,
+    env: &[(String, String)],
+) -> Result<PathBuf, ExecError> {
+    // Absolute, so the path means the same before and after the child's chdir.
+    let cwd = &std::path::absolute(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+    if program.contains('/') {
+        let path = cwd.join(program);
+        return check_executable(component, path);
+    }
+    let path_var = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var("PATH").ok())
+        .unwrap_or_default();
+    let mut not_executable = None;
+    for dir in path_var.split(':') {
+        // An empty PATH entry means the current directory (of the component).
+        let candidate = if dir.is_empty() {
+            cwd.join(program)
+        } else {
+            cwd.join(dir).join(program)
+        };
+        if candidate.exists() {
+            match check_executable(component, candidate) {
+                Ok(p) => return Ok(p),
+                Err(e) => {
+                    not_executable.get_or_insert(e);
+                }
+            }
+        }
+    }
+    Err(not_executable.unwrap_or(ExecError::ProgramNotFound {
+        component: component.to_string(),
+        program: program.to_string(),
+        searched: path_var,
+    }))
+}
+
+fn check_executable(component: &str, path: PathBuf) -> Result<PathBuf, ExecError> {
+    use std::os::unix::fs::PermissionsExt;
+    let md = match std::fs::metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ExecError::ProgramMissing {
+                component: component.to_string(),
+                path,
+            })
+        }
+        Err(e) => {
+            return Err(ExecError::NotExecutable {
+                component: component.to_string(),
+                path,
+                why: e.to_string(),
+            })
+        }
+    };
+    let why = if md.is_dir() {
+        Some("it is a directory".to_string())
+    } else if !md.is_file() {
+        Some("it is not a regular file".to_string())
+    } else if md.permissions().mode() & 0o111 == 0 {
+        Some(format!(
+            "mode {:o} has no execute bit: chmod +x it",
+            md.permissions().mode() & 0o7777
+        ))
+    } else if let Err(e) = nix::unistd::access(&path, nix::unistd::AccessFlags::X_OK) {
+        Some(format!("execute permission denied: {e}"))
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(ExecError::NotExecutable {
+            component: component.to_string(),
+            path,
+            why,
+        }),
+        None => Ok(path),
+    }
+}
+
+/// Starts a component's process.
+///
+/// 1. Checks `cwd` and resolves the program ([`resolve_program`]).
+/// 2. Creates the log directory, rotates the log if it exceeds `log_max_bytes`
+///    ([`rotate_if_needed`]), opens it with `O_APPEND`.
+/// 3. Spawns the program with argv\[0\] = `spec.program`, stdin `/dev/null`,
+///    stdout and stderr both appended to the log, this process's environment plus
+///    `spec.env`, in a new session and process group (`setsid()` before `exec`).
+/// 4. Measures its [`RuntimeIdentity`] once `exec` has replaced the forked image
+///    (argv digest matches, or the executable differs from this program), retrying
+///    for up to 2 s.
+///
+/// Blocks for a few milliseconds (the spawn, one `/proc` measurement and, the
+/// first time a given executable is seen, hashing it).
+///
+/// # Errors
+/// [`ExecError::BadCwd`], [`ExecError::ProgramNotFound`], [`ExecError::ProgramMissing`],
+/// [`ExecError::NotExecutable`], [`ExecError::Log`], [`ExecError::Spawn`];
+/// [`ExecError::ExitedAtStart`] (with the exit status) when the child died before
+/// its identity could be measured; [`ExecError::IdentityUnmeasured`] or a `/proc`
+/// error when it could not be measured, in which case the child's group has been
+/// sent `SIGKILL` so nothing unaccounted for keeps running.
+pub fn start(spec: &ProcessSpec) -> Result<StartedProcess, ExecError> {
+    let component = spec.component.as_str();
+    if !spec.cwd.is_dir() {
+        return Err(ExecError::BadCwd {
+            component: component.to_string(),
+            cwd: spec.cwd.clone(),
+        });
+    }
+    let program = resolve_program(component, &spec.program, &spec.cwd, &spec.env)?;
+    let log_err = |path: &Path, source| ExecError::Log {
+        component: component.to_string(),
+        path: path.to_path_buf(),
+        source,
+    };
+    rotate_if_needed(&spec.log_path, spec.log_max_bytes, spec.log_keep).map_err(|e| match e {
+        ExecError::Io { path, source } => log_err(&path, source),
+        other => other,
+    })?;
+    let log = open_append(&spec.log_path).map_err(|e| log_err(&spec.log_path, e))?;
+    let log_start_offset = file_len(&spec.log_path);
+    let log2 = log.try_clone().map_err(|e| log_err(&spec.log_path, e))?;
+
+    let mut cmd = Command::new(&program);
+    cmd.arg0(&spec.program)
+        .args(&spec.args)
+        .current_dir(&spec.cwd)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(log2));
+    // SAFETY: `setsid` is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+    // ETXTBSY: the program was just written and some forked-but-not-yet-exec'd child
+    // (of this or another thread) still holds the writable descriptor; it clears as
+    // soon as that child execs, so retry briefly.
+    let busy_deadline = Instant::now() + Duration::from_millis(500);
+    let child = loop {
+        match cmd.spawn() {
+            Ok(c) => break c,
+            Err(e)
+                if e.raw_os_error() == Some(nix::libc::ETXTBSY)
+                    && Instant::now() < busy_deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(source) => {
+                return Err(ExecError::Spawn {
+                    component: component.to_string(),
+                    program: program.clone(),
+                    source,
+                })
+            }
+        }
+    };
+    let pid = child.id();
+    let watch = ChildWatch::spawn(child, component).map_err(|source| ExecError::Spawn {
+        component: component.to_string(),
+        program: program.clone(),
+        source,
+    })?;
+    tracing::info!(component, pid, program = %program.display(), "started");
+
+    let mut expected_argv: Vec<&str> = vec![&spec.program];
+    expected_argv.extend(spec.args.iter().map(String::as_str));
+    let expected_argv = argv_digest(&expected_argv);
+    let me = std::env::current_exe().ok();
+    let deadline = Instant::now() + IDENTITY_DEADLINE;
+    let mut last: String;
+    loop {
+        match identity::measure(pid) {
+            Ok(Some(id)) => {
+                let execed = id.argv_digest == expected_argv
+                    || me.as_deref() != Some(id.exe.as_path())
+                    || program == id.exe;
+                if execed {
+                    return Ok(StartedProcess {
+                        identity: id,
+                        child: watch,
+                        program,
+                        log_start_offset,
+                    });
+                }
+                last = format!("still running the pre-exec image {}", id.exe.display());
+            }
+            Ok(None) => {
+                if let Some(status) = watch.wait_timeout(Duration::from_millis(1)) {
+                    return Err(ExecError::ExitedAtStart {
+                        component: component.to_string(),
+                        pid,
+                        status: describe_exit(&status),
+                    });
+                }
+                last = "gone from /proc".into();
+            }
+            Err(e) => {
+                kill_unaccounted(&watch);
+                return Err(e);
+            }
+        }
+        if Instant::now() >= deadline {
+            kill_unaccounted(&watch);
+            return Err(ExecError::IdentityUnmeasured {
+                component: component.to_string(),
+                pid,
+                why: last,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// SIGKILLs the group of a child we just spawned and could not measure. Safe: the
+/// child is ours and not yet reaped (its pid cannot have been reused) unless the
+/// watcher saw it exit.
+fn kill_unaccounted(watch: &ChildWatch) {
+    if watch.exit_status().is_none() {
+        let _ = killpg(Pid::from_raw(watch.pid as i32), Signal::SIGKILL);
+    }
+}
+
+/// Parses a signal name: `"SIGTERM"`, `"TERM"`, `"sigterm"`.
+///
+/// # Errors
+/// [`ExecError::UnknownSignal`].
+pub fn parse_signal(name: &str) -> Result<Signal, ExecError> {
+    let upper = name.trim().to_ascii_uppercase();
+    let full = if upper.starts_with("SIG") {
+        upper
+    } else {
+        format!("SIG{upper}")
+    };
+    Signal::from_str(&full).map_err(|_| ExecError::UnknownSignal {
+        name: name.to_string(),
+    })
+}
+
+/// What [`stop`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "outcome")]
+pub enum StopOutcome {
+    /// The recorded process no longer exists; nothing was signalled.
+    AlreadyGone {
+        /// Live processes still in its process group (e.g. a child that outlived a
+        /// crashed leader). They were NOT signalled: with the leader gone, their
+        /// identity cannot be verified (invariant 5). Report them.
+        survivors: Vec<u32>,
+    },
+    /// The pid now belongs to another process; nothing was signalled.
+    IdentityMismatch {
+        /// What runs under the pid now.
+        measured: RuntimeIdentity,
+        /// What differs.
+        why: String,
+    },
+    /// The process (and its whole group) is gone.
+    Stopped {
+        /// The first signal sent, e.g. `"SIGTERM"`.
+        signal: String,
+        /// Whether `SIGKILL` had to follow after the grace period.
+        escalated_to_kill: bool,
+        /// From the first signal until the group was empty (serialised as
+        /// fractional milliseconds, `took_ms`).
+        #[serde(rename = "took_ms", with = "crate::serde_ms")]
+        took: Duration,
+    },
+}
+
+/// Stops a process started by [`start`], identity first (invariant 5).
+///
+/// 1. Measures `expected.pid` and compares ([`identity::matches()`]): gone →
+///    [`StopOutcome::AlreadyGone`]; pid reused → [`StopOutcome::IdentityMismatch`].
+///    In both cases nothing is signalled.
+/// 2. Sends `signal` (then `SIGCONT`, so a stopped process can act on it) to the
+///    process group `expected.pgid` — or to the pid alone when the process does not
+///    lead its own group (an identity not recorded by [`start`]).
+/// 3. Polls every 10 ms until no live process is in the group, for up to `grace`.
+/// 4. Then sends `SIGKILL` to the group and polls up to 5 s more.
+///
+/// Blocks for up to `grace` + 5 s. Processes that left the group (`setsid`/`setpgid`
+/// in a grandchild) are not reached: a limitation of process groups.
+///
+/// # Errors
+/// [`ExecError::UnknownSignal`]; `/proc` errors from measuring; [`ExecError::Signal`]
+/// (e.g. EPERM); [`ExecError::GroupSurvived`] if processes outlive `SIGKILL` by 5 s.
+pub fn stop(
+    expected: &RuntimeIdentity,
+    signal: &str,
+    grace: Duration,
+) -> Result<StopOutcome, ExecError> {
+    let sig = parse_signal(signal)?;
+    let leads_group = expected.pgid > 0 && expected.pgid == expected.pid as i32;
+    let (verdict, measured) = identity::verify(expected)?;
+    match verdict {
+        IdentityMatch::Gone => {
+            let survivors = if leads_group {
+                sys::group_members(expected.pgid)?
+            } else {
+                Vec::new()
+            };
+            return Ok(StopOutcome::AlreadyGone { survivors });
+        }
+        IdentityMatch::Reused { why } => {
+            tracing::warn!(pid = expected.pid, %why, "pid reused: not signalling");
+            return Ok(StopOutcome::IdentityMismatch {
+                measured: measured.expect("a reused pid was measured"),
+                why,
+            });
+        }
+        IdentityMatch::Same => {}
+    }
+    let measured = measured.expect("a matching pid was measured");
+    let group = leads_group && measured.pgid == expected.pgid;
+    let target = if group {
+        format!("process group {}", expected.pgid)
+    } else {
+        format!("pid {}", expected.pid)
+    };
+    let gone = || -> Result<bool, ExecError> {
+        if group {
+            Ok(sys::group_members(expected.pgid)?.is_empty())
+        } else {
+            Ok(match sys::read_stat(expected.pid)? {
+                None => true,
+                Some(st) => st.is_dead() || st.start_time_ticks != expected.start_time_ticks,
+            })
+        }
+    };
+    let send = |s: Signal| -> Result<(), ExecError> {
+        let r = if group {
+            killpg(Pid::from_raw(expected.pgid), s)
+        } else {
+            kill(Pid::from_raw(expected.pid as i32), s)
+        };
+        match r {
+            Ok(()) | Err(nix::errno::Errno::ESRCH) => Ok(()),
+            Err(source) => Err(ExecError::Signal {
+                target: target.clone(),
+                signal: s.as_str().to_string(),
+                source,
+            }),
+        }
+    };
+    let wait_until = |deadline: Instant| -> Result<bool, ExecError> {
+        loop {
+            if gone()? {
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            std::thread::sleep(STOP_POLL.min(deadline - now));
+        }
+    };
+
+    let t0 = Instant::now();
+    tracing::info!(pid = expected.pid, %target, signal = sig.as_str(), "stopping");
+    send(sig)?;
+    if sig != Signal::SIGKILL && sig != Signal::SIGCONT {
+        send(Signal::SIGCONT)?;
+    }
+    if wait_until(t0 + grace)? {
+        return Ok(StopOutcome::Stopped {
+            signal: sig.as_str().to_string(),
+            escalated_to_kill: false,
+            took: t0.elapsed(),
+        });
+    }
+    tracing::warn!(pid = expected.pid, %target, ?grace, "grace period over: SIGKILL");
+    send(Signal::SIGKILL)?;
+    if wait_until(Instant::now() + KILL_DEADLINE)? {
+        return Ok(StopOutcome::Stopped {
+            signal: sig.as_str().to_string(),
+            escalated_to_kill: sig != Signal::SIGKILL,
+            took: t0.elapsed(),
+        });
+    }
+    Err(ExecError::GroupSurvived {
+        pgid: expected.pgid,
+        survivors: if group {
+            sys::group_members(expected.pgid)?
+        } else {
+            vec![expected.pid]
+        },
+    })
+}
+
+/// Pids of the live (non-zombie) processes in process group `pgid`, sorted.
+///
+/// # Errors
+/// [`ExecError::Io`] if `/proc` cannot be listed; [`ExecError::Unsupported`] off Linux.
+pub fn group_members(pgid: i32) -> Result<Vec<u32>, ExecError> {
+    sys::group_members(pgid)
+}
+
+/// A process listening on a TCP port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listener {
+    /// The owning pid; `None` when not visible (another user's process, without
+    /// privileges to read its file descriptors).
+    pub pid: Option<u32>,
+    /// The owner's executable name (basename of `/proc/<pid>/exe`, else its `comm`);
+    /// never its arguments, which may hold secrets.
+    pub command: Option<String>,
+    /// The local address listened on (e.g. `127.0.0.1:8080`, `[::]:8080`).
+    pub address: SocketAddr,
+}
+
+/// Who listens on TCP `port` (IPv4 and IPv6), from `/proc/net/tcp{,6}` and the
+/// `/proc/*/fd` socket links. One entry per (socket, owning pid); a socket whose
+/// owner is not visible yields one entry with `pid: None`. Empty when nobody listens.
+/// Sockets in other network namespaces are not seen.
+///
+/// Scans every process's file descriptors: milliseconds on a typical machine.
+///
+/// # Errors
+/// [`ExecError::Io`] / [`ExecError::ProcFormat`] for unreadable or malformed
+/// `/proc/net/tcp`; [`ExecError::Unsupported`] off Linux.
+pub fn listeners(port: u16) -> Result<Vec<Listener>, ExecError> {
+    let sockets = sys::tcp_listeners(port)?;
+    let inodes = sockets
+        .iter()
+        .map(|(_, i)| *i)
+        .filter(|i| *i != 0)
+        .collect();
+    let owners = sys::socket_owners(&inodes)?;
+    let mut out = Vec::new();
+    for (address, inode) in sockets {
+        match owners.get(&inode) {
+            Some(pids) if !pids.is_empty() => {
+                for &pid in pids {
+                    out.push(Listener {
+                        pid: Some(pid),
+                        command: command_name(pid),
+                        address,
+                    });
+                }
+            }
+            _ => out.push(Listener {
+                pid: None,
+                command: None,
+                address,
+            }),
+        }
+    }
+    Ok(out)
+}
+
+fn command_name(pid: u32) -> Option<String> {
+    if let Ok(Some(exe)) = sys::read_exe_link(pid) {
+        if let Some(name) = identity::strip_deleted(&exe).file_name() {
+            return Some(name.to_string_lossy().into_owned());
+        }
+    }
+    sys::read_comm(pid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_names() {
+        assert_eq!(parse_signal("SIGTERM").unwrap(), Signal::SIGTERM);
+        assert_eq!(parse_signal("term").unwrap(), Signal::SIGTERM);
+        assert_eq!(parse_signal("SIGKILL").unwrap(), Signal::SIGKILL);
+        assert!(matches!(
+            parse_signal("SIGNOPE"),
+            Err(ExecError::UnknownSignal { .. })
+        ));
+    }
+
+    #[test]
+    fn exit_descriptions() {
+        assert_eq!(
+            describe_exit(&ExitStatus::from_raw(1 << 8)),
+            "exit status 1"
+        );
+        assert_eq!(describe_exit(&ExitStatus::from_raw(9)), "killed by SIGKILL");
+    }
+
+    #[test]
+    fn spec_debug_hides_env_values() {
+        let spec = ProcessSpec {
+            component: "c".into(),
+            program: "p".into(),
+            args: vec![],
+            env: vec![("TOKEN".into(), "hunter2".into())],
+            cwd: "/".into(),
+            log_path: "/tmp/x.log".into(),
+            log_max_bytes: 0,
+            log_keep: 0,
+        };
+        let s = format!("{spec:?}");
+        assert!(s.contains("TOKEN=<redacted>") && !s.contains("hunter2"));
+    }
+}

@@ -1,0 +1,91 @@
+//! The platform boundary: everything that reads OS process tables lives below here.
+//!
+//! Linux reads `/proc` ([`linux`]); every other OS gets [`unsupported`], whose
+//! functions have the same signatures and fail with [`crate::ExecError::Unsupported`].
+//! Signals, sessions and process groups are POSIX and live in [`crate::process`].
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+pub(crate) use linux::*;
+
+#[cfg(not(target_os = "linux"))]
+mod unsupported;
+#[cfg(not(target_os = "linux"))]
+pub(crate) use unsupported::*;
+
+/// The fields of `/proc/<pid>/stat` that Flotilla uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProcStat {
+    /// Field 2, without its parentheses (may contain spaces and parentheses).
+    pub comm: String,
+    /// Field 3: `R`, `S`, `D`, `Z`, `T`, `X`…
+    pub state: char,
+    /// Field 5: process group id.
+    pub pgrp: i32,
+    /// Field 6: session id.
+    pub session: i32,
+    /// Field 22: start time in clock ticks since boot.
+    pub start_time_ticks: u64,
+}
+
+impl ProcStat {
+    /// Zombie (`Z`) or dead (`X`/`x`): exited, not yet (or being) reaped.
+    pub fn is_dead(&self) -> bool {
+        matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+/// Parses the text of `/proc/<pid>/stat`. `comm` is everything between the first `(`
+/// and the LAST `)`, so names containing spaces or parentheses parse correctly.
+pub(crate) fn parse_stat(text: &str) -> Result<ProcStat, String> {
+    let open = text.find('(').ok_or("no `(` before comm")?;
+    let close = text.rfind(')').ok_or("no `)` after comm")?;
+    if close < open {
+        return Err("`)` before `(`".into());
+    }
+    let comm = text[open + 1..close].to_string();
+    // Fields after comm, starting with field 3 (state) at index 0.
+    let rest: Vec<&str> = text[close + 1..].split_ascii_whitespace().collect();
+    let field = |n: usize| -> Result<&str, String> {
+        rest.get(n - 3)
+            .copied()
+            .ok_or_else(|| format!("field {n} missing"))
+    };
+    let state = field(3)?.chars().next().ok_or("empty state field")?;
+    let pgrp = field(5)?
+        .parse()
+        .map_err(|e| format!("field 5 (pgrp): {e}"))?;
+    let session = field(6)?
+        .parse()
+        .map_err(|e| format!("field 6 (session): {e}"))?;
+    let start_time_ticks = field(22)?
+        .parse()
+        .map_err(|e| format!("field 22 (starttime): {e}"))?;
+    Ok(ProcStat {
+        comm,
+        state,
+        pgrp,
+        session,
+        start_time_ticks,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_spaces_and_parens_in_comm() {
+        let text = "4242 (evil) (name ) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100 18446744073709551615\n";
+        let s = parse_stat(text).unwrap();
+        assert_eq!(s.comm, "evil) (name ) x");
+        assert_eq!(s.state, 'S');
+        assert_eq!(s.pgrp, 4242);
+        assert_eq!(s.session, 4242);
+        assert_eq!(s.start_time_ticks, 987654);
+        assert!(!s.is_dead());
+        assert!(parse_stat("12 (x) S 1").is_err());
+        assert!(parse_stat("garbage").is_err());
+    }
+}
