@@ -191,6 +191,14 @@ impl Executor {
                 break;
             }
         }
+        if let (None, Some(stack)) = (&report.failed, &plan.verify_stack) {
+            let r = self.verify_stack(stack).await;
+            if r.outcome != Outcome::Succeeded {
+                report.failed = Some(r.clone());
+            }
+            self.emit(Event::StepFinished(r.clone()));
+            report.steps.push(r);
+        }
         if report.failed.is_some() && !report.started.is_empty() {
             let order: Vec<String> = report.started.iter().rev().cloned().collect();
             self.emit(Event::CleanupStarted {
@@ -310,6 +318,110 @@ impl Executor {
         }
     }
 
+    /// Waits for `probe` to pass, within the readiness timeout: polling every few
+    /// milliseconds during the first seconds (so a component that becomes ready is
+    /// noticed within tens of milliseconds), then backing off to the probe's period.
+    async fn wait_for(
+        &self,
+        probe: &Probe,
+        ctx: &ProbeContext<'_>,
+        exited: Option<probe::ExitedFn<'_>>,
+    ) -> Result<ProbeOutcome, probe::WaitError> {
+        const FAST_PHASE: Duration = Duration::from_secs(10);
+        const FAST_INTERVAL: Duration = Duration::from_millis(10);
+        let deadline = Instant::now() + self.ready_timeout;
+        let report = |o: &ProbeOutcome| {
+            (self.events)(Event::Probe { component: ctx.component.clone(), outcome: o.clone() })
+        };
+        let fast = probe::WaitOptions {
+            deadline: (Instant::now() + FAST_PHASE).min(deadline),
+            exited,
+            first_retry: Duration::from_millis(5),
+            max_interval: Some(probe.period.0.min(FAST_INTERVAL)),
+        };
+        match probe::wait_ready_with(probe, ctx, &fast, report).await {
+            Err(e) if e.reason == probe::WaitFailure::Deadline && Instant::now() < deadline => {
+                let mut slow = probe.clone();
+                slow.initial_delay = flotilla_model::values::HumanDuration(Duration::ZERO);
+                let opts = probe::WaitOptions { deadline, exited, first_retry: FAST_INTERVAL, max_interval: None };
+                probe::wait_ready_with(&slow, ctx, &opts, report).await
+            }
+            other => other,
+        }
+    }
+
+    /// Checks a stack's readiness probes (its routes, end to end) after its members
+    /// are up; journaled as a step of component `stack:<name>`.
+    pub async fn verify_stack(&self, stack: &str) -> StepReport {
+        let began = Instant::now();
+        let step = Step {
+            component: format!("stack:{stack}"),
+            host: "local".into(),
+            action: Action::AwaitReady,
+            adapter: None,
+            owner: flotilla_model::inventory::Owner::Managed,
+            reason: "the stack's readiness probes".into(),
+        };
+        self.emit(Event::StepStarted { wave: 0, step: step.clone() });
+        let step_id = self.journal(|s| {
+            s.begin_step(
+                self.operation,
+                &NewStep { wave: 0, component: step.component.clone(), action: "verify".into(), started_at_ms: now_ms() },
+            )
+        });
+        let probes = self.topology.stacks.get(stack).map(|s| s.readiness.clone()).unwrap_or_default();
+        let secrets = Arc::clone(&self.secrets);
+        let lookup = move |n: &str| secrets.get(n);
+        let mut passed = Vec::new();
+        let mut failure = None;
+        for (i, p) in probes.iter().enumerate() {
+            let ctx = ProbeContext {
+                component: format!("stack:{stack} probe {}", i + 1),
+                identity: None,
+                log_path: None,
+                log_start_offset: 0,
+                secrets: &lookup,
+            };
+            match self.wait_for(p, &ctx, None).await {
+                Ok(o) => passed.push(o),
+                Err(w) => {
+                    failure = Some(w);
+                    break;
+                }
+            }
+        }
+        let (outcome, summary, mut evidence) = match failure {
+            None => (
+                Outcome::Succeeded,
+                format!(
+                    "stack `{stack}` answers end to end: {}",
+                    passed.iter().map(|o| o.evidence.clone()).collect::<Vec<_>>().join("; ")
+                ),
+                serde_json::json!({ "probes": passed }),
+            ),
+            Some(w) => (
+                Outcome::Failed,
+                format!("stack `{stack}` does not answer end to end: {w}"),
+                serde_json::json!({ "probes": passed, "last_probe": w.last, "attempts": w.attempts }),
+            ),
+        };
+        if let serde_json::Value::Object(map) = &mut evidence {
+            map.insert("summary".into(), summary.clone().into());
+        }
+        if let Ok(id) = step_id {
+            let _ = self.journal(|s| s.finish_step(id, outcome, now_ms(), &evidence));
+        }
+        StepReport {
+            component: step.component,
+            action: Action::AwaitReady,
+            outcome,
+            summary,
+            evidence,
+            took: began.elapsed(),
+            launched: false,
+        }
+    }
+
     fn log_path(&self, c: &Component) -> PathBuf {
         self.state.log(&c.name)
     }
@@ -405,18 +517,8 @@ impl Executor {
             log_start_offset: started.log_start_offset,
             secrets: &lookup,
         };
-        let deadline = Instant::now() + self.ready_timeout;
-        let name = c.name.clone();
-        let events = Arc::clone(&self.events);
         let alive = || watch.exit_description();
-        match probe::wait_ready(&probe, &ctx, deadline, Some(&alive), |o| {
-            events(Event::Probe {
-                component: name.clone(),
-                outcome: o.clone(),
-            })
-        })
-        .await
-        {
+        match self.wait_for(&probe, &ctx, Some(&alive)).await {
             Ok(o) => {
                 // Wrappers (env, shims, scripts ending in exec) may have exec'd the real
                 // program since the first measurement: record what runs now.
@@ -565,22 +667,7 @@ impl Executor {
             log_start_offset: 0,
             secrets: &lookup,
         };
-        let name = c.name.clone();
-        let events = Arc::clone(&self.events);
-        match probe::wait_ready(
-            &probe,
-            &ctx,
-            Instant::now() + self.ready_timeout,
-            None,
-            |o| {
-                events(Event::Probe {
-                    component: name.clone(),
-                    outcome: o.clone(),
-                })
-            },
-        )
-        .await
-        {
+        match self.wait_for(&probe, &ctx, None).await {
             Ok(o) => Ok((
                 format!("ready: {}", o.evidence),
                 serde_json::json!({ "probe": o }),

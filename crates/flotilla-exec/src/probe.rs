@@ -447,6 +447,35 @@ async fn check_http(
     if let Some(headers) = req.headers {
         for (name, value) in headers {
             let value = match value {
+                // `${secret.NAME}` inside a literal (e.g. "Bearer ${secret.KEY}").
+                EnvValue::Literal(v) if v.contains("${secret.") => {
+                    let mut missing = None;
+                    let text = flotilla_model::interp::substitute(v, |r| {
+                        let name = r.strip_prefix("secret.")?;
+                        match (ctx.secrets)(name) {
+                            Some(val) => {
+                                rec.secrets.push((name.to_string(), val.clone()));
+                                Some(val)
+                            }
+                            None => {
+                                missing = Some(name.to_string());
+                                Some(String::new())
+                            }
+                        }
+                    });
+                    match (text, missing) {
+                        (Ok(t), None) => t,
+                        (_, Some(secret)) => {
+                            return rec.misconfigured(
+                                format!("{what}: secret `{secret}` for header `{name}` is not set"),
+                                base,
+                            )
+                        }
+                        (Err(e), None) => {
+                            return rec.misconfigured(format!("{what}: header `{name}`: {e}"), base)
+                        }
+                    }
+                }
                 EnvValue::Literal(v) => v.clone(),
                 EnvValue::Secret(secret) => match (ctx.secrets)(secret) {
                     Some(v) => {
