@@ -331,7 +331,10 @@ impl Executor {
         const FAST_INTERVAL: Duration = Duration::from_millis(10);
         let deadline = Instant::now() + self.ready_timeout;
         let report = |o: &ProbeOutcome| {
-            (self.events)(Event::Probe { component: ctx.component.clone(), outcome: o.clone() })
+            (self.events)(Event::Probe {
+                component: ctx.component.clone(),
+                outcome: o.clone(),
+            })
         };
         let fast = probe::WaitOptions {
             deadline: (Instant::now() + FAST_PHASE).min(deadline),
@@ -343,7 +346,12 @@ impl Executor {
             Err(e) if e.reason == probe::WaitFailure::Deadline && Instant::now() < deadline => {
                 let mut slow = probe.clone();
                 slow.initial_delay = flotilla_model::values::HumanDuration(Duration::ZERO);
-                let opts = probe::WaitOptions { deadline, exited, first_retry: FAST_INTERVAL, max_interval: None };
+                let opts = probe::WaitOptions {
+                    deadline,
+                    exited,
+                    first_retry: FAST_INTERVAL,
+                    max_interval: None,
+                };
                 probe::wait_ready_with(&slow, ctx, &opts, report).await
             }
             other => other,
@@ -362,14 +370,27 @@ impl Executor {
             owner: flotilla_model::inventory::Owner::Managed,
             reason: "the stack's readiness probes".into(),
         };
-        self.emit(Event::StepStarted { wave: 0, step: step.clone() });
+        self.emit(Event::StepStarted {
+            wave: 0,
+            step: step.clone(),
+        });
         let step_id = self.journal(|s| {
             s.begin_step(
                 self.operation,
-                &NewStep { wave: 0, component: step.component.clone(), action: "verify".into(), started_at_ms: now_ms() },
+                &NewStep {
+                    wave: 0,
+                    component: step.component.clone(),
+                    action: "verify".into(),
+                    started_at_ms: now_ms(),
+                },
             )
         });
-        let probes = self.topology.stacks.get(stack).map(|s| s.readiness.clone()).unwrap_or_default();
+        let probes = self
+            .topology
+            .stacks
+            .get(stack)
+            .map(|s| s.readiness.clone())
+            .unwrap_or_default();
         let secrets = Arc::clone(&self.secrets);
         let lookup = move |n: &str| secrets.get(n);
         let mut passed = Vec::new();
@@ -395,7 +416,11 @@ impl Executor {
                 Outcome::Succeeded,
                 format!(
                     "stack `{stack}` answers end to end: {}",
-                    passed.iter().map(|o| o.evidence.clone()).collect::<Vec<_>>().join("; ")
+                    passed
+                        .iter()
+                        .map(|o| o.evidence.clone())
+                        .collect::<Vec<_>>()
+                        .join("; ")
                 ),
                 serde_json::json!({ "probes": passed }),
             ),
