@@ -225,7 +225,7 @@ impl Progress {
                     };
                     self.line(format!(
                         "  {} {}: {mark} ({} ms): {}",
-                        r.action.as_str(),
+                        if r.component.starts_with("stack:") { "verify" } else { r.action.as_str() },
                         r.component,
                         r.took.as_millis(),
                         r.summary
