@@ -604,14 +604,7 @@ impl Executor {
                 serde_json::json!({}),
             ));
         };
-        let identity = RuntimeIdentity {
-            pid: rec.pid,
-            pgid: rec.pgid,
-            start_time_ticks: rec.start_time_ticks,
-            exe: PathBuf::from(&rec.exe),
-            exe_sha256: rec.exe_sha256.clone(),
-            argv_digest: rec.argv_digest.clone(),
-        };
+        let identity = RuntimeIdentity::from(&rec);
         let stop = c
             .stop
             .clone()
@@ -677,14 +670,7 @@ impl Executor {
             .journal(|s| s.instance(&c.name))
             .ok()
             .flatten()
-            .map(|r| RuntimeIdentity {
-                pid: r.pid,
-                pgid: r.pgid,
-                start_time_ticks: r.start_time_ticks,
-                exe: PathBuf::from(r.exe),
-                exe_sha256: r.exe_sha256,
-                argv_digest: r.argv_digest,
-            });
+            .map(|r| RuntimeIdentity::from(&r));
         let ctx = ProbeContext {
             component: c.name.clone(),
             identity,

@@ -102,20 +102,24 @@ pub enum IdentityMatch {
     },
 }
 
-/// `sha256:<hex>` of some bytes.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
+/// The identity the journal recorded for an instance (what [`matches`] compares a
+/// fresh measurement with).
+impl From<&flotilla_store::InstanceRecord> for RuntimeIdentity {
+    fn from(r: &flotilla_store::InstanceRecord) -> Self {
+        RuntimeIdentity {
+            pid: r.pid,
+            pgid: r.pgid,
+            start_time_ticks: r.start_time_ticks,
+            exe: PathBuf::from(&r.exe),
+            exe_sha256: r.exe_sha256.clone(),
+            argv_digest: r.argv_digest.clone(),
+        }
+    }
 }
 
-fn hex(hash: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(7 + 2 * hash.len());
-    s.push_str("sha256:");
-    for b in hash {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
-    }
-    s
+/// `sha256:<hex>` of some bytes.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    flotilla_model::digest::sha256_hex(bytes)
 }
 
 /// `sha256:<hex>` of `args` joined with NUL bytes (no trailing NUL): the same value
@@ -129,7 +133,7 @@ pub fn argv_digest<S: AsRef<OsStr>>(args: &[S]) -> String {
         }
         h.update(a.as_ref().as_bytes());
     }
-    hex(&h.finalize())
+    flotilla_model::digest::format_sha256(&h.finalize())
 }
 
 /// Digest of a raw `/proc/<pid>/cmdline` (NUL-terminated args): the trailing NUL is
@@ -179,7 +183,7 @@ fn hash_file(mut f: std::fs::File, path: &Path, pid: u32) -> Result<String, Exec
         }
         h.update(&buf[..n]);
     }
-    let d = hex(&h.finalize());
+    let d = flotilla_model::digest::format_sha256(&h.finalize());
     digest_cache()
         .lock()
         .unwrap_or_else(|e| e.into_inner())

@@ -26,7 +26,6 @@ use flotilla_model::Topology;
 use flotilla_store::{InstanceRecord, OperationRecord, Store};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 /// One piece of evidence: which signal, from what, when, what it saw.
 #[derive(Debug, Clone, Serialize)]
@@ -170,17 +169,6 @@ pub struct Observer<'a> {
     pub secrets: &'a SecretResolver,
 }
 
-fn identity_of(r: &InstanceRecord) -> RuntimeIdentity {
-    RuntimeIdentity {
-        pid: r.pid,
-        pgid: r.pgid,
-        start_time_ticks: r.start_time_ticks,
-        exe: PathBuf::from(&r.exe),
-        exe_sha256: r.exe_sha256.clone(),
-        argv_digest: r.argv_digest.clone(),
-    }
-}
-
 impl Observer<'_> {
     /// Observes `names` (all components when empty), probing them concurrently.
     ///
@@ -283,7 +271,7 @@ impl Observer<'_> {
         if c.owner == Owner::Managed {
             match &rec {
                 Some(r) => {
-                    let expected = identity_of(r);
+                    let expected = RuntimeIdentity::from(r);
                     let measured = identity::measure(r.pid).ok().flatten();
                     match identity::matches(&expected, measured.as_ref()) {
                         IdentityMatch::Same => {

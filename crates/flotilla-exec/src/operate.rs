@@ -168,14 +168,7 @@ fn reconcile(store: &mut Store) -> Result<Vec<String>, flotilla_store::StoreErro
         }
     }
     for rec in store.instances()? {
-        let expected = RuntimeIdentity {
-            pid: rec.pid,
-            pgid: rec.pgid,
-            start_time_ticks: rec.start_time_ticks,
-            exe: PathBuf::from(&rec.exe),
-            exe_sha256: rec.exe_sha256.clone(),
-            argv_digest: rec.argv_digest.clone(),
-        };
+        let expected = RuntimeIdentity::from(&rec);
         let measured = identity::measure(rec.pid).ok().flatten();
         if identity::matches(&expected, measured.as_ref()) != IdentityMatch::Same {
             store.remove_instance(&rec.component, RemovalReason::Vanished, now_ms())?;

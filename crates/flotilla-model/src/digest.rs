@@ -32,7 +32,8 @@ impl std::io::Write for HashWriter {
     }
 }
 
-fn hex(hash: &[u8]) -> String {
+/// Formats a finished SHA-256 hash as `sha256:<64 lowercase hex digits>`.
+pub fn format_sha256(hash: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(7 + 2 * hash.len());
     s.push_str("sha256:");
@@ -45,7 +46,7 @@ fn hex(hash: &[u8]) -> String {
 
 /// `sha256:<hex>` of some bytes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
+    format_sha256(&Sha256::digest(bytes))
 }
 
 /// `sha256:<hex>` of the canonical JSON of `value`, streamed into the hash.
@@ -55,7 +56,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 pub fn digest_of<T: Serialize + ?Sized>(value: &T) -> String {
     let mut w = HashWriter(Sha256::new());
     serde_json::to_writer(&mut w, value).expect("model types serialise to JSON");
-    hex(&w.0.finalize())
+    format_sha256(&w.0.finalize())
 }
 
 #[cfg(test)]

@@ -225,7 +225,11 @@ impl Progress {
                     };
                     self.line(format!(
                         "  {} {}: {mark} ({} ms): {}",
-                        if r.component.starts_with("stack:") { "verify" } else { r.action.as_str() },
+                        if r.component.starts_with("stack:") {
+                            "verify"
+                        } else {
+                            r.action.as_str()
+                        },
                         r.component,
                         r.took.as_millis(),
                         r.summary

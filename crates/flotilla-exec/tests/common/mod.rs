@@ -8,7 +8,7 @@ use flotilla_model::topology::{Check, Probe};
 use flotilla_model::values::HumanDuration;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The workspace root (two levels above this crate).
 pub fn workspace() -> PathBuf {
@@ -55,17 +55,13 @@ pub fn free_port() -> u16 {
 /// Polls `f` every 5 ms until it returns `Some`, panicking with `what` after
 /// `timeout`. The one place tests wait.
 pub fn poll_until<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let mut found = None;
+    let held = flotilla_testkit::wait_until(timeout, || {
+        found = f();
+        found.is_some()
+    });
+    assert!(held, "timed out after {timeout:?} waiting for {what}");
+    found.expect("condition held")
 }
 
 /// Waits for a log line starting with `prefix`; returns the line.
