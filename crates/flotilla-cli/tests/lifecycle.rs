@@ -563,29 +563,34 @@ fn cli_killed_mid_up_then_rerun_starts_no_duplicates() {
 }
 
 #[test]
-fn reused_pid_is_not_signalled() {
+fn a_recorded_pid_now_used_by_another_program_is_never_signalled() {
     let f = Fleet::new(&[svc("svc", &[])], "");
     assert_eq!(f.run(&["start", "svc"]).code, 0);
-    let pid = f.pid("svc").unwrap();
-    // Make the journal's recorded start time disagree with the live process, as if
-    // the pid had been reused by another program.
-    let db = f.state.join("state.db");
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    conn.execute(
-        "UPDATE instances SET start_time_ticks = start_time_ticks + 1",
-        [],
-    )
-    .unwrap();
+    let svc_pid = f.pid("svc").unwrap();
+    // Another program, not started by Flotilla, now owns the pid the journal recorded
+    // (simulated by pointing the journal at it): its start time differs.
+    let other = Killed(Command::new("sleep").arg("300").spawn().unwrap());
+    let other_pid = other.0.id() as i32;
+    let conn = rusqlite::Connection::open(f.state.join("state.db")).unwrap();
+    conn.execute("UPDATE instances SET pid = ?1, pgid = ?1", [other_pid])
+        .unwrap();
     drop(conn);
-    // The process on the component's port is no longer provably the one Flotilla
-    // started: it is reported as running under another owner, and never signalled.
+    let st = f.status_of("svc");
+    assert_eq!(st["lifecycle"], "running", "{st}");
+    assert_eq!(
+        st["started_by"],
+        serde_json::json!({"flotilla": {"operation": "op-1"}}),
+        "{st}"
+    );
     let stop = f.run(&["stop", "svc"]);
-    assert_eq!(stop.code, 1, "{}\n{}", stop.stdout, stop.stderr);
-    assert!(stop.stderr.contains("another owner"), "{}", stop.stderr);
+    assert_eq!(stop.code, 0, "{}\n{}", stop.stdout, stop.stderr);
     assert!(
-        alive(pid),
+        alive(other_pid),
         "a process whose identity did not match was signalled"
     );
+    // The service itself carries the marker of the operation that started it, so it
+    // was recognised as Flotilla's and stopped properly.
+    assert!(!alive(svc_pid), "{}", stop.stderr);
 }
 
 impl Fleet {
@@ -604,3 +609,99 @@ impl Fleet {
 
 #[allow(dead_code)]
 fn unused(_: &Path) {}
+
+#[test]
+fn apply_runs_a_saved_plan_and_refuses_a_stale_one() {
+    let f = Fleet::new(&[svc("one", &[]), svc("two", &["one"])], "");
+    let plan = f.run(&["plan", "start", "two", "--json"]);
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+    f.ws.write("plan.json", &plan.stdout);
+    let applied = f.run(&["apply", "plan.json"]);
+    assert_eq!(applied.code, 0, "{}\n{}", applied.stdout, applied.stderr);
+    assert!(alive(f.pid("one").unwrap()) && alive(f.pid("two").unwrap()));
+    // What runs changed since the plan was computed: the same plan is now stale.
+    let again = f.run(&["apply", "plan.json"]);
+    assert_eq!(again.code, 1, "{}", again.stdout);
+    assert!(
+        again.stderr.contains("stale plan") && again.stderr.contains("what runs changed"),
+        "{}",
+        again.stderr
+    );
+    // So is a plan computed before the inventory changed.
+    let stop_plan = f.run(&["plan", "stop", "two", "--json"]);
+    f.ws.write("stop.json", &stop_plan.stdout);
+    let toml = std::fs::read_to_string(f.ws.path().join("flotilla.toml")).unwrap();
+    f.ws.write(
+        "flotilla.toml",
+        &toml.replace("grace_period = \"2s\"", "grace_period = \"3s\""),
+    );
+    let stale = f.run(&["apply", "stop.json"]);
+    assert_eq!(stale.code, 1, "{}", stale.stdout);
+    assert!(
+        stale.stderr.contains("the inventory changed"),
+        "{}",
+        stale.stderr
+    );
+    // The journal holds both operations, newest first, with their steps.
+    let ops = f.run(&["operations", "--json"]).json();
+    assert_eq!(
+        ops.as_array().unwrap().len(),
+        1,
+        "refused applies are not operations: {ops}"
+    );
+    let shown = f
+        .run(&[
+            "operations",
+            "show",
+            ops[0]["id"].as_str().unwrap(),
+            "--json",
+        ])
+        .json();
+    let steps: Vec<&str> = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["component"].as_str().unwrap())
+        .collect();
+    assert_eq!(steps, ["one", "two"]);
+    assert_eq!(shown["steps"][0]["outcome"], "succeeded");
+}
+
+#[test]
+fn logs_show_a_components_output() {
+    let f = Fleet::new(
+        &[Svc {
+            name: "talker",
+            flags: &["--log-line", "hello from talker"],
+            deps: &[],
+            extra: "",
+        }],
+        "",
+    );
+    assert_eq!(f.run(&["start", "talker"]).code, 0);
+    let log = f.state.join("logs/talker.log");
+    assert!(wait_until(DEADLINE, || std::fs::read_to_string(&log)
+        .is_ok_and(|l| l.contains("hello from talker"))));
+    let run = f.run(&["logs", "talker", "--tail", "5"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("hello from talker"), "{}", run.stdout);
+    assert!(run.stdout.lines().count() <= 5, "{}", run.stdout);
+    assert_eq!(f.run(&["logs", "nobody"]).code, 2);
+}
+
+#[test]
+fn dry_run_changes_nothing() {
+    let f = Fleet::new(&[svc("one", &[])], "");
+    let run = f.run(&["start", "one", "--dry-run"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("dry run: nothing was changed"),
+        "{}",
+        run.stdout
+    );
+    assert!(f.pid("one").is_none());
+    assert!(
+        !f.state.join("state.db").exists()
+            || f.run(&["operations", "--json"]).json() == serde_json::json!([])
+    );
+}

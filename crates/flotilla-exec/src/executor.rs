@@ -484,10 +484,14 @@ impl Executor {
                 }
             }
         }
-        let env = self
+        let mut env = self
             .secrets
             .resolve_env(&c.name, &c.env)
             .map_err(|e| (e.to_string(), serde_json::json!({})))?;
+        env.push((
+            process::INSTANCE_MARKER.to_string(),
+            process::instance_marker(&self.operation.to_string(), &c.name, self.state.root()),
+        ));
         let (program, args) = c
             .command
             .split_first()

@@ -202,10 +202,22 @@ impl Observer<'_> {
             .map(|&id| self.topology.component(id))
             .filter(|c| names.is_empty() || names.contains(&c.name))
             .collect();
+        let ops: std::collections::BTreeSet<String> = self
+            .store
+            .operations(usize::MAX)?
+            .into_iter()
+            .map(|o| o.id.to_string())
+            .collect();
+        let marked: BTreeMap<String, (u32, String)> = process::marked_processes(self.state.root())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(_, op, _)| ops.contains(op))
+            .map(|(pid, op, comp)| (comp, (pid, op)))
+            .collect();
         let futures = selected.iter().map(|c| {
             let rec = instances.get(&c.name).cloned();
             let want = desired.get(&c.name).copied();
-            self.observe_one(c, rec, want)
+            self.observe_one(c, rec, want, marked.get(&c.name).cloned())
         });
         let components = futures_util::future::join_all(futures).await;
         Ok(StatusReport {
@@ -221,6 +233,7 @@ impl Observer<'_> {
         c: &Component,
         rec: Option<InstanceRecord>,
         desired: Option<DesiredLifecycle>,
+        marked: Option<(u32, String)>,
     ) -> ComponentStatus {
         let now = crate::executor::now_ms();
         let mut ev = Vec::new();
@@ -330,6 +343,19 @@ impl Observer<'_> {
                             });
                             identity = Some(m);
                         }
+                        IdentityMatch::Gone | IdentityMatch::Reused { .. } if marked.is_some() => {
+                            let (pid, op) = marked.clone().expect("checked");
+                            s.lifecycle = Lifecycle::Running;
+                            s.started_by = StartedBy::Flotilla {
+                                operation: op.clone(),
+                            };
+                            identity = identity::measure(pid).ok().flatten();
+                            push(
+                                "lifecycle",
+                                format!("/proc/{pid}/environ"),
+                                format!("the journal's pid {} is not the process it started; pid {pid} carries the marker of {op}; the next change records it", r.pid),
+                            );
+                        }
                         IdentityMatch::Gone | IdentityMatch::Reused { .. } => {
                             s.lifecycle = Lifecycle::Failed;
                             let how = match identity::matches(&expected, measured.as_ref()) {
@@ -351,6 +377,19 @@ impl Observer<'_> {
                             }
                         }
                     }
+                }
+                None if marked.is_some() => {
+                    let (pid, op) = marked.clone().expect("checked");
+                    s.lifecycle = Lifecycle::Running;
+                    s.started_by = StartedBy::Flotilla {
+                        operation: op.clone(),
+                    };
+                    identity = identity::measure(pid).ok().flatten();
+                    push(
+                        "lifecycle",
+                        format!("/proc/{pid}/environ"),
+                        format!("pid {pid} was started by {op}, which was interrupted before journaling it; the next change records it"),
+                    );
                 }
                 None => {
                     s.lifecycle = Lifecycle::Stopped;

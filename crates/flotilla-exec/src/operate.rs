@@ -156,7 +156,11 @@ pub async fn observe(
 /// gone are marked interrupted; recorded instances whose process is gone (or whose
 /// pid was reused) are removed as vanished — their desired lifecycle stays, so status
 /// shows them `down-unexpectedly`.
-fn reconcile(store: &mut Store) -> Result<Vec<String>, flotilla_store::StoreError> {
+fn reconcile(
+    topology: &Topology,
+    state_dir: &std::path::Path,
+    store: &mut Store,
+) -> Result<Vec<String>, flotilla_store::StoreError> {
     let mut notes = Vec::new();
     for op in store.unfinished_operations()? {
         if identity::measure(op.pid).ok().flatten().is_none() {
@@ -177,6 +181,53 @@ fn reconcile(store: &mut Store) -> Result<Vec<String>, flotilla_store::StoreErro
                 rec.component, rec.pid
             ));
         }
+    }
+    // A process launched by an invocation killed before it journaled the instance
+    // carries that invocation's marker: it is ours, so record it (never a duplicate).
+    let known: std::collections::BTreeSet<String> = store
+        .instances()?
+        .into_iter()
+        .map(|i| i.component)
+        .collect();
+    let ops: std::collections::BTreeSet<String> = store
+        .operations(usize::MAX)?
+        .into_iter()
+        .map(|o| o.id.to_string())
+        .collect();
+    for (pid, op, component) in crate::process::marked_processes(state_dir).unwrap_or_default() {
+        let Some(id) = topology.id(&component) else {
+            continue;
+        };
+        if known.contains(&component) || !ops.contains(&op) {
+            continue;
+        }
+        let Ok(Some(identity)) = identity::measure(pid) else {
+            continue;
+        };
+        let Ok(op_id) = op.parse() else { continue };
+        let c = topology.component(id);
+        store.record_instance(&flotilla_store::InstanceRecord {
+            component: component.clone(),
+            host: c.host.clone(),
+            pid: identity.pid,
+            pgid: identity.pgid,
+            start_time_ticks: identity.start_time_ticks,
+            exe: identity.exe.display().to_string(),
+            exe_sha256: identity.exe_sha256.clone(),
+            argv_digest: identity.argv_digest.clone(),
+            config_digest: c.config_digest(),
+            operation: op_id,
+            started_at_ms: now_ms(),
+            log_path: String::new(),
+        })?;
+        store.set_desired(
+            &component,
+            flotilla_model::status::DesiredLifecycle::Running,
+            now_ms(),
+        )?;
+        notes.push(format!(
+            "`{component}` (pid {pid}) was started by {op} before it was interrupted; recorded"
+        ));
     }
     Ok(notes)
 }
@@ -209,7 +260,7 @@ impl Session {
         };
         let mut store = open_store(&self.state)?;
         if !dry_run {
-            for note in reconcile(&mut store).map_err(map)? {
+            for note in reconcile(&self.topology, self.state.root(), &mut store).map_err(map)? {
                 tracing::info!("{note}");
             }
         }

@@ -623,6 +623,46 @@ pub fn group_members(pgid: i32) -> Result<Vec<u32>, ExecError> {
     sys::group_members(pgid)
 }
 
+/// The environment variable marking a process started by Flotilla: its value is
+/// `<operation id>/<component>@<state directory>` (no secret), so a process launched
+/// by an invocation that was killed before journaling it can still be recognised as
+/// its own — by that state directory only.
+pub const INSTANCE_MARKER: &str = "FLOTILLA_INSTANCE";
+
+/// The marker value for `operation`/`component` in `state_dir`.
+pub fn instance_marker(operation: &str, component: &str, state_dir: &Path) -> String {
+    format!("{operation}/{component}@{}", state_dir.display())
+}
+
+/// Live process-group leaders carrying an [`INSTANCE_MARKER`] for `state_dir`:
+/// `(pid, operation id, component)` for each.
+///
+/// # Errors
+/// [`ExecError::Io`] if `/proc` cannot be listed; [`ExecError::Unsupported`] off Linux.
+pub fn marked_processes(state_dir: &Path) -> Result<Vec<(u32, String, String)>, ExecError> {
+    let suffix = format!("@{}", state_dir.display());
+    let mut out = Vec::new();
+    for pid in sys::list_pids()? {
+        let Some(marker) = sys::environ_var(pid, INSTANCE_MARKER) else {
+            continue;
+        };
+        let Some(rest) = marker.strip_suffix(&suffix) else {
+            continue;
+        };
+        let Some((op, component)) = rest.split_once('/') else {
+            continue;
+        };
+        let leader = sys::read_stat(pid)
+            .ok()
+            .flatten()
+            .is_some_and(|st| !st.is_dead() && st.pgrp == pid as i32);
+        if leader {
+            out.push((pid, op.to_string(), component.to_string()));
+        }
+    }
+    Ok(out)
+}
+
 /// A process listening on a TCP port.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Listener {

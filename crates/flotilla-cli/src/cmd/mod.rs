@@ -46,3 +46,28 @@ pub fn topology_or_exit(cli: &Cli) -> anyhow::Result<Result<(Loaded, Validated),
         }
     }
 }
+
+/// Observes what runs now (read-only; nothing is created when the state directory has
+/// no journal yet) for `names` (all components when empty).
+pub fn observe_now(
+    cli: &Cli,
+    topology: &flotilla_model::Topology,
+    names: &[String],
+) -> anyhow::Result<(
+    flotilla_exec::observe::StatusReport,
+    flotilla_model::Observed,
+)> {
+    let state = flotilla_exec::statedir::StateDir::resolve(cli.state_dir.as_deref())?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let store = if state.database().exists() {
+            flotilla_store::Store::open(&state.database())?
+        } else {
+            flotilla_store::Store::open_in_memory()?
+        };
+        let secrets = flotilla_exec::operate::secrets(&state)?;
+        Ok(flotilla_exec::operate::observe(topology, &store, &state, &secrets, names).await?)
+    })
+}

@@ -41,10 +41,9 @@ pub struct Args {
     /// reason}]}], cleanup, impact}); a refusal prints {"refusal": {operation, reasons}}.
     #[arg(long)]
     pub json: bool,
-    /// Plan against this observed state (JSON: {"components": {NAME: {lifecycle,
+    /// Plan against this observed state instead of what runs now (JSON: {"components": {NAME: {lifecycle,
     /// health, observability, started_by: "nobody" | {"flotilla": {operation}} |
-    /// {"foreign": {evidence}}}}, "stacks": {NAME: {start_order}}})
-    /// instead of "everything stopped".
+    /// {"foreign": {evidence}}}}, "stacks": {NAME: {start_order}}}).
     #[arg(long, value_name = "FILE")]
     pub observed: Option<PathBuf>,
 }
@@ -64,7 +63,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 format!("{} is not a valid observed-state document", p.display())
             })?
         }
-        None => Observed::default(),
+        None => super::observe_now(cli, topology, &[])?.1,
     };
     let verb = match args.verb {
         PlanVerb::Start | PlanVerb::Up => Verb::Start,

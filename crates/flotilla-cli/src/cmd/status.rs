@@ -4,7 +4,6 @@
 
 use crate::{render, Cli, EXIT_OK, EXIT_REFUSED};
 use flotilla_exec::observe::StatusReport;
-use flotilla_exec::statedir::StateDir;
 use flotilla_model::Target;
 use std::time::Duration;
 
@@ -55,30 +54,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             return Ok(crate::EXIT_USAGE);
         }
     };
-    let state = StateDir::resolve(cli.state_dir.as_deref())?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
     loop {
-        let report = rt.block_on(async {
-            if !state.database().exists() {
-                // Nothing was ever started here: observe without creating anything.
-                let store = flotilla_store::Store::open_in_memory()?;
-                let secrets = flotilla_exec::operate::secrets(&state)?;
-                return anyhow::Ok(
-                    flotilla_exec::operate::observe(&topology, &store, &state, &secrets, &names)
-                        .await?
-                        .0,
-                );
-            }
-            let store = flotilla_store::Store::open(&state.database())?;
-            let secrets = flotilla_exec::operate::secrets(&state)?;
-            anyhow::Ok(
-                flotilla_exec::operate::observe(&topology, &store, &state, &secrets, &names)
-                    .await?
-                    .0,
-            )
-        })?;
+        let report = super::observe_now(cli, &topology, &names)?.0;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
         } else {

@@ -203,6 +203,17 @@ fn socket_inode(link: &Path) -> Option<u64> {
         .ok()
 }
 
+/// The value of `key` in a process's initial environment (`/proc/<pid>/environ`),
+/// `None` when unset or unreadable (another user's process, or gone).
+pub(crate) fn environ_var(pid: u32, key: &str) -> Option<String> {
+    let bytes = std::fs::read(proc_path(pid, "environ")).ok()?;
+    let prefix = format!("{key}=");
+    bytes
+        .split(|b| *b == 0)
+        .find_map(|kv| kv.strip_prefix(prefix.as_bytes()))
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

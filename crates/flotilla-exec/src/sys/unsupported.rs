@@ -54,3 +54,7 @@ pub(crate) fn tcp_listeners(_port: u16) -> Result<Vec<(SocketAddr, u64)>, ExecEr
 pub(crate) fn socket_owners(_inodes: &HashSet<u64>) -> Result<HashMap<u64, Vec<u32>>, ExecError> {
     Err(unsupported("finding a socket's owner"))
 }
+
+pub(crate) fn environ_var(_pid: u32, _key: &str) -> Option<String> {
+    None
+}
