@@ -88,6 +88,26 @@ pub enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let mutating = matches!(
+        cli.command,
+        Command::Up(_)
+            | Command::Down(_)
+            | Command::Start(_)
+            | Command::Stop(_)
+            | Command::Restart(_)
+            | Command::Apply(_)
+    );
+    if !mutating {
+        // Like other command-line tools, a reading command whose output pipe closed
+        // (`flotilla schema | head`) just ends, instead of failing to print.
+        // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+        let _ = unsafe {
+            nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGPIPE,
+                nix::sys::signal::SigHandler::SigDfl,
+            )
+        };
+    }
     let result = match &cli.command {
         Command::Validate(a) => cmd::validate::run(&cli, a),
         Command::Plan(a) => cmd::plan::run(&cli, a),

@@ -705,3 +705,80 @@ fn dry_run_changes_nothing() {
             || f.run(&["operations", "--json"]).json() == serde_json::json!([])
     );
 }
+
+#[test]
+fn ctrl_c_during_up_cleans_up_what_it_started() {
+    let f = Fleet::new(
+        &[
+            svc("base", &[]),
+            Svc {
+                name: "slow",
+                flags: &["--status-before-ready", "503", "--ready-after", "60000"],
+                deps: &["base"],
+                extra: "",
+            },
+        ],
+        "[stacks.s]\ncomponents = [\"slow\"]\n",
+    );
+    let mut cli = f.spawn(&["up", "s"]);
+    assert!(wait_until(DEADLINE, || f.pid("slow").is_some()));
+    let (base, slow) = (f.pid("base").unwrap(), f.pid("slow").unwrap());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(cli.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = cli.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    assert!(
+        !alive(base) && !alive(slow),
+        "an interrupted up left what it started running"
+    );
+    let ops = f.run(&["operations", "--json"]).json();
+    assert_eq!(ops[0]["outcome"], "rolled-back", "{ops}");
+}
+
+#[test]
+fn apply_refuses_a_hand_edited_plan() {
+    let f = Fleet::new(&[svc("one", &[]), svc("two", &["one"])], "");
+    let plan = f.run(&["plan", "start", "two", "--json"]);
+    // Swap the waves: `two` before its dependency.
+    let mut p: serde_json::Value = serde_json::from_str(&plan.stdout).unwrap();
+    let waves = p["waves"].as_array_mut().unwrap();
+    waves.swap(0, 1);
+    f.ws.write("edited.json", &p.to_string());
+    let run = f.run(&["apply", "edited.json"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.stderr.contains("was it edited?"), "{}", run.stderr);
+    assert!(
+        f.pid("one").is_none() && f.pid("two").is_none(),
+        "an edited plan was executed"
+    );
+}
+
+#[test]
+fn status_flags_a_running_component_whose_dependency_is_down() {
+    let f = Fleet::new(&[svc("db", &[]), svc("api", &["db"])], "");
+    assert_eq!(f.run(&["start", "api"]).code, 0);
+    assert_eq!(f.run(&["stop", "db", "--force"]).code, 0);
+    let st = f.status_of("api");
+    assert_eq!(
+        (st["lifecycle"].as_str(), st["condition"].as_str()),
+        (Some("running"), Some("attention")),
+        "{st}"
+    );
+    assert_eq!(f.run(&["status", "api"]).code, 1);
+}
+
+#[test]
+fn a_state_dir_that_is_a_file_is_refused() {
+    let f = Fleet::new(&[svc("one", &[])], "");
+    f.ws.write("not-a-dir", "x");
+    let run = common::run_with_env(
+        f.ws.path(),
+        &["status"],
+        &[("FLOTILLA_STATE_DIR", "not-a-dir")],
+    );
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(run.stderr.contains("is not a directory"), "{}", run.stderr);
+}

@@ -128,9 +128,16 @@ pub struct Executor {
     pub operation: OperationId,
     /// Progress callback.
     pub events: Arc<dyn Fn(Event) + Send + Sync>,
+    /// Set (e.g. on Ctrl-C) to stop waiting, skip the remaining waves and clean up
+    /// what this invocation started.
+    pub cancelled: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Executor {
+    fn is_cancelled(&self) -> bool {
+        self.cancelled.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     fn emit(&self, e: Event) {
         (self.events)(e)
     }
@@ -162,6 +169,18 @@ impl Executor {
             started: Vec::new(),
         };
         for (i, wave) in plan.waves.iter().enumerate() {
+            if self.is_cancelled() {
+                report.failed = Some(StepReport {
+                    component: "(operation)".into(),
+                    action: Action::Noop,
+                    outcome: Outcome::Failed,
+                    summary: format!("interrupted before wave {}", i + 1),
+                    evidence: serde_json::json!({}),
+                    took: Duration::ZERO,
+                    launched: false,
+                });
+                break;
+            }
             let mut tasks = tokio::task::JoinSet::new();
             for step in wave.steps.iter().cloned() {
                 let me = Arc::clone(self);
@@ -330,6 +349,14 @@ impl Executor {
         const FAST_PHASE: Duration = Duration::from_secs(10);
         const FAST_INTERVAL: Duration = Duration::from_millis(10);
         let deadline = Instant::now() + self.ready_timeout;
+        let cancelled = Arc::clone(&self.cancelled);
+        let stop_waiting = move || -> Option<String> {
+            if cancelled.load(std::sync::atomic::Ordering::SeqCst) {
+                return Some("interrupted (Ctrl-C)".into());
+            }
+            exited.and_then(|f| f())
+        };
+        let exited: Option<probe::ExitedFn<'_>> = Some(&stop_waiting);
         let report = |o: &ProbeOutcome| {
             (self.events)(Event::Probe {
                 component: ctx.component.clone(),

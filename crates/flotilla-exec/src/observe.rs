@@ -219,7 +219,76 @@ impl Observer<'_> {
             let want = desired.get(&c.name).copied();
             self.observe_one(c, rec, want, marked.get(&c.name).cloned())
         });
-        let components = futures_util::future::join_all(futures).await;
+        let mut components = futures_util::future::join_all(futures).await;
+        // A running component whose dependency is not running is not fine, whatever
+        // its own probes say.
+        let lifecycles: BTreeMap<String, Lifecycle> = components
+            .iter()
+            .map(|c| (c.name.clone(), c.lifecycle))
+            .collect();
+        for c in components.iter_mut() {
+            if c.lifecycle != Lifecycle::Running || c.condition != Condition::Ok {
+                continue;
+            }
+            let Some(id) = self.topology.id(&c.name) else {
+                continue;
+            };
+            let down: Vec<&str> = self
+                .topology
+                .upstream(id)
+                .iter()
+                .map(|u| self.topology.component(*u).name.as_str())
+                .filter(|u| lifecycles.get(*u).is_some_and(|l| *l != Lifecycle::Running))
+                .collect();
+            if !down.is_empty() {
+                c.condition = Condition::Attention;
+                c.evidence.push(Evidence {
+                    signal: "condition",
+                    source: "topology".into(),
+                    at_ms: crate::executor::now_ms(),
+                    saw: format!(
+                        "it depends on {}, which {} not running",
+                        down.join(", "),
+                        if down.len() == 1 { "is" } else { "are" }
+                    ),
+                });
+            }
+        }
+        // Instances the journal holds for components no longer in the inventory.
+        if names.is_empty() {
+            for (name, r) in &instances {
+                if self.topology.id(name).is_some() {
+                    continue;
+                }
+                let expected = RuntimeIdentity::from(r);
+                let measured = identity::measure(r.pid).ok().flatten();
+                if identity::matches(&expected, measured.as_ref()) != IdentityMatch::Same {
+                    continue;
+                }
+                components.push(ComponentStatus {
+                    name: name.clone(),
+                    host: r.host.clone(),
+                    lifecycle: Lifecycle::Running,
+                    desired: None,
+                    health: Health::Unknown,
+                    condition: Condition::Attention,
+                    observability: Observability::Observed,
+                    ownership: "orphaned".into(),
+                    started_by: StartedBy::Flotilla { operation: r.operation.to_string() },
+                    config_identity: ConfigIdentity { selected: String::new(), running: Some(r.config_digest.clone()) },
+                    runtime_identity: None,
+                    evidence: vec![Evidence {
+                        signal: "condition",
+                        source: "journal".into(),
+                        at_ms: crate::executor::now_ms(),
+                        saw: format!(
+                            "pid {} (process group {}) was started by {} for `{name}`, which is no longer in the inventory: put it back and stop it, or `kill -TERM -{}`",
+                            r.pid, r.pgid, r.operation, r.pgid
+                        ),
+                    }],
+                });
+            }
+        }
         Ok(StatusReport {
             observed_at_ms,
             components,

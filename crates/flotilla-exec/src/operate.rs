@@ -104,6 +104,18 @@ fn who() -> String {
 /// # Errors
 /// [`OperateError::StateDir`] or [`OperateError::Store`].
 pub fn open_store(state: &StateDir) -> Result<Store, OperateError> {
+    if !state.root().exists() {
+        // The journal and logs may hold what components print: owner-only.
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(state.root())
+            .map_err(|source| OperateError::StateDir {
+                path: state.root().to_path_buf(),
+                source,
+            })?;
+    }
     std::fs::create_dir_all(state.root()).map_err(|source| OperateError::StateDir {
         path: state.root().to_path_buf(),
         source,
@@ -282,7 +294,16 @@ impl Session {
                         plan.observed_digest
                     )));
                 }
-                plan
+                // Same inputs must give the same plan: anything else was edited by hand.
+                match flotilla_plan::plan(&self.topology, &observed, &plan.operation) {
+                    Ok(fresh) if fresh == plan => plan,
+                    _ => {
+                        return Err(OperateError::StalePlan(format!(
+                            "the plan is not what `{}` computes from the same inventory and state (was it edited?)",
+                            plan.operation
+                        )))
+                    }
+                }
             }
             (None, Some(op)) => match flotilla_plan::plan(&self.topology, &observed, op) {
                 Ok(p) => p,
@@ -304,7 +325,19 @@ impl Session {
         .map_err(map)?;
         let op_id = store.begin_operation(&new_op).map_err(map)?;
         let store = Arc::new(Mutex::new(store));
+        let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = Arc::clone(&cancelled);
+        let watcher = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                eprintln!("interrupted: stopping what this run started (Ctrl-C again to abandon it as is)");
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
+            }
+        });
         let exec = Arc::new(Executor {
+            cancelled,
             topology: Arc::clone(&self.topology),
             state: self.state.clone(),
             store: Arc::clone(&store),
@@ -317,6 +350,7 @@ impl Session {
             events: Arc::clone(&self.events),
         });
         let report = exec.apply(&plan).await;
+        watcher.abort();
         let mut store = store.lock().unwrap_or_else(|p| p.into_inner());
         // A stack's start order, for `down`.
         if let Some(Target::Stack(stack)) = self.topology.target(&plan.operation.target) {

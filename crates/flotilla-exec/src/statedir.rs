@@ -21,12 +21,25 @@ impl StateDir {
     /// Uses `explicit` if given, else the environment as described in the module docs.
     ///
     /// # Errors
-    /// When no directory can be determined (no `HOME`).
+    /// When no directory can be determined (no `HOME`), or the path exists and is not
+    /// a directory.
     pub fn resolve(explicit: Option<&Path>) -> Result<StateDir, std::io::Error> {
+        let root = std::path::absolute(Self::choose(explicit)?)?;
+        if root.exists() && !root.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotADirectory,
+                format!(
+                    "state directory {} exists and is not a directory",
+                    root.display()
+                ),
+            ));
+        }
+        Ok(StateDir { root })
+    }
+
+    fn choose(explicit: Option<&Path>) -> Result<PathBuf, std::io::Error> {
         if let Some(p) = explicit {
-            return Ok(StateDir {
-                root: p.to_path_buf(),
-            });
+            return Ok(p.to_path_buf());
         }
         let env = |k: &str| {
             std::env::var_os(k)
@@ -34,17 +47,13 @@ impl StateDir {
                 .map(PathBuf::from)
         };
         if let Some(p) = env("FLOTILLA_STATE_DIR") {
-            return Ok(StateDir { root: p });
+            return Ok(p);
         }
         if let Some(p) = env("XDG_STATE_HOME") {
-            return Ok(StateDir {
-                root: p.join("flotilla"),
-            });
+            return Ok(p.join("flotilla"));
         }
         match env("HOME") {
-            Some(h) => Ok(StateDir {
-                root: h.join(".local/state/flotilla"),
-            }),
+            Some(h) => Ok(h.join(".local/state/flotilla")),
             None => Err(std::io::Error::new(
                 std::io::ErrorKind::NotFound,
                 "cannot find a state directory: set FLOTILLA_STATE_DIR or HOME",

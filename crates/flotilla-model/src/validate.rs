@@ -22,6 +22,10 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
+fn refs_names(templates: &[TemplateRef]) -> HashSet<String> {
+    templates.iter().map(|t| t.name.clone()).collect()
+}
+
 /// A user template file to load: its name (what `template = "..."` refers to) and file.
 #[derive(Debug, Clone)]
 pub struct TemplateRef {
@@ -53,18 +57,25 @@ pub fn validate(
     let mut v = Validator {
         file: inventory,
         diags: Vec::new(),
+        broken_templates: refs_names(templates),
     };
     let text = &sources.get(inventory).text;
     let root = match node::parse(text, sources.get(inventory).format) {
         Ok(root) => root,
         Err(errors) => {
             for e in errors {
-                v.error_at(inventory, Code::Syntax, e.message, e.span);
+                let code = if e.message.contains("duplicate key") {
+                    Code::DuplicateKey
+                } else {
+                    Code::Syntax
+                };
+                v.error_at(inventory, code, e.message, e.span);
             }
             return Err(v.diags);
         }
     };
     let templates = v.load_templates(sources, templates);
+    v.broken_templates.retain(|n| !templates.contains_key(n));
     let result = v.run(&root, &templates);
     let mut diags = v.diags;
     diags.sort_by_key(|d| {
@@ -91,6 +102,8 @@ struct LoadedTemplate<'s> {
 struct Validator {
     file: FileId,
     diags: Vec<Diagnostic>,
+    /// Template files that exist but failed to load (their errors are reported).
+    broken_templates: HashSet<String>,
 }
 
 /// Why a `component.endpoint` reference failed: code, message, help.
@@ -724,6 +737,9 @@ impl Validator {
                     Some(out) => tpl = out,
                     None => return None,
                 }
+            } else if self.broken_templates.contains(tname) {
+                // The file exists; its own errors are reported where they are.
+                return None;
             } else {
                 let mut all: Vec<String> = template::BUILTIN_TEMPLATES
                     .iter()

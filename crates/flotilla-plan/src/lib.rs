@@ -99,6 +99,7 @@ pub enum Action {
     /// Used for components already starting and for external components.
     AwaitReady,
     /// Already in the requested state: nothing to do.
+    #[serde(rename = "no-op")]
     Noop,
 }
 

@@ -6,7 +6,16 @@ use flotilla_exec::executor::Event;
 use flotilla_exec::operate::{OperateError, Session, SessionOutcome};
 use flotilla_exec::statedir::StateDir;
 use flotilla_plan::{Operation, Plan};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
+
+// Output of a mutating verb never panics on a closed pipe: an operation must finish
+// (and journal) even if whoever reads its output went away.
+macro_rules! out {
+    ($($t:tt)*) => {{ let _ = writeln!(std::io::stdout(), $($t)*); }};
+}
+macro_rules! err {
+    ($($t:tt)*) => {{ let _ = writeln!(std::io::stderr(), $($t)*); }};
+}
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -52,7 +61,7 @@ fn run_checked(
     };
     if let (true, Some(o)) = (stack_only, &op) {
         if let Some(flotilla_model::Target::Component(_)) = validated.topology.target(&o.target) {
-            eprintln!("error: `{}` is a component; `up` and `down` take a stack (use `start` or `stop` for a component)", o.target);
+            err!("error: `{}` is a component; `up` and `down` take a stack (use `start` or `stop` for a component)", o.target);
             return Ok(crate::EXIT_USAGE);
         }
     }
@@ -71,7 +80,7 @@ fn run_checked(
         events: Arc::new(move |e| p2.event(e)),
         show_plan: Box::new(move |plan| {
             if !json {
-                print!("{}", render::plan(plan));
+                let _ = write!(std::io::stdout(), "{}", render::plan(plan));
             }
         }),
     };
@@ -82,24 +91,24 @@ fn run_checked(
     progress.finish();
     match result {
         Err(OperateError::Locked(e)) => {
-            eprintln!("error: {e}");
+            err!("error: {e}");
             Ok(EXIT_REFUSED)
         }
         Err(OperateError::StalePlan(why)) => {
-            eprintln!("error: refused: stale plan: {why}");
+            err!("error: refused: stale plan: {why}");
             Ok(EXIT_REFUSED)
         }
         Err(e) => Err(e.into()),
         Ok(SessionOutcome::Refused(r)) => {
             if opts.json {
-                println!(
+                out!(
                     "{}",
                     serde_json::to_string_pretty(&serde_json::json!({ "refusal": r }))?
                 );
             } else {
-                eprintln!("{}: refused", r.operation);
+                err!("{}: refused", r.operation);
                 for reason in &r.reasons {
-                    eprintln!("  - {reason}");
+                    err!("  - {reason}");
                 }
             }
             Ok(if r.is_unknown_target() {
@@ -110,9 +119,9 @@ fn run_checked(
         }
         Ok(SessionOutcome::Planned(plan)) => {
             if opts.json {
-                println!("{}", serde_json::to_string_pretty(&plan)?);
+                out!("{}", serde_json::to_string_pretty(&plan)?);
             } else {
-                println!("dry run: nothing was changed");
+                out!("dry run: nothing was changed");
             }
             Ok(EXIT_OK)
         }
@@ -122,31 +131,31 @@ fn run_checked(
             operation,
         }) => {
             if opts.json {
-                println!(
+                out!(
                     "{}",
                     serde_json::to_string_pretty(
                         &serde_json::json!({ "operation": operation, "plan": plan, "report": report })
                     )?
                 );
             } else if let Some(f) = &report.failed {
-                eprintln!("{operation}: failed at `{}`: {}", f.component, f.summary);
+                err!("{operation}: failed at `{}`: {}", f.component, f.summary);
                 if let Some(tail) = f.evidence.get("log_tail").and_then(|t| t.as_array()) {
                     if !tail.is_empty() {
-                        eprintln!("  last lines of its log:");
+                        err!("  last lines of its log:");
                         for l in tail {
-                            eprintln!("    {}", l.as_str().unwrap_or_default());
+                            err!("    {}", l.as_str().unwrap_or_default());
                         }
                     }
                 }
                 if !report.cleanup.is_empty() {
-                    eprintln!("  cleaned up (stopped what this run started):");
+                    err!("  cleaned up (stopped what this run started):");
                     for c in &report.cleanup {
-                        eprintln!("    {}: {}", c.component, c.summary);
+                        err!("    {}: {}", c.component, c.summary);
                     }
                 }
-                eprintln!("  details: flotilla operations show {operation}");
+                err!("  details: flotilla operations show {operation}");
             } else {
-                println!(
+                out!(
                     "{operation}: done ({} step{})",
                     report.steps.len(),
                     if report.steps.len() == 1 { "" } else { "s" }
@@ -187,7 +196,7 @@ impl Progress {
     fn line(&self, text: String) {
         match &self.bar {
             Some(b) => b.println(text),
-            None => eprintln!("{text}"),
+            None => err!("{text}"),
         }
     }
 

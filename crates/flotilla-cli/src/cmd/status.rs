@@ -10,7 +10,7 @@ use std::time::Duration;
 /// Arguments of `flotilla status`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// A component or stack (default: everything).
+    /// A component or stack, shown with what it depends on (default: everything).
     pub target: Option<String>,
     /// Print JSON: {"observed_at_ms", "components": [{name, host, lifecycle, desired,
     /// health, condition, observability, ownership, started_by, config_identity:
@@ -35,11 +35,14 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     let topology = validated.topology;
     let names: Vec<String> = match args.target.as_deref().map(|t| (t, topology.target(t))) {
         None => Vec::new(),
-        Some((_, Some(Target::Component(id)))) => vec![topology.component(id).name.clone()],
-        Some((_, Some(Target::Stack(s)))) => {
-            // A stack's members and what they depend on.
+        Some((_, Some(target))) => {
+            // The target (a component, or a stack's members) and what it depends on.
+            let roots: Vec<_> = match target {
+                Target::Component(id) => vec![id],
+                Target::Stack(s) => s.components.iter().filter_map(|n| topology.id(n)).collect(),
+            };
             let mut out = Vec::new();
-            let mut todo: Vec<_> = s.components.iter().filter_map(|n| topology.id(n)).collect();
+            let mut todo = roots;
             while let Some(id) = todo.pop() {
                 let name = topology.component(id).name.clone();
                 if !out.contains(&name) {
