@@ -782,3 +782,33 @@ fn a_state_dir_that_is_a_file_is_refused() {
     assert_eq!(run.code, 2, "{}", run.stdout);
     assert!(run.stderr.contains("is not a directory"), "{}", run.stderr);
 }
+
+#[test]
+fn a_daemonising_command_leaves_nothing_behind() {
+    let ws = Workspace::new();
+    let pid_file = ws.path().join("bg.pid");
+    ws.write(
+        "flotilla.toml",
+        &format!(
+            "[components.bg]\ncommand = [\"sh\", \"-c\", \"sleep 300 & echo $! > {}; exit 0\"]\n",
+            pid_file.display()
+        ),
+    );
+    let run = ws.run(&["start", "bg"]);
+    assert_eq!(
+        run.code, 1,
+        "a command that exits at once is not ready: {}",
+        run.stderr
+    );
+    assert!(wait_until(DEADLINE, || pid_file.exists()));
+    let bg: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        wait_until(DEADLINE, || !alive(bg)),
+        "the background child of a failed start survived its cleanup:\n{}",
+        run.stderr
+    );
+}

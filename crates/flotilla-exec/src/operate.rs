@@ -91,7 +91,14 @@ pub struct Session {
 fn who() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".into());
+        .ok()
+        .or_else(|| {
+            nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.name)
+        })
+        .unwrap_or_else(|| format!("uid {}", nix::unistd::getuid()));
     let host = nix::unistd::gethostname()
         .ok()
         .and_then(|h| h.into_string().ok())

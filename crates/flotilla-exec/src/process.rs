@@ -468,11 +468,10 @@ pub fn parse_signal(name: &str) -> Result<Signal, ExecError> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "outcome")]
 pub enum StopOutcome {
-    /// The recorded process no longer exists; nothing was signalled.
+    /// The recorded process and its whole process group are gone; nothing was
+    /// signalled.
     AlreadyGone {
-        /// Live processes still in its process group (e.g. a child that outlived a
-        /// crashed leader). They were NOT signalled: with the leader gone, their
-        /// identity cannot be verified (invariant 5). Report them.
+        /// Always empty: leftover members of the group are stopped instead.
         survivors: Vec<u32>,
     },
     /// The pid now belongs to another process; nothing was signalled.
@@ -497,9 +496,11 @@ pub enum StopOutcome {
 
 /// Stops a process started by [`start`], identity first (invariant 5).
 ///
-/// 1. Measures `expected.pid` and compares ([`identity::matches()`]): gone →
-///    [`StopOutcome::AlreadyGone`]; pid reused → [`StopOutcome::IdentityMismatch`].
-///    In both cases nothing is signalled.
+/// 1. Measures `expected.pid` and compares ([`identity::matches()`]): pid reused →
+///    [`StopOutcome::IdentityMismatch`], nothing signalled; gone with no member of
+///    its process group left → [`StopOutcome::AlreadyGone`]; gone but members of the
+///    group it led live on (a daemonising command) → those are stopped as below (a
+///    process group id is not reused while the group has members).
 /// 2. Sends `signal` (then `SIGCONT`, so a stopped process can act on it) to the
 ///    process group `expected.pgid` — or to the pid alone when the process does not
 ///    lead its own group (an identity not recorded by [`start`]).
@@ -520,6 +521,7 @@ pub fn stop(
     let sig = parse_signal(signal)?;
     let leads_group = expected.pgid > 0 && expected.pgid == expected.pid as i32;
     let (verdict, measured) = identity::verify(expected)?;
+    let mut leftovers = false;
     match verdict {
         IdentityMatch::Gone => {
             let survivors = if leads_group {
@@ -527,7 +529,14 @@ pub fn stop(
             } else {
                 Vec::new()
             };
-            return Ok(StopOutcome::AlreadyGone { survivors });
+            if survivors.is_empty() {
+                return Ok(StopOutcome::AlreadyGone { survivors });
+            }
+            // The leader exited but members of its group live on (a command that
+            // daemonised, a child that outlived a crash). A process group id is never
+            // handed out again while the group has members, so these are provably the
+            // group that was started: stop them like the group itself.
+            leftovers = true;
         }
         IdentityMatch::Reused { why } => {
             tracing::warn!(pid = expected.pid, %why, "pid reused: not signalling");
@@ -538,8 +547,9 @@ pub fn stop(
         }
         IdentityMatch::Same => {}
     }
-    let measured = measured.expect("a matching pid was measured");
-    let group = leads_group && measured.pgid == expected.pgid;
+    let group = leftovers
+        || (leads_group
+            && measured.as_ref().expect("a matching pid was measured").pgid == expected.pgid);
     let target = if group {
         format!("process group {}", expected.pgid)
     } else {

@@ -62,7 +62,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         if args.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
         } else {
-            if args.watch {
+            if args.watch && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
                 print!("\x1b[2J\x1b[H");
             }
             print!("{}", text(&report, args.verbose));
