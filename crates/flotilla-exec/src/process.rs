@@ -319,7 +319,7 @@ fn check_executable(component: &str, path: PathBuf) -> Result<PathBuf, ExecError
 /// [`ExecError::BadCwd`], [`ExecError::ProgramNotFound`], [`ExecError::ProgramMissing`],
 /// [`ExecError::NotExecutable`], [`ExecError::Log`], [`ExecError::Spawn`];
 /// [`ExecError::ExitedAtStart`] (with the exit status) when the child died before
-/// its identity could be measured; [`ExecError::IdentityUnmeasured`] or a `/proc`
+/// its identity could be measured (what it left in its process group is killed); [`ExecError::IdentityUnmeasured`] or a `/proc`
 /// error when it could not be measured, in which case the child's group has been
 /// sent `SIGKILL` so nothing unaccounted for keeps running.
 pub fn start(spec: &ProcessSpec) -> Result<StartedProcess, ExecError> {
@@ -414,6 +414,9 @@ pub fn start(spec: &ProcessSpec) -> Result<StartedProcess, ExecError> {
             }
             Ok(None) => {
                 if let Some(status) = watch.wait_timeout(Duration::from_millis(1)) {
+                    // Whatever it left in the group it led (a daemonising command's
+                    // background child) is ours and unaccounted for: stop it.
+                    let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
                     return Err(ExecError::ExitedAtStart {
                         component: component.to_string(),
                         pid,
