@@ -812,3 +812,24 @@ fn a_daemonising_command_leaves_nothing_behind() {
         run.stderr
     );
 }
+
+#[test]
+fn a_fast_branch_does_not_wait_for_a_slow_unrelated_one() {
+    let f = Fleet::new(
+        &[
+            Svc { name: "slow", flags: &["--listen-after", "1500"], deps: &[], extra: "" },
+            svc("after-slow", &["slow"]),
+            svc("fast", &[]),
+            svc("after-fast", &["fast"]),
+        ],
+        "[stacks.all]\ncomponents = [\"after-slow\", \"after-fast\"]\n",
+    );
+    let run = f.run(&["up", "all"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // `after-fast` is in the second wave with `after-slow`, but only waits for `fast`.
+    assert!(
+        f.listened_at("after-fast") < f.listened_at("slow"),
+        "after-fast waited for the slow, unrelated branch"
+    );
+    assert!(f.listened_at("after-slow") > f.listened_at("slow"));
+}

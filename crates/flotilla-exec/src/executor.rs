@@ -1,4 +1,6 @@
-//! The executor: applies a [`Plan`] wave by wave, the steps of a wave in parallel,
+//! The executor: applies a [`Plan`], each step as soon as the steps it depends on
+//! have succeeded (so a wave's steps run in parallel and nothing waits on an
+//! unrelated slow branch),
 //! journaling every step before and after it runs, proving readiness with each
 //! component's readiness probe, and on failure stopping exactly what this invocation
 //! started, in reverse.
@@ -158,9 +160,9 @@ impl Executor {
         f(&mut store).map_err(|e| format!("journal: {e}"))
     }
 
-    /// Applies `plan`: wave by wave, each wave's steps in parallel. On the first
-    /// failure the remaining waves are skipped and everything this invocation started
-    /// is stopped, in reverse order of starting.
+    /// Applies `plan`: every step once the steps it depends on have succeeded. On the
+    /// first failure (or cancellation) no further step starts, running ones finish,
+    /// and everything this invocation started is stopped, in reverse order of starting.
     pub async fn apply(self: &Arc<Self>, plan: &Plan) -> ApplyReport {
         let mut report = ApplyReport {
             steps: Vec::new(),
@@ -168,47 +170,97 @@ impl Executor {
             cleanup: Vec::new(),
             started: Vec::new(),
         };
-        for (i, wave) in plan.waves.iter().enumerate() {
-            if self.is_cancelled() {
+        // Steps run as soon as the steps they depend on have succeeded, not wave by
+        // wave: a wave only says which steps may run together. A step depends on an
+        // earlier-wave step for the same component, on its upstream's start (for
+        // starts) or its downstream's stop (for stops), and every start waits for
+        // every stop.
+        let steps: Vec<(usize, Step)> = plan
+            .waves
+            .iter()
+            .enumerate()
+            .flat_map(|(i, w)| w.steps.iter().cloned().map(move |s| (i + 1, s)))
+            .collect();
+        let stopping = |s: &Step| {
+            s.action == Action::Stop
+                || (s.action == Action::Noop && plan.operation.verb == flotilla_plan::Verb::Stop)
+        };
+        let id = |s: &Step| self.topology.id(&s.component);
+        let deps: Vec<Vec<usize>> = steps
+            .iter()
+            .map(|(wj, sj)| {
+                steps
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (wi, si))| {
+                        if wi >= wj {
+                            return false;
+                        }
+                        let (Some(i), Some(j)) = (id(si), id(sj)) else {
+                            return true;
+                        };
+                        i == j
+                            || stopping(si) != stopping(sj)
+                            || (!stopping(sj) && self.topology.upstream(j).contains(&i))
+                            || (stopping(sj) && self.topology.downstream(j).contains(&i))
+                    })
+                    .map(|(i, _)| i)
+                    .collect()
+            })
+            .collect();
+        let mut done = vec![false; steps.len()];
+        let mut launched = vec![false; steps.len()];
+        let mut tasks = tokio::task::JoinSet::new();
+        loop {
+            if report.failed.is_none() && !self.is_cancelled() {
+                for (k, (wave, step)) in steps.iter().enumerate() {
+                    if !launched[k] && deps[k].iter().all(|&d| done[d]) {
+                        launched[k] = true;
+                        let me = Arc::clone(self);
+                        let (wave, step) = (*wave, step.clone());
+                        tasks.spawn(async move { (k, me.run_step(wave, step).await) });
+                    }
+                }
+            } else if self.is_cancelled() && report.failed.is_none() {
                 report.failed = Some(StepReport {
                     component: "(operation)".into(),
                     action: Action::Noop,
                     outcome: Outcome::Failed,
-                    summary: format!("interrupted before wave {}", i + 1),
+                    summary: "interrupted".into(),
                     evidence: serde_json::json!({}),
                     took: Duration::ZERO,
                     launched: false,
                 });
+            }
+            let Some(joined) = tasks.join_next().await else {
                 break;
+            };
+            let (k, r) = joined.unwrap_or_else(|e| {
+                (
+                    usize::MAX,
+                    StepReport {
+                        component: "?".into(),
+                        action: Action::Noop,
+                        outcome: Outcome::Failed,
+                        summary: format!("step panicked: {e}"),
+                        evidence: serde_json::Value::Null,
+                        took: Duration::ZERO,
+                        launched: false,
+                    },
+                )
+            });
+            if r.launched {
+                report.started.push(r.component.clone());
             }
-            let mut tasks = tokio::task::JoinSet::new();
-            for step in wave.steps.iter().cloned() {
-                let me = Arc::clone(self);
-                let wave_no = i + 1;
-                tasks.spawn(async move { me.run_step(wave_no, step).await });
-            }
-            while let Some(joined) = tasks.join_next().await {
-                let r = joined.unwrap_or_else(|e| StepReport {
-                    component: "?".into(),
-                    action: Action::Noop,
-                    outcome: Outcome::Failed,
-                    summary: format!("step panicked: {e}"),
-                    evidence: serde_json::Value::Null,
-                    took: Duration::ZERO,
-                    launched: false,
-                });
-                if r.launched {
-                    report.started.push(r.component.clone());
+            if r.outcome == Outcome::Succeeded {
+                if let Some(d) = done.get_mut(k) {
+                    *d = true;
                 }
-                if r.outcome != Outcome::Succeeded && report.failed.is_none() {
-                    report.failed = Some(r.clone());
-                }
-                self.emit(Event::StepFinished(r.clone()));
-                report.steps.push(r);
+            } else if report.failed.is_none() {
+                report.failed = Some(r.clone());
             }
-            if report.failed.is_some() {
-                break;
-            }
+            self.emit(Event::StepFinished(r.clone()));
+            report.steps.push(r);
         }
         if let (None, Some(stack)) = (&report.failed, &plan.verify_stack) {
             let r = self.verify_stack(stack).await;
@@ -490,11 +542,21 @@ impl Executor {
         c: &Component,
     ) -> Result<(String, serde_json::Value), (String, serde_json::Value)> {
         // A foreign process on one of its ports is a conflict, never adopted.
+        let ports: Vec<u16> = c
+            .endpoints
+            .values()
+            .filter(|e| e.is_local_bind())
+            .map(|e| e.port)
+            .collect();
+        let listening =
+            tokio::task::spawn_blocking(move || process::listeners_on(&ports).unwrap_or_default())
+                .await
+                .unwrap_or_default();
         for (name, ep) in &c.endpoints {
             if !ep.is_local_bind() {
                 continue;
             }
-            if let Ok(ls) = process::listeners(ep.port) {
+            if let Some(ls) = listening.get(&ep.port).cloned() {
                 if let Some(l) = ls.first() {
                     let who = match (l.pid, &l.command) {
                         (Some(p), Some(cmd)) => format!("pid {p} ({cmd})"),

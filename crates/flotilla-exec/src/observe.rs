@@ -214,10 +214,25 @@ impl Observer<'_> {
             .filter(|(_, op, _)| ops.contains(op))
             .map(|(pid, op, comp)| (comp, (pid, op)))
             .collect();
+        // Who listens on the local ports of components Flotilla does not run: one scan.
+        let ports: Vec<u16> = selected
+            .iter()
+            .filter(|c| c.owner == Owner::Managed && !instances.contains_key(&c.name))
+            .flat_map(|c| {
+                c.endpoints
+                    .values()
+                    .filter(|e| e.is_local_bind())
+                    .map(|e| e.port)
+            })
+            .collect();
+        let listening =
+            tokio::task::spawn_blocking(move || process::listeners_on(&ports).unwrap_or_default())
+                .await
+                .unwrap_or_default();
         let futures = selected.iter().map(|c| {
             let rec = instances.get(&c.name).cloned();
             let want = desired.get(&c.name).copied();
-            self.observe_one(c, rec, want, marked.get(&c.name).cloned())
+            self.observe_one(c, rec, want, marked.get(&c.name).cloned(), &listening)
         });
         let mut components = futures_util::future::join_all(futures).await;
         // A running component whose dependency is not running is not fine, whatever
@@ -303,6 +318,7 @@ impl Observer<'_> {
         rec: Option<InstanceRecord>,
         desired: Option<DesiredLifecycle>,
         marked: Option<(u32, String)>,
+        listening: &std::collections::HashMap<u16, Vec<process::Listener>>,
     ) -> ComponentStatus {
         let now = crate::executor::now_ms();
         let mut ev = Vec::new();
@@ -480,7 +496,7 @@ impl Observer<'_> {
                         if !ep.is_local_bind() {
                             continue;
                         }
-                        if let Ok(ls) = process::listeners(ep.port) {
+                        if let Some(ls) = listening.get(&ep.port) {
                             if let Some(l) = ls.first() {
                                 let who = match (l.pid, &l.command) {
                                     (Some(p), Some(cmd)) => format!("pid {p} ({cmd})"),

@@ -700,26 +700,42 @@ pub struct Listener {
 /// [`ExecError::Io`] / [`ExecError::ProcFormat`] for unreadable or malformed
 /// `/proc/net/tcp`; [`ExecError::Unsupported`] off Linux.
 pub fn listeners(port: u16) -> Result<Vec<Listener>, ExecError> {
-    let sockets = sys::tcp_listeners(port)?;
+    Ok(listeners_on(&[port])?.remove(&port).unwrap_or_default())
+}
+
+/// [`listeners`] for several ports at once, reading `/proc/net/tcp{,6}` and the
+/// `/proc/*/fd` links once: ports nobody listens on are absent from the map.
+///
+/// # Errors
+/// As [`listeners`].
+pub fn listeners_on(
+    ports: &[u16],
+) -> Result<std::collections::HashMap<u16, Vec<Listener>>, ExecError> {
+    let mut out: std::collections::HashMap<u16, Vec<Listener>> = std::collections::HashMap::new();
+    if ports.is_empty() {
+        return Ok(out);
+    }
+    let wanted = ports.iter().copied().collect();
+    let sockets = sys::tcp_listeners(&wanted)?;
     let inodes = sockets
         .iter()
         .map(|(_, i)| *i)
         .filter(|i| *i != 0)
         .collect();
     let owners = sys::socket_owners(&inodes)?;
-    let mut out = Vec::new();
     for (address, inode) in sockets {
+        let entry = out.entry(address.port()).or_default();
         match owners.get(&inode) {
             Some(pids) if !pids.is_empty() => {
                 for &pid in pids {
-                    out.push(Listener {
+                    entry.push(Listener {
                         pid: Some(pid),
                         command: command_name(pid),
                         address,
                     });
                 }
             }
-            _ => out.push(Listener {
+            _ => entry.push(Listener {
                 pid: None,
                 command: None,
                 address,

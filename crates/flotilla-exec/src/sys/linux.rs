@@ -129,7 +129,9 @@ fn parse_hex_addr(s: &str) -> Option<SocketAddr> {
 
 /// Listening sockets (state `0A`) on `port` from `/proc/net/tcp` and `/proc/net/tcp6`:
 /// (local address, socket inode). A missing `tcp6` (IPv6 disabled) is not an error.
-pub(crate) fn tcp_listeners(port: u16) -> Result<Vec<(SocketAddr, u64)>, ExecError> {
+pub(crate) fn tcp_listeners(
+    ports: &std::collections::HashSet<u16>,
+) -> Result<Vec<(SocketAddr, u64)>, ExecError> {
     let mut out = Vec::new();
     for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
         let text = match std::fs::read_to_string(file) {
@@ -155,7 +157,7 @@ pub(crate) fn tcp_listeners(port: u16) -> Result<Vec<(SocketAddr, u64)>, ExecErr
                     why: format!("bad local address `{}`", cols[1]),
                 });
             };
-            if addr.port() != port {
+            if !ports.contains(&addr.port()) {
                 continue;
             }
             let inode = cols[9].parse().unwrap_or(0);

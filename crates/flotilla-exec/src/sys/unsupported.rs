@@ -47,7 +47,9 @@ pub(crate) fn group_members(_pgid: i32) -> Result<Vec<u32>, ExecError> {
     Err(unsupported("listing a process group's members"))
 }
 
-pub(crate) fn tcp_listeners(_port: u16) -> Result<Vec<(SocketAddr, u64)>, ExecError> {
+pub(crate) fn tcp_listeners(
+    _ports: &std::collections::HashSet<u16>,
+) -> Result<Vec<(SocketAddr, u64)>, ExecError> {
     Err(unsupported("listing TCP listeners"))
 }
 
