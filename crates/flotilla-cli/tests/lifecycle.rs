@@ -817,7 +817,12 @@ fn a_daemonising_command_leaves_nothing_behind() {
 fn a_fast_branch_does_not_wait_for_a_slow_unrelated_one() {
     let f = Fleet::new(
         &[
-            Svc { name: "slow", flags: &["--listen-after", "1500"], deps: &[], extra: "" },
+            Svc {
+                name: "slow",
+                flags: &["--listen-after", "1500"],
+                deps: &[],
+                extra: "",
+            },
             svc("after-slow", &["slow"]),
             svc("fast", &[]),
             svc("after-fast", &["fast"]),

@@ -777,7 +777,15 @@ impl Executor {
                 serde_json::json!({ "probe": o }),
             )),
             Err(w) => Err((
-                format!("`{}` did not become ready: {}", c.name, w.reason),
+                format!(
+                    "`{}` did not become ready: {} (last probe: {})",
+                    c.name,
+                    w.reason,
+                    w.last
+                        .as_ref()
+                        .map(|o| o.evidence.as_str())
+                        .unwrap_or("no probe attempt")
+                ),
                 serde_json::json!({ "last_probe": w.last, "attempts": w.attempts }),
             )),
         }
