@@ -541,13 +541,24 @@ impl Executor {
         &self,
         c: &Component,
     ) -> Result<(String, serde_json::Value), (String, serde_json::Value)> {
-        // A foreign process on one of its ports is a conflict, never adopted.
-        let ports: Vec<u16> = c
-            .endpoints
-            .values()
-            .filter(|e| e.is_local_bind())
-            .map(|e| e.port)
-            .collect();
+        // A foreign process on one of its ports is a conflict, never adopted. A
+        // connection attempt tells cheaply whether anything listens; only then is
+        // /proc read to name it.
+        let mut ports: Vec<u16> = Vec::new();
+        for ep in c.endpoints.values().filter(|e| e.is_local_bind()) {
+            let host = match ep.host.as_str() {
+                "0.0.0.0" | "*" | "localhost" => "127.0.0.1",
+                "::" => "::1",
+                h => h,
+            };
+            let dial = tokio::time::timeout(
+                Duration::from_millis(500),
+                tokio::net::TcpStream::connect((host, ep.port)),
+            );
+            if matches!(dial.await, Ok(Ok(_))) {
+                ports.push(ep.port);
+            }
+        }
         let listening =
             tokio::task::spawn_blocking(move || process::listeners_on(&ports).unwrap_or_default())
                 .await
