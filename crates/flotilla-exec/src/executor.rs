@@ -17,7 +17,7 @@ use flotilla_model::inventory::{AdapterKind, TransportKind};
 use flotilla_model::topology::{Check, Component, Probe};
 use flotilla_model::Topology;
 use flotilla_plan::{Action, Plan, Step};
-use flotilla_store::{InstanceRecord, NewStep, OperationId, Outcome, RemovalReason, Store};
+use flotilla_store::{NewStep, OperationId, Outcome, RemovalReason, Store};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -611,20 +611,12 @@ impl Executor {
             .expect("start task")
             .map_err(|e| (e.to_string(), serde_json::json!({})))?;
         let identity = started.identity.clone();
-        let record = InstanceRecord {
-            component: c.name.clone(),
-            host: c.host.clone(),
-            pid: identity.pid,
-            pgid: identity.pgid,
-            start_time_ticks: identity.start_time_ticks,
-            exe: identity.exe.display().to_string(),
-            exe_sha256: identity.exe_sha256.clone(),
-            argv_digest: identity.argv_digest.clone(),
-            config_digest: c.config_digest(),
-            operation: self.operation,
-            started_at_ms: now_ms(),
-            log_path: self.log_path(c).display().to_string(),
-        };
+        let record = identity.instance_record(
+            c,
+            self.operation,
+            now_ms(),
+            self.log_path(c).display().to_string(),
+        );
         self.journal(|s| {
             s.record_instance(&record)?;
             s.set_desired(

@@ -117,6 +117,32 @@ impl From<&flotilla_store::InstanceRecord> for RuntimeIdentity {
     }
 }
 
+impl RuntimeIdentity {
+    /// The journal record of this identity as the instance of `component`.
+    pub fn instance_record(
+        &self,
+        component: &flotilla_model::Component,
+        operation: flotilla_store::OperationId,
+        started_at_ms: i64,
+        log_path: String,
+    ) -> flotilla_store::InstanceRecord {
+        flotilla_store::InstanceRecord {
+            component: component.name.clone(),
+            host: component.host.clone(),
+            pid: self.pid,
+            pgid: self.pgid,
+            start_time_ticks: self.start_time_ticks,
+            exe: self.exe.display().to_string(),
+            exe_sha256: self.exe_sha256.clone(),
+            argv_digest: self.argv_digest.clone(),
+            config_digest: component.config_digest(),
+            operation,
+            started_at_ms,
+            log_path,
+        }
+    }
+}
+
 /// `sha256:<hex>` of some bytes.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     flotilla_model::digest::sha256_hex(bytes)

@@ -225,20 +225,7 @@ fn reconcile(
         };
         let Ok(op_id) = op.parse() else { continue };
         let c = topology.component(id);
-        store.record_instance(&flotilla_store::InstanceRecord {
-            component: component.clone(),
-            host: c.host.clone(),
-            pid: identity.pid,
-            pgid: identity.pgid,
-            start_time_ticks: identity.start_time_ticks,
-            exe: identity.exe.display().to_string(),
-            exe_sha256: identity.exe_sha256.clone(),
-            argv_digest: identity.argv_digest.clone(),
-            config_digest: c.config_digest(),
-            operation: op_id,
-            started_at_ms: now_ms(),
-            log_path: String::new(),
-        })?;
+        store.record_instance(&identity.instance_record(c, op_id, now_ms(), String::new()))?;
         store.set_desired(
             &component,
             flotilla_model::status::DesiredLifecycle::Running,
