@@ -162,7 +162,9 @@ struct Draft<'a> {
     tunnel: Option<Located<crate::inventory::TunnelSpec>>,
     // Filled in the cross-reference phase.
     parsed_endpoints: BTreeMap<String, Endpoint>,
-    deps: BTreeMap<String, Location>,
+    /// Upstream components (indices into the name-sorted drafts) and where each
+    /// dependency is declared.
+    deps: BTreeMap<usize, Location>,
     connections: BTreeMap<String, Connection>,
     resolved_tunnel: Option<Tunnel>,
     resolved_readiness: Option<Probe>,
@@ -566,8 +568,9 @@ impl Validator {
         let order = self.check_cycles(&drafts)?;
 
         let mut components = Vec::with_capacity(drafts.len());
+        let names: Vec<String> = drafts.iter().map(|d| d.name.to_string()).collect();
         for d in drafts {
-            components.push(self.finish(d)?);
+            components.push(self.finish(d, &names)?);
         }
         if self.diags.iter().any(|d| d.severity == Severity::Error) {
             return None;
@@ -1286,7 +1289,7 @@ impl Validator {
                                 tloc("target"),
                             ));
                         }
-                        d.deps.entry(tname.clone()).or_insert(tloc("target"));
+                        d.deps.entry(i).or_insert(tloc("target"));
                         if ok {
                             let bind = t.bind.clone().unwrap_or_else(|| "127.0.0.1".into());
                             if d.parsed_endpoints.is_empty() {
@@ -1344,8 +1347,8 @@ impl Validator {
             // depends_on
             for (i, dep) in d.spec.depends_on.iter().enumerate() {
                 let loc = self.loc(node.span_at(&["depends_on", index_str(i).as_ref()]));
-                if index.contains_key(dep.as_str()) {
-                    d.deps.entry(dep.clone()).or_insert(loc);
+                if let Some(&j) = index.get(dep.as_str()) {
+                    d.deps.entry(j).or_insert(loc);
                 } else if !declared.contains(dep.as_str()) {
                     let mut diag = Diagnostic::error(
                         Code::UnknownDependency,
@@ -1365,7 +1368,7 @@ impl Validator {
                 match lookup_endpoint(&endpoints, target) {
                     Ok((i, ep, endpoint)) => {
                         let tname = names[i];
-                        d.deps.entry(tname.to_string()).or_insert(loc);
+                        d.deps.entry(i).or_insert(loc);
                         let thost = &endpoints[i].0;
                         if thost != &d.host && endpoint.is_local_bind() {
                             self.push(Diagnostic::warning(
@@ -1888,19 +1891,9 @@ impl Validator {
     /// returns a topological order when there is none.
     fn check_cycles(&mut self, drafts: &[Draft<'_>]) -> Option<Vec<ComponentId>> {
         let n = drafts.len();
-        let index: HashMap<&str, usize> = drafts
-            .iter()
-            .enumerate()
-            .map(|(i, d)| (d.name, i))
-            .collect();
         let adj: Vec<Vec<usize>> = drafts
             .iter()
-            .map(|d| {
-                d.deps
-                    .keys()
-                    .filter_map(|k| index.get(k.as_str()).copied())
-                    .collect()
-            })
+            .map(|d| d.deps.keys().copied().collect())
             .collect();
         // Kahn's algorithm; ties broken by name (index order) for a stable order.
         let mut indeg = vec![0usize; n];
@@ -1978,7 +1971,7 @@ impl Validator {
                 .collect::<Vec<_>>()
                 .join(" → ");
             let first = &drafts[ordered[0]];
-            let loc = first.deps[drafts[ordered[1]].name];
+            let loc = first.deps[&ordered[1]];
             let mut diag = Diagnostic::error(
                 Code::DependencyCycle,
                 format!("dependency cycle: {text}"),
@@ -1987,7 +1980,7 @@ impl Validator {
             for w in ordered.windows(2).skip(1) {
                 let from = &drafts[w[0]];
                 diag = diag.with_label(
-                    from.deps[drafts[w[1]].name],
+                    from.deps[&w[1]],
                     format!("`{}` depends on `{}` here", from.name, drafts[w[1]].name),
                 );
             }
@@ -1997,7 +1990,7 @@ impl Validator {
     }
 
     /// Substitutes `${...}` in command, env and cwd, and builds the final component.
-    fn finish(&mut self, d: Draft<'_>) -> Option<Component> {
+    fn finish(&mut self, d: Draft<'_>, names: &[String]) -> Option<Component> {
         let mut ok = true;
         let host_addr_name = d.host.clone();
         let resolve = |r: &str| -> Option<String> {
@@ -2090,7 +2083,7 @@ impl Validator {
             env,
             cwd,
             endpoints: d.parsed_endpoints,
-            depends_on: d.deps.into_keys().collect(),
+            depends_on: d.deps.into_keys().map(|i| names[i].to_string()).collect(),
             connections: d.connections,
             readiness: d.resolved_readiness,
             liveness: d.resolved_liveness,
