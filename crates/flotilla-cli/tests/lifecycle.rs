@@ -471,6 +471,15 @@ fn running_but_unready_is_unhealthy_and_config_change_is_drift() {
     );
     let st = f.status_of("api");
     assert_eq!(st["condition"], "drift", "{st}");
+    // `start` leaves it running, and says how to apply the new config.
+    let run = f.run(&["start", "api"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("runs an older config (drift): `flotilla restart api`"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]

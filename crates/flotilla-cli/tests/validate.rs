@@ -656,3 +656,9 @@ fn the_readme_inventory_example_is_valid() {
         );
     }
 }
+
+#[test]
+fn the_local_host_cannot_be_remote() {
+    let text = "[hosts.local]\ntransport = \"ssh\"\naddress = \"studio.lan\"\n\n[components.a]\ncommand = [\"a\"]\n";
+    expect_errors("flotilla.toml", text, &[("invalid-value", "\"ssh\"")]);
+}

@@ -50,6 +50,8 @@ pub enum Event {
     },
     /// A step ended.
     StepFinished(StepReport),
+    /// Something the user should know before or while the plan runs.
+    Note(String),
     /// Cleanup began after a failure.
     CleanupStarted {
         /// What will be stopped, in order.

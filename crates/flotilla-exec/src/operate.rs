@@ -271,7 +271,8 @@ impl Session {
             }
         }
         let secrets = Arc::new(secrets(&self.state)?);
-        let (_, observed) = observe(&self.topology, &store, &self.state, &secrets, &[]).await?;
+        let (status, observed) =
+            observe(&self.topology, &store, &self.state, &secrets, &[]).await?;
         let plan = match (given, op) {
             (Some(plan), _) => {
                 if plan.topology_digest != self.topology.digest() {
@@ -306,6 +307,22 @@ impl Session {
             (None, None) => unreachable!("an operation or a plan"),
         };
         (self.show_plan)(&plan);
+        // A running component left alone by this plan whose config changed since it
+        // started keeps the old config until it is restarted: say so.
+        for step in plan
+            .steps()
+            .filter(|s| s.action == flotilla_plan::Action::Noop)
+        {
+            let drifted = status.components.iter().any(|c| {
+                c.name == step.component && c.condition == flotilla_model::status::Condition::Drift
+            });
+            if drifted {
+                (self.events)(Event::Note(format!(
+                    "`{}` runs an older config (drift): `flotilla restart {}` applies the new one",
+                    step.component, step.component
+                )));
+            }
+        }
         if dry_run {
             return Ok(SessionOutcome::Planned(plan));
         }

@@ -439,6 +439,16 @@ impl Validator {
             let what = || format!("host `{}`", e.key);
             if let Some((h, _)) = self.decode_all::<HostSpec>(self.file, &what, &e.value) {
                 {
+                    if e.key == "local" && h.transport != TransportKind::Local {
+                        self.push(
+                            Diagnostic::error(
+                                Code::InvalidValue,
+                                "host `local` is this machine: its transport must be `local`",
+                                self.loc(e.value.span_at(&["transport"])),
+                            )
+                            .with_help("give the remote machine another name, e.g. [hosts.studio]"),
+                        );
+                    }
                     if let Some(p) = &h.platform {
                         if !is_platform(p) {
                             self.push(

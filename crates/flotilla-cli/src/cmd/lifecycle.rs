@@ -245,6 +245,7 @@ impl Progress {
                     ));
                 }
             }
+            Event::Note(text) => self.line(format!("note: {text}")),
             Event::CleanupStarted { components } => {
                 self.line(format!(
                     "cleanup: stopping {} (started by this run), in this order",
