@@ -548,14 +548,9 @@ impl Executor {
         // /proc read to name it.
         let mut ports: Vec<u16> = Vec::new();
         for ep in c.endpoints.values().filter(|e| e.is_local_bind()) {
-            let host = match ep.host.as_str() {
-                "0.0.0.0" | "*" | "localhost" => "127.0.0.1",
-                "::" => "::1",
-                h => h,
-            };
             let dial = tokio::time::timeout(
                 Duration::from_millis(500),
-                tokio::net::TcpStream::connect((host, ep.port)),
+                tokio::net::TcpStream::connect((ep.dial_host(), ep.port)),
             );
             if matches!(dial.await, Ok(Ok(_))) {
                 ports.push(ep.port);
@@ -571,11 +566,7 @@ impl Executor {
             }
             if let Some(ls) = listening.get(&ep.port).cloned() {
                 if let Some(l) = ls.first() {
-                    let who = match (l.pid, &l.command) {
-                        (Some(p), Some(cmd)) => format!("pid {p} ({cmd})"),
-                        (Some(p), None) => format!("pid {p}"),
-                        _ => "a process this user cannot see".into(),
-                    };
+                    let who = l.describe();
                     return Err((
                         format!(
                             "port {} (endpoint `{name}`) is already in use by {who}: not starting `{}` and not adopting that process",
@@ -716,26 +707,35 @@ impl Executor {
             .map_err(|e| (e.to_string(), serde_json::json!({ "pid": rec.pid })))?;
         let ev = serde_json::to_value(&outcome).unwrap_or_default();
         let (summary, reason) = match &outcome {
-            StopOutcome::Stopped { signal, escalated_to_kill, took } => (
+            StopOutcome::Stopped {
+                signal,
+                escalated_to_kill,
+                took,
+            } => (
                 format!(
                     "stopped pid {} with {signal}{} in {} ms",
                     rec.pid,
-                    if *escalated_to_kill { ", then SIGKILL after the grace period" } else { "" },
+                    if *escalated_to_kill {
+                        ", then SIGKILL after the grace period"
+                    } else {
+                        ""
+                    },
                     took.as_millis()
                 ),
                 RemovalReason::Stopped,
             ),
-            StopOutcome::AlreadyGone { survivors } if survivors.is_empty() => {
-                (format!("pid {} had already exited", rec.pid), RemovalReason::Vanished)
-            }
-            StopOutcome::AlreadyGone { survivors } => (
-                format!("pid {} had already exited; processes {:?} of its group remain (not signalled: identity unverifiable)", rec.pid, survivors),
+            StopOutcome::AlreadyGone { .. } => (
+                format!("pid {} had already exited", rec.pid),
                 RemovalReason::Vanished,
             ),
             StopOutcome::IdentityMismatch { why, .. } => {
-                let _ = self.journal(|s| s.remove_instance(&c.name, RemovalReason::Vanished, now_ms()));
+                let _ =
+                    self.journal(|s| s.remove_instance(&c.name, RemovalReason::Vanished, now_ms()));
                 return Err((
-                    format!("pid {} now belongs to another process ({why}): not signalled", rec.pid),
+                    format!(
+                        "pid {} now belongs to another process ({why}): not signalled",
+                        rec.pid
+                    ),
                     ev,
                 ));
             }

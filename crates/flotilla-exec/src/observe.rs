@@ -202,17 +202,9 @@ impl Observer<'_> {
             .map(|&id| self.topology.component(id))
             .filter(|c| names.is_empty() || names.contains(&c.name))
             .collect();
-        let ops: std::collections::BTreeSet<String> = self
-            .store
-            .operations(usize::MAX)?
+        let marked: BTreeMap<String, (u32, String)> = marked_instances(self.store, self.state)?
             .into_iter()
-            .map(|o| o.id.to_string())
-            .collect();
-        let marked: BTreeMap<String, (u32, String)> = process::marked_processes(self.state.root())
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(_, op, _)| ops.contains(op))
-            .map(|(pid, op, comp)| (comp, (pid, op)))
+            .map(|(pid, op, comp)| (comp, (pid, op.to_string())))
             .collect();
         // Who listens on the local ports of components Flotilla does not run: one scan.
         let ports: Vec<u16> = selected
@@ -430,20 +422,16 @@ impl Observer<'_> {
                         }
                         IdentityMatch::Gone | IdentityMatch::Reused { .. } if marked.is_some() => {
                             let (pid, op) = marked.clone().expect("checked");
-                            s.lifecycle = Lifecycle::Running;
-                            s.started_by = StartedBy::Flotilla {
-                                operation: op.clone(),
-                            };
-                            identity = identity::measure(pid).ok().flatten();
+                            identity = adopt_marked(&mut s, pid, &op);
                             push(
                                 "lifecycle",
                                 format!("/proc/{pid}/environ"),
                                 format!("the journal's pid {} is not the process it started; pid {pid} carries the marker of {op}; the next change records it", r.pid),
                             );
                         }
-                        IdentityMatch::Gone | IdentityMatch::Reused { .. } => {
+                        verdict @ (IdentityMatch::Gone | IdentityMatch::Reused { .. }) => {
                             s.lifecycle = Lifecycle::Failed;
-                            let how = match identity::matches(&expected, measured.as_ref()) {
+                            let how = match verdict {
                                 IdentityMatch::Reused { why } => {
                                     format!("pid {} now belongs to another process ({why})", r.pid)
                                 }
@@ -465,11 +453,7 @@ impl Observer<'_> {
                 }
                 None if marked.is_some() => {
                     let (pid, op) = marked.clone().expect("checked");
-                    s.lifecycle = Lifecycle::Running;
-                    s.started_by = StartedBy::Flotilla {
-                        operation: op.clone(),
-                    };
-                    identity = identity::measure(pid).ok().flatten();
+                    identity = adopt_marked(&mut s, pid, &op);
                     push(
                         "lifecycle",
                         format!("/proc/{pid}/environ"),
@@ -498,11 +482,7 @@ impl Observer<'_> {
                         }
                         if let Some(ls) = listening.get(&ep.port) {
                             if let Some(l) = ls.first() {
-                                let who = match (l.pid, &l.command) {
-                                    (Some(p), Some(cmd)) => format!("pid {p} ({cmd})"),
-                                    (Some(p), None) => format!("pid {p}"),
-                                    _ => "a process this user cannot see".into(),
-                                };
+                                let who = l.describe();
                                 s.lifecycle = Lifecycle::Running;
                                 s.condition = Condition::Attention;
                                 s.started_by = StartedBy::Foreign {
@@ -574,6 +554,39 @@ impl Observer<'_> {
         s.evidence = ev;
         s
     }
+}
+
+/// Live processes carrying the instance marker of an operation in this journal:
+/// `(pid, operation, component)`. The journal is asked only about the few marked
+/// processes found.
+///
+/// # Errors
+/// Journal read errors.
+pub fn marked_instances(
+    store: &Store,
+    state: &StateDir,
+) -> Result<Vec<(u32, flotilla_store::OperationId, String)>, flotilla_store::StoreError> {
+    let mut out = Vec::new();
+    for (pid, op, component) in process::marked_processes(state.root()).unwrap_or_default() {
+        let Ok(id) = op.parse::<flotilla_store::OperationId>() else {
+            continue;
+        };
+        if store.operation(id)?.is_some() {
+            out.push((pid, id, component));
+        }
+    }
+    Ok(out)
+}
+
+/// A process carrying the marker of operation `op` (started by Flotilla, not yet
+/// journaled as this instance) is this component, running: record that in `s` and
+/// return its measured identity.
+fn adopt_marked(s: &mut ComponentStatus, pid: u32, op: &str) -> Option<RuntimeIdentity> {
+    s.lifecycle = Lifecycle::Running;
+    s.started_by = StartedBy::Flotilla {
+        operation: op.to_string(),
+    };
+    identity::measure(pid).ok().flatten()
 }
 
 fn short(d: &str) -> &str {

@@ -177,7 +177,7 @@ pub async fn observe(
 /// shows them `down-unexpectedly`.
 fn reconcile(
     topology: &Topology,
-    state_dir: &std::path::Path,
+    state: &StateDir,
     store: &mut Store,
 ) -> Result<Vec<String>, flotilla_store::StoreError> {
     let mut notes = Vec::new();
@@ -208,22 +208,16 @@ fn reconcile(
         .into_iter()
         .map(|i| i.component)
         .collect();
-    let ops: std::collections::BTreeSet<String> = store
-        .operations(usize::MAX)?
-        .into_iter()
-        .map(|o| o.id.to_string())
-        .collect();
-    for (pid, op, component) in crate::process::marked_processes(state_dir).unwrap_or_default() {
+    for (pid, op_id, component) in crate::observe::marked_instances(store, state)? {
         let Some(id) = topology.id(&component) else {
             continue;
         };
-        if known.contains(&component) || !ops.contains(&op) {
+        if known.contains(&component) {
             continue;
         }
         let Ok(Some(identity)) = identity::measure(pid) else {
             continue;
         };
-        let Ok(op_id) = op.parse() else { continue };
         let c = topology.component(id);
         store.record_instance(&identity.instance_record(c, op_id, now_ms(), String::new()))?;
         store.set_desired(
@@ -232,7 +226,7 @@ fn reconcile(
             now_ms(),
         )?;
         notes.push(format!(
-            "`{component}` (pid {pid}) was started by {op} before it was interrupted; recorded"
+            "`{component}` (pid {pid}) was started by {op_id} before it was interrupted; recorded"
         ));
     }
     Ok(notes)
@@ -266,7 +260,7 @@ impl Session {
         };
         let mut store = open_store(&self.state)?;
         if !dry_run {
-            for note in reconcile(&self.topology, self.state.root(), &mut store).map_err(map)? {
+            for note in reconcile(&self.topology, &self.state, &mut store).map_err(map)? {
                 tracing::info!("{note}");
             }
         }

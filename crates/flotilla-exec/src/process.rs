@@ -689,6 +689,17 @@ pub struct Listener {
     pub address: SocketAddr,
 }
 
+impl Listener {
+    /// Who it is, for messages: `pid 4242 (python3)`, or that it cannot be seen.
+    pub fn describe(&self) -> String {
+        match (self.pid, &self.command) {
+            (Some(p), Some(cmd)) => format!("pid {p} ({cmd})"),
+            (Some(p), None) => format!("pid {p}"),
+            _ => "a process this user cannot see".into(),
+        }
+    }
+}
+
 /// Who listens on TCP `port` (IPv4 and IPv6), from `/proc/net/tcp{,6}` and the
 /// `/proc/*/fd` socket links. One entry per (socket, owning pid); a socket whose
 /// owner is not visible yields one entry with `pid: None`. Empty when nobody listens.

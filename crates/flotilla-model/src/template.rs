@@ -11,7 +11,7 @@ use crate::inventory::{
 };
 use crate::node::{from_node, DecodeError, Node};
 use crate::values::EnvValue;
-use crate::values::{HumanDuration, Port, StatusRange};
+use crate::values::{dial_host, HumanDuration, Port, StatusRange};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -58,15 +58,6 @@ pub const BUILTIN_TEMPLATES: &[(&str, &str)] = &[
 
 fn default_bind() -> String {
     "127.0.0.1".into()
-}
-
-/// The address clients on the same host dial for a bind address.
-fn dial_host(bind: &str) -> &str {
-    match bind {
-        "0.0.0.0" | "*" | "" => "127.0.0.1",
-        "::" => "::1",
-        other => other,
-    }
 }
 
 fn http_url(bind: &str, port: Port) -> String {

@@ -92,11 +92,9 @@ pub fn validate(
     }
 }
 
-struct LoadedTemplate<'s> {
-    file: FileId,
-    root: Node<'s>,
+/// A user template file that loaded without errors.
+struct LoadedTemplate {
     spec: TemplateFile,
-    _text: std::marker::PhantomData<&'s ()>,
 }
 
 struct Validator {
@@ -277,11 +275,11 @@ impl Validator {
         None
     }
 
-    fn load_templates<'s>(
+    fn load_templates(
         &mut self,
-        sources: &'s Sources,
+        sources: &Sources,
         refs: &[TemplateRef],
-    ) -> HashMap<String, LoadedTemplate<'s>> {
+    ) -> HashMap<String, LoadedTemplate> {
         let mut out = HashMap::new();
         for r in refs {
             let f = sources.get(r.file);
@@ -361,15 +359,7 @@ impl Validator {
                 }
             }
             if ok {
-                out.insert(
-                    r.name.clone(),
-                    LoadedTemplate {
-                        file: r.file,
-                        root,
-                        spec,
-                        _text: std::marker::PhantomData,
-                    },
-                );
+                out.insert(r.name.clone(), LoadedTemplate { spec });
             }
         }
         out
@@ -378,7 +368,7 @@ impl Validator {
     fn run(
         &mut self,
         root: &Node,
-        templates: &HashMap<String, LoadedTemplate<'_>>,
+        templates: &HashMap<String, LoadedTemplate>,
     ) -> Option<Topology> {
         let mut hosts_node = None;
         let mut components_node = None;
@@ -611,7 +601,7 @@ impl Validator {
         mut broken: Vec<Vec<String>>,
         declared_hosts: &BTreeSet<&str>,
         hosts: &BTreeMap<String, Host>,
-        templates: &HashMap<String, LoadedTemplate<'_>>,
+        templates: &HashMap<String, LoadedTemplate>,
     ) -> Option<Draft<'a>> {
         let name = e.key.as_ref();
         let node = &e.value;
@@ -620,11 +610,9 @@ impl Validator {
             file,
             span: node.span_at(path),
         };
-        let mut ok = true;
 
         let host = spec.host.clone().unwrap_or_else(|| "local".into());
         if !declared_hosts.contains(host.as_str()) {
-            ok = false;
             let mut d = Diagnostic::error(
                 Code::UnknownHost,
                 format!("component `{name}` runs on host `{host}`, which is not declared"),
@@ -675,7 +663,6 @@ impl Validator {
         // Template parameters: the component's, with the profile's merged over them.
         let tpl_loc = at(&["template"]);
         let mut tpl = TemplateOutput::default();
-        let mut tpl_file_loc = tpl_loc;
         if let Some(tname) = &spec.template {
             let mut entries: Vec<Entry> = node
                 .get("params")
@@ -742,10 +729,6 @@ impl Validator {
                     }
                 }
             } else if let Some(t) = templates.get(tname) {
-                tpl_file_loc = Location {
-                    file: t.file,
-                    span: t.root.span,
-                };
                 match self.expand_user(name, tname, t, &params, tpl_loc) {
                     Some(out) => tpl = out,
                     None => return None,
@@ -778,9 +761,7 @@ impl Validator {
                 )
                 .with_help("add `template = \"...\"`, or remove `params`"),
             );
-            ok = false;
         }
-        let _ = tpl_file_loc;
 
         let owner = spec.owner.or(tpl.owner).unwrap_or_default();
         let adapter = spec.adapter.or(tpl.adapter);
@@ -950,9 +931,6 @@ impl Validator {
                         at_owned(ppath(&["command"])),
                     ));
                 }
-                if !lifecycle_keys.is_empty() || profile_cmd {
-                    ok = false;
-                }
                 if tpl.command.is_some() {
                     self.push(Diagnostic::error(
                         Code::ExternalLifecycle,
@@ -961,7 +939,6 @@ impl Validator {
                         ),
                         tpl_loc,
                     ));
-                    ok = false;
                 }
             }
             Owner::Managed => {
@@ -992,7 +969,6 @@ impl Validator {
                             "add {need}, or set owner = \"external\" if something else runs it"
                         )),
                     );
-                    ok = false;
                 }
                 if adapter == AdapterKind::Process
                     && command.first().is_some_and(|c| c.value.is_empty())
@@ -1004,7 +980,6 @@ impl Validator {
                         ),
                         command[0].loc,
                     ));
-                    ok = false;
                 }
                 for (key, wanted) in [
                     ("tunnel", AdapterKind::SshTunnel),
@@ -1023,14 +998,12 @@ impl Validator {
                             )
                             .with_help(format!("set adapter = \"{}\"", wanted.as_str())),
                         );
-                        ok = false;
                     }
                 }
             }
         }
-        // Keep a draft even when something above was wrong, so its dependencies,
+        // A draft is kept even when something above was wrong, so its dependencies,
         // connections and probes are still checked (errors already fail validation).
-        let _ = ok;
         Some(Draft {
             name,
             entry: e,
@@ -1064,7 +1037,7 @@ impl Validator {
         &mut self,
         name: &str,
         tname: &str,
-        t: &LoadedTemplate<'_>,
+        t: &LoadedTemplate,
         params: &Node,
         tpl_loc: Location,
     ) -> Option<TemplateOutput> {
@@ -1307,11 +1280,15 @@ impl Validator {
                                     let url = match &endpoint.scheme {
                                         Some(s) => format!(
                                             "{s}://{}:{}{}",
-                                            dial(&bind),
+                                            crate::values::dial_host(&bind),
                                             t.listen_port.0,
                                             endpoint.path
                                         ),
-                                        None => format!("{}:{}", dial(&bind), t.listen_port.0),
+                                        None => format!(
+                                            "{}:{}",
+                                            crate::values::dial_host(&bind),
+                                            t.listen_port.0
+                                        ),
                                     };
                                     if let Ok(e) = Endpoint::parse(&url) {
                                         d.parsed_endpoints.insert(ep.clone(), e);
@@ -2141,13 +2118,6 @@ fn index_str(i: usize) -> Cow<'static, str> {
     match SMALL.get(i) {
         Some(s) => Cow::Borrowed(s),
         None => Cow::Owned(i.to_string()),
-    }
-}
-
-fn dial(bind: &str) -> &str {
-    match bind {
-        "0.0.0.0" | "*" | "" => "127.0.0.1",
-        other => other,
     }
 }
 

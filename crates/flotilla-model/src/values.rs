@@ -276,6 +276,11 @@ impl Endpoint {
         })
     }
 
+    /// The address a client on the same host dials for this endpoint ([`dial_host`]).
+    pub fn dial_host(&self) -> &str {
+        dial_host(&self.host)
+    }
+
     /// Whether the host names this machine itself (loopback, wildcard or `localhost`),
     /// i.e. the endpoint claims a port on the component's own host.
     pub fn is_local_bind(&self) -> bool {
@@ -283,6 +288,17 @@ impl Endpoint {
             self.host.as_str(),
             "localhost" | "0.0.0.0" | "::" | "::1" | "*"
         ) || self.host.starts_with("127.")
+    }
+}
+
+/// The address clients on the same host dial for a listening address: the wildcard
+/// binds (`0.0.0.0`, `*`, empty) become `127.0.0.1`, `::` becomes `::1`, anything else
+/// is itself.
+pub fn dial_host(bind: &str) -> &str {
+    match bind {
+        "0.0.0.0" | "*" | "" => "127.0.0.1",
+        "::" => "::1",
+        other => other,
     }
 }
 
