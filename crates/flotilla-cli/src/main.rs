@@ -34,6 +34,7 @@ Environment:
   FLOTILLA_FILE       inventory path (same as -f)
   FLOTILLA_STATE_DIR  state directory (same as --state-dir); default
                       $XDG_STATE_HOME/flotilla, else ~/.local/state/flotilla
+  FLOTILLA_HOST_TIMEOUT  time per remote host (same as --host-timeout)
   NO_COLOR            disable colour";
 
 /// Flotilla: declare a fleet of self-hosted AI services once, plan every change
@@ -49,6 +50,11 @@ pub struct Cli {
     /// State directory (journal, logs, lock). Default: $XDG_STATE_HOME/flotilla, else ~/.local/state/flotilla.
     #[arg(long, global = true, env = "FLOTILLA_STATE_DIR", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+
+    /// Time allowed to each remote host to connect and answer an observation; a host
+    /// that does not is shown `unreachable` with its last-known state.
+    #[arg(long, global = true, env = "FLOTILLA_HOST_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub host_timeout: std::time::Duration,
 
     #[command(subcommand)]
     pub command: Command,
@@ -80,6 +86,8 @@ pub enum Command {
     Operations(cmd::operations::Args),
     /// Show the validated dependency graph (table, JSON or Graphviz dot).
     Topology(cmd::topology::Args),
+    /// Remote hosts: list them, check them, install this flotilla on them.
+    Host(cmd::host::Args),
     /// Print the JSON Schema (draft 2020-12) of the inventory or of a template.
     Schema(cmd::schema::Args),
     /// Print a shell completion script.
@@ -121,6 +129,7 @@ fn main() -> ExitCode {
         Command::Logs(a) => cmd::logs::run(&cli, a),
         Command::Operations(a) => cmd::operations::run(&cli, a),
         Command::Topology(a) => cmd::topology::run(&cli, a),
+        Command::Host(a) => cmd::host::run(&cli, a),
         Command::Schema(a) => cmd::schema::run(a),
         Command::Completions(a) => cmd::completions::run(a),
     };

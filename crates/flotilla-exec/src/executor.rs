@@ -60,7 +60,7 @@ pub enum Event {
 }
 
 /// How one step ended.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct StepReport {
     /// Component.
     pub component: String,
@@ -86,6 +86,12 @@ mod duration_ms {
         s: S,
     ) -> Result<S::Ok, S::Error> {
         s.serialize_u64(d.as_millis() as u64)
+    }
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<std::time::Duration, D::Error> {
+        use serde::Deserialize;
+        Ok(std::time::Duration::from_millis(u64::deserialize(d)?))
     }
 }
 
@@ -135,6 +141,9 @@ pub struct Executor {
     /// Set (e.g. on Ctrl-C) to stop waiting, skip the remaining waves and clean up
     /// what this invocation started.
     pub cancelled: Arc<std::sync::atomic::AtomicBool>,
+    /// SSH connections for steps of components on remote hosts (`None`: this
+    /// executor runs on the component's own host, e.g. `flotilla host serve`).
+    pub fleet: Option<Arc<crate::ssh::Fleet>>,
 }
 
 impl Executor {
@@ -294,7 +303,9 @@ impl Executor {
         report
     }
 
-    async fn run_step(&self, wave: usize, step: Step) -> StepReport {
+    /// Runs one step, journaled before and after; never fails (a failure is a
+    /// report with outcome `failed`).
+    pub async fn run_step(&self, wave: usize, step: Step) -> StepReport {
         let began = Instant::now();
         self.emit(Event::StepStarted {
             wave,
@@ -350,16 +361,14 @@ impl Executor {
         if step.action == Action::Noop {
             return Ok((step.reason.clone(), serde_json::json!({ "no_op": true })));
         }
+        let host = &self.topology.hosts[&c.host];
+        // On the controller, a step of a component on an ssh host runs there.
+        if let (Some(fleet), TransportKind::Ssh) = (&self.fleet, host.transport) {
+            return self.remote_step(fleet, step).await;
+        }
         if step.action.is_mutating() {
-            let host = &self.topology.hosts[&c.host];
-            if host.transport != TransportKind::Local {
-                return Err(fail(format!(
-                    "`{}` runs on host `{}` ({:?} transport): remote hosts are not supported by this version; run it on {} or wait for SSH support",
-                    c.name, c.host, host.transport, c.host
-                )));
-            }
             match c.adapter {
-                Some(AdapterKind::Process) => {}
+                Some(AdapterKind::Process | AdapterKind::SshTunnel) => {}
                 Some(other) => {
                     return Err(fail(format!(
                         "`{}` uses the `{}` adapter, which this version cannot run yet",
@@ -388,6 +397,67 @@ impl Executor {
             }
             Action::AwaitReady => self.await_ready(&c).await,
             Action::Noop => unreachable!("handled above"),
+        }
+    }
+
+    /// Runs `step` on its component's host through `flotilla host serve` there.
+    async fn remote_step(
+        &self,
+        fleet: &crate::ssh::Fleet,
+        step: &Step,
+    ) -> Result<(String, serde_json::Value), (String, serde_json::Value)> {
+        let c = self.component(&step.component);
+        let call = crate::remote::Call::Step {
+            snapshot: self.topology.snapshot(&c.host),
+            step: step.clone(),
+            wave: 0,
+            operation: format!("{} on {}", self.operation, who_here()),
+            ready_timeout_ms: self.ready_timeout.as_millis() as u64,
+        };
+        let grace = c
+            .stop
+            .as_ref()
+            .map(|s| s.grace_period.0)
+            .unwrap_or_default();
+        // Readiness, then a stop's grace period and SIGKILL wait, plus the exchange.
+        let allowed = self.ready_timeout + grace + Duration::from_secs(30);
+        match crate::remote::call(fleet, &c.host, call, allowed).await {
+            Ok(crate::remote::Reply::Step { report }) => {
+                let mut evidence = report.evidence;
+                if let serde_json::Value::Object(map) = &mut evidence {
+                    map.insert("host".into(), c.host.clone().into());
+                }
+                if report.outcome == Outcome::Succeeded {
+                    Ok((format!("on {}: {}", c.host, report.summary), evidence))
+                } else {
+                    Err((format!("on {}: {}", c.host, report.summary), evidence))
+                }
+            }
+            Ok(other) => Err((
+                format!("host `{}` answered a step with {other:?}", c.host),
+                serde_json::json!({ "host": c.host }),
+            )),
+            Err(e) => Err((
+                e.to_string(),
+                serde_json::json!({ "host": c.host, "transport_error": e.to_string() }),
+            )),
+        }
+    }
+
+    /// The argv of `c`: its command, or for an `ssh-tunnel` the `ssh` forward.
+    fn argv(&self, c: &Component) -> Result<Vec<String>, String> {
+        match (&c.adapter, &c.tunnel) {
+            (Some(AdapterKind::SshTunnel), Some(t)) => {
+                let via = self.topology.hosts.get(&t.via).ok_or_else(|| {
+                    format!(
+                        "tunnel `{}` goes through host `{}`, which this host does not know",
+                        c.name, t.via
+                    )
+                })?;
+                Ok(crate::ssh::tunnel_argv(t, via))
+            }
+            (Some(AdapterKind::SshTunnel), None) => Err(format!("`{}` has no tunnel", c.name)),
+            _ => Ok(c.command.clone()),
         }
     }
 
@@ -585,10 +655,13 @@ impl Executor {
             process::INSTANCE_MARKER.to_string(),
             process::instance_marker(&self.operation.to_string(), &c.name, self.state.root()),
         ));
-        let (program, args) = c
-            .command
-            .split_first()
-            .expect("validated: managed process has a command");
+        let argv = self.argv(c).map_err(|e| (e, serde_json::json!({})))?;
+        let (program, args) = argv.split_first().ok_or_else(|| {
+            (
+                format!("`{}` has no command", c.name),
+                serde_json::json!({}),
+            )
+        })?;
         let spec = ProcessSpec {
             component: c.name.clone(),
             program: program.clone(),
@@ -795,6 +868,10 @@ impl Executor {
             )),
         }
     }
+}
+
+fn who_here() -> String {
+    crate::operate::who()
 }
 
 /// Without a declared readiness probe, a process counts as ready once it has stayed

@@ -217,6 +217,18 @@ fn hash_file(mut f: std::fs::File, path: &Path, pid: u32) -> Result<String, Exec
     Ok(d)
 }
 
+/// `sha256:<hex>` of the file at `path` (cached per inode, size and mtime).
+///
+/// # Errors
+/// [`ExecError::Io`] when it cannot be opened or read.
+pub fn file_sha256(path: &Path) -> Result<String, ExecError> {
+    let f = std::fs::File::open(path).map_err(|source| ExecError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    hash_file(f, path, 0)
+}
+
 /// Measures the identity of `pid`.
 ///
 /// Returns `Ok(None)` when no such process exists or it is a zombie (exited, not yet

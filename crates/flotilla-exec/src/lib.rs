@@ -42,6 +42,7 @@
 
 pub mod error;
 pub mod executor;
+pub mod hosts;
 pub mod identity;
 pub mod lock;
 pub mod logs;
@@ -49,7 +50,9 @@ pub mod observe;
 pub mod operate;
 pub mod probe;
 pub mod process;
+pub mod remote;
 pub mod secrets;
+pub mod ssh;
 pub mod statedir;
 mod sys;
 

@@ -24,14 +24,14 @@ use flotilla_model::status::{
 use flotilla_model::topology::Component;
 use flotilla_model::Topology;
 use flotilla_store::{InstanceRecord, OperationRecord, Store};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One piece of evidence: which signal, from what, when, what it saw.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Evidence {
     /// The status signal it supports (`lifecycle`, `health`, `condition`…).
-    pub signal: &'static str,
+    pub signal: String,
     /// Where it comes from (`/proc/4242`, `readiness probe`, `journal`…).
     pub source: String,
     /// When, in milliseconds since the Unix epoch.
@@ -41,7 +41,7 @@ pub struct Evidence {
 }
 
 /// Config identity: the digest selected now vs the one the instance was started with.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ConfigIdentity {
     /// Digest of the effective config in the inventory now.
     pub selected: String,
@@ -50,7 +50,7 @@ pub struct ConfigIdentity {
 }
 
 /// Runtime identity: what runs, measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RuntimeStatus {
     /// The measured identity of the running process.
     pub measured: RuntimeIdentity,
@@ -63,7 +63,7 @@ pub struct RuntimeStatus {
 }
 
 /// Everything known about one component, each signal with its evidence.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ComponentStatus {
     /// Name.
     pub name: String,
@@ -89,6 +89,22 @@ pub struct ComponentStatus {
     pub runtime_identity: Option<RuntimeStatus>,
     /// The evidence for the signals above.
     pub evidence: Vec<Evidence>,
+    /// When its host cannot be reached: what was last seen there, and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_known: Option<LastKnown>,
+}
+
+/// What was last seen of a component on a host that cannot be reached now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastKnown {
+    /// Lifecycle seen then.
+    pub lifecycle: Lifecycle,
+    /// Health seen then.
+    pub health: Health,
+    /// Condition seen then.
+    pub condition: Condition,
+    /// When it was seen, ms since the Unix epoch.
+    pub observed_at_ms: i64,
 }
 
 impl ComponentStatus {
@@ -113,7 +129,7 @@ impl ComponentStatus {
 }
 
 /// The status of a set of components, observed now.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StatusReport {
     /// When observation began, ms since the Unix epoch.
     pub observed_at_ms: i64,
@@ -167,6 +183,10 @@ pub struct Observer<'a> {
     pub state: &'a StateDir,
     /// Secrets for request-probe headers.
     pub secrets: &'a SecretResolver,
+    /// Which host this runs on: `None` on the controller (components on `local`
+    /// hosts are observed here, those on `ssh` hosts are left to
+    /// [`crate::operate::observe`]); `Some(host)` inside `flotilla host serve`.
+    pub here: Option<&'a str>,
 }
 
 impl Observer<'_> {
@@ -201,6 +221,7 @@ impl Observer<'_> {
             .iter()
             .map(|&id| self.topology.component(id))
             .filter(|c| names.is_empty() || names.contains(&c.name))
+            .filter(|c| self.is_here(c))
             .collect();
         let marked: BTreeMap<String, (u32, String)> = marked_instances(self.store, self.state)?
             .into_iter()
@@ -227,40 +248,7 @@ impl Observer<'_> {
             self.observe_one(c, rec, want, marked.get(&c.name).cloned(), &listening)
         });
         let mut components = futures_util::future::join_all(futures).await;
-        // A running component whose dependency is not running is not fine, whatever
-        // its own probes say.
-        let lifecycles: BTreeMap<String, Lifecycle> = components
-            .iter()
-            .map(|c| (c.name.clone(), c.lifecycle))
-            .collect();
-        for c in components.iter_mut() {
-            if c.lifecycle != Lifecycle::Running || c.condition != Condition::Ok {
-                continue;
-            }
-            let Some(id) = self.topology.id(&c.name) else {
-                continue;
-            };
-            let down: Vec<&str> = self
-                .topology
-                .upstream(id)
-                .iter()
-                .map(|u| self.topology.component(*u).name.as_str())
-                .filter(|u| lifecycles.get(*u).is_some_and(|l| *l != Lifecycle::Running))
-                .collect();
-            if !down.is_empty() {
-                c.condition = Condition::Attention;
-                c.evidence.push(Evidence {
-                    signal: "condition",
-                    source: "topology".into(),
-                    at_ms: crate::executor::now_ms(),
-                    saw: format!(
-                        "it depends on {}, which {} not running",
-                        down.join(", "),
-                        if down.len() == 1 { "is" } else { "are" }
-                    ),
-                });
-            }
-        }
+        mark_dependency_down(self.topology, &mut components);
         // Instances the journal holds for components no longer in the inventory.
         if names.is_empty() {
             for (name, r) in &instances {
@@ -285,7 +273,7 @@ impl Observer<'_> {
                     config_identity: ConfigIdentity { selected: String::new(), running: Some(r.config_digest.clone()) },
                     runtime_identity: None,
                     evidence: vec![Evidence {
-                        signal: "condition",
+                        signal: "condition".into(),
                         source: "journal".into(),
                         at_ms: crate::executor::now_ms(),
                         saw: format!(
@@ -293,6 +281,7 @@ impl Observer<'_> {
                             r.pid, r.pgid, r.operation, r.pgid
                         ),
                     }],
+                    last_known: None,
                 });
             }
         }
@@ -316,7 +305,7 @@ impl Observer<'_> {
         let mut ev = Vec::new();
         let mut push = |signal: &'static str, source: String, saw: String| {
             ev.push(Evidence {
-                signal,
+                signal: signal.into(),
                 source,
                 at_ms: crate::executor::now_ms(),
                 saw,
@@ -346,17 +335,8 @@ impl Observer<'_> {
             },
             runtime_identity: None,
             evidence: Vec::new(),
+            last_known: None,
         };
-        if self.topology.hosts[&c.host].transport != TransportKind::Local {
-            s.observability = Observability::Unsupported;
-            push(
-                "observability",
-                format!("host {}", c.host),
-                "remote hosts are not observed by this version".into(),
-            );
-            s.evidence = ev;
-            return s;
-        }
         let mut identity = None;
         if c.owner == Owner::Managed {
             match &rec {
@@ -556,6 +536,57 @@ impl Observer<'_> {
     }
 }
 
+impl Observer<'_> {
+    /// Whether `c` is observed by this observer (see [`Observer::here`]).
+    fn is_here(&self, c: &Component) -> bool {
+        match self.here {
+            Some(h) => c.host == h,
+            None => self
+                .topology
+                .hosts
+                .get(&c.host)
+                .is_none_or(|h| h.transport == TransportKind::Local),
+        }
+    }
+}
+
+/// A running component whose dependency is not running is not fine, whatever its
+/// own probes say: its condition becomes `attention`, with the topology as evidence.
+/// Components whose condition is already not `ok` are left as they are.
+pub fn mark_dependency_down(topology: &Topology, components: &mut [ComponentStatus]) {
+    let lifecycles: BTreeMap<String, Lifecycle> = components
+        .iter()
+        .map(|c| (c.name.clone(), c.lifecycle))
+        .collect();
+    for c in components.iter_mut() {
+        if c.lifecycle != Lifecycle::Running || c.condition != Condition::Ok {
+            continue;
+        }
+        let Some(id) = topology.id(&c.name) else {
+            continue;
+        };
+        let down: Vec<&str> = topology
+            .upstream(id)
+            .iter()
+            .map(|u| topology.component(*u).name.as_str())
+            .filter(|u| lifecycles.get(*u).is_some_and(|l| *l != Lifecycle::Running))
+            .collect();
+        if !down.is_empty() {
+            c.condition = Condition::Attention;
+            c.evidence.push(Evidence {
+                signal: "condition".into(),
+                source: "topology".into(),
+                at_ms: crate::executor::now_ms(),
+                saw: format!(
+                    "it depends on {}, which {} not running",
+                    down.join(", "),
+                    if down.len() == 1 { "is" } else { "are" }
+                ),
+            });
+        }
+    }
+}
+
 /// Live processes carrying the instance marker of an operation in this journal:
 /// `(pid, operation, component)`. The journal is asked only about the few marked
 /// processes found.
@@ -591,4 +622,26 @@ fn adopt_marked(s: &mut ComponentStatus, pid: u32, op: &str) -> Option<RuntimeId
 
 fn short(d: &str) -> &str {
     d.get(..19).unwrap_or(d)
+}
+
+/// A duration in milliseconds as a short age: `850ms`, `42s`, `3m 5s`, `2h 10m`.
+pub fn age(ms: i64) -> String {
+    let ms = ms.max(0) as u64;
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let s = ms / 1000;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m {}s", s / 60, s % 60),
+        _ => format!("{}h {}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// The kebab-case name a status value serialises to (`running`, `n/a`…).
+pub fn value_name<T: Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }

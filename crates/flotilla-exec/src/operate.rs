@@ -86,9 +86,14 @@ pub struct Session {
     pub events: Arc<dyn Fn(Event) + Send + Sync>,
     /// Called with the plan before anything changes (every mutating verb prints it).
     pub show_plan: Box<dyn Fn(&Plan) + Send + Sync>,
+    /// SSH connections to the topology's remote hosts.
+    pub fleet: Arc<crate::ssh::Fleet>,
+    /// Time allowed per remote host to answer an observation.
+    pub host_timeout: Duration,
 }
 
-fn who() -> String {
+/// `user@hostname` of this process, for the journal.
+pub fn who() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .ok()
@@ -143,39 +148,225 @@ pub fn secrets(state: &StateDir) -> Result<SecretResolver, OperateError> {
     Ok(SecretResolver::new(true, file.exists().then_some(file))?)
 }
 
-/// Observes (read-only) and returns the status report and the planner's view.
+/// Where and how long to observe remote hosts.
+#[derive(Clone, Copy)]
+pub struct RemoteObservation<'a> {
+    /// The SSH connections.
+    pub fleet: &'a crate::ssh::Fleet,
+    /// Time allowed per host (connecting included); a host that does not answer
+    /// within it is `unreachable`.
+    pub host_timeout: Duration,
+}
+
+/// Observes (read-only as far as the fleet goes) and returns the status report and
+/// the planner's view. Components on `ssh` hosts are observed by their host, all
+/// hosts at once, each within `remote.host_timeout`; what a host answers is
+/// remembered in the journal, and shown with its age while the host cannot be
+/// reached (observability `unreachable`, never `stopped`).
 ///
 /// # Errors
 /// Journal read errors.
 pub async fn observe(
     topology: &Topology,
-    store: &Store,
+    store: &mut Store,
     state: &StateDir,
     secrets: &SecretResolver,
     names: &[String],
+    remote: RemoteObservation<'_>,
 ) -> Result<(StatusReport, Observed), OperateError> {
     let map = |source| OperateError::Store {
         path: state.database(),
         source: Box::new(source),
     };
-    let report = Observer {
-        topology,
-        store,
-        state,
-        secrets,
+    let wanted =
+        |c: &&flotilla_model::topology::Component| names.is_empty() || names.contains(&c.name);
+    // Remote hosts with selected components, each asked once, all at once.
+    let mut by_host: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for c in topology.components.iter().filter(wanted) {
+        if topology
+            .hosts
+            .get(&c.host)
+            .is_some_and(|h| h.transport == flotilla_model::inventory::TransportKind::Ssh)
+        {
+            by_host
+                .entry(c.host.as_str())
+                .or_default()
+                .push(c.name.clone());
+        }
     }
-    .observe(names)
-    .await
-    .map_err(map)?;
+    let remote_calls = by_host.iter().map(|(host, comps)| async move {
+        let call = crate::remote::Call::Observe {
+            snapshot: topology.snapshot(host),
+            names: if names.is_empty() {
+                Vec::new()
+            } else {
+                comps.clone()
+            },
+        };
+        let answer = crate::remote::call(remote.fleet, host, call, remote.host_timeout).await;
+        (*host, answer)
+    });
+    let report_fut = async {
+        Observer {
+            topology,
+            store,
+            state,
+            secrets,
+            here: None,
+        }
+        .observe(names)
+        .await
+    };
+    let (report, answers) = tokio::join!(report_fut, futures_util::future::join_all(remote_calls));
+    let mut report = report.map_err(map)?;
+    let mut remote_statuses: Vec<crate::observe::ComponentStatus> = Vec::new();
+    for (host, answer) in answers {
+        match answer {
+            Ok(crate::remote::Reply::Observed { report: r }) => {
+                let rows: Vec<(String, String)> = r
+                    .components
+                    .iter()
+                    .map(|c| (c.name.clone(), serde_json::to_string(c).unwrap_or_default()))
+                    .collect();
+                store
+                    .record_host_observations(host, &rows, r.observed_at_ms)
+                    .map_err(map)?;
+                remote_statuses.extend(r.components);
+            }
+            Ok(other) => {
+                let e = crate::ssh::TransportError::Failed {
+                    host: host.to_string(),
+                    detail: format!("answered an observation with {other:?}"),
+                };
+                remote_statuses
+                    .extend(unseen(topology, store, host, &by_host[host], &e).map_err(map)?);
+            }
+            Err(e) => {
+                remote_statuses
+                    .extend(unseen(topology, store, host, &by_host[host], &e).map_err(map)?);
+            }
+        }
+    }
+    if !remote_statuses.is_empty() {
+        let mut all: std::collections::HashMap<String, crate::observe::ComponentStatus> = report
+            .components
+            .drain(..)
+            .chain(remote_statuses)
+            .map(|c| (c.name.clone(), c))
+            .collect();
+        let mut merged: Vec<crate::observe::ComponentStatus> = topology
+            .order()
+            .iter()
+            .filter_map(|&id| all.remove(&topology.component(id).name))
+            .collect();
+        // Orphans (not in the inventory) last, by name.
+        let mut rest: Vec<_> = all.into_values().collect();
+        rest.sort_by(|a, b| a.name.cmp(&b.name));
+        merged.extend(rest);
+        crate::observe::mark_dependency_down(topology, &mut merged);
+        report.components = merged;
+    }
     let observed = report.observed(store.stack_records().map_err(map)?);
     Ok((report, observed))
+}
+
+/// The status of `names` on `host`, which could not be observed (`error`): their
+/// last-known state from the journal, with its age in the evidence.
+fn unseen(
+    topology: &Topology,
+    store: &Store,
+    host: &str,
+    names: &[String],
+    error: &crate::ssh::TransportError,
+) -> Result<Vec<crate::observe::ComponentStatus>, flotilla_store::StoreError> {
+    use flotilla_model::status::{Condition, Health, Lifecycle, Observability};
+    let last: std::collections::HashMap<String, (crate::observe::ComponentStatus, i64)> = store
+        .host_observations(host)?
+        .into_iter()
+        .filter_map(|o| {
+            serde_json::from_str::<crate::observe::ComponentStatus>(&o.status_json)
+                .ok()
+                .map(|s| (o.component, (s, o.observed_at_ms)))
+        })
+        .collect();
+    let observability = match error {
+        crate::ssh::TransportError::Unreachable { .. }
+        | crate::ssh::TransportError::Timeout { .. } => Observability::Unreachable,
+        crate::ssh::TransportError::UnknownHostKey { .. }
+        | crate::ssh::TransportError::ChangedHostKey { .. }
+        | crate::ssh::TransportError::Authentication { .. } => Observability::NotPermitted,
+        _ => Observability::Unsupported,
+    };
+    let now = now_ms();
+    Ok(names
+        .iter()
+        .filter_map(|n| topology.id(n).map(|id| topology.component(id)))
+        .map(|c| {
+            let before = last.get(&c.name);
+            let mut evidence = vec![crate::observe::Evidence {
+                signal: "observability".into(),
+                source: format!("ssh {host}"),
+                at_ms: now,
+                saw: error.to_string(),
+            }];
+            let last_known = before.map(|(s, at)| crate::observe::LastKnown {
+                lifecycle: s.lifecycle,
+                health: s.health,
+                condition: s.condition,
+                observed_at_ms: *at,
+            });
+            evidence.push(crate::observe::Evidence {
+                signal: "lifecycle".into(),
+                source: "journal (last observation)".into(),
+                at_ms: now,
+                saw: match &last_known {
+                    Some(l) => format!(
+                        "last seen {} ({}) {} ago",
+                        crate::observe::value_name(&l.lifecycle),
+                        crate::observe::value_name(&l.health),
+                        crate::observe::age(now - l.observed_at_ms)
+                    ),
+                    None => "never observed from here".into(),
+                },
+            });
+            crate::observe::ComponentStatus {
+                name: c.name.clone(),
+                host: c.host.clone(),
+                lifecycle: Lifecycle::Unknown,
+                desired: before.and_then(|(s, _)| s.desired).or(if c.is_managed() {
+                    Some(flotilla_model::status::DesiredLifecycle::Stopped)
+                } else {
+                    None
+                }),
+                health: Health::Unknown,
+                condition: Condition::Attention,
+                observability,
+                ownership: before.map(|(s, _)| s.ownership.clone()).unwrap_or_else(|| {
+                    match c.adapter {
+                        Some(a) => format!("managed ({})", a.as_str()),
+                        None => "external".into(),
+                    }
+                }),
+                started_by: before
+                    .map(|(s, _)| s.started_by.clone())
+                    .unwrap_or_default(),
+                config_identity: crate::observe::ConfigIdentity {
+                    selected: c.config_digest(),
+                    running: before.and_then(|(s, _)| s.config_identity.running.clone()),
+                },
+                runtime_identity: before.and_then(|(s, _)| s.runtime_identity.clone()),
+                evidence,
+                last_known,
+            }
+        })
+        .collect())
 }
 
 /// Brings the journal in line with reality: unfinished operations whose process is
 /// gone are marked interrupted; recorded instances whose process is gone (or whose
 /// pid was reused) are removed as vanished — their desired lifecycle stays, so status
 /// shows them `down-unexpectedly`.
-fn reconcile(
+pub(crate) fn reconcile(
     topology: &Topology,
     state: &StateDir,
     store: &mut Store,
@@ -265,8 +456,19 @@ impl Session {
             }
         }
         let secrets = Arc::new(secrets(&self.state)?);
-        let (status, observed) =
-            observe(&self.topology, &store, &self.state, &secrets, &[]).await?;
+        let remote = RemoteObservation {
+            fleet: &self.fleet,
+            host_timeout: self.host_timeout,
+        };
+        let (status, observed) = observe(
+            &self.topology,
+            &mut store,
+            &self.state,
+            &secrets,
+            &[],
+            remote,
+        )
+        .await?;
         let plan = match (given, op) {
             (Some(plan), _) => {
                 if plan.topology_digest != self.topology.digest() {
@@ -353,6 +555,7 @@ impl Session {
             log_keep: 3,
             operation: op_id,
             events: Arc::clone(&self.events),
+            fleet: Some(Arc::clone(&self.fleet)),
         });
         let report = exec.apply(&plan).await;
         watcher.abort();

@@ -199,7 +199,11 @@ impl Recorder {
 pub async fn check(check: &Check, ctx: &ProbeContext<'_>, timeout: Duration) -> ProbeOutcome {
     match check {
         Check::Process => check_process(ctx).await,
-        Check::Tcp { address, .. } => check_tcp(address, timeout).await,
+        Check::Tcp {
+            address,
+            stays_open,
+            ..
+        } => check_tcp(address, stays_open.map(|d| d.0), timeout).await,
         Check::Http {
             url,
             status,
@@ -318,11 +322,28 @@ fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
-async fn check_tcp(address: &str, timeout: Duration) -> ProbeOutcome {
+async fn check_tcp(address: &str, stays_open: Option<Duration>, timeout: Duration) -> ProbeOutcome {
     let rec = Recorder::new();
     match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(address)).await {
-        Ok(Ok(stream)) => {
+        Ok(Ok(mut stream)) => {
             let peer = stream.peer_addr().map(|a| a.to_string()).ok();
+            if let Some(hold) = stays_open {
+                // Closed by the peer (EOF or reset) within `hold`: accepted, then dropped.
+                use tokio::io::AsyncReadExt;
+                let mut byte = [0u8; 1];
+                if let Ok(r) = tokio::time::timeout(hold, stream.read(&mut byte)).await {
+                    if matches!(r, Ok(0) | Err(_)) {
+                        return rec.done(
+                            false,
+                            format!(
+                                "connect {address}: accepted, then closed by the other end after {} (a forward whose far end is unreachable)",
+                                ms(rec.t0.elapsed())
+                            ),
+                            json!({"kind": "tcp", "address": address, "peer": peer, "error": "closed"}),
+                        );
+                    }
+                }
+            }
             drop(stream);
             rec.done(
                 true,

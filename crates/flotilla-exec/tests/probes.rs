@@ -29,6 +29,7 @@ fn tcp(address: &str) -> Check {
     Check::Tcp {
         address: address.into(),
         endpoint: "api".into(),
+        stays_open: None,
     }
 }
 
@@ -612,4 +613,50 @@ async fn wait_ready_honours_initial_delay_and_success_threshold() {
     assert_eq!(seen, vec![true, true, true]);
     let once = probe::observe(&p, &ctx).await;
     assert!(once.passed && once.latency < Duration::from_secs(1));
+}
+
+/// `stays_open`: a listener that accepts and closes at once (what `ssh -L` does when
+/// the far end refuses) fails; one that keeps the connection open passes; without
+/// `stays_open` both pass.
+#[tokio::test]
+async fn tcp_stays_open_tells_a_dead_forward_from_a_live_one() {
+    let closing = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closing_addr = closing.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for conn in closing.incoming() {
+            drop(conn);
+        }
+    });
+    let holding = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let holding_addr = holding.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        for conn in holding.incoming() {
+            kept.push(conn);
+        }
+    });
+    let lookup = |_: &str| None;
+    let ctx = ProbeContext {
+        component: "fwd".into(),
+        identity: None,
+        log_path: None,
+        log_start_offset: 0,
+        secrets: &lookup,
+    };
+    let with = |address: &str| Check::Tcp {
+        address: address.into(),
+        endpoint: "fwd".into(),
+        stays_open: Some(HumanDuration(Duration::from_millis(300))),
+    };
+    let dead = probe::check(&with(&closing_addr), &ctx, Duration::from_secs(2)).await;
+    assert!(!dead.passed, "{}", dead.evidence);
+    assert!(
+        dead.evidence.contains("closed by the other end"),
+        "{}",
+        dead.evidence
+    );
+    let live = probe::check(&with(&holding_addr), &ctx, Duration::from_secs(2)).await;
+    assert!(live.passed, "{}", live.evidence);
+    let plain = probe::check(&tcp(&closing_addr), &ctx, Duration::from_secs(2)).await;
+    assert!(plain.passed, "{}", plain.evidence);
 }

@@ -52,6 +52,21 @@ pub struct HostSpec {
     /// SSH port.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<Port>,
+    /// Private key file for `ssh` (OpenSSH's `-i`; `~/` is this machine's home).
+    /// With it, only that key is offered (`IdentitiesOnly=yes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+    /// Further OpenSSH client options, as `ssh -o Key=Value` takes them (see
+    /// `ssh_config(5)`), e.g. `{ ProxyJump = "bastion", UserKnownHostsFile = "~/.ssh/fleet_hosts" }`.
+    /// They take precedence over `~/.ssh/config`. Host keys are always checked:
+    /// `StrictHostKeyChecking` other than `yes` is refused.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ssh_options: BTreeMap<String, String>,
+    /// The host's state directory (an absolute path on that host); default: the
+    /// remote `flotilla`'s own default (`$FLOTILLA_STATE_DIR`, `$XDG_STATE_HOME/flotilla`
+    /// or `~/.local/state/flotilla` there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<String>,
     /// `<os>-<arch>`: `linux-x86_64`, `linux-aarch64`, `darwin-aarch64`, `darwin-x86_64`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<String>,
@@ -241,6 +256,12 @@ pub struct ProcessCheck {}
 pub struct TcpCheck {
     /// Name of one of the component's endpoints.
     pub endpoint: String,
+    /// Also require that the peer does not close the connection within this time
+    /// after accepting it (e.g. `"250ms"`): what tells a live SSH forward from one
+    /// whose far end is gone (`ssh` accepts, then closes when the remote connect
+    /// fails).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stays_open: Option<HumanDuration>,
 }
 
 /// HTTP GET check.

@@ -486,6 +486,20 @@ pub fn expand_builtin(name: &str, params: &Node) -> Result<TemplateOutput, Decod
         "ssh-tunnel" => {
             let p: SshTunnelParams = from_node(params)?;
             out.adapter = Some(AdapterKind::SshTunnel);
+            // A local forward is ready when its socket holds a connection open: ssh
+            // accepts, then closes at once when the far end cannot be reached.
+            if p.direction == TunnelDirection::Local {
+                if let Some((_, endpoint)) = p.target.rsplit_once('.') {
+                    out.readiness = Some(ProbeSpec {
+                        tcp: Some(crate::inventory::TcpCheck {
+                            endpoint: endpoint.to_string(),
+                            stays_open: Some(HumanDuration(std::time::Duration::from_millis(250))),
+                        }),
+                        period: Some(HumanDuration(std::time::Duration::from_secs(2))),
+                        ..ProbeSpec::default()
+                    });
+                }
+            }
             out.tunnel = Some(TunnelSpec {
                 via: p.via,
                 target: p.target,

@@ -9,7 +9,7 @@ use crate::inventory::{
     AdapterKind, LaunchdSpec, Owner, SystemdSpec, TransportKind, TunnelDirection,
 };
 use crate::values::{Endpoint, EnvValue, HumanDuration, Signal, StatusRange};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
 /// Dense index of a component inside a [`Topology`] (its position in name order).
@@ -25,12 +25,12 @@ impl ComponentId {
 }
 
 /// A validated host.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Host {
     /// Address or SSH alias (the name when not given).
     pub address: String,
     /// Labels.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
     /// Its name.
     pub name: String,
@@ -40,6 +40,15 @@ pub struct Host {
     /// SSH port.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
+    /// SSH private key file (on the machine that connects).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+    /// Extra OpenSSH client options (`-o Key=Value`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ssh_options: BTreeMap<String, String>,
+    /// State directory on the host (absolute), when not the remote default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<String>,
     /// How it is reached.
     pub transport: TransportKind,
     /// SSH user.
@@ -48,7 +57,7 @@ pub struct Host {
 }
 
 /// A resolved connection: this component uses `component`'s `endpoint` at `url`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Connection {
     /// The component providing the endpoint.
     pub component: String,
@@ -59,7 +68,7 @@ pub struct Connection {
 }
 
 /// What a probe checks.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Check {
     /// The component's process is alive.
@@ -70,6 +79,9 @@ pub enum Check {
         address: String,
         /// Endpoint name.
         endpoint: String,
+        /// The connection must not be closed by the peer within this time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stays_open: Option<HumanDuration>,
     },
     /// An HTTP GET answers as expected.
     Http {
@@ -105,7 +117,7 @@ pub enum Check {
         /// `component.endpoint` the request goes to.
         endpoint: String,
         /// Headers (secret values by name only).
-        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         headers: BTreeMap<String, EnvValue>,
         /// JSON body.
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -131,7 +143,7 @@ pub enum Check {
 }
 
 /// A probe with its timing defaults filled (Kubernetes' defaults, except a 1 s period).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Probe {
     /// What it checks.
     pub check: Check,
@@ -148,7 +160,7 @@ pub struct Probe {
 }
 
 /// How a component is stopped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stop {
     /// Time before `SIGKILL`.
     pub grace_period: HumanDuration,
@@ -157,7 +169,7 @@ pub struct Stop {
 }
 
 /// A resolved SSH port forward.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tunnel {
     /// Address the forward listens on.
     pub bind: String,
@@ -176,36 +188,36 @@ pub struct Tunnel {
 }
 
 /// A fully resolved component.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Component {
     /// Adapter, for managed components only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adapter: Option<AdapterKind>,
     /// argv (empty for external components and unit/label-based adapters).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
     /// Connections by name.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub connections: BTreeMap<String, Connection>,
     /// Working directory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
     /// Every upstream component (explicit, from connections, from a tunnel), sorted.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<String>,
     /// What it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// Endpoints by name.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub endpoints: BTreeMap<String, Endpoint>,
     /// Environment (secret values by name only).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, EnvValue>,
     /// The host it runs on.
     pub host: String,
     /// Labels.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
     /// launchd job.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -279,7 +291,7 @@ impl Component {
 }
 
 /// A validated stack.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stack {
     /// Members, as declared.
     pub components: Vec<String>,
@@ -289,7 +301,7 @@ pub struct Stack {
     /// Its name.
     pub name: String,
     /// End-to-end checks run after `up` (request or exec checks).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub readiness: Vec<Probe>,
 }
 
@@ -406,5 +418,139 @@ impl Topology {
     /// Whether there are no components.
     pub fn is_empty(&self) -> bool {
         self.components.is_empty()
+    }
+}
+
+/// A host's role-filtered view of a topology, as sent to that host: its own
+/// components (with the endpoints they connect to already resolved into their
+/// connections and environment), its own host entry and the hosts its tunnels go
+/// through. No stacks, no other host's components, and no secret values (a topology
+/// only ever holds secret *names*).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The host it is for.
+    pub host: String,
+    /// That host and the hosts its tunnels go through, by name.
+    pub hosts: BTreeMap<String, Host>,
+    /// The host's components, in name order; `depends_on` keeps only names in here.
+    pub components: Vec<Component>,
+    /// Digest of the whole topology it was cut from.
+    pub topology_digest: String,
+}
+
+/// Why a [`Snapshot`] cannot be turned back into a [`Topology`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotError {
+    /// Components are not in strict name order (or a name repeats).
+    #[error("snapshot components are not in strict name order at `{0}`")]
+    Order(String),
+    /// A component names a host or dependency the snapshot does not carry.
+    #[error("snapshot component `{component}` refers to `{missing}`, which it does not carry")]
+    Missing {
+        /// The component.
+        component: String,
+        /// The host or dependency.
+        missing: String,
+    },
+    /// The dependencies form a cycle.
+    #[error("snapshot dependencies form a cycle through `{0}`")]
+    Cycle(String),
+}
+
+impl Topology {
+    /// The snapshot for `host`: see [`Snapshot`]. An unknown host gives an empty one.
+    pub fn snapshot(&self, host: &str) -> Snapshot {
+        let mut components: Vec<Component> = self
+            .components
+            .iter()
+            .filter(|c| c.host == host)
+            .cloned()
+            .collect();
+        let names: std::collections::BTreeSet<String> =
+            components.iter().map(|c| c.name.clone()).collect();
+        let mut hosts = BTreeMap::new();
+        for c in &mut components {
+            c.depends_on.retain(|d| names.contains(d));
+            if let Some(t) = &c.tunnel {
+                if let Some(h) = self.hosts.get(&t.via) {
+                    hosts.insert(t.via.clone(), h.clone());
+                }
+            }
+        }
+        if let Some(h) = self.hosts.get(host) {
+            hosts.insert(host.to_string(), h.clone());
+        }
+        Snapshot {
+            host: host.to_string(),
+            hosts,
+            components,
+            topology_digest: self.digest().to_string(),
+        }
+    }
+
+    /// Rebuilds a topology from a snapshot (on the host it was cut for), checking the
+    /// invariants [`Topology`] relies on.
+    ///
+    /// # Errors
+    /// [`SnapshotError`] when components are out of order, refer to what the
+    /// snapshot lacks, or form a cycle.
+    pub fn from_snapshot(s: Snapshot) -> Result<Topology, SnapshotError> {
+        for w in s.components.windows(2) {
+            if w[0].name >= w[1].name {
+                return Err(SnapshotError::Order(w[1].name.clone()));
+            }
+        }
+        let index: HashMap<&str, usize> = s
+            .components
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.as_str(), i))
+            .collect();
+        let mut indegree = vec![0usize; s.components.len()];
+        let mut dependents = vec![Vec::new(); s.components.len()];
+        for (i, c) in s.components.iter().enumerate() {
+            if !s.hosts.contains_key(&c.host) {
+                return Err(SnapshotError::Missing {
+                    component: c.name.clone(),
+                    missing: c.host.clone(),
+                });
+            }
+            for d in &c.depends_on {
+                let Some(&j) = index.get(d.as_str()) else {
+                    return Err(SnapshotError::Missing {
+                        component: c.name.clone(),
+                        missing: d.clone(),
+                    });
+                };
+                indegree[i] += 1;
+                dependents[j].push(i);
+            }
+        }
+        // Kahn's algorithm; ties by name (indices are in name order).
+        let mut ready: std::collections::BTreeSet<usize> =
+            (0..indegree.len()).filter(|&i| indegree[i] == 0).collect();
+        let mut order = Vec::with_capacity(indegree.len());
+        while let Some(i) = ready.pop_first() {
+            order.push(ComponentId(i as u32));
+            for &k in &dependents[i] {
+                indegree[k] -= 1;
+                if indegree[k] == 0 {
+                    ready.insert(k);
+                }
+            }
+        }
+        if order.len() != s.components.len() {
+            let stuck = (0..indegree.len())
+                .find(|&i| indegree[i] > 0)
+                .map(|i| s.components[i].name.clone())
+                .unwrap_or_default();
+            return Err(SnapshotError::Cycle(stuck));
+        }
+        Ok(Topology::build(
+            s.hosts,
+            s.components,
+            BTreeMap::new(),
+            order,
+        ))
     }
 }

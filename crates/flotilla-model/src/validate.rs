@@ -451,6 +451,72 @@ impl Validator {
                             );
                         }
                     }
+                    if h.transport == TransportKind::Local {
+                        for (key, set) in [
+                            ("user", h.user.is_some()),
+                            ("port", h.port.is_some()),
+                            ("identity", h.identity.is_some()),
+                            ("ssh_options", !h.ssh_options.is_empty()),
+                            ("state_dir", h.state_dir.is_some()),
+                        ] {
+                            if set {
+                                self.push(
+                                    Diagnostic::error(
+                                        Code::InvalidValue,
+                                        format!("host `{}`: `{key}` applies to transport `ssh` only", e.key),
+                                        self.loc(e.value.span_at(&[key])),
+                                    )
+                                    .with_help("set transport = \"ssh\", or remove it (a local host uses this machine's own state directory: --state-dir)"),
+                                );
+                            }
+                        }
+                    }
+                    for (k, v) in &h.ssh_options {
+                        let lower = k.to_ascii_lowercase();
+                        let bad = match lower.as_str() {
+                            "stricthostkeychecking" => (!v.eq_ignore_ascii_case("yes")).then_some(
+                                "host keys are always checked: an unknown or changed key is refused, never accepted",
+                            ),
+                            "batchmode" => (!v.eq_ignore_ascii_case("yes")).then_some(
+                                "Flotilla never prompts: BatchMode is always yes",
+                            ),
+                            "controlmaster" | "controlpath" | "controlpersist" => Some(
+                                "Flotilla runs its own multiplexed master connection per host",
+                            ),
+                            _ if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric()) => {
+                                Some("an OpenSSH option name is letters and digits, e.g. ProxyJump (see ssh_config(5))")
+                            }
+                            _ => None,
+                        };
+                        if let Some(why) = bad {
+                            self.push(Diagnostic::error(
+                                Code::InvalidValue,
+                                format!(
+                                    "host `{}`: ssh option `{k} = {v}` is not allowed: {why}",
+                                    e.key
+                                ),
+                                self.loc(e.value.span_at(&["ssh_options", k])),
+                            ));
+                        } else if v.contains(['\n', '\r']) {
+                            self.push(Diagnostic::error(
+                                Code::InvalidValue,
+                                format!(
+                                    "host `{}`: ssh option `{k}` has a line break in its value",
+                                    e.key
+                                ),
+                                self.loc(e.value.span_at(&["ssh_options", k])),
+                            ));
+                        }
+                    }
+                    if let Some(d) = &h.state_dir {
+                        if !d.starts_with('/') {
+                            self.push(Diagnostic::error(
+                                Code::InvalidValue,
+                                format!("host `{}`: state_dir `{d}` must be an absolute path on that host", e.key),
+                                self.loc(e.value.span_at(&["state_dir"])),
+                            ));
+                        }
+                    }
                     hosts.insert(
                         e.key.to_string(),
                         Host {
@@ -462,6 +528,9 @@ impl Validator {
                             }),
                             user: h.user,
                             port: h.port.map(|p| p.0),
+                            identity: h.identity,
+                            ssh_options: h.ssh_options,
+                            state_dir: h.state_dir,
                             platform: h.platform,
                             labels: h.labels,
                         },
@@ -479,6 +548,9 @@ impl Validator {
                     address: "localhost".into(),
                     user: None,
                     port: None,
+                    identity: None,
+                    ssh_options: BTreeMap::new(),
+                    state_dir: None,
                     platform: None,
                     labels: BTreeMap::new(),
                 },
@@ -1394,6 +1466,11 @@ impl Validator {
         let endpoints: Vec<BTreeMap<String, Endpoint>> =
             drafts.iter().map(|d| d.parsed_endpoints.clone()).collect();
         for d in drafts.iter_mut() {
+            // A tunnel that did not resolve has no endpoint yet: its probes would only
+            // repeat that error.
+            if d.tunnel.is_some() && d.resolved_tunnel.is_none() {
+                continue;
+            }
             for which in ["readiness", "liveness"] {
                 let spec = if which == "readiness" {
                     d.readiness.clone()
@@ -1529,6 +1606,7 @@ impl Validator {
             Check::Tcp {
                 endpoint: t.endpoint.clone(),
                 address: format!("{}:{}", e.host, e.port),
+                stays_open: t.stays_open,
             }
         } else if let Some(h) = &p.http {
             let e = own(&h.endpoint, "http", self)?;

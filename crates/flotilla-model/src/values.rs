@@ -205,7 +205,7 @@ impl JsonSchema for EnvValue {
 }
 
 /// A parsed endpoint: `scheme://host:port/path` or `host:port`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Endpoint {
     /// Host name or IP address (IPv6 without brackets).
     pub host: String,

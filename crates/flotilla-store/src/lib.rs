@@ -24,6 +24,7 @@
 //! - [`instances`]: instances Flotilla started (runtime identity at start), their
 //!   removal history, desired lifecycle per component.
 //! - [`stacks`]: the order each stack actually started in, for `down`.
+//! - [`observations`]: the last observation of each component on a remote host.
 //! - [`records`]: the record types and the [`Outcome`] / [`RemovalReason`] enums.
 //! - [`ids`]: [`OperationId`] (`op-<n>`) and [`StepId`] (`step-<n>`).
 //! - [`error`]: the typed error, [`StoreError`].
@@ -34,6 +35,7 @@ pub mod error;
 pub mod ids;
 pub mod instances;
 pub mod journal;
+pub mod observations;
 pub mod records;
 pub mod schema;
 pub mod stacks;
@@ -42,6 +44,7 @@ pub mod store;
 pub use error::StoreError;
 pub use flotilla_model::status::{DesiredLifecycle, StackRecord};
 pub use ids::{OperationId, ParseIdError, StepId};
+pub use observations::HostObservation;
 pub use records::{
     InstanceRecord, NewOperation, NewStep, OperationRecord, Outcome, ParseEnumError, RemovalReason,
     RemovedInstance, StepRecord,

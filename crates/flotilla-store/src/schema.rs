@@ -24,10 +24,11 @@ struct Migration {
 pub const APPLICATION_ID: i32 = 0x464C_4F54;
 
 /// Every migration, in order. Never edit a released entry: append.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "journal (operations, steps), instances, desired lifecycle, stacks",
-    sql: r#"
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "journal (operations, steps), instances, desired lifecycle, stacks",
+        sql: r#"
 PRAGMA application_id = 1179406164;
 
 -- One row per mutating CLI invocation, written before its first step and
@@ -124,7 +125,23 @@ CREATE TABLE stack_members (
     PRIMARY KEY (stack, position)
 ) STRICT;
 "#,
-}];
+    },
+    Migration {
+        version: 2,
+        description: "last observation of each component on a remote host",
+        sql: r#"
+-- What each component on a remote host looked like when last observed (the
+-- controller's cache, shown with its age while the host cannot be reached).
+CREATE TABLE host_observations (
+    host           TEXT    NOT NULL,
+    component      TEXT    NOT NULL,
+    status         TEXT    NOT NULL,          -- JSON: the component's status then
+    observed_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (host, component)
+) STRICT;
+"#,
+    },
+];
 
 /// The schema version this build creates and understands (the last migration's
 /// number).

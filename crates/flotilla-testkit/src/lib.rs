@@ -3,13 +3,21 @@
 //!
 //! - [`wait_until`]: wait on a condition with a deadline (never a fixed sleep);
 //! - [`free_port`]: a loopback port that was free a moment ago;
-//! - [`binary`]: the path of the `flotilla-testkit` service binary, built on demand.
+//! - [`binary`]: the path of the `flotilla-testkit` service binary, built on demand;
+//! - [`testnet`] ([`Testnet`], [`TestHost`]): the SSH test hosts made by
+//!   `scripts/testnet up` (network namespaces on a private bridge, one sshd and one
+//!   home each) for the multi-host tests: their addresses, keys and inventory entries,
+//!   running commands in them, partitioning and rekeying them, counting SSH logins.
 //!
 //! The `flotilla-testkit` binary itself (see `src/main.rs` and `--help`) is a stand-in
 //! service whose behaviour is set by flags.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+pub mod testnet;
+
+pub use testnet::{TestHost, Testnet};
 
 /// Pause between two looks at a polled condition.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(10);

@@ -71,7 +71,10 @@ fn run_checked(
     let progress = Arc::new(Progress::new(terminal));
     let p2 = Arc::clone(&progress);
     let json = opts.json;
+    let fleet = Arc::new(super::fleet(cli, &validated.topology));
     let session = Session {
+        fleet,
+        host_timeout: cli.host_timeout,
         topology: Arc::new(validated.topology),
         state,
         base_dir,

@@ -3,6 +3,7 @@
 pub mod apply;
 pub mod completions;
 pub mod down;
+pub mod host;
 pub mod lifecycle;
 pub mod logs;
 pub mod operations;
@@ -62,12 +63,25 @@ pub fn observe_now(
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let store = if state.database().exists() {
+        let mut store = if state.database().exists() {
             flotilla_store::Store::open(&state.database())?
         } else {
             flotilla_store::Store::open_in_memory()?
         };
         let secrets = flotilla_exec::operate::secrets(&state)?;
-        Ok(flotilla_exec::operate::observe(topology, &store, &state, &secrets, names).await?)
+        let fleet = fleet(cli, topology);
+        let remote = flotilla_exec::operate::RemoteObservation {
+            fleet: &fleet,
+            host_timeout: cli.host_timeout,
+        };
+        Ok(
+            flotilla_exec::operate::observe(topology, &mut store, &state, &secrets, names, remote)
+                .await?,
+        )
     })
+}
+
+/// SSH connections to the topology's remote hosts, connecting within `--host-timeout`.
+pub fn fleet(cli: &Cli, topology: &flotilla_model::Topology) -> flotilla_exec::ssh::Fleet {
+    flotilla_exec::ssh::Fleet::new(topology.hosts.clone(), cli.host_timeout)
 }

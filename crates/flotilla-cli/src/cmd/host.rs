@@ -1,0 +1,229 @@
+//! `flotilla host list|check|install|serve`: the inventory's hosts, what a host
+//! offers, installing this flotilla on a host, and the host mode the controller
+//! talks to over SSH (`serve`, not for humans).
+
+use crate::{render, Cli, EXIT_OK, EXIT_REFUSED, EXIT_USAGE};
+use flotilla_exec::hosts;
+use flotilla_model::inventory::TransportKind;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+/// Arguments of `flotilla host`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: HostCommand,
+}
+
+/// `flotilla host` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum HostCommand {
+    /// List the inventory's hosts (no network).
+    List {
+        /// Print JSON: [{name, transport, address, user, port, platform, components}].
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a host: reachable, platform, installed flotilla, disk, the tools its
+    /// components need. Exit 0 when all is fine, 1 otherwise.
+    Check {
+        /// Host name in the inventory.
+        host: String,
+        /// Print JSON: {host, findings: [{check, ok, saw}]}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Copy this flotilla to a host (releases/<version>-<sha>/flotilla, then the
+    /// `current` link), checked by SHA-256; idempotent.
+    Install {
+        /// Host name in the inventory.
+        host: String,
+        /// Install this binary instead of the running one (e.g. a build for the
+        /// host's platform); the platform check is skipped.
+        #[arg(long, value_name = "PATH")]
+        binary: Option<PathBuf>,
+        /// Print JSON: {host, release, sha256, copied_bytes, previous, facts}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Host mode: read one JSON request on stdin, answer one JSON response on
+    /// stdout (run by the controller over SSH).
+    #[command(hide = true)]
+    Serve,
+}
+
+/// Runs the subcommand; returns the exit status.
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
+    if let HostCommand::Serve = args.command {
+        return serve(cli);
+    }
+    let (_, validated) = match super::topology_or_exit(cli)? {
+        Ok(v) => v,
+        Err(code) => return Ok(code),
+    };
+    let topology = validated.topology;
+    let ssh_host = |name: &str| -> Option<u8> {
+        match topology.hosts.get(name) {
+            Some(h) if h.transport == TransportKind::Ssh => None,
+            Some(_) => {
+                eprintln!("error: host `{name}` is this machine (transport local): nothing to reach over SSH");
+                Some(EXIT_USAGE)
+            }
+            None => {
+                eprintln!(
+                    "error: no host `{name}` in the inventory (hosts: {})",
+                    topology
+                        .hosts
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                Some(EXIT_USAGE)
+            }
+        }
+    };
+    let rt = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    };
+    match &args.command {
+        HostCommand::List { json } => {
+            let rows: Vec<serde_json::Value> = topology
+                .hosts
+                .values()
+                .map(|h| {
+                    serde_json::json!({
+                        "name": h.name,
+                        "transport": h.transport,
+                        "address": h.address,
+                        "user": h.user,
+                        "port": h.port,
+                        "platform": h.platform,
+                        "components": topology.components.iter().filter(|c| c.host == h.name).count(),
+                    })
+                })
+                .collect();
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                let mut table = vec![vec![
+                    "HOST".to_string(),
+                    "TRANSPORT".into(),
+                    "ADDRESS".into(),
+                    "USER".into(),
+                    "PORT".into(),
+                    "PLATFORM".into(),
+                    "COMPONENTS".into(),
+                ]];
+                for r in &rows {
+                    let s = |k: &str| match &r[k] {
+                        serde_json::Value::Null => "-".to_string(),
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    table.push(vec![
+                        s("name"),
+                        s("transport"),
+                        s("address"),
+                        s("user"),
+                        s("port"),
+                        s("platform"),
+                        s("components"),
+                    ]);
+                }
+                print!("{}", render::table(&table));
+            }
+            Ok(EXIT_OK)
+        }
+        HostCommand::Check { host, json } => {
+            if let Some(code) = ssh_host(host) {
+                return Ok(code);
+            }
+            let fleet = super::fleet(cli, &topology);
+            let report = rt()?.block_on(hosts::check(&fleet, &topology, host));
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                let mut table = vec![vec!["CHECK".to_string(), "OK".into(), "SAW".into()]];
+                for f in &report.findings {
+                    table.push(vec![
+                        f.check.clone(),
+                        if f.ok { "yes".into() } else { "NO".into() },
+                        f.saw.clone(),
+                    ]);
+                }
+                print!("{}", render::table(&table));
+            }
+            Ok(if report.ok() { EXIT_OK } else { EXIT_REFUSED })
+        }
+        HostCommand::Install { host, binary, json } => {
+            if let Some(code) = ssh_host(host) {
+                return Ok(code);
+            }
+            let fleet = super::fleet(cli, &topology);
+            let path = match binary {
+                Some(p) => p.clone(),
+                None => std::env::current_exe()?,
+            };
+            let result = rt()?.block_on(hosts::install(&fleet, host, &path, binary.is_none()));
+            match result {
+                Ok(r) => {
+                    if *json {
+                        println!("{}", serde_json::to_string_pretty(&r)?);
+                    } else {
+                        println!(
+                            "installed flotilla {} on `{}`: {} ({}; {}), current → {}{}",
+                            r.facts.version,
+                            r.host,
+                            r.release,
+                            r.sha256,
+                            if r.copied_bytes == 0 {
+                                "already there, intact".to_string()
+                            } else {
+                                format!("{} bytes copied", r.copied_bytes)
+                            },
+                            r.release,
+                            r.previous
+                                .as_ref()
+                                .map(|p| format!(" (was {p})"))
+                                .unwrap_or_default()
+                        );
+                        println!(
+                            "it answers: {} on {}, state directory {}",
+                            r.facts.executable_sha256, r.facts.platform, r.facts.state_dir
+                        );
+                    }
+                    Ok(EXIT_OK)
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    let mut cur = std::error::Error::source(&e);
+                    while let Some(c) = cur {
+                        eprintln!("  caused by: {c}");
+                        cur = c.source();
+                    }
+                    Ok(EXIT_REFUSED)
+                }
+            }
+        }
+        HostCommand::Serve => unreachable!("handled above"),
+    }
+}
+
+fn serve(cli: &Cli) -> anyhow::Result<u8> {
+    let mut input = Vec::new();
+    std::io::stdin().read_to_end(&mut input)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let response = rt.block_on(flotilla_exec::remote::serve(
+        &input,
+        cli.state_dir.as_deref(),
+    ));
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer(&mut out, &response)?;
+    writeln!(out)?;
+    Ok(EXIT_OK)
+}

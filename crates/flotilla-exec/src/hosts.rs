@@ -1,0 +1,348 @@
+//! Host management over SSH: installing this flotilla on a host
+//! ([`install`]) and checking what a host offers ([`check`]).
+//!
+//! Layout on a host (under [`REMOTE_ROOT`](crate::ssh::REMOTE_ROOT),
+//! `$HOME/.local/lib/flotilla`): `releases/<version>-<first 12 hex digits of the
+//! binary's SHA-256>/flotilla`, and `current`, a symbolic link to the release in use.
+//! A release directory is written under a temporary name, checked against the
+//! digest, then renamed into place; `current` is replaced by renaming a new link
+//! over it. A binary is never overwritten in place, so a running `flotilla host
+//! serve` keeps its file.
+
+use crate::remote::{self, Call, HostFacts, Reply};
+use crate::ssh::{Fleet, TransportError, REMOTE_ROOT};
+use flotilla_model::Topology;
+use serde::Serialize;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Time allowed for a host management command.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why an install failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// The host could not be used.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// The local binary could not be read.
+    #[error("cannot read {path}")]
+    Binary {
+        /// The binary.
+        path: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The host's platform is not this binary's.
+    #[error("host `{host}` is {remote}, this binary is built for {local}: install a {remote} build of flotilla there (`flotilla host install {host} --binary PATH`)")]
+    Platform {
+        /// Host.
+        host: String,
+        /// Its platform.
+        remote: String,
+        /// This binary's platform.
+        local: String,
+    },
+    /// A remote command failed.
+    #[error("host `{host}`: {what} failed (exit {code}): {stderr}")]
+    Remote {
+        /// Host.
+        host: String,
+        /// Which step.
+        what: &'static str,
+        /// Exit code, or `signal`.
+        code: String,
+        /// What it printed.
+        stderr: String,
+    },
+}
+
+/// What [`install`] did.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstallReport {
+    /// Host.
+    pub host: String,
+    /// The release directory, relative to the install root (`releases/<v>-<sha>`).
+    pub release: String,
+    /// `sha256:` of the installed binary.
+    pub sha256: String,
+    /// Bytes copied (0 when that release was already there, intact).
+    pub copied_bytes: u64,
+    /// What `current` pointed at before (`None`: nothing).
+    pub previous: Option<String>,
+    /// What the installed binary says when asked `hello`, measured on the host.
+    pub facts: HostFacts,
+}
+
+fn remote_err(host: &str, what: &'static str, out: &crate::ssh::Output) -> InstallError {
+    InstallError::Remote {
+        host: host.to_string(),
+        what,
+        code: out
+            .code
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "signal".into()),
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+    }
+}
+
+/// `uname -sm` output → `<os>-<arch>` in the inventory's spelling.
+pub fn platform_from_uname(uname: &str) -> String {
+    let mut w = uname.split_whitespace();
+    let os = w.next().unwrap_or("").to_ascii_lowercase();
+    let arch = match w.next().unwrap_or("") {
+        "arm64" | "aarch64" => "aarch64",
+        "amd64" | "x86_64" => "x86_64",
+        other => other,
+    };
+    format!("{os}-{arch}")
+}
+
+const SHA_FN: &str = "digest() { if command -v sha256sum >/dev/null 2>&1; then sha256sum \"$1\" | cut -d' ' -f1; else shasum -a 256 \"$1\" | cut -d' ' -f1; fi; }";
+
+/// Installs `binary` (this flotilla, or a build for the host's platform) on `host`:
+/// see the module docs for the layout. Idempotent: an intact release already there
+/// is not copied again.
+///
+/// # Errors
+/// [`InstallError`]: transport, platform mismatch, a failed remote step, or a
+/// checksum mismatch after the copy (the partial copy is removed).
+pub async fn install(
+    fleet: &Fleet,
+    host: &str,
+    binary: &Path,
+    check_platform: bool,
+) -> Result<InstallReport, InstallError> {
+    let bytes = tokio::fs::read(binary)
+        .await
+        .map_err(|source| InstallError::Binary {
+            path: binary.display().to_string(),
+            source,
+        })?;
+    let sha = flotilla_model::digest::sha256_hex(&bytes);
+    let hex = sha.trim_start_matches("sha256:").to_string();
+    if check_platform {
+        let out = fleet.run(host, "uname -sm", b"", COMMAND_TIMEOUT).await?;
+        let remote = platform_from_uname(&String::from_utf8_lossy(&out.stdout));
+        let local = remote::this_platform();
+        if remote != local {
+            return Err(InstallError::Platform {
+                host: host.into(),
+                remote,
+                local,
+            });
+        }
+    }
+    let release = format!("releases/{}-{}", remote::VERSION, &hex[..12]);
+    let present = format!(
+        "{SHA_FN}; r=\"{REMOTE_ROOT}/{release}/flotilla\"; [ -x \"$r\" ] && [ \"$(digest \"$r\")\" = {hex} ]"
+    );
+    let out = fleet.run(host, &present, b"", COMMAND_TIMEOUT).await?;
+    let mut copied_bytes = 0;
+    if out.code != Some(0) {
+        let copy = format!(
+            "set -eu; {SHA_FN}; root=\"{REMOTE_ROOT}\"; mkdir -p \"$root/releases\"; \
+             tmp=$(mktemp -d \"$root/releases/.incoming.XXXXXX\"); \
+             cat > \"$tmp/flotilla\"; chmod 755 \"$tmp/flotilla\"; got=$(digest \"$tmp/flotilla\"); \
+             if [ \"$got\" != {hex} ]; then rm -rf \"$tmp\"; echo \"checksum mismatch after copy: sha256:$got\" >&2; exit 3; fi; \
+             if [ -e \"$root/{release}\" ]; then mv \"$root/{release}\" \"$root/{release}.broken.$$\"; fi; \
+             mv \"$tmp\" \"$root/{release}\""
+        );
+        let out = fleet
+            .run(
+                host,
+                &copy,
+                &bytes,
+                COMMAND_TIMEOUT.max(Duration::from_secs(300)),
+            )
+            .await?;
+        if out.code != Some(0) {
+            return Err(remote_err(host, "copying the binary", &out));
+        }
+        copied_bytes = bytes.len() as u64;
+    }
+    let switch = format!(
+        "set -eu; root=\"{REMOTE_ROOT}\"; prev=$(readlink \"$root/current\" 2>/dev/null || true); \
+         ln -sfn \"{release}\" \"$root/.current.$$\"; \
+         mv -T \"$root/.current.$$\" \"$root/current\" 2>/dev/null || mv -fh \"$root/.current.$$\" \"$root/current\"; \
+         printf '%s' \"$prev\""
+    );
+    let out = fleet.run(host, &switch, b"", COMMAND_TIMEOUT).await?;
+    if out.code != Some(0) {
+        return Err(remote_err(host, "switching `current`", &out));
+    }
+    let previous =
+        Some(String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|p| !p.is_empty());
+    let facts = match remote::call(fleet, host, Call::Hello, COMMAND_TIMEOUT).await? {
+        Reply::Hello { facts } => facts,
+        other => {
+            return Err(InstallError::Transport(TransportError::Failed {
+                host: host.into(),
+                detail: format!("answered hello with {other:?}"),
+            }))
+        }
+    };
+    Ok(InstallReport {
+        host: host.into(),
+        release,
+        sha256: sha,
+        copied_bytes,
+        previous,
+        facts,
+    })
+}
+
+/// One finding of [`check`].
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    /// What was checked: `reachable`, `platform`, `flotilla`, `disk`, `tool <name>`.
+    pub check: String,
+    /// Whether it is fine.
+    pub ok: bool,
+    /// What was seen.
+    pub saw: String,
+}
+
+/// What [`check`] found on a host.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    /// Host.
+    pub host: String,
+    /// Every finding, in order.
+    pub findings: Vec<Finding>,
+}
+
+impl CheckReport {
+    /// Whether every finding is fine.
+    pub fn ok(&self) -> bool {
+        self.findings.iter().all(|f| f.ok)
+    }
+}
+
+/// The programs `host`'s components need there: each managed component's program,
+/// `ssh` for tunnels, in name order without repeats.
+pub fn tools_needed(topology: &Topology, host: &str) -> Vec<String> {
+    let mut tools: Vec<String> = topology
+        .components
+        .iter()
+        .filter(|c| c.host == host && c.is_managed())
+        .filter_map(|c| {
+            if c.tunnel.is_some() {
+                Some("ssh".to_string())
+            } else {
+                c.command.first().cloned()
+            }
+        })
+        .collect();
+    tools.sort();
+    tools.dedup();
+    tools
+}
+
+/// Checks `host`: reachable (and how long the handshake took), its platform against
+/// the inventory's, the installed flotilla (version and protocol against this one),
+/// free disk space in its home, and the tools its components need. Problems are
+/// findings, not errors, except that an unreachable host ends the check there.
+pub async fn check(fleet: &Fleet, topology: &Topology, host: &str) -> CheckReport {
+    let mut findings = Vec::new();
+    let mut push = |check: &str, ok: bool, saw: String| {
+        findings.push(Finding {
+            check: check.into(),
+            ok,
+            saw,
+        })
+    };
+    let began = Instant::now();
+    if let Err(e) = fleet.connect(host).await {
+        push("reachable", false, e.to_string());
+        return CheckReport {
+            host: host.into(),
+            findings,
+        };
+    }
+    push(
+        "reachable",
+        true,
+        format!("SSH connection in {} ms", began.elapsed().as_millis()),
+    );
+    let tools = tools_needed(topology, host);
+    let mut script = String::from("uname -sm; df -Pk \"$HOME\" | tail -n 1; ");
+    for t in &tools {
+        let q = remote::shell_quote(t);
+        if t.contains('/') {
+            script.push_str(&format!(
+                "if [ -x {q} ]; then echo \"tool ok {t}\"; else echo \"tool missing {t}\"; fi; "
+            ));
+        } else {
+            script.push_str(&format!(
+                "p=$(command -v {q} 2>/dev/null) && echo \"tool ok {t} $p\" || echo \"tool missing {t}\"; "
+            ));
+        }
+    }
+    match fleet.run(host, &script, b"", COMMAND_TIMEOUT).await {
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            let mut lines = text.lines();
+            let platform = platform_from_uname(lines.next().unwrap_or(""));
+            let declared = topology.hosts.get(host).and_then(|h| h.platform.clone());
+            match declared {
+                Some(d) if d != platform => push(
+                    "platform",
+                    false,
+                    format!("{platform}, but the inventory says {d}"),
+                ),
+                Some(_) => push("platform", true, platform),
+                None => push("platform", true, format!("{platform} (not declared)")),
+            }
+            let df: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+            match df.get(3).and_then(|k| k.parse::<u64>().ok()) {
+                Some(kib) => push(
+                    "disk",
+                    kib > 1024 * 1024,
+                    format!("{} MiB free in the home directory", kib / 1024),
+                ),
+                None => push("disk", false, "df gave no answer".into()),
+            }
+            for line in lines {
+                let mut w = line.splitn(4, ' ');
+                let (_, status, tool, at) = (w.next(), w.next(), w.next(), w.next());
+                let (Some(status), Some(tool)) = (status, tool) else {
+                    continue;
+                };
+                let ok = status == "ok";
+                push(
+                    &format!("tool {tool}"),
+                    ok,
+                    if ok {
+                        at.map(|p| format!("found at {p}"))
+                            .unwrap_or_else(|| "executable".into())
+                    } else {
+                        "not found there".into()
+                    },
+                );
+            }
+        }
+        Err(e) => push("platform", false, e.to_string()),
+    }
+    match remote::call(fleet, host, Call::Hello, COMMAND_TIMEOUT).await {
+        Ok(Reply::Hello { facts: f }) => push(
+            "flotilla",
+            true,
+            format!(
+                "{} (protocol {}) at {}, {}; state directory {}",
+                f.version,
+                remote::PROTOCOL,
+                f.executable,
+                f.executable_sha256,
+                f.state_dir
+            ),
+        ),
+        Ok(other) => push("flotilla", false, format!("unexpected answer {other:?}")),
+        Err(e) => push("flotilla", false, e.to_string()),
+    }
+    CheckReport {
+        host: host.into(),
+        findings,
+    }
+}

@@ -1,0 +1,426 @@
+//! Remote execution with the same binary: the exchange between this machine and
+//! `flotilla host serve` on a host, over the [`ssh`](crate::ssh) transport.
+//!
+//! One call = one SSH session channel running
+//! `$HOME/.local/lib/flotilla/current/flotilla host serve [--state-dir DIR]`: the
+//! controller writes one JSON [`Request`] to its standard input and reads one JSON
+//! [`Response`] from its standard output. A request carries the host's role-filtered
+//! [`Snapshot`] (its components only, no secret values: secrets are resolved on the
+//! host, from its environment or its own `secrets.env`) and one [`Call`]:
+//!
+//! - `hello`: what the host is (platform, version, state directory, the digest of
+//!   the binary that answered, measured there);
+//! - `observe`: the status of the snapshot's components, measured on the host;
+//! - `step`: one plan step (start, stop, restart, await-ready) run by the host's own
+//!   executor, journaled in the host's own state directory, with its readiness
+//!   probes run on the host (the route its local clients use).
+//!
+//! Both sides put [`PROTOCOL`] and their version in every message; a mismatch is
+//! [`TransportError::VersionSkew`](crate::ssh::TransportError::VersionSkew) on the
+//! controller and a `protocol` error on the host, both saying to run
+//! `flotilla host install HOST`.
+
+use crate::executor::{now_ms, Executor, StepReport};
+use crate::observe::StatusReport;
+use crate::ssh::{Fleet, TransportError, REMOTE_ROOT};
+use crate::statedir::StateDir;
+use flotilla_model::topology::Snapshot;
+use flotilla_model::Topology;
+use flotilla_plan::Step;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Version of the exchange. Bump on any incompatible change to [`Request`] or
+/// [`Response`] (or to the types they carry).
+pub const PROTOCOL: u32 = 1;
+
+/// This binary's version.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// What the controller sends.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Request {
+    /// The sender's [`PROTOCOL`].
+    pub protocol: u32,
+    /// The sender's version.
+    pub version: String,
+    /// What it asks.
+    #[serde(flatten)]
+    pub call: Call,
+}
+
+/// What can be asked of a host.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "call", rename_all = "kebab-case")]
+pub enum Call {
+    /// Who are you?
+    Hello,
+    /// Observe these components (all of the snapshot's when `names` is empty).
+    Observe {
+        /// The host's snapshot.
+        snapshot: Snapshot,
+        /// Components to observe.
+        names: Vec<String>,
+    },
+    /// Run one plan step.
+    Step {
+        /// The host's snapshot.
+        snapshot: Snapshot,
+        /// The step.
+        step: Step,
+        /// Wave number, for the host's journal.
+        wave: usize,
+        /// The controller's operation id and command line, for the host's journal.
+        operation: String,
+        /// Readiness deadline, ms.
+        ready_timeout_ms: u64,
+    },
+}
+
+/// What the host answers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Response {
+    /// The host's [`PROTOCOL`].
+    pub protocol: u32,
+    /// The host's version.
+    pub version: String,
+    /// The answer.
+    #[serde(flatten)]
+    pub reply: Reply,
+}
+
+/// The answers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "kebab-case")]
+#[allow(clippy::large_enum_variant)]
+pub enum Reply {
+    /// To [`Call::Hello`].
+    Hello {
+        /// What the host is.
+        facts: HostFacts,
+    },
+    /// To [`Call::Observe`].
+    Observed {
+        /// The host's status report.
+        report: StatusReport,
+    },
+    /// To [`Call::Step`].
+    Step {
+        /// How the step ended.
+        report: StepReport,
+    },
+    /// The request could not be served.
+    Error {
+        /// `protocol` (skew), `request` (malformed), `state` (journal or state
+        /// directory unusable), `snapshot` (inconsistent).
+        kind: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// What a host says about itself, measured there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostFacts {
+    /// `<os>-<arch>` of the host.
+    pub platform: String,
+    /// Version of the flotilla that answered.
+    pub version: String,
+    /// Path of the binary that answered.
+    pub executable: String,
+    /// `sha256:` of that binary, read from disk there.
+    pub executable_sha256: String,
+    /// The host's state directory.
+    pub state_dir: String,
+}
+
+/// `<os>-<arch>` of this machine, in the inventory's spelling.
+pub fn this_platform() -> String {
+    let os = match std::env::consts::OS {
+        "macos" => "darwin",
+        other => other,
+    };
+    format!("{os}-{}", std::env::consts::ARCH)
+}
+
+fn reply(r: Reply) -> Response {
+    Response {
+        protocol: PROTOCOL,
+        version: VERSION.to_string(),
+        reply: r,
+    }
+}
+
+fn error(kind: &str, message: impl Into<String>) -> Response {
+    reply(Reply::Error {
+        kind: kind.into(),
+        message: message.into(),
+    })
+}
+
+/// Serves one request on the host (what `flotilla host serve` runs): `input` is
+/// the request's JSON, `state_dir` the `--state-dir` given (else the default).
+/// Never fails: problems are [`Reply::Error`] answers.
+pub async fn serve(input: &[u8], state_dir: Option<&Path>) -> Response {
+    let value: serde_json::Value = match serde_json::from_slice(input) {
+        Ok(v) => v,
+        Err(e) => return error("request", format!("not a JSON request: {e}")),
+    };
+    let theirs = value.get("protocol").and_then(|p| p.as_u64());
+    if theirs != Some(u64::from(PROTOCOL)) {
+        let version = value
+            .get("version")
+            .and_then(|v| v.as_str())
+            .unwrap_or("unknown");
+        return error(
+            "protocol",
+            format!(
+                "this host runs flotilla {VERSION} (protocol {PROTOCOL}); the controller runs flotilla {version} (protocol {}): run `flotilla host install` for this host from the controller",
+                theirs.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into())
+            ),
+        );
+    }
+    let request: Request = match serde_json::from_value(value) {
+        Ok(r) => r,
+        Err(e) => return error("request", format!("malformed request: {e}")),
+    };
+    let state = match StateDir::resolve(state_dir) {
+        Ok(s) => s,
+        Err(e) => return error("state", format!("state directory: {e}")),
+    };
+    match request.call {
+        Call::Hello => {
+            let exe = std::env::current_exe().unwrap_or_default();
+            let sha =
+                crate::identity::file_sha256(&exe).unwrap_or_else(|e| format!("unreadable: {e}"));
+            reply(Reply::Hello {
+                facts: HostFacts {
+                    platform: this_platform(),
+                    version: VERSION.to_string(),
+                    executable: exe.display().to_string(),
+                    executable_sha256: sha,
+                    state_dir: state.root().display().to_string(),
+                },
+            })
+        }
+        Call::Observe { snapshot, names } => {
+            let here = snapshot.host.clone();
+            let topology = match Topology::from_snapshot(snapshot) {
+                Ok(t) => t,
+                Err(e) => return error("snapshot", e.to_string()),
+            };
+            let store = match crate::operate::open_store(&state) {
+                Ok(s) => s,
+                Err(e) => return error("state", error_chain(&e)),
+            };
+            let secrets = match crate::operate::secrets(&state) {
+                Ok(s) => s,
+                Err(e) => return error("state", error_chain(&e)),
+            };
+            let observer = crate::observe::Observer {
+                topology: &topology,
+                store: &store,
+                state: &state,
+                secrets: &secrets,
+                here: Some(&here),
+            };
+            match observer.observe(&names).await {
+                Ok(report) => reply(Reply::Observed { report }),
+                Err(e) => error("state", error_chain(&e)),
+            }
+        }
+        Call::Step {
+            snapshot,
+            step,
+            wave,
+            operation,
+            ready_timeout_ms,
+        } => {
+            let digest = snapshot.topology_digest.clone();
+            let topology = match Topology::from_snapshot(snapshot) {
+                Ok(t) => Arc::new(t),
+                Err(e) => return error("snapshot", e.to_string()),
+            };
+            if topology.id(&step.component).is_none() {
+                return error(
+                    "snapshot",
+                    format!("`{}` is not a component of this host", step.component),
+                );
+            }
+            match run_step(
+                topology,
+                &state,
+                step,
+                wave,
+                &operation,
+                &digest,
+                ready_timeout_ms,
+            )
+            .await
+            {
+                Ok(report) => reply(Reply::Step { report }),
+                Err(e) => error("state", e),
+            }
+        }
+    }
+}
+
+async fn run_step(
+    topology: Arc<Topology>,
+    state: &StateDir,
+    step: Step,
+    wave: usize,
+    operation: &str,
+    topology_digest: &str,
+    ready_timeout_ms: u64,
+) -> Result<StepReport, String> {
+    let mut store = crate::operate::open_store(state).map_err(|e| error_chain(&e))?;
+    for note in
+        crate::operate::reconcile(&topology, state, &mut store).map_err(|e| error_chain(&e))?
+    {
+        tracing::info!("{note}");
+    }
+    let secrets = Arc::new(crate::operate::secrets(state).map_err(|e| error_chain(&e))?);
+    let step_json = serde_json::to_string(&step).map_err(|e| e.to_string())?;
+    let op = flotilla_store::NewOperation {
+        verb: step.action.as_str().to_string(),
+        target: step.component.clone(),
+        flags: Vec::new(),
+        plan_digest: flotilla_model::digest::digest_of(&step),
+        topology_digest: topology_digest.to_string(),
+        plan_json: step_json,
+        who: crate::operate::who(),
+        pid: std::process::id(),
+        command_line: format!("step of {operation}"),
+        started_at_ms: now_ms(),
+    };
+    let op_id = store.begin_operation(&op).map_err(|e| error_chain(&e))?;
+    let store = Arc::new(Mutex::new(store));
+    let base_dir = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let exec = Arc::new(Executor {
+        cancelled: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        topology,
+        state: state.clone(),
+        store: Arc::clone(&store),
+        secrets,
+        base_dir,
+        ready_timeout: Duration::from_millis(ready_timeout_ms),
+        log_max_bytes: 10 * 1024 * 1024,
+        log_keep: 3,
+        operation: op_id,
+        events: Arc::new(|_| {}),
+        fleet: None,
+    });
+    let report = exec.run_step(wave, step).await;
+    let mut store = store.lock().unwrap_or_else(|p| p.into_inner());
+    let error =
+        (report.outcome != flotilla_store::Outcome::Succeeded).then(|| report.summary.clone());
+    store
+        .finish_operation(op_id, report.outcome, now_ms(), error.as_deref())
+        .map_err(|e| error_chain(&e))?;
+    Ok(report)
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}
+
+/// Single-quotes `s` for a POSIX shell.
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The command line that runs the installed flotilla's host mode on `host`.
+fn serve_command(fleet: &Fleet, host: &str) -> Result<String, TransportError> {
+    let h = fleet.host(host)?;
+    let mut cmd = format!("\"{REMOTE_ROOT}/current/flotilla\" host serve");
+    if let Some(d) = &h.state_dir {
+        cmd.push_str(" --state-dir ");
+        cmd.push_str(&shell_quote(d));
+    }
+    Ok(cmd)
+}
+
+/// Sends `call` to `host` and returns its reply (never [`Reply::Error`]: that is
+/// turned into a [`TransportError`]); the whole exchange, connecting included, is
+/// bounded by `timeout`.
+///
+/// # Errors
+/// [`TransportError`]: unreachable, host key, authentication, not installed,
+/// version skew, or the host's own error.
+pub async fn call(
+    fleet: &Fleet,
+    host: &str,
+    call: Call,
+    timeout: Duration,
+) -> Result<Reply, TransportError> {
+    let request = Request {
+        protocol: PROTOCOL,
+        version: VERSION.to_string(),
+        call,
+    };
+    let input = serde_json::to_vec(&request).map_err(|e| TransportError::Failed {
+        host: host.to_string(),
+        detail: e.to_string(),
+    })?;
+    let command = serve_command(fleet, host)?;
+    let out = fleet.run(host, &command, &input, timeout).await?;
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    if out.code == Some(127) {
+        return Err(TransportError::NotInstalled {
+            host: host.to_string(),
+            path: format!("{REMOTE_ROOT}/current/flotilla"),
+        });
+    }
+    let value: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(|_| TransportError::Failed {
+            host: host.to_string(),
+            detail: format!(
+                "the remote flotilla did not answer (exit {}): {}",
+                out.code
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "by signal".into()),
+                if stderr.is_empty() {
+                    "no output"
+                } else {
+                    stderr.as_str()
+                }
+            ),
+        })?;
+    let remote_protocol = value.get("protocol").and_then(|p| p.as_u64());
+    if remote_protocol != Some(u64::from(PROTOCOL)) {
+        return Err(TransportError::VersionSkew {
+            host: host.to_string(),
+            local_version: VERSION.to_string(),
+            local_protocol: PROTOCOL,
+            remote_version: value
+                .get("version")
+                .and_then(|v| v.as_str())
+                .unwrap_or("unknown")
+                .to_string(),
+            remote_protocol: remote_protocol.unwrap_or(0) as u32,
+        });
+    }
+    let response: Response = serde_json::from_value(value).map_err(|e| TransportError::Failed {
+        host: host.to_string(),
+        detail: format!("unreadable answer from the remote flotilla: {e}"),
+    })?;
+    match response.reply {
+        Reply::Error { kind, message } => Err(TransportError::Failed {
+            host: host.to_string(),
+            detail: format!("the remote flotilla refused ({kind}): {message}"),
+        }),
+        other => Ok(other),
+    }
+}

@@ -1,0 +1,653 @@
+//! The SSH transport: the system's OpenSSH client through the `openssh` crate, so
+//! the user's `~/.ssh/config` (aliases, `User`, `Port`, `ProxyJump`), agent and
+//! `known_hosts` apply as they do for `ssh` itself.
+//!
+//! One multiplexed master connection per host per invocation ([`Fleet`]): it is
+//! opened on first use, shared by every call to that host (each call is a session
+//! channel over it, at most [`CHANNELS_PER_HOST`] at once, below OpenSSH's default
+//! `MaxSessions` of 10), and closed when the [`Fleet`] is dropped. A failed
+//! connection is remembered for the rest of the invocation: an unreachable host
+//! costs one connect timeout, not one per component.
+//!
+//! Host keys are always checked (`StrictHostKeyChecking=yes`, `BatchMode=yes`): an
+//! unknown or changed key is a [`TransportError`] that names the host, the
+//! fingerprint it presented and how to trust it; it is never accepted silently.
+
+use flotilla_model::topology::Host;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+/// Concurrent session channels per master connection.
+pub const CHANNELS_PER_HOST: usize = 8;
+
+/// Default time allowed to open a host's master connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where `flotilla host install` puts releases on a host, for its login shell
+/// (`$HOME` expands there): `releases/<version>-<sha256 prefix>/flotilla`, and the
+/// `current` link to the one in use.
+pub const REMOTE_ROOT: &str = "$HOME/.local/lib/flotilla";
+
+/// Why talking to a host failed. Every variant names the host.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TransportError {
+    /// The host presented a key that `known_hosts` does not have.
+    #[error("host `{host}` ({address}): its host key is not known here; it presented {fingerprint}. If that is the host's key, trust it: {trust}")]
+    UnknownHostKey {
+        /// Host name in the inventory.
+        host: String,
+        /// `host:port` dialled.
+        address: String,
+        /// `SHA256:…` of the key it presented (or why it could not be read).
+        fingerprint: String,
+        /// A command that records it.
+        trust: String,
+    },
+    /// The host presented a different key than the one recorded.
+    #[error("host `{host}` ({address}): its host key CHANGED: it now presents {fingerprint}, not the key recorded in known_hosts (someone may be intercepting the connection, or the host was reinstalled). Refused. If the change is expected: {trust}")]
+    ChangedHostKey {
+        /// Host name in the inventory.
+        host: String,
+        /// `host:port` dialled.
+        address: String,
+        /// `SHA256:…` of the key it now presents.
+        fingerprint: String,
+        /// Commands that replace the recorded key.
+        trust: String,
+    },
+    /// The host refused every key offered.
+    #[error("host `{host}` ({address}): authentication failed for user `{user}`: {detail}")]
+    Authentication {
+        /// Host name in the inventory.
+        host: String,
+        /// `host:port` dialled.
+        address: String,
+        /// Login user.
+        user: String,
+        /// What ssh said.
+        detail: String,
+    },
+    /// The host could not be reached (timeout, refused, no route, unknown name).
+    #[error("host `{host}` ({address}) cannot be reached: {detail}")]
+    Unreachable {
+        /// Host name in the inventory.
+        host: String,
+        /// `host:port` dialled.
+        address: String,
+        /// What happened.
+        detail: String,
+    },
+    /// A call did not answer within its time.
+    #[error("host `{host}` did not answer within {} ms ({what})", .after.as_millis())]
+    Timeout {
+        /// Host name in the inventory.
+        host: String,
+        /// What was asked.
+        what: String,
+        /// The time allowed.
+        after: Duration,
+    },
+    /// Flotilla is not installed on the host.
+    #[error("host `{host}`: flotilla is not installed there (no {path}): run `flotilla host install {host}`")]
+    NotInstalled {
+        /// Host name in the inventory.
+        host: String,
+        /// What was looked for.
+        path: String,
+    },
+    /// The remote flotilla speaks another protocol version.
+    #[error("host `{host}` runs flotilla {remote_version} (protocol {remote_protocol}), this is flotilla {local_version} (protocol {local_protocol}): run `flotilla host install {host}` to install this version there")]
+    VersionSkew {
+        /// Host name in the inventory.
+        host: String,
+        /// This binary's version.
+        local_version: String,
+        /// This binary's protocol.
+        local_protocol: u32,
+        /// The remote binary's version.
+        remote_version: String,
+        /// The remote binary's protocol.
+        remote_protocol: u32,
+    },
+    /// The host is not an `ssh` host.
+    #[error("host `{0}` is not reached over ssh")]
+    NotSsh(String),
+    /// Anything else ssh or the remote side reported.
+    #[error("host `{host}`: {detail}")]
+    Failed {
+        /// Host name in the inventory.
+        host: String,
+        /// What happened.
+        detail: String,
+    },
+}
+
+impl TransportError {
+    /// Whether the host could not be reached at all (as opposed to refusing us or
+    /// answering wrongly): its components are then `unreachable`.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            TransportError::Unreachable { .. } | TransportError::Timeout { .. }
+        )
+    }
+
+    /// The host it is about.
+    pub fn host(&self) -> &str {
+        match self {
+            TransportError::UnknownHostKey { host, .. }
+            | TransportError::ChangedHostKey { host, .. }
+            | TransportError::Authentication { host, .. }
+            | TransportError::Unreachable { host, .. }
+            | TransportError::Timeout { host, .. }
+            | TransportError::NotInstalled { host, .. }
+            | TransportError::VersionSkew { host, .. }
+            | TransportError::Failed { host, .. } => host,
+            TransportError::NotSsh(host) => host,
+        }
+    }
+}
+
+/// `~/x` → `$HOME/x` on this machine; anything else unchanged.
+pub fn expand_home(path: &str) -> PathBuf {
+    match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(path),
+    }
+}
+
+/// The `ssh` options that reach `host` as the inventory says, for an `ssh` command
+/// line (before the destination): batch mode, strict host key checking, port, user,
+/// identity (`IdentitiesOnly=yes` with it) and every `ssh_options` entry as `-o K=V`.
+pub fn client_args(host: &Host) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "-o".into(),
+        "BatchMode=yes".into(),
+        "-o".into(),
+        "StrictHostKeyChecking=yes".into(),
+    ];
+    if let Some(p) = host.port {
+        args.extend(["-p".into(), p.to_string()]);
+    }
+    if let Some(u) = &host.user {
+        args.extend(["-l".into(), u.clone()]);
+    }
+    if let Some(k) = &host.identity {
+        args.extend([
+            "-o".into(),
+            "IdentitiesOnly=yes".into(),
+            "-i".into(),
+            expand_home(k).display().to_string(),
+        ]);
+    }
+    for (k, v) in &host.ssh_options {
+        let v = if k.eq_ignore_ascii_case("UserKnownHostsFile")
+            || k.eq_ignore_ascii_case("IdentityFile")
+        {
+            expand_home(v).display().to_string()
+        } else {
+            v.clone()
+        };
+        args.extend(["-o".into(), format!("{k}={v}")]);
+    }
+    args
+}
+
+/// An OpenSSH client config (`ssh -F`) holding `host`'s `ssh_options` ahead of the
+/// user's and the system's own files (the first value of an option wins), for the
+/// master connection; `None` when there are no such options (ssh reads its usual
+/// files then).
+fn config_text(host: &Host) -> Option<String> {
+    if host.ssh_options.is_empty() {
+        return None;
+    }
+    let mut out = String::from("# written by flotilla for one invocation\nHost *\n");
+    for (k, v) in &host.ssh_options {
+        let v = if k.eq_ignore_ascii_case("UserKnownHostsFile")
+            || k.eq_ignore_ascii_case("IdentityFile")
+        {
+            expand_home(v).display().to_string()
+        } else {
+            v.clone()
+        };
+        out.push_str(&format!("  {k} \"{}\"\n", v.replace('"', "")));
+    }
+    out.push_str("  Include ~/.ssh/config\n  Include /etc/ssh/ssh_config\n");
+    Some(out)
+}
+
+struct Conn {
+    session: openssh::Session,
+    channels: tokio::sync::Semaphore,
+    _config: Option<tempfile::NamedTempFile>,
+}
+
+type Slot = Arc<tokio::sync::OnceCell<Result<Arc<Conn>, TransportError>>>;
+
+/// The output of a command run on a host.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// Exit code (`None`: killed by a signal).
+    pub code: Option<i32>,
+    /// Standard output.
+    pub stdout: Vec<u8>,
+    /// Standard error.
+    pub stderr: Vec<u8>,
+}
+
+/// SSH connections to the hosts of one invocation: at most one master connection
+/// per host, opened on first use.
+pub struct Fleet {
+    hosts: std::collections::BTreeMap<String, Host>,
+    connect_timeout: Duration,
+    slots: std::sync::Mutex<HashMap<String, Slot>>,
+    handshakes: AtomicUsize,
+}
+
+impl Fleet {
+    /// A fleet over `hosts` (the topology's), connecting within `connect_timeout`.
+    pub fn new(
+        hosts: std::collections::BTreeMap<String, Host>,
+        connect_timeout: Duration,
+    ) -> Fleet {
+        Fleet {
+            hosts,
+            connect_timeout,
+            slots: std::sync::Mutex::new(HashMap::new()),
+            handshakes: AtomicUsize::new(0),
+        }
+    }
+
+    /// How many master connections (SSH handshakes) this fleet has attempted.
+    pub fn handshakes(&self) -> usize {
+        self.handshakes.load(Ordering::SeqCst)
+    }
+
+    /// The host named `name`.
+    ///
+    /// # Errors
+    /// [`TransportError::NotSsh`] when it is unknown or not an `ssh` host.
+    pub fn host(&self, name: &str) -> Result<&Host, TransportError> {
+        self.hosts
+            .get(name)
+            .filter(|h| h.transport == flotilla_model::inventory::TransportKind::Ssh)
+            .ok_or_else(|| TransportError::NotSsh(name.to_string()))
+    }
+
+    async fn conn(&self, name: &str) -> Result<Arc<Conn>, TransportError> {
+        let host = self.host(name)?.clone();
+        let slot: Slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(slots.entry(name.to_string()).or_default())
+        };
+        slot.get_or_init(|| async {
+            self.handshakes.fetch_add(1, Ordering::SeqCst);
+            connect(&host, self.connect_timeout).await.map(Arc::new)
+        })
+        .await
+        .clone()
+    }
+
+    /// Opens the master connection to `host` now (if not yet open).
+    ///
+    /// # Errors
+    /// [`TransportError`]: unreachable, host key, authentication…
+    pub async fn connect(&self, host: &str) -> Result<(), TransportError> {
+        self.conn(host).await.map(|_| ())
+    }
+
+    /// Runs `command` (a line for the host's login shell) on `host`, feeding it
+    /// `stdin`, and returns its output; the whole call (connecting included) is
+    /// bounded by `timeout`.
+    ///
+    /// # Errors
+    /// [`TransportError`]; a command that runs and fails is an `Ok` with its code.
+    pub async fn run(
+        &self,
+        host: &str,
+        command: &str,
+        stdin: &[u8],
+        timeout: Duration,
+    ) -> Result<Output, TransportError> {
+        let what = command
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let work = async {
+            let conn = self.conn(host).await?;
+            let _permit = conn
+                .channels
+                .acquire()
+                .await
+                .map_err(|e| TransportError::Failed {
+                    host: host.to_string(),
+                    detail: e.to_string(),
+                })?;
+            let fail = |e: openssh::Error| TransportError::Failed {
+                host: host.to_string(),
+                detail: format!("{e}{}", source_text(&e)),
+            };
+            let mut cmd = conn.session.raw_command(command);
+            cmd.stdin(openssh::Stdio::piped())
+                .stdout(openssh::Stdio::piped())
+                .stderr(openssh::Stdio::piped());
+            let mut child = cmd.spawn().await.map_err(fail)?;
+            if let Some(mut input) = child.stdin().take() {
+                // A remote command that exits without reading is not an error here.
+                let _ = input.write_all(stdin).await;
+                let _ = input.shutdown().await;
+            }
+            let out = match child.wait_with_output().await {
+                Ok(out) => out,
+                // ssh's exit 127: the remote shell found no such command.
+                Err(openssh::Error::Remote(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Ok(Output {
+                        code: Some(127),
+                        stdout: Vec::new(),
+                        stderr: e.to_string().into_bytes(),
+                    })
+                }
+                Err(e) => return Err(fail(e)),
+            };
+            Ok(Output {
+                code: out.status.code(),
+                stdout: out.stdout,
+                stderr: out.stderr,
+            })
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok(r) => r,
+            Err(_) => Err(TransportError::Timeout {
+                host: host.to_string(),
+                what,
+                after: timeout,
+            }),
+        }
+    }
+}
+
+fn source_text(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = String::new();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}
+
+/// `host:port` as dialled, for messages.
+fn dialled(host: &Host) -> String {
+    match host.port {
+        Some(p) => format!("{}:{p}", host.address),
+        None => host.address.clone(),
+    }
+}
+
+async fn connect(host: &Host, timeout: Duration) -> Result<Conn, TransportError> {
+    let config = match config_text(host) {
+        Some(text) => {
+            let mut f = tempfile::Builder::new()
+                .prefix("flotilla-ssh-")
+                .tempfile()
+                .map_err(|e| TransportError::Failed {
+                    host: host.name.clone(),
+                    detail: format!("cannot write an ssh config file: {e}"),
+                })?;
+            use std::io::Write;
+            f.write_all(text.as_bytes())
+                .map_err(|e| TransportError::Failed {
+                    host: host.name.clone(),
+                    detail: format!("cannot write an ssh config file: {e}"),
+                })?;
+            Some(f)
+        }
+        None => None,
+    };
+    let mut b = openssh::SessionBuilder::default();
+    b.known_hosts_check(openssh::KnownHosts::Strict)
+        .connect_timeout(timeout.max(Duration::from_secs(1)))
+        .server_alive_interval(Duration::from_secs(5))
+        .control_persist(openssh::ControlPersist::IdleFor(
+            std::num::NonZeroUsize::new(60).expect("non-zero"),
+        ))
+        .control_directory(std::env::temp_dir());
+    if let Some(u) = &host.user {
+        b.user(u.clone());
+    }
+    if let Some(p) = host.port {
+        b.port(p);
+    }
+    if let Some(k) = &host.identity {
+        b.keyfile(expand_home(k));
+    }
+    if let Some(f) = &config {
+        b.config_file(f.path());
+    }
+    // ConnectTimeout bounds the TCP connect; the handshake after it is bounded here.
+    let attempt = tokio::time::timeout(timeout + Duration::from_secs(2), b.connect(&host.address));
+    let session = match attempt.await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(classify(host, &e).await),
+        Err(_) => {
+            return Err(TransportError::Unreachable {
+                host: host.name.clone(),
+                address: dialled(host),
+                detail: format!(
+                    "no SSH handshake within {} ms",
+                    (timeout + Duration::from_secs(2)).as_millis()
+                ),
+            })
+        }
+    };
+    Ok(Conn {
+        session,
+        channels: tokio::sync::Semaphore::new(CHANNELS_PER_HOST),
+        _config: config,
+    })
+}
+
+/// Turns what ssh said into a [`TransportError`].
+async fn classify(host: &Host, e: &openssh::Error) -> TransportError {
+    let text = format!("{e}{}", source_text(e));
+    let address = dialled(host);
+    let name = host.name.clone();
+    if text.contains("REMOTE HOST IDENTIFICATION HAS CHANGED") {
+        let fingerprint = text
+            .split_whitespace()
+            .find(|w| w.starts_with("SHA256:"))
+            .map(|w| w.trim_end_matches('.').to_string())
+            .unwrap_or_else(|| "(unknown fingerprint)".into());
+        return TransportError::ChangedHostKey {
+            host: name,
+            address,
+            trust: format!(
+                "`ssh-keygen -R {} -f {}`, then `{}`",
+                known_host_name(host),
+                known_hosts_file(host),
+                trust_command(host)
+            ),
+            fingerprint,
+        };
+    }
+    if text.contains("Host key verification failed") || text.contains("host key is known") {
+        return TransportError::UnknownHostKey {
+            host: name,
+            address,
+            fingerprint: {
+                let h = host.clone();
+                tokio::task::spawn_blocking(move || fingerprint_of(&h))
+                    .await
+                    .unwrap_or_else(|e| Err(e.to_string()))
+                    .unwrap_or_else(|e| e)
+            },
+            trust: format!(
+                "check the fingerprint out of band, then `{}`",
+                trust_command(host)
+            ),
+        };
+    }
+    if text.contains("Permission denied") || text.contains("Too many authentication failures") {
+        return TransportError::Authentication {
+            user: host
+                .user
+                .clone()
+                .unwrap_or_else(|| "(from ~/.ssh/config or $USER)".into()),
+            host: name,
+            address,
+            detail: last_line(&text),
+        };
+    }
+    let unreachable = [
+        "timed out",
+        "Connection refused",
+        "No route to host",
+        "Network is unreachable",
+        "Could not resolve",
+        "Connection closed",
+        "Connection reset",
+        "Broken pipe",
+    ];
+    if unreachable.iter().any(|m| text.contains(m)) {
+        return TransportError::Unreachable {
+            host: name,
+            address,
+            detail: last_line(&text),
+        };
+    }
+    TransportError::Failed {
+        host: name,
+        detail: text.trim().to_string(),
+    }
+}
+
+fn last_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .unwrap_or("")
+        .trim_start_matches("failed to connect to the remote host: ")
+        .to_string()
+}
+
+/// The name a `known_hosts` line uses for `host` (`[addr]:port` off port 22).
+fn known_host_name(host: &Host) -> String {
+    match host.port {
+        Some(p) if p != 22 => format!("'[{}]:{p}'", host.address),
+        _ => host.address.clone(),
+    }
+}
+
+fn known_hosts_file(host: &Host) -> String {
+    host.ssh_options
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("UserKnownHostsFile"))
+        .map(|(_, v)| {
+            expand_home(v.split_whitespace().next().unwrap_or(v))
+                .display()
+                .to_string()
+        })
+        .unwrap_or_else(|| "~/.ssh/known_hosts".into())
+}
+
+fn trust_command(host: &Host) -> String {
+    format!(
+        "ssh-keyscan {}{} >> {}",
+        host.port.map(|p| format!("-p {p} ")).unwrap_or_default(),
+        host.address,
+        known_hosts_file(host)
+    )
+}
+
+/// The `SHA256:` fingerprints of the keys `host` presents now (`ssh-keyscan`), or
+/// why they could not be read.
+fn fingerprint_of(host: &Host) -> Result<String, String> {
+    let mut scan = std::process::Command::new("ssh-keyscan");
+    scan.args(["-T", "5"]);
+    if let Some(p) = host.port {
+        scan.args(["-p", &p.to_string()]);
+    }
+    let scanned = scan
+        .arg(&host.address)
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|e| format!("(ssh-keyscan failed: {e})"))?;
+    if scanned.stdout.is_empty() {
+        return Err("(ssh-keyscan read no key)".into());
+    }
+    let mut keygen = std::process::Command::new("ssh-keygen")
+        .args(["-l", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("(ssh-keygen failed: {e})"))?;
+    {
+        use std::io::Write;
+        let mut stdin = keygen.stdin.take().expect("piped");
+        let _ = stdin.write_all(&scanned.stdout);
+    }
+    let out = keygen
+        .wait_with_output()
+        .map_err(|e| format!("(ssh-keygen failed: {e})"))?;
+    let prints: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let _bits = w.next()?;
+            let fp = w.next()?;
+            let kind = l
+                .rsplit_once('(')
+                .map(|(_, k)| k.trim_end_matches(')'))
+                .unwrap_or("");
+            Some(format!("{fp} ({kind})"))
+        })
+        .collect();
+    if prints.is_empty() {
+        Err("(no fingerprint could be computed)".into())
+    } else {
+        Ok(prints.join(", "))
+    }
+}
+
+/// The `ssh` command line of a tunnel: `ssh -N -L bind:port:target via` (or `-R`),
+/// with `via`'s settings ([`client_args`]), `ExitOnForwardFailure=yes` (no forward,
+/// no process), keep-alives every 5 s (3 missed: exit) and no multiplexing (the
+/// tunnel owns its connection).
+pub fn tunnel_argv(t: &flotilla_model::topology::Tunnel, via: &Host) -> Vec<String> {
+    let mut argv: Vec<String> = vec!["ssh".into(), "-N".into(), "-T".into()];
+    argv.extend(client_args(via));
+    for o in [
+        "ExitOnForwardFailure=yes",
+        "ServerAliveInterval=5",
+        "ServerAliveCountMax=3",
+        "ConnectTimeout=10",
+        "ControlMaster=no",
+        "ControlPath=none",
+    ] {
+        argv.extend(["-o".into(), o.into()]);
+    }
+    let flag = match t.direction {
+        flotilla_model::inventory::TunnelDirection::Local => "-L",
+        flotilla_model::inventory::TunnelDirection::Remote => "-R",
+    };
+    let bind = if t.bind.contains(':') {
+        format!("[{}]", t.bind)
+    } else {
+        t.bind.clone()
+    };
+    argv.extend([
+        flag.into(),
+        format!("{bind}:{}:{}", t.listen_port, t.target_address),
+        "--".into(),
+        via.address.clone(),
+    ]);
+    argv
+}
