@@ -662,3 +662,27 @@ fn the_local_host_cannot_be_remote() {
     let text = "[hosts.local]\ntransport = \"ssh\"\naddress = \"studio.lan\"\n\n[components.a]\ncommand = [\"a\"]\n";
     expect_errors("flotilla.toml", text, &[("invalid-value", "\"ssh\"")]);
 }
+
+#[test]
+fn ssh_host_settings_are_checked_where_written() {
+    let text = r#"[hosts.local]
+transport = "local"
+user = "me"
+
+[hosts.studio]
+transport = "ssh"
+identity = "~/.ssh/id_ed25519"
+state_dir = "relative/state"
+ssh_options = { StrictHostKeyChecking = "no", ProxyJump = "bastion", "Bad Key" = "x" }
+"#;
+    expect_errors(
+        "flotilla.toml",
+        text,
+        &[
+            ("invalid-value", "\"me\""),
+            ("invalid-value", "\"relative/state\""),
+            ("invalid-value", "\"no\""),
+            ("invalid-value", "\"x\""),
+        ],
+    );
+}

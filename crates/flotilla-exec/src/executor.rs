@@ -219,6 +219,46 @@ impl Executor {
                     .collect()
             })
             .collect();
+        // Stopping what is already stopped changes nothing but intent: it is no
+        // longer meant to run (so it is not `down-unexpectedly` any more).
+        if plan.operation.verb == flotilla_plan::Verb::Stop {
+            for (_, step) in steps.iter().filter(|(_, s)| s.action == Action::Noop) {
+                let managed = self
+                    .topology
+                    .id(&step.component)
+                    .is_some_and(|id| self.topology.component(id).is_managed());
+                if !managed {
+                    continue;
+                }
+                let remote = self
+                    .topology
+                    .hosts
+                    .get(&step.host)
+                    .is_some_and(|h| h.transport == TransportKind::Ssh);
+                if let (Some(fleet), true) = (&self.fleet, remote) {
+                    // The host keeps its components' intent: a stop there of what is
+                    // not running records it (and changes nothing else).
+                    let stop = Step {
+                        action: Action::Stop,
+                        ..step.clone()
+                    };
+                    if let Err((why, _)) = self.remote_step(fleet, &stop).await {
+                        self.emit(Event::Note(format!(
+                            "`{}` on {}: could not record that it should stay stopped: {why}",
+                            step.component, step.host
+                        )));
+                    }
+                } else {
+                    let _ = self.journal(|s| {
+                        s.set_desired(
+                            &step.component,
+                            flotilla_model::status::DesiredLifecycle::Stopped,
+                            now_ms(),
+                        )
+                    });
+                }
+            }
+        }
         let mut done = vec![false; steps.len()];
         let mut launched = vec![false; steps.len()];
         let mut tasks = tokio::task::JoinSet::new();

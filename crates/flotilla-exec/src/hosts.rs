@@ -6,7 +6,8 @@
 //! binary's SHA-256>/flotilla`, and `current`, a symbolic link to the release in use.
 //! A release directory is written under a temporary name, checked against the
 //! digest, then renamed into place; `current` is replaced by renaming a new link
-//! over it. A binary is never overwritten in place, so a running `flotilla host
+//! over it. The release `current` pointed at before is kept (for a rollback);
+//! older ones, and leftovers of interrupted copies, are removed. A binary is never overwritten in place, so a running `flotilla host
 //! serve` keeps its file.
 
 use crate::remote::{self, Call, HostFacts, Reply};
@@ -166,6 +167,7 @@ pub async fn install(
         "set -eu; root=\"{REMOTE_ROOT}\"; prev=$(readlink \"$root/current\" 2>/dev/null || true); \
          ln -sfn \"{release}\" \"$root/.current.$$\"; \
          mv -T \"$root/.current.$$\" \"$root/current\" 2>/dev/null || mv -fh \"$root/.current.$$\" \"$root/current\"; \
+         for d in \"$root\"/releases/* \"$root\"/releases/.incoming.*; do [ -e \"$d\" ] || continue; case \"releases/${{d##*/}}\" in \"{release}\"|\"$prev\") ;; *) rm -rf \"$d\" ;; esac; done; \
          printf '%s' \"$prev\""
     );
     let out = fleet.run(host, &switch, b"", COMMAND_TIMEOUT).await?;

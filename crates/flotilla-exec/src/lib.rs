@@ -19,6 +19,14 @@
 //! - [`observe`]: the status that cannot lie: every signal measured now, with evidence.
 //! - [`operate`]: one mutating invocation end to end (lock, reconcile, observe, plan,
 //!   journal, apply).
+//! - [`ssh`]: the SSH transport ([`ssh::Fleet`]: one multiplexed OpenSSH master per
+//!   host per invocation, strict host keys, typed [`ssh::TransportError`]s) and the
+//!   `ssh-tunnel` command line.
+//! - [`remote`]: the versioned JSON exchange with `flotilla host serve` on a host
+//!   (hello, observe, step), both the controller side ([`remote::call`]) and the
+//!   host side ([`remote::serve`]).
+//! - [`hosts`]: `flotilla host install` (checksummed, versioned releases and a
+//!   `current` link) and `flotilla host check`.
 //! - [`lock`]: the lifecycle lock (one mutating invocation per state directory).
 //! - [`statedir`]: where local state lives, and what each file is.
 //! - [`error`]: the error type, [`ExecError`].

@@ -565,23 +565,43 @@ pub fn mark_dependency_down(topology: &Topology, components: &mut [ComponentStat
         let Some(id) = topology.id(&c.name) else {
             continue;
         };
-        let down: Vec<&str> = topology
-            .upstream(id)
-            .iter()
-            .map(|u| topology.component(*u).name.as_str())
-            .filter(|u| lifecycles.get(*u).is_some_and(|l| *l != Lifecycle::Running))
+        let upstream = || {
+            topology
+                .upstream(id)
+                .iter()
+                .map(|u| topology.component(*u).name.as_str())
+        };
+        let down: Vec<&str> = upstream()
+            .filter(|u| {
+                lifecycles
+                    .get(*u)
+                    .is_some_and(|l| !matches!(l, Lifecycle::Running | Lifecycle::Unknown))
+            })
             .collect();
+        let unseen: Vec<&str> = upstream()
+            .filter(|u| lifecycles.get(*u) == Some(&Lifecycle::Unknown))
+            .collect();
+        let mut saw = Vec::new();
         if !down.is_empty() {
+            saw.push(format!(
+                "it depends on {}, which {} not running",
+                down.join(", "),
+                if down.len() == 1 { "is" } else { "are" }
+            ));
+        }
+        if !unseen.is_empty() {
+            saw.push(format!(
+                "it depends on {}, whose state cannot be seen",
+                unseen.join(", ")
+            ));
+        }
+        if !saw.is_empty() {
             c.condition = Condition::Attention;
             c.evidence.push(Evidence {
                 signal: "condition".into(),
                 source: "topology".into(),
                 at_ms: crate::executor::now_ms(),
-                saw: format!(
-                    "it depends on {}, which {} not running",
-                    down.join(", "),
-                    if down.len() == 1 { "is" } else { "are" }
-                ),
+                saw: saw.join("; "),
             });
         }
     }

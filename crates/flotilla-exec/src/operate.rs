@@ -333,11 +333,8 @@ fn unseen(
                 name: c.name.clone(),
                 host: c.host.clone(),
                 lifecycle: Lifecycle::Unknown,
-                desired: before.and_then(|(s, _)| s.desired).or(if c.is_managed() {
-                    Some(flotilla_model::status::DesiredLifecycle::Stopped)
-                } else {
-                    None
-                }),
+                // Intent lives in the host's journal: unknown until it answers once.
+                desired: before.and_then(|(s, _)| s.desired),
                 health: Health::Unknown,
                 condition: Condition::Attention,
                 observability,

@@ -11,6 +11,7 @@
 //! - `hello`: what the host is (platform, version, state directory, the digest of
 //!   the binary that answered, measured there);
 //! - `observe`: the status of the snapshot's components, measured on the host;
+//! - `logs`: the last lines of a component's log there;
 //! - `step`: one plan step (start, stop, restart, await-ready) run by the host's own
 //!   executor, journaled in the host's own state directory, with its readiness
 //!   probes run on the host (the route its local clients use).
@@ -64,6 +65,13 @@ pub enum Call {
         /// Components to observe.
         names: Vec<String>,
     },
+    /// The last lines of a component's log on the host.
+    Logs {
+        /// The component.
+        component: String,
+        /// How many lines.
+        lines: usize,
+    },
     /// Run one plan step.
     Step {
         /// The host's snapshot.
@@ -105,6 +113,13 @@ pub enum Reply {
     Observed {
         /// The host's status report.
         report: StatusReport,
+    },
+    /// To [`Call::Logs`].
+    Logs {
+        /// The log file on the host.
+        path: String,
+        /// Its last lines (empty when there is no log yet).
+        lines: Vec<String>,
     },
     /// To [`Call::Step`].
     Step {
@@ -228,6 +243,19 @@ pub async fn serve(input: &[u8], state_dir: Option<&Path>) -> Response {
             };
             match observer.observe(&names).await {
                 Ok(report) => reply(Reply::Observed { report }),
+                Err(e) => error("state", error_chain(&e)),
+            }
+        }
+        Call::Logs { component, lines } => {
+            if component.is_empty() || component.contains('/') || component.starts_with('.') {
+                return error("request", format!("`{component}` is not a component name"));
+            }
+            let path = state.log(&component);
+            match crate::logs::tail_log(&path, lines) {
+                Ok(lines) => reply(Reply::Logs {
+                    path: path.display().to_string(),
+                    lines,
+                }),
                 Err(e) => error("state", error_chain(&e)),
             }
         }
@@ -422,5 +450,64 @@ pub async fn call(
             detail: format!("the remote flotilla refused ({kind}): {message}"),
         }),
         other => Ok(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(input: &str) -> (serde_json::Value, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let r = rt.block_on(serve(input.as_bytes(), Some(&state)));
+        (serde_json::to_value(&r).unwrap(), dir)
+    }
+
+    #[test]
+    fn hello_reports_what_the_host_measured() {
+        let (v, dir) = answer(&format!(
+            r#"{{"protocol":{PROTOCOL},"version":"x","call":"hello"}}"#
+        ));
+        assert_eq!(v["reply"], "hello", "{v}");
+        assert_eq!(v["protocol"], PROTOCOL);
+        assert_eq!(v["facts"]["platform"], this_platform());
+        assert!(v["facts"]["executable_sha256"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:"));
+        assert_eq!(
+            v["facts"]["state_dir"],
+            dir.path().join("state").display().to_string()
+        );
+    }
+
+    #[test]
+    fn another_protocol_is_refused_naming_both_versions() {
+        let (v, _d) = answer(r#"{"protocol":999,"version":"9.9.9","call":"hello"}"#);
+        assert_eq!(v["reply"], "error");
+        assert_eq!(v["kind"], "protocol");
+        let m = v["message"].as_str().unwrap();
+        assert!(m.contains("9.9.9") && m.contains("protocol 999"), "{m}");
+        assert!(m.contains(&format!("protocol {PROTOCOL}")), "{m}");
+        assert!(m.contains("flotilla host install"), "{m}");
+    }
+
+    #[test]
+    fn malformed_requests_and_foreign_components_are_errors_not_crashes() {
+        let (v, _d) = answer("not json");
+        assert_eq!(v["kind"], "request");
+        let (v, _d) = answer(&format!(r#"{{"protocol":{PROTOCOL},"call":"dance"}}"#));
+        assert_eq!(v["kind"], "request");
+        let snapshot = serde_json::json!({"host":"h1","hosts":{},"components":[],"topology_digest":"sha256:x"});
+        let step = serde_json::json!({"component":"ghost","host":"h1","action":"start","adapter":"process","owner":"managed","reason":"r"});
+        let req = serde_json::json!({"protocol":PROTOCOL,"version":"x","call":"step","snapshot":snapshot,"step":step,"wave":1,"operation":"op-1","ready_timeout_ms":1000});
+        let (v, _d) = answer(&req.to_string());
+        assert_eq!(v["kind"], "snapshot", "{v}");
+        assert!(v["message"].as_str().unwrap().contains("ghost"));
     }
 }

@@ -319,8 +319,19 @@ impl Fleet {
             .take(3)
             .collect::<Vec<_>>()
             .join(" ");
+        let began = std::time::Instant::now();
+        let conn = match tokio::time::timeout(timeout, self.conn(host)).await {
+            Ok(c) => c?,
+            Err(_) => {
+                return Err(TransportError::Unreachable {
+                    host: host.to_string(),
+                    address: self.host(host).map(dialled).unwrap_or_default(),
+                    detail: format!("no SSH connection within {} ms", timeout.as_millis()),
+                })
+            }
+        };
+        let timeout = timeout.saturating_sub(began.elapsed());
         let work = async {
-            let conn = self.conn(host).await?;
             let _permit = conn
                 .channels
                 .acquire()
@@ -569,13 +580,26 @@ fn trust_command(host: &Host) -> String {
 /// The `SHA256:` fingerprints of the keys `host` presents now (`ssh-keyscan`), or
 /// why they could not be read.
 fn fingerprint_of(host: &Host) -> Result<String, String> {
-    let mut scan = std::process::Command::new("ssh-keyscan");
-    scan.args(["-T", "5"]);
-    if let Some(p) = host.port {
-        scan.args(["-p", &p.to_string()]);
-    }
-    let scanned = scan
+    // What ssh really dials (an alias from ~/.ssh/config resolves to its HostName).
+    let (mut name, mut port) = (host.address.clone(), host.port.unwrap_or(22));
+    if let Ok(out) = std::process::Command::new("ssh")
+        .arg("-G")
+        .args(client_args(host))
         .arg(&host.address)
+        .stderr(Stdio::null())
+        .output()
+    {
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            match line.split_once(' ') {
+                Some(("hostname", v)) => name = v.to_string(),
+                Some(("port", v)) => port = v.parse().unwrap_or(port),
+                _ => {}
+            }
+        }
+    }
+    let scanned = std::process::Command::new("ssh-keyscan")
+        .args(["-T", "5", "-p", &port.to_string()])
+        .arg(&name)
         .stderr(Stdio::null())
         .output()
         .map_err(|e| format!("(ssh-keyscan failed: {e})"))?;
@@ -650,4 +674,100 @@ pub fn tunnel_argv(t: &flotilla_model::topology::Tunnel, via: &Host) -> Vec<Stri
         via.address.clone(),
     ]);
     argv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flotilla_model::inventory::{TransportKind, TunnelDirection};
+    use flotilla_model::topology::Tunnel;
+
+    fn studio() -> Host {
+        Host {
+            address: "10.0.0.5".into(),
+            labels: Default::default(),
+            name: "studio".into(),
+            platform: None,
+            port: Some(2222),
+            identity: Some("/keys/id".into()),
+            ssh_options: [("ProxyJump".to_string(), "bastion".to_string())].into(),
+            state_dir: None,
+            transport: TransportKind::Ssh,
+            user: Some("ops".into()),
+        }
+    }
+
+    #[test]
+    fn client_args_carry_every_setting_and_always_check_host_keys() {
+        let a = client_args(&studio()).join(" ");
+        assert_eq!(
+            a,
+            "-o BatchMode=yes -o StrictHostKeyChecking=yes -p 2222 -l ops -o IdentitiesOnly=yes -i /keys/id -o ProxyJump=bastion"
+        );
+    }
+
+    #[test]
+    fn a_local_forward_exits_on_failure_and_keeps_alive() {
+        let t = Tunnel {
+            bind: "127.0.0.1".into(),
+            direction: TunnelDirection::Local,
+            listen_port: 18090,
+            target_address: "127.0.0.1:8080".into(),
+            target_component: "big".into(),
+            target_endpoint: "http".into(),
+            via: "studio".into(),
+        };
+        let argv = tunnel_argv(&t, &studio());
+        let line = argv.join(" ");
+        assert!(line.starts_with("ssh -N -T -o BatchMode=yes -o StrictHostKeyChecking=yes"));
+        for o in [
+            "ExitOnForwardFailure=yes",
+            "ServerAliveInterval=5",
+            "ServerAliveCountMax=3",
+        ] {
+            assert!(line.contains(o), "{line}");
+        }
+        assert!(
+            line.ends_with("-L 127.0.0.1:18090:127.0.0.1:8080 -- 10.0.0.5"),
+            "{line}"
+        );
+        let r = Tunnel {
+            bind: "::1".into(),
+            direction: TunnelDirection::Remote,
+            ..t
+        };
+        assert!(tunnel_argv(&r, &studio())
+            .join(" ")
+            .ends_with("-R [::1]:18090:127.0.0.1:8080 -- 10.0.0.5"));
+    }
+
+    #[test]
+    fn the_master_config_puts_host_options_before_the_users_files() {
+        let text = config_text(&studio()).unwrap();
+        let opt = text.find("ProxyJump \"bastion\"").unwrap();
+        let user = text.find("Include ~/.ssh/config").unwrap();
+        assert!(opt < user, "{text}");
+        let mut plain = studio();
+        plain.ssh_options.clear();
+        assert!(config_text(&plain).is_none());
+    }
+
+    #[test]
+    fn known_hosts_names_and_trust_commands_follow_openssh() {
+        let h = studio();
+        assert_eq!(known_host_name(&h), "'[10.0.0.5]:2222'");
+        assert_eq!(
+            trust_command(&h),
+            "ssh-keyscan -p 2222 10.0.0.5 >> ~/.ssh/known_hosts"
+        );
+        let mut h22 = h;
+        h22.port = None;
+        h22.ssh_options
+            .insert("UserKnownHostsFile".into(), "/etc/fleet_hosts".into());
+        assert_eq!(known_host_name(&h22), "10.0.0.5");
+        assert_eq!(
+            trust_command(&h22),
+            "ssh-keyscan 10.0.0.5 >> /etc/fleet_hosts"
+        );
+    }
 }

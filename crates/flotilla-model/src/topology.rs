@@ -29,6 +29,9 @@ impl ComponentId {
 pub struct Host {
     /// Address or SSH alias (the name when not given).
     pub address: String,
+    /// SSH private key file (on the machine that connects).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
     /// Labels.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
@@ -40,9 +43,6 @@ pub struct Host {
     /// SSH port.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
-    /// SSH private key file (on the machine that connects).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub identity: Option<String>,
     /// Extra OpenSSH client options (`-o Key=Value`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub ssh_options: BTreeMap<String, String>,
@@ -425,15 +425,16 @@ impl Topology {
 /// components (with the endpoints they connect to already resolved into their
 /// connections and environment), its own host entry and the hosts its tunnels go
 /// through. No stacks, no other host's components, and no secret values (a topology
-/// only ever holds secret *names*).
+/// only ever holds secret *names*). Fields are declared in sorted order, so it
+/// serialises as canonical JSON (RFC 8785) like the topology itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
+    /// The host's components, in name order; `depends_on` keeps only names in here.
+    pub components: Vec<Component>,
     /// The host it is for.
     pub host: String,
     /// That host and the hosts its tunnels go through, by name.
     pub hosts: BTreeMap<String, Host>,
-    /// The host's components, in name order; `depends_on` keeps only names in here.
-    pub components: Vec<Component>,
     /// Digest of the whole topology it was cut from.
     pub topology_digest: String,
 }

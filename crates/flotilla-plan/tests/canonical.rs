@@ -67,3 +67,43 @@ fn topology_observed_and_plan_serialise_canonically() {
     .unwrap();
     assert_canonical("plan", &p);
 }
+
+/// The two-host example (ssh host settings, tunnels): its topology is canonical, and
+/// each host's snapshot survives JSON and rebuilds into a topology of just that host.
+#[test]
+fn two_host_topology_and_snapshots_round_trip() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/local-ai/two-hosts.toml"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut sources = Sources::new();
+    let id = sources.add(SourceFile::new("two-hosts.toml", Format::Toml, text));
+    let topology = validate(&sources, id, &[]).unwrap().topology;
+    assert_canonical("two-host topology", &topology);
+    for host in ["local", "studio"] {
+        let snap = topology.snapshot(host);
+        assert_canonical("snapshot", &snap);
+        let json = serde_json::to_string(&snap).unwrap();
+        let back: flotilla_model::topology::Snapshot = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, snap);
+        let rebuilt = flotilla_model::Topology::from_snapshot(back).unwrap();
+        assert!(rebuilt.components.iter().all(|c| c.host == host));
+        for c in &rebuilt.components {
+            let original = topology.component(topology.id(&c.name).unwrap());
+            assert_eq!(c.config_digest(), original.config_digest(), "{}", c.name);
+            assert!(c.depends_on.iter().all(|d| rebuilt.id(d).is_some()));
+        }
+        assert_eq!(rebuilt.order().len(), rebuilt.len());
+    }
+    let studio = topology.snapshot("studio");
+    let names: Vec<&str> = studio.components.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["embed", "llm"]);
+    let local = topology.snapshot("local");
+    // The tunnels' `via` host travels with them; no secret value is anywhere in it.
+    assert!(local.hosts.contains_key("studio"));
+    let proxy = local.components.iter().find(|c| c.name == "proxy").unwrap();
+    assert!(proxy.depends_on.contains(&"llm-tunnel".to_string()));
+    let json = serde_json::to_string(&local).unwrap();
+    assert!(json.contains("LITELLM_MASTER_KEY") && !json.contains("sk-"));
+}

@@ -1,4 +1,5 @@
-//! `flotilla logs COMPONENT [-f] [--tail N]`: a component's log (its stdout and stderr).
+//! `flotilla logs COMPONENT [-f] [--tail N]`: a component's log (its stdout and stderr);
+//! for a component on an `ssh` host, read on that host.
 
 use crate::{Cli, EXIT_OK, EXIT_USAGE};
 use flotilla_exec::statedir::StateDir;
@@ -27,6 +28,15 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     if validated.topology.id(&args.component).is_none() {
         eprintln!("error: `{}` is not a component", args.component);
         return Ok(EXIT_USAGE);
+    }
+    let topology = &validated.topology;
+    let component = topology.component(topology.id(&args.component).expect("checked"));
+    if topology
+        .hosts
+        .get(&component.host)
+        .is_some_and(|h| h.transport == flotilla_model::inventory::TransportKind::Ssh)
+    {
+        return remote(cli, topology, &component.host, args);
     }
     let state = StateDir::resolve(cli.state_dir.as_deref())?;
     let path = state.log(&args.component);
@@ -63,5 +73,54 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             pos += buf.len() as u64;
         }
         std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The log of a component on an `ssh` host, read there.
+fn remote(
+    cli: &Cli,
+    topology: &flotilla_model::Topology,
+    host: &str,
+    args: &Args,
+) -> anyhow::Result<u8> {
+    if args.follow {
+        eprintln!(
+            "error: `{}` runs on host `{host}`: `logs -f` follows local logs only; use `ssh` there, or `flotilla logs {}` again",
+            args.component, args.component
+        );
+        return Ok(EXIT_USAGE);
+    }
+    let fleet = super::fleet(cli, topology);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let call = flotilla_exec::remote::Call::Logs {
+        component: args.component.clone(),
+        lines: args.tail,
+    };
+    match rt.block_on(flotilla_exec::remote::call(
+        &fleet,
+        host,
+        call,
+        cli.host_timeout,
+    )) {
+        Ok(flotilla_exec::remote::Reply::Logs { path, lines }) => {
+            if lines.is_empty() {
+                eprintln!(
+                    "no log yet for `{}` on host `{host}` ({path})",
+                    args.component
+                );
+            }
+            let mut out = std::io::stdout().lock();
+            for l in lines {
+                writeln!(out, "{l}")?;
+            }
+            Ok(EXIT_OK)
+        }
+        Ok(other) => anyhow::bail!("host `{host}` answered with {other:?}"),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(crate::EXIT_REFUSED)
+        }
     }
 }

@@ -88,6 +88,7 @@ fn text(r: &StatusReport, verbose: bool) -> String {
         "CONDITION".into(),
         "OWNER".into(),
         "PID".into(),
+        "OBSERVED".into(),
     ]];
     for c in &r.components {
         rows.push(vec![
@@ -102,6 +103,7 @@ fn text(r: &StatusReport, verbose: bool) -> String {
                 .as_ref()
                 .map(|i| i.measured.pid.to_string())
                 .unwrap_or_else(|| "-".into()),
+            seen(c, r.observed_at_ms),
         ]);
     }
     let mut out = render::table(&rows);
@@ -137,4 +139,20 @@ fn name<T: serde::Serialize>(v: &T) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
+}
+
+/// `observed`, or e.g. `unreachable (last: running, 42s ago)`.
+fn seen(c: &flotilla_exec::observe::ComponentStatus, now_ms: i64) -> String {
+    if c.observability == flotilla_model::status::Observability::Observed {
+        return "observed".into();
+    }
+    match &c.last_known {
+        Some(l) => format!(
+            "{} (last: {}, {} ago)",
+            name(&c.observability),
+            name(&l.lifecycle),
+            flotilla_exec::observe::age(now_ms - l.observed_at_ms)
+        ),
+        None => format!("{} (never seen)", name(&c.observability)),
+    }
 }

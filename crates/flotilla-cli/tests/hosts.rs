@@ -1,0 +1,1265 @@
+//! Remote hosts for real: the `flotilla` binary driving `flotilla-testkit` services on
+//! the SSH test hosts of `scripts/testnet` (network namespaces h1, h2, h3 on
+//! 10.213.77.0/24, each with its own sshd and home): installing flotilla on a host,
+//! components on three hosts started, observed and stopped, a stack answering through a
+//! real SSH tunnel, a host partitioned in the middle of a `status`, changed, unknown and
+//! wrong keys, version skew, and a host that was never reachable.
+//!
+//! The tests share the hosts (they partition and rekey them), so they run one at a time:
+//! nextest's `testnet` test group (`.config/nextest.toml`, `binary(=hosts)`) and
+//! [`testnet::lock`] under `cargo test`. Each test uses its own ports, its own local state
+//! directory and its own state directory on every host (`<home>/state-<test>-<pid>`),
+//! and a [`Fixture`] guard takes down what it started, even when the test panics.
+//! Every wait is on a condition with a deadline.
+
+mod common;
+
+use common::Run;
+use flotilla_testkit::testnet::{self, TestHost, Testnet};
+use flotilla_testkit::{free_port, wait_until};
+use serde_json::Value;
+use std::cell::RefCell;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long any one condition may take; tests move on as soon as it holds.
+const DEADLINE: Duration = Duration::from_secs(20);
+
+/// A TOML (and JSON) string.
+fn q(s: impl AsRef<str>) -> String {
+    serde_json::to_string(s.as_ref()).expect("a string")
+}
+
+fn testkit() -> String {
+    flotilla_testkit::binary().display().to_string()
+}
+
+/// Whether `pid` is a live process (a zombie counts as dead).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+/// The arguments of process `pid` (empty when it is gone).
+fn cmdline(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The live processes one of whose arguments is exactly `marker`.
+fn pids_with_arg(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| cmdline(pid).iter().any(|a| a == marker))
+        .collect()
+}
+
+fn kill9(pid: u32) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+/// `GET /` on 127.0.0.1:`port` (this machine's loopback): the whole answer, or why not.
+fn http_get(port: u16) -> Result<String, String> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+        .map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    s.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).map_err(|e| e.to_string())?;
+    if out.is_empty() {
+        Err("connection closed without an answer".into())
+    } else {
+        Ok(out)
+    }
+}
+
+/// `sha256:<hex>` of a file, by `sha256sum`.
+fn sha256_of(path: &Path) -> String {
+    let out = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("run sha256sum");
+    assert!(out.status.success(), "sha256sum {}", path.display());
+    let text = String::from_utf8_lossy(&out.stdout);
+    format!(
+        "sha256:{}",
+        text.split_whitespace().next().expect("a digest")
+    )
+}
+
+/// The `SHA256:…` fingerprint of a public key file.
+fn fingerprint(pub_key: &Path) -> String {
+    let out = Command::new("ssh-keygen")
+        .arg("-lf")
+        .arg(pub_key)
+        .output()
+        .expect("run ssh-keygen -lf");
+    assert!(out.status.success(), "ssh-keygen -lf {}", pub_key.display());
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .nth(1)
+        .expect("a fingerprint")
+        .to_string()
+}
+
+/// Where `flotilla host install` puts releases on `host` (the file system is shared).
+fn install_root(host: &TestHost) -> PathBuf {
+    host.home.join(".local/lib/flotilla")
+}
+
+/// Whether a printed plan has a step `action name on host`.
+fn plan_has(plan: &str, action: &str, name: &str, host: &str) -> bool {
+    plan.lines().any(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        w.len() >= 4 && w[0] == action && w[1] == name && w[2] == "on" && w[3] == host
+    })
+}
+
+fn both(run: &Run) -> String {
+    format!("{}{}", run.stdout, run.stderr)
+}
+
+/// The component named `name` in a `status --json` answer.
+fn comp<'a>(status: &'a Value, name: &str) -> &'a Value {
+    status["components"]
+        .as_array()
+        .expect("components")
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no component `{name}` in {status:#}"))
+}
+
+fn pid_of(c: &Value) -> u32 {
+    c["runtime_identity"]["measured"]["pid"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no measured pid: {c:#}")) as u32
+}
+
+fn evidence_text(c: &Value) -> String {
+    c["evidence"]
+        .as_array()
+        .map(|e| {
+            e.iter()
+                .map(|e| format!("{}: {}", e["signal"], e["saw"].as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+/// One test's inventory, local state directory and remote state directories, and the
+/// guard that takes down what it started: on drop it runs `down --force` for each of
+/// its stacks, then kills whatever still carries its marker (every testkit service it
+/// declares has `--exec-name <marker>`) or was [`Fixture::track`]ed, and removes its
+/// state directories on the hosts.
+struct Fixture {
+    name: String,
+    dir: tempfile::TempDir,
+    inventory: PathBuf,
+    state: PathBuf,
+    marker: String,
+    remote_states: RefCell<Vec<PathBuf>>,
+    stacks: RefCell<Vec<String>>,
+    tracked: RefCell<Vec<(u32, String)>>,
+}
+
+impl Fixture {
+    fn new(test: &str) -> Fixture {
+        let name = format!("{test}-{}", std::process::id());
+        let dir = tempfile::tempdir().expect("temp dir");
+        Fixture {
+            marker: format!("flt-hosts-{name}"),
+            inventory: dir.path().join("flotilla.toml"),
+            state: dir.path().join("state"),
+            dir,
+            name,
+            remote_states: RefCell::new(Vec::new()),
+            stacks: RefCell::new(Vec::new()),
+            tracked: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// This test's state directory on `host` (emptied when first asked for, removed on
+    /// drop).
+    fn remote_state(&self, host: &TestHost) -> PathBuf {
+        let d = host.home.join(format!("state-{}", self.name));
+        let mut all = self.remote_states.borrow_mut();
+        if !all.contains(&d) {
+            let _ = std::fs::remove_dir_all(&d);
+            all.push(d.clone());
+        }
+        d
+    }
+
+    /// `host`'s inventory table, with this test's state directory there.
+    fn host_toml(&self, host: &TestHost) -> String {
+        format!(
+            "{}state_dir = {}\n\n",
+            host.inventory_toml(),
+            q(self.remote_state(host).to_string_lossy())
+        )
+    }
+
+    /// A testkit service on `host` answering HTTP on 127.0.0.1:`port` there, ready
+    /// when `GET /` answers; `extra` is more TOML for its table.
+    fn service(&self, name: &str, host: &str, port: u16, extra: &str) -> String {
+        format!(
+            "[components.{name}]\nhost = {}\ncommand = [{}, \"--listen\", {}, \"--exec-name\", {}]\n\
+             endpoints = {{ http = {} }}\n\
+             readiness = {{ http = {{ endpoint = \"http\", path = \"/\" }}, period = \"100ms\" }}\n\
+             stop = {{ grace_period = \"2s\" }}\n{extra}\n",
+            q(host),
+            q(testkit()),
+            q(format!("127.0.0.1:{port}")),
+            q(&self.marker),
+            q(format!("http://127.0.0.1:{port}")),
+        )
+    }
+
+    /// Writes the inventory; `stacks` are taken down on drop.
+    fn write(&self, toml: &str, stacks: &[&str]) {
+        std::fs::write(&self.inventory, toml).expect("write the inventory");
+        self.stacks
+            .borrow_mut()
+            .extend(stacks.iter().map(|s| s.to_string()));
+    }
+
+    /// Kill `pid` on drop if it still runs `program` then.
+    fn track(&self, pid: u32, program: &str) {
+        self.tracked.borrow_mut().push((pid, program.to_string()));
+    }
+
+    /// `flotilla -f INVENTORY --state-dir STATE ARGS`, not yet run.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
+        cmd.arg("-f")
+            .arg(&self.inventory)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .args(args)
+            .current_dir(self.path())
+            .env_remove("FLOTILLA_FILE")
+            .env_remove("FLOTILLA_STATE_DIR")
+            .env_remove("FLOTILLA_HOST_TIMEOUT")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        let out = self.command(args).output().expect("run flotilla");
+        Run {
+            code: out.status.code().expect("an exit code"),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// `run`, asserting exit 0.
+    fn ok(&self, args: &[&str]) -> Run {
+        let run = self.run(args);
+        assert_eq!(
+            run.code,
+            0,
+            "`flotilla {}` failed:\n{}\n{}",
+            args.join(" "),
+            run.stdout,
+            run.stderr
+        );
+        run
+    }
+
+    /// `status --json ARGS`: the run and its JSON.
+    fn status(&self, args: &[&str]) -> (Run, Value) {
+        let mut all = vec!["status", "--json"];
+        all.extend_from_slice(args);
+        let run = self.run(&all);
+        let json = run.json();
+        (run, json)
+    }
+
+    /// `host install` on each of `hosts`, all at once; asserts each succeeded and
+    /// returns their JSON reports.
+    fn install(&self, hosts: &[&str]) -> Vec<Value> {
+        let children: Vec<_> = hosts
+            .iter()
+            .map(|h| {
+                let child = self
+                    .command(&["host", "install", h, "--json"])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("run flotilla host install");
+                (h, child)
+            })
+            .collect();
+        children
+            .into_iter()
+            .map(|(h, child)| {
+                let out = child.wait_with_output().expect("wait for host install");
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.status.success(),
+                    "host install {h}: {}\n{stdout}\n{}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                serde_json::from_str(&stdout)
+                    .unwrap_or_else(|e| panic!("host install {h} --json: {e}: {stdout}"))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        for stack in self.stacks.borrow().iter() {
+            let _ = self
+                .command(&["--host-timeout", "5s", "down", stack, "--force"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        for pid in pids_with_arg(&self.marker) {
+            kill9(pid);
+        }
+        for (pid, program) in self.tracked.borrow().iter() {
+            if alive(*pid) && cmdline(*pid).first().is_some_and(|p| p.ends_with(program)) {
+                kill9(*pid);
+            }
+        }
+        for d in self.remote_states.borrow().iter() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// 1. `host install` copies this flotilla to a host checked by SHA-256, is idempotent
+///    (a second install copies nothing), repairs a damaged release, and the installed
+///    binary answers; `host check` reports flotilla, platform and tools.
+#[test]
+fn install_is_checksummed_idempotent_and_answers() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h1 = net.host("h1");
+    let fx = Fixture::new("install");
+    let web = free_port();
+    fx.write(
+        &format!(
+            "{}{}[components.shell]\nhost = \"h1\"\ncommand = [\"sh\", \"-c\", \"sleep 60\"]\n",
+            fx.host_toml(h1),
+            fx.service("web", "h1", web, "")
+        ),
+        &[],
+    );
+    let local_sha = sha256_of(Path::new(env!("CARGO_BIN_EXE_flotilla")));
+    let version = fx.ok(&["--version"]).stdout;
+    let version = version
+        .split_whitespace()
+        .nth(1)
+        .expect("a version")
+        .to_string();
+    let release = format!("releases/{version}-{}", &local_sha["sha256:".len()..][..12]);
+    let root = install_root(h1);
+    // Start from a host without this release, so the first install really copies it.
+    let _ = std::fs::remove_dir_all(root.join(&release));
+
+    let first = &fx.install(&["h1"])[0];
+    assert_eq!(first["host"], "h1", "{first:#}");
+    assert_eq!(first["release"], release.as_str(), "{first:#}");
+    assert_eq!(first["sha256"], local_sha.as_str(), "{first:#}");
+    let size = std::fs::metadata(env!("CARGO_BIN_EXE_flotilla"))
+        .expect("the flotilla binary")
+        .len();
+    assert_eq!(
+        first["copied_bytes"], size,
+        "the first install copies the binary: {first:#}"
+    );
+    assert_eq!(first["facts"]["version"], version.as_str(), "{first:#}");
+    assert_eq!(
+        first["facts"]["executable_sha256"],
+        local_sha.as_str(),
+        "{first:#}"
+    );
+    assert_eq!(first["facts"]["platform"], "linux-x86_64", "{first:#}");
+    assert_eq!(
+        first["facts"]["state_dir"],
+        fx.remote_state(h1).to_string_lossy().as_ref(),
+        "{first:#}"
+    );
+    let installed = root.join(&release).join("flotilla");
+    assert_eq!(sha256_of(&installed), local_sha, "the copy on h1 is intact");
+
+    // Again: already there, nothing copied, in the human form too.
+    let again = fx.ok(&["host", "install", "h1"]);
+    assert!(
+        again.stdout.contains("already there, intact"),
+        "a second install says the release is already there:\n{}",
+        again.stdout
+    );
+    assert!(again.stdout.contains(&release), "{}", again.stdout);
+    let again = &fx.install(&["h1"])[0];
+    assert_eq!(again["copied_bytes"], 0, "{again:#}");
+    assert_eq!(again["previous"], release.as_str(), "{again:#}");
+
+    // `current` points into releases/, at this release.
+    let current = std::fs::read_link(root.join("current")).expect("a `current` link on h1");
+    assert!(
+        current.starts_with("releases"),
+        "`current` points into releases/: {}",
+        current.display()
+    );
+    assert_eq!(current, Path::new(&release));
+    assert_eq!(sha256_of(&root.join("current/flotilla")), local_sha);
+
+    // A damaged release is noticed by its digest and copied again, never trusted.
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&installed)
+            .expect("open the installed binary");
+        f.write_all(b"damage").expect("damage it");
+    }
+    assert_ne!(sha256_of(&installed), local_sha);
+    let repaired = &fx.install(&["h1"])[0];
+    assert_eq!(repaired["copied_bytes"], size, "{repaired:#}");
+    assert_eq!(
+        sha256_of(&installed),
+        local_sha,
+        "the damaged copy was replaced"
+    );
+    for e in std::fs::read_dir(root.join("releases"))
+        .expect("releases/")
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&format!(
+            "{}.broken.",
+            release.trim_start_matches("releases/")
+        )) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+
+    // host check: exit 0, and says what it found.
+    let check = fx.ok(&["host", "check", "h1", "--json"]);
+    let report = check.json();
+    assert_eq!(report["host"], "h1");
+    let findings = report["findings"].as_array().expect("findings");
+    let finding = |name: &str| -> &Value {
+        findings
+            .iter()
+            .find(|f| f["check"] == name)
+            .unwrap_or_else(|| panic!("no `{name}` finding in {report:#}"))
+    };
+    for f in findings {
+        assert_eq!(f["ok"], true, "{f}");
+    }
+    for name in ["reachable", "platform", "disk", "flotilla"] {
+        finding(name);
+    }
+    let flotilla = finding("flotilla")["saw"].as_str().unwrap().to_string();
+    assert!(flotilla.contains(&version), "{flotilla}");
+    assert!(flotilla.contains("protocol 1"), "{flotilla}");
+    assert!(flotilla.contains(&local_sha), "{flotilla}");
+    assert!(
+        flotilla.contains(&release),
+        "it names the installed release: {flotilla}"
+    );
+    let platform = finding("platform")["saw"].as_str().unwrap();
+    assert!(platform.starts_with("linux-x86_64"), "{platform}");
+    finding(&format!("tool {}", testkit()));
+    let sh = finding("tool sh")["saw"].as_str().unwrap();
+    assert!(sh.contains("found at /"), "{sh}");
+    let text = fx.ok(&["host", "check", "h1"]).stdout;
+    for word in ["reachable", "platform", "flotilla", "tool sh"] {
+        assert!(text.contains(word), "{text}");
+    }
+}
+
+/// 2. One component on each of h1, h2, h3 and one here: `up` starts them where they
+///    belong, `status` shows each running, healthy and observed with its host and pid,
+///    using one SSH handshake per host per invocation; `down` stops them all.
+#[test]
+fn components_on_three_hosts_start_stop_and_are_observed() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let hosts = ["h1", "h2", "h3"];
+    let fx = Fixture::new("three");
+    let mut toml = String::new();
+    for h in hosts {
+        toml.push_str(&fx.host_toml(net.host(h)));
+    }
+    let mut ports = Vec::new();
+    for h in hosts {
+        let port = free_port();
+        ports.push((format!("web-{h}"), h, port));
+        toml.push_str(&fx.service(&format!("web-{h}"), h, port, ""));
+    }
+    let local_port = free_port();
+    ports.push(("web-local".to_string(), "local", local_port));
+    toml.push_str(&fx.service("web-local", "local", local_port, ""));
+    toml.push_str(
+        "[stacks.fleet]\ncomponents = [\"web-h1\", \"web-h2\", \"web-h3\", \"web-local\"]\n",
+    );
+    fx.write(&toml, &["fleet"]);
+    fx.install(&hosts);
+
+    let up = fx.ok(&["up", "fleet"]);
+    for (name, host, _) in &ports {
+        assert!(
+            plan_has(&up.stdout, "start", name, host),
+            "the plan starts `{name}` on {host}:\n{}",
+            up.stdout
+        );
+    }
+
+    let (run, status) = fx.status(&[]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let mut pids = Vec::new();
+    for (name, host, port) in &ports {
+        let c = comp(&status, name);
+        assert_eq!(c["host"], *host, "{c:#}");
+        assert_eq!(c["lifecycle"], "running", "{c:#}");
+        assert_eq!(c["desired"], "running", "{c:#}");
+        assert_eq!(c["health"], "healthy", "{c:#}");
+        assert_eq!(c["condition"], "ok", "{c:#}");
+        assert_eq!(c["observability"], "observed", "{c:#}");
+        assert!(c.get("last_known").is_none_or(Value::is_null), "{c:#}");
+        let pid = pid_of(c);
+        pids.push(pid);
+        // The process really runs, with this component's arguments…
+        let args = cmdline(pid);
+        assert!(
+            args.contains(&format!("127.0.0.1:{port}")) && args.contains(&fx.marker),
+            "pid {pid} of `{name}` is not its service: {args:?}"
+        );
+        if *host == "local" {
+            let body = http_get(*port).expect("the local service answers");
+            assert!(body.contains(&format!("\"pid\":{pid}")), "{body}");
+        } else {
+            // …on its host: in that host's network namespace, answering on its loopback.
+            let h = net.host(host);
+            let ns = Command::new("ip")
+                .args(["netns", "identify", &pid.to_string()])
+                .output()
+                .expect("ip netns identify");
+            assert_eq!(
+                String::from_utf8_lossy(&ns.stdout).trim(),
+                h.netns,
+                "pid {pid} of `{name}` runs in {}'s namespace",
+                h.name
+            );
+            let out = h.exec(&[
+                "curl",
+                "-sS",
+                "-m",
+                "5",
+                &format!("http://127.0.0.1:{port}/"),
+            ]);
+            let body = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && body.contains(&format!("\"pid\":{pid}")),
+                "`{name}` answers on {host}'s loopback: {body} {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
+    // One SSH handshake per host per invocation, whatever it asks of the host.
+    for round in 1..=2 {
+        let before: Vec<usize> = hosts
+            .iter()
+            .map(|h| net.host(h).accepted_logins())
+            .collect();
+        let (run, status) = fx.status(&[]);
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        for (name, _, _) in &ports {
+            assert_eq!(comp(&status, name)["observability"], "observed");
+        }
+        for (h, before) in hosts.iter().zip(before) {
+            let host = net.host(h);
+            wait_until(Duration::from_secs(5), || host.accepted_logins() > before);
+            assert_eq!(
+                host.accepted_logins(),
+                before + 1,
+                "round {round}: one `status` logs in to {h} exactly once"
+            );
+        }
+    }
+
+    let down = fx.ok(&["down", "fleet"]);
+    for (name, host, _) in &ports {
+        assert!(
+            plan_has(&down.stdout, "stop", name, host),
+            "{}",
+            down.stdout
+        );
+    }
+    for &pid in &pids {
+        assert!(
+            wait_until(DEADLINE, || !alive(pid)),
+            "pid {pid} survived `down`: {:?}",
+            cmdline(pid)
+        );
+    }
+    let (run, status) = fx.status(&[]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    for (name, _, _) in &ports {
+        let c = comp(&status, name);
+        assert_eq!(c["lifecycle"], "stopped", "{c:#}");
+        assert_eq!(c["desired"], "stopped", "{c:#}");
+        assert_eq!(c["observability"], "observed", "{c:#}");
+    }
+}
+
+/// 3. A web service on h1 and, here, an SSH tunnel to it through h1: `up` proves the
+///    route end to end, a request here reaches the process there; killing that process
+///    makes the tunnel unhealthy and the service down-unexpectedly; `down` cleans up.
+#[test]
+fn a_stack_across_two_hosts_answers_through_a_real_tunnel() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h1 = net.host("h1");
+    let fx = Fixture::new("tunnel");
+    let web_port = free_port();
+    let local_port = free_port();
+    fx.write(
+        &format!(
+            "{}{}[components.t]\ntemplate = \"ssh-tunnel\"\n\
+             params = {{ via = \"h1\", target = \"web.http\", listen_port = {local_port} }}\n\
+             readiness = {{ http = {{ endpoint = \"http\", path = \"/\" }} }}\n\n\
+             [stacks.s]\ncomponents = [\"t\"]\n",
+            fx.host_toml(h1),
+            fx.service("web", "h1", web_port, ""),
+        ),
+        &["s"],
+    );
+    fx.install(&["h1"]);
+
+    let up = fx.ok(&["up", "s"]);
+    assert!(plan_has(&up.stdout, "start", "web", "h1"), "{}", up.stdout);
+    assert!(plan_has(&up.stdout, "start", "t", "local"), "{}", up.stdout);
+    let (run, status) = fx.status(&[]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let web = comp(&status, "web");
+    let t = comp(&status, "t");
+    for c in [web, t] {
+        assert_eq!(c["lifecycle"], "running", "{c:#}");
+        assert_eq!(c["health"], "healthy", "{c:#}");
+        assert_eq!(c["observability"], "observed", "{c:#}");
+    }
+    assert_eq!(web["host"], "h1");
+    assert_eq!(t["host"], "local");
+    let web_pid = pid_of(web);
+    let tunnel_pid = pid_of(t);
+    fx.track(tunnel_pid, "ssh");
+    let tunnel_args = cmdline(tunnel_pid);
+    assert!(
+        tunnel_args.first().is_some_and(|p| p.ends_with("ssh"))
+            && tunnel_args.contains(&format!("127.0.0.1:{local_port}:127.0.0.1:{web_port}"))
+            && tunnel_args.contains(&h1.address),
+        "the tunnel is `ssh -L 127.0.0.1:{local_port}:127.0.0.1:{web_port} … {}`: {tunnel_args:?}",
+        h1.address
+    );
+
+    // A request here goes through the tunnel to the process on h1.
+    let answer = http_get(local_port).expect("an answer through the tunnel");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.contains(&format!("\"pid\":{web_pid}")),
+        "the answer comes from pid {web_pid} on h1: {answer}"
+    );
+
+    // The far end dies: the forward is dead, and status says so.
+    let killed = h1.exec(&["kill", "-9", &web_pid.to_string()]);
+    assert!(killed.status.success(), "{killed:?}");
+    assert!(
+        wait_until(DEADLINE, || !alive(web_pid)),
+        "pid {web_pid} survived kill -9"
+    );
+    let (run, status) = fx.status(&[]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let web = comp(&status, "web");
+    let t = comp(&status, "t");
+    assert_ne!(web["lifecycle"], "running", "{web:#}");
+    assert_eq!(web["condition"], "down-unexpectedly", "{web:#}");
+    assert_eq!(web["observability"], "observed", "{web:#}");
+    assert_ne!(
+        t["health"], "healthy",
+        "the tunnel forwards to nothing: {t:#}"
+    );
+    assert!(
+        evidence_text(t).contains(&format!("127.0.0.1:{local_port}")),
+        "{}",
+        evidence_text(t)
+    );
+    assert!(
+        http_get(local_port).map_or(true, |a| !a.contains(&format!("\"pid\":{web_pid}"))),
+        "an answer from pid {web_pid} after it was killed"
+    );
+
+    let down = fx.ok(&["down", "s"]);
+    assert!(
+        plan_has(&down.stdout, "stop", "t", "local"),
+        "{}",
+        down.stdout
+    );
+    assert!(
+        wait_until(DEADLINE, || !alive(tunnel_pid)),
+        "the tunnel (pid {tunnel_pid}) survived `down`"
+    );
+    assert!(
+        wait_until(DEADLINE, || http_get(local_port).is_err()),
+        "nothing listens on 127.0.0.1:{local_port} after `down`"
+    );
+    assert!(
+        pids_with_arg(&fx.marker).is_empty(),
+        "a service survived `down`"
+    );
+    let (run, status) = fx.status(&[]);
+    let t = comp(&status, "t");
+    assert_eq!(t["lifecycle"], "stopped", "{t:#}");
+    assert_eq!(t["condition"], "ok", "{t:#}");
+    let web = comp(&status, "web");
+    assert_ne!(web["lifecycle"], "running", "{web:#}");
+    // `down` took the whole stack down on purpose, `web` included (it was already
+    // gone): it is meant to be stopped now, not `down-unexpectedly`, as for a local
+    // component.
+    assert_eq!(web["desired"], "stopped", "after `down`: {web:#}");
+    assert_eq!(web["condition"], "ok", "after `down`: {web:#}");
+    assert_eq!(
+        run.code, 0,
+        "status after `down`:\n{}\n{}",
+        run.stdout, run.stderr
+    );
+}
+
+/// 4. A host partitioned while `status` waits for it: `status` still returns within
+///    its host timeout, shows that host's component `unreachable` with its last-known
+///    state (never `stopped`) and the other host's as observed; a change needing the
+///    host is refused; once the link is back, the host is observed again.
+#[test]
+fn a_host_partitioned_mid_status_is_unreachable_with_last_known_state() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let (h1, h2) = (net.host("h1"), net.host("h2"));
+    let fx = Fixture::new("partition");
+    let (pa, pb) = (free_port(), free_port());
+    fx.write(
+        &format!(
+            "{}{}{}{}[stacks.s]\ncomponents = [\"a\", \"b\"]\n",
+            fx.host_toml(h1),
+            fx.host_toml(h2),
+            fx.service("a", "h1", pa, ""),
+            // Observing b takes 1.5 s on h2: long enough to cut the link meanwhile.
+            fx.service(
+                "b",
+                "h2",
+                pb,
+                "liveness = { exec = { command = [\"sh\", \"-c\", \"sleep 1.5\"] }, timeout = \"5s\" }"
+            ),
+        ),
+        &["s"],
+    );
+    fx.install(&["h1", "h2"]);
+    fx.ok(&["up", "s"]);
+    let (run, status) = fx.status(&[]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    for name in ["a", "b"] {
+        let c = comp(&status, name);
+        assert_eq!(c["lifecycle"], "running", "{c:#}");
+        assert_eq!(c["health"], "healthy", "{c:#}");
+        assert_eq!(c["observability"], "observed", "{c:#}");
+    }
+    let pid_b = pid_of(comp(&status, "b"));
+    let seen_at = status["observed_at_ms"].as_i64().expect("observed_at_ms");
+
+    // status, and while h2 works on it, h2's link goes down.
+    let out = fx.path().join("status.json");
+    let err = fx.path().join("status.err");
+    let began = Instant::now();
+    let mut child = fx
+        .command(&["--host-timeout", "3s", "status", "--json"])
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .expect("run flotilla status");
+    let remote_state = fx.remote_state(h2).to_string_lossy().into_owned();
+    let serving = || {
+        let pids = Command::new("ip")
+            .args(["netns", "pids", &h2.netns])
+            .output()
+            .expect("ip netns pids");
+        String::from_utf8_lossy(&pids.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+            .any(|p| {
+                let args = cmdline(p).join(" ");
+                args.contains("host serve") && args.contains(&remote_state)
+            })
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), serving),
+        "`flotilla host serve` never showed up on h2"
+    );
+    let partition = net.partition("h2");
+    let cut_at = began.elapsed();
+    assert!(
+        wait_until(Duration::from_secs(15), || child
+            .try_wait()
+            .expect("try_wait")
+            .is_some()),
+        "status did not return after h2 was cut off"
+    );
+    let took = began.elapsed();
+    eprintln!("status: h2 cut off after {cut_at:?}, returned after {took:?}");
+    let code = child.wait().expect("wait").code();
+    let text = std::fs::read_to_string(&out).unwrap();
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert!(
+        took < Duration::from_secs(8),
+        "status took {took:?} with --host-timeout 3s (h2 cut off after {cut_at:?})"
+    );
+    assert_eq!(code, Some(1), "{text}\n{stderr}");
+    let status: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("status --json: {e}: {text}\n{stderr}"));
+    let b = comp(&status, "b");
+    assert_eq!(b["host"], "h2");
+    assert_eq!(b["observability"], "unreachable", "{b:#}");
+    assert_ne!(
+        b["lifecycle"], "stopped",
+        "an unreachable component is never `stopped`: {b:#}"
+    );
+    assert_ne!(
+        b["lifecycle"], "running",
+        "it was not seen running now: {b:#}"
+    );
+    let last = &b["last_known"];
+    assert_eq!(last["lifecycle"], "running", "{b:#}");
+    assert_eq!(last["health"], "healthy", "{b:#}");
+    let last_at = last["observed_at_ms"]
+        .as_i64()
+        .expect("last_known.observed_at_ms");
+    assert!(
+        last_at >= seen_at - 1_000 && last_at <= status["observed_at_ms"].as_i64().unwrap(),
+        "last seen at {last_at}, the first status observed at {seen_at}: {b:#}"
+    );
+    let ev = evidence_text(b);
+    assert!(ev.contains("h2"), "{ev}");
+    assert!(ev.contains("last seen running"), "{ev}");
+    let a = comp(&status, "a");
+    assert_eq!(a["observability"], "observed", "h1 answered: {a:#}");
+    assert_eq!(a["lifecycle"], "running", "{a:#}");
+    assert_eq!(a["health"], "healthy", "{a:#}");
+    assert!(
+        alive(pid_b),
+        "h2's service kept running behind the partition"
+    );
+
+    // A change that needs h2 is refused, naming it.
+    let refused = fx.run(&["--host-timeout", "2s", "stop", "b"]);
+    assert_eq!(refused.code, 1, "{}\n{}", refused.stdout, refused.stderr);
+    let said = both(&refused);
+    assert!(
+        said.contains("h2") && said.contains("unreachable"),
+        "{said}"
+    );
+    assert!(alive(pid_b), "a refused stop signalled nothing");
+
+    // Link up: h2 is observed again.
+    drop(partition);
+    let mut last = Value::Null;
+    let back = wait_until(DEADLINE, || {
+        let (_, s) = fx.status(&["--host-timeout", "3s"]);
+        last = comp(&s, "b").clone();
+        last["observability"] == "observed"
+    });
+    assert!(
+        back,
+        "h2 is not observed again after its link came back: {last:#}"
+    );
+    assert_eq!(last["lifecycle"], "running", "{last:#}");
+    assert_eq!(last["health"], "healthy", "{last:#}");
+    assert_eq!(pid_of(&last), pid_b);
+    assert!(
+        last.get("last_known").is_none_or(Value::is_null),
+        "{last:#}"
+    );
+}
+
+/// 5. A host whose key changed is refused, naming the host, saying the key CHANGED and
+///    showing the new fingerprint; known_hosts is left as it was.
+#[test]
+fn a_changed_host_key_is_refused_naming_host_and_fingerprint() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h3 = net.host("h3");
+    let fx = Fixture::new("rekey");
+    fx.write(
+        &format!(
+            "{}{}",
+            fx.host_toml(h3),
+            fx.service("c", "h3", free_port(), "")
+        ),
+        &[],
+    );
+    let known_before = std::fs::read(&h3.known_hosts).expect("known_hosts");
+    let rekeyed = net.rekeyed("h3");
+    let new_print = fingerprint(&h3.host_key.with_extension("pub"));
+    let logins = h3.accepted_logins();
+
+    let (run, status) = fx.status(&["--host-timeout", "5s"]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let c = comp(&status, "c");
+    assert_eq!(c["observability"], "not-permitted", "{c:#}");
+    assert_ne!(c["lifecycle"], "stopped", "{c:#}");
+    let ev = evidence_text(c);
+    assert!(ev.contains("h3"), "{ev}");
+    assert!(ev.contains("CHANGED"), "{ev}");
+    assert!(
+        ev.contains(&new_print),
+        "the evidence shows the new key {new_print}: {ev}"
+    );
+
+    let check = fx.run(&["host", "check", "h3"]);
+    assert_eq!(check.code, 1, "{}\n{}", check.stdout, check.stderr);
+    let said = both(&check);
+    assert!(said.contains("h3") && said.contains("CHANGED"), "{said}");
+    assert!(said.contains(&new_print), "{said}");
+    assert!(
+        said.contains("ssh-keygen -R"),
+        "it says how to accept the change: {said}"
+    );
+
+    assert_eq!(
+        std::fs::read(&h3.known_hosts).expect("known_hosts"),
+        known_before,
+        "known_hosts changed"
+    );
+    assert_eq!(
+        h3.accepted_logins(),
+        logins,
+        "a login was accepted with a changed key"
+    );
+    drop(rekeyed);
+}
+
+/// 6. A host whose key is not in known_hosts is refused with the fingerprint it
+///    presents and how to trust it; the known_hosts file stays empty.
+#[test]
+fn an_unknown_host_key_is_refused_with_its_fingerprint_and_how_to_trust_it() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h1 = net.host("h1");
+    let fx = Fixture::new("unknown-key");
+    let empty = fx.path().join("known_hosts");
+    std::fs::write(&empty, "").unwrap();
+    let table = fx.host_toml(h1).replace(
+        &q(h1.known_hosts.to_string_lossy()),
+        &q(empty.to_string_lossy()),
+    );
+    assert!(table.contains(&q(empty.to_string_lossy())), "{table}");
+    fx.write(
+        &format!("{table}{}", fx.service("x", "h1", free_port(), "")),
+        &[],
+    );
+    let print = fingerprint(&h1.host_key.with_extension("pub"));
+    let logins = h1.accepted_logins();
+
+    let check = fx.run(&["host", "check", "h1"]);
+    assert_eq!(check.code, 1, "{}\n{}", check.stdout, check.stderr);
+    let said = both(&check);
+    assert!(said.contains("`h1`"), "{said}");
+    assert!(said.contains("not known"), "{said}");
+    assert!(
+        said.contains(&print),
+        "it shows h1's fingerprint {print}: {said}"
+    );
+    assert!(said.contains("ssh-keyscan"), "{said}");
+    assert!(
+        said.contains(&empty.to_string_lossy().into_owned()),
+        "{said}"
+    );
+
+    let (run, status) = fx.status(&["--host-timeout", "5s"]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let x = comp(&status, "x");
+    assert_eq!(x["observability"], "not-permitted", "{x:#}");
+    assert!(evidence_text(x).contains(&print), "{x:#}");
+
+    assert_eq!(
+        std::fs::read(&empty).unwrap(),
+        b"",
+        "the key was recorded silently"
+    );
+    assert_eq!(
+        h1.accepted_logins(),
+        logins,
+        "a login to an unknown host was accepted"
+    );
+}
+
+/// 7. A key the host does not accept is a clear authentication error naming the host.
+#[test]
+fn a_wrong_key_is_a_clear_authentication_error() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h1 = net.host("h1");
+    let fx = Fixture::new("wrong-key");
+    let wrong = fx.path().join("wrong");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-N", "", "-t", "ed25519", "-f"])
+        .arg(&wrong)
+        .status()
+        .expect("ssh-keygen");
+    assert!(made.success());
+    let table = fx.host_toml(h1).replace(
+        &q(h1.identity.to_string_lossy()),
+        &q(wrong.to_string_lossy()),
+    );
+    assert!(table.contains(&q(wrong.to_string_lossy())), "{table}");
+    fx.write(
+        &format!("{table}{}", fx.service("x", "h1", free_port(), "")),
+        &[],
+    );
+    let logins = h1.accepted_logins();
+
+    let check = fx.run(&["host", "check", "h1"]);
+    assert_eq!(check.code, 1, "{}\n{}", check.stdout, check.stderr);
+    let said = both(&check);
+    assert!(said.contains("authentication failed"), "{said}");
+    assert!(said.contains("`h1`"), "{said}");
+    assert!(said.contains("root"), "it names the user: {said}");
+
+    let (run, status) = fx.status(&["--host-timeout", "5s"]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let x = comp(&status, "x");
+    assert_eq!(x["observability"], "not-permitted", "{x:#}");
+    assert!(evidence_text(x).contains("authentication failed"), "{x:#}");
+    assert_eq!(h1.accepted_logins(), logins);
+}
+
+/// Puts `link` back to `target` (or removes it) on drop.
+struct RestoreLink {
+    link: PathBuf,
+    target: Option<PathBuf>,
+}
+
+impl Drop for RestoreLink {
+    fn drop(&mut self) {
+        let tmp = self.link.with_extension("restore");
+        let _ = std::fs::remove_file(&tmp);
+        match &self.target {
+            Some(t) => {
+                let _ = std::os::unix::fs::symlink(t, &tmp);
+                let _ = std::fs::rename(&tmp, &self.link);
+            }
+            None => {
+                let _ = std::fs::remove_file(&self.link);
+            }
+        }
+    }
+}
+
+/// 8. A host running a flotilla that speaks another protocol is not observed, and both
+///    `status` and `host check` say which versions meet and what to run; the host side
+///    refuses a controller speaking another protocol, naming both.
+#[test]
+fn version_skew_is_detected_and_says_what_to_do() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h1 = net.host("h1");
+    let fx = Fixture::new("skew");
+    fx.write(
+        &format!(
+            "{}{}",
+            fx.host_toml(h1),
+            fx.service("x", "h1", free_port(), "")
+        ),
+        &[],
+    );
+    fx.install(&["h1"]);
+    let (run, status) = fx.status(&[]);
+    assert_eq!(
+        comp(&status, "x")["observability"],
+        "observed",
+        "{}",
+        run.stderr
+    );
+
+    // h1's `current` flotilla now answers as 9.9.9, protocol 999.
+    let fake = fx.path().join("fake");
+    std::fs::create_dir(&fake).unwrap();
+    let script = fake.join("flotilla");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncat >/dev/null\necho '{\"protocol\":999,\"version\":\"9.9.9\",\"reply\":\"error\",\"kind\":\"protocol\",\"message\":\"x\"}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let current = install_root(h1).join("current");
+    let restore = RestoreLink {
+        target: std::fs::read_link(&current).ok(),
+        link: current.clone(),
+    };
+    let tmp = current.with_extension("fake");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(&fake, &tmp).unwrap();
+    std::fs::rename(&tmp, &current).unwrap();
+
+    let version = fx.ok(&["--version"]).stdout;
+    let version = version.split_whitespace().nth(1).unwrap().to_string();
+    let (run, status) = fx.status(&[]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let x = comp(&status, "x");
+    assert_ne!(x["observability"], "observed", "{x:#}");
+    assert_ne!(x["observability"], "unreachable", "h1 is reachable: {x:#}");
+    assert_ne!(x["lifecycle"], "stopped", "{x:#}");
+    let ev = evidence_text(x);
+    for want in [
+        "9.9.9",
+        "protocol 999",
+        &format!("{version} (protocol 1)"),
+        "flotilla host install h1",
+    ] {
+        assert!(ev.contains(want), "the evidence says `{want}`: {ev}");
+    }
+    let check = fx.run(&["host", "check", "h1"]);
+    assert_eq!(check.code, 1, "{}\n{}", check.stdout, check.stderr);
+    let said = both(&check);
+    for want in ["9.9.9", "protocol 999", "flotilla host install h1"] {
+        assert!(said.contains(want), "host check says `{want}`: {said}");
+    }
+    drop(restore);
+    fx.ok(&["host", "check", "h1"]);
+
+    // The host side: a controller speaking protocol 999 is refused, naming both.
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args(["host", "serve", "--state-dir"])
+        .arg(fx.path().join("serve-state"))
+        .env_remove("FLOTILLA_STATE_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run flotilla host serve");
+    serve
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"protocol":999,"version":"9.9.9","call":"hello"}"#)
+        .unwrap();
+    let out = serve.wait_with_output().expect("host serve");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let answer: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("host serve answered no JSON ({e}): {text}"));
+    assert_eq!(answer["reply"], "error", "{answer}");
+    assert_eq!(answer["kind"], "protocol", "{answer}");
+    assert_eq!(answer["protocol"], 1, "{answer}");
+    assert_eq!(answer["version"], version.as_str(), "{answer}");
+    let message = answer["message"].as_str().unwrap();
+    for want in [
+        "9.9.9",
+        "protocol 999",
+        &format!("{version} (protocol 1)"),
+        "flotilla host install",
+    ] {
+        assert!(
+            message.contains(want),
+            "the refusal says `{want}`: {message}"
+        );
+    }
+}
+
+/// 9. A host that cannot be reached at all and was never observed: a plan that needs it
+///    is refused naming it, and `status` answers within its host timeout with the
+///    component `unreachable`, no last-known state, and says it was never observed.
+#[test]
+fn an_unreachable_host_refuses_the_plan_naming_it() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h1 = net.host("h1");
+    let fx = Fixture::new("unreachable");
+    fx.write(
+        &format!(
+            "{}{}",
+            fx.host_toml(h1),
+            fx.service("x", "h1", free_port(), "")
+        ),
+        &[],
+    );
+    let _partition = net.partition("h1");
+
+    let began = Instant::now();
+    let plan = fx.run(&["--host-timeout", "2s", "plan", "start", "x"]);
+    let took = began.elapsed();
+    assert_eq!(plan.code, 1, "{}\n{}", plan.stdout, plan.stderr);
+    let said = both(&plan);
+    assert!(said.contains("refused"), "{said}");
+    assert!(
+        said.contains("`h1`") && said.contains("unreachable"),
+        "{said}"
+    );
+    assert!(said.contains("`x`"), "{said}");
+    assert!(
+        took < Duration::from_secs(6),
+        "plan took {took:?} with --host-timeout 2s"
+    );
+
+    let began = Instant::now();
+    let (run, status) = fx.status(&["--host-timeout", "2s"]);
+    let took = began.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "status took {took:?} with --host-timeout 2s"
+    );
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let x = comp(&status, "x");
+    assert_eq!(x["host"], "h1");
+    assert_eq!(x["observability"], "unreachable", "{x:#}");
+    assert_ne!(x["lifecycle"], "stopped", "{x:#}");
+    assert!(
+        x.get("last_known").is_none_or(Value::is_null),
+        "never observed: {x:#}"
+    );
+    let ev = evidence_text(x);
+    assert!(
+        ev.contains("h1") && ev.contains("cannot be reached"),
+        "{ev}"
+    );
+    assert!(ev.contains("never observed"), "{ev}");
+    assert!(
+        !fx.state.exists(),
+        "a read-only status created {}",
+        fx.state.display()
+    );
+}
