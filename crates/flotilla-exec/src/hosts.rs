@@ -269,7 +269,9 @@ pub async fn check(fleet: &Fleet, topology: &Topology, host: &str) -> CheckRepor
         format!("SSH connection in {} ms", began.elapsed().as_millis()),
     );
     let tools = tools_needed(topology, host);
-    let mut script = String::from("uname -sm; df -Pk \"$HOME\" | tail -n 1; ");
+    // Relative paths on a host are relative to its home directory.
+    let mut script =
+        String::from("cd \"$HOME\" 2>/dev/null; uname -sm; df -Pk \"$HOME\" | tail -n 1; ");
     for t in &tools {
         let q = remote::shell_quote(t);
         if t.contains('/') {

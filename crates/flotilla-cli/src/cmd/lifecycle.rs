@@ -209,7 +209,9 @@ impl Progress {
                 if step.action != flotilla_plan::Action::Noop {
                     self.current.lock().unwrap().push(step.component.clone());
                     if self.bar.is_none() {
-                        let w = if wave == 0 {
+                        let w = if step.component.starts_with("stack:") {
+                            "then".to_string()
+                        } else if wave == 0 {
                             "cleanup".to_string()
                         } else {
                             format!("wave {wave}")
