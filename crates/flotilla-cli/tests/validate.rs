@@ -671,6 +671,7 @@ user = "me"
 
 [hosts.studio]
 transport = "ssh"
+address = "-oProxyCommand=sh"
 identity = "~/.ssh/id_ed25519"
 state_dir = "relative/state"
 ssh_options = { StrictHostKeyChecking = "no", ProxyJump = "bastion", "Bad Key" = "x" }
@@ -680,6 +681,7 @@ ssh_options = { StrictHostKeyChecking = "no", ProxyJump = "bastion", "Bad Key" =
         text,
         &[
             ("invalid-value", "\"me\""),
+            ("invalid-value", "\"-oProxyCommand=sh\""),
             ("invalid-value", "\"relative/state\""),
             ("invalid-value", "\"no\""),
             ("invalid-value", "\"x\""),

@@ -171,3 +171,15 @@ pub enum ExecError {
         os: &'static str,
     },
 }
+
+/// `e` and its sources, joined by `: ` (what a one-line report of an error shows).
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}

@@ -228,11 +228,11 @@ pub async fn serve(input: &[u8], state_dir: Option<&Path>) -> Response {
             };
             let store = match crate::operate::open_store(&state) {
                 Ok(s) => s,
-                Err(e) => return error("state", error_chain(&e)),
+                Err(e) => return error("state", crate::error::chain(&e)),
             };
             let secrets = match crate::operate::secrets(&state) {
                 Ok(s) => s,
-                Err(e) => return error("state", error_chain(&e)),
+                Err(e) => return error("state", crate::error::chain(&e)),
             };
             let observer = crate::observe::Observer {
                 topology: &topology,
@@ -243,7 +243,7 @@ pub async fn serve(input: &[u8], state_dir: Option<&Path>) -> Response {
             };
             match observer.observe(&names).await {
                 Ok(report) => reply(Reply::Observed { report }),
-                Err(e) => error("state", error_chain(&e)),
+                Err(e) => error("state", crate::error::chain(&e)),
             }
         }
         Call::Logs { component, lines } => {
@@ -256,7 +256,7 @@ pub async fn serve(input: &[u8], state_dir: Option<&Path>) -> Response {
                     path: path.display().to_string(),
                     lines,
                 }),
-                Err(e) => error("state", error_chain(&e)),
+                Err(e) => error("state", crate::error::chain(&e)),
             }
         }
         Call::Step {
@@ -304,13 +304,13 @@ async fn run_step(
     topology_digest: &str,
     ready_timeout_ms: u64,
 ) -> Result<StepReport, String> {
-    let mut store = crate::operate::open_store(state).map_err(|e| error_chain(&e))?;
-    for note in
-        crate::operate::reconcile(&topology, state, &mut store).map_err(|e| error_chain(&e))?
+    let mut store = crate::operate::open_store(state).map_err(|e| crate::error::chain(&e))?;
+    for note in crate::operate::reconcile(&topology, state, &mut store)
+        .map_err(|e| crate::error::chain(&e))?
     {
         tracing::info!("{note}");
     }
-    let secrets = Arc::new(crate::operate::secrets(state).map_err(|e| error_chain(&e))?);
+    let secrets = Arc::new(crate::operate::secrets(state).map_err(|e| crate::error::chain(&e))?);
     let step_json = serde_json::to_string(&step).map_err(|e| e.to_string())?;
     let op = flotilla_store::NewOperation {
         verb: step.action.as_str().to_string(),
@@ -324,7 +324,9 @@ async fn run_step(
         command_line: format!("step of {operation}"),
         started_at_ms: now_ms(),
     };
-    let op_id = store.begin_operation(&op).map_err(|e| error_chain(&e))?;
+    let op_id = store
+        .begin_operation(&op)
+        .map_err(|e| crate::error::chain(&e))?;
     let store = Arc::new(Mutex::new(store));
     let base_dir = std::env::var_os("HOME")
         .map(PathBuf::from)
@@ -349,19 +351,8 @@ async fn run_step(
         (report.outcome != flotilla_store::Outcome::Succeeded).then(|| report.summary.clone());
     store
         .finish_operation(op_id, report.outcome, now_ms(), error.as_deref())
-        .map_err(|e| error_chain(&e))?;
+        .map_err(|e| crate::error::chain(&e))?;
     Ok(report)
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        cur = s.source();
-    }
-    out
 }
 
 /// Single-quotes `s` for a POSIX shell.

@@ -186,16 +186,20 @@ pub fn client_args(host: &Host) -> Vec<String> {
         ]);
     }
     for (k, v) in &host.ssh_options {
-        let v = if k.eq_ignore_ascii_case("UserKnownHostsFile")
-            || k.eq_ignore_ascii_case("IdentityFile")
-        {
-            expand_home(v).display().to_string()
-        } else {
-            v.clone()
-        };
+        let v = option_value(k, v);
         args.extend(["-o".into(), format!("{k}={v}")]);
     }
     args
+}
+
+/// An `ssh_options` value as ssh gets it: file options (`UserKnownHostsFile`,
+/// `IdentityFile`) with `~/` expanded on this machine.
+fn option_value(key: &str, value: &str) -> String {
+    if key.eq_ignore_ascii_case("UserKnownHostsFile") || key.eq_ignore_ascii_case("IdentityFile") {
+        expand_home(value).display().to_string()
+    } else {
+        value.to_string()
+    }
 }
 
 /// An OpenSSH client config (`ssh -F`) holding `host`'s `ssh_options` ahead of the
@@ -208,13 +212,7 @@ fn config_text(host: &Host) -> Option<String> {
     }
     let mut out = String::from("# written by flotilla for one invocation\nHost *\n");
     for (k, v) in &host.ssh_options {
-        let v = if k.eq_ignore_ascii_case("UserKnownHostsFile")
-            || k.eq_ignore_ascii_case("IdentityFile")
-        {
-            expand_home(v).display().to_string()
-        } else {
-            v.clone()
-        };
+        let v = option_value(k, v);
         out.push_str(&format!("  {k} \"{}\"\n", v.replace('"', "")));
     }
     out.push_str("  Include ~/.ssh/config\n  Include /etc/ssh/ssh_config\n");
@@ -383,15 +381,10 @@ impl Fleet {
     }
 }
 
+/// `e`'s sources, each after `: ` (empty when it has none).
 fn source_text(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = String::new();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        cur = s.source();
-    }
-    out
+    let chain = crate::error::chain(e);
+    chain.strip_prefix(&e.to_string()).unwrap_or("").to_string()
 }
 
 /// `host:port` as dialled, for messages.

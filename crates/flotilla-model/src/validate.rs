@@ -508,6 +508,20 @@ impl Validator {
                             ));
                         }
                     }
+                    for (key, v) in [("address", &h.address), ("user", &h.user)] {
+                        if let Some(v) = v {
+                            if v.is_empty()
+                                || v.starts_with('-')
+                                || v.chars().any(|c| c.is_whitespace() || c.is_control())
+                            {
+                                self.push(Diagnostic::error(
+                                    Code::InvalidValue,
+                                    format!("host `{}`: {key} `{v}` is not a host name, address or user (empty, starts with `-`, or has spaces)", e.key),
+                                    self.loc(e.value.span_at(&[key])),
+                                ));
+                            }
+                        }
+                    }
                     if let Some(d) = &h.state_dir {
                         if !d.starts_with('/') {
                             self.push(Diagnostic::error(
