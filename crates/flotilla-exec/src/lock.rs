@@ -4,7 +4,8 @@
 //! holder writes who it is (pid, command line, start time) into the file, so a second
 //! invocation fails at once with a message naming the holder. The kernel releases the
 //! lock when the holder exits, even after `kill -9`, so a stale file never blocks.
-//! Read-only verbs take no lock.
+//! Read-only verbs take no lock. Steps sent to a host by a controller take it shared,
+//! plus an exclusive lock per component ([`LifecycleLock::acquire_for_step`]).
 
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
@@ -67,7 +68,9 @@ impl std::fmt::Display for HolderInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.0 {
             Some(h) => h.fmt(f),
-            None => f.write_str("a process that has not described itself yet"),
+            None => f.write_str(
+                "steps sent by a controller (`flotilla host serve`), or a process that has not described itself yet",
+            ),
         }
     }
 }
@@ -77,6 +80,17 @@ impl std::fmt::Display for HolderInfo {
 pub struct LifecycleLock {
     _lock: Flock<File>,
     path: PathBuf,
+    described: bool,
+}
+
+impl Drop for LifecycleLock {
+    fn drop(&mut self) {
+        // Forget who held it (still holding it), so that a later refusal never names
+        // a holder that is gone.
+        if self.described {
+            let _ = self._lock.set_len(0);
+        }
+    }
 }
 
 impl LifecycleLock {
@@ -86,6 +100,45 @@ impl LifecycleLock {
     /// [`LockError::Held`] naming the holder, or [`LockError::Io`].
     pub fn acquire(state_dir: &Path, me: &LockHolder) -> Result<LifecycleLock, LockError> {
         let path = state_dir.join("run").join("lifecycle.lock");
+        Self::acquire_file(state_dir, path, Some(me), FlockArg::LockExclusiveNonblock)
+    }
+
+    /// What a step sent by a controller takes on a host (`flotilla host serve`): the
+    /// lifecycle lock *shared* (so steps for different components run side by side,
+    /// while a mutating invocation on the host itself excludes them all), and an
+    /// exclusive lock on `run/component-<name>.lock` naming `me` (so two controllers
+    /// never operate on one component at once).
+    ///
+    /// # Errors
+    /// [`LockError::Held`] naming the holder, or [`LockError::Io`].
+    pub fn acquire_for_step(
+        state_dir: &Path,
+        component: &str,
+        me: &LockHolder,
+    ) -> Result<(LifecycleLock, LifecycleLock), LockError> {
+        let shared = Self::acquire_file(
+            state_dir,
+            state_dir.join("run").join("lifecycle.lock"),
+            None,
+            FlockArg::LockSharedNonblock,
+        )?;
+        let own = Self::acquire_file(
+            state_dir,
+            state_dir
+                .join("run")
+                .join(format!("component-{component}.lock")),
+            Some(me),
+            FlockArg::LockExclusiveNonblock,
+        )?;
+        Ok((shared, own))
+    }
+
+    fn acquire_file(
+        state_dir: &Path,
+        path: PathBuf,
+        me: Option<&LockHolder>,
+        how: FlockArg,
+    ) -> Result<LifecycleLock, LockError> {
         let io = |source| LockError::Io {
             path: path.clone(),
             source,
@@ -98,7 +151,7 @@ impl LifecycleLock {
             .truncate(false)
             .open(&path)
             .map_err(io)?;
-        let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        let mut lock = match Flock::lock(file, how) {
             Ok(l) => l,
             Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
                 let mut text = String::new();
@@ -110,12 +163,23 @@ impl LifecycleLock {
             }
             Err((_, errno)) => return Err(io(std::io::Error::from(errno))),
         };
+        let Some(me) = me else {
+            return Ok(LifecycleLock {
+                _lock: lock,
+                path,
+                described: false,
+            });
+        };
         let json = serde_json::to_string(me).expect("holder serialises");
         lock.set_len(0).map_err(io)?;
         lock.seek(SeekFrom::Start(0)).map_err(io)?;
         lock.write_all(json.as_bytes()).map_err(io)?;
         lock.flush().map_err(io)?;
-        Ok(LifecycleLock { _lock: lock, path })
+        Ok(LifecycleLock {
+            _lock: lock,
+            path,
+            described: true,
+        })
     }
 
     /// The lock file's path.
@@ -150,5 +214,36 @@ mod tests {
         );
         drop(held);
         LifecycleLock::acquire(dir.path(), &other).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod step_tests {
+    use super::*;
+
+    #[test]
+    fn steps_share_the_host_but_not_a_component_and_exclude_a_local_invocation() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = |c: &str| LockHolder {
+            pid: 7,
+            command: c.into(),
+            since_ms: 0,
+        };
+        let a = LifecycleLock::acquire_for_step(dir.path(), "llm", &me("step llm")).unwrap();
+        let b = LifecycleLock::acquire_for_step(dir.path(), "embed", &me("step embed")).unwrap();
+        match LifecycleLock::acquire_for_step(dir.path(), "llm", &me("other")) {
+            Err(LockError::Held { holder, .. }) => {
+                assert_eq!(holder.0.unwrap().command, "step llm")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            LifecycleLock::acquire(dir.path(), &me("flotilla up")),
+            Err(LockError::Held { .. })
+        ));
+        drop((a, b));
+        let local = LifecycleLock::acquire(dir.path(), &me("flotilla up")).unwrap();
+        assert!(LifecycleLock::acquire_for_step(dir.path(), "llm", &me("step")).is_err());
+        drop(local);
     }
 }

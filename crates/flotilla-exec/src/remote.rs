@@ -304,7 +304,20 @@ async fn run_step(
     topology_digest: &str,
     ready_timeout_ms: u64,
 ) -> Result<StepReport, String> {
+    let holder = crate::lock::LockHolder {
+        pid: std::process::id(),
+        command: format!(
+            "flotilla host serve: {} {} for {operation}",
+            step.action.as_str(),
+            step.component
+        ),
+        since_ms: now_ms(),
+    };
+    // The store first: it creates the state directory owner-only.
     let mut store = crate::operate::open_store(state).map_err(|e| crate::error::chain(&e))?;
+    let _locks =
+        crate::lock::LifecycleLock::acquire_for_step(state.root(), &step.component, &holder)
+            .map_err(|e| crate::error::chain(&e))?;
     for note in crate::operate::reconcile(&topology, state, &mut store)
         .map_err(|e| crate::error::chain(&e))?
     {
