@@ -376,7 +376,7 @@ pub fn shell_quote(s: &str) -> String {
 /// The command line that runs the installed flotilla's host mode on `host`.
 fn serve_command(fleet: &Fleet, host: &str) -> Result<String, TransportError> {
     let h = fleet.host(host)?;
-    let mut cmd = format!("\"{REMOTE_ROOT}/current/flotilla\" host serve");
+    let mut cmd = format!("exec \"{REMOTE_ROOT}/current/flotilla\" host serve");
     if let Some(d) = &h.state_dir {
         cmd.push_str(" --state-dir ");
         cmd.push_str(&shell_quote(d));
