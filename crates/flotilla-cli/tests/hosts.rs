@@ -1263,3 +1263,160 @@ fn an_unreachable_host_refuses_the_plan_naming_it() {
         fx.state.display()
     );
 }
+
+/// 10. Ctrl-C while a step waits on a remote host: the host is told to give up (the
+///     controller closes the step's standard input), stops what the step launched
+///     there, and the command ends promptly, leaving nothing running and the
+///     component not meant to run.
+#[test]
+fn ctrl_c_during_a_remote_start_stops_what_it_launched_there() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h1 = net.host("h1");
+    let fx = Fixture::new("ctrlc");
+    let port = free_port();
+    // Listens only after 60 s: its readiness cannot pass while the test runs.
+    fx.write(
+        &format!(
+            "{}{}",
+            fx.host_toml(h1),
+            fx.service("slow", "h1", port, "").replace(
+                "\"--exec-name\"",
+                "\"--listen-after\", \"60000\", \"--exec-name\""
+            ),
+        ),
+        &[],
+    );
+    fx.install(&["h1"]);
+    let began = Instant::now();
+    let mut child = fx
+        .command(&["start", "slow", "--timeout", "120s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run flotilla start");
+    // Wait until the service runs on h1, then interrupt the controller.
+    let launched = wait_until(Duration::from_secs(20), || {
+        !pids_with_arg(&fx.marker).is_empty()
+    });
+    assert!(launched, "the slow service never started on h1");
+    let remote_pid = pids_with_arg(&fx.marker)[0];
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("SIGINT");
+    let ended = wait_until(Duration::from_secs(20), || {
+        child.try_wait().expect("try_wait").is_some()
+    });
+    assert!(ended, "flotilla did not end within 20 s of Ctrl-C");
+    let took = began.elapsed();
+    let out = child.wait_with_output().expect("output");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(took < Duration::from_secs(30), "took {took:?}: {text}");
+    assert!(text.contains("interrupted"), "{text}");
+    let gone = wait_until(Duration::from_secs(10), || !alive(remote_pid));
+    assert!(
+        gone,
+        "pid {remote_pid} still runs on h1 after Ctrl-C: {text}"
+    );
+    let (_, status) = fx.status(&[]);
+    let c = comp(&status, "slow");
+    assert_eq!(c["lifecycle"], "stopped", "{c:#}");
+    assert_eq!(c["desired"], "stopped", "{c:#}");
+    assert_eq!(c["condition"], "ok", "{c:#}");
+}
+
+/// 11. A slow probe on a host does not make the host look unreachable: the host
+///     answers within the host timeout, the slow probe's component is `unknown`
+///     (cut short, saying so), the others on that host are observed as usual, and
+///     plans for that host are not refused.
+#[test]
+fn a_slow_probe_leaves_its_host_observed() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h1 = net.host("h1");
+    let fx = Fixture::new("slowprobe");
+    let (pf, ps) = (free_port(), free_port());
+    fx.write(
+        &format!(
+            "{}{}{}[stacks.s]\ncomponents = [\"fine\", \"slow\"]\n",
+            fx.host_toml(h1),
+            fx.service("fine", "h1", pf, ""),
+            fx.service(
+                "slow",
+                "h1",
+                ps,
+                "liveness = { exec = { command = [\"sh\", \"-c\", \"sleep 30\"] }, timeout = \"20s\" }"
+            ),
+        ),
+        &["s"],
+    );
+    fx.install(&["h1"]);
+    fx.ok(&["up", "s"]);
+    let began = Instant::now();
+    let (run, status) = fx.status(&["--host-timeout", "3s"]);
+    let took = began.elapsed();
+    assert!(took < Duration::from_secs(6), "status took {took:?}");
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let fine = comp(&status, "fine");
+    assert_eq!(fine["observability"], "observed", "{fine:#}");
+    assert_eq!(fine["health"], "healthy", "{fine:#}");
+    let slow = comp(&status, "slow");
+    assert_eq!(slow["observability"], "observed", "{slow:#}");
+    assert_eq!(slow["lifecycle"], "running", "{slow:#}");
+    assert_eq!(slow["health"], "unknown", "{slow:#}");
+    assert!(
+        evidence_text(slow).contains("did not finish within"),
+        "{slow:#}"
+    );
+    let plan = fx.run(&["--host-timeout", "3s", "plan", "stop", "fine"]);
+    assert_eq!(plan.code, 0, "{}\n{}", plan.stdout, plan.stderr);
+}
+
+/// 12. Installing a binary that does not work there switches nothing: `current`
+///     still points at the working release and the host is still observed.
+#[test]
+fn a_broken_binary_is_never_switched_to() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h3 = net.host("h3");
+    let fx = Fixture::new("badbin");
+    fx.write(
+        &format!(
+            "{}{}",
+            fx.host_toml(h3),
+            fx.service("c", "h3", free_port(), "")
+        ),
+        &[],
+    );
+    fx.install(&["h3"]);
+    let current = install_root(h3).join("current");
+    let before = std::fs::read_link(&current).expect("current link");
+    let bad = fx.path().join("not-flotilla");
+    std::fs::write(&bad, "#!/bin/sh\nexit 0\n").unwrap();
+    let run = fx.run(&["host", "install", "h3", "--binary", bad.to_str().unwrap()]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        both(&run).contains("nothing was switched"),
+        "{}",
+        both(&run)
+    );
+    assert_eq!(std::fs::read_link(&current).expect("current link"), before);
+    let releases = std::fs::read_dir(install_root(h3).join("releases"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect::<Vec<_>>();
+    assert!(
+        releases.iter().all(|r| !r.starts_with(".incoming.")),
+        "a staged copy was left: {releases:?}"
+    );
+    let (_, status) = fx.status(&[]);
+    assert_eq!(comp(&status, "c")["observability"], "observed");
+}

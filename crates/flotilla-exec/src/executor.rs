@@ -461,7 +461,13 @@ impl Executor {
             .unwrap_or_default();
         // Readiness, then a stop's grace period and SIGKILL wait, plus the exchange.
         let allowed = self.ready_timeout + grace + Duration::from_secs(30);
-        match crate::remote::call(fleet, &c.host, call, allowed).await {
+        let cancelled = Arc::clone(&self.cancelled);
+        let give_up = Box::pin(async move {
+            while !cancelled.load(std::sync::atomic::Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        match crate::remote::call_until(fleet, &c.host, call, allowed, Some(give_up)).await {
             Ok(crate::remote::Reply::Step { report }) => {
                 let mut evidence = report.evidence;
                 if let serde_json::Value::Object(map) = &mut evidence {
@@ -477,10 +483,17 @@ impl Executor {
                 format!("host `{}` answered a step with {other:?}", c.host),
                 serde_json::json!({ "host": c.host }),
             )),
-            Err(e) => Err((
-                e.to_string(),
-                serde_json::json!({ "host": c.host, "transport_error": e.to_string() }),
-            )),
+            Err(e) => {
+                let summary = if self.is_cancelled() {
+                    format!("interrupted (Ctrl-C); host `{}` was told to stop what this step launched there ({e})", c.host)
+                } else {
+                    e.to_string()
+                };
+                Err((
+                    summary,
+                    serde_json::json!({ "host": c.host, "transport_error": e.to_string() }),
+                ))
+            }
         }
     }
 

@@ -135,20 +135,24 @@ pub async fn install(
             });
         }
     }
-    let release = format!("releases/{}-{}", remote::VERSION, &hex[..12]);
+    // An intact copy already there (any version label), else a fresh one in an
+    // incoming directory, checked by digest.
     let present = format!(
-        "{SHA_FN}; r=\"{REMOTE_ROOT}/{release}/flotilla\"; [ -x \"$r\" ] && [ \"$(digest \"$r\")\" = {hex} ]"
+        "{SHA_FN}; for r in \"{REMOTE_ROOT}\"/releases/*-{short}; do \
+         [ -x \"$r/flotilla\" ] && [ \"$(digest \"$r/flotilla\")\" = {hex} ] && {{ printf 'releases/%s' \"${{r##*/}}\"; exit 0; }}; done; exit 1",
+        short = &hex[..12]
     );
     let out = fleet.run(host, &present, b"", COMMAND_TIMEOUT).await?;
     let mut copied_bytes = 0;
-    if out.code != Some(0) {
+    let staged = if out.code == Some(0) {
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    } else {
         let copy = format!(
             "set -eu; {SHA_FN}; root=\"{REMOTE_ROOT}\"; mkdir -p \"$root/releases\"; \
              tmp=$(mktemp -d \"$root/releases/.incoming.XXXXXX\"); \
              cat > \"$tmp/flotilla\"; chmod 755 \"$tmp/flotilla\"; got=$(digest \"$tmp/flotilla\"); \
              if [ \"$got\" != {hex} ]; then rm -rf \"$tmp\"; echo \"checksum mismatch after copy: sha256:$got\" >&2; exit 3; fi; \
-             if [ -e \"$root/{release}\" ]; then mv \"$root/{release}\" \"$root/{release}.broken.$$\"; fi; \
-             mv \"$tmp\" \"$root/{release}\""
+             printf 'releases/%s' \"${{tmp##*/}}\""
         );
         let out = fleet
             .run(
@@ -162,9 +166,37 @@ pub async fn install(
             return Err(remote_err(host, "copying the binary", &out));
         }
         copied_bytes = bytes.len() as u64;
-    }
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    // Before anything points at it: it must run there and speak our protocol.
+    let binary_there = format!("{REMOTE_ROOT}/{staged}/flotilla");
+    let facts = match remote::call_binary(fleet, host, &binary_there, Call::Hello, COMMAND_TIMEOUT)
+        .await
+    {
+        Ok(Reply::Hello { facts }) => facts,
+        Ok(other) => {
+            discard(fleet, host, &staged).await;
+            return Err(InstallError::Transport(TransportError::Failed {
+                host: host.into(),
+                detail: format!(
+                    "the new binary answered hello with {other:?}; nothing was switched"
+                ),
+            }));
+        }
+        Err(e) => {
+            discard(fleet, host, &staged).await;
+            return Err(InstallError::Transport(TransportError::Failed {
+                host: host.into(),
+                detail: format!("the new binary does not work there ({e}); nothing was switched"),
+            }));
+        }
+    };
+    let release = format!("releases/{}-{}", facts.version, &hex[..12]);
     let switch = format!(
         "set -eu; root=\"{REMOTE_ROOT}\"; prev=$(readlink \"$root/current\" 2>/dev/null || true); \
+         if [ \"{staged}\" != \"{release}\" ]; then \
+           if [ -e \"$root/{release}\" ]; then mv \"$root/{release}\" \"$root/{release}.broken.$$\"; fi; \
+           mv \"$root/{staged}\" \"$root/{release}\"; fi; \
          ln -sfn \"{release}\" \"$root/.current.$$\"; \
          mv -T \"$root/.current.$$\" \"$root/current\" 2>/dev/null || mv -fh \"$root/.current.$$\" \"$root/current\"; \
          for d in \"$root\"/releases/* \"$root\"/releases/.incoming.*; do [ -e \"$d\" ] || continue; case \"releases/${{d##*/}}\" in \"{release}\"|\"$prev\") ;; *) rm -rf \"$d\" ;; esac; done; \
@@ -176,14 +208,9 @@ pub async fn install(
     }
     let previous =
         Some(String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|p| !p.is_empty());
-    let facts = match remote::call(fleet, host, Call::Hello, COMMAND_TIMEOUT).await? {
-        Reply::Hello { facts } => facts,
-        other => {
-            return Err(InstallError::Transport(TransportError::Failed {
-                host: host.into(),
-                detail: format!("answered hello with {other:?}"),
-            }))
-        }
+    let facts = HostFacts {
+        executable: facts.executable.replace(&staged, &release),
+        ..facts
     };
     Ok(InstallReport {
         host: host.into(),
@@ -222,18 +249,23 @@ impl CheckReport {
     }
 }
 
-/// The programs `host`'s components need there: each managed component's program,
-/// `ssh` for tunnels, in name order without repeats.
-pub fn tools_needed(topology: &Topology, host: &str) -> Vec<String> {
-    let mut tools: Vec<String> = topology
+/// The programs `host`'s components need there, with the directory a relative one
+/// is found from (the component's `cwd`, relative to the host's home): each managed
+/// component's program, `ssh` for tunnels, sorted, without repeats.
+pub fn tools_needed(topology: &Topology, host: &str) -> Vec<(String, Option<String>)> {
+    let mut tools: Vec<(String, Option<String>)> = topology
         .components
         .iter()
         .filter(|c| c.host == host && c.is_managed())
         .filter_map(|c| {
             if c.tunnel.is_some() {
-                Some("ssh".to_string())
+                Some(("ssh".to_string(), None))
             } else {
-                c.command.first().cloned()
+                let program = c.command.first()?.clone();
+                let cwd = (program.contains('/') && !program.starts_with('/'))
+                    .then(|| c.cwd.clone())
+                    .flatten();
+                Some((program, cwd))
             }
         })
         .collect();
@@ -272,15 +304,20 @@ pub async fn check(fleet: &Fleet, topology: &Topology, host: &str) -> CheckRepor
     // Relative paths on a host are relative to its home directory.
     let mut script =
         String::from("cd \"$HOME\" 2>/dev/null; uname -sm; df -Pk \"$HOME\" | tail -n 1; ");
-    for t in &tools {
+    // One line per tool: `tool<TAB>ok|missing<TAB>index<TAB>where`.
+    for (i, (t, cwd)) in tools.iter().enumerate() {
         let q = remote::shell_quote(t);
+        let cd = cwd
+            .as_ref()
+            .map(|d| format!("cd {} 2>/dev/null; ", remote::shell_quote(d)))
+            .unwrap_or_default();
         if t.contains('/') {
             script.push_str(&format!(
-                "if [ -x {q} ]; then echo \"tool ok {t}\"; else echo \"tool missing {t}\"; fi; "
+                "({cd}if [ -x {q} ]; then printf 'tool\\tok\\t{i}\\t%s\\n' \"$(pwd)\"; else printf 'tool\\tmissing\\t{i}\\t\\n'; fi); "
             ));
         } else {
             script.push_str(&format!(
-                "p=$(command -v {q} 2>/dev/null) && echo \"tool ok {t} $p\" || echo \"tool missing {t}\"; "
+                "if p=$(command -v {q} 2>/dev/null); then printf 'tool\\tok\\t{i}\\t%s\\n' \"$p\"; else printf 'tool\\tmissing\\t{i}\\t\\n'; fi; "
             ));
         }
     }
@@ -309,20 +346,28 @@ pub async fn check(fleet: &Fleet, topology: &Topology, host: &str) -> CheckRepor
                 None => push("disk", false, "df gave no answer".into()),
             }
             for line in lines {
-                let mut w = line.splitn(4, ' ');
-                let (_, status, tool, at) = (w.next(), w.next(), w.next(), w.next());
-                let (Some(status), Some(tool)) = (status, tool) else {
+                let w: Vec<&str> = line.splitn(4, '\t').collect();
+                let [_, status, index, at] = w[..] else {
+                    continue;
+                };
+                let Some((tool, cwd)) = index.parse::<usize>().ok().and_then(|i| tools.get(i))
+                else {
                     continue;
                 };
                 let ok = status == "ok";
+                let from = cwd
+                    .as_ref()
+                    .map(|d| format!(" (from cwd {d})"))
+                    .unwrap_or_default();
                 push(
                     &format!("tool {tool}"),
                     ok,
-                    if ok {
-                        at.map(|p| format!("found at {p}"))
-                            .unwrap_or_else(|| "executable".into())
+                    if !ok {
+                        format!("not found there{from}")
+                    } else if tool.contains('/') {
+                        format!("executable{from}, in {at}")
                     } else {
-                        "not found there".into()
+                        format!("found at {at}")
                     },
                 );
             }
@@ -348,5 +393,20 @@ pub async fn check(fleet: &Fleet, topology: &Topology, host: &str) -> CheckRepor
     CheckReport {
         host: host.into(),
         findings,
+    }
+}
+
+/// Removes a staged copy that must not be used (an incoming directory only: an
+/// installed release is left alone).
+async fn discard(fleet: &Fleet, host: &str, staged: &str) {
+    if staged.starts_with("releases/.incoming.") {
+        let _ = fleet
+            .run(
+                host,
+                &format!("rm -rf \"{REMOTE_ROOT}/{staged}\""),
+                b"",
+                COMMAND_TIMEOUT,
+            )
+            .await;
     }
 }

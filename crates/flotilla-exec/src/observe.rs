@@ -187,6 +187,9 @@ pub struct Observer<'a> {
     /// hosts are observed here, those on `ssh` hosts are left to
     /// [`crate::operate::observe`]); `Some(host)` inside `flotilla host serve`.
     pub here: Option<&'a str>,
+    /// When set, no probe runs past this moment (a host answering its controller
+    /// within `--host-timeout`); a probe cut short leaves health `unknown`.
+    pub probe_deadline: Option<std::time::Instant>,
 }
 
 impl Observer<'_> {
@@ -503,9 +506,31 @@ impl Observer<'_> {
                 secrets: &lookup,
             };
             let mut healthy = true;
+            let mut cut_short = false;
             for (which, p) in [("readiness", &c.readiness), ("liveness", &c.liveness)] {
                 let Some(p) = p else { continue };
-                let o: ProbeOutcome = probe::check(&p.check, &ctx, p.timeout.0).await;
+                let allowed = match self.probe_deadline {
+                    Some(d) => p
+                        .timeout
+                        .0
+                        .min(d.saturating_duration_since(std::time::Instant::now())),
+                    None => p.timeout.0,
+                };
+                let o: ProbeOutcome = probe::check(&p.check, &ctx, allowed).await;
+                if !o.passed && allowed < p.timeout.0 {
+                    cut_short = true;
+                    push(
+                        "health",
+                        format!("{which} probe"),
+                        format!(
+                            "did not finish within the {} ms its host had left to answer (--host-timeout; the probe's own timeout is {} ms): {}",
+                            allowed.as_millis(),
+                            p.timeout.0.as_millis(),
+                            o.evidence
+                        ),
+                    );
+                    continue;
+                }
                 healthy &= o.passed;
                 push(
                     "health",
@@ -517,10 +542,12 @@ impl Observer<'_> {
                     ),
                 );
             }
-            s.health = if healthy {
-                Health::Healthy
-            } else {
+            s.health = if !healthy {
                 Health::Unhealthy
+            } else if cut_short {
+                Health::Unknown
+            } else {
+                Health::Healthy
             };
             if c.owner == Owner::External {
                 s.lifecycle = if healthy {

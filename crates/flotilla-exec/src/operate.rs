@@ -195,6 +195,11 @@ pub async fn observe(
         }
     }
     let remote_calls = by_host.iter().map(|(host, comps)| async move {
+        // The host answers in time even when a probe there is slow: it gets the
+        // host timeout less what connecting and the exchange may take.
+        let budget = remote.host_timeout.saturating_sub(
+            (remote.host_timeout / 4).clamp(Duration::from_millis(300), Duration::from_secs(3)),
+        );
         let call = crate::remote::Call::Observe {
             snapshot: topology.snapshot(host),
             names: if names.is_empty() {
@@ -202,6 +207,7 @@ pub async fn observe(
             } else {
                 comps.clone()
             },
+            budget_ms: Some(budget.as_millis() as u64),
         };
         let answer = crate::remote::call(remote.fleet, host, call, remote.host_timeout).await;
         (*host, answer)
@@ -213,6 +219,7 @@ pub async fn observe(
             state,
             secrets,
             here: None,
+            probe_deadline: None,
         }
         .observe(names)
         .await
@@ -290,8 +297,7 @@ fn unseen(
         })
         .collect();
     let observability = match error {
-        crate::ssh::TransportError::Unreachable { .. }
-        | crate::ssh::TransportError::Timeout { .. } => Observability::Unreachable,
+        e if e.is_unreachable() => Observability::Unreachable,
         crate::ssh::TransportError::UnknownHostKey { .. }
         | crate::ssh::TransportError::ChangedHostKey { .. }
         | crate::ssh::TransportError::Authentication { .. } => Observability::NotPermitted,
@@ -556,7 +562,47 @@ impl Session {
         });
         let report = exec.apply(&plan).await;
         watcher.abort();
-        let mut store = store.lock().unwrap_or_else(|p| p.into_inner());
+        drop(exec);
+        let store = Arc::try_unwrap(store).unwrap_or_else(|shared| {
+            // Nothing else holds it once the executor is gone; never reached.
+            let mut guard = shared.lock().unwrap_or_else(|p| p.into_inner());
+            Mutex::new(std::mem::replace(
+                &mut *guard,
+                Store::open_in_memory().expect("an in-memory store"),
+            ))
+        });
+        let mut store = store.into_inner().unwrap_or_else(|p| p.into_inner());
+        // What this run did on remote hosts, seen from here: refresh their cached
+        // observation (shown while a host is unreachable) so it is never older than
+        // our own changes.
+        let remote: Vec<String> =
+            plan.steps()
+                .filter(|s| {
+                    self.topology.hosts.get(&s.host).is_some_and(|h| {
+                        h.transport == flotilla_model::inventory::TransportKind::Ssh
+                    })
+                })
+                .map(|s| s.component.clone())
+                .collect();
+        if !remote.is_empty() {
+            let resolver = crate::operate::secrets(&self.state)?;
+            let refresh = RemoteObservation {
+                fleet: &self.fleet,
+                host_timeout: self.host_timeout,
+            };
+            if let Err(e) = observe(
+                &self.topology,
+                &mut store,
+                &self.state,
+                &resolver,
+                &remote,
+                refresh,
+            )
+            .await
+            {
+                tracing::warn!("could not refresh what remote hosts show: {e}");
+            }
+        }
         // A stack's start order, for `down`.
         if let Some(Target::Stack(stack)) = self.topology.target(&plan.operation.target) {
             match plan.operation.verb {

@@ -3,8 +3,11 @@
 //!
 //! One call = one SSH session channel running
 //! `$HOME/.local/lib/flotilla/current/flotilla host serve [--state-dir DIR]`: the
-//! controller writes one JSON [`Request`] to its standard input and reads one JSON
-//! [`Response`] from its standard output. A request carries the host's role-filtered
+//! controller writes one JSON [`Request`] on one line to its standard input and reads
+//! one JSON [`Response`] from its standard output. For a step the controller keeps
+//! standard input open until the answer comes; closing it early (Ctrl-C, or the
+//! controller dying) tells the host to give up: stop waiting, stop what the step
+//! launched, answer. A request carries the host's role-filtered
 //! [`Snapshot`] (its components only, no secret values: secrets are resolved on the
 //! host, from its environment or its own `secrets.env`) and one [`Call`]:
 //!
@@ -64,6 +67,11 @@ pub enum Call {
         snapshot: Snapshot,
         /// Components to observe.
         names: Vec<String>,
+        /// Answer within this many ms: probes still running then are cut short
+        /// (their component's health is `unknown`), so a slow probe never makes the
+        /// whole host look unreachable.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        budget_ms: Option<u64>,
     },
     /// The last lines of a component's log on the host.
     Logs {
@@ -118,7 +126,9 @@ pub enum Reply {
     Logs {
         /// The log file on the host.
         path: String,
-        /// Its last lines (empty when there is no log yet).
+        /// Whether it exists.
+        exists: bool,
+        /// Its last lines.
         lines: Vec<String>,
     },
     /// To [`Call::Step`].
@@ -177,8 +187,14 @@ fn error(kind: &str, message: impl Into<String>) -> Response {
 
 /// Serves one request on the host (what `flotilla host serve` runs): `input` is
 /// the request's JSON, `state_dir` the `--state-dir` given (else the default).
-/// Never fails: problems are [`Reply::Error`] answers.
-pub async fn serve(input: &[u8], state_dir: Option<&Path>) -> Response {
+/// `cancelled` is set when the controller gives up (its end of standard input
+/// closes): a step then stops waiting and stops what it launched. Never fails:
+/// problems are [`Reply::Error`] answers.
+pub async fn serve(
+    input: &[u8],
+    state_dir: Option<&Path>,
+    cancelled: Arc<std::sync::atomic::AtomicBool>,
+) -> Response {
     let value: serde_json::Value = match serde_json::from_slice(input) {
         Ok(v) => v,
         Err(e) => return error("request", format!("not a JSON request: {e}")),
@@ -220,7 +236,11 @@ pub async fn serve(input: &[u8], state_dir: Option<&Path>) -> Response {
                 },
             })
         }
-        Call::Observe { snapshot, names } => {
+        Call::Observe {
+            snapshot,
+            names,
+            budget_ms,
+        } => {
             let here = snapshot.host.clone();
             let topology = match Topology::from_snapshot(snapshot) {
                 Ok(t) => t,
@@ -240,6 +260,8 @@ pub async fn serve(input: &[u8], state_dir: Option<&Path>) -> Response {
                 state: &state,
                 secrets: &secrets,
                 here: Some(&here),
+                probe_deadline: budget_ms
+                    .map(|ms| std::time::Instant::now() + Duration::from_millis(ms)),
             };
             match observer.observe(&names).await {
                 Ok(report) => reply(Reply::Observed { report }),
@@ -254,6 +276,7 @@ pub async fn serve(input: &[u8], state_dir: Option<&Path>) -> Response {
             match crate::logs::tail_log(&path, lines) {
                 Ok(lines) => reply(Reply::Logs {
                     path: path.display().to_string(),
+                    exists: path.exists(),
                     lines,
                 }),
                 Err(e) => error("state", crate::error::chain(&e)),
@@ -278,13 +301,16 @@ pub async fn serve(input: &[u8], state_dir: Option<&Path>) -> Response {
                 );
             }
             match run_step(
-                topology,
                 &state,
-                step,
-                wave,
-                &operation,
-                &digest,
-                ready_timeout_ms,
+                StepArgs {
+                    topology,
+                    step,
+                    wave,
+                    operation,
+                    topology_digest: digest,
+                    ready_timeout_ms,
+                },
+                cancelled,
             )
             .await
             {
@@ -295,15 +321,29 @@ pub async fn serve(input: &[u8], state_dir: Option<&Path>) -> Response {
     }
 }
 
-async fn run_step(
+/// A step to run on this host, as the controller sent it.
+struct StepArgs {
     topology: Arc<Topology>,
-    state: &StateDir,
     step: Step,
     wave: usize,
-    operation: &str,
-    topology_digest: &str,
+    operation: String,
+    topology_digest: String,
     ready_timeout_ms: u64,
+}
+
+async fn run_step(
+    state: &StateDir,
+    args: StepArgs,
+    cancelled: Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<StepReport, String> {
+    let StepArgs {
+        topology,
+        step,
+        wave,
+        operation,
+        topology_digest,
+        ready_timeout_ms,
+    } = args;
     let holder = crate::lock::LockHolder {
         pid: std::process::id(),
         command: format!(
@@ -345,7 +385,7 @@ async fn run_step(
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/"));
     let exec = Arc::new(Executor {
-        cancelled: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        cancelled,
         topology,
         state: state.clone(),
         store: Arc::clone(&store),
@@ -358,7 +398,29 @@ async fn run_step(
         events: Arc::new(|_| {}),
         fleet: None,
     });
-    let report = exec.run_step(wave, step).await;
+    let mut report = exec.run_step(wave, step.clone()).await;
+    // A start that failed here (not ready, or the controller gave up) leaves nothing
+    // running: the controller may be gone and unable to clean up.
+    if report.outcome != flotilla_store::Outcome::Succeeded && report.launched {
+        exec.cancelled
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        let stop = Step {
+            action: flotilla_plan::Action::Stop,
+            reason: "stopped again on the host after a failed start".into(),
+            ..step
+        };
+        let stopped = exec.run_step(wave, stop).await;
+        report.summary = format!(
+            "{}; stopped again on the host: {}",
+            report.summary, stopped.summary
+        );
+        if let serde_json::Value::Object(map) = &mut report.evidence {
+            map.insert(
+                "host_cleanup".into(),
+                serde_json::to_value(&stopped).unwrap_or_default(),
+            );
+        }
+    }
     let mut store = store.lock().unwrap_or_else(|p| p.into_inner());
     let error =
         (report.outcome != flotilla_store::Outcome::Succeeded).then(|| report.summary.clone());
@@ -373,10 +435,18 @@ pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// The command line that runs the installed flotilla's host mode on `host`.
-fn serve_command(fleet: &Fleet, host: &str) -> Result<String, TransportError> {
+/// The command line that runs `binary`'s (default: the installed flotilla's) host
+/// mode on `host`.
+fn serve_command(
+    fleet: &Fleet,
+    host: &str,
+    binary: Option<&str>,
+) -> Result<String, TransportError> {
     let h = fleet.host(host)?;
-    let mut cmd = format!("exec \"{REMOTE_ROOT}/current/flotilla\" host serve");
+    let binary = binary
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{REMOTE_ROOT}/current/flotilla"));
+    let mut cmd = format!("exec \"{binary}\" host serve");
     if let Some(d) = &h.state_dir {
         cmd.push_str(" --state-dir ");
         cmd.push_str(&shell_quote(d));
@@ -397,22 +467,70 @@ pub async fn call(
     call: Call,
     timeout: Duration,
 ) -> Result<Reply, TransportError> {
+    call_until(fleet, host, call, timeout, None).await
+}
+
+/// Like [`call`], but when `give_up` completes before the answer, the host is told
+/// to give up (its standard input closes): a step stops waiting, stops what it
+/// launched, and still answers.
+///
+/// # Errors
+/// As [`call`].
+pub async fn call_until(
+    fleet: &Fleet,
+    host: &str,
+    call: Call,
+    timeout: Duration,
+    give_up: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>>,
+) -> Result<Reply, TransportError> {
+    exchange(fleet, host, None, call, timeout, give_up).await
+}
+
+/// Like [`call`], asking the flotilla at `binary` on the host (a path for its
+/// login shell, `$HOME` allowed) instead of the installed `current` one: how a new
+/// release is tried before it is switched to.
+///
+/// # Errors
+/// As [`call`].
+pub async fn call_binary(
+    fleet: &Fleet,
+    host: &str,
+    binary: &str,
+    call: Call,
+    timeout: Duration,
+) -> Result<Reply, TransportError> {
+    exchange(fleet, host, Some(binary), call, timeout, None).await
+}
+
+async fn exchange(
+    fleet: &Fleet,
+    host: &str,
+    binary: Option<&str>,
+    call: Call,
+    timeout: Duration,
+    give_up: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>>,
+) -> Result<Reply, TransportError> {
     let request = Request {
         protocol: PROTOCOL,
         version: VERSION.to_string(),
         call,
     };
-    let input = serde_json::to_vec(&request).map_err(|e| TransportError::Failed {
+    let mut input = serde_json::to_vec(&request).map_err(|e| TransportError::Failed {
         host: host.to_string(),
         detail: e.to_string(),
     })?;
-    let command = serve_command(fleet, host)?;
-    let out = fleet.run(host, &command, &input, timeout).await?;
+    input.push(b'\n');
+    let command = serve_command(fleet, host, binary)?;
+    let out = fleet
+        .run_until(host, &command, &input, timeout, give_up)
+        .await?;
     let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
     if out.code == Some(127) {
         return Err(TransportError::NotInstalled {
             host: host.to_string(),
-            path: format!("{REMOTE_ROOT}/current/flotilla"),
+            path: binary
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("{REMOTE_ROOT}/current/flotilla")),
         });
     }
     let value: serde_json::Value =
@@ -468,7 +586,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let r = rt.block_on(serve(input.as_bytes(), Some(&state)));
+        let r = rt.block_on(serve(input.as_bytes(), Some(&state), Arc::default()));
         (serde_json::to_value(&r).unwrap(), dir)
     }
 

@@ -92,8 +92,16 @@ pub enum TransportError {
         /// The time allowed.
         after: Duration,
     },
+    /// The connection (or the local `ssh` client) went away during a call.
+    #[error("host `{host}`: the connection was lost during the call ({detail}); what the call did there is unknown until the host is observed again")]
+    ConnectionLost {
+        /// Host name in the inventory.
+        host: String,
+        /// What ssh said.
+        detail: String,
+    },
     /// Flotilla is not installed on the host.
-    #[error("host `{host}`: flotilla is not installed there (no {path}): run `flotilla host install {host}`")]
+    #[error("host `{host}`: flotilla is not installed there, or cannot run ({path}: command not found, exit 127): run `flotilla host install {host}`")]
     NotInstalled {
         /// Host name in the inventory.
         host: String,
@@ -133,7 +141,9 @@ impl TransportError {
     pub fn is_unreachable(&self) -> bool {
         matches!(
             self,
-            TransportError::Unreachable { .. } | TransportError::Timeout { .. }
+            TransportError::Unreachable { .. }
+                | TransportError::Timeout { .. }
+                | TransportError::ConnectionLost { .. }
         )
     }
 
@@ -144,6 +154,7 @@ impl TransportError {
             | TransportError::ChangedHostKey { host, .. }
             | TransportError::Authentication { host, .. }
             | TransportError::Unreachable { host, .. }
+            | TransportError::ConnectionLost { host, .. }
             | TransportError::Timeout { host, .. }
             | TransportError::NotInstalled { host, .. }
             | TransportError::VersionSkew { host, .. }
@@ -223,7 +234,14 @@ struct Conn {
     session: openssh::Session,
     channels: tokio::sync::Semaphore,
     _config: Option<tempfile::NamedTempFile>,
+    /// When a call last finished on it (the master exits after [`MASTER_IDLE`]).
+    last_used: std::sync::Mutex<std::time::Instant>,
 }
+
+/// How long an idle master connection lives (`ControlPersist`): a safety net for a
+/// controller killed before it could close it. A connection idle for half of it is
+/// checked before use and reopened if it is gone.
+const MASTER_IDLE: Duration = Duration::from_secs(60);
 
 type Slot = Arc<tokio::sync::OnceCell<Result<Arc<Conn>, TransportError>>>;
 
@@ -283,12 +301,35 @@ impl Fleet {
             let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
             Arc::clone(slots.entry(name.to_string()).or_default())
         };
-        slot.get_or_init(|| async {
-            self.handshakes.fetch_add(1, Ordering::SeqCst);
-            connect(&host, self.connect_timeout).await.map(Arc::new)
-        })
-        .await
-        .clone()
+        let conn = slot
+            .get_or_init(|| async {
+                self.handshakes.fetch_add(1, Ordering::SeqCst);
+                connect(&host, self.connect_timeout).await.map(Arc::new)
+            })
+            .await
+            .clone()?;
+        let idle = conn
+            .last_used
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elapsed();
+        if idle < MASTER_IDLE / 2 || conn.session.check().await.is_ok() {
+            return Ok(conn);
+        }
+        // The master went away while idle: open a new one (once).
+        tracing::info!("host `{name}`: the SSH master connection went away; reconnecting");
+        let fresh: Slot = Arc::default();
+        {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            slots.insert(name.to_string(), Arc::clone(&fresh));
+        }
+        fresh
+            .get_or_init(|| async {
+                self.handshakes.fetch_add(1, Ordering::SeqCst);
+                connect(&host, self.connect_timeout).await.map(Arc::new)
+            })
+            .await
+            .clone()
     }
 
     /// Opens the master connection to `host` now (if not yet open).
@@ -311,6 +352,24 @@ impl Fleet {
         command: &str,
         stdin: &[u8],
         timeout: Duration,
+    ) -> Result<Output, TransportError> {
+        self.run_until(host, command, stdin, timeout, None).await
+    }
+
+    /// Like [`Fleet::run`], but with `hold_stdin` the command's standard input stays
+    /// open after `stdin` is written, and is closed (end of file) when that future
+    /// completes first: how a long call is told to give up while its answer is
+    /// still awaited (within `timeout`).
+    ///
+    /// # Errors
+    /// As [`Fleet::run`].
+    pub async fn run_until(
+        &self,
+        host: &str,
+        command: &str,
+        stdin: &[u8],
+        timeout: Duration,
+        hold_stdin: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>>,
     ) -> Result<Output, TransportError> {
         let what = command
             .split_whitespace()
@@ -347,12 +406,33 @@ impl Fleet {
                 .stdout(openssh::Stdio::piped())
                 .stderr(openssh::Stdio::piped());
             let mut child = cmd.spawn().await.map_err(fail)?;
-            if let Some(mut input) = child.stdin().take() {
+            let mut input = child.stdin().take();
+            if let Some(i) = input.as_mut() {
                 // A remote command that exits without reading is not an error here.
-                let _ = input.write_all(stdin).await;
-                let _ = input.shutdown().await;
+                let _ = i.write_all(stdin).await;
+                let _ = i.flush().await;
             }
-            let out = match child.wait_with_output().await {
+            if hold_stdin.is_none() {
+                // End of file for the remote command: the pipe is closed on drop.
+                drop(input.take());
+            }
+            let wait = child.wait_with_output();
+            tokio::pin!(wait);
+            let waited = match hold_stdin {
+                None => wait.await,
+                Some(give_up) => {
+                    tokio::select! {
+                        out = &mut wait => out,
+                        () = give_up => {
+                            drop(input.take());
+                            wait.await
+                        }
+                    }
+                }
+            };
+            drop(input);
+            *conn.last_used.lock().unwrap_or_else(|p| p.into_inner()) = std::time::Instant::now();
+            let out = match waited {
                 Ok(out) => out,
                 // ssh's exit 127: the remote shell found no such command.
                 Err(openssh::Error::Remote(e)) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -360,6 +440,16 @@ impl Fleet {
                         code: Some(127),
                         stdout: Vec::new(),
                         stderr: e.to_string().into_bytes(),
+                    })
+                }
+                Err(
+                    e @ (openssh::Error::RemoteProcessTerminated
+                    | openssh::Error::Disconnected
+                    | openssh::Error::Master(_)),
+                ) => {
+                    return Err(TransportError::ConnectionLost {
+                        host: host.to_string(),
+                        detail: format!("{e}{}", source_text(&e)),
                     })
                 }
                 Err(e) => return Err(fail(e)),
@@ -420,7 +510,7 @@ async fn connect(host: &Host, timeout: Duration) -> Result<Conn, TransportError>
         .connect_timeout(timeout.max(Duration::from_secs(1)))
         .server_alive_interval(Duration::from_secs(5))
         .control_persist(openssh::ControlPersist::IdleFor(
-            std::num::NonZeroUsize::new(60).expect("non-zero"),
+            std::num::NonZeroUsize::new(MASTER_IDLE.as_secs() as usize).expect("non-zero"),
         ))
         .control_directory(std::env::temp_dir());
     if let Some(u) = &host.user {
@@ -455,6 +545,7 @@ async fn connect(host: &Host, timeout: Duration) -> Result<Conn, TransportError>
         session,
         channels: tokio::sync::Semaphore::new(CHANNELS_PER_HOST),
         _config: config,
+        last_used: std::sync::Mutex::new(std::time::Instant::now()),
     })
 }
 
@@ -463,6 +554,14 @@ async fn classify(host: &Host, e: &openssh::Error) -> TransportError {
     let text = format!("{e}{}", source_text(e));
     let address = dialled(host);
     let name = host.name.clone();
+    // What ssh really dials (an alias from ~/.ssh/config resolves to its HostName):
+    // the name known_hosts and ssh-keyscan use.
+    let target = {
+        let h = host.clone();
+        tokio::task::spawn_blocking(move || dial_target(&h))
+            .await
+            .unwrap_or_else(|_| (host.address.clone(), host.port.unwrap_or(22)))
+    };
     if text.contains("REMOTE HOST IDENTIFICATION HAS CHANGED") {
         let fingerprint = text
             .split_whitespace()
@@ -474,9 +573,9 @@ async fn classify(host: &Host, e: &openssh::Error) -> TransportError {
             address,
             trust: format!(
                 "`ssh-keygen -R {} -f {}`, then `{}`",
-                known_host_name(host),
+                known_host_name(&target),
                 known_hosts_file(host),
-                trust_command(host)
+                trust_command(&target, &known_hosts_file(host))
             ),
             fingerprint,
         };
@@ -486,15 +585,15 @@ async fn classify(host: &Host, e: &openssh::Error) -> TransportError {
             host: name,
             address,
             fingerprint: {
-                let h = host.clone();
-                tokio::task::spawn_blocking(move || fingerprint_of(&h))
+                let t = target.clone();
+                tokio::task::spawn_blocking(move || fingerprint_of(&t))
                     .await
                     .unwrap_or_else(|e| Err(e.to_string()))
                     .unwrap_or_else(|e| e)
             },
             trust: format!(
                 "check the fingerprint out of band, then `{}`",
-                trust_command(host)
+                trust_command(&target, &known_hosts_file(host))
             ),
         };
     }
@@ -541,39 +640,9 @@ fn last_line(text: &str) -> String {
         .to_string()
 }
 
-/// The name a `known_hosts` line uses for `host` (`[addr]:port` off port 22).
-fn known_host_name(host: &Host) -> String {
-    match host.port {
-        Some(p) if p != 22 => format!("'[{}]:{p}'", host.address),
-        _ => host.address.clone(),
-    }
-}
-
-fn known_hosts_file(host: &Host) -> String {
-    host.ssh_options
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("UserKnownHostsFile"))
-        .map(|(_, v)| {
-            expand_home(v.split_whitespace().next().unwrap_or(v))
-                .display()
-                .to_string()
-        })
-        .unwrap_or_else(|| "~/.ssh/known_hosts".into())
-}
-
-fn trust_command(host: &Host) -> String {
-    format!(
-        "ssh-keyscan {}{} >> {}",
-        host.port.map(|p| format!("-p {p} ")).unwrap_or_default(),
-        host.address,
-        known_hosts_file(host)
-    )
-}
-
-/// The `SHA256:` fingerprints of the keys `host` presents now (`ssh-keyscan`), or
-/// why they could not be read.
-fn fingerprint_of(host: &Host) -> Result<String, String> {
-    // What ssh really dials (an alias from ~/.ssh/config resolves to its HostName).
+/// The host name and port ssh really dials for `host` (`ssh -G`: aliases from
+/// `~/.ssh/config` resolved), or its address and port when that fails.
+fn dial_target(host: &Host) -> (String, u16) {
     let (mut name, mut port) = (host.address.clone(), host.port.unwrap_or(22));
     if let Ok(out) = std::process::Command::new("ssh")
         .arg("-G")
@@ -590,9 +659,45 @@ fn fingerprint_of(host: &Host) -> Result<String, String> {
             }
         }
     }
+    (name, port)
+}
+
+/// The name a `known_hosts` line uses for `(name, port)` (`[name]:port` off port 22).
+fn known_host_name((name, port): &(String, u16)) -> String {
+    if *port == 22 {
+        name.clone()
+    } else {
+        format!("'[{name}]:{port}'")
+    }
+}
+
+fn known_hosts_file(host: &Host) -> String {
+    host.ssh_options
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("UserKnownHostsFile"))
+        .map(|(_, v)| {
+            expand_home(v.split_whitespace().next().unwrap_or(v))
+                .display()
+                .to_string()
+        })
+        .unwrap_or_else(|| "~/.ssh/known_hosts".into())
+}
+
+fn trust_command((name, port): &(String, u16), file: &str) -> String {
+    let p = if *port == 22 {
+        String::new()
+    } else {
+        format!("-p {port} ")
+    };
+    format!("ssh-keyscan {p}{name} >> {file}")
+}
+
+/// The `SHA256:` fingerprints of the keys `(name, port)` presents now
+/// (`ssh-keyscan`), or why they could not be read.
+fn fingerprint_of((name, port): &(String, u16)) -> Result<String, String> {
     let scanned = std::process::Command::new("ssh-keyscan")
         .args(["-T", "5", "-p", &port.to_string()])
-        .arg(&name)
+        .arg(name)
         .stderr(Stdio::null())
         .output()
         .map_err(|e| format!("(ssh-keyscan failed: {e})"))?;
@@ -748,19 +853,29 @@ mod tests {
     #[test]
     fn known_hosts_names_and_trust_commands_follow_openssh() {
         let h = studio();
-        assert_eq!(known_host_name(&h), "'[10.0.0.5]:2222'");
+        let at = ("10.0.0.5".to_string(), 2222);
+        assert_eq!(known_host_name(&at), "'[10.0.0.5]:2222'");
         assert_eq!(
-            trust_command(&h),
+            trust_command(&at, &known_hosts_file(&h)),
             "ssh-keyscan -p 2222 10.0.0.5 >> ~/.ssh/known_hosts"
         );
         let mut h22 = h;
-        h22.port = None;
         h22.ssh_options
             .insert("UserKnownHostsFile".into(), "/etc/fleet_hosts".into());
-        assert_eq!(known_host_name(&h22), "10.0.0.5");
+        let at22 = ("10.0.0.5".to_string(), 22);
+        assert_eq!(known_host_name(&at22), "10.0.0.5");
         assert_eq!(
-            trust_command(&h22),
+            trust_command(&at22, &known_hosts_file(&h22)),
             "ssh-keyscan 10.0.0.5 >> /etc/fleet_hosts"
         );
+        // An alias resolves through `ssh -G` (here: no config names it, so itself).
+        let mut alias = studio();
+        alias.address = "studio-alias".into();
+        alias.port = None;
+        alias.ssh_options.clear();
+        alias.identity = None;
+        let (name, port) = dial_target(&alias);
+        assert_eq!(port, 22);
+        assert!(!name.is_empty());
     }
 }

@@ -397,7 +397,7 @@ impl Planner<'_> {
             Observability::Observed => return true,
             Observability::Unreachable => "unreachable",
             Observability::NotPermitted => "not-permitted",
-            Observability::Unsupported => "not observable by this version",
+            Observability::Unsupported => "not observable from here (no usable flotilla or state directory on its host: see `flotilla status`)",
         };
         let c = self.topo.component(id);
         self.reasons.push(Reason::Unobservable {

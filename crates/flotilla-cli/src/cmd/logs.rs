@@ -104,8 +104,12 @@ fn remote(
         call,
         cli.host_timeout,
     )) {
-        Ok(flotilla_exec::remote::Reply::Logs { path, lines }) => {
-            if lines.is_empty() {
+        Ok(flotilla_exec::remote::Reply::Logs {
+            path,
+            exists,
+            lines,
+        }) => {
+            if !exists {
                 eprintln!(
                     "no log yet for `{}` on host `{host}` ({path})",
                     args.component
