@@ -35,6 +35,7 @@ Environment:
   FLOTILLA_STATE_DIR  state directory (same as --state-dir); default
                       $XDG_STATE_HOME/flotilla, else ~/.local/state/flotilla
   FLOTILLA_HOST_TIMEOUT  time per remote host (same as --host-timeout)
+  FLOTILLA_SSH_PERSIST   keep SSH master connections this long (same as --ssh-persist)
   NO_COLOR            disable colour";
 
 /// Flotilla: declare a fleet of self-hosted AI services once, plan every change
@@ -55,6 +56,12 @@ pub struct Cli {
     /// that does not is shown `unreachable` with its last-known state.
     #[arg(long, global = true, env = "FLOTILLA_HOST_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub host_timeout: std::time::Duration,
+
+    /// Keep each host's SSH master connection for this long after use, for the next
+    /// invocations to reuse (no new handshake); off by default (one connection per
+    /// host per invocation). Control sockets live in the state directory's `run/ssh/`.
+    #[arg(long, global = true, env = "FLOTILLA_SSH_PERSIST", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub ssh_persist: Option<std::time::Duration>,
 
     #[command(subcommand)]
     pub command: Command,

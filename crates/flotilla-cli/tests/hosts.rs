@@ -1420,3 +1420,50 @@ fn a_broken_binary_is_never_switched_to() {
     let (_, status) = fx.status(&[]);
     assert_eq!(comp(&status, "c")["observability"], "observed");
 }
+
+/// 13. `--ssh-persist`: the first invocation makes one handshake per host and leaves
+///     the master running (its control socket recorded under the state directory);
+///     the next invocations reuse it and make none.
+#[test]
+fn persisted_connections_are_reused_across_invocations() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h2 = net.host("h2");
+    let fx = Fixture::new("persist");
+    fx.write(
+        &format!(
+            "{}{}",
+            fx.host_toml(h2),
+            fx.service("c", "h2", free_port(), "")
+        ),
+        &[],
+    );
+    fx.install(&["h2"]);
+    let logins = || h2.accepted_logins();
+    let before = logins();
+    let (run, _) = fx.status(&["--ssh-persist", "20s"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        wait_until(Duration::from_secs(5), || logins() == before + 1),
+        "first invocation: {} logins, expected 1",
+        logins() - before
+    );
+    for _ in 0..3 {
+        let (run, status) = fx.status(&["--ssh-persist", "20s"]);
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        assert_eq!(comp(&status, "c")["observability"], "observed");
+    }
+    assert_eq!(logins(), before + 1, "later invocations made handshakes");
+    // Close the kept masters (they would exit 20 s after their last use anyway).
+    let dir = fx.path().join("state/run/ssh");
+    for entry in std::fs::read_dir(&dir).expect("run/ssh") {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "ctl") {
+            let ctl = std::fs::read_to_string(&path).unwrap();
+            let _ = Command::new("ssh")
+                .args(["-S", ctl.trim(), "-O", "exit", "none"])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}

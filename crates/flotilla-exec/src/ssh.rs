@@ -230,12 +230,43 @@ fn config_text(host: &Host) -> Option<String> {
     Some(out)
 }
 
+/// Keeping master connections between invocations (opt-in, `--ssh-persist`): the
+/// control sockets live in `dir` (inside the state directory, owner-only), each
+/// recorded in `<host>-<digest of its settings>.ctl`, and a master exits after
+/// `idle` without use. An invocation that finds a live master reuses it: no
+/// handshake.
+#[derive(Debug, Clone)]
+pub struct Persistence {
+    /// Where control sockets and their records live.
+    pub dir: std::path::PathBuf,
+    /// How long an unused master lives (OpenSSH's `ControlPersist`).
+    pub idle: Duration,
+}
+
 struct Conn {
-    session: openssh::Session,
+    /// `None` only while being dropped.
+    session: Option<openssh::Session>,
+    /// Leave the master running when this goes away (persistence).
+    keep: bool,
     channels: tokio::sync::Semaphore,
     _config: Option<tempfile::NamedTempFile>,
     /// When a call last finished on it (the master exits after [`MASTER_IDLE`]).
     last_used: std::sync::Mutex<std::time::Instant>,
+}
+
+impl Conn {
+    fn session(&self) -> &openssh::Session {
+        self.session.as_ref().expect("present until dropped")
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let (true, Some(s)) = (self.keep, self.session.take()) {
+            // Leaves the master (and its control directory) for the next invocation.
+            let _ = s.detach();
+        }
+    }
 }
 
 /// How long an idle master connection lives (`ControlPersist`): a safety net for a
@@ -263,6 +294,7 @@ pub struct Fleet {
     connect_timeout: Duration,
     slots: std::sync::Mutex<HashMap<String, Slot>>,
     handshakes: AtomicUsize,
+    persist: Option<Persistence>,
 }
 
 impl Fleet {
@@ -276,7 +308,14 @@ impl Fleet {
             connect_timeout,
             slots: std::sync::Mutex::new(HashMap::new()),
             handshakes: AtomicUsize::new(0),
+            persist: None,
         }
+    }
+
+    /// Keep master connections between invocations (see [`Persistence`]).
+    pub fn persist(mut self, p: Persistence) -> Fleet {
+        self.persist = Some(p);
+        self
     }
 
     /// How many master connections (SSH handshakes) this fleet has attempted.
@@ -301,19 +340,13 @@ impl Fleet {
             let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
             Arc::clone(slots.entry(name.to_string()).or_default())
         };
-        let conn = slot
-            .get_or_init(|| async {
-                self.handshakes.fetch_add(1, Ordering::SeqCst);
-                connect(&host, self.connect_timeout).await.map(Arc::new)
-            })
-            .await
-            .clone()?;
+        let conn = slot.get_or_init(|| self.open(&host)).await.clone()?;
         let idle = conn
             .last_used
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .elapsed();
-        if idle < MASTER_IDLE / 2 || conn.session.check().await.is_ok() {
+        if idle < MASTER_IDLE / 2 || conn.session().check().await.is_ok() {
             return Ok(conn);
         }
         // The master went away while idle: open a new one (once).
@@ -323,13 +356,40 @@ impl Fleet {
             let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
             slots.insert(name.to_string(), Arc::clone(&fresh));
         }
-        fresh
-            .get_or_init(|| async {
-                self.handshakes.fetch_add(1, Ordering::SeqCst);
-                connect(&host, self.connect_timeout).await.map(Arc::new)
-            })
-            .await
-            .clone()
+        fresh.get_or_init(|| self.open(&host)).await.clone()
+    }
+
+    /// A master connection to `host`: a persisted one still alive, else a new one.
+    async fn open(&self, host: &Host) -> Result<Arc<Conn>, TransportError> {
+        let record = self.persist.as_ref().map(|p| {
+            let settings = flotilla_model::digest::digest_of(host);
+            let short = settings
+                .trim_start_matches("sha256:")
+                .get(..12)
+                .unwrap_or("");
+            p.dir.join(format!("{}-{short}.ctl", host.name))
+        });
+        if let Some(record) = &record {
+            if let Ok(ctl) = std::fs::read_to_string(record) {
+                let session = openssh::Session::resume(
+                    std::path::PathBuf::from(ctl.trim()).into_boxed_path(),
+                    None,
+                );
+                if session.check().await.is_ok() {
+                    return Ok(Arc::new(Conn::new(session, None, true)));
+                }
+                // A dead master: forget it, never signal it.
+                let _ = session.detach();
+                let _ = std::fs::remove_file(record);
+            }
+        }
+        self.handshakes.fetch_add(1, Ordering::SeqCst);
+        let conn = connect(host, self.connect_timeout, self.persist.as_ref()).await?;
+        if let Some(record) = &record {
+            let ctl = conn.session().control_socket().display().to_string();
+            let _ = std::fs::write(record, ctl);
+        }
+        Ok(Arc::new(conn))
     }
 
     /// Opens the master connection to `host` now (if not yet open).
@@ -401,7 +461,7 @@ impl Fleet {
                 host: host.to_string(),
                 detail: format!("{e}{}", source_text(&e)),
             };
-            let mut cmd = conn.session.raw_command(command);
+            let mut cmd = conn.session().raw_command(command);
             cmd.stdin(openssh::Stdio::piped())
                 .stdout(openssh::Stdio::piped())
                 .stderr(openssh::Stdio::piped());
@@ -485,7 +545,23 @@ fn dialled(host: &Host) -> String {
     }
 }
 
-async fn connect(host: &Host, timeout: Duration) -> Result<Conn, TransportError> {
+impl Conn {
+    fn new(session: openssh::Session, config: Option<tempfile::NamedTempFile>, keep: bool) -> Conn {
+        Conn {
+            session: Some(session),
+            keep,
+            channels: tokio::sync::Semaphore::new(CHANNELS_PER_HOST),
+            _config: config,
+            last_used: std::sync::Mutex::new(std::time::Instant::now()),
+        }
+    }
+}
+
+async fn connect(
+    host: &Host,
+    timeout: Duration,
+    persist: Option<&Persistence>,
+) -> Result<Conn, TransportError> {
     let config = match config_text(host) {
         Some(text) => {
             let mut f = tempfile::Builder::new()
@@ -510,9 +586,20 @@ async fn connect(host: &Host, timeout: Duration) -> Result<Conn, TransportError>
         .connect_timeout(timeout.max(Duration::from_secs(1)))
         .server_alive_interval(Duration::from_secs(5))
         .control_persist(openssh::ControlPersist::IdleFor(
-            std::num::NonZeroUsize::new(MASTER_IDLE.as_secs() as usize).expect("non-zero"),
+            std::num::NonZeroUsize::new(
+                persist
+                    .map(|p| p.idle)
+                    .unwrap_or(MASTER_IDLE)
+                    .as_secs()
+                    .max(1) as usize,
+            )
+            .expect("non-zero"),
         ))
-        .control_directory(std::env::temp_dir());
+        .control_directory(
+            persist
+                .map(|p| p.dir.clone())
+                .unwrap_or_else(std::env::temp_dir),
+        );
     if let Some(u) = &host.user {
         b.user(u.clone());
     }
@@ -541,12 +628,7 @@ async fn connect(host: &Host, timeout: Duration) -> Result<Conn, TransportError>
             })
         }
     };
-    Ok(Conn {
-        session,
-        channels: tokio::sync::Semaphore::new(CHANNELS_PER_HOST),
-        _config: config,
-        last_used: std::sync::Mutex::new(std::time::Instant::now()),
-    })
+    Ok(Conn::new(session, config, persist.is_some()))
 }
 
 /// Turns what ssh said into a [`TransportError`].

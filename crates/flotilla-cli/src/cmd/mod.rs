@@ -81,7 +81,31 @@ pub fn observe_now(
     })
 }
 
-/// SSH connections to the topology's remote hosts, connecting within `--host-timeout`.
+/// SSH connections to the topology's remote hosts, connecting within `--host-timeout`;
+/// with `--ssh-persist`, masters kept in `<state>/run/ssh/` (created owner-only) and
+/// reused across invocations.
 pub fn fleet(cli: &Cli, topology: &flotilla_model::Topology) -> flotilla_exec::ssh::Fleet {
-    flotilla_exec::ssh::Fleet::new(topology.hosts.clone(), cli.host_timeout)
+    let fleet = flotilla_exec::ssh::Fleet::new(topology.hosts.clone(), cli.host_timeout);
+    let Some(idle) = cli.ssh_persist else {
+        return fleet;
+    };
+    let Ok(state) = flotilla_exec::statedir::StateDir::resolve(cli.state_dir.as_deref()) else {
+        return fleet;
+    };
+    let dir = state.root().join("run").join("ssh");
+    use std::os::unix::fs::DirBuilderExt;
+    let made = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir);
+    // A control socket path must fit in a sockaddr_un (108 bytes, with the
+    // `.ssh-connectionXXXXXX/master` openssh adds).
+    if made.is_err() || dir.as_os_str().len() > 70 {
+        eprintln!(
+            "warning: --ssh-persist: cannot keep connections in {} (unusable, or too long a path for a socket); one connection per invocation",
+            dir.display()
+        );
+        return fleet;
+    }
+    fleet.persist(flotilla_exec::ssh::Persistence { dir, idle })
 }
