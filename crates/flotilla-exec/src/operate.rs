@@ -238,7 +238,23 @@ pub async fn observe(
                 store
                     .record_host_observations(host, &rows, r.observed_at_ms)
                     .map_err(map)?;
-                remote_statuses.extend(r.components);
+                // The host's operation ids are its own journal's: say whose.
+                remote_statuses.extend(r.components.into_iter().map(|mut c| {
+                    if let flotilla_model::status::StartedBy::Flotilla { operation } =
+                        &mut c.started_by
+                    {
+                        *operation = format!("{host}:{operation}");
+                    }
+                    if let Some(rt) = c.runtime_identity.as_mut() {
+                        rt.started_by_operation = format!("{host}:{}", rt.started_by_operation);
+                    }
+                    for e in c.evidence.iter_mut() {
+                        if !e.source.starts_with(host) {
+                            e.source = format!("{host}: {}", e.source);
+                        }
+                    }
+                    c
+                }));
             }
             Ok(other) => {
                 let e = crate::ssh::TransportError::Failed {
@@ -483,8 +499,27 @@ impl Session {
                 }
                 let now = observed.digest();
                 if plan.observed_digest != now {
+                    let mut unseen: Vec<&str> = status
+                        .components
+                        .iter()
+                        .filter(|c| {
+                            c.observability != flotilla_model::status::Observability::Observed
+                        })
+                        .map(|c| c.host.as_str())
+                        .collect();
+                    unseen.sort();
+                    unseen.dedup();
+                    let why = if unseen.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; host{} {} cannot be observed now (see `flotilla status`)",
+                            if unseen.len() == 1 { "" } else { "s" },
+                            unseen.join(", ")
+                        )
+                    };
                     return Err(OperateError::StalePlan(format!(
-                        "what runs changed since it was planned (observed state {now} now, {} in the plan)",
+                        "what runs changed since it was planned (observed state {now} now, {} in the plan){why}",
                         plan.observed_digest
                     )));
                 }

@@ -562,6 +562,20 @@ async fn connect(
     timeout: Duration,
     persist: Option<&Persistence>,
 ) -> Result<Conn, TransportError> {
+    if let Some(k) = &host.identity {
+        let key = expand_home(k);
+        if !key.is_file() {
+            return Err(TransportError::Authentication {
+                host: host.name.clone(),
+                address: dialled(host),
+                user: host.user.clone().unwrap_or_else(|| "(default)".into()),
+                detail: format!(
+                    "its `identity` {} is not a readable file on this machine",
+                    key.display()
+                ),
+            });
+        }
+    }
     let config = match config_text(host) {
         Some(text) => {
             let mut f = tempfile::Builder::new()

@@ -95,10 +95,22 @@ fn run_checked(
     match result {
         Err(OperateError::Locked(e)) => {
             err!("error: {e}");
+            if opts.json {
+                out!(
+                    "{}",
+                    serde_json::json!({ "error": { "kind": "locked", "message": e.to_string() } })
+                );
+            }
             Ok(EXIT_REFUSED)
         }
         Err(OperateError::StalePlan(why)) => {
             err!("error: refused: stale plan: {why}");
+            if opts.json {
+                out!(
+                    "{}",
+                    serde_json::json!({ "error": { "kind": "stale-plan", "message": why } })
+                );
+            }
             Ok(EXIT_REFUSED)
         }
         Err(e) => Err(e.into()),
