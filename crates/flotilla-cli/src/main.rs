@@ -143,11 +143,18 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {e}");
-            for cause in e.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
-            }
+            print_error(e.as_ref());
             ExitCode::from(EXIT_USAGE)
         }
+    }
+}
+
+/// Prints `e` and its cause chain on stderr (`error: …`, then `  caused by: …`).
+pub fn print_error(e: &(dyn std::error::Error + 'static)) {
+    eprintln!("error: {e}");
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        eprintln!("  caused by: {c}");
+        cause = c.source();
     }
 }

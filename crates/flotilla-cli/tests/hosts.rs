@@ -16,7 +16,7 @@ mod common;
 
 use common::Run;
 use flotilla_testkit::testnet::{self, TestHost, Testnet};
-use flotilla_testkit::{free_port, wait_until};
+use flotilla_testkit::{alive, free_port, wait_until};
 use serde_json::Value;
 use std::cell::RefCell;
 use std::io::{Read, Write};
@@ -34,19 +34,6 @@ fn q(s: impl AsRef<str>) -> String {
 
 fn testkit() -> String {
     flotilla_testkit::binary().display().to_string()
-}
-
-/// Whether `pid` is a live process (a zombie counts as dead).
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !s
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z'),
-        Err(_) => false,
-    }
 }
 
 /// The arguments of process `pid` (empty when it is gone).
@@ -242,6 +229,18 @@ impl Fixture {
             q(&self.marker),
             q(format!("http://127.0.0.1:{port}")),
         )
+    }
+
+    /// Writes an inventory of `host` and one service `name` on it (a free port there).
+    fn one_service(&self, host: &TestHost, name: &str) {
+        self.write(
+            &format!(
+                "{}{}",
+                self.host_toml(host),
+                self.service(name, &host.name, free_port(), "")
+            ),
+            &[],
+        );
     }
 
     /// Writes the inventory; `stacks` are taken down on drop.
@@ -924,14 +923,7 @@ fn a_changed_host_key_is_refused_naming_host_and_fingerprint() {
     let net = Testnet::get();
     let h3 = net.host("h3");
     let fx = Fixture::new("rekey");
-    fx.write(
-        &format!(
-            "{}{}",
-            fx.host_toml(h3),
-            fx.service("c", "h3", free_port(), "")
-        ),
-        &[],
-    );
+    fx.one_service(h3, "c");
     let known_before = std::fs::read(&h3.known_hosts).expect("known_hosts");
     let rekeyed = net.rekeyed("h3");
     let new_print = fingerprint(&h3.host_key.with_extension("pub"));
@@ -1099,14 +1091,7 @@ fn version_skew_is_detected_and_says_what_to_do() {
     let net = Testnet::get();
     let h1 = net.host("h1");
     let fx = Fixture::new("skew");
-    fx.write(
-        &format!(
-            "{}{}",
-            fx.host_toml(h1),
-            fx.service("x", "h1", free_port(), "")
-        ),
-        &[],
-    );
+    fx.one_service(h1, "x");
     fx.install(&["h1"]);
     let (run, status) = fx.status(&[]);
     assert_eq!(
@@ -1209,14 +1194,7 @@ fn an_unreachable_host_refuses_the_plan_naming_it() {
     let net = Testnet::get();
     let h1 = net.host("h1");
     let fx = Fixture::new("unreachable");
-    fx.write(
-        &format!(
-            "{}{}",
-            fx.host_toml(h1),
-            fx.service("x", "h1", free_port(), "")
-        ),
-        &[],
-    );
+    fx.one_service(h1, "x");
     let _partition = net.partition("h1");
 
     let began = Instant::now();
@@ -1387,14 +1365,7 @@ fn a_broken_binary_is_never_switched_to() {
     let net = Testnet::get();
     let h3 = net.host("h3");
     let fx = Fixture::new("badbin");
-    fx.write(
-        &format!(
-            "{}{}",
-            fx.host_toml(h3),
-            fx.service("c", "h3", free_port(), "")
-        ),
-        &[],
-    );
+    fx.one_service(h3, "c");
     fx.install(&["h3"]);
     let current = install_root(h3).join("current");
     let before = std::fs::read_link(&current).expect("current link");
@@ -1430,14 +1401,7 @@ fn persisted_connections_are_reused_across_invocations() {
     let net = Testnet::get();
     let h2 = net.host("h2");
     let fx = Fixture::new("persist");
-    fx.write(
-        &format!(
-            "{}{}",
-            fx.host_toml(h2),
-            fx.service("c", "h2", free_port(), "")
-        ),
-        &[],
-    );
+    fx.one_service(h2, "c");
     fx.install(&["h2"]);
     let logins = || h2.accepted_logins();
     let before = logins();

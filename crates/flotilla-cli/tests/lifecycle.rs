@@ -144,17 +144,9 @@ impl Fleet {
     }
 }
 
+/// [`flotilla_testkit::alive`] for a pid as `i32`.
 fn alive(pid: i32) -> bool {
-    // A zombie counts as dead.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !s
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z'),
-        Err(_) => false,
-    }
+    flotilla_testkit::alive(pid as u32)
 }
 
 const DEADLINE: Duration = Duration::from_secs(15);

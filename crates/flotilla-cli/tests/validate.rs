@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::Workspace;
+use common::{Run, Workspace};
 use serde_json::Value;
 
 /// (line, column), 1-based, of the first occurrence of `needle` in `text`.
@@ -26,6 +26,13 @@ fn position_of(text: &str, needle: &str) -> (u64, u64) {
 
 /// Validates `text` (as `file`) and checks that exactly the expected diagnostics
 /// (code, snippet where the span starts) are reported, in order, with exit status 2.
+/// `flotilla validate` (human output) of `text` as `flotilla.toml`.
+fn validate_human(text: &str) -> Run {
+    let ws = Workspace::new();
+    ws.write("flotilla.toml", text);
+    ws.run(&["validate"])
+}
+
 fn expect_errors(file: &str, text: &str, expected: &[(&str, &str)]) {
     let ws = Workspace::new();
     ws.write(file, text);
@@ -163,9 +170,7 @@ components = ["proxy", "ghost"]
             ("unknown-stack-member", "\"ghost\""),
         ],
     );
-    let ws = Workspace::new();
-    ws.write("flotilla.toml", text);
-    let run = ws.run(&["validate"]);
+    let run = validate_human(text);
     assert!(
         run.stderr.contains("did you mean `studio`?"),
         "{}",
@@ -215,9 +220,7 @@ depends_on = [ "d" ]
             ("dependency-cycle", "\"d\" ]"),
         ],
     );
-    let ws = Workspace::new();
-    ws.write("flotilla.toml", text);
-    let run = ws.run(&["validate"]);
+    let run = validate_human(text);
     assert!(
         run.stderr.contains("dependency cycle: a → b → c → a"),
         "{}",
@@ -291,9 +294,7 @@ endpoints = { http = "http://127.0.0.1:9090" }
         &[("port-conflict", "\"http://127.0.0.1:9090\" } }")],
     );
     // Without the profile that moves llm to 9090, there is no conflict.
-    let ws = Workspace::new();
-    ws.write("flotilla.toml", &text.replace("profile = \"alt\"\n", ""));
-    let run = ws.run(&["validate"]);
+    let run = validate_human(&text.replace("profile = \"alt\"\n", ""));
     assert_eq!(run.code, 0, "{}", run.stderr);
 }
 

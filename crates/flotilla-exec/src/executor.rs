@@ -17,7 +17,7 @@ use flotilla_model::inventory::{AdapterKind, TransportKind};
 use flotilla_model::topology::{Check, Component, Probe};
 use flotilla_model::Topology;
 use flotilla_plan::{Action, Plan, Step};
-use flotilla_store::{NewStep, OperationId, Outcome, RemovalReason, Store};
+use flotilla_store::{NewStep, OperationId, Outcome, RemovalReason, StepId, Store};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -347,21 +347,7 @@ impl Executor {
     /// report with outcome `failed`).
     pub async fn run_step(&self, wave: usize, step: Step) -> StepReport {
         let began = Instant::now();
-        self.emit(Event::StepStarted {
-            wave,
-            step: step.clone(),
-        });
-        let step_id = self.journal(|s| {
-            s.begin_step(
-                self.operation,
-                &NewStep {
-                    wave: wave as u32,
-                    component: step.component.clone(),
-                    action: step.action.as_str().into(),
-                    started_at_ms: now_ms(),
-                },
-            )
-        });
+        let step_id = self.begin(wave, &step, step.action.as_str());
         let (outcome, summary, evidence) = match self.perform(&step).await {
             Ok((summary, evidence)) => (Outcome::Succeeded, summary, evidence),
             Err((summary, evidence)) => (Outcome::Failed, summary, evidence),
@@ -373,7 +359,41 @@ impl Executor {
                 .get("start")
                 .and_then(|s| s.get("identity"))
                 .is_some_and(|i| !i.is_null());
-        let mut evidence = evidence;
+        self.finish(step_id, step, began, outcome, summary, evidence, launched)
+    }
+
+    /// Announces `step` and journals its beginning (as `action`).
+    fn begin(&self, wave: usize, step: &Step, action: &str) -> Result<StepId, String> {
+        self.emit(Event::StepStarted {
+            wave,
+            step: step.clone(),
+        });
+        self.journal(|s| {
+            s.begin_step(
+                self.operation,
+                &NewStep {
+                    wave: wave as u32,
+                    component: step.component.clone(),
+                    action: action.into(),
+                    started_at_ms: now_ms(),
+                },
+            )
+        })
+    }
+
+    /// Journals how a step begun with [`Executor::begin`] ended (its summary added to
+    /// the evidence) and reports it.
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &self,
+        step_id: Result<StepId, String>,
+        step: Step,
+        began: Instant,
+        outcome: Outcome,
+        summary: String,
+        mut evidence: serde_json::Value,
+        launched: bool,
+    ) -> StepReport {
         if let serde_json::Value::Object(map) = &mut evidence {
             map.insert("summary".into(), summary.clone().into());
         }
@@ -451,7 +471,7 @@ impl Executor {
             snapshot: self.topology.snapshot(&c.host),
             step: step.clone(),
             wave: 0,
-            operation: format!("{} on {}", self.operation, who_here()),
+            operation: format!("{} on {}", self.operation, crate::operate::who()),
             ready_timeout_ms: self.ready_timeout.as_millis() as u64,
         };
         let grace = c
@@ -574,21 +594,7 @@ impl Executor {
             owner: flotilla_model::inventory::Owner::Managed,
             reason: "the stack's readiness probes".into(),
         };
-        self.emit(Event::StepStarted {
-            wave: 0,
-            step: step.clone(),
-        });
-        let step_id = self.journal(|s| {
-            s.begin_step(
-                self.operation,
-                &NewStep {
-                    wave: 0,
-                    component: step.component.clone(),
-                    action: "verify".into(),
-                    started_at_ms: now_ms(),
-                },
-            )
-        });
+        let step_id = self.begin(0, &step, "verify");
         let probes = self
             .topology
             .stacks
@@ -615,7 +621,7 @@ impl Executor {
                 }
             }
         }
-        let (outcome, summary, mut evidence) = match failure {
+        let (outcome, summary, evidence) = match failure {
             None => (
                 Outcome::Succeeded,
                 format!(
@@ -634,21 +640,7 @@ impl Executor {
                 serde_json::json!({ "probes": passed, "last_probe": w.last, "attempts": w.attempts }),
             ),
         };
-        if let serde_json::Value::Object(map) = &mut evidence {
-            map.insert("summary".into(), summary.clone().into());
-        }
-        if let Ok(id) = step_id {
-            let _ = self.journal(|s| s.finish_step(id, outcome, now_ms(), &evidence));
-        }
-        StepReport {
-            component: step.component,
-            action: Action::AwaitReady,
-            outcome,
-            summary,
-            evidence,
-            took: began.elapsed(),
-            launched: false,
-        }
+        self.finish(step_id, step, began, outcome, summary, evidence, false)
     }
 
     fn log_path(&self, c: &Component) -> PathBuf {
@@ -921,10 +913,6 @@ impl Executor {
             )),
         }
     }
-}
-
-fn who_here() -> String {
-    crate::operate::who()
 }
 
 /// Without a declared readiness probe, a process counts as ready once it has stayed

@@ -143,11 +143,6 @@ impl RuntimeIdentity {
     }
 }
 
-/// `sha256:<hex>` of some bytes.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    flotilla_model::digest::sha256_hex(bytes)
-}
-
 /// `sha256:<hex>` of `args` joined with NUL bytes (no trailing NUL): the same value
 /// [`measure`] records as `argv_digest` for a process whose argv is `args`
 /// (argv\[0\] included).
@@ -165,7 +160,7 @@ pub fn argv_digest<S: AsRef<OsStr>>(args: &[S]) -> String {
 /// Digest of a raw `/proc/<pid>/cmdline` (NUL-terminated args): the trailing NUL is
 /// dropped so the result equals [`argv_digest`] of the args.
 fn cmdline_digest(raw: &[u8]) -> String {
-    sha256_hex(raw.strip_suffix(&[0]).unwrap_or(raw))
+    flotilla_model::digest::sha256_hex(raw.strip_suffix(&[0]).unwrap_or(raw))
 }
 
 type InodeKey = (u64, u64, u64, i64, i64);
@@ -385,7 +380,10 @@ mod tests {
             argv_digest(&["sleep", "5"]),
             cmdline_digest(b"sleep\x005\x00")
         );
-        assert_eq!(argv_digest::<&str>(&[]), sha256_hex(b""));
+        assert_eq!(
+            argv_digest::<&str>(&[]),
+            flotilla_model::digest::sha256_hex(b"")
+        );
     }
 
     #[test]

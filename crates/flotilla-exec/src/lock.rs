@@ -79,7 +79,6 @@ impl std::fmt::Display for HolderInfo {
 #[derive(Debug)]
 pub struct LifecycleLock {
     _lock: Flock<File>,
-    path: PathBuf,
     described: bool,
 }
 
@@ -166,7 +165,6 @@ impl LifecycleLock {
         let Some(me) = me else {
             return Ok(LifecycleLock {
                 _lock: lock,
-                path,
                 described: false,
             });
         };
@@ -177,14 +175,8 @@ impl LifecycleLock {
         lock.flush().map_err(io)?;
         Ok(LifecycleLock {
             _lock: lock,
-            path,
             described: true,
         })
-    }
-
-    /// The lock file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 

@@ -304,7 +304,6 @@ impl Observer<'_> {
         marked: Option<(u32, String)>,
         listening: &std::collections::HashMap<u16, Vec<process::Listener>>,
     ) -> ComponentStatus {
-        let now = crate::executor::now_ms();
         let mut ev = Vec::new();
         let mut push = |signal: &'static str, source: String, saw: String| {
             ev.push(Evidence {
@@ -326,11 +325,7 @@ impl Observer<'_> {
             health: Health::Unknown,
             condition: Condition::Ok,
             observability: Observability::Observed,
-            ownership: match (c.owner, c.adapter) {
-                (Owner::External, _) => "external".into(),
-                (_, Some(a)) => format!("managed ({})", a.as_str()),
-                _ => "managed".into(),
-            },
+            ownership: ownership(c),
             started_by: StartedBy::Nobody,
             config_identity: ConfigIdentity {
                 selected: c.config_digest(),
@@ -557,7 +552,6 @@ impl Observer<'_> {
                 };
             }
         }
-        let _ = now;
         s.evidence = ev;
         s
     }
@@ -691,4 +685,13 @@ pub fn value_name<T: Serialize>(v: &T) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
+}
+
+/// Who owns `c`'s lifecycle, as `status` shows it: `managed (<adapter>)` or `external`.
+pub fn ownership(c: &Component) -> String {
+    match (c.owner, c.adapter) {
+        (Owner::External, _) => "external".into(),
+        (_, Some(a)) => format!("managed ({})", a.as_str()),
+        _ => "managed".into(),
+    }
 }

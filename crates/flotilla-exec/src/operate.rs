@@ -360,12 +360,9 @@ fn unseen(
                 health: Health::Unknown,
                 condition: Condition::Attention,
                 observability,
-                ownership: before.map(|(s, _)| s.ownership.clone()).unwrap_or_else(|| {
-                    match c.adapter {
-                        Some(a) => format!("managed ({})", a.as_str()),
-                        None => "external".into(),
-                    }
-                }),
+                ownership: before
+                    .map(|(s, _)| s.ownership.clone())
+                    .unwrap_or_else(|| crate::observe::ownership(c)),
                 started_by: before
                     .map(|(s, _)| s.started_by.clone())
                     .unwrap_or_default(),
@@ -598,15 +595,10 @@ impl Session {
         let report = exec.apply(&plan).await;
         watcher.abort();
         drop(exec);
-        let store = Arc::try_unwrap(store).unwrap_or_else(|shared| {
-            // Nothing else holds it once the executor is gone; never reached.
-            let mut guard = shared.lock().unwrap_or_else(|p| p.into_inner());
-            Mutex::new(std::mem::replace(
-                &mut *guard,
-                Store::open_in_memory().expect("an in-memory store"),
-            ))
-        });
-        let mut store = store.into_inner().unwrap_or_else(|p| p.into_inner());
+        let mut store = match Arc::try_unwrap(store) {
+            Ok(m) => m.into_inner().unwrap_or_else(|p| p.into_inner()),
+            Err(_) => unreachable!("the executor, the store's only other holder, is gone"),
+        };
         // What this run did on remote hosts, seen from here: refresh their cached
         // observation (shown while a host is unreachable) so it is never older than
         // our own changes.

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// Longest body excerpt kept in [`ProbeOutcome::detail`], in bytes.
 pub const BODY_EXCERPT_BYTES: usize = 512;
@@ -114,13 +114,6 @@ fn human(d: Duration) -> String {
     }
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
 /// Builds outcomes for one check, timing from its creation.
 struct Recorder {
     t0: Instant,
@@ -133,7 +126,7 @@ impl Recorder {
     fn new() -> Self {
         Recorder {
             t0: Instant::now(),
-            at: now_ms(),
+            at: crate::executor::now_ms().max(0) as u64,
             secrets: Vec::new(),
         }
     }
@@ -420,16 +413,19 @@ fn excerpt(body: &[u8]) -> String {
 }
 
 fn short_json(v: &Value) -> String {
-    let s = v.to_string();
-    if s.len() > 80 {
-        let mut end = 77;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}…", &s[..end])
-    } else {
-        s
+    ellipsize(v.to_string())
+}
+
+/// `s`, or its first 77 bytes (on a character boundary) and `…` when longer than 80.
+fn ellipsize(s: String) -> String {
+    if s.len() <= 80 {
+        return s;
     }
+    let mut end = 77;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
 }
 
 async fn check_http(
@@ -631,14 +627,7 @@ async fn check_exec(command: &[String], timeout: Duration) -> ProbeOutcome {
     let Some((program, args)) = command.split_first() else {
         return rec.misconfigured("exec: empty command".into(), json!({"kind": "exec"}));
     };
-    let mut shown = command.join(" ");
-    if shown.len() > 80 {
-        let mut end = 77;
-        while !shown.is_char_boundary(end) {
-            end -= 1;
-        }
-        shown = format!("{}…", &shown[..end]);
-    }
+    let shown = ellipsize(command.join(" "));
     let what = format!("exec `{shown}`");
     let detail = json!({"kind": "exec", "command": command});
     let mut cmd = tokio::process::Command::new(program);

@@ -17,16 +17,12 @@ use flotilla_model::topology::Host;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
 /// Concurrent session channels per master connection.
 pub const CHANNELS_PER_HOST: usize = 8;
-
-/// Default time allowed to open a host's master connection.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where `flotilla host install` puts releases on a host, for its login shell
 /// (`$HOME` expands there): `releases/<version>-<sha256 prefix>/flotilla`, and the
@@ -145,22 +141,6 @@ impl TransportError {
                 | TransportError::Timeout { .. }
                 | TransportError::ConnectionLost { .. }
         )
-    }
-
-    /// The host it is about.
-    pub fn host(&self) -> &str {
-        match self {
-            TransportError::UnknownHostKey { host, .. }
-            | TransportError::ChangedHostKey { host, .. }
-            | TransportError::Authentication { host, .. }
-            | TransportError::Unreachable { host, .. }
-            | TransportError::ConnectionLost { host, .. }
-            | TransportError::Timeout { host, .. }
-            | TransportError::NotInstalled { host, .. }
-            | TransportError::VersionSkew { host, .. }
-            | TransportError::Failed { host, .. } => host,
-            TransportError::NotSsh(host) => host,
-        }
     }
 }
 
@@ -293,7 +273,6 @@ pub struct Fleet {
     hosts: std::collections::BTreeMap<String, Host>,
     connect_timeout: Duration,
     slots: std::sync::Mutex<HashMap<String, Slot>>,
-    handshakes: AtomicUsize,
     persist: Option<Persistence>,
 }
 
@@ -307,7 +286,6 @@ impl Fleet {
             hosts,
             connect_timeout,
             slots: std::sync::Mutex::new(HashMap::new()),
-            handshakes: AtomicUsize::new(0),
             persist: None,
         }
     }
@@ -316,11 +294,6 @@ impl Fleet {
     pub fn persist(mut self, p: Persistence) -> Fleet {
         self.persist = Some(p);
         self
-    }
-
-    /// How many master connections (SSH handshakes) this fleet has attempted.
-    pub fn handshakes(&self) -> usize {
-        self.handshakes.load(Ordering::SeqCst)
     }
 
     /// The host named `name`.
@@ -383,7 +356,6 @@ impl Fleet {
                 let _ = std::fs::remove_file(record);
             }
         }
-        self.handshakes.fetch_add(1, Ordering::SeqCst);
         let conn = connect(host, self.connect_timeout, self.persist.as_ref()).await?;
         if let Some(record) = &record {
             let ctl = conn.session().control_socket().display().to_string();

@@ -204,16 +204,7 @@ fn parse_toml(text: &str) -> Result<Node<'_>, Vec<SyntaxError>> {
             }
             DeValue::Boolean(b) => Value::Bool(b),
             DeValue::Datetime(d) => Value::Datetime(d.to_string()),
-            DeValue::Array(mut items) => Value::Array(
-                items
-                    .iter_mut()
-                    .map(|item| {
-                        let span = item.span();
-                        let inner = std::mem::replace(item.get_mut(), DeValue::Boolean(false));
-                        conv(Spanned::new(span, inner))
-                    })
-                    .collect(),
-            ),
+            DeValue::Array(items) => Value::Array(items.into_iter().map(conv).collect()),
             DeValue::Table(t) => Value::Table(conv_table(t)),
         };
         Node { span, value }

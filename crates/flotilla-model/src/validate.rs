@@ -647,10 +647,15 @@ impl Validator {
 
         self.resolve_references(&mut drafts, &index, &declared_components, &hosts);
         self.check_ports(&drafts, &hosts);
-        let endpoints: Vec<BTreeMap<String, Endpoint>> =
-            drafts.iter().map(|d| d.parsed_endpoints.clone()).collect();
+        let endpoints: Vec<&BTreeMap<String, Endpoint>> =
+            drafts.iter().map(|d| &d.parsed_endpoints).collect();
+        // The stacks' readiness probes, decoded once with the stacks, resolved below.
+        let stack_probes: Vec<(&Entry, Vec<ProbeSpec>)> = stacks
+            .iter_mut()
+            .map(|(e, s)| (*e, std::mem::take(&mut s.readiness)))
+            .collect();
         let mut stacks = self.check_stacks(stacks, &index, &declared_components, comp_entries);
-        self.stack_readiness(&mut stacks, stacks_node, &index, &endpoints);
+        self.stack_readiness(&mut stacks, &stack_probes, &index, &endpoints);
         let order = self.check_cycles(&drafts)?;
 
         let mut components = Vec::with_capacity(drafts.len());
@@ -1872,24 +1877,16 @@ impl Validator {
     fn stack_readiness(
         &mut self,
         stacks: &mut BTreeMap<String, Stack>,
-        stacks_node: Option<&Node<'_>>,
+        probes: &[(&Entry<'_>, Vec<ProbeSpec>)],
         index: &HashMap<&str, usize>,
-        endpoints: &[BTreeMap<String, Endpoint>],
+        endpoints: &[&BTreeMap<String, Endpoint>],
     ) {
-        let Some(stacks_node) = stacks_node else {
-            return;
-        };
-        for (name, stack) in stacks.iter_mut() {
-            let Some(node) = stacks_node.get(name) else {
+        for (entry, specs) in probes {
+            let name = entry.key.as_ref();
+            let Some(stack) = stacks.get_mut(name) else {
                 continue;
             };
-            let Some(list) = node.get("readiness") else {
-                continue;
-            };
-            let specs: Vec<ProbeSpec> = match from_node(list) {
-                Ok(v) => v,
-                Err(_) => continue, // already reported when the stack was decoded
-            };
+            let node = &entry.value;
             for (i, spec) in specs.iter().enumerate() {
                 let idx = index_str(i);
                 let at = |path: &[&str]| {

@@ -635,16 +635,14 @@ impl Planner<'_> {
             }
             self.check_observable(id);
         }
-        for &id in &set {
-            if self.topo.component(id).is_managed() && self.obs(id).is_up() {
-                self.check_foreign(id);
-            }
-        }
         let managed_up: Vec<ComponentId> = set
             .iter()
             .copied()
             .filter(|&id| self.topo.component(id).is_managed() && self.obs(id).is_up())
             .collect();
+        for &id in &managed_up {
+            self.check_foreign(id);
+        }
         let dependents: Vec<ComponentId> = self
             .running_dependents(&managed_up)
             .into_iter()

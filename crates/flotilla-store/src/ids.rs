@@ -23,16 +23,6 @@ macro_rules! row_id {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub struct $name(pub i64);
 
-        impl $name {
-            /// The prefix of the printed form.
-            pub const PREFIX: &'static str = $prefix;
-
-            /// The row id.
-            pub fn get(self) -> i64 {
-                self.0
-            }
-        }
-
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 write!(f, concat!($prefix, "-{}"), self.0)

@@ -74,6 +74,17 @@ fn operation_outcome(conn: &Connection, id: OperationId) -> rusqlite::Result<Opt
     .optional()
 }
 
+/// Ok when operation `id` exists and has not finished yet.
+fn require_running(conn: &Connection, id: OperationId) -> Result<(), TxError> {
+    match operation_outcome(conn, id)? {
+        None => Err(StoreError::UnknownOperation(id).into()),
+        Some(o) if o.is_final() => {
+            Err(StoreError::OperationAlreadyFinished { id, outcome: o }.into())
+        }
+        Some(_) => Ok(()),
+    }
+}
+
 /// A limit as SQLite wants it (`usize::MAX` and the like mean "no limit").
 pub(crate) fn sql_limit(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
@@ -132,13 +143,7 @@ impl Store {
             return Err(StoreError::NotAFinalOutcome(outcome));
         }
         self.write("finish an operation", |tx| {
-            match operation_outcome(tx, id)? {
-                None => return Err(StoreError::UnknownOperation(id).into()),
-                Some(o) if o.is_final() => {
-                    return Err(StoreError::OperationAlreadyFinished { id, outcome: o }.into())
-                }
-                Some(_) => {}
-            }
+            require_running(tx, id)?;
             tx.execute(
                 "UPDATE operations SET outcome = ?2, ended_at_ms = ?3, error = ?4 WHERE id = ?1",
                 params![id, outcome, ended_at_ms, error],
@@ -156,13 +161,7 @@ impl Store {
     /// - [`StoreError::Busy`] / [`StoreError::Sqlite`].
     pub fn begin_step(&mut self, op: OperationId, step: &NewStep) -> Result<StepId, StoreError> {
         self.write("begin a step", |tx| {
-            match operation_outcome(tx, op)? {
-                None => return Err(StoreError::UnknownOperation(op).into()),
-                Some(o) if o.is_final() => {
-                    return Err(StoreError::OperationAlreadyFinished { id: op, outcome: o }.into())
-                }
-                Some(_) => {}
-            }
+            require_running(tx, op)?;
             tx.execute(
                 "INSERT INTO steps (operation, wave, component, action, started_at_ms, outcome) \
                  VALUES (?1, ?2, ?3, ?4, ?5, 'running')",

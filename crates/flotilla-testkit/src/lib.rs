@@ -3,6 +3,7 @@
 //!
 //! - [`wait_until`]: wait on a condition with a deadline (never a fixed sleep);
 //! - [`free_port`]: a loopback port that was free a moment ago;
+//! - [`alive`]: whether a pid is a live (non-zombie) process;
 //! - [`binary`]: the path of the `flotilla-testkit` service binary, built on demand;
 //! - [`testnet`] ([`Testnet`], [`TestHost`]): the SSH test hosts made by
 //!   `scripts/testnet up` (network namespaces on a private bridge, one sshd and one
@@ -34,6 +35,23 @@ pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> boo
             return condition();
         }
         std::thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// Whether a live process has this pid: a zombie (exited, not yet reaped) or a
+/// dead one (`Z`/`X` in `/proc/<pid>/stat`) is not. Linux only.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !matches!(
+            s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .chars()
+                .next(),
+            Some('Z' | 'X') | None
+        ),
+        Err(_) => false,
     }
 }
 

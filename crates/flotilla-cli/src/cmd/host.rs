@@ -83,11 +83,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             }
         }
     };
-    let rt = || {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-    };
+    let rt = super::runtime;
     match &args.command {
         HostCommand::List { json } => {
             let rows: Vec<serde_json::Value> = topology
@@ -198,12 +194,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                     Ok(EXIT_OK)
                 }
                 Err(e) => {
-                    eprintln!("error: {e}");
-                    let mut cur = std::error::Error::source(&e);
-                    while let Some(c) = cur {
-                        eprintln!("  caused by: {c}");
-                        cur = c.source();
-                    }
+                    crate::print_error(&e);
                     Ok(EXIT_REFUSED)
                 }
             }
@@ -225,9 +216,7 @@ fn serve(cli: &Cli) -> anyhow::Result<u8> {
         let _ = stdin.read_to_end(&mut rest);
         flag.store(true, std::sync::atomic::Ordering::SeqCst);
     });
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = super::runtime()?;
     let response = rt.block_on(flotilla_exec::remote::serve(
         &input,
         cli.state_dir.as_deref(),

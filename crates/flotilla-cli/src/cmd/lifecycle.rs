@@ -87,9 +87,7 @@ fn run_checked(
             }
         }),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = super::runtime()?;
     let result = rt.block_on(session.run(op.as_ref(), given, opts.dry_run));
     progress.finish();
     match result {

@@ -91,9 +91,7 @@ fn remote(
         return Ok(EXIT_USAGE);
     }
     let fleet = super::fleet(cli, topology);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = super::runtime()?;
     let call = flotilla_exec::remote::Call::Logs {
         component: args.component.clone(),
         lines: args.tail,

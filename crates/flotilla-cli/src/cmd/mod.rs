@@ -48,20 +48,41 @@ pub fn topology_or_exit(cli: &Cli) -> anyhow::Result<Result<(Loaded, Validated),
     }
 }
 
+/// A status report and the planner's view of it.
+pub type Observation = (
+    flotilla_exec::observe::StatusReport,
+    flotilla_model::Observed,
+);
+
 /// Observes what runs now (read-only; nothing is created when the state directory has
 /// no journal yet) for `names` (all components when empty).
 pub fn observe_now(
     cli: &Cli,
     topology: &flotilla_model::Topology,
     names: &[String],
-) -> anyhow::Result<(
-    flotilla_exec::observe::StatusReport,
-    flotilla_model::Observed,
-)> {
-    let state = flotilla_exec::statedir::StateDir::resolve(cli.state_dir.as_deref())?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
+) -> anyhow::Result<Observation> {
+    let rt = runtime()?;
+    let fleet = fleet(cli, topology);
+    observe_with(cli, &rt, &fleet, topology, names)
+}
+
+/// A tokio runtime for one command.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .build()?;
+        .build()
+}
+
+/// [`observe_now`] on a given runtime and SSH connections (kept by a caller that
+/// observes repeatedly, such as `status --watch`).
+pub fn observe_with(
+    cli: &Cli,
+    rt: &tokio::runtime::Runtime,
+    fleet: &flotilla_exec::ssh::Fleet,
+    topology: &flotilla_model::Topology,
+    names: &[String],
+) -> anyhow::Result<Observation> {
+    let state = flotilla_exec::statedir::StateDir::resolve(cli.state_dir.as_deref())?;
     rt.block_on(async {
         let mut store = if state.database().exists() {
             flotilla_store::Store::open(&state.database())?
@@ -69,9 +90,8 @@ pub fn observe_now(
             flotilla_store::Store::open_in_memory()?
         };
         let secrets = flotilla_exec::operate::secrets(&state)?;
-        let fleet = fleet(cli, topology);
         let remote = flotilla_exec::operate::RemoteObservation {
-            fleet: &fleet,
+            fleet,
             host_timeout: cli.host_timeout,
         };
         Ok(

@@ -3,7 +3,7 @@
 //! healthy, 1 otherwise.
 
 use crate::{render, Cli, EXIT_OK, EXIT_REFUSED};
-use flotilla_exec::observe::StatusReport;
+use flotilla_exec::observe::{value_name as name, StatusReport};
 use flotilla_model::Target;
 use std::time::Duration;
 
@@ -57,8 +57,11 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             return Ok(crate::EXIT_USAGE);
         }
     };
+    // One runtime and one set of SSH connections for every refresh of `--watch`.
+    let rt = super::runtime()?;
+    let fleet = super::fleet(cli, &topology);
     loop {
-        let report = super::observe_now(cli, &topology, &names)?.0;
+        let report = super::observe_with(cli, &rt, &fleet, &topology, &names)?.0;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
         } else {
@@ -131,14 +134,6 @@ fn text(r: &StatusReport, verbose: bool) -> String {
         ));
     }
     out
-}
-
-/// The kebab-case name of a status value, from its serde form.
-fn name<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }
 
 /// `observed`, or e.g. `unreachable (last: running, 42s ago)`.

@@ -140,17 +140,6 @@ pub fn start_testkit(dir: &Path, component: &str, args: &[&str]) -> Running {
     Running::start(&spec(dir, component, kit.to_str().unwrap(), args))
 }
 
-/// Whether a live (non-zombie) process has this pid.
-pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => {
-            let state = s[s.rfind(')').unwrap() + 2..].chars().next().unwrap();
-            state != 'Z' && state != 'X'
-        }
-        Err(_) => false,
-    }
-}
-
 /// A probe with Kubernetes-like defaults (period 1 s, timeout 1 s).
 pub fn probe(check: Check) -> Probe {
     Probe {
@@ -162,3 +151,6 @@ pub fn probe(check: Check) -> Probe {
         timeout: HumanDuration(Duration::from_secs(1)),
     }
 }
+
+#[allow(unused_imports)]
+pub use flotilla_testkit::alive;
