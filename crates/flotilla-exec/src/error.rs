@@ -162,6 +162,28 @@ pub enum ExecError {
         survivors: Vec<u32>,
     },
 
+    /// A service manager's command (`systemctl`, `launchctl`) failed.
+    #[error("component `{component}`: `{command}` failed ({}){}", status.map(|c| format!("exit status {c}")).unwrap_or_else(|| "killed by a signal".into()), if stderr.is_empty() { String::new() } else { format!(": {stderr}") })]
+    OwnerCommand {
+        /// The component.
+        component: String,
+        /// The command line run.
+        command: String,
+        /// Its exit code (`None`: killed by a signal).
+        status: Option<i32>,
+        /// What it printed on stderr (trimmed).
+        stderr: String,
+    },
+
+    /// An adapter could not do what was asked, for the reason given.
+    #[error("component `{component}`: {message}")]
+    Adapter {
+        /// The component.
+        component: String,
+        /// Why.
+        message: String,
+    },
+
     /// This operation needs an OS facility that only the Linux implementation has.
     #[error("{what} is only implemented on Linux (this is {os})")]
     Unsupported {

@@ -8,12 +8,13 @@
 //! Only the local host and the `process` adapter (plus `external`, observe-only) run
 //! here; other adapters and remote hosts fail their step with a clear message.
 
-use crate::identity::RuntimeIdentity;
+use crate::adapter::{Adapter, Adapters, Launch, Launched, Stopped};
+use crate::identity::{self, RuntimeIdentity};
 use crate::probe::{self, ProbeContext, ProbeOutcome};
-use crate::process::{self, ProcessSpec, StopOutcome};
+use crate::process;
 use crate::secrets::SecretResolver;
 use crate::statedir::StateDir;
-use flotilla_model::inventory::{AdapterKind, TransportKind};
+use crate::transport::Transport;
 use flotilla_model::topology::{Check, Component, Probe};
 use flotilla_model::Topology;
 use flotilla_plan::{Action, Plan, Step};
@@ -141,9 +142,45 @@ pub struct Executor {
     /// Set (e.g. on Ctrl-C) to stop waiting, skip the remaining waves and clean up
     /// what this invocation started.
     pub cancelled: Arc<std::sync::atomic::AtomicBool>,
-    /// SSH connections for steps of components on remote hosts (`None`: this
-    /// executor runs on the component's own host, e.g. `flotilla host serve`).
-    pub fleet: Option<Arc<crate::ssh::Fleet>>,
+    /// How steps reach components on remote hosts (`None`: this executor runs on
+    /// the component's own host, e.g. inside `flotilla host serve`).
+    pub transport: Option<Arc<dyn Transport>>,
+    /// The adapters that own components' lifecycles here.
+    pub adapters: Adapters,
+}
+
+/// What one step did: a one-line summary, evidence, and whether it launched a
+/// process (what a cleanup must stop, even if the step then failed).
+#[derive(Debug, Clone)]
+pub struct Done {
+    /// One line.
+    pub summary: String,
+    /// Evidence (probe outcomes, identities, the adapter's facts…).
+    pub evidence: serde_json::Value,
+    /// Whether a process was launched.
+    pub launched: bool,
+}
+
+impl Done {
+    fn new(summary: impl Into<String>, evidence: serde_json::Value) -> Done {
+        Done {
+            summary: summary.into(),
+            evidence,
+            launched: false,
+        }
+    }
+
+    fn launched(mut self) -> Done {
+        self.launched = true;
+        self
+    }
+}
+
+/// A step's result: `Ok` succeeded, `Err` failed (both with what happened).
+type StepResult = Result<Done, Done>;
+
+fn failed(summary: impl Into<String>) -> Done {
+    Done::new(summary, serde_json::json!({}))
 }
 
 impl Executor {
@@ -234,18 +271,18 @@ impl Executor {
                     .topology
                     .hosts
                     .get(&step.host)
-                    .is_some_and(|h| h.transport == TransportKind::Ssh);
-                if let (Some(fleet), true) = (&self.fleet, remote) {
+                    .is_some_and(|h| h.is_remote());
+                if let (Some(transport), true) = (&self.transport, remote) {
                     // The host keeps its components' intent: a stop there of what is
                     // not running records it (and changes nothing else).
                     let stop = Step {
                         action: Action::Stop,
                         ..step.clone()
                     };
-                    if let Err((why, _)) = self.remote_step(fleet, &stop).await {
+                    if let Err(why) = self.remote_step(transport.as_ref(), &stop).await {
                         self.emit(Event::Note(format!(
-                            "`{}` on {}: could not record that it should stay stopped: {why}",
-                            step.component, step.host
+                            "`{}` on {}: could not record that it should stay stopped: {}",
+                            step.component, step.host, why.summary
                         )));
                     }
                 } else {
@@ -344,22 +381,32 @@ impl Executor {
     }
 
     /// Runs one step, journaled before and after; never fails (a failure is a
-    /// report with outcome `failed`).
+    /// report with outcome `failed`). A step whose beginning cannot be journaled
+    /// does not run (invariant 2).
     pub async fn run_step(&self, wave: usize, step: Step) -> StepReport {
         let began = Instant::now();
         let step_id = self.begin(wave, &step, step.action.as_str());
-        let (outcome, summary, evidence) = match self.perform(&step).await {
-            Ok((summary, evidence)) => (Outcome::Succeeded, summary, evidence),
-            Err((summary, evidence)) => (Outcome::Failed, summary, evidence),
+        let (outcome, done) = match &step_id {
+            Err(e) => (
+                Outcome::Failed,
+                failed(format!(
+                    "not run: its beginning could not be journaled ({e})"
+                )),
+            ),
+            Ok(_) => match self.perform(&step).await {
+                Ok(d) => (Outcome::Succeeded, d),
+                Err(d) => (Outcome::Failed, d),
+            },
         };
-        // A start that got as far as launching a process recorded its identity.
-        let launched = matches!(step.action, Action::Start | Action::Restart)
-            && evidence.get("identity").is_some_and(|i| !i.is_null())
-            || evidence
-                .get("start")
-                .and_then(|s| s.get("identity"))
-                .is_some_and(|i| !i.is_null());
-        self.finish(step_id, step, began, outcome, summary, evidence, launched)
+        self.finish(
+            step_id,
+            step,
+            began,
+            outcome,
+            done.summary,
+            done.evidence,
+            done.launched,
+        )
     }
 
     /// Announces `step` and journals its beginning (as `action`).
@@ -411,61 +458,32 @@ impl Executor {
         }
     }
 
-    /// Does one step; `Ok((summary, evidence))` or `Err((summary, evidence))`.
-    async fn perform(
-        &self,
-        step: &Step,
-    ) -> Result<(String, serde_json::Value), (String, serde_json::Value)> {
+    /// Does one step.
+    async fn perform(&self, step: &Step) -> StepResult {
         let c = self.component(&step.component).clone();
-        let fail = |msg: String| (msg, serde_json::json!({}));
         if step.action == Action::Noop {
-            return Ok((step.reason.clone(), serde_json::json!({ "no_op": true })));
+            return Ok(Done::new(
+                step.reason.clone(),
+                serde_json::json!({ "no_op": true }),
+            ));
         }
         let host = &self.topology.hosts[&c.host];
-        // On the controller, a step of a component on an ssh host runs there.
-        if let (Some(fleet), TransportKind::Ssh) = (&self.fleet, host.transport) {
-            return self.remote_step(fleet, step).await;
+        // On the controller, a step of a component on a remote host runs there.
+        if let (Some(transport), true) = (&self.transport, host.is_remote()) {
+            return self.remote_step(transport.as_ref(), step).await;
         }
-        if step.action.is_mutating() {
-            match c.adapter {
-                Some(AdapterKind::Process | AdapterKind::SshTunnel) => {}
-                Some(other) => {
-                    return Err(fail(format!(
-                        "`{}` uses the `{}` adapter, which this version cannot run yet",
-                        c.name,
-                        other.as_str()
-                    )))
-                }
-                None => {
-                    return Err(fail(format!(
-                        "`{}` is external: never started or stopped",
-                        c.name
-                    )))
-                }
-            }
-        }
+        let adapter = Arc::clone(self.adapters.for_component(&c));
         match step.action {
-            Action::Start => self.start(&c).await,
-            Action::Stop => self.stop(&c).await,
-            Action::Restart => {
-                let (stopped, ev1) = self.stop(&c).await?;
-                let (started, ev2) = self.start(&c).await?;
-                Ok((
-                    format!("{stopped}; {started}"),
-                    serde_json::json!({ "stop": ev1, "start": ev2 }),
-                ))
-            }
+            Action::Start => self.start(&c, adapter).await,
+            Action::Stop => self.stop(&c, adapter).await,
+            Action::Restart => self.restart(&c, adapter).await,
             Action::AwaitReady => self.await_ready(&c).await,
             Action::Noop => unreachable!("handled above"),
         }
     }
 
-    /// Runs `step` on its component's host through `flotilla host serve` there.
-    async fn remote_step(
-        &self,
-        fleet: &crate::ssh::Fleet,
-        step: &Step,
-    ) -> Result<(String, serde_json::Value), (String, serde_json::Value)> {
+    /// Runs `step` on its component's host, through `transport`.
+    async fn remote_step(&self, transport: &dyn Transport, step: &Step) -> StepResult {
         let c = self.component(&step.component);
         let call = crate::remote::Call::Step {
             snapshot: self.topology.snapshot(&c.host),
@@ -487,19 +505,24 @@ impl Executor {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         });
-        match crate::remote::call_until(fleet, &c.host, call, allowed, Some(give_up)).await {
+        match transport.call(&c.host, call, allowed, Some(give_up)).await {
             Ok(crate::remote::Reply::Step { report }) => {
                 let mut evidence = report.evidence;
                 if let serde_json::Value::Object(map) = &mut evidence {
                     map.insert("host".into(), c.host.clone().into());
                 }
+                let done = Done {
+                    summary: format!("on {}: {}", c.host, report.summary),
+                    evidence,
+                    launched: report.launched,
+                };
                 if report.outcome == Outcome::Succeeded {
-                    Ok((format!("on {}: {}", c.host, report.summary), evidence))
+                    Ok(done)
                 } else {
-                    Err((format!("on {}: {}", c.host, report.summary), evidence))
+                    Err(done)
                 }
             }
-            Ok(other) => Err((
+            Ok(other) => Err(Done::new(
                 format!("host `{}` answered a step with {other:?}", c.host),
                 serde_json::json!({ "host": c.host }),
             )),
@@ -509,28 +532,11 @@ impl Executor {
                 } else {
                     e.to_string()
                 };
-                Err((
+                Err(Done::new(
                     summary,
                     serde_json::json!({ "host": c.host, "transport_error": e.to_string() }),
                 ))
             }
-        }
-    }
-
-    /// The argv of `c`: its command, or for an `ssh-tunnel` the `ssh` forward.
-    fn argv(&self, c: &Component) -> Result<Vec<String>, String> {
-        match (&c.adapter, &c.tunnel) {
-            (Some(AdapterKind::SshTunnel), Some(t)) => {
-                let via = self.topology.hosts.get(&t.via).ok_or_else(|| {
-                    format!(
-                        "tunnel `{}` goes through host `{}`, which this host does not know",
-                        c.name, t.via
-                    )
-                })?;
-                Ok(crate::ssh::tunnel_argv(t, via))
-            }
-            (Some(AdapterKind::SshTunnel), None) => Err(format!("`{}` has no tunnel", c.name)),
-            _ => Ok(c.command.clone()),
         }
     }
 
@@ -654,13 +660,10 @@ impl Executor {
         }
     }
 
-    async fn start(
-        &self,
-        c: &Component,
-    ) -> Result<(String, serde_json::Value), (String, serde_json::Value)> {
-        // A foreign process on one of its ports is a conflict, never adopted. A
-        // connection attempt tells cheaply whether anything listens; only then is
-        // /proc read to name it.
+    /// A foreign process on one of `c`'s local ports is a conflict, never adopted. A
+    /// connection attempt tells cheaply whether anything listens; only then is
+    /// /proc read to name it.
+    async fn port_conflict(&self, c: &Component) -> Result<(), Done> {
         let mut ports: Vec<u16> = Vec::new();
         for ep in c.endpoints.values().filter(|e| e.is_local_bind()) {
             let dial = tokio::time::timeout(
@@ -671,57 +674,101 @@ impl Executor {
                 ports.push(ep.port);
             }
         }
+        if ports.is_empty() {
+            return Ok(());
+        }
         let listening =
             tokio::task::spawn_blocking(move || process::listeners_on(&ports).unwrap_or_default())
                 .await
                 .unwrap_or_default();
-        for (name, ep) in &c.endpoints {
-            if !ep.is_local_bind() {
-                continue;
-            }
-            if let Some(ls) = listening.get(&ep.port).cloned() {
-                if let Some(l) = ls.first() {
-                    let who = l.describe();
-                    return Err((
-                        format!(
-                            "port {} (endpoint `{name}`) is already in use by {who}: not starting `{}` and not adopting that process",
-                            ep.port, c.name
-                        ),
-                        serde_json::json!({ "conflict": { "port": ep.port, "listeners": ls } }),
-                    ));
-                }
+        for (name, ep) in c.endpoints.iter().filter(|(_, e)| e.is_local_bind()) {
+            if let Some(l) = listening.get(&ep.port).and_then(|ls| ls.first()) {
+                return Err(Done::new(
+                    format!(
+                        "port {} (endpoint `{name}`) is already in use by {}: not starting `{}` and not adopting that process",
+                        ep.port,
+                        l.describe(),
+                        c.name
+                    ),
+                    serde_json::json!({ "conflict": { "port": ep.port, "listeners": listening.get(&ep.port) } }),
+                ));
             }
         }
+        Ok(())
+    }
+
+    /// What `adapter` needs to start `c`: argv, the resolved environment plus the
+    /// instance marker, directories.
+    fn launch(&self, c: &Component, adapter: &dyn Adapter) -> Result<Launch, Done> {
         let mut env = self
             .secrets
             .resolve_env(&c.name, &c.env)
-            .map_err(|e| (e.to_string(), serde_json::json!({})))?;
+            .map_err(|e| failed(e.to_string()))?;
         env.push((
             process::INSTANCE_MARKER.to_string(),
             process::instance_marker(&self.operation.to_string(), &c.name, self.state.root()),
         ));
-        let argv = self.argv(c).map_err(|e| (e, serde_json::json!({})))?;
-        let (program, args) = argv.split_first().ok_or_else(|| {
-            (
-                format!("`{}` has no command", c.name),
-                serde_json::json!({}),
-            )
-        })?;
-        let spec = ProcessSpec {
-            component: c.name.clone(),
-            program: program.clone(),
-            args: args.to_vec(),
+        let argv = adapter.argv(c, &self.topology).map_err(failed)?;
+        Ok(Launch {
+            component: c.clone(),
+            argv,
             env,
             cwd: self.cwd(c),
             log_path: self.log_path(c),
             log_max_bytes: self.log_max_bytes,
             log_keep: self.log_keep,
-        };
-        let started = tokio::task::spawn_blocking(move || process::start(&spec))
+            state_root: self.state.root().to_path_buf(),
+        })
+    }
+
+    async fn start(&self, c: &Component, adapter: Arc<dyn Adapter>) -> StepResult {
+        self.port_conflict(c).await?;
+        let launch = self.launch(c, adapter.as_ref())?;
+        let launched = tokio::task::spawn_blocking(move || adapter.start(&launch))
             .await
             .expect("start task")
-            .map_err(|e| (e.to_string(), serde_json::json!({})))?;
-        let identity = started.identity.clone();
+            .map_err(|e| failed(e.to_string()))?;
+        self.became_ready(c, launched, None).await
+    }
+
+    /// Restarts `c` and proves it: a new process (another pid or start time than the
+    /// one running before) running the executable now on disk, then ready.
+    async fn restart(&self, c: &Component, adapter: Arc<dyn Adapter>) -> StepResult {
+        let rec = self.journal(|s| s.instance(&c.name)).map_err(failed)?;
+        let before = {
+            let (a, c2, r) = (Arc::clone(&adapter), c.clone(), rec.clone());
+            tokio::task::spawn_blocking(move || main_process(a.as_ref(), &c2, r.as_ref()))
+                .await
+                .expect("observe task")
+        };
+        if before.is_none() {
+            self.port_conflict(c).await?;
+        }
+        let launch = self.launch(c, adapter.as_ref())?;
+        let launched = tokio::task::spawn_blocking(move || adapter.restart(&launch, rec.as_ref()))
+            .await
+            .expect("restart task")
+            .map_err(|e| failed(e.to_string()))?;
+        if let Err(why) = prove_restart(before.as_ref(), &launched.identity) {
+            let evidence = serde_json::json!({
+                "before": before,
+                "after": launched.identity,
+                "adapter": launched.facts,
+            });
+            return Err(Done::new(why, evidence));
+        }
+        self.became_ready(c, launched, before).await
+    }
+
+    /// Records what `launched` measured as `c`'s instance, then waits for `c`'s
+    /// readiness probe (or its process's exit).
+    async fn became_ready(
+        &self,
+        c: &Component,
+        launched: Launched,
+        replaced: Option<RuntimeIdentity>,
+    ) -> StepResult {
+        let identity = launched.identity.clone();
         let record = identity.instance_record(
             c,
             self.operation,
@@ -736,25 +783,38 @@ impl Executor {
                 now_ms(),
             )
         })
-        .map_err(|e| (e, serde_json::json!({})))?;
+        .map_err(|e| failed(e).launched())?;
         let ident_json = serde_json::to_value(&identity).unwrap_or_default();
         let probe = c.readiness.clone().unwrap_or_else(default_readiness);
-        let watch = started.child;
         let secrets = Arc::clone(&self.secrets);
         let lookup = move |n: &str| secrets.get(n);
         let ctx = ProbeContext {
             component: c.name.clone(),
             identity: Some(identity.clone()),
             log_path: Some(self.log_path(c)),
-            log_start_offset: started.log_start_offset,
+            log_start_offset: launched.log_start_offset,
             secrets: &lookup,
         };
-        let alive = || watch.exit_description();
-        match self.wait_for(&probe, &ctx, Some(&alive)).await {
+        let watch = launched.child.clone();
+        let watched = identity.clone();
+        let exited = move || match &watch {
+            Some(w) => w.exit_description(),
+            None => match identity::verify(&watched) {
+                Ok((identity::IdentityMatch::Same, _)) => None,
+                Ok((identity::IdentityMatch::Gone, _)) => {
+                    Some(format!("pid {} exited", watched.pid))
+                }
+                Ok((identity::IdentityMatch::Reused { why }, _)) => Some(why),
+                Err(_) => None,
+            },
+        };
+        let adapter_facts = launched.facts.clone();
+        let replaced_json = serde_json::to_value(&replaced).unwrap_or_default();
+        match self.wait_for(&probe, &ctx, Some(&exited)).await {
             Ok(o) => {
                 // Wrappers (env, shims, scripts ending in exec) may have exec'd the real
                 // program since the first measurement: record what runs now.
-                let ident_json = match crate::identity::measure(identity.pid) {
+                let ident_json = match identity::measure(identity.pid) {
                     Ok(Some(now))
                         if now.start_time_ticks == identity.start_time_ticks && now != identity =>
                     {
@@ -767,10 +827,15 @@ impl Executor {
                     }
                     _ => ident_json,
                 };
-                Ok((
-                    format!("started pid {} and ready: {}", identity.pid, o.evidence),
-                    serde_json::json!({ "identity": ident_json, "probe": o }),
-                ))
+                let how = match &replaced {
+                    Some(old) => format!("replaced pid {} with pid {}", old.pid, identity.pid),
+                    None => format!("started pid {}", identity.pid),
+                };
+                Ok(Done::new(
+                    format!("{how} and ready: {}", o.evidence),
+                    serde_json::json!({ "identity": ident_json, "replaced": replaced_json, "adapter": adapter_facts, "probe": o }),
+                )
+                .launched())
             }
             Err(w) => {
                 let tail = crate::logs::tail_log(&self.log_path(c), 10).unwrap_or_default();
@@ -779,103 +844,63 @@ impl Executor {
                     .as_ref()
                     .map(|o| o.evidence.clone())
                     .unwrap_or_else(|| "no probe attempt".into());
-                Err((
+                Err(Done::new(
                     format!(
                         "`{}` did not become ready: {} (last probe: {last})",
                         c.name, w.reason
                     ),
-                    serde_json::json!({ "identity": ident_json, "last_probe": w.last, "attempts": w.attempts, "log_tail": tail }),
-                ))
+                    serde_json::json!({ "identity": ident_json, "adapter": adapter_facts, "last_probe": w.last, "attempts": w.attempts, "log_tail": tail }),
+                )
+                .launched())
             }
         }
     }
 
-    async fn stop(
-        &self,
-        c: &Component,
-    ) -> Result<(String, serde_json::Value), (String, serde_json::Value)> {
-        let rec = self
-            .journal(|s| s.instance(&c.name))
-            .map_err(|e| (e, serde_json::json!({})))?;
-        let Some(rec) = rec else {
-            self.journal(|s| {
-                s.set_desired(
-                    &c.name,
-                    flotilla_model::status::DesiredLifecycle::Stopped,
-                    now_ms(),
-                )
-            })
-            .map_err(|e| (e, serde_json::json!({})))?;
-            return Ok((
-                format!("`{}` was not running (no instance recorded)", c.name),
-                serde_json::json!({}),
-            ));
-        };
-        let identity = RuntimeIdentity::from(&rec);
-        let stop = c
-            .stop
-            .clone()
-            .expect("managed components have stop settings");
-        let signal = stop.signal.as_str().to_string();
-        let grace = stop.grace_period.0;
-        let ident = identity.clone();
-        let outcome = tokio::task::spawn_blocking(move || process::stop(&ident, &signal, grace))
+    async fn stop(&self, c: &Component, adapter: Arc<dyn Adapter>) -> StepResult {
+        let rec = self.journal(|s| s.instance(&c.name)).map_err(failed)?;
+        let (c2, r) = (c.clone(), rec.clone());
+        let outcome = tokio::task::spawn_blocking(move || adapter.stop(&c2, r.as_ref()))
             .await
             .expect("stop task")
-            .map_err(|e| (e.to_string(), serde_json::json!({ "pid": rec.pid })))?;
-        let ev = serde_json::to_value(&outcome).unwrap_or_default();
-        let (summary, reason) = match &outcome {
-            StopOutcome::Stopped {
-                signal,
-                escalated_to_kill,
-                took,
-            } => (
-                format!(
-                    "stopped pid {} with {signal}{} in {} ms",
-                    rec.pid,
-                    if *escalated_to_kill {
-                        ", then SIGKILL after the grace period"
-                    } else {
-                        ""
-                    },
-                    took.as_millis()
-                ),
-                RemovalReason::Stopped,
-            ),
-            StopOutcome::AlreadyGone { .. } => (
-                format!("pid {} had already exited", rec.pid),
-                RemovalReason::Vanished,
-            ),
-            StopOutcome::IdentityMismatch { why, .. } => {
+            .map_err(|e| {
+                Done::new(
+                    e.to_string(),
+                    serde_json::json!({ "pid": rec.as_ref().map(|r| r.pid) }),
+                )
+            })?;
+        let stopped = flotilla_model::status::DesiredLifecycle::Stopped;
+        let (done, reason) = match outcome {
+            Stopped::NotOurs { why, facts } => {
                 let _ =
                     self.journal(|s| s.remove_instance(&c.name, RemovalReason::Vanished, now_ms()));
-                return Err((
-                    format!(
-                        "pid {} now belongs to another process ({why}): not signalled",
-                        rec.pid
-                    ),
-                    ev,
+                let pid = rec.as_ref().map(|r| r.pid).unwrap_or_default();
+                return Err(Done::new(
+                    format!("pid {pid} now belongs to another process ({why}): not signalled"),
+                    facts,
                 ));
             }
+            Stopped::Stopped { summary, facts } => {
+                (Done::new(summary, facts), RemovalReason::Stopped)
+            }
+            Stopped::AlreadyGone { summary } => (
+                Done::new(summary, serde_json::json!({})),
+                RemovalReason::Vanished,
+            ),
         };
+        let has_record = rec.is_some();
         self.journal(|s| {
-            s.remove_instance(&c.name, reason, now_ms())?;
-            s.set_desired(
-                &c.name,
-                flotilla_model::status::DesiredLifecycle::Stopped,
-                now_ms(),
-            )
+            if has_record {
+                s.remove_instance(&c.name, reason, now_ms())?;
+            }
+            s.set_desired(&c.name, stopped, now_ms())
         })
-        .map_err(|e| (e, ev.clone()))?;
-        Ok((summary, ev))
+        .map_err(|e| Done::new(e, done.evidence.clone()))?;
+        Ok(done)
     }
 
-    async fn await_ready(
-        &self,
-        c: &Component,
-    ) -> Result<(String, serde_json::Value), (String, serde_json::Value)> {
+    async fn await_ready(&self, c: &Component) -> StepResult {
         let Some(probe) = c.readiness.clone() else {
-            return Ok((
+            return Ok(Done::new(
                 format!("`{}` has no readiness probe: nothing to wait for", c.name),
                 serde_json::json!({}),
             ));
@@ -895,11 +920,11 @@ impl Executor {
             secrets: &lookup,
         };
         match self.wait_for(&probe, &ctx, None).await {
-            Ok(o) => Ok((
+            Ok(o) => Ok(Done::new(
                 format!("ready: {}", o.evidence),
                 serde_json::json!({ "probe": o }),
             )),
-            Err(w) => Err((
+            Err(w) => Err(Done::new(
                 format!(
                     "`{}` did not become ready: {} (last probe: {})",
                     c.name,
@@ -913,6 +938,63 @@ impl Executor {
             )),
         }
     }
+}
+
+/// The main process of `c` running now, measured: what its adapter sees, or (for
+/// adapters that keep no state) the journal's instance when it still runs.
+pub fn main_process(
+    adapter: &dyn Adapter,
+    c: &Component,
+    recorded: Option<&flotilla_store::InstanceRecord>,
+) -> Option<RuntimeIdentity> {
+    match adapter.observe(c, recorded) {
+        Ok(Some(seen)) => seen.main,
+        Ok(None) => {
+            let expected = RuntimeIdentity::from(recorded?);
+            match identity::verify(&expected) {
+                Ok((identity::IdentityMatch::Same, m)) => m,
+                _ => None,
+            }
+        }
+        Err(_) => None,
+    }
+}
+
+/// Whether `after` proves a restart of what ran as `before`: a new process (another
+/// pid, or the same pid with another start time) whose executable image is the file
+/// now on disk at its path. `Err` says what did not happen.
+pub fn prove_restart(
+    before: Option<&RuntimeIdentity>,
+    after: &RuntimeIdentity,
+) -> Result<(), String> {
+    if let Some(b) = before {
+        if b.pid == after.pid && b.start_time_ticks == after.start_time_ticks {
+            return Err(format!(
+                "restart had no effect: pid {} started {} is still running",
+                b.pid,
+                identity::describe_start(b.start_time_ticks)
+            ));
+        }
+    }
+    match identity::staleness(after) {
+        Ok(identity::Staleness::Replaced {
+            path,
+            on_disk,
+            running,
+        }) => Err(format!(
+            "restart did not load the executable on disk: new pid {} runs {} ({}), but {} is now {}",
+            after.pid,
+            path.display(),
+            short_digest(&running),
+            path.display(),
+            on_disk.as_deref().map(short_digest).unwrap_or("gone")
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn short_digest(d: &str) -> &str {
+    d.get(..19).unwrap_or(d)
 }
 
 /// Without a declared readiness probe, a process counts as ready once it has stayed

@@ -370,6 +370,29 @@ pub fn staleness(measured: &RuntimeIdentity) -> Result<Staleness, ExecError> {
     }
 }
 
+/// Clock ticks per second of `/proc/<pid>/stat`'s start time (Linux's `USER_HZ`,
+/// 100 on every architecture it exports to user space).
+const USER_HZ: u64 = 100;
+
+/// When a process with start time `ticks` (clock ticks since boot) started, as an
+/// RFC 3339 UTC time (`2026-12-01T10:41:03Z`) from the boot time in `/proc/stat`
+/// (`btime`); `<ticks> ticks after boot` when that cannot be read.
+pub fn describe_start(ticks: u64) -> String {
+    let btime = std::fs::read_to_string("/proc/stat").ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    });
+    match btime {
+        Some(b) => {
+            let at = std::time::UNIX_EPOCH
+                + std::time::Duration::from_millis(b * 1000 + ticks * 1000 / USER_HZ);
+            humantime::format_rfc3339_seconds(at).to_string()
+        }
+        None => format!("{ticks} ticks after boot"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,12 @@
 //! - [`identity`]: [`RuntimeIdentity`] (pid, start time, executable path and digest,
 //!   argv digest), measured from the OS; comparing a recorded identity with the
 //!   current one ([`identity::matches()`]); stale-runtime detection.
-//! - [`process`]: the process adapter: [`process::start`] a component detached in its
+//! - [`adapter`]: the [`adapter::Adapter`] trait and one module per native owner
+//!   (`process`, `ssh_tunnel`, `external`, `systemd`, `launchd`), looked up through
+//!   [`adapter::Adapters`]; the executor and observer know no adapter by name.
+//! - [`transport`]: the [`transport::Transport`] trait (how a call reaches a remote
+//!   host's executor) and its `ssh` implementation.
+//! - [`process`]: process mechanics behind the process-family adapters: [`process::start`] a component detached in its
 //!   own session and process group with output appended to its log;
 //!   [`process::stop`] its whole group, identity first (invariant 5);
 //!   [`process::listeners`] on a port (conflict detection).
@@ -27,6 +32,9 @@
 //!   host side ([`remote::serve`]).
 //! - [`hosts`]: `flotilla host install` (checksummed, versioned releases and a
 //!   `current` link) and `flotilla host check`.
+//! - [`launchctl`]: pure helpers for the launchd adapter: the job plist
+//!   ([`launchctl::JobPlist`], XML out, XML or binary in), the parse of
+//!   `launchctl print` ([`launchctl::parse_print`]) and domain/service targets.
 //! - [`lock`]: the lifecycle lock (one mutating invocation per state directory).
 //! - [`statedir`]: where local state lives, and what each file is.
 //! - [`error`]: the error type, [`ExecError`].
@@ -48,10 +56,12 @@
 
 #![warn(missing_docs)]
 
+pub mod adapter;
 pub mod error;
 pub mod executor;
 pub mod hosts;
 pub mod identity;
+pub mod launchctl;
 pub mod lock;
 pub mod logs;
 pub mod observe;
@@ -63,6 +73,7 @@ pub mod secrets;
 pub mod ssh;
 pub mod statedir;
 mod sys;
+pub mod transport;
 
 /// Serialises a `Duration` as fractional milliseconds (microsecond precision).
 pub(crate) mod serde_ms {

@@ -187,6 +187,8 @@ pub struct Observer<'a> {
     /// hosts are observed here, those on `ssh` hosts are left to
     /// [`crate::operate::observe`]); `Some(host)` inside `flotilla host serve`.
     pub here: Option<&'a str>,
+    /// The adapters that own components' lifecycles here.
+    pub adapters: crate::adapter::Adapters,
     /// When set, no probe runs past this moment (a host answering its controller
     /// within `--host-timeout`); a probe cut short leaves health `unknown`.
     pub probe_deadline: Option<std::time::Instant>,
@@ -336,7 +338,59 @@ impl Observer<'_> {
             last_known: None,
         };
         let mut identity = None;
-        if c.owner == Owner::Managed {
+        let seen = if c.owner == Owner::Managed {
+            let adapter = std::sync::Arc::clone(self.adapters.for_component(c));
+            let (c2, r) = (c.clone(), rec.clone());
+            tokio::task::spawn_blocking(move || adapter.observe(&c2, r.as_ref()))
+                .await
+                .unwrap_or(Ok(None))
+        } else {
+            Ok(None)
+        };
+        if let Err(e) = &seen {
+            s.lifecycle = Lifecycle::Unknown;
+            s.condition = Condition::Error;
+            push(
+                "lifecycle",
+                ownership(c),
+                format!("its owner could not be asked: {e}"),
+            );
+        }
+        if let Ok(Some(seen)) = seen {
+            s.lifecycle = seen.lifecycle;
+            for (source, saw) in seen.evidence {
+                push("lifecycle", source, saw);
+            }
+            match (seen.main, &rec) {
+                (Some(m), Some(r)) => {
+                    running_instance(&mut s, &mut push, &m, r);
+                    identity = Some(m);
+                }
+                (Some(m), None) => {
+                    push(
+                        "lifecycle",
+                        format!("/proc/{}", m.pid),
+                        format!(
+                            "pid {} runs under {}, started outside Flotilla (no instance recorded)",
+                            m.pid,
+                            ownership(c)
+                        ),
+                    );
+                    identity = Some(m);
+                }
+                (None, _) => {}
+            }
+            if matches!(s.lifecycle, Lifecycle::Stopped | Lifecycle::Failed)
+                && desired == Some(DesiredLifecycle::Running)
+            {
+                s.condition = Condition::DownUnexpectedly;
+                push(
+                    "condition",
+                    "journal".into(),
+                    "desired running, but it is not running and Flotilla did not stop it".into(),
+                );
+            }
+        } else if c.owner == Owner::Managed && seen.is_ok() {
             match &rec {
                 Some(r) => {
                     let expected = RuntimeIdentity::from(r);
@@ -345,57 +399,12 @@ impl Observer<'_> {
                         IdentityMatch::Same => {
                             let m = measured.expect("same implies measured");
                             s.lifecycle = Lifecycle::Running;
-                            s.started_by = StartedBy::Flotilla {
-                                operation: r.operation.to_string(),
-                            };
                             push(
                                 "lifecycle",
                                 format!("/proc/{}", r.pid),
                                 format!("pid {} alive, start time and executable match the instance recorded by {}", r.pid, r.operation),
                             );
-                            s.config_identity.running = Some(r.config_digest.clone());
-                            if r.config_digest != s.config_identity.selected {
-                                s.condition = Condition::Drift;
-                                push(
-                                    "condition",
-                                    "inventory vs journal".into(),
-                                    format!(
-                                        "effective config changed since it started ({} → {})",
-                                        short(&r.config_digest),
-                                        short(&s.config_identity.selected)
-                                    ),
-                                );
-                            }
-                            let on_disk = match identity::staleness(&m) {
-                                Ok(Staleness::Current) => Some(m.exe_sha256.clone()),
-                                Ok(Staleness::Replaced {
-                                    path,
-                                    on_disk,
-                                    running,
-                                }) => {
-                                    s.condition = Condition::StaleRuntime;
-                                    push(
-                                        "condition",
-                                        path.display().to_string(),
-                                        format!("the executable on disk ({}) is not the one running ({})", on_disk.as_deref().map(short).unwrap_or("gone"), short(&running)),
-                                    );
-                                    on_disk
-                                }
-                                Err(e) => {
-                                    push(
-                                        "runtime_identity",
-                                        m.exe.display().to_string(),
-                                        format!("cannot read executable: {e}"),
-                                    );
-                                    None
-                                }
-                            };
-                            s.runtime_identity = Some(RuntimeStatus {
-                                measured: m.clone(),
-                                on_disk_sha256: on_disk,
-                                started_at_ms: r.started_at_ms,
-                                started_by_operation: r.operation.to_string(),
-                            });
+                            running_instance(&mut s, &mut push, &m, r);
                             identity = Some(m);
                         }
                         IdentityMatch::Gone | IdentityMatch::Reused { .. } if marked.is_some() => {
@@ -648,6 +657,67 @@ pub fn marked_instances(
         }
     }
     Ok(out)
+}
+
+/// `s` runs as `m`, the instance recorded as `r` (or its owner's replacement of it):
+/// who started it, config drift against the journal, and whether the executable on
+/// disk is still the one running (`stale-runtime`).
+fn running_instance(
+    s: &mut ComponentStatus,
+    push: &mut impl FnMut(&'static str, String, String),
+    m: &RuntimeIdentity,
+    r: &InstanceRecord,
+) {
+    s.started_by = StartedBy::Flotilla {
+        operation: r.operation.to_string(),
+    };
+    s.config_identity.running = Some(r.config_digest.clone());
+    if r.config_digest != s.config_identity.selected {
+        s.condition = Condition::Drift;
+        push(
+            "condition",
+            "inventory vs journal".into(),
+            format!(
+                "effective config changed since it started ({} → {})",
+                short(&r.config_digest),
+                short(&s.config_identity.selected)
+            ),
+        );
+    }
+    let on_disk = match identity::staleness(m) {
+        Ok(Staleness::Current) => Some(m.exe_sha256.clone()),
+        Ok(Staleness::Replaced {
+            path,
+            on_disk,
+            running,
+        }) => {
+            s.condition = Condition::StaleRuntime;
+            push(
+                "condition",
+                path.display().to_string(),
+                format!(
+                    "the executable on disk ({}) is not the one running ({})",
+                    on_disk.as_deref().map(short).unwrap_or("gone"),
+                    short(&running)
+                ),
+            );
+            on_disk
+        }
+        Err(e) => {
+            push(
+                "runtime_identity",
+                m.exe.display().to_string(),
+                format!("cannot read executable: {e}"),
+            );
+            None
+        }
+    };
+    s.runtime_identity = Some(RuntimeStatus {
+        measured: m.clone(),
+        on_disk_sha256: on_disk,
+        started_at_ms: r.started_at_ms,
+        started_by_operation: r.operation.to_string(),
+    });
 }
 
 /// A process carrying the marker of operation `op` (started by Flotilla, not yet

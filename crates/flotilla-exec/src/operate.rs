@@ -214,6 +214,7 @@ pub async fn observe(
     });
     let report_fut = async {
         Observer {
+            adapters: crate::adapter::Adapters::native(),
             topology,
             store,
             state,
@@ -590,7 +591,8 @@ impl Session {
             log_keep: 3,
             operation: op_id,
             events: Arc::clone(&self.events),
-            fleet: Some(Arc::clone(&self.fleet)),
+            transport: Some(Arc::new(crate::transport::Ssh(Arc::clone(&self.fleet)))),
+            adapters: crate::adapter::Adapters::native(),
         });
         let report = exec.apply(&plan).await;
         watcher.abort();

@@ -255,6 +255,7 @@ pub async fn serve(
                 Err(e) => return error("state", crate::error::chain(&e)),
             };
             let observer = crate::observe::Observer {
+                adapters: crate::adapter::Adapters::native(),
                 topology: &topology,
                 store: &store,
                 state: &state,
@@ -396,7 +397,8 @@ async fn run_step(
         log_keep: 3,
         operation: op_id,
         events: Arc::new(|_| {}),
-        fleet: None,
+        transport: None,
+        adapters: crate::adapter::Adapters::native(),
     });
     let mut report = exec.run_step(wave, step.clone()).await;
     // A start that failed here (not ready, or the controller gave up) leaves nothing

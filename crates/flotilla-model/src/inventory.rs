@@ -390,14 +390,21 @@ pub struct LaunchdSpec {
     pub plist: Option<String>,
 }
 
-/// A systemd unit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// A systemd unit (systemd.unit(5), systemd.service(5)).
+///
+/// With a `command`, Flotilla owns the unit: it writes a runtime unit file
+/// (`/run/systemd/system/<unit>`, or `$XDG_RUNTIME_DIR/systemd/user/<unit>` for `user`)
+/// generated from the component and never enables it. Without a `command`, `unit`
+/// names an existing unit that Flotilla drives with `systemctl`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SystemdSpec {
-    /// Unit name, e.g. `llama.service`.
-    pub unit: String,
+    /// Unit name, e.g. `llama.service`; default `flotilla-<component>.service` for a
+    /// unit Flotilla writes. Required to drive an existing unit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
     /// Use the user manager (`systemctl --user`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub user: bool,
 }
 

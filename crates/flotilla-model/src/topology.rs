@@ -56,6 +56,14 @@ pub struct Host {
     pub user: Option<String>,
 }
 
+impl Host {
+    /// Whether steps and observations of its components are carried to it by a
+    /// transport (today `ssh`) rather than run by the executor of this process.
+    pub fn is_remote(&self) -> bool {
+        self.transport != TransportKind::Local
+    }
+}
+
 /// A resolved connection: this component uses `component`'s `endpoint` at `url`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Connection {

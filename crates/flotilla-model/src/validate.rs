@@ -1037,15 +1037,21 @@ impl Validator {
                 let has_start = match adapter {
                     AdapterKind::Process => !command.is_empty(),
                     AdapterKind::SshTunnel => tunnel.is_some(),
-                    AdapterKind::Launchd => spec.launchd.is_some(),
-                    AdapterKind::Systemd => spec.systemd.is_some(),
+                    AdapterKind::Launchd => {
+                        spec.launchd.as_ref().is_some_and(|l| l.plist.is_some())
+                            || (spec.launchd.is_some() && !command.is_empty())
+                    }
+                    AdapterKind::Systemd => {
+                        !command.is_empty()
+                            || spec.systemd.as_ref().is_some_and(|s| s.unit.is_some())
+                    }
                 };
                 if !has_start && !any_broken(&broken, START_KEYS) {
                     let need = match adapter {
                         AdapterKind::Process => "a `command` (argv list) or a `template`",
                         AdapterKind::SshTunnel => "a `tunnel` table or template = \"ssh-tunnel\"",
-                        AdapterKind::Launchd => "a `launchd` table with the job's `label`",
-                        AdapterKind::Systemd => "a `systemd` table with the `unit` name",
+                        AdapterKind::Launchd => "a `launchd` table with the job's `label`, and a `command` (Flotilla writes the job's plist) or `launchd.plist` (an existing one)",
+                        AdapterKind::Systemd => "a `command` (Flotilla writes the unit) or `systemd = { unit = \"name.service\" }` (an existing unit)",
                     };
                     self.push(
                         Diagnostic::error(

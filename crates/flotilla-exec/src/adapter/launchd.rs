@@ -1,0 +1,386 @@
+//! The `launchd` adapter (macOS): a component is a launchd job, driven with
+//! `launchctl` (launchctl(1), launchd.plist(5)).
+//!
+//! - With a `command`, Flotilla writes the job's property list itself
+//!   ([`crate::launchctl::JobPlist`]: `Label`, `ProgramArguments`,
+//!   `EnvironmentVariables`, `WorkingDirectory`, output appended to the component's
+//!   log, `RunAtLoad`, no `KeepAlive`) into `<state>/launchd/<label>.plist`; with
+//!   `launchd.plist` it uses that file as it is.
+//! - start: `launchctl bootstrap <domain> <plist>` (the domain is `gui/<uid>`, or
+//!   `system` for root); a job already loaded but not running is `kickstart`ed.
+//! - stop: `launchctl bootout <domain>/<label>`, then waits until the job is gone.
+//! - restart: `launchctl kickstart -k <domain>/<label>`, which restarts the job from
+//!   the definition launchd loaded — so when the property list changed, the job is
+//!   booted out and bootstrapped again instead.
+//! - observe: `launchctl print <domain>/<label>` ([`crate::launchctl::parse_print`]):
+//!   state, pid, runs, last exit code; the pid's identity is measured.
+//!
+//! The trap this field is known for — `launchctl load`/`bootstrap` of a job that is
+//! already loaded changes nothing and leaves the old process running — is why the
+//! executor proves every restart by measured identity; [`RestartMethod::Reload`]
+//! reproduces what tools that fell into it do.
+
+use super::{run_owner_command, Adapter, Launch, Launched, Seen, Stopped};
+use crate::error::ExecError;
+use crate::identity::{self, RuntimeIdentity};
+use crate::launchctl::{self, JobPlist, ServiceInfo};
+use flotilla_model::inventory::AdapterKind;
+use flotilla_model::status::Lifecycle;
+use flotilla_model::topology::Component;
+use flotilla_store::InstanceRecord;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The environment variable naming the `launchctl` to run (default: `launchctl`
+/// from `PATH`).
+pub const LAUNCHCTL_ENV: &str = "FLOTILLA_LAUNCHCTL";
+
+/// How long a job may take to show a pid after `bootstrap`/`kickstart`, or to go
+/// away after `bootout`.
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// How a restart is asked of launchd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RestartMethod {
+    /// `launchctl kickstart -k` (and bootout + bootstrap when the plist changed).
+    #[default]
+    Kickstart,
+    /// `launchctl load <plist>` over the loaded job: what tools that trusted a reload
+    /// do. On a loaded job it changes nothing; the executor's proof reports that.
+    Reload,
+}
+
+/// The `launchd` adapter.
+#[derive(Debug, Clone)]
+pub struct Launchd {
+    /// The `launchctl` program.
+    pub launchctl: PathBuf,
+    /// How restarts are asked for.
+    pub restart: RestartMethod,
+}
+
+impl Launchd {
+    /// `launchctl` from [`LAUNCHCTL_ENV`], else from `PATH`; restarts by kickstart.
+    pub fn from_env() -> Launchd {
+        Launchd {
+            launchctl: std::env::var_os(LAUNCHCTL_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("launchctl")),
+            restart: RestartMethod::Kickstart,
+        }
+    }
+
+    fn ctl(&self, c: &Component, args: &[String]) -> Result<String, ExecError> {
+        run_owner_command(&c.name, &self.launchctl, args)
+    }
+
+    /// `launchctl print` of `c`'s job; `None` when launchd does not know it.
+    fn print(&self, c: &Component) -> Result<Option<ServiceInfo>, ExecError> {
+        match self.ctl(c, &["print".into(), target(c)]) {
+            Ok(text) => Ok(Some(launchctl::parse_print(&text))),
+            // "Could not find service" exits 113 (launchctl's "not found").
+            Err(ExecError::OwnerCommand {
+                status: Some(113), ..
+            }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Polls `print` until `done` holds or [`SETTLE`] passes; the last answer.
+    fn settle(
+        &self,
+        c: &Component,
+        done: impl Fn(&Option<ServiceInfo>) -> bool,
+    ) -> Result<Option<ServiceInfo>, ExecError> {
+        let deadline = Instant::now() + SETTLE;
+        loop {
+            let info = self.print(c)?;
+            if done(&info) || Instant::now() >= deadline {
+                return Ok(info);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Writes the job's plist (when Flotilla generates it); its path.
+    fn write_plist(&self, launch: &Launch) -> Result<PathBuf, ExecError> {
+        let c = &launch.component;
+        if let Some(p) = c.launchd.as_ref().and_then(|l| l.plist.as_ref()) {
+            return Ok(launch.cwd.join(p));
+        }
+        let path = launch
+            .state_root
+            .join("launchd")
+            .join(format!("{}.plist", label(c)));
+        let plist = JobPlist {
+            label: label(c),
+            program_arguments: launch.argv.clone(),
+            environment: launch.env.iter().cloned().collect(),
+            working_directory: Some(launch.cwd.clone()),
+            standard_out_path: Some(launch.log_path.clone()),
+            standard_error_path: Some(launch.log_path.clone()),
+            run_at_load: true,
+            keep_alive: false,
+        };
+        write_private(&path, &plist.to_xml())?;
+        Ok(path)
+    }
+
+    fn bootstrap(&self, c: &Component, plist: &Path) -> Result<(), ExecError> {
+        self.ctl(
+            c,
+            &["bootstrap".into(), domain(), plist.display().to_string()],
+        )
+        .map(|_| ())
+    }
+
+    /// Measures the job's process once launchd shows one that is not `previous`.
+    fn launched(
+        &self,
+        launch: &Launch,
+        offset: u64,
+        previous: Option<u32>,
+    ) -> Result<Launched, ExecError> {
+        let c = &launch.component;
+        let info = self.settle(c, |i| {
+            i.as_ref()
+                .and_then(|i| i.pid)
+                .is_some_and(|p| Some(p) != previous)
+        })?;
+        let Some(info) = info else {
+            return Err(ExecError::Adapter {
+                component: c.name.clone(),
+                message: format!("launchd does not know job {} after loading it", target(c)),
+            });
+        };
+        // A reload that changed nothing leaves the old pid: report what runs, and let
+        // the executor's proof say it is not new.
+        let Some(pid) = info.pid else {
+            return Err(ExecError::Adapter {
+                component: c.name.clone(),
+                message: format!(
+                    "job {} has no process ({}; last exit code {})",
+                    target(c),
+                    info.state,
+                    info.last_exit_code.as_deref().unwrap_or("none")
+                ),
+            });
+        };
+        let identity = identity::measure(pid)?.ok_or_else(|| ExecError::Adapter {
+            component: c.name.clone(),
+            message: format!("job {}'s process {pid} exited at once", target(c)),
+        })?;
+        Ok(Launched {
+            identity,
+            log_start_offset: offset,
+            child: None,
+            facts: facts(c, &info),
+        })
+    }
+}
+
+fn label(c: &Component) -> String {
+    c.launchd
+        .as_ref()
+        .map(|l| l.label.clone())
+        .unwrap_or_else(|| format!("dev.flotilla.{}", c.name))
+}
+
+/// The domain of this user's jobs: `gui/<uid>`, or `system` for root.
+fn domain() -> String {
+    launchctl::domain_target(nix::unistd::getuid().as_raw())
+}
+
+/// `<domain>/<label>`.
+fn target(c: &Component) -> String {
+    launchctl::service_target(&domain(), &label(c))
+}
+
+fn facts(c: &Component, info: &ServiceInfo) -> serde_json::Value {
+    serde_json::json!({
+        "service": target(c),
+        "state": info.state,
+        "pid": info.pid,
+        "runs": info.runs,
+        "last_exit_code": info.last_exit_code,
+    })
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), ExecError> {
+    use std::os::unix::fs::PermissionsExt;
+    let io = |source| ExecError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let tmp = path.with_extension("flotilla-tmp");
+    std::fs::write(&tmp, bytes).map_err(io)?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+fn file_len(p: &Path) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+impl Adapter for Launchd {
+    fn kind(&self) -> Option<AdapterKind> {
+        Some(AdapterKind::Launchd)
+    }
+
+    fn start(&self, launch: &Launch) -> Result<Launched, ExecError> {
+        let c = &launch.component;
+        let plist = self.write_plist(launch)?;
+        let offset = file_len(&launch.log_path);
+        match self.print(c)? {
+            Some(info) if info.pid.is_some() => {}
+            Some(_) => {
+                self.ctl(c, &["kickstart".into(), target(c)])?;
+            }
+            None => self.bootstrap(c, &plist)?,
+        }
+        self.launched(launch, offset, None)
+    }
+
+    fn restart(
+        &self,
+        launch: &Launch,
+        _recorded: Option<&InstanceRecord>,
+    ) -> Result<Launched, ExecError> {
+        let c = &launch.component;
+        let before = self.print(c)?;
+        let previous = before.as_ref().and_then(|i| i.pid);
+        let plist = self.write_plist(launch)?;
+        let offset = file_len(&launch.log_path);
+        match (self.restart, &before) {
+            (RestartMethod::Reload, _) => {
+                self.ctl(c, &["load".into(), plist.display().to_string()])?;
+                // A reload gives launchd no reason to change anything: look once.
+                return self.launched_now(launch, offset);
+            }
+            (RestartMethod::Kickstart, None) => self.bootstrap(c, &plist)?,
+            (RestartMethod::Kickstart, Some(info)) if info.arguments != launch.argv => {
+                // kickstart would run the definition launchd loaded, not the new one.
+                self.ctl(c, &["bootout".into(), target(c)])?;
+                self.settle(c, |i| i.is_none())?;
+                self.bootstrap(c, &plist)?;
+            }
+            (RestartMethod::Kickstart, Some(_)) => {
+                self.ctl(c, &["kickstart".into(), "-k".into(), target(c)])?;
+            }
+        }
+        self.launched(launch, offset, previous)
+    }
+
+    fn stop(
+        &self,
+        c: &Component,
+        _recorded: Option<&InstanceRecord>,
+    ) -> Result<Stopped, ExecError> {
+        let Some(before) = self.print(c)? else {
+            return Ok(Stopped::AlreadyGone {
+                summary: format!("job {} is not loaded", target(c)),
+            });
+        };
+        let t0 = Instant::now();
+        self.ctl(c, &["bootout".into(), target(c)])?;
+        if let Some(still) = self.settle(c, |i| i.is_none())? {
+            return Err(ExecError::Adapter {
+                component: c.name.clone(),
+                message: format!(
+                    "`launchctl bootout {}` returned but the job is still loaded ({}, pid {:?})",
+                    target(c),
+                    still.state,
+                    still.pid
+                ),
+            });
+        }
+        Ok(match before.pid {
+            Some(pid) => Stopped::Stopped {
+                summary: format!(
+                    "booted out job {} (pid {pid}) in {} ms",
+                    target(c),
+                    t0.elapsed().as_millis()
+                ),
+                facts: facts(c, &before),
+            },
+            None => Stopped::AlreadyGone {
+                summary: format!("job {} was loaded but not running; booted out", target(c)),
+            },
+        })
+    }
+
+    fn observe(
+        &self,
+        c: &Component,
+        recorded: Option<&InstanceRecord>,
+    ) -> Result<Option<Seen>, ExecError> {
+        let Some(info) = self.print(c)? else {
+            return Ok(Some(Seen {
+                lifecycle: Lifecycle::Stopped,
+                main: None,
+                recorded_main: false,
+                owner_restarts: None,
+                evidence: vec![(
+                    format!("launchctl print {}", target(c)),
+                    "not loaded".into(),
+                )],
+            }));
+        };
+        let mut evidence = vec![(
+            format!("launchctl print {}", target(c)),
+            format!(
+                "state = {}, pid = {}, runs = {}, last exit code = {}",
+                info.state,
+                info.pid
+                    .map(|p| p.to_string())
+                    .unwrap_or_else(|| "none".into()),
+                info.runs
+                    .map(|r| r.to_string())
+                    .unwrap_or_else(|| "?".into()),
+                info.last_exit_code.as_deref().unwrap_or("(never exited)")
+            ),
+        )];
+        let mut main = None;
+        let mut recorded_main = false;
+        let lifecycle = match info.pid.map(identity::measure).transpose()?.flatten() {
+            Some(m) => {
+                if let Some(rec) = recorded {
+                    recorded_main = identity::matches(&RuntimeIdentity::from(rec), Some(&m))
+                        == identity::IdentityMatch::Same;
+                    if !recorded_main {
+                        evidence.push((
+                            format!("/proc/{}", m.pid),
+                            format!(
+                                "the job's process is pid {}, not pid {} that Flotilla started: launchd started it again on its own",
+                                m.pid, rec.pid
+                            ),
+                        ));
+                    }
+                }
+                main = Some(m);
+                Lifecycle::Running
+            }
+            None if info.pid.is_some() => Lifecycle::Unknown,
+            None if info.last_exit_code.as_deref().is_some_and(|c| c != "0") => Lifecycle::Failed,
+            None => Lifecycle::Stopped,
+        };
+        Ok(Some(Seen {
+            lifecycle,
+            main,
+            recorded_main,
+            owner_restarts: info.runs.map(|r| u64::from(r.saturating_sub(1))),
+            evidence,
+        }))
+    }
+}
+
+impl Launchd {
+    /// What runs right after a reload (no waiting for a change that will not come).
+    fn launched_now(&self, launch: &Launch, offset: u64) -> Result<Launched, ExecError> {
+        self.launched(launch, offset, None)
+    }
+}

@@ -1,0 +1,274 @@
+//! Adapters: how a managed component's lifecycle verbs map onto its native owner.
+//!
+//! One module per adapter: [`process`] (a detached process group Flotilla starts
+//! itself), [`ssh_tunnel`] (an OpenSSH forward run like a process), [`external`]
+//! (observed only), [`systemd`] (a unit driven through `systemctl`) and [`launchd`]
+//! (a job driven through `launchctl`). The executor and the observer reach them only
+//! through the [`Adapter`] trait and [`Adapters::for_component`]: they know no
+//! adapter by name.
+//!
+//! Every method is blocking (adapters run programs such as `systemctl` and read
+//! `/proc`); async callers use `spawn_blocking`. An adapter never decides whether a
+//! start *worked*: it reports the identity it measured, and the executor proves a
+//! restart (a new process running the expected executable) and readiness itself.
+
+pub mod external;
+pub mod launchd;
+pub mod process;
+pub mod ssh_tunnel;
+pub mod systemd;
+
+use crate::error::ExecError;
+use crate::identity::RuntimeIdentity;
+use crate::process::ChildWatch;
+use flotilla_model::inventory::{AdapterKind, Owner};
+use flotilla_model::status::Lifecycle;
+use flotilla_model::topology::Component;
+use flotilla_model::Topology;
+use flotilla_store::InstanceRecord;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Everything an adapter needs to start (or restart) one component, resolved by the
+/// executor: argv, environment (secret values included: never log it), directories.
+#[derive(Clone)]
+pub struct Launch {
+    /// The component.
+    pub component: Component,
+    /// argv: program, then arguments (see [`Adapter::argv`]).
+    pub argv: Vec<String>,
+    /// The declared environment, resolved, plus Flotilla's instance marker. Adapters
+    /// that start a process themselves add it to the inherited environment; service
+    /// managers give the job exactly this.
+    pub env: Vec<(String, String)>,
+    /// Working directory (absolute).
+    pub cwd: PathBuf,
+    /// Where stdout and stderr go.
+    pub log_path: PathBuf,
+    /// Rotate the log above this many bytes at start (0: never).
+    pub log_max_bytes: u64,
+    /// Rotated copies kept.
+    pub log_keep: u32,
+    /// The state directory's root (unit environment files live under `run/`).
+    pub state_root: PathBuf,
+}
+
+impl std::fmt::Debug for Launch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launch")
+            .field("component", &self.component.name)
+            .field("argv", &self.argv)
+            .field(
+                "env",
+                &self.env.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+            )
+            .field("cwd", &self.cwd)
+            .field("log_path", &self.log_path)
+            .finish()
+    }
+}
+
+/// A component just started by an adapter.
+#[derive(Debug)]
+pub struct Launched {
+    /// The measured identity of its main process (record it: stop and observe compare
+    /// against it).
+    pub identity: RuntimeIdentity,
+    /// Size of the log when it started, so `log` probes only read this run's lines.
+    pub log_start_offset: u64,
+    /// Watches the main process when this process is its parent (`None` when a service
+    /// manager is: the executor then checks the identity instead).
+    pub child: Option<ChildWatch>,
+    /// What the adapter did and saw (e.g. `{"unit": "x.service", "n_restarts": 0}`).
+    pub facts: serde_json::Value,
+}
+
+/// How a stop ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopped {
+    /// It was running and is not any more.
+    Stopped {
+        /// One line, e.g. `stopped pid 42 with SIGTERM in 12 ms`.
+        summary: String,
+        /// Details (signal, escalation, unit state…).
+        facts: serde_json::Value,
+    },
+    /// Nothing was running.
+    AlreadyGone {
+        /// One line.
+        summary: String,
+    },
+    /// The recorded pid belongs to another process now: nothing was signalled.
+    NotOurs {
+        /// What differs.
+        why: String,
+        /// Details.
+        facts: serde_json::Value,
+    },
+}
+
+/// What an adapter sees of a component now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// Running, stopped, failed…
+    pub lifecycle: Lifecycle,
+    /// The main process, measured (when running).
+    pub main: Option<RuntimeIdentity>,
+    /// Whether the running main process is the one Flotilla recorded (`false`: its
+    /// owner replaced it, e.g. systemd's `Restart=`; or nothing was recorded).
+    pub recorded_main: bool,
+    /// Restarts its owner made on its own (systemd's `NRestarts`, launchd's `runs`−1).
+    pub owner_restarts: Option<u64>,
+    /// Evidence: `(source, what was seen)`.
+    pub evidence: Vec<(String, String)>,
+}
+
+/// One native owner of components' lifecycles.
+pub trait Adapter: Send + Sync {
+    /// Which adapter this is (for ownership: `managed (systemd)`).
+    fn kind(&self) -> Option<AdapterKind>;
+
+    /// The argv a start runs: the component's `command` unless the adapter makes its
+    /// own (an `ssh-tunnel`'s `ssh -N -L …`).
+    ///
+    /// # Errors
+    /// A message naming what is missing.
+    fn argv(&self, c: &Component, _topology: &Topology) -> Result<Vec<String>, String> {
+        Ok(c.command.clone())
+    }
+
+    /// Starts `launch.component` and measures its main process.
+    ///
+    /// # Errors
+    /// Anything that kept it from starting, naming the component.
+    fn start(&self, launch: &Launch) -> Result<Launched, ExecError>;
+
+    /// Stops `c`, whose recorded instance (if any) is `recorded`. Identity before
+    /// signal (invariant 5): a process whose identity does not match is not touched.
+    ///
+    /// # Errors
+    /// When it could not be stopped.
+    fn stop(&self, c: &Component, recorded: Option<&InstanceRecord>) -> Result<Stopped, ExecError>;
+
+    /// Replaces the running instance with a new one. The default stops, then starts;
+    /// service managers use their own restart verb. The executor proves the result.
+    ///
+    /// # Errors
+    /// As [`Adapter::stop`] and [`Adapter::start`].
+    fn restart(
+        &self,
+        launch: &Launch,
+        recorded: Option<&InstanceRecord>,
+    ) -> Result<Launched, ExecError> {
+        match self.stop(&launch.component, recorded)? {
+            Stopped::NotOurs { why, .. } => Err(ExecError::Adapter {
+                component: launch.component.name.clone(),
+                message: format!("not restarted: the recorded pid is not ours ({why})"),
+            }),
+            _ => self.start(launch),
+        }
+    }
+
+    /// What runs now. `None`: the adapter keeps no state of its own, and the
+    /// journal's instance record is the truth (process-family adapters; the observer
+    /// measures it).
+    ///
+    /// # Errors
+    /// When the owner cannot be asked (e.g. `systemctl` missing).
+    fn observe(
+        &self,
+        _c: &Component,
+        _recorded: Option<&InstanceRecord>,
+    ) -> Result<Option<Seen>, ExecError> {
+        Ok(None)
+    }
+}
+
+/// The adapters of this build, looked up by a component's owner and adapter kind.
+#[derive(Clone)]
+pub struct Adapters {
+    process: Arc<dyn Adapter>,
+    ssh_tunnel: Arc<dyn Adapter>,
+    external: Arc<dyn Adapter>,
+    systemd: Arc<dyn Adapter>,
+    launchd: Arc<dyn Adapter>,
+}
+
+impl Default for Adapters {
+    fn default() -> Self {
+        Adapters::native()
+    }
+}
+
+impl Adapters {
+    /// The adapters that drive this machine's own owners (`launchctl` and `systemctl`
+    /// from `PATH`, or from `FLOTILLA_LAUNCHCTL` / `FLOTILLA_SYSTEMCTL`).
+    pub fn native() -> Adapters {
+        Adapters {
+            process: Arc::new(process::Process),
+            ssh_tunnel: Arc::new(ssh_tunnel::SshTunnel),
+            external: Arc::new(external::External),
+            systemd: Arc::new(systemd::Systemd::from_env()),
+            launchd: Arc::new(launchd::Launchd::from_env()),
+        }
+    }
+
+    /// Replaces the launchd adapter (tests drive a fake `launchctl` this way).
+    pub fn with_launchd(mut self, a: Arc<dyn Adapter>) -> Adapters {
+        self.launchd = a;
+        self
+    }
+
+    /// The adapter that owns `c`'s lifecycle.
+    pub fn for_component(&self, c: &Component) -> &Arc<dyn Adapter> {
+        if c.owner == Owner::External {
+            return &self.external;
+        }
+        match c.adapter.unwrap_or_default() {
+            AdapterKind::Process => &self.process,
+            AdapterKind::SshTunnel => &self.ssh_tunnel,
+            AdapterKind::Systemd => &self.systemd,
+            AdapterKind::Launchd => &self.launchd,
+        }
+    }
+}
+
+/// `c`'s stop signal and grace period (managed components always have them; the
+/// fallback is SIGTERM and 10 s).
+pub(crate) fn stop_settings(c: &Component) -> (String, std::time::Duration) {
+    c.stop
+        .as_ref()
+        .map(|s| (s.signal.as_str().to_string(), s.grace_period.0))
+        .unwrap_or_else(|| ("SIGTERM".into(), std::time::Duration::from_secs(10)))
+}
+
+/// Runs `program args…`, returning stdout; a non-zero exit is an
+/// [`ExecError::OwnerCommand`] carrying the command line, status and stderr.
+pub(crate) fn run_owner_command(
+    component: &str,
+    program: &std::path::Path,
+    args: &[String],
+) -> Result<String, ExecError> {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|source| ExecError::Spawn {
+            component: component.to_string(),
+            program: program.to_path_buf(),
+            source,
+        })?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(ExecError::OwnerCommand {
+            component: component.to_string(),
+            command: std::iter::once(program.display().to_string())
+                .chain(args.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(" "),
+            status: out.status.code(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}

@@ -1,0 +1,498 @@
+//! The `systemd` adapter: a component is a systemd service unit, driven with
+//! `systemctl` (system manager, or `--user`).
+//!
+//! Two ways to own a unit (see [`flotilla_model::inventory::SystemdSpec`]):
+//! - **Flotilla's own unit** (the component has a `command`): a unit file generated
+//!   from the component is written to the manager's *runtime* unit directory
+//!   (`/run/systemd/system`, or `$XDG_RUNTIME_DIR/systemd/user` for `--user`) and
+//!   never enabled — Flotilla decides when it runs, so nothing is left in `/etc` to
+//!   start behind its back after a reboot. `ExecStart` is the resolved command,
+//!   `WorkingDirectory` the component's, the environment comes from an owner-only
+//!   `EnvironmentFile` in the state directory (secret values never enter the unit
+//!   file), output is appended to the component's log, `KillMode=control-group`, the
+//!   stop signal and grace period become `KillSignal=`/`TimeoutStopSec=`, and there
+//!   is no `Restart=` (the component's restart policy will add it).
+//! - **An existing unit** (`systemd = { unit = "…" }`, no `command`): started,
+//!   stopped and restarted by name; its own `Restart=` is respected and reported.
+//!
+//! Lifecycle comes from `systemctl show` (`ActiveState`, `SubState`, `MainPID`,
+//! `ExecMainStartTimestampMonotonic`, `NRestarts`, `Result`; systemd.exec(5),
+//! org.freedesktop.systemd1(5)); runtime identity is measured from `/proc/<MainPID>`
+//! exactly as for processes. Unit syntax and quoting follow systemd.syntax(7) and
+//! systemd.service(5) ("Command lines"); `append:` outputs need systemd ≥ 240,
+//! `Type=exec` ≥ 240.
+
+use super::{run_owner_command, Adapter, Launch, Launched, Seen, Stopped};
+use crate::error::ExecError;
+use crate::identity::{self, RuntimeIdentity};
+use flotilla_model::inventory::AdapterKind;
+use flotilla_model::status::Lifecycle;
+use flotilla_model::topology::Component;
+use flotilla_store::InstanceRecord;
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// The environment variable naming the `systemctl` to run (default: `systemctl`
+/// from `PATH`).
+pub const SYSTEMCTL_ENV: &str = "FLOTILLA_SYSTEMCTL";
+
+/// The properties read with `systemctl show`.
+const PROPERTIES: &str =
+    "Id,LoadState,ActiveState,SubState,Result,MainPID,NRestarts,ExecMainStartTimestampMonotonic,ExecMainStatus,FragmentPath";
+
+/// The `systemd` adapter.
+#[derive(Debug, Clone)]
+pub struct Systemd {
+    /// The `systemctl` program.
+    pub systemctl: PathBuf,
+}
+
+impl Systemd {
+    /// `systemctl` from [`SYSTEMCTL_ENV`], else from `PATH`.
+    pub fn from_env() -> Systemd {
+        Systemd {
+            systemctl: std::env::var_os(SYSTEMCTL_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("systemctl")),
+        }
+    }
+
+    fn ctl(&self, c: &Component, args: &[&str]) -> Result<String, ExecError> {
+        let mut all: Vec<String> = Vec::new();
+        if is_user(c) {
+            all.push("--user".into());
+        }
+        all.extend(args.iter().map(|s| s.to_string()));
+        run_owner_command(&c.name, &self.systemctl, &all)
+    }
+
+    /// `systemctl show` of `c`'s unit.
+    fn show(&self, c: &Component) -> Result<UnitState, ExecError> {
+        let unit = unit_name(c);
+        let out = self.ctl(c, &["show", "-p", PROPERTIES, "--", &unit])?;
+        Ok(UnitState::parse(&out))
+    }
+
+    /// Writes `launch`'s environment file and unit file when they differ from what is
+    /// there, and reloads the manager when the unit changed.
+    fn install(&self, launch: &Launch) -> Result<(), ExecError> {
+        let c = &launch.component;
+        let program = crate::process::resolve_program(
+            &c.name,
+            launch.argv.first().map(String::as_str).unwrap_or_default(),
+            &launch.cwd,
+            &launch.env,
+        )?;
+        let env_file = launch
+            .state_root
+            .join("run")
+            .join(format!("{}.env", c.name));
+        write_if_changed(&env_file, render_env_file(&launch.env).as_bytes(), 0o600)?;
+        let dir = unit_dir(c)?;
+        let unit_path = dir.join(unit_name(c));
+        let text = render_unit(launch, &program, &env_file);
+        if write_if_changed(&unit_path, text.as_bytes(), 0o644)? {
+            self.ctl(c, &["daemon-reload"])?;
+        }
+        Ok(())
+    }
+
+    /// Measures the main process of `c`'s unit after a start or restart.
+    fn launched(&self, launch: &Launch, log_start_offset: u64) -> Result<Launched, ExecError> {
+        let c = &launch.component;
+        let st = self.show(c)?;
+        if st.main_pid == 0 {
+            return Err(ExecError::Adapter {
+                component: c.name.clone(),
+                message: format!(
+                    "unit {} has no main process after it was started ({})",
+                    st.id,
+                    st.describe()
+                ),
+            });
+        }
+        let identity = identity::measure(st.main_pid)?.ok_or_else(|| ExecError::Adapter {
+            component: c.name.clone(),
+            message: format!(
+                "unit {}'s main process {} exited at once ({})",
+                st.id,
+                st.main_pid,
+                st.describe()
+            ),
+        })?;
+        Ok(Launched {
+            identity,
+            log_start_offset,
+            child: None,
+            facts: st.facts(),
+        })
+    }
+}
+
+/// `c`'s unit name: declared, or `flotilla-<name>.service` for Flotilla's own unit.
+pub fn unit_name(c: &Component) -> String {
+    c.systemd
+        .as_ref()
+        .and_then(|s| s.unit.clone())
+        .unwrap_or_else(|| format!("flotilla-{}.service", c.name))
+}
+
+fn is_user(c: &Component) -> bool {
+    c.systemd.as_ref().is_some_and(|s| s.user)
+}
+
+/// Whether Flotilla writes `c`'s unit (it has a command) rather than driving an
+/// existing one.
+pub fn owns_unit(c: &Component) -> bool {
+    !c.command.is_empty()
+}
+
+/// The runtime unit directory of `c`'s manager.
+fn unit_dir(c: &Component) -> Result<PathBuf, ExecError> {
+    if !is_user(c) {
+        return Ok(PathBuf::from("/run/systemd/system"));
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
+        Some(d) => Ok(PathBuf::from(d).join("systemd").join("user")),
+        None => Err(ExecError::Adapter {
+            component: c.name.clone(),
+            message: "a --user unit needs XDG_RUNTIME_DIR (the user manager's runtime directory; log in, or `loginctl enable-linger`)".into(),
+        }),
+    }
+}
+
+/// Writes `bytes` to `path` (mode `mode`, directory created) unless it already holds
+/// them; `Ok(true)` when it wrote.
+fn write_if_changed(path: &Path, bytes: &[u8], mode: u32) -> Result<bool, ExecError> {
+    let io = |source| ExecError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(false);
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let tmp = path.with_extension("flotilla-tmp");
+    std::fs::write(&tmp, bytes).map_err(io)?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)?;
+    Ok(true)
+}
+
+/// One word of a command line in systemd's syntax: double-quoted, with `\` and `"`
+/// escaped, `%` doubled (specifiers) and `$` doubled (no variable expansion).
+pub fn quote_word(w: &str) -> String {
+    let mut out = String::with_capacity(w.len() + 2);
+    out.push('"');
+    for ch in w.chars() {
+        match ch {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '%' => out.push_str("%%"),
+            '$' => out.push_str("$$"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The environment file: `NAME="value"` lines, with `"`, `\`, `` ` `` and `$`
+/// escaped as systemd's environment-file parser expects (systemd.exec(5),
+/// `EnvironmentFile=`).
+pub fn render_env_file(env: &[(String, String)]) -> String {
+    let mut out = String::from("# Written by flotilla for this component's unit.\n");
+    for (k, v) in env {
+        out.push_str(k);
+        out.push_str("=\"");
+        for ch in v.chars() {
+            if matches!(ch, '"' | '\\' | '`' | '$') {
+                out.push('\\');
+            }
+            out.push(ch);
+        }
+        out.push_str("\"\n");
+    }
+    out
+}
+
+/// The unit file Flotilla writes for `launch` (program already resolved to a path).
+pub fn render_unit(launch: &Launch, program: &Path, env_file: &Path) -> String {
+    let c = &launch.component;
+    let (signal, grace) = super::stop_settings(c);
+    let mut exec = vec![quote_word(&program.display().to_string())];
+    exec.extend(launch.argv.iter().skip(1).map(|a| quote_word(a)));
+    let log = quote_word(&launch.log_path.display().to_string());
+    let description = match &c.description {
+        Some(d) => format!("{} (flotilla component `{}`)", d.replace('\n', " "), c.name),
+        None => format!("flotilla component `{}`", c.name),
+    };
+    format!(
+        "# Written by flotilla for component `{name}`; it is rewritten at each start.\n\
+         [Unit]\n\
+         Description={description}\n\
+         \n\
+         [Service]\n\
+         Type=exec\n\
+         ExecStart={exec}\n\
+         WorkingDirectory={cwd}\n\
+         EnvironmentFile={env}\n\
+         StandardInput=null\n\
+         StandardOutput=append:{log_raw}\n\
+         StandardError=append:{log_raw}\n\
+         KillMode=control-group\n\
+         KillSignal={signal}\n\
+         TimeoutStopSec={grace_ms}ms\n\
+         SendSIGKILL=yes\n",
+        name = c.name,
+        exec = exec.join(" "),
+        cwd = quote_word(&launch.cwd.display().to_string()),
+        env = env_file.display(),
+        log_raw = log.trim_matches('"'),
+        grace_ms = grace.as_millis().max(1),
+    )
+}
+
+/// What `systemctl show` said of a unit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnitState {
+    /// `Id`: the unit's name.
+    pub id: String,
+    /// `LoadState`: `loaded`, `not-found`, `masked`…
+    pub load_state: String,
+    /// `ActiveState`: `active`, `inactive`, `failed`, `activating`, `deactivating`…
+    pub active_state: String,
+    /// `SubState`: `running`, `dead`, `exited`, `auto-restart`…
+    pub sub_state: String,
+    /// `Result`: `success`, `exit-code`, `signal`, `core-dump`…
+    pub result: String,
+    /// `MainPID` (0: none).
+    pub main_pid: u32,
+    /// `NRestarts`: restarts systemd made on its own (`Restart=`).
+    pub n_restarts: u64,
+    /// `ExecMainStartTimestampMonotonic`, µs since boot.
+    pub main_started_monotonic_us: u64,
+    /// `ExecMainStatus`: the last exit status or signal number of the main process.
+    pub main_status: String,
+}
+
+impl UnitState {
+    /// Parses `systemctl show` output (`Key=Value` lines; unknown keys ignored).
+    pub fn parse(text: &str) -> UnitState {
+        let kv: BTreeMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
+        let s = |k: &str| kv.get(k).copied().unwrap_or_default().to_string();
+        let n = |k: &str| kv.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        UnitState {
+            id: s("Id"),
+            load_state: s("LoadState"),
+            active_state: s("ActiveState"),
+            sub_state: s("SubState"),
+            result: s("Result"),
+            main_pid: n("MainPID") as u32,
+            n_restarts: n("NRestarts"),
+            main_started_monotonic_us: n("ExecMainStartTimestampMonotonic"),
+            main_status: s("ExecMainStatus"),
+        }
+    }
+
+    /// The lifecycle these states mean (systemd's unit active states,
+    /// org.freedesktop.systemd1(5)).
+    pub fn lifecycle(&self) -> Lifecycle {
+        match self.active_state.as_str() {
+            "active" | "reloading" if self.main_pid != 0 => Lifecycle::Running,
+            "active" | "reloading" => Lifecycle::Unknown,
+            "activating" => Lifecycle::Starting,
+            "deactivating" => Lifecycle::Stopping,
+            "failed" => Lifecycle::Failed,
+            "inactive" => Lifecycle::Stopped,
+            _ => Lifecycle::Unknown,
+        }
+    }
+
+    /// `active (running), MainPID 42, NRestarts 0, result success`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({}), MainPID {}, NRestarts {}, result {}{}",
+            self.active_state,
+            self.sub_state,
+            self.main_pid,
+            self.n_restarts,
+            self.result,
+            if self.load_state == "loaded" {
+                String::new()
+            } else {
+                format!(", LoadState {}", self.load_state)
+            }
+        )
+    }
+
+    fn facts(&self) -> serde_json::Value {
+        serde_json::json!({
+            "unit": self.id,
+            "active_state": self.active_state,
+            "sub_state": self.sub_state,
+            "main_pid": self.main_pid,
+            "n_restarts": self.n_restarts,
+            "result": self.result,
+        })
+    }
+}
+
+fn file_len(p: &Path) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+impl Adapter for Systemd {
+    fn kind(&self) -> Option<AdapterKind> {
+        Some(AdapterKind::Systemd)
+    }
+
+    fn start(&self, launch: &Launch) -> Result<Launched, ExecError> {
+        let c = &launch.component;
+        if owns_unit(c) {
+            crate::logs::rotate_if_needed(&launch.log_path, launch.log_max_bytes, launch.log_keep)?;
+            self.install(launch)?;
+        }
+        let offset = file_len(&launch.log_path);
+        self.ctl(c, &["start", "--", &unit_name(c)])?;
+        self.launched(launch, offset)
+    }
+
+    fn restart(
+        &self,
+        launch: &Launch,
+        _recorded: Option<&InstanceRecord>,
+    ) -> Result<Launched, ExecError> {
+        let c = &launch.component;
+        if owns_unit(c) {
+            self.install(launch)?;
+        }
+        let offset = file_len(&launch.log_path);
+        self.ctl(c, &["restart", "--", &unit_name(c)])?;
+        self.launched(launch, offset)
+    }
+
+    fn stop(&self, c: &Component, recorded: Option<&InstanceRecord>) -> Result<Stopped, ExecError> {
+        let before = self.show(c)?;
+        if matches!(before.lifecycle(), Lifecycle::Stopped | Lifecycle::Failed) {
+            return Ok(Stopped::AlreadyGone {
+                summary: format!("unit {} was not running ({})", before.id, before.describe()),
+            });
+        }
+        if let Some(rec) = recorded {
+            // Identity before signal: the unit's main process may have been replaced
+            // (its own Restart=), which is still the unit; only a pid reused by some
+            // *other* process outside the unit would be a mismatch, and systemctl
+            // never signals outside its cgroup.
+            tracing::debug!(unit = %before.id, recorded = rec.pid, main = before.main_pid, "stopping unit");
+        }
+        let t0 = std::time::Instant::now();
+        self.ctl(c, &["stop", "--", &unit_name(c)])?;
+        let after = self.show(c)?;
+        if !matches!(after.lifecycle(), Lifecycle::Stopped | Lifecycle::Failed) {
+            return Err(ExecError::Adapter {
+                component: c.name.clone(),
+                message: format!(
+                    "`systemctl stop {}` returned but the unit is {}",
+                    after.id,
+                    after.describe()
+                ),
+            });
+        }
+        Ok(Stopped::Stopped {
+            summary: format!(
+                "stopped unit {} (main pid {}) in {} ms",
+                after.id,
+                before.main_pid,
+                t0.elapsed().as_millis()
+            ),
+            facts: after.facts(),
+        })
+    }
+
+    fn observe(
+        &self,
+        c: &Component,
+        recorded: Option<&InstanceRecord>,
+    ) -> Result<Option<Seen>, ExecError> {
+        let st = self.show(c)?;
+        let mut evidence = vec![(format!("systemctl show {}", st.id), st.describe())];
+        let mut lifecycle = st.lifecycle();
+        let mut main = None;
+        let mut recorded_main = false;
+        if st.main_pid != 0 {
+            match identity::measure(st.main_pid)? {
+                Some(m) => {
+                    if let Some(rec) = recorded {
+                        recorded_main = identity::matches(&RuntimeIdentity::from(rec), Some(&m))
+                            == identity::IdentityMatch::Same;
+                        if !recorded_main {
+                            evidence.push((
+                                format!("/proc/{}", m.pid),
+                                format!(
+                                    "the unit's main process is pid {}, not pid {} that Flotilla started ({} by {}); systemd restarted it on its own {} time(s) (NRestarts)",
+                                    m.pid, rec.pid, rec.started_at_ms, rec.operation, st.n_restarts
+                                ),
+                            ));
+                        }
+                    }
+                    main = Some(m);
+                }
+                None => lifecycle = Lifecycle::Unknown,
+            }
+        }
+        if st.load_state == "not-found" && !owns_unit(c) {
+            lifecycle = Lifecycle::Unknown;
+            evidence.push((
+                "systemctl".into(),
+                format!("unit {} does not exist on this host", st.id),
+            ));
+        }
+        Ok(Some(Seen {
+            lifecycle,
+            main,
+            recorded_main,
+            owner_restarts: Some(st.n_restarts),
+            evidence,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn show_output_is_parsed() {
+        let st = UnitState::parse(
+            "Id=llm.service\nLoadState=loaded\nActiveState=active\nSubState=running\nResult=success\nMainPID=4242\nNRestarts=2\nExecMainStartTimestampMonotonic=123456\nExecMainStatus=0\n",
+        );
+        assert_eq!(st.id, "llm.service");
+        assert_eq!(st.main_pid, 4242);
+        assert_eq!(st.n_restarts, 2);
+        assert_eq!(st.lifecycle(), Lifecycle::Running);
+        let failed = UnitState::parse("ActiveState=failed\nSubState=failed\nMainPID=0\n");
+        assert_eq!(failed.lifecycle(), Lifecycle::Failed);
+        let starting = UnitState::parse("ActiveState=activating\nSubState=auto-restart\n");
+        assert_eq!(starting.lifecycle(), Lifecycle::Starting);
+    }
+
+    #[test]
+    fn words_are_quoted_for_systemd() {
+        assert_eq!(quote_word("a b"), "\"a b\"");
+        assert_eq!(quote_word("50%"), "\"50%%\"");
+        assert_eq!(quote_word("$HOME"), "\"$$HOME\"");
+        assert_eq!(quote_word("say \"hi\"\\"), "\"say \\\"hi\\\"\\\\\"");
+        assert_eq!(
+            render_env_file(&[("A".into(), "x\"$y`\\".into())])
+                .lines()
+                .nth(1),
+            Some("A=\"x\\\"\\$y\\`\\\\\"")
+        );
+    }
+}
