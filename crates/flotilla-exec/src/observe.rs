@@ -16,7 +16,7 @@ use crate::probe::{self, ProbeContext, ProbeOutcome};
 use crate::process;
 use crate::secrets::SecretResolver;
 use crate::statedir::StateDir;
-use flotilla_model::inventory::{Owner, TransportKind};
+use flotilla_model::inventory::Owner;
 use flotilla_model::status::{
     Condition, DesiredLifecycle, Health, Lifecycle, Observability, Observed, ObservedComponent,
     StartedBy,
@@ -139,12 +139,114 @@ pub struct StatusReport {
     pub interrupted: Vec<OperationRecord>,
     /// Operations still running (another invocation holds the lock).
     pub in_progress: Vec<OperationRecord>,
+    /// The route health of each stack whose members were observed: its own
+    /// readiness probes (end to end), run now.
+    #[serde(default)]
+    pub stacks: Vec<StackStatus>,
+}
+
+/// Whether a stack's routes answer end to end, now.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StackStatus {
+    /// The stack.
+    pub name: String,
+    /// `healthy` when every readiness probe of the stack passes, `unhealthy` when
+    /// one fails, `n/a` when it declares none or not every member runs.
+    pub health: Health,
+    /// Each probe's outcome, or why none ran.
+    pub evidence: Vec<Evidence>,
+}
+
+/// Runs the readiness probes of every stack all of whose members are in `report`,
+/// once each (timeout: the probe's own), and returns their route health.
+pub async fn stack_routes(
+    topology: &Topology,
+    secrets: &SecretResolver,
+    report: &StatusReport,
+) -> Vec<StackStatus> {
+    let mut out = Vec::new();
+    for stack in topology.stacks.values() {
+        let members: Vec<&ComponentStatus> = stack
+            .components
+            .iter()
+            .filter_map(|m| report.components.iter().find(|c| &c.name == m))
+            .collect();
+        if members.len() != stack.components.len() {
+            continue;
+        }
+        let ev = |source: String, saw: String| Evidence {
+            signal: "health".into(),
+            source,
+            at_ms: crate::executor::now_ms(),
+            saw,
+        };
+        if stack.readiness.is_empty() {
+            out.push(StackStatus {
+                name: stack.name.clone(),
+                health: Health::NotApplicable,
+                evidence: vec![ev(
+                    "inventory".into(),
+                    "no readiness probes declared".into(),
+                )],
+            });
+            continue;
+        }
+        let idle: Vec<&str> = members
+            .iter()
+            .filter(|c| c.lifecycle != Lifecycle::Running)
+            .map(|c| c.name.as_str())
+            .collect();
+        if !idle.is_empty() {
+            out.push(StackStatus {
+                name: stack.name.clone(),
+                health: Health::NotApplicable,
+                evidence: vec![ev(
+                    "status".into(),
+                    format!("not probed: {} not running", idle.join(", ")),
+                )],
+            });
+            continue;
+        }
+        let lookup = |n: &str| secrets.get(n);
+        let mut evidence = Vec::new();
+        let mut healthy = true;
+        for (i, p) in stack.readiness.iter().enumerate() {
+            let ctx = ProbeContext {
+                component: format!("stack:{} probe {}", stack.name, i + 1),
+                identity: None,
+                log_path: None,
+                log_start_offset: 0,
+                secrets: &lookup,
+            };
+            let o = probe::check(&p.check, &ctx, p.timeout.0).await;
+            healthy &= o.passed;
+            evidence.push(ev(
+                format!("stack readiness probe {}", i + 1),
+                format!(
+                    "{} {}",
+                    if o.passed { "passed:" } else { "failed:" },
+                    o.evidence
+                ),
+            ));
+        }
+        out.push(StackStatus {
+            name: stack.name.clone(),
+            health: if healthy {
+                Health::Healthy
+            } else {
+                Health::Unhealthy
+            },
+            evidence,
+        });
+    }
+    out
 }
 
 impl StatusReport {
-    /// Every component as desired and healthy.
+    /// Every component as desired and healthy, and no stack route failing.
     pub fn all_ok(&self) -> bool {
         self.components.iter().all(ComponentStatus::is_ok)
+            && self.stacks.iter().all(|s| s.health != Health::Unhealthy)
     }
 
     /// The planner's view of this report.
@@ -295,6 +397,7 @@ impl Observer<'_> {
             components,
             interrupted,
             in_progress,
+            stacks: Vec::new(),
         })
     }
 
@@ -575,18 +678,20 @@ impl Observer<'_> {
                 .topology
                 .hosts
                 .get(&c.host)
-                .is_none_or(|h| h.transport == TransportKind::Local),
+                .is_none_or(|h| !h.is_remote()),
         }
     }
 }
 
-/// A running component whose dependency is not running is not fine, whatever its
-/// own probes say: its condition becomes `attention`, with the topology as evidence.
-/// Components whose condition is already not `ok` are left as they are.
+/// A running component whose route is broken is not fine, whatever its own probes
+/// say: when a dependency (direct, declared or through a connection or tunnel) is
+/// not running, cannot be seen, or runs but is unhealthy or of unknown health, its
+/// condition becomes `attention`, with evidence naming that dependency. Components
+/// whose condition is already not `ok` are left as they are.
 pub fn mark_dependency_down(topology: &Topology, components: &mut [ComponentStatus]) {
-    let lifecycles: BTreeMap<String, Lifecycle> = components
+    let seen: BTreeMap<String, (Lifecycle, Health, Observability)> = components
         .iter()
-        .map(|c| (c.name.clone(), c.lifecycle))
+        .map(|c| (c.name.clone(), (c.lifecycle, c.health, c.observability)))
         .collect();
     for c in components.iter_mut() {
         if c.lifecycle != Lifecycle::Running || c.condition != Condition::Ok {
@@ -595,34 +700,40 @@ pub fn mark_dependency_down(topology: &Topology, components: &mut [ComponentStat
         let Some(id) = topology.id(&c.name) else {
             continue;
         };
-        let upstream = || {
-            topology
-                .upstream(id)
-                .iter()
-                .map(|u| topology.component(*u).name.as_str())
-        };
-        let down: Vec<&str> = upstream()
-            .filter(|u| {
-                lifecycles
-                    .get(*u)
-                    .is_some_and(|l| !matches!(l, Lifecycle::Running | Lifecycle::Unknown))
-            })
-            .collect();
-        let unseen: Vec<&str> = upstream()
-            .filter(|u| lifecycles.get(*u) == Some(&Lifecycle::Unknown))
-            .collect();
+        let (mut down, mut unseen, mut unhealthy) = (Vec::new(), Vec::new(), Vec::new());
+        for u in topology.upstream(id) {
+            let name = topology.component(*u).name.as_str();
+            let Some(&(lifecycle, health, observability)) = seen.get(name) else {
+                continue;
+            };
+            if lifecycle == Lifecycle::Unknown || observability != Observability::Observed {
+                unseen.push(name);
+            } else if lifecycle != Lifecycle::Running {
+                down.push(name);
+            } else if matches!(health, Health::Unhealthy | Health::Unknown) {
+                unhealthy.push(format!("{name} ({})", value_name(&health)));
+            }
+        }
+        let are = |n: usize| if n == 1 { "is" } else { "are" };
         let mut saw = Vec::new();
         if !down.is_empty() {
             saw.push(format!(
                 "it depends on {}, which {} not running",
                 down.join(", "),
-                if down.len() == 1 { "is" } else { "are" }
+                are(down.len())
             ));
         }
         if !unseen.is_empty() {
             saw.push(format!(
                 "it depends on {}, whose state cannot be seen",
                 unseen.join(", ")
+            ));
+        }
+        if !unhealthy.is_empty() {
+            saw.push(format!(
+                "its route is broken: it depends on {}, which {} running but not healthy",
+                unhealthy.join(", "),
+                are(unhealthy.len())
             ));
         }
         if !saw.is_empty() {

@@ -151,8 +151,8 @@ pub fn secrets(state: &StateDir) -> Result<SecretResolver, OperateError> {
 /// Where and how long to observe remote hosts.
 #[derive(Clone, Copy)]
 pub struct RemoteObservation<'a> {
-    /// The SSH connections.
-    pub fleet: &'a crate::ssh::Fleet,
+    /// How remote hosts are asked.
+    pub transport: &'a dyn crate::transport::Transport,
     /// Time allowed per host (connecting included); a host that does not answer
     /// within it is `unreachable`.
     pub host_timeout: Duration,
@@ -183,11 +183,7 @@ pub async fn observe(
     // Remote hosts with selected components, each asked once, all at once.
     let mut by_host: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
     for c in topology.components.iter().filter(wanted) {
-        if topology
-            .hosts
-            .get(&c.host)
-            .is_some_and(|h| h.transport == flotilla_model::inventory::TransportKind::Ssh)
-        {
+        if topology.hosts.get(&c.host).is_some_and(|h| h.is_remote()) {
             by_host
                 .entry(c.host.as_str())
                 .or_default()
@@ -209,7 +205,10 @@ pub async fn observe(
             },
             budget_ms: Some(budget.as_millis() as u64),
         };
-        let answer = crate::remote::call(remote.fleet, host, call, remote.host_timeout).await;
+        let answer = remote
+            .transport
+            .call(host, call, remote.host_timeout, None)
+            .await;
         (*host, answer)
     });
     let report_fut = async {
@@ -474,7 +473,7 @@ impl Session {
         }
         let secrets = Arc::new(secrets(&self.state)?);
         let remote = RemoteObservation {
-            fleet: &self.fleet,
+            transport: self.fleet.as_ref(),
             host_timeout: self.host_timeout,
         };
         let (status, observed) = observe(
@@ -591,7 +590,7 @@ impl Session {
             log_keep: 3,
             operation: op_id,
             events: Arc::clone(&self.events),
-            transport: Some(Arc::new(crate::transport::Ssh(Arc::clone(&self.fleet)))),
+            transport: Some(Arc::clone(&self.fleet) as Arc<dyn crate::transport::Transport>),
             adapters: crate::adapter::Adapters::native(),
         });
         let report = exec.apply(&plan).await;
@@ -604,19 +603,20 @@ impl Session {
         // What this run did on remote hosts, seen from here: refresh their cached
         // observation (shown while a host is unreachable) so it is never older than
         // our own changes.
-        let remote: Vec<String> =
-            plan.steps()
-                .filter(|s| {
-                    self.topology.hosts.get(&s.host).is_some_and(|h| {
-                        h.transport == flotilla_model::inventory::TransportKind::Ssh
-                    })
-                })
-                .map(|s| s.component.clone())
-                .collect();
+        let remote: Vec<String> = plan
+            .steps()
+            .filter(|s| {
+                self.topology
+                    .hosts
+                    .get(&s.host)
+                    .is_some_and(|h| h.is_remote())
+            })
+            .map(|s| s.component.clone())
+            .collect();
         if !remote.is_empty() {
             let resolver = crate::operate::secrets(&self.state)?;
             let refresh = RemoteObservation {
-                fleet: &self.fleet,
+                transport: self.fleet.as_ref(),
                 host_timeout: self.host_timeout,
             };
             if let Err(e) = observe(

@@ -303,7 +303,7 @@ impl Fleet {
     pub fn host(&self, name: &str) -> Result<&Host, TransportError> {
         self.hosts
             .get(name)
-            .filter(|h| h.transport == flotilla_model::inventory::TransportKind::Ssh)
+            .filter(|h| h.is_remote())
             .ok_or_else(|| TransportError::NotSsh(name.to_string()))
     }
 

@@ -13,7 +13,6 @@ use crate::remote::{Call, Reply};
 use crate::ssh::{Fleet, TransportError};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// A boxed, sendable future (what trait objects can return).
@@ -40,10 +39,7 @@ pub trait Transport: Send + Sync {
 
 /// The `ssh` transport: `flotilla host serve` on the host, over one multiplexed
 /// OpenSSH connection per host ([`Fleet`]).
-#[derive(Clone)]
-pub struct Ssh(pub Arc<Fleet>);
-
-impl Transport for Ssh {
+impl Transport for Fleet {
     fn call<'a>(
         &'a self,
         host: &'a str,
@@ -52,7 +48,7 @@ impl Transport for Ssh {
         give_up: Option<BoxFuture<'static, ()>>,
     ) -> BoxFuture<'a, Result<Reply, TransportError>> {
         Box::pin(crate::remote::call_until(
-            &self.0, host, call, timeout, give_up,
+            self, host, call, timeout, give_up,
         ))
     }
 }

@@ -4,7 +4,6 @@
 
 use crate::{render, Cli, EXIT_OK, EXIT_REFUSED, EXIT_USAGE};
 use flotilla_exec::hosts;
-use flotilla_model::inventory::TransportKind;
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 
@@ -64,7 +63,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     let topology = validated.topology;
     let ssh_host = |name: &str| -> Option<u8> {
         match topology.hosts.get(name) {
-            Some(h) if h.transport == TransportKind::Ssh => None,
+            Some(h) if h.is_remote() => None,
             Some(_) => {
                 eprintln!("error: host `{name}` is this machine (transport local): nothing to reach over SSH");
                 Some(EXIT_USAGE)

@@ -34,7 +34,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     if topology
         .hosts
         .get(&component.host)
-        .is_some_and(|h| h.transport == flotilla_model::inventory::TransportKind::Ssh)
+        .is_some_and(|h| h.is_remote())
     {
         return remote(cli, topology, &component.host, args);
     }

@@ -91,7 +91,7 @@ pub fn observe_with(
         };
         let secrets = flotilla_exec::operate::secrets(&state)?;
         let remote = flotilla_exec::operate::RemoteObservation {
-            fleet,
+            transport: fleet,
             host_timeout: cli.host_timeout,
         };
         Ok(

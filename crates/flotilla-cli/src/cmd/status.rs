@@ -15,7 +15,8 @@ pub struct Args {
     /// Print JSON: {"observed_at_ms", "components": [{name, host, lifecycle, desired,
     /// health, condition, observability, ownership, started_by, config_identity:
     /// {selected, running}, runtime_identity, evidence: [{signal, source, at_ms, saw}]}],
-    /// "interrupted": [operations], "in_progress": [operations]}.
+    /// "interrupted": [operations], "in_progress": [operations], "stacks": [{name,
+    /// health, evidence}] (each stack's end-to-end readiness probes, run now)}.
     #[arg(long)]
     pub json: bool,
     /// Refresh every 2 seconds until interrupted.
@@ -60,8 +61,13 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     // One runtime and one set of SSH connections for every refresh of `--watch`.
     let rt = super::runtime()?;
     let fleet = super::fleet(cli, &topology);
+    let state = flotilla_exec::statedir::StateDir::resolve(cli.state_dir.as_deref())?;
+    let secrets = flotilla_exec::operate::secrets(&state)?;
     loop {
-        let report = super::observe_with(cli, &rt, &fleet, &topology, &names)?.0;
+        let mut report = super::observe_with(cli, &rt, &fleet, &topology, &names)?.0;
+        report.stacks = rt.block_on(flotilla_exec::observe::stack_routes(
+            &topology, &secrets, &report,
+        ));
         if args.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
         } else {
@@ -110,6 +116,17 @@ fn text(r: &StatusReport, verbose: bool) -> String {
         ]);
     }
     let mut out = render::table(&rows);
+    for st in &r.stacks {
+        out.push_str(&format!(
+            "stack {}: route {}{}\n",
+            st.name,
+            name(&st.health),
+            st.evidence
+                .iter()
+                .map(|e| format!("; {}", e.saw))
+                .collect::<String>()
+        ));
+    }
     for c in &r.components {
         let wanted = verbose || !c.is_ok();
         if wanted {

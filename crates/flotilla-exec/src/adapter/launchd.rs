@@ -35,6 +35,10 @@ use std::time::{Duration, Instant};
 /// from `PATH`).
 pub const LAUNCHCTL_ENV: &str = "FLOTILLA_LAUNCHCTL";
 
+/// The environment variable choosing [`RestartMethod`]: `kickstart` (default) or
+/// `reload`.
+pub const RESTART_ENV: &str = "FLOTILLA_LAUNCHD_RESTART";
+
 /// How long a job may take to show a pid after `bootstrap`/`kickstart`, or to go
 /// away after `bootout`.
 const SETTLE: Duration = Duration::from_secs(5);
@@ -60,14 +64,19 @@ pub struct Launchd {
 }
 
 impl Launchd {
-    /// `launchctl` from [`LAUNCHCTL_ENV`], else from `PATH`; restarts by kickstart.
+    /// `launchctl` from [`LAUNCHCTL_ENV`], else from `PATH`; the restart method from
+    /// [`RESTART_ENV`] (`reload` selects [`RestartMethod::Reload`]; anything else,
+    /// kickstart).
     pub fn from_env() -> Launchd {
         Launchd {
             launchctl: std::env::var_os(LAUNCHCTL_ENV)
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from("launchctl")),
-            restart: RestartMethod::Kickstart,
+            restart: match std::env::var(RESTART_ENV).as_deref() {
+                Ok("reload") => RestartMethod::Reload,
+                _ => RestartMethod::Kickstart,
+            },
         }
     }
 
