@@ -1,0 +1,708 @@
+//! Drives the real `fake-launchctl` binary, installed as `launchctl` (a symlink in a
+//! temporary directory put first on `PATH`), with the `flotilla-testkit` stand-in service
+//! as the job's program, and checks the launchd behaviour it promises (see the binary's
+//! docs): above all that loading a loaded job changes nothing and that `kickstart -k`
+//! restarts from the definition cached at bootstrap.
+//!
+//! No fixed sleeps: every wait is `wait_until` with a deadline. Each test has its own
+//! state directory; dropping the `Launchd` fixture SIGKILLs every supervisor and job it
+//! knows of and deletes the directory (which also makes any supervisor left kill its job
+//! and exit).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use flotilla_testkit::{alive, wait_until};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use plist::{Dictionary, Value};
+
+const FAKE: &str = env!("CARGO_BIN_EXE_fake-launchctl");
+const DOMAIN: &str = "gui/501";
+/// How long any one condition may take; tests move on as soon as it holds.
+const DEADLINE: Duration = Duration::from_secs(10);
+/// The throttle interval the tests run with (launchd's is 10 s).
+const THROTTLE_MS: &str = "200";
+/// The default exit timeout the tests run with (launchd's is 20 s).
+const EXIT_TIMEOUT_MS: &str = "3000";
+/// Set in every `launchctl` call's environment: a job must never see it.
+const CALLER_MARKER: &str = "FLOTILLA_TEST_CALLER_ONLY";
+
+/// One fake launchd: a temporary directory with `bin/launchctl` and `state/`.
+struct Launchd {
+    root: PathBuf,
+    bin: PathBuf,
+    state: PathBuf,
+}
+
+impl Launchd {
+    fn new() -> Launchd {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("clock")
+            .subsec_nanos();
+        let root = std::env::temp_dir().join(format!(
+            "fake-launchctl-{}-{}-{nanos}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let bin = root.join("bin");
+        let state = root.join("state");
+        fs::create_dir_all(&bin).expect("mkdir bin");
+        fs::create_dir_all(&state).expect("mkdir state");
+        std::os::unix::fs::symlink(FAKE, bin.join("launchctl")).expect("symlink launchctl");
+        Launchd { root, bin, state }
+    }
+
+    /// `launchctl <args>` found through `PATH`, with `extra` environment variables.
+    fn run_with(&self, args: &[&str], extra: &[(&str, &str)]) -> Output {
+        let path = format!(
+            "{}:{}",
+            self.bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut cmd = Command::new("launchctl");
+        cmd.args(args)
+            .env("PATH", path)
+            .env("FAKE_LAUNCHD_DIR", &self.state)
+            .env("FAKE_LAUNCHD_THROTTLE_MS", THROTTLE_MS)
+            .env("FAKE_LAUNCHD_EXIT_TIMEOUT_MS", EXIT_TIMEOUT_MS)
+            .env(CALLER_MARKER, "leaked")
+            .env_remove("FAKE_LAUNCHCTL_ERRORS")
+            .env_remove("FAKE_LAUNCHCTL_LEGACY_DOMAIN");
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("run launchctl")
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_with(args, &[])
+    }
+
+    /// Runs `launchctl <args>` and asserts it exited 0.
+    fn ok(&self, args: &[&str]) -> Output {
+        let out = self.run(args);
+        assert_eq!(code(&out), 0, "launchctl {args:?}: {}", text(&out));
+        out
+    }
+
+    /// `launchctl print gui/501/<label>`, which must succeed.
+    fn print(&self, label: &str) -> Print {
+        let out = self.ok(&["print", &format!("{DOMAIN}/{label}")]);
+        Print(String::from_utf8(out.stdout).expect("utf-8"))
+    }
+
+    /// Waits until `print` shows a live pid other than `not`; that pid.
+    fn wait_for_pid(&self, label: &str, not: Option<u32>) -> u32 {
+        let mut pid = None;
+        let mut last = String::new();
+        let found = wait_until(DEADLINE, || {
+            let p = self.print(label);
+            pid = p.pid().filter(|p| Some(*p) != not && alive(*p));
+            last = p.0;
+            pid.is_some() && p_state(&last) == "running"
+        });
+        assert!(
+            found,
+            "no new live pid for {label} (not {not:?}); last print:\n{last}"
+        );
+        pid.expect("found")
+    }
+
+    fn plist(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+}
+
+impl Drop for Launchd {
+    fn drop(&mut self) {
+        // Supervisors first (so nothing respawns), then jobs; then the directory.
+        for pass in ["supervisor", "pid"] {
+            for dir in fs::read_dir(&self.state).into_iter().flatten().flatten() {
+                for file in fs::read_dir(dir.path()).into_iter().flatten().flatten() {
+                    let Ok(text) = fs::read_to_string(file.path()) else {
+                        continue;
+                    };
+                    let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
+                        continue;
+                    };
+                    if let Some(pid) = json.get(pass).and_then(serde_json::Value::as_i64) {
+                        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+                    }
+                }
+            }
+        }
+        let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
+fn p_state(print: &str) -> String {
+    Print(print.to_string()).field("state").unwrap_or_default()
+}
+
+/// The text of `launchctl print`, with accessors for the service's top-level keys.
+struct Print(String);
+
+impl Print {
+    /// `\t<key> = <value>` at the service's top level (one tab).
+    fn field(&self, key: &str) -> Option<String> {
+        let prefix = format!("\t{key} = ");
+        self.0
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map(str::to_string)
+    }
+    fn pid(&self) -> Option<u32> {
+        self.field("pid").and_then(|p| p.parse().ok())
+    }
+    fn runs(&self) -> u32 {
+        self.field("runs")
+            .and_then(|r| r.parse().ok())
+            .expect("runs line")
+    }
+    fn arguments(&self) -> Vec<String> {
+        let mut lines = self.0.lines().skip_while(|l| *l != "\targuments = {");
+        assert!(lines.next().is_some(), "no arguments block:\n{}", self.0);
+        lines
+            .take_while(|l| *l != "\t}")
+            .map(|l| l.trim_start_matches('\t').to_string())
+            .collect()
+    }
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("launchctl exited with a code")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        stderr(out)
+    )
+}
+
+/// A job definition written as an XML plist.
+struct Job {
+    label: String,
+    args: Vec<String>,
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    stdout: Option<PathBuf>,
+    run_at_load: bool,
+    keep_alive: bool,
+}
+
+impl Job {
+    /// The stand-in service, told apart by `--exec-name <version>`.
+    fn new(label: &str, version: &str) -> Job {
+        Job {
+            label: label.to_string(),
+            args: vec![
+                flotilla_testkit::binary().display().to_string(),
+                "--exec-name".into(),
+                version.into(),
+            ],
+            env: BTreeMap::new(),
+            cwd: None,
+            stdout: None,
+            run_at_load: true,
+            keep_alive: false,
+        }
+    }
+
+    fn arg(mut self, a: &str) -> Job {
+        self.args.push(a.to_string());
+        self
+    }
+
+    fn write(&self, path: &Path) {
+        let mut d = Dictionary::new();
+        d.insert("Label".into(), Value::String(self.label.clone()));
+        d.insert(
+            "ProgramArguments".into(),
+            Value::Array(self.args.iter().cloned().map(Value::String).collect()),
+        );
+        if !self.env.is_empty() {
+            let env: Dictionary = self
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            d.insert("EnvironmentVariables".into(), Value::Dictionary(env));
+        }
+        if let Some(cwd) = &self.cwd {
+            d.insert(
+                "WorkingDirectory".into(),
+                Value::String(cwd.display().to_string()),
+            );
+        }
+        if let Some(out) = &self.stdout {
+            d.insert(
+                "StandardOutPath".into(),
+                Value::String(out.display().to_string()),
+            );
+        }
+        d.insert("RunAtLoad".into(), Value::Boolean(self.run_at_load));
+        d.insert("KeepAlive".into(), Value::Boolean(self.keep_alive));
+        Value::Dictionary(d).to_file_xml(path).expect("write plist");
+    }
+}
+
+/// `/proc/<pid>/cmdline` as arguments.
+fn cmdline(pid: u32) -> Vec<String> {
+    fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| {
+            c.split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether a live supervisor process for `label` exists.
+fn supervisor_running(label: &str) -> bool {
+    fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                return false;
+            };
+            let args = cmdline(pid);
+            alive(pid) && args.iter().any(|a| a == "__supervise") && args.iter().any(|a| a == label)
+        })
+}
+
+#[test]
+fn bootstrap_starts_the_job_in_its_own_session() {
+    let ld = Launchd::new();
+    let label = "dev.flotilla.test.bootstrap";
+    let plist = ld.plist("job.plist");
+    let pid_file = ld.file("job.pid");
+    Job::new(label, "v1")
+        .arg("--pid-file")
+        .arg(&pid_file.display().to_string())
+        .write(&plist);
+
+    let out = ld.ok(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+    assert!(out.stderr.is_empty(), "{}", text(&out));
+    let pid = ld.wait_for_pid(label, None);
+
+    let written = wait_until(DEADLINE, || pid_file.exists());
+    assert!(written, "the job never wrote its pid file");
+    assert_eq!(
+        fs::read_to_string(&pid_file).unwrap().trim(),
+        pid.to_string(),
+        "print's pid is the job's own"
+    );
+    let p = ld.print(label);
+    assert!(
+        p.0.starts_with(&format!("{DOMAIN}/{label} = {{\n")),
+        "{}",
+        p.0
+    );
+    assert_eq!(p.field("state").as_deref(), Some("running"));
+    assert_eq!(p.runs(), 1);
+    assert_eq!(p.field("last exit code").as_deref(), Some("(never exited)"));
+    assert_eq!(
+        p.field("path").as_deref(),
+        Some(plist.display().to_string().as_str())
+    );
+    assert_eq!(
+        p.arguments(),
+        Job::new(label, "v1")
+            .arg("--pid-file")
+            .arg(&pid_file.display().to_string())
+            .args
+    );
+    // launchd makes each job a session leader (setsid), detached from the caller.
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(fields[3], pid.to_string(), "session id: {stat}");
+    assert_eq!(fields[2], pid.to_string(), "process group: {stat}");
+}
+
+#[test]
+fn bootstrap_of_a_loaded_job_fails_and_the_old_process_keeps_running() {
+    let ld = Launchd::new();
+    let label = "dev.flotilla.test.rebootstrap";
+    let plist = ld.plist("job.plist");
+    Job::new(label, "v1").write(&plist);
+    ld.ok(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+    let pid = ld.wait_for_pid(label, None);
+
+    // A new version on disk, bootstrapped over the loaded one.
+    Job::new(label, "v2").write(&plist);
+    let out = ld.run(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+    assert_eq!(code(&out), 5, "{}", text(&out));
+    assert_eq!(
+        stderr(&out),
+        "Bootstrap failed: 5: Input/output error\n\
+         Try re-running the command as root for richer errors.\n"
+    );
+    let root = ld.run_with(
+        &["bootstrap", DOMAIN, &plist.display().to_string()],
+        &[("FAKE_LAUNCHCTL_ERRORS", "root")],
+    );
+    assert_eq!(code(&root), 37, "{}", text(&root));
+    assert_eq!(
+        stderr(&root),
+        "Bootstrap failed: 37: Operation already in progress\n"
+    );
+
+    let p = ld.print(label);
+    assert_eq!(p.pid(), Some(pid), "the old process is still the job");
+    assert!(alive(pid));
+    assert_eq!(p.runs(), 1, "nothing was restarted");
+    assert!(
+        cmdline(pid).contains(&"v1".to_string()),
+        "{:?}",
+        cmdline(pid)
+    );
+    assert!(p.arguments().contains(&"v1".to_string()), "{}", p.0);
+    assert!(!p.arguments().contains(&"v2".to_string()), "{}", p.0);
+}
+
+#[test]
+fn kickstart_k_restarts_from_the_cached_definition_not_the_plist_on_disk() {
+    let ld = Launchd::new();
+    let label = "dev.flotilla.test.kickstart";
+    let target = format!("{DOMAIN}/{label}");
+    let plist = ld.plist("job.plist");
+    Job::new(label, "v1").write(&plist);
+    ld.ok(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+    let old = ld.wait_for_pid(label, None);
+
+    // Without -k, a running job is left alone.
+    ld.ok(&["kickstart", &target]);
+    let p = ld.print(label);
+    assert_eq!((p.pid(), p.runs()), (Some(old), 1), "{}", p.0);
+
+    // The plist on disk changes; launchd does not re-read it.
+    Job::new(label, "v2").write(&plist);
+    let out = ld.ok(&["kickstart", "-k", "-p", &target]);
+    let printed: u32 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("kickstart -p prints the pid: {}", text(&out)));
+    assert_ne!(printed, old, "a new process");
+    assert!(!alive(old), "the old process was killed");
+    assert!(alive(printed));
+    let p = ld.print(label);
+    assert_eq!(p.pid(), Some(printed));
+    assert_eq!(p.runs(), 2);
+    // The stand-in exits 0 on SIGTERM, which launchd records as the last exit.
+    assert_eq!(p.field("last exit code").as_deref(), Some("0"), "{}", p.0);
+    let argv = cmdline(printed);
+    assert!(
+        argv.contains(&"v1".to_string()),
+        "cached definition: {argv:?}"
+    );
+    assert!(
+        !argv.contains(&"v2".to_string()),
+        "not the plist on disk: {argv:?}"
+    );
+    assert!(!p.arguments().contains(&"v2".to_string()), "{}", p.0);
+}
+
+#[test]
+fn legacy_load_of_a_loaded_job_exits_0_and_reloads_nothing() {
+    let ld = Launchd::new();
+    let label = "dev.flotilla.test.load";
+    let plist = ld.plist("job.plist");
+    let legacy = [("FAKE_LAUNCHCTL_LEGACY_DOMAIN", DOMAIN)];
+    Job::new(label, "v1").write(&plist);
+    let out = ld.run_with(&["load", "-w", &plist.display().to_string()], &legacy);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let pid = ld.wait_for_pid(label, None);
+
+    Job::new(label, "v2").write(&plist);
+    let out = ld.run_with(&["load", "-w", &plist.display().to_string()], &legacy);
+    assert_eq!(code(&out), 0, "the trap: success status {}", text(&out));
+    assert_eq!(
+        stderr(&out),
+        "Load failed: 5: Input/output error\n\
+         Try running `launchctl bootstrap` as root for richer errors.\n"
+    );
+    let old_style = ld.run_with(
+        &["load", &plist.display().to_string()],
+        &[legacy[0], ("FAKE_LAUNCHCTL_ERRORS", "legacy")],
+    );
+    assert_eq!(code(&old_style), 0, "{}", text(&old_style));
+    assert_eq!(
+        stderr(&old_style),
+        format!("{}: service already loaded\n", plist.display())
+    );
+
+    let p = ld.print(label);
+    assert_eq!((p.pid(), p.runs()), (Some(pid), 1), "{}", p.0);
+    assert!(alive(pid));
+    assert!(cmdline(pid).contains(&"v1".to_string()));
+
+    // Legacy unload does stop it.
+    let out = ld.run_with(&["unload", &plist.display().to_string()], &legacy);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(!alive(pid));
+    assert_eq!(code(&ld.run(&["print", &format!("{DOMAIN}/{label}")])), 113);
+}
+
+#[test]
+fn bootout_kills_the_job_and_then_nothing_is_found() {
+    let ld = Launchd::new();
+    let label = "dev.flotilla.test.bootout";
+    let target = format!("{DOMAIN}/{label}");
+    let plist = ld.plist("job.plist");
+    Job::new(label, "v1").write(&plist);
+    ld.ok(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+    let pid = ld.wait_for_pid(label, None);
+
+    let out = ld.ok(&["bootout", &target]);
+    assert!(out.stderr.is_empty(), "{}", text(&out));
+    assert!(!alive(pid), "bootout returns once the job is gone");
+    assert!(!supervisor_running(label), "no supervisor lingers");
+
+    let out = ld.run(&["print", &target]);
+    assert_eq!(code(&out), 113, "{}", text(&out));
+    assert_eq!(
+        stderr(&out),
+        format!("Bad request.\nCould not find service \"{label}\" in domain for user gui: 501\n")
+    );
+    let out = ld.run(&["kickstart", "-k", &target]);
+    assert_eq!(code(&out), 113, "{}", text(&out));
+    assert_eq!(
+        stderr(&out),
+        format!("Could not find service \"{label}\" in domain for user gui: 501\n")
+    );
+    let out = ld.run(&["bootout", &target]);
+    assert_eq!(code(&out), 3, "{}", text(&out));
+    assert_eq!(stderr(&out), "Boot-out failed: 3: No such process\n");
+    let out = ld.run(&["bootout", DOMAIN, &plist.display().to_string()]);
+    assert_eq!(code(&out), 5, "{}", text(&out));
+    assert!(
+        stderr(&out).starts_with("Boot-out failed: 5: Input/output error\n"),
+        "{}",
+        text(&out)
+    );
+    let out = ld.run(&["print", &format!("system/{label}")]);
+    assert_eq!(
+        stderr(&out),
+        format!("Bad request.\nCould not find service \"{label}\" in domain for system\n")
+    );
+
+    // The label is free again: a new bootstrap starts a new process.
+    ld.ok(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+    let again = ld.wait_for_pid(label, Some(pid));
+    assert_eq!(ld.print(label).runs(), 1, "a fresh load counts from 1");
+    ld.ok(&["bootout", DOMAIN, &plist.display().to_string()]);
+    assert!(!alive(again));
+}
+
+#[test]
+fn bootout_sigkills_a_job_that_ignores_sigterm_after_the_exit_timeout() {
+    let ld = Launchd::new();
+    let label = "dev.flotilla.test.stubborn";
+    let plist = ld.plist("job.plist");
+    let out_log = ld.file("out.log");
+    let mut job = Job::new(label, "v1").arg("--ignore-sigterm");
+    job.stdout = Some(out_log.clone());
+    job.write(&plist);
+    ld.ok(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+    let pid = ld.wait_for_pid(label, None);
+    let started = wait_until(DEADLINE, || {
+        fs::read_to_string(&out_log).is_ok_and(|l| l.contains("STARTED"))
+    });
+    assert!(started, "the job never started its signal handling");
+
+    let begun = Instant::now();
+    let out = ld.run_with(
+        &["bootout", &format!("{DOMAIN}/{label}")],
+        &[("FAKE_LAUNCHD_EXIT_TIMEOUT_MS", "50")], // read at bootstrap, not here
+    );
+    let took = begun.elapsed();
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(!alive(pid));
+    assert!(
+        took >= Duration::from_millis(EXIT_TIMEOUT_MS.parse().unwrap()),
+        "SIGKILL only after the cached exit timeout, took {took:?}"
+    );
+    let log = fs::read_to_string(&out_log).unwrap();
+    assert!(log.contains("IGNORED SIGTERM"), "SIGTERM came first: {log}");
+}
+
+#[test]
+fn keepalive_respawns_a_killed_job() {
+    let ld = Launchd::new();
+    let label = "dev.flotilla.test.keepalive";
+    let plist = ld.plist("job.plist");
+    let mut job = Job::new(label, "v1");
+    job.keep_alive = true;
+    job.run_at_load = false; // KeepAlive alone starts it at load
+    job.write(&plist);
+    ld.ok(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+    let first = ld.wait_for_pid(label, None);
+
+    kill(Pid::from_raw(first as i32), Signal::SIGKILL).unwrap();
+    let second = ld.wait_for_pid(label, Some(first));
+    let p = ld.print(label);
+    assert_eq!(p.runs(), 2, "{}", p.0);
+    assert_eq!(
+        p.field("last terminating signal").as_deref(),
+        Some("Killed: 9"),
+        "{}",
+        p.0
+    );
+    assert!(alive(second));
+    assert!(p.0.contains("\tproperties = keepalive"), "{}", p.0);
+}
+
+#[test]
+fn a_job_that_exits_is_recorded_and_its_supervisor_leaves() {
+    let ld = Launchd::new();
+    let label = "dev.flotilla.test.exits";
+    let plist = ld.plist("job.plist");
+    Job::new(label, "v1")
+        .arg("--crash-after")
+        .arg("100")
+        .arg("--exit-code")
+        .arg("78")
+        .write(&plist);
+    ld.ok(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+
+    let mut last = String::new();
+    let exited = wait_until(DEADLINE, || {
+        last = ld.print(label).0;
+        last.contains("\tlast exit code = 78: EX_CONFIG\n")
+    });
+    assert!(exited, "{last}");
+    let p = Print(last);
+    assert_eq!(p.field("state").as_deref(), Some("not running"));
+    assert_eq!(p.pid(), None);
+    assert_eq!(p.runs(), 1);
+    assert!(
+        wait_until(DEADLINE, || !supervisor_running(label)),
+        "the supervisor left with nothing to watch"
+    );
+    // Still loaded: kickstart starts it again from the cached definition.
+    ld.ok(&["kickstart", &format!("{DOMAIN}/{label}")]);
+    assert_eq!(ld.print(label).runs(), 2);
+}
+
+#[test]
+fn the_job_gets_the_plist_environment_not_the_callers() {
+    let ld = Launchd::new();
+    let label = "dev.flotilla.test.env";
+    let plist = ld.plist("job.plist");
+    let cwd = ld.file("work");
+    fs::create_dir_all(&cwd).unwrap();
+    let out_log = ld.file("out.log");
+    fs::write(&out_log, "earlier line\n").unwrap();
+    let mut job = Job::new(label, "v1");
+    job.env.insert("JOB_SETTING".into(), "from-plist".into());
+    job.cwd = Some(cwd.clone());
+    job.stdout = Some(out_log.clone());
+    job.write(&plist);
+    ld.ok(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+    let pid = ld.wait_for_pid(label, None);
+
+    let environ = fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let env: BTreeMap<String, String> = environ
+        .split(|b| *b == 0)
+        .filter_map(|kv| {
+            let kv = String::from_utf8_lossy(kv);
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
+        .collect();
+    assert_eq!(
+        env.get("JOB_SETTING").map(String::as_str),
+        Some("from-plist")
+    );
+    assert_eq!(
+        env.get("PATH").map(String::as_str),
+        Some("/usr/bin:/bin:/usr/sbin:/sbin")
+    );
+    assert_eq!(env.get("XPC_SERVICE_NAME").map(String::as_str), Some(label));
+    assert!(
+        !env.contains_key(CALLER_MARKER),
+        "caller's env leaked: {env:?}"
+    );
+    assert!(!env.contains_key("FAKE_LAUNCHD_DIR"), "{env:?}");
+    let allowed = [
+        "JOB_SETTING",
+        "PATH",
+        "XPC_SERVICE_NAME",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+    ];
+    for key in env.keys() {
+        assert!(
+            allowed.contains(&key.as_str()),
+            "unexpected {key} in {env:?}"
+        );
+    }
+    assert_eq!(fs::read_link(format!("/proc/{pid}/cwd")).unwrap(), cwd);
+    let appended = wait_until(DEADLINE, || {
+        fs::read_to_string(&out_log).is_ok_and(|l| l.contains(&format!("STARTED pid={pid}")))
+    });
+    assert!(appended, "stdout goes to StandardOutPath");
+    assert!(
+        fs::read_to_string(&out_log)
+            .unwrap()
+            .starts_with("earlier line\n"),
+        "appended"
+    );
+}
+
+#[test]
+fn usage_errors_and_a_missing_state_directory() {
+    let ld = Launchd::new();
+    let out = ld.run(&["frobnicate"]);
+    assert_eq!(code(&out), 64, "{}", text(&out));
+    assert!(
+        stderr(&out).starts_with("Unrecognized subcommand: frobnicate\n"),
+        "{}",
+        text(&out)
+    );
+    let out = ld.run(&["disable", "gui/501/x"]);
+    assert_eq!(code(&out), 64, "{}", text(&out));
+    let out = ld.run(&["kickstart", "gui/501"]);
+    assert_eq!(code(&out), 64, "{}", text(&out));
+    assert!(
+        stderr(&out).starts_with("Unrecognized target specifier."),
+        "{}",
+        text(&out)
+    );
+
+    let out = Command::new(FAKE)
+        .args(["print", "gui/501/x"])
+        .env_remove("FAKE_LAUNCHD_DIR")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 78, "{}", text(&out));
+    assert!(stderr(&out).contains("FAKE_LAUNCHD_DIR"), "{}", text(&out));
+}
