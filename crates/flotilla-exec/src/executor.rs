@@ -769,7 +769,8 @@ impl Executor {
         replaced: Option<RuntimeIdentity>,
     ) -> StepResult {
         let identity = launched.identity.clone();
-        let record = identity.instance_record(
+        let record = identity::instance_record(
+            &identity,
             c,
             self.operation,
             now_ms(),

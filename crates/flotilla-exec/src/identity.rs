@@ -18,6 +18,8 @@
 //! a few `/proc` reads.
 
 use crate::{sys, ExecError};
+pub use flotilla_model::status::strip_deleted;
+pub use flotilla_model::status::{RuntimeIdentity, DELETED_SUFFIX};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use std::collections::HashMap;
@@ -27,65 +29,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
-
-/// The suffix Linux appends to `/proc/<pid>/exe` when the file was deleted or
-/// replaced (renamed over) after the process started.
-pub const DELETED_SUFFIX: &str = " (deleted)";
-
-/// What a running process is, measured.
-///
-/// Serialised with snake_case field names, e.g.
-/// `{"pid":4242,"pgid":4242,"start_time_ticks":987654,"exe":"/usr/bin/python3.11",
-/// "exe_sha256":"sha256:…","argv_digest":"sha256:…"}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub struct RuntimeIdentity {
-    /// Process id.
-    pub pid: u32,
-    /// Process group id (equal to `pid` for a process started by
-    /// [`crate::process::start`], which makes it a session and group leader).
-    pub pgid: i32,
-    /// Start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`; divide
-    /// by `sysconf(_SC_CLK_TCK)`, usually 100, for seconds). Never changes for a
-    /// process, and differs for a later process reusing the pid.
-    pub start_time_ticks: u64,
-    /// Executable path as the kernel reports it (`readlink /proc/<pid>/exe`). Ends in
-    /// [`DELETED_SUFFIX`] when the file was replaced or deleted after the process
-    /// started; see [`RuntimeIdentity::exe_on_disk`]. For a `#!` script this is
-    /// the interpreter.
-    pub exe: PathBuf,
-    /// `sha256:<64 hex>` of the executable image actually running (read through
-    /// `/proc/<pid>/exe`, not from the path on disk).
-    pub exe_sha256: String,
-    /// `sha256:<64 hex>` of argv joined with NUL bytes (no trailing NUL); see
-    /// [`argv_digest`].
-    pub argv_digest: String,
-}
-
-impl RuntimeIdentity {
-    /// The executable's path without a trailing [`DELETED_SUFFIX`]: where the
-    /// binary was loaded from.
-    pub fn exe_on_disk(&self) -> &Path {
-        strip_deleted(&self.exe)
-    }
-
-    /// Whether the kernel reports the executable as deleted or replaced since start.
-    pub fn exe_replaced(&self) -> bool {
-        self.exe
-            .as_os_str()
-            .as_bytes()
-            .ends_with(DELETED_SUFFIX.as_bytes())
-    }
-}
-
-/// `p` without a trailing [`DELETED_SUFFIX`].
-pub(crate) fn strip_deleted(p: &Path) -> &Path {
-    let b = p.as_os_str().as_bytes();
-    match b.strip_suffix(DELETED_SUFFIX.as_bytes()) {
-        Some(s) => Path::new(OsStr::from_bytes(s)),
-        None => p,
-    }
-}
 
 /// How a recorded identity compares with what the pid is now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,44 +45,28 @@ pub enum IdentityMatch {
     },
 }
 
-/// The identity the journal recorded for an instance (what [`matches`] compares a
-/// fresh measurement with).
-impl From<&flotilla_store::InstanceRecord> for RuntimeIdentity {
-    fn from(r: &flotilla_store::InstanceRecord) -> Self {
-        RuntimeIdentity {
-            pid: r.pid,
-            pgid: r.pgid,
-            start_time_ticks: r.start_time_ticks,
-            exe: PathBuf::from(&r.exe),
-            exe_sha256: r.exe_sha256.clone(),
-            argv_digest: r.argv_digest.clone(),
-        }
-    }
-}
-
-impl RuntimeIdentity {
-    /// The journal record of this identity as the instance of `component`.
-    pub fn instance_record(
-        &self,
-        component: &flotilla_model::Component,
-        operation: flotilla_store::OperationId,
-        started_at_ms: i64,
-        log_path: String,
-    ) -> flotilla_store::InstanceRecord {
-        flotilla_store::InstanceRecord {
-            component: component.name.clone(),
-            host: component.host.clone(),
-            pid: self.pid,
-            pgid: self.pgid,
-            start_time_ticks: self.start_time_ticks,
-            exe: self.exe.display().to_string(),
-            exe_sha256: self.exe_sha256.clone(),
-            argv_digest: self.argv_digest.clone(),
-            config_digest: component.config_digest(),
-            operation,
-            started_at_ms,
-            log_path,
-        }
+/// The journal record of `id` as the instance of `component`, started by
+/// `operation` at `started_at_ms` (ms since the Unix epoch), logging to `log_path`.
+pub fn instance_record(
+    id: &RuntimeIdentity,
+    component: &flotilla_model::Component,
+    operation: flotilla_store::OperationId,
+    started_at_ms: i64,
+    log_path: String,
+) -> flotilla_store::InstanceRecord {
+    flotilla_store::InstanceRecord {
+        component: component.name.clone(),
+        host: component.host.clone(),
+        pid: id.pid,
+        pgid: id.pgid,
+        start_time_ticks: id.start_time_ticks,
+        exe: id.exe.display().to_string(),
+        exe_sha256: id.exe_sha256.clone(),
+        argv_digest: id.argv_digest.clone(),
+        config_digest: component.config_digest(),
+        operation,
+        started_at_ms,
+        log_path,
     }
 }
 

@@ -17,145 +17,18 @@ use crate::process;
 use crate::secrets::SecretResolver;
 use crate::statedir::StateDir;
 use flotilla_model::inventory::Owner;
+pub use flotilla_model::status::{
+    ComponentStatus, ConfigIdentity, Evidence, LastKnown, Ownership, RuntimeStatus, Signal,
+    StackStatus, StatusReport, UnfinishedOperation,
+};
 use flotilla_model::status::{
-    Condition, DesiredLifecycle, Health, Lifecycle, Observability, Observed, ObservedComponent,
-    StartedBy,
+    Condition, DesiredLifecycle, Health, Lifecycle, Observability, StartedBy,
 };
 use flotilla_model::topology::Component;
 use flotilla_model::Topology;
-use flotilla_store::{InstanceRecord, OperationRecord, Store};
-use serde::{Deserialize, Serialize};
+use flotilla_store::{InstanceRecord, Store};
+use serde::Serialize;
 use std::collections::BTreeMap;
-
-/// One piece of evidence: which signal, from what, when, what it saw.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Evidence {
-    /// The status signal it supports (`lifecycle`, `health`, `condition`…).
-    pub signal: String,
-    /// Where it comes from (`/proc/4242`, `readiness probe`, `journal`…).
-    pub source: String,
-    /// When, in milliseconds since the Unix epoch.
-    pub at_ms: i64,
-    /// What was seen.
-    pub saw: String,
-}
-
-/// Config identity: the digest selected now vs the one the instance was started with.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ConfigIdentity {
-    /// Digest of the effective config in the inventory now.
-    pub selected: String,
-    /// Digest recorded when the running instance started (`None`: not running).
-    pub running: Option<String>,
-}
-
-/// Runtime identity: what runs, measured.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RuntimeStatus {
-    /// The measured identity of the running process.
-    pub measured: RuntimeIdentity,
-    /// Digest of the executable now on disk at its path (`None`: file gone).
-    pub on_disk_sha256: Option<String>,
-    /// When it was started, ms since the Unix epoch (from the journal).
-    pub started_at_ms: i64,
-    /// The operation that started it.
-    pub started_by_operation: String,
-}
-
-/// Everything known about one component, each signal with its evidence.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ComponentStatus {
-    /// Name.
-    pub name: String,
-    /// Host.
-    pub host: String,
-    /// Is it running?
-    pub lifecycle: Lifecycle,
-    /// Is that intended? (`None` for external components.)
-    pub desired: Option<DesiredLifecycle>,
-    /// Does its readiness contract pass?
-    pub health: Health,
-    /// Is something wrong beyond health?
-    pub condition: Condition,
-    /// Can we see it from here?
-    pub observability: Observability,
-    /// `managed (process)` or `external`.
-    pub ownership: String,
-    /// Who started the running instance.
-    pub started_by: StartedBy,
-    /// Selected vs running config digest.
-    pub config_identity: ConfigIdentity,
-    /// Measured runtime identity, when running under Flotilla.
-    pub runtime_identity: Option<RuntimeStatus>,
-    /// The evidence for the signals above.
-    pub evidence: Vec<Evidence>,
-    /// When its host cannot be reached: what was last seen there, and when.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_known: Option<LastKnown>,
-}
-
-/// What was last seen of a component on a host that cannot be reached now.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LastKnown {
-    /// Lifecycle seen then.
-    pub lifecycle: Lifecycle,
-    /// Health seen then.
-    pub health: Health,
-    /// Condition seen then.
-    pub condition: Condition,
-    /// When it was seen, ms since the Unix epoch.
-    pub observed_at_ms: i64,
-}
-
-impl ComponentStatus {
-    /// As desired and healthy: what `status` exits 0 for.
-    pub fn is_ok(&self) -> bool {
-        let healthy = matches!(
-            self.health,
-            Health::Healthy | Health::Degraded | Health::NotApplicable
-        );
-        let as_desired = match self.desired {
-            Some(DesiredLifecycle::Running) => self.lifecycle == Lifecycle::Running,
-            Some(DesiredLifecycle::Stopped | DesiredLifecycle::Disabled) => {
-                self.lifecycle != Lifecycle::Running
-            }
-            None => true,
-        };
-        self.condition == Condition::Ok
-            && healthy
-            && as_desired
-            && self.observability == Observability::Observed
-    }
-}
-
-/// The status of a set of components, observed now.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StatusReport {
-    /// When observation began, ms since the Unix epoch.
-    pub observed_at_ms: i64,
-    /// Per component, in dependency order.
-    pub components: Vec<ComponentStatus>,
-    /// Operations begun but never finished whose process is gone (e.g. killed).
-    pub interrupted: Vec<OperationRecord>,
-    /// Operations still running (another invocation holds the lock).
-    pub in_progress: Vec<OperationRecord>,
-    /// The route health of each stack whose members were observed: its own
-    /// readiness probes (end to end), run now.
-    #[serde(default)]
-    pub stacks: Vec<StackStatus>,
-}
-
-/// Whether a stack's routes answer end to end, now.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StackStatus {
-    /// The stack.
-    pub name: String,
-    /// `healthy` when every readiness probe of the stack passes, `unhealthy` when
-    /// one fails, `n/a` when it declares none or not every member runs.
-    pub health: Health,
-    /// Each probe's outcome, or why none ran.
-    pub evidence: Vec<Evidence>,
-}
 
 /// Runs the readiness probes of every stack all of whose members are in `report`,
 /// once each (timeout: the probe's own), and returns their route health.
@@ -175,7 +48,7 @@ pub async fn stack_routes(
             continue;
         }
         let ev = |source: String, saw: String| Evidence {
-            signal: "health".into(),
+            signal: Signal::Health,
             source,
             at_ms: crate::executor::now_ms(),
             saw,
@@ -242,39 +115,6 @@ pub async fn stack_routes(
     out
 }
 
-impl StatusReport {
-    /// Every component as desired and healthy, and no stack route failing.
-    pub fn all_ok(&self) -> bool {
-        self.components.iter().all(ComponentStatus::is_ok)
-            && self.stacks.iter().all(|s| s.health != Health::Unhealthy)
-    }
-
-    /// The planner's view of this report.
-    pub fn observed(
-        &self,
-        stacks: BTreeMap<String, flotilla_model::status::StackRecord>,
-    ) -> Observed {
-        Observed {
-            components: self
-                .components
-                .iter()
-                .map(|c| {
-                    (
-                        c.name.clone(),
-                        ObservedComponent {
-                            lifecycle: c.lifecycle,
-                            health: c.health,
-                            observability: c.observability,
-                            started_by: c.started_by.clone(),
-                        },
-                    )
-                })
-                .collect(),
-            stacks,
-        }
-    }
-}
-
 /// What observation needs.
 pub struct Observer<'a> {
     /// The topology.
@@ -317,9 +157,9 @@ impl Observer<'_> {
         let mut in_progress = Vec::new();
         for op in self.store.unfinished_operations()? {
             if identity::measure(op.pid).ok().flatten().is_some() {
-                in_progress.push(op);
+                in_progress.push(op.unfinished());
             } else {
-                interrupted.push(op);
+                interrupted.push(op.unfinished());
             }
         }
         let selected: Vec<&Component> = self
@@ -375,12 +215,12 @@ impl Observer<'_> {
                     health: Health::Unknown,
                     condition: Condition::Attention,
                     observability: Observability::Observed,
-                    ownership: "orphaned".into(),
+                    ownership: Ownership::Orphaned,
                     started_by: StartedBy::Flotilla { operation: r.operation.to_string() },
                     config_identity: ConfigIdentity { selected: String::new(), running: Some(r.config_digest.clone()) },
                     runtime_identity: None,
                     evidence: vec![Evidence {
-                        signal: "condition".into(),
+                        signal: Signal::Condition,
                         source: "journal".into(),
                         at_ms: crate::executor::now_ms(),
                         saw: format!(
@@ -410,9 +250,9 @@ impl Observer<'_> {
         listening: &std::collections::HashMap<u16, Vec<process::Listener>>,
     ) -> ComponentStatus {
         let mut ev = Vec::new();
-        let mut push = |signal: &'static str, source: String, saw: String| {
+        let mut push = |signal: Signal, source: String, saw: String| {
             ev.push(Evidence {
-                signal: signal.into(),
+                signal,
                 source,
                 at_ms: crate::executor::now_ms(),
                 saw,
@@ -454,15 +294,15 @@ impl Observer<'_> {
             s.lifecycle = Lifecycle::Unknown;
             s.condition = Condition::Error;
             push(
-                "lifecycle",
-                ownership(c),
+                Signal::Lifecycle,
+                ownership(c).to_string(),
                 format!("its owner could not be asked: {e}"),
             );
         }
         if let Ok(Some(seen)) = seen {
             s.lifecycle = seen.lifecycle;
             for (source, saw) in seen.evidence {
-                push("lifecycle", source, saw);
+                push(Signal::Lifecycle, source, saw);
             }
             match (seen.main, &rec) {
                 (Some(m), Some(r)) => {
@@ -471,7 +311,7 @@ impl Observer<'_> {
                 }
                 (Some(m), None) => {
                     push(
-                        "lifecycle",
+                        Signal::Lifecycle,
                         format!("/proc/{}", m.pid),
                         format!(
                             "pid {} runs under {}, started outside Flotilla (no instance recorded)",
@@ -488,7 +328,7 @@ impl Observer<'_> {
             {
                 s.condition = Condition::DownUnexpectedly;
                 push(
-                    "condition",
+                    Signal::Condition,
                     "journal".into(),
                     "desired running, but it is not running and Flotilla did not stop it".into(),
                 );
@@ -502,8 +342,7 @@ impl Observer<'_> {
                         IdentityMatch::Same => {
                             let m = measured.expect("same implies measured");
                             s.lifecycle = Lifecycle::Running;
-                            push(
-                                "lifecycle",
+                            push(Signal::Lifecycle,
                                 format!("/proc/{}", r.pid),
                                 format!("pid {} alive, start time and executable match the instance recorded by {}", r.pid, r.operation),
                             );
@@ -513,8 +352,7 @@ impl Observer<'_> {
                         IdentityMatch::Gone | IdentityMatch::Reused { .. } if marked.is_some() => {
                             let (pid, op) = marked.clone().expect("checked");
                             identity = adopt_marked(&mut s, pid, &op);
-                            push(
-                                "lifecycle",
+                            push(Signal::Lifecycle,
                                 format!("/proc/{pid}/environ"),
                                 format!("the journal's pid {} is not the process it started; pid {pid} carries the marker of {op}; the next change records it", r.pid),
                             );
@@ -528,7 +366,7 @@ impl Observer<'_> {
                                 _ => format!("pid {} is gone", r.pid),
                             };
                             push(
-                                "lifecycle",
+                                Signal::Lifecycle,
                                 format!("/proc/{}", r.pid),
                                 format!(
                                     "{how}; it was started by {} and not stopped by Flotilla",
@@ -544,8 +382,7 @@ impl Observer<'_> {
                 None if marked.is_some() => {
                     let (pid, op) = marked.clone().expect("checked");
                     identity = adopt_marked(&mut s, pid, &op);
-                    push(
-                        "lifecycle",
+                    push(Signal::Lifecycle,
                         format!("/proc/{pid}/environ"),
                         format!("pid {pid} was started by {op}, which was interrupted before journaling it; the next change records it"),
                     );
@@ -553,14 +390,14 @@ impl Observer<'_> {
                 None => {
                     s.lifecycle = Lifecycle::Stopped;
                     push(
-                        "lifecycle",
+                        Signal::Lifecycle,
                         "journal".into(),
                         "no running instance recorded".into(),
                     );
                     if desired == Some(DesiredLifecycle::Running) {
                         s.condition = Condition::DownUnexpectedly;
                         push(
-                            "condition",
+                            Signal::Condition,
                             "journal".into(),
                             "desired running, but its process went away".into(),
                         );
@@ -578,7 +415,7 @@ impl Observer<'_> {
                                 s.started_by = StartedBy::Foreign {
                                     evidence: format!("{who} on port {}", ep.port),
                                 };
-                                push("condition", format!("/proc/net/tcp port {}", ep.port), format!("{who} listens on endpoint `{name}` ({}), but Flotilla did not start it: not adopted", l.address));
+                                push(Signal::Condition, format!("/proc/net/tcp port {}", ep.port), format!("{who} listens on endpoint `{name}` ({}), but Flotilla did not start it: not adopted", l.address));
                                 break;
                             }
                         }
@@ -598,7 +435,7 @@ impl Observer<'_> {
             };
             if c.owner == Owner::External {
                 push(
-                    "health",
+                    Signal::Health,
                     "inventory".into(),
                     "no probe declared: cannot tell".into(),
                 );
@@ -626,8 +463,7 @@ impl Observer<'_> {
                 let o: ProbeOutcome = probe::check(&p.check, &ctx, allowed).await;
                 if !o.passed && allowed < p.timeout.0 {
                     cut_short = true;
-                    push(
-                        "health",
+                    push(Signal::Health,
                         format!("{which} probe"),
                         format!(
                             "did not finish within the {} ms its host had left to answer (--host-timeout; the probe's own timeout is {} ms): {}",
@@ -640,7 +476,7 @@ impl Observer<'_> {
                 }
                 healthy &= o.passed;
                 push(
-                    "health",
+                    Signal::Health,
                     format!("{which} probe"),
                     format!(
                         "{} {}",
@@ -739,7 +575,7 @@ pub fn mark_dependency_down(topology: &Topology, components: &mut [ComponentStat
         if !saw.is_empty() {
             c.condition = Condition::Attention;
             c.evidence.push(Evidence {
-                signal: "condition".into(),
+                signal: Signal::Condition,
                 source: "topology".into(),
                 at_ms: crate::executor::now_ms(),
                 saw: saw.join("; "),
@@ -775,7 +611,7 @@ pub fn marked_instances(
 /// disk is still the one running (`stale-runtime`).
 fn running_instance(
     s: &mut ComponentStatus,
-    push: &mut impl FnMut(&'static str, String, String),
+    push: &mut impl FnMut(Signal, String, String),
     m: &RuntimeIdentity,
     r: &InstanceRecord,
 ) {
@@ -786,7 +622,7 @@ fn running_instance(
     if r.config_digest != s.config_identity.selected {
         s.condition = Condition::Drift;
         push(
-            "condition",
+            Signal::Condition,
             "inventory vs journal".into(),
             format!(
                 "effective config changed since it started ({} → {})",
@@ -804,7 +640,7 @@ fn running_instance(
         }) => {
             s.condition = Condition::StaleRuntime;
             push(
-                "condition",
+                Signal::Condition,
                 path.display().to_string(),
                 format!(
                     "the executable on disk ({}) is not the one running ({})",
@@ -816,7 +652,7 @@ fn running_instance(
         }
         Err(e) => {
             push(
-                "runtime_identity",
+                Signal::RuntimeIdentity,
                 m.exe.display().to_string(),
                 format!("cannot read executable: {e}"),
             );
@@ -868,11 +704,7 @@ pub fn value_name<T: Serialize>(v: &T) -> String {
         .unwrap_or_default()
 }
 
-/// Who owns `c`'s lifecycle, as `status` shows it: `managed (<adapter>)` or `external`.
-pub fn ownership(c: &Component) -> String {
-    match (c.owner, c.adapter) {
-        (Owner::External, _) => "external".into(),
-        (_, Some(a)) => format!("managed ({})", a.as_str()),
-        _ => "managed".into(),
-    }
+/// Who owns `c`'s lifecycle.
+pub fn ownership(c: &Component) -> Ownership {
+    Ownership::of(c.owner, c.adapter)
 }

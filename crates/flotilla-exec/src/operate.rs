@@ -326,7 +326,7 @@ fn unseen(
         .map(|c| {
             let before = last.get(&c.name);
             let mut evidence = vec![crate::observe::Evidence {
-                signal: "observability".into(),
+                signal: flotilla_model::status::Signal::Observability,
                 source: format!("ssh {host}"),
                 at_ms: now,
                 saw: error.to_string(),
@@ -338,7 +338,7 @@ fn unseen(
                 observed_at_ms: *at,
             });
             evidence.push(crate::observe::Evidence {
-                signal: "lifecycle".into(),
+                signal: flotilla_model::status::Signal::Lifecycle,
                 source: "journal (last observation)".into(),
                 at_ms: now,
                 saw: match &last_known {
@@ -361,7 +361,7 @@ fn unseen(
                 condition: Condition::Attention,
                 observability,
                 ownership: before
-                    .map(|(s, _)| s.ownership.clone())
+                    .map(|(s, _)| s.ownership)
                     .unwrap_or_else(|| crate::observe::ownership(c)),
                 started_by: before
                     .map(|(s, _)| s.started_by.clone())
@@ -426,7 +426,13 @@ pub(crate) fn reconcile(
             continue;
         };
         let c = topology.component(id);
-        store.record_instance(&identity.instance_record(c, op_id, now_ms(), String::new()))?;
+        store.record_instance(&crate::identity::instance_record(
+            &identity,
+            c,
+            op_id,
+            now_ms(),
+            String::new(),
+        ))?;
         store.set_desired(
             &component,
             flotilla_model::status::DesiredLifecycle::Running,

@@ -1,9 +1,22 @@
-//! Status and observation types (DESIGN.md's status model). The model only defines
-//! them; probes and adapters (in `flotilla-exec`) fill them in, and the planner takes
-//! an [`Observed`] snapshot as an argument.
+//! Status and observation types (DESIGN.md's status model): every signal as a typed
+//! value, each with its [`Evidence`]. The model only defines them; probes and adapters
+//! (in `flotilla-exec`) fill them in, the planner takes an [`Observed`] snapshot as an
+//! argument, and the CLI, the authority and agents exchange [`StatusReport`]s — none of
+//! them needs tokio, SSH or HTTP to read one.
+//!
+//! - Signals: [`Lifecycle`], [`DesiredLifecycle`], [`Health`], [`Condition`],
+//!   [`Observability`], [`Ownership`], config identity ([`ConfigIdentity`]) and runtime
+//!   identity ([`RuntimeIdentity`] measured, [`RuntimeStatus`] with what is on disk).
+//! - [`ComponentStatus`]: all signals of one component, with evidence; [`StackStatus`]:
+//!   a stack's route health; [`StatusReport`]: a whole observation.
+//! - [`Observed`] / [`ObservedComponent`]: the planner's view.
 
+use crate::inventory::AdapterKind;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 /// Is it running?
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -199,5 +212,327 @@ impl Observed {
     /// `sha256:` digest of the canonical JSON of this snapshot.
     pub fn digest(&self) -> String {
         crate::digest::digest_of(self)
+    }
+}
+
+/// The suffix Linux appends to `/proc/<pid>/exe` when the file was deleted or
+/// replaced (renamed over) after the process started.
+pub const DELETED_SUFFIX: &str = " (deleted)";
+
+/// What a running process is, measured.
+///
+/// Serialised with snake_case field names, e.g.
+/// `{"pid":4242,"pgid":4242,"start_time_ticks":987654,"exe":"/usr/bin/python3.11",
+/// "exe_sha256":"sha256:…","argv_digest":"sha256:…"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub struct RuntimeIdentity {
+    /// Process id.
+    pub pid: u32,
+    /// Process group id (equal to `pid` for a process Flotilla starts itself, which
+    /// makes it a session and group leader).
+    pub pgid: i32,
+    /// Start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`; divide
+    /// by `sysconf(_SC_CLK_TCK)`, usually 100, for seconds). Never changes for a
+    /// process, and differs for a later process reusing the pid.
+    pub start_time_ticks: u64,
+    /// Executable path as the kernel reports it (`readlink /proc/<pid>/exe`). Ends in
+    /// [`DELETED_SUFFIX`] when the file was replaced or deleted after the process
+    /// started; see [`RuntimeIdentity::exe_on_disk`]. For a `#!` script this is
+    /// the interpreter.
+    pub exe: PathBuf,
+    /// `sha256:<64 hex>` of the executable image actually running (read through
+    /// `/proc/<pid>/exe`, not from the path on disk).
+    pub exe_sha256: String,
+    /// `sha256:<64 hex>` of argv joined with NUL bytes (no trailing NUL); see
+    /// `flotilla_exec::identity::argv_digest`.
+    pub argv_digest: String,
+}
+
+impl RuntimeIdentity {
+    /// The executable's path without a trailing [`DELETED_SUFFIX`]: where the
+    /// binary was loaded from.
+    pub fn exe_on_disk(&self) -> &Path {
+        strip_deleted(&self.exe)
+    }
+
+    /// Whether the kernel reports the executable as deleted or replaced since start.
+    pub fn exe_replaced(&self) -> bool {
+        self.exe
+            .as_os_str()
+            .as_bytes()
+            .ends_with(DELETED_SUFFIX.as_bytes())
+    }
+}
+
+/// `p` without a trailing [`DELETED_SUFFIX`].
+pub fn strip_deleted(p: &Path) -> &Path {
+    let b = p.as_os_str().as_bytes();
+    match b.strip_suffix(DELETED_SUFFIX.as_bytes()) {
+        Some(s) => Path::new(OsStr::from_bytes(s)),
+        None => p,
+    }
+}
+
+/// Who owns a component's lifecycle.
+///
+/// Serialised as the words `status` shows: `managed (process)`, `managed (systemd)`,
+/// `external`, `orphaned` (a running instance of a component no longer in the
+/// inventory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ownership {
+    /// Flotilla starts and stops it through this adapter.
+    Managed(AdapterKind),
+    /// Observed only.
+    External,
+    /// Started by Flotilla for a component the inventory no longer declares.
+    Orphaned,
+}
+
+impl Ownership {
+    /// Of a component with this owner and adapter.
+    pub fn of(owner: crate::inventory::Owner, adapter: Option<AdapterKind>) -> Ownership {
+        match owner {
+            crate::inventory::Owner::External => Ownership::External,
+            crate::inventory::Owner::Managed => Ownership::Managed(adapter.unwrap_or_default()),
+        }
+    }
+}
+
+impl std::fmt::Display for Ownership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ownership::Managed(a) => write!(f, "managed ({})", a.as_str()),
+            Ownership::External => f.write_str("external"),
+            Ownership::Orphaned => f.write_str("orphaned"),
+        }
+    }
+}
+
+impl std::str::FromStr for Ownership {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "external" => return Ok(Ownership::External),
+            "orphaned" => return Ok(Ownership::Orphaned),
+            _ => {}
+        }
+        let adapter = s
+            .strip_prefix("managed (")
+            .and_then(|r| r.strip_suffix(')'))
+            .ok_or_else(|| format!("not an ownership: `{s}`"))?;
+        serde_json::from_value(serde_json::Value::String(adapter.into()))
+            .map(Ownership::Managed)
+            .map_err(|_| format!("unknown adapter in `{s}`"))
+    }
+}
+
+impl Serialize for Ownership {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Ownership {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Which status signal a piece of evidence supports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Signal {
+    /// [`Lifecycle`].
+    Lifecycle,
+    /// [`Health`].
+    Health,
+    /// [`Condition`].
+    Condition,
+    /// [`Observability`].
+    Observability,
+    /// [`ConfigIdentity`].
+    ConfigIdentity,
+    /// [`RuntimeIdentity`].
+    RuntimeIdentity,
+}
+
+/// One piece of evidence: which signal, from what, when, what it saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// The status signal it supports.
+    pub signal: Signal,
+    /// Where it comes from (`/proc/4242`, `readiness probe`, `journal`…).
+    pub source: String,
+    /// When, in milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    /// What was seen.
+    pub saw: String,
+}
+
+/// Config identity: the digest selected now vs the one the instance was started with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigIdentity {
+    /// Digest of the effective config in the inventory now.
+    pub selected: String,
+    /// Digest recorded when the running instance started (`None`: not running).
+    pub running: Option<String>,
+}
+
+/// Runtime identity: what runs, measured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeStatus {
+    /// The measured identity of the running process.
+    pub measured: RuntimeIdentity,
+    /// Digest of the executable now on disk at its path (`None`: file gone).
+    pub on_disk_sha256: Option<String>,
+    /// When it was started, ms since the Unix epoch (from the journal).
+    pub started_at_ms: i64,
+    /// The operation that started it.
+    pub started_by_operation: String,
+}
+
+/// What was last seen of a component on a host that cannot be reached now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastKnown {
+    /// Lifecycle seen then.
+    pub lifecycle: Lifecycle,
+    /// Health seen then.
+    pub health: Health,
+    /// Condition seen then.
+    pub condition: Condition,
+    /// When it was seen, ms since the Unix epoch.
+    pub observed_at_ms: i64,
+}
+
+/// Everything known about one component, each signal with its evidence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComponentStatus {
+    /// Name.
+    pub name: String,
+    /// Host.
+    pub host: String,
+    /// Is it running?
+    pub lifecycle: Lifecycle,
+    /// Is that intended? (`None` for external components.)
+    pub desired: Option<DesiredLifecycle>,
+    /// Does its readiness contract pass?
+    pub health: Health,
+    /// Is something wrong beyond health?
+    pub condition: Condition,
+    /// Can we see it from here?
+    pub observability: Observability,
+    /// Who owns its lifecycle.
+    pub ownership: Ownership,
+    /// Who started the running instance.
+    pub started_by: StartedBy,
+    /// Selected vs running config digest.
+    pub config_identity: ConfigIdentity,
+    /// Measured runtime identity, when running under Flotilla.
+    pub runtime_identity: Option<RuntimeStatus>,
+    /// The evidence for the signals above.
+    pub evidence: Vec<Evidence>,
+    /// When its host cannot be reached: what was last seen there, and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_known: Option<LastKnown>,
+}
+
+impl ComponentStatus {
+    /// As desired and healthy: what `status` exits 0 for.
+    pub fn is_ok(&self) -> bool {
+        let healthy = matches!(
+            self.health,
+            Health::Healthy | Health::Degraded | Health::NotApplicable
+        );
+        let as_desired = match self.desired {
+            Some(DesiredLifecycle::Running) => self.lifecycle == Lifecycle::Running,
+            Some(DesiredLifecycle::Stopped | DesiredLifecycle::Disabled) => {
+                self.lifecycle != Lifecycle::Running
+            }
+            None => true,
+        };
+        self.condition == Condition::Ok
+            && healthy
+            && as_desired
+            && self.observability == Observability::Observed
+    }
+}
+
+/// Whether a stack's routes answer end to end, now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackStatus {
+    /// The stack.
+    pub name: String,
+    /// `healthy` when every readiness probe of the stack passes, `unhealthy` when
+    /// one fails, `n/a` when it declares none or not every member runs.
+    pub health: Health,
+    /// Each probe's outcome, or why none ran.
+    pub evidence: Vec<Evidence>,
+}
+
+/// An operation that began but has not finished (still running, or interrupted).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnfinishedOperation {
+    /// Its id in the journal (`op-42`).
+    pub id: String,
+    /// `start`, `stop`, `restart`.
+    pub verb: String,
+    /// The component or stack.
+    pub target: String,
+    /// `user@host` that ran it.
+    pub who: String,
+    /// The pid of the invocation.
+    pub pid: u32,
+    /// Its command line.
+    pub command_line: String,
+    /// When it began, ms since the Unix epoch.
+    pub started_at_ms: i64,
+}
+
+/// The status of a set of components, observed now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusReport {
+    /// When observation began, ms since the Unix epoch.
+    pub observed_at_ms: i64,
+    /// Per component, in dependency order.
+    pub components: Vec<ComponentStatus>,
+    /// Operations begun but never finished whose process is gone (e.g. killed).
+    pub interrupted: Vec<UnfinishedOperation>,
+    /// Operations still running (another invocation holds the lock).
+    pub in_progress: Vec<UnfinishedOperation>,
+    /// The route health of each stack whose members were observed: its own
+    /// readiness probes (end to end), run now.
+    #[serde(default)]
+    pub stacks: Vec<StackStatus>,
+}
+
+impl StatusReport {
+    /// Every component as desired and healthy, and no stack route failing.
+    pub fn all_ok(&self) -> bool {
+        self.components.iter().all(ComponentStatus::is_ok)
+            && self.stacks.iter().all(|s| s.health != Health::Unhealthy)
+    }
+
+    /// The planner's view of this report.
+    pub fn observed(&self, stacks: BTreeMap<String, StackRecord>) -> Observed {
+        Observed {
+            components: self
+                .components
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.clone(),
+                        ObservedComponent {
+                            lifecycle: c.lifecycle,
+                            health: c.health,
+                            observability: c.observability,
+                            started_by: c.started_by.clone(),
+                        },
+                    )
+                })
+                .collect(),
+            stacks,
+        }
     }
 }

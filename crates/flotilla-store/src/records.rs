@@ -351,3 +351,33 @@ pub struct RemovedInstance {
     /// When (ms since the Unix epoch).
     pub removed_at_ms: i64,
 }
+
+/// The identity the journal recorded for an instance (what a fresh measurement is
+/// compared with before anything is signalled).
+impl From<&InstanceRecord> for flotilla_model::status::RuntimeIdentity {
+    fn from(r: &InstanceRecord) -> Self {
+        flotilla_model::status::RuntimeIdentity {
+            pid: r.pid,
+            pgid: r.pgid,
+            start_time_ticks: r.start_time_ticks,
+            exe: std::path::PathBuf::from(&r.exe),
+            exe_sha256: r.exe_sha256.clone(),
+            argv_digest: r.argv_digest.clone(),
+        }
+    }
+}
+
+impl OperationRecord {
+    /// This operation as status shows an unfinished one.
+    pub fn unfinished(&self) -> flotilla_model::status::UnfinishedOperation {
+        flotilla_model::status::UnfinishedOperation {
+            id: self.id.to_string(),
+            verb: self.verb.clone(),
+            target: self.target.clone(),
+            who: self.who.clone(),
+            pid: self.pid,
+            command_line: self.command_line.clone(),
+            started_at_ms: self.started_at_ms,
+        }
+    }
+}

@@ -107,7 +107,7 @@ fn text(r: &StatusReport, verbose: bool) -> String {
             c.desired.as_ref().map(name).unwrap_or_else(|| "-".into()),
             name(&c.health),
             c.condition.as_str().to_string(),
-            c.ownership.clone(),
+            c.ownership.to_string(),
             c.runtime_identity
                 .as_ref()
                 .map(|i| i.measured.pid.to_string())
@@ -133,7 +133,10 @@ fn text(r: &StatusReport, verbose: bool) -> String {
             for e in &c.evidence {
                 out.push_str(&format!(
                     "  {} {}: {} ({})\n",
-                    c.name, e.signal, e.saw, e.source
+                    c.name,
+                    name(&e.signal),
+                    e.saw,
+                    e.source
                 ));
             }
         }
