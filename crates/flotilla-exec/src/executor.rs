@@ -218,84 +218,15 @@ impl Executor {
             cleanup: Vec::new(),
             started: Vec::new(),
         };
-        // Steps run as soon as the steps they depend on have succeeded, not wave by
-        // wave: a wave only says which steps may run together. A step depends on an
-        // earlier-wave step for the same component, on its upstream's start (for
-        // starts) or its downstream's stop (for stops), and every start waits for
-        // every stop.
+        // Each step runs as soon as the steps the plan says it waits for have
+        // succeeded (waves only say which steps may run together).
         let steps: Vec<(usize, Step)> = plan
             .waves
             .iter()
             .enumerate()
             .flat_map(|(i, w)| w.steps.iter().cloned().map(move |s| (i + 1, s)))
             .collect();
-        let stopping = |s: &Step| {
-            s.action == Action::Stop
-                || (s.action == Action::Noop && plan.operation.verb == flotilla_plan::Verb::Stop)
-        };
-        let id = |s: &Step| self.topology.id(&s.component);
-        let deps: Vec<Vec<usize>> = steps
-            .iter()
-            .map(|(wj, sj)| {
-                steps
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, (wi, si))| {
-                        if wi >= wj {
-                            return false;
-                        }
-                        let (Some(i), Some(j)) = (id(si), id(sj)) else {
-                            return true;
-                        };
-                        i == j
-                            || stopping(si) != stopping(sj)
-                            || (!stopping(sj) && self.topology.upstream(j).contains(&i))
-                            || (stopping(sj) && self.topology.downstream(j).contains(&i))
-                    })
-                    .map(|(i, _)| i)
-                    .collect()
-            })
-            .collect();
-        // Stopping what is already stopped changes nothing but intent: it is no
-        // longer meant to run (so it is not `down-unexpectedly` any more).
-        if plan.operation.verb == flotilla_plan::Verb::Stop {
-            for (_, step) in steps.iter().filter(|(_, s)| s.action == Action::Noop) {
-                let managed = self
-                    .topology
-                    .id(&step.component)
-                    .is_some_and(|id| self.topology.component(id).is_managed());
-                if !managed {
-                    continue;
-                }
-                let remote = self
-                    .topology
-                    .hosts
-                    .get(&step.host)
-                    .is_some_and(|h| h.is_remote());
-                if let (Some(transport), true) = (&self.transport, remote) {
-                    // The host keeps its components' intent: a stop there of what is
-                    // not running records it (and changes nothing else).
-                    let stop = Step {
-                        action: Action::Stop,
-                        ..step.clone()
-                    };
-                    if let Err(why) = self.remote_step(transport.as_ref(), &stop).await {
-                        self.emit(Event::Note(format!(
-                            "`{}` on {}: could not record that it should stay stopped: {}",
-                            step.component, step.host, why.summary
-                        )));
-                    }
-                } else {
-                    let _ = self.journal(|s| {
-                        s.set_desired(
-                            &step.component,
-                            flotilla_model::status::DesiredLifecycle::Stopped,
-                            now_ms(),
-                        )
-                    });
-                }
-            }
-        }
+        let deps: Vec<Vec<usize>> = steps.iter().map(|(_, s)| s.after.clone()).collect();
         let mut done = vec![false; steps.len()];
         let mut launched = vec![false; steps.len()];
         let mut tasks = tokio::task::JoinSet::new();
@@ -369,6 +300,7 @@ impl Executor {
                     host: self.component(&name).host.clone(),
                     action: Action::Stop,
                     adapter: self.component(&name).adapter,
+                    after: Vec::new(),
                     owner: self.component(&name).owner,
                     reason: "cleanup after a failed step".into(),
                 };
@@ -478,6 +410,24 @@ impl Executor {
             Action::Stop => self.stop(&c, adapter).await,
             Action::Restart => self.restart(&c, adapter).await,
             Action::AwaitReady => self.await_ready(&c).await,
+            Action::RecordStopped => self
+                .journal(|s| {
+                    s.set_desired(
+                        &c.name,
+                        flotilla_model::status::DesiredLifecycle::Stopped,
+                        now_ms(),
+                    )
+                })
+                .map(|()| {
+                    Done::new(
+                        format!(
+                            "`{}` is not running; recorded that it should stay stopped",
+                            c.name
+                        ),
+                        serde_json::json!({}),
+                    )
+                })
+                .map_err(failed),
             Action::Noop => unreachable!("handled above"),
         }
     }
@@ -597,6 +547,7 @@ impl Executor {
             host: "local".into(),
             action: Action::AwaitReady,
             adapter: None,
+            after: Vec::new(),
             owner: flotilla_model::inventory::Owner::Managed,
             reason: "the stack's readiness probes".into(),
         };

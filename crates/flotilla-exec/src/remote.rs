@@ -38,7 +38,7 @@ use std::time::Duration;
 
 /// Version of the exchange. Bump on any incompatible change to [`Request`] or
 /// [`Response`] (or to the types they carry).
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// This binary's version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

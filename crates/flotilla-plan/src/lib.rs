@@ -101,6 +101,10 @@ pub enum Action {
     /// Already in the requested state: nothing to do.
     #[serde(rename = "no-op")]
     Noop,
+    /// Already stopped: only record that it is meant to stay stopped (its desired
+    /// lifecycle, kept by its own host), so it is not `down-unexpectedly`. Touches no
+    /// process.
+    RecordStopped,
 }
 
 impl Action {
@@ -117,7 +121,13 @@ impl Action {
             Action::Restart => "restart",
             Action::AwaitReady => "await-ready",
             Action::Noop => "no-op",
+            Action::RecordStopped => "record-stopped",
         }
+    }
+
+    /// Whether the step leaves every process as it is (no-op, record-stopped).
+    pub fn leaves_processes(self) -> bool {
+        matches!(self, Action::Noop | Action::RecordStopped)
     }
 }
 
@@ -129,6 +139,11 @@ pub struct Step {
     /// Its adapter (managed components).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub adapter: Option<AdapterKind>,
+    /// The steps this one waits for, as positions in [`Plan::steps`] order (all
+    /// earlier): it runs once every one of them has succeeded. Set by [`plan`]; the
+    /// executor follows these edges and derives none of its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<usize>,
     /// Component name.
     pub component: String,
     /// Its host.
@@ -155,8 +170,17 @@ pub struct Impact {
     pub effect: String,
 }
 
-/// A plan: steps in waves (wave `n + 1` starts when wave `n` has finished), the
-/// cleanup set, impact, and the digests of the inputs it was computed from.
+/// A plan: steps in waves, the cleanup set, impact, and the digests of the inputs it
+/// was computed from.
+///
+/// Waves say which steps may run together; they are not barriers. Each step names
+/// the earlier steps it waits for ([`Step::after`]): the same component's earlier
+/// step, every stop before any start, a start after its upstream dependencies'
+/// starts, a stop after its dependents' stops. The executor runs each step as soon as
+/// those have succeeded, journals it before and after, stops starting new steps at
+/// the first failure, and then stops exactly the components this plan started
+/// ([`Plan::cleanup`]), in that order. A stack's own readiness probes
+/// ([`Plan::verify_stack`]) run after every step has succeeded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
     /// If execution fails part-way: stop these (exactly what this plan starts), in this order.
@@ -185,9 +209,10 @@ impl Plan {
         self.waves.iter().flat_map(|w| w.steps.iter())
     }
 
-    /// Whether every step is a no-op.
+    /// Whether no step changes any process (every step is a no-op or only records
+    /// that a stopped component should stay stopped).
     pub fn is_noop(&self) -> bool {
-        self.steps().all(|s| s.action == Action::Noop)
+        self.steps().all(|s| s.action.leaves_processes())
     }
 
     /// `sha256:` digest of this plan's canonical JSON.
@@ -355,6 +380,8 @@ pub fn plan(topology: &Topology, observed: &Observed, op: &Operation) -> Result<
         }
         _ => None,
     };
+    let mut waves = waves;
+    link(topology, &mut waves);
     Ok(Plan {
         format: PLAN_FORMAT,
         operation: op.clone(),
@@ -365,6 +392,44 @@ pub fn plan(topology: &Topology, observed: &Observed, op: &Operation) -> Result<
         cleanup,
         impact,
     })
+}
+
+/// Sets every step's [`Step::after`]: a step waits for an earlier-wave step of the
+/// same component; a start waits for every stop and a stop for every start (a
+/// restart's stops precede its starts); a start waits for its upstream
+/// dependencies' steps, a stop for its downstream dependents' steps.
+fn link(topology: &Topology, waves: &mut [Wave]) {
+    let flat: Vec<(usize, ComponentId, bool)> = waves
+        .iter()
+        .enumerate()
+        .flat_map(|(w, wave)| {
+            wave.steps.iter().filter_map(move |s| {
+                let stopping = matches!(s.action, Action::Stop | Action::RecordStopped);
+                topology.id(&s.component).map(|id| (w, id, stopping))
+            })
+        })
+        .collect();
+    let mut k = 0;
+    for (w, wave) in waves.iter_mut().enumerate() {
+        for step in wave.steps.iter_mut() {
+            let Some(&(_, j, stop_j)) = flat.get(k) else {
+                break;
+            };
+            step.after = flat
+                .iter()
+                .enumerate()
+                .filter(|(_, &(wi, i, stop_i))| {
+                    wi < w
+                        && (i == j
+                            || stop_i != stop_j
+                            || (!stop_j && topology.upstream(j).contains(&i))
+                            || (stop_j && topology.downstream(j).contains(&i)))
+                })
+                .map(|(n, _)| n)
+                .collect();
+            k += 1;
+        }
+    }
 }
 
 struct Planner<'a> {
@@ -385,6 +450,7 @@ impl Planner<'_> {
             host: c.host.clone(),
             action,
             adapter: c.adapter,
+            after: Vec::new(),
             owner: c.owner,
             reason: reason.into(),
         }
@@ -715,7 +781,10 @@ impl Planner<'_> {
             let (a, r) = if c.owner == Owner::External {
                 (Action::Noop, "external: observed only, never stopped")
             } else if !o.is_up() {
-                (Action::Noop, "already stopped")
+                (
+                    Action::RecordStopped,
+                    "already stopped: record that it should stay stopped",
+                )
             } else if cascaded.contains(&id) {
                 (Action::Stop, "dependent (--cascade)")
             } else if targets.contains(&id) {

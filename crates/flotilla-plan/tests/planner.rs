@@ -185,7 +185,7 @@ fn stop_cascade_stops_dependents_first_in_reverse_order() {
 }
 
 #[test]
-fn stop_of_what_is_stopped_is_a_no_op() {
+fn stop_of_what_is_stopped_only_records_the_intent() {
     let t = topology(STACK);
     let p = plan(
         &t,
@@ -193,7 +193,9 @@ fn stop_of_what_is_stopped_is_a_no_op() {
         &Operation::new(Verb::Stop, "proxy"),
     )
     .unwrap();
-    assert_eq!(shape(&p), vec![vec![s("no-op", "proxy")]]);
+    // No process is touched, but the intent is an explicit step: it should stay
+    // stopped (so it is not `down-unexpectedly` later).
+    assert_eq!(shape(&p), vec![vec![s("record-stopped", "proxy")]]);
     assert!(p.is_noop());
 }
 
@@ -451,7 +453,7 @@ fn apply(o: &Observed, p: &Plan) -> Observed {
                 e.lifecycle = Lifecycle::Stopped;
                 e.health = Health::NotApplicable;
             }
-            Action::Noop => {}
+            Action::Noop | Action::RecordStopped => {}
         }
     }
     o
@@ -459,6 +461,33 @@ fn apply(o: &Observed, p: &Plan) -> Observed {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The plan carries its own step edges: each points to an earlier step, a start
+    /// waits for the step of every upstream dependency in the plan, and a stop for
+    /// every downstream dependent's.
+    #[test]
+    fn steps_wait_for_their_dependencies_steps(c in case(), target in 0usize..24, stop in any::<bool>()) {
+        let (t, o) = build(&c);
+        let name = format!("c{:02}", target % c.deps.len());
+        let op = Operation { cascade: stop, ..Operation::new(if stop { Verb::Stop } else { Verb::Start }, &name) };
+        let Ok(p) = plan(&t, &o, &op) else { return Ok(()) };
+        let steps: Vec<&flotilla_plan::Step> = p.steps().collect();
+        for (k, step) in steps.iter().enumerate() {
+            prop_assert!(step.after.iter().all(|&a| a < k), "{k} waits for a later step: {:?}", step.after);
+            let id = t.id(&step.component).unwrap();
+            for (n, other) in steps.iter().enumerate().take(k) {
+                let oid = t.id(&other.component).unwrap();
+                let needed = match step.action {
+                    Action::Start => t.upstream(id).contains(&oid),
+                    Action::Stop => t.downstream(id).contains(&oid),
+                    _ => false,
+                };
+                if needed && wave_of(&p)[&other.component] < wave_of(&p)[&step.component] {
+                    prop_assert!(step.after.contains(&n), "{} does not wait for {}", step.component, other.component);
+                }
+            }
+        }
+    }
 
     #[test]
     fn start_respects_dependency_order(c in case(), target in 0usize..24) {
