@@ -126,23 +126,30 @@ impl Launchd {
 
 impl Drop for Launchd {
     fn drop(&mut self) {
-        // Supervisors first (so nothing respawns), then jobs; then the directory.
-        for pass in ["supervisor", "pid"] {
-            for dir in fs::read_dir(&self.state).into_iter().flatten().flatten() {
-                for file in fs::read_dir(dir.path()).into_iter().flatten().flatten() {
-                    let Ok(text) = fs::read_to_string(file.path()) else {
-                        continue;
-                    };
-                    let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
-                        continue;
-                    };
-                    if let Some(pid) = json.get(pass).and_then(serde_json::Value::as_i64) {
-                        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        // Every pid the state knows of, then the directory: a supervisor whose state is
+        // gone kills its job (even one it spawned a moment ago and has not recorded yet)
+        // and exits. SIGKILL what is still alive after that, as a backstop.
+        let mut pids = Vec::new();
+        for dir in fs::read_dir(&self.state).into_iter().flatten().flatten() {
+            for file in fs::read_dir(dir.path()).into_iter().flatten().flatten() {
+                let Ok(text) = fs::read_to_string(file.path()) else {
+                    continue;
+                };
+                let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
+                    continue;
+                };
+                for key in ["supervisor", "pid"] {
+                    if let Some(pid) = json.get(key).and_then(serde_json::Value::as_u64) {
+                        pids.push(pid as u32);
                     }
                 }
             }
         }
         let _ = fs::remove_dir_all(&self.root);
+        wait_until(Duration::from_secs(2), || pids.iter().all(|p| !alive(*p)));
+        for pid in pids.into_iter().filter(|p| alive(*p)) {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        }
     }
 }
 
@@ -482,7 +489,10 @@ fn bootout_kills_the_job_and_then_nothing_is_found() {
     let out = ld.ok(&["bootout", &target]);
     assert!(out.stderr.is_empty(), "{}", text(&out));
     assert!(!alive(pid), "bootout returns once the job is gone");
-    assert!(!supervisor_running(label), "no supervisor lingers");
+    assert!(
+        wait_until(DEADLINE, || !supervisor_running(label)),
+        "no supervisor lingers"
+    );
 
     let out = ld.run(&["print", &target]);
     assert_eq!(code(&out), 113, "{}", text(&out));

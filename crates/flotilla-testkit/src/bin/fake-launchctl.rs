@@ -91,10 +91,9 @@
 //!   system" / "… for user gui: 501", exit 113
 //!   (<https://github.com/DeterminateSystems/nix-installer/issues/960>,
 //!   <https://github.com/NousResearch/hermes-agent/pull/5536>). `print` of one: the same
-//!   line preceded by "Bad request.", exit 113 (reproduced verbatim by many projects'
-//!   fixtures of real output, e.g. the adapters listed in `find_string "Bad
-//!   request.\nCould not find service"`). `list <label>` of one: "Could not find
-//!   service \"L\" in domain for port", exit 113
+//!   line preceded by "Bad request.", exit 113 (quoted verbatim from real output by the
+//!   test fixtures of several public launchd wrappers; not pinned to one URL here).
+//!   `list <label>` of one: "Could not find service \"L\" in domain for port", exit 113
 //!   (<https://github.com/iamkroot/trakt-scrobbler/issues/83>).
 //! - `kickstart -k` restarts from the cached definition: launchd reads the plist only at
 //!   bootstrap (<https://github.com/jackielii/skhd.zig/issues/30>: "Editing the plist …
@@ -127,7 +126,9 @@
 //! drain after `bootout` on some macOS versions (here `bootout` returns once the job has
 //! died and the label is free). A program that cannot be spawned is recorded as `last
 //! exit code = 78: EX_CONFIG` (what `print` shows for jobs that fail to start; the exact
-//! code launchd records for a missing executable is not confirmed).
+//! code launchd records for a missing executable is not confirmed). Captures of recent
+//! macOS print `exit timeout = 5` for jobs without `ExitTimeOut`; the fake keeps the 20 s
+//! that launchd.plist(5) and launchd-842 document (tests shorten it anyway).
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -697,7 +698,7 @@ fn supervisor_alive(pid: u32, label: &str) -> bool {
     alive(pid)
         && fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
             let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
-            args.iter().any(|a| *a == b"__supervise") && args.iter().any(|a| *a == label.as_bytes())
+            args.contains(&b"__supervise".as_slice()) && args.contains(&label.as_bytes())
         })
 }
 
@@ -1489,13 +1490,10 @@ fn supervise(store: &Store, args: &[String]) -> i32 {
                     return 0;
                 }
                 Some(After::Respawn { seq }) => {
-                    if let Ok(Ok((_, d))) = read_plist(Path::new(&svc.plist_path)) {
-                        svc.def = d;
-                    }
                     job = start(&mut svc, &mut respawn_at);
                     svc.done_seq = svc.done_seq.max(seq);
                 }
-                None if false => {
+                None if svc.def.keep_alive => {
                     let throttle = Duration::from_millis(svc.def.throttle_ms);
                     let ran = r.started.elapsed();
                     if ran < throttle {
