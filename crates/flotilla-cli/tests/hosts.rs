@@ -1431,3 +1431,253 @@ fn persisted_connections_are_reused_across_invocations() {
         }
     }
 }
+
+/// The test host whose PID 1 is a real systemd (`scripts/testnet up 4 --systemd 1`).
+fn systemd_host(net: &Testnet) -> &TestHost {
+    net.hosts.iter().find(|h| h.is_systemd()).unwrap_or_else(|| {
+        panic!("no test host runs systemd: run `scripts/testnet up 4 --systemd 1` (scripts/test does)")
+    })
+}
+
+/// `cmd` run by `sh` on `host` over SSH: its stdout, trimmed; panics when it fails.
+fn on(host: &TestHost, cmd: &str) -> String {
+    let out = host.ssh(&[], cmd);
+    assert!(
+        out.status.success(),
+        "`{cmd}` on {}: {}\n{}",
+        host.name,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// `MainPID` of `unit` on `host`, as systemd reports it.
+fn main_pid(host: &TestHost, unit: &str) -> u32 {
+    on(host, &format!("systemctl show -p MainPID --value {unit}"))
+        .parse()
+        .expect("a MainPID")
+}
+
+/// 14. A component with `adapter = "systemd"` on a real systemd: Flotilla writes its
+///     unit, starts it, observes it (`managed (systemd)`, MainPID measured), restarts it
+///     with a proven new identity, reports `stale-runtime` when its binary is replaced
+///     on disk and clears it by a restart, calls its `kill -9` `down-unexpectedly`, and
+///     stops it.
+#[test]
+fn a_systemd_unit_is_started_observed_restarted_with_proof_and_stopped() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h = systemd_host(&net);
+    let fx = Fixture::new("systemd");
+    let port = free_port();
+    // Its own copy of the service binary, so it can be replaced on disk.
+    let bin_dir = fx.remote_state(h).join("bin");
+    std::fs::create_dir_all(&bin_dir).expect("mkdir bin");
+    let bin = bin_dir.join("svc");
+    std::fs::copy(flotilla_testkit::binary(), &bin).expect("copy the service binary");
+    let unit = "flotilla-svc.service";
+    fx.write(
+        &format!(
+            "{}[components.svc]\nhost = {}\nadapter = \"systemd\"\n\
+             command = [{}, \"--listen\", {}, \"--exec-name\", {}]\n\
+             env = {{ GREETING = \"hello from a unit\" }}\n\
+             endpoints = {{ http = {} }}\n\
+             readiness = {{ http = {{ endpoint = \"http\", path = \"/\" }}, period = \"100ms\" }}\n\
+             stop = {{ grace_period = \"2s\" }}\n",
+            fx.host_toml(h),
+            q(&h.name),
+            q(bin.to_string_lossy()),
+            q(format!("127.0.0.1:{port}")),
+            q(&fx.marker),
+            q(format!("http://127.0.0.1:{port}")),
+        ),
+        &[],
+    );
+    fx.install(&[&h.name]);
+
+    let up = fx.ok(&["start", "svc"]);
+    assert!(both(&up).contains("started pid"), "{}", both(&up));
+    let (_, st) = fx.status(&["svc"]);
+    let c = comp(&st, "svc");
+    assert_eq!(c["ownership"], "managed (systemd)", "{c:#}");
+    assert_eq!(c["lifecycle"], "running", "{c:#}");
+    assert_eq!(c["health"], "healthy", "{c:#}");
+    let first = pid_of(c);
+    assert_eq!(
+        main_pid(h, unit),
+        first,
+        "status measures the unit's MainPID"
+    );
+    assert_eq!(
+        on(h, &format!("systemctl show -p ActiveState --value {unit}")),
+        "active"
+    );
+    let written = on(h, &format!("cat /run/systemd/system/{unit}"));
+    assert!(written.contains("KillMode=control-group"), "{written}");
+    assert!(
+        !written.contains("Restart="),
+        "no Restart= unless asked: {written}"
+    );
+    assert!(
+        !written.contains("hello from a unit"),
+        "values live in the environment file, not the unit: {written}"
+    );
+    let environ = on(h, &format!("tr '\\0' '\\n' < /proc/{first}/environ"));
+    assert!(environ.contains("GREETING=hello from a unit"), "{environ}");
+
+    // restart: a new MainPID, proven.
+    let restarted = fx.ok(&["restart", "svc"]);
+    assert!(
+        both(&restarted).contains(&format!("replaced pid {first} with pid")),
+        "{}",
+        both(&restarted)
+    );
+    let (_, st) = fx.status(&["svc"]);
+    let second = pid_of(comp(&st, "svc"));
+    assert_ne!(second, first);
+    assert_eq!(main_pid(h, unit), second);
+
+    // The binary replaced on disk under the running unit: stale-runtime, until a
+    // restart loads the new one.
+    let mut bytes = std::fs::read(&bin).expect("read the binary");
+    bytes.extend_from_slice(b"\0flotilla-test-upgrade");
+    let staged = bin_dir.join("svc.new");
+    std::fs::write(&staged, &bytes).expect("write the new binary");
+    std::fs::set_permissions(&staged, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    std::fs::rename(&staged, &bin).expect("replace the binary");
+    let (_, st) = fx.status(&["svc"]);
+    let c = comp(&st, "svc");
+    assert_eq!(c["condition"], "stale-runtime", "{c:#}");
+    fx.ok(&["restart", "svc"]);
+    let (_, st) = fx.status(&["svc"]);
+    let c = comp(&st, "svc");
+    assert_eq!(c["condition"], "ok", "{c:#}");
+    assert_eq!(
+        c["runtime_identity"]["measured"]["exe_sha256"],
+        sha256_of(&bin).as_str(),
+        "{c:#}"
+    );
+    let third = pid_of(c);
+
+    // kill -9 without Restart=: the unit fails, and it was meant to run.
+    on(h, &format!("kill -9 {third}"));
+    let deadline = Instant::now() + DEADLINE;
+    let c = loop {
+        let (_, st) = fx.status(&["svc"]);
+        let c = comp(&st, "svc").clone();
+        if c["condition"] == "down-unexpectedly" || Instant::now() > deadline {
+            break c;
+        }
+        std::thread::yield_now();
+    };
+    assert_eq!(c["condition"], "down-unexpectedly", "{c:#}");
+    assert_eq!(c["lifecycle"], "failed", "{c:#}");
+    let ev = evidence_text(&c);
+    assert!(ev.contains("failed (failed)"), "systemd's own word: {ev}");
+    assert!(
+        ev.contains(&format!("pid {third} that")),
+        "names the lost pid: {ev}"
+    );
+
+    // start again, then stop: the unit is inactive and nothing of it runs.
+    fx.ok(&["start", "svc"]);
+    let (_, st) = fx.status(&["svc"]);
+    let fourth = pid_of(comp(&st, "svc"));
+    let stop = fx.ok(&["stop", "svc"]);
+    assert!(both(&stop).contains("stopped unit"), "{}", both(&stop));
+    assert_eq!(
+        on(h, &format!("systemctl show -p ActiveState --value {unit}")),
+        "inactive"
+    );
+    assert_eq!(
+        on(
+            h,
+            &format!("test -e /proc/{fourth} && echo alive || echo gone")
+        ),
+        "gone"
+    );
+    let (_, st) = fx.status(&["svc"]);
+    let c = comp(&st, "svc");
+    assert_eq!(c["lifecycle"], "stopped", "{c:#}");
+    assert_eq!(c["condition"], "ok", "{c:#}");
+}
+
+/// 15. An existing unit driven by name keeps its own `Restart=`: after a `kill -9`
+///     systemd brings it back, and status says so (running, new pid, `NRestarts`),
+///     not `down-unexpectedly`.
+#[test]
+fn an_existing_units_own_restart_is_reported_with_n_restarts() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h = systemd_host(&net);
+    let fx = Fixture::new("sd-existing");
+    let port = free_port();
+    let unit = format!("flt-test-{}.service", std::process::id());
+    let unit_file = format!("/run/systemd/system/{unit}");
+    on(
+        h,
+        &format!(
+            "printf '%s\\n' '[Service]' 'ExecStart={} --listen 127.0.0.1:{port} --exec-name {}' \
+             'Restart=always' 'RestartSec=100ms' > {unit_file} && systemctl daemon-reload",
+            testkit(),
+            fx.marker
+        ),
+    );
+    struct Remove<'a>(&'a TestHost, String, String);
+    impl Drop for Remove<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.ssh(
+                &[],
+                &format!(
+                    "systemctl stop {}; rm -f {}; systemctl daemon-reload",
+                    self.1, self.2
+                ),
+            );
+        }
+    }
+    let _remove = Remove(h, unit.clone(), unit_file.clone());
+    fx.write(
+        &format!(
+            "{}[components.existing]\nhost = {}\nadapter = \"systemd\"\nsystemd = {{ unit = {} }}\n\
+             endpoints = {{ http = {} }}\n\
+             readiness = {{ http = {{ endpoint = \"http\", path = \"/\" }}, period = \"100ms\" }}\n",
+            fx.host_toml(h),
+            q(&h.name),
+            q(&unit),
+            q(format!("http://127.0.0.1:{port}")),
+        ),
+        &[],
+    );
+    fx.install(&[&h.name]);
+    fx.ok(&["start", "existing"]);
+    let (_, st) = fx.status(&["existing"]);
+    let first = pid_of(comp(&st, "existing"));
+    assert_eq!(main_pid(h, &unit), first);
+
+    on(h, &format!("kill -9 {first}"));
+    let deadline = Instant::now() + DEADLINE;
+    let c = loop {
+        let (_, st) = fx.status(&["existing"]);
+        let c = comp(&st, "existing").clone();
+        let back = c["lifecycle"] == "running"
+            && c["runtime_identity"]["measured"]["pid"].as_u64() != Some(u64::from(first));
+        if back || Instant::now() > deadline {
+            break c;
+        }
+        std::thread::yield_now();
+    };
+    assert_eq!(c["lifecycle"], "running", "{c:#}");
+    assert_ne!(pid_of(&c), first, "{c:#}");
+    assert_ne!(c["condition"], "down-unexpectedly", "{c:#}");
+    let ev = evidence_text(&c);
+    assert!(ev.contains("NRestarts 1"), "{ev}");
+    assert!(ev.contains("systemd restarted it"), "{ev}");
+
+    fx.ok(&["stop", "existing"]);
+    assert_eq!(
+        on(h, &format!("systemctl show -p ActiveState --value {unit}")),
+        "inactive"
+    );
+}

@@ -321,7 +321,17 @@ impl Observer<'_> {
                     );
                     identity = Some(m);
                 }
-                (None, _) => {}
+                (None, Some(r)) => push(
+                    Signal::Lifecycle,
+                    format!("/proc/{}", r.pid),
+                    format!(
+                        "pid {} that {} started is gone; {} has no main process now",
+                        r.pid,
+                        r.operation,
+                        ownership(c)
+                    ),
+                ),
+                (None, None) => {}
             }
             if matches!(s.lifecycle, Lifecycle::Stopped | Lifecycle::Failed)
                 && desired == Some(DesiredLifecycle::Running)

@@ -12,8 +12,13 @@
 //! - [`inventory`]: the inventory format's types (and its JSON Schema).
 //! - [`template`]: built-in and user templates.
 //! - [`interp`]: `${...}` substitution.
-//! - [`validate`]: sources → [`Topology`] or diagnostics.
+//! - [`validate`]: sources → [`Topology`] or diagnostics; one file per phase under
+//!   `validate/`: `hosts`, `draft` (entries into drafts), `references` (templates,
+//!   profiles, connections, tunnels, `${...}`), `probes`, `graph` (ports, stacks,
+//!   names, cycles), with the entry point and shared plumbing in `mod.rs`.
 //! - [`topology`]: the validated, indexed dependency graph.
+//! - `toposort` (crate-private): Kahn's algorithm, the one topological sort, used by
+//!   validation's cycle check and [`Topology::from_snapshot`].
 //! - [`status`]: lifecycle, health, observability and the [`Observed`] snapshot.
 //! - [`digest`]: canonical JSON and SHA-256.
 
@@ -26,6 +31,7 @@ pub mod source;
 pub mod status;
 pub mod template;
 pub mod topology;
+mod toposort;
 pub mod validate;
 pub mod values;
 

@@ -515,8 +515,7 @@ impl Topology {
             .enumerate()
             .map(|(i, c)| (c.name.as_str(), i))
             .collect();
-        let mut indegree = vec![0usize; s.components.len()];
-        let mut dependents = vec![Vec::new(); s.components.len()];
+        let mut edges = Vec::new();
         for (i, c) in s.components.iter().enumerate() {
             if !s.hosts.contains_key(&c.host) {
                 return Err(SnapshotError::Missing {
@@ -531,30 +530,20 @@ impl Topology {
                         missing: d.clone(),
                     });
                 };
-                indegree[i] += 1;
-                dependents[j].push(i);
+                edges.push((j, i));
             }
         }
         // Kahn's algorithm; ties by name (indices are in name order).
-        let mut ready: std::collections::BTreeSet<usize> =
-            (0..indegree.len()).filter(|&i| indegree[i] == 0).collect();
-        let mut order = Vec::with_capacity(indegree.len());
-        while let Some(i) = ready.pop_first() {
-            order.push(ComponentId(i as u32));
-            for &k in &dependents[i] {
-                indegree[k] -= 1;
-                if indegree[k] == 0 {
-                    ready.insert(k);
-                }
+        let order = match crate::toposort::topo_order(s.components.len(), edges) {
+            Ok(order) => order.into_iter().map(|i| ComponentId(i as u32)).collect(),
+            Err(left) => {
+                let stuck = left
+                    .first()
+                    .map(|&i| s.components[i].name.clone())
+                    .unwrap_or_default();
+                return Err(SnapshotError::Cycle(stuck));
             }
-        }
-        if order.len() != s.components.len() {
-            let stuck = (0..indegree.len())
-                .find(|&i| indegree[i] > 0)
-                .map(|i| s.components[i].name.clone())
-                .unwrap_or_default();
-            return Err(SnapshotError::Cycle(stuck));
-        }
+        };
         Ok(Topology::build(
             s.hosts,
             s.components,

@@ -1,5 +1,5 @@
 //! The multi-host test network: SSH test hosts on this machine, made by `scripts/testnet
-//! up` (as root) and described by its `hosts.json`.
+//! up 4 --systemd 1` (as root; `scripts/test` does it) and described by its `hosts.json`.
 //!
 //! Each host (`h1`, `h2`, …) is a network namespace on the private bridge `fltbr0`
 //! (10.213.77.1/24) with its own address (10.213.77.(10+i)), its own OpenSSH sshd on
@@ -7,6 +7,17 @@
 //! `HOME=<dir>/h<i>/home`, so each host has its own `~/.local/state/flotilla`; the
 //! working directory of a session is still `/root`). One client key logs in as `root`
 //! on every host, checked against one `known_hosts` file.
+//!
+//! The last hosts may be *systemd hosts* (`up N --systemd K` makes the last K of N so;
+//! the test suite's testnet is `h1`–`h3` plain and `h4` a systemd host): besides its
+//! network namespace, such a host has its own PID, mount, UTS and cgroup namespaces,
+//! and its PID 1 is a real systemd (`systemctl is-system-running` says `running`), which
+//! runs its sshd as a unit. So the pids `systemctl show -p MainPID` reports over SSH
+//! are those the same SSH sessions see in `/proc`. Its `/tmp`, `/var/tmp`, `/run`,
+//! `/dev`, `/var/lib/systemd`, `/var/log/journal` and `/etc/systemd/system` are its own
+//! (empty at boot); it sees the testnet's directory read-only and its own directory
+//! read-write at the same paths as this machine, so every path here holds on both sides.
+//! [`TestHost::is_systemd`] tells them apart, [`Testnet::systemd_host`] finds one.
 //!
 //! Tests that use it share the hosts (and partition and rekey them), so they run one
 //! at a time: nextest keeps them in its serial `testnet` test group (see
@@ -78,6 +89,19 @@ pub struct TestHost {
     pub sshd_log: PathBuf,
     /// Its sshd's private host key (`.pub` next to it).
     pub host_key: PathBuf,
+    /// What runs as its PID 1: `"none"` (a plain host, processes of this machine in a
+    /// network namespace) or `"systemd"` (a systemd host; see the module docs). Absent
+    /// from older `hosts.json` files, which only had plain hosts.
+    #[serde(default = "no_init")]
+    pub init: String,
+    /// For a systemd host, the file holding its PID 1's pid as this machine numbers it
+    /// (`<dir>/h<i>/init.pid`); `None` for a plain host.
+    #[serde(default)]
+    pub init_pid: Option<PathBuf>,
+}
+
+fn no_init() -> String {
+    "none".to_string()
 }
 
 /// The whole test network: its directory and its hosts, in order (`h1` first).
@@ -112,7 +136,7 @@ impl Testnet {
     pub fn load(dir: &Path) -> Result<Testnet, String> {
         let file = dir.join("hosts.json");
         let how = format!(
-            "the multi-host tests need the SSH test hosts: run `{} up` as root \
+            "the multi-host tests need the SSH test hosts: run `{} up 4 --systemd 1` as root \
              (scripts/test does it){}",
             Testnet::script().display(),
             if dir == Path::new(DEFAULT_DIR) {
@@ -149,8 +173,36 @@ impl Testnet {
                     h.netns
                 ));
             }
+            if h.is_systemd() {
+                if let Err(e) = h.init_pid() {
+                    return Err(format!(
+                        "the testnet in {} is not up: systemd host {}: {e}; {how}",
+                        net.dir.display(),
+                        h.name
+                    ));
+                }
+            }
         }
         Ok(net)
+    }
+
+    /// The first systemd host (see the module docs).
+    ///
+    /// # Panics
+    /// If the testnet has none, saying how to make one: the tests that need a real
+    /// systemd fail rather than pass without one.
+    pub fn systemd_host(&self) -> &TestHost {
+        self.hosts
+            .iter()
+            .find(|h| h.is_systemd())
+            .unwrap_or_else(|| {
+                panic!(
+                "the testnet in {} has no systemd host (\"init\": \"systemd\" in its hosts.json); \
+                 run `{} up 4 --systemd 1` as root (scripts/test does it) to make h4 one",
+                self.dir.display(),
+                Testnet::script().display()
+            )
+            })
     }
 
     /// The host named `name` (`h1`, …).
@@ -313,13 +365,55 @@ fn restore(result: Result<(), String>) {
 }
 
 impl TestHost {
-    /// Runs `argv` inside the host's network namespace (`ip netns exec <netns> argv…`,
-    /// as root, not over SSH: `HOME` is the caller's) and returns its output.
+    /// Whether its PID 1 is a real systemd (`init` is `"systemd"`).
+    pub fn is_systemd(&self) -> bool {
+        self.init == "systemd"
+    }
+
+    /// A systemd host's PID 1 as this machine numbers it, checked to be a live process
+    /// (not a zombie); `Err` says why not (a plain host, no pid file, PID 1 gone).
+    pub fn init_pid(&self) -> Result<u32, String> {
+        let file = self
+            .init_pid
+            .as_ref()
+            .filter(|_| self.is_systemd())
+            .ok_or_else(|| format!("{} is not a systemd host", self.name))?;
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let pid: u32 = text
+            .trim()
+            .parse()
+            .map_err(|_| format!("{} holds no pid: {text:?}", file.display()))?;
+        if crate::alive(pid) {
+            Ok(pid)
+        } else {
+            Err(format!(
+                "its PID 1 (pid {pid}, from {}) is not running",
+                file.display()
+            ))
+        }
+    }
+
+    /// Runs `argv` on the host as root, not over SSH (`HOME` is the caller's), and
+    /// returns its output: for a plain host inside its network namespace (`ip netns exec
+    /// <netns> argv…`), for a systemd host inside all its namespaces (`nsenter -t <PID 1>
+    /// -a argv…`: it sees the host's processes, its `/tmp` and its systemd).
     ///
     /// # Panics
-    /// If `argv` is empty or `ip` cannot be started.
+    /// If `argv` is empty, a systemd host's PID 1 is not running, or `ip`/`nsenter`
+    /// cannot be started.
     pub fn exec(&self, argv: &[&str]) -> Output {
         assert!(!argv.is_empty(), "TestHost::exec needs a command");
+        if self.is_systemd() {
+            let pid = self
+                .init_pid()
+                .unwrap_or_else(|e| panic!("systemd host {}: {e}", self.name));
+            return Command::new("nsenter")
+                .args(["-t", &pid.to_string(), "-a"])
+                .args(argv)
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run `nsenter -t {pid} -a`: {e}"));
+        }
         Command::new("ip")
             .args(["netns", "exec", self.netns.as_str()])
             .args(argv)
@@ -470,6 +564,8 @@ mod tests {
             link: "flth1".into(),
             sshd_log: "/tmp/t/h1/sshd.log".into(),
             host_key: "/tmp/t/h1/ssh_host_ed25519_key".into(),
+            init: "none".into(),
+            init_pid: None,
         }
     }
 
@@ -505,6 +601,44 @@ mod tests {
         assert_eq!(net.dir, Path::new("/tmp/t"));
         assert_eq!(net.hosts, vec![sample()]);
         assert_eq!(net.host("h1").address, "10.213.77.11");
+        assert!(!net.host("h1").is_systemd());
+    }
+
+    #[test]
+    fn hosts_json_says_which_hosts_run_systemd() {
+        let json = r#"{"dir": "/tmp/t", "hosts": [{"name": "h1", "address": "10.213.77.11",
+            "port": 22, "user": "root", "identity": "/tmp/t net/id_ed25519",
+            "known_hosts": "/tmp/t\"net/known_hosts", "home": "/tmp/t/h1/home",
+            "netns": "flt-h1", "link": "flth1", "sshd_log": "/tmp/t/h1/sshd.log",
+            "host_key": "/tmp/t/h1/ssh_host_ed25519_key", "init": "none", "init_pid": null},
+            {"name": "h2", "address": "10.213.77.12", "port": 22, "user": "root",
+            "identity": "/tmp/t/id_ed25519", "known_hosts": "/tmp/t/known_hosts",
+            "home": "/tmp/t/h2/home", "netns": "flt-h2", "link": "flth2",
+            "sshd_log": "/tmp/t/h2/sshd.log", "host_key": "/tmp/t/h2/ssh_host_ed25519_key",
+            "init": "systemd", "init_pid": "/tmp/t/h2/init.pid"}]}"#;
+        let net: Testnet = serde_json::from_str(json).unwrap();
+        assert_eq!(net.hosts[0], sample());
+        let h2 = net.host("h2");
+        assert!(h2.is_systemd());
+        assert_eq!(
+            h2.init_pid.as_deref(),
+            Some(Path::new("/tmp/t/h2/init.pid"))
+        );
+        assert_eq!(net.systemd_host().name, "h2");
+        // Its pid file does not exist: it is not running.
+        assert!(h2.init_pid().unwrap_err().contains("/tmp/t/h2/init.pid"));
+        assert!(net.host("h1").init_pid().is_err());
+    }
+
+    #[test]
+    fn a_testnet_without_a_systemd_host_says_how_to_make_one() {
+        let net = Testnet {
+            dir: "/tmp/t".into(),
+            hosts: vec![sample()],
+        };
+        let err = std::panic::catch_unwind(|| net.systemd_host().name.clone()).unwrap_err();
+        let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("up 4 --systemd 1"), "{msg}");
     }
 
     #[test]
@@ -513,7 +647,10 @@ mod tests {
             std::env::temp_dir().join(format!("flotilla-testnet-missing-{}", std::process::id()));
         let err = Testnet::load(&dir).unwrap_err();
         assert!(err.contains("hosts.json does not exist"), "{err}");
-        assert!(err.contains("scripts/testnet up` as root"), "{err}");
+        assert!(
+            err.contains("scripts/testnet up 4 --systemd 1` as root"),
+            "{err}"
+        );
         assert!(err.contains("scripts/test does it"), "{err}");
     }
 

@@ -90,6 +90,14 @@ impl Systemd {
             .join("run")
             .join(format!("{}.env", c.name));
         write_if_changed(&env_file, render_env_file(&launch.env).as_bytes(), 0o600)?;
+        // systemd opens `append:` outputs itself and creates no directories.
+        if let Some(logs) = launch.log_path.parent() {
+            std::fs::create_dir_all(logs).map_err(|source| ExecError::Log {
+                component: c.name.clone(),
+                path: logs.to_path_buf(),
+                source,
+            })?;
+        }
         let dir = unit_dir(c)?;
         let unit_path = dir.join(unit_name(c));
         let text = render_unit(launch, &program, &env_file);
@@ -227,7 +235,8 @@ pub fn render_unit(launch: &Launch, program: &Path, env_file: &Path) -> String {
     let (signal, grace) = super::stop_settings(c);
     let mut exec = vec![quote_word(&program.display().to_string())];
     exec.extend(launch.argv.iter().skip(1).map(|a| quote_word(a)));
-    let log = quote_word(&launch.log_path.display().to_string());
+    // Paths are taken whole, spaces included; only `%` (specifiers) is escaped.
+    let path = |p: &Path| p.display().to_string().replace('%', "%%");
     let description = match &c.description {
         Some(d) => format!("{} (flotilla component `{}`)", d.replace('\n', " "), c.name),
         None => format!("flotilla component `{}`", c.name),
@@ -243,17 +252,17 @@ pub fn render_unit(launch: &Launch, program: &Path, env_file: &Path) -> String {
          WorkingDirectory={cwd}\n\
          EnvironmentFile={env}\n\
          StandardInput=null\n\
-         StandardOutput=append:{log_raw}\n\
-         StandardError=append:{log_raw}\n\
+         StandardOutput=append:{log}\n\
+         StandardError=append:{log}\n\
          KillMode=control-group\n\
          KillSignal={signal}\n\
          TimeoutStopSec={grace_ms}ms\n\
          SendSIGKILL=yes\n",
         name = c.name,
         exec = exec.join(" "),
-        cwd = quote_word(&launch.cwd.display().to_string()),
-        env = env_file.display(),
-        log_raw = log.trim_matches('"'),
+        cwd = path(&launch.cwd),
+        env = path(env_file),
+        log = path(&launch.log_path),
         grace_ms = grace.as_millis().max(1),
     )
 }

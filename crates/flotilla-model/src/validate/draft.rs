@@ -1,0 +1,425 @@
+//! Components and stacks decoded entry by entry; each component combined with its
+//! active profile and template into a [`Draft`], with the owner/adapter rules checked.
+
+use super::references::LoadedTemplate;
+use super::{any_broken, help_for, index_str, Located, Validator, START_KEYS};
+use crate::diag::{Code, Diagnostic, Location};
+use crate::inventory::{AdapterKind, ComponentSpec, Owner, ProbeSpec, StackSpec};
+use crate::node::{from_node, Entry, Node};
+use crate::topology::{Connection, Host, Probe, Tunnel};
+use crate::values::{Endpoint, EnvValue};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// A component after its own keys, profile and template are combined.
+pub(super) struct Draft<'a> {
+    pub(super) name: &'a str,
+    pub(super) entry: &'a Entry<'a>,
+    pub(super) spec: ComponentSpec,
+    /// Key paths that failed to decode and were set aside (errors already reported):
+    /// checks that depend on them are skipped so one mistake is reported once.
+    pub(super) broken: Vec<Vec<String>>,
+    pub(super) host: String,
+    pub(super) owner: Owner,
+    pub(super) adapter: Option<AdapterKind>,
+    pub(super) command: Vec<Located<String>>,
+    pub(super) env: BTreeMap<String, Located<EnvValue>>,
+    pub(super) cwd: Option<Located<String>>,
+    pub(super) endpoints: BTreeMap<String, Located<String>>,
+    pub(super) readiness: Option<Located<ProbeSpec>>,
+    pub(super) liveness: Option<Located<ProbeSpec>>,
+    pub(super) stop: Option<crate::inventory::StopSpec>,
+    pub(super) tunnel: Option<Located<crate::inventory::TunnelSpec>>,
+    // Filled in the cross-reference phase.
+    pub(super) parsed_endpoints: BTreeMap<String, Endpoint>,
+    /// Upstream components (indices into the name-sorted drafts) and where each
+    /// dependency is declared.
+    pub(super) deps: BTreeMap<usize, Location>,
+    pub(super) connections: BTreeMap<String, Connection>,
+    pub(super) resolved_tunnel: Option<Tunnel>,
+    pub(super) resolved_readiness: Option<Probe>,
+    pub(super) resolved_liveness: Option<Probe>,
+}
+
+impl Validator {
+    /// Decodes every stack entry (its members and probes are checked later).
+    pub(super) fn decode_stacks<'a>(
+        &mut self,
+        stacks_node: Option<&'a Node<'a>>,
+    ) -> Vec<(&'a Entry<'a>, StackSpec)> {
+        let mut stacks: Vec<(&Entry, StackSpec)> = Vec::new();
+        for e in stacks_node.map(Node::entries).unwrap_or(&[]) {
+            if !self.check_name("stack", e) {
+                continue;
+            }
+            match from_node::<StackSpec>(&e.value) {
+                Ok(s) => stacks.push((e, s)),
+                Err(err) => {
+                    self.decode_error(self.file, &format!("stack `{}`", e.key), err, e.value.span)
+                }
+            }
+        }
+        stacks
+    }
+
+    /// Decodes every component entry into a [`Draft`] (in file order). Component names,
+    /// even of broken entries, go into `declared_components`.
+    pub(super) fn decode_components<'a>(
+        &mut self,
+        comp_entries: &'a [Entry<'a>],
+        declared_components: &mut BTreeSet<&'a str>,
+        declared_hosts: &BTreeSet<&str>,
+        hosts: &BTreeMap<String, Host>,
+        templates: &HashMap<String, LoadedTemplate>,
+    ) -> Vec<Draft<'a>> {
+        let mut drafts: Vec<Draft<'_>> = Vec::with_capacity(comp_entries.len());
+        for e in comp_entries {
+            declared_components.insert(&e.key);
+            if !self.check_name("component", e) {
+                continue;
+            }
+            let what = || format!("component `{}`", e.key);
+            if let Some((spec, broken)) =
+                self.decode_all::<ComponentSpec>(self.file, &what, &e.value)
+            {
+                if let Some(d) = self.draft(e, spec, broken, declared_hosts, hosts, templates) {
+                    drafts.push(d);
+                }
+            }
+        }
+        drafts
+    }
+
+    /// Combines a component's keys, active profile and template.
+    fn draft<'a>(
+        &mut self,
+        e: &'a Entry,
+        spec: ComponentSpec,
+        mut broken: Vec<Vec<String>>,
+        declared_hosts: &BTreeSet<&str>,
+        hosts: &BTreeMap<String, Host>,
+        templates: &HashMap<String, LoadedTemplate>,
+    ) -> Option<Draft<'a>> {
+        let name = e.key.as_ref();
+        let node = &e.value;
+        let file = self.file;
+        let at = |path: &[&str]| Location {
+            file,
+            span: node.span_at(path),
+        };
+
+        let host = spec.host.clone().unwrap_or_else(|| "local".into());
+        if !declared_hosts.contains(host.as_str()) {
+            let mut d = Diagnostic::error(
+                Code::UnknownHost,
+                format!("component `{name}` runs on host `{host}`, which is not declared"),
+                at(&["host"]),
+            );
+            d.help = help_for(&host, hosts.keys())
+                .or_else(|| Some(format!("declare it under [hosts.{host}]")));
+            self.push(d);
+        }
+
+        let profile = self.active_profile(name, &spec, at(&["profile"]));
+        let prof = profile.as_ref().map(|p| &spec.profiles[p]);
+        let ppath = |rest: &[&str]| -> Vec<String> {
+            let mut v = vec!["profiles".to_string(), profile.clone().unwrap_or_default()];
+            v.extend(rest.iter().map(|s| s.to_string()));
+            v
+        };
+        let at_owned = |path: Vec<String>| {
+            let refs: Vec<&str> = path.iter().map(String::as_str).collect();
+            Location {
+                file,
+                span: node.span_at(&refs),
+            }
+        };
+
+        // Template parameters: the component's, with the profile's merged over them.
+        let tpl_loc = at(&["template"]);
+        let tpl = self.component_template(
+            e,
+            &spec,
+            profile.as_deref(),
+            &host,
+            hosts,
+            templates,
+            &mut broken,
+            tpl_loc,
+        )?;
+
+        let owner = spec.owner.or(tpl.owner).unwrap_or_default();
+        let adapter = spec.adapter.or(tpl.adapter);
+
+        // Command: profile, else component, else template.
+        let command: Vec<Located<String>> = if let Some(c) = prof.and_then(|p| p.command.clone()) {
+            c.into_iter()
+                .enumerate()
+                .map(|(i, a)| Located {
+                    value: a,
+                    loc: at_owned(ppath(&["command", index_str(i).as_ref()])),
+                })
+                .collect()
+        } else if let Some(c) = &spec.command {
+            c.iter()
+                .enumerate()
+                .map(|(i, a)| Located {
+                    value: a.clone(),
+                    loc: at(&["command", index_str(i).as_ref()]),
+                })
+                .collect()
+        } else {
+            tpl.command
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|a| Located {
+                    value: a,
+                    loc: tpl_loc,
+                })
+                .collect()
+        };
+        let mut env: BTreeMap<String, Located<EnvValue>> = tpl
+            .env
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    Located {
+                        value: v.clone(),
+                        loc: tpl_loc,
+                    },
+                )
+            })
+            .collect();
+        for (k, v) in &spec.env {
+            env.insert(
+                k.clone(),
+                Located {
+                    value: v.clone(),
+                    loc: at(&["env", k]),
+                },
+            );
+        }
+        let mut endpoints: BTreeMap<String, Located<String>> = tpl
+            .endpoints
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    Located {
+                        value: v.clone(),
+                        loc: tpl_loc,
+                    },
+                )
+            })
+            .collect();
+        for (k, v) in &spec.endpoints {
+            endpoints.insert(
+                k.clone(),
+                Located {
+                    value: v.clone(),
+                    loc: at(&["endpoints", k]),
+                },
+            );
+        }
+        let mut cwd = spec.cwd.clone().map(|c| Located {
+            value: c,
+            loc: at(&["cwd"]),
+        });
+        if let Some(p) = prof {
+            for (k, v) in &p.env {
+                env.insert(
+                    k.clone(),
+                    Located {
+                        value: v.clone(),
+                        loc: at_owned(ppath(&["env", k])),
+                    },
+                );
+            }
+            for (k, v) in &p.endpoints {
+                endpoints.insert(
+                    k.clone(),
+                    Located {
+                        value: v.clone(),
+                        loc: at_owned(ppath(&["endpoints", k])),
+                    },
+                );
+            }
+            if let Some(c) = &p.cwd {
+                cwd = Some(Located {
+                    value: c.clone(),
+                    loc: at_owned(ppath(&["cwd"])),
+                });
+            }
+        }
+        let readiness = match &spec.readiness {
+            Some(r) => Some(Located {
+                value: r.clone(),
+                loc: at(&["readiness"]),
+            }),
+            None => tpl.readiness.clone().map(|r| Located {
+                value: r,
+                loc: tpl_loc,
+            }),
+        };
+        let liveness = match &spec.liveness {
+            Some(r) => Some(Located {
+                value: r.clone(),
+                loc: at(&["liveness"]),
+            }),
+            None => tpl.liveness.clone().map(|r| Located {
+                value: r,
+                loc: tpl_loc,
+            }),
+        };
+        let tunnel = match &spec.tunnel {
+            Some(t) => Some(Located {
+                value: t.clone(),
+                loc: at(&["tunnel"]),
+            }),
+            None => tpl.tunnel.clone().map(|t| Located {
+                value: t,
+                loc: tpl_loc,
+            }),
+        };
+        let stop = spec.stop.clone().or(tpl.stop.clone());
+
+        match owner {
+            Owner::External => {
+                let mut lifecycle_keys: Vec<&str> = Vec::new();
+                let explicit = |k: &str| node.get(k).is_some();
+                for k in [
+                    "command", "adapter", "stop", "cwd", "env", "tunnel", "launchd", "systemd",
+                ] {
+                    if explicit(k) {
+                        lifecycle_keys.push(k);
+                    }
+                }
+                let profile_cmd = prof.is_some_and(|p| p.command.is_some());
+                for k in &lifecycle_keys {
+                    self.push(
+                        Diagnostic::error(
+                            Code::ExternalLifecycle,
+                            format!("external component `{name}` declares `{k}`, but external components are observed only, never started or stopped"),
+                            self.loc(node.key_span_at(&[k])),
+                        )
+                        .with_help(format!("remove `{k}`, or make `{name}` managed (owner = \"managed\")")),
+                    );
+                }
+                if profile_cmd {
+                    self.push(Diagnostic::error(
+                        Code::ExternalLifecycle,
+                        format!(
+                            "external component `{name}` has a profile that declares `command`"
+                        ),
+                        at_owned(ppath(&["command"])),
+                    ));
+                }
+                if tpl.command.is_some() {
+                    self.push(Diagnostic::error(
+                        Code::ExternalLifecycle,
+                        format!(
+                            "external component `{name}` uses a template that supplies a command"
+                        ),
+                        tpl_loc,
+                    ));
+                }
+            }
+            Owner::Managed => {
+                let adapter = adapter.unwrap_or_default();
+                let has_start = match adapter {
+                    AdapterKind::Process => !command.is_empty(),
+                    AdapterKind::SshTunnel => tunnel.is_some(),
+                    AdapterKind::Launchd => {
+                        spec.launchd.as_ref().is_some_and(|l| l.plist.is_some())
+                            || (spec.launchd.is_some() && !command.is_empty())
+                    }
+                    AdapterKind::Systemd => {
+                        !command.is_empty()
+                            || spec.systemd.as_ref().is_some_and(|s| s.unit.is_some())
+                    }
+                };
+                if !has_start && !any_broken(&broken, START_KEYS) {
+                    let need = match adapter {
+                        AdapterKind::Process => "a `command` (argv list) or a `template`",
+                        AdapterKind::SshTunnel => "a `tunnel` table or template = \"ssh-tunnel\"",
+                        AdapterKind::Launchd => "a `launchd` table with the job's `label`, and a `command` (Flotilla writes the job's plist) or `launchd.plist` (an existing one)",
+                        AdapterKind::Systemd => "a `command` (Flotilla writes the unit) or `systemd = { unit = \"name.service\" }` (an existing unit)",
+                    };
+                    self.push(
+                        Diagnostic::error(
+                            Code::NoStartMethod,
+                            format!(
+                                "managed component `{name}` (adapter `{}`) has no way to start",
+                                adapter.as_str()
+                            ),
+                            self.loc(e.key_span),
+                        )
+                        .with_help(format!(
+                            "add {need}, or set owner = \"external\" if something else runs it"
+                        )),
+                    );
+                }
+                if adapter == AdapterKind::Process
+                    && command.first().is_some_and(|c| c.value.is_empty())
+                {
+                    self.push(Diagnostic::error(
+                        Code::NoStartMethod,
+                        format!(
+                            "component `{name}`: the program (first element of `command`) is empty"
+                        ),
+                        command[0].loc,
+                    ));
+                }
+                for (key, wanted) in [
+                    ("tunnel", AdapterKind::SshTunnel),
+                    ("launchd", AdapterKind::Launchd),
+                    ("systemd", AdapterKind::Systemd),
+                ] {
+                    if node.get(key).is_some() && adapter != wanted {
+                        self.push(
+                            Diagnostic::error(
+                                Code::InvalidValue,
+                                format!(
+                                    "component `{name}` declares `{key}` but its adapter is `{}`",
+                                    adapter.as_str()
+                                ),
+                                self.loc(node.key_span_at(&[key])),
+                            )
+                            .with_help(format!("set adapter = \"{}\"", wanted.as_str())),
+                        );
+                    }
+                }
+            }
+        }
+        // A draft is kept even when something above was wrong, so its dependencies,
+        // connections and probes are still checked (errors already fail validation).
+        Some(Draft {
+            name,
+            entry: e,
+            spec,
+            broken,
+            host,
+            owner,
+            adapter: if owner == Owner::Managed {
+                Some(adapter.unwrap_or_default())
+            } else {
+                None
+            },
+            command,
+            env,
+            cwd,
+            endpoints,
+            readiness,
+            liveness,
+            stop,
+            tunnel,
+            parsed_endpoints: BTreeMap::new(),
+            deps: BTreeMap::new(),
+            connections: BTreeMap::new(),
+            resolved_tunnel: None,
+            resolved_readiness: None,
+            resolved_liveness: None,
+        })
+    }
+}

@@ -1,0 +1,178 @@
+//! Hosts: transport, platform, SSH settings (each checked where it is written), and
+//! the implicit `local` host.
+
+use super::Validator;
+use crate::diag::{Code, Diagnostic};
+use crate::inventory::{HostSpec, TransportKind};
+use crate::node::Node;
+use crate::topology::Host;
+use std::collections::{BTreeMap, BTreeSet};
+
+impl Validator {
+    /// Decodes and checks every host, and adds the implicit `local` host when it is not
+    /// declared. Host names, even of broken entries, go into `declared_hosts`.
+    pub(super) fn hosts<'a>(
+        &mut self,
+        hosts_node: Option<&'a Node<'_>>,
+        declared_hosts: &mut BTreeSet<&'a str>,
+    ) -> BTreeMap<String, Host> {
+        let mut hosts: BTreeMap<String, Host> = BTreeMap::new();
+        for e in hosts_node.map(Node::entries).unwrap_or(&[]) {
+            declared_hosts.insert(&e.key);
+            if !self.check_name("host", e) {
+                continue;
+            }
+            let what = || format!("host `{}`", e.key);
+            if let Some((h, _)) = self.decode_all::<HostSpec>(self.file, &what, &e.value) {
+                {
+                    if e.key == "local" && h.transport != TransportKind::Local {
+                        self.push(
+                            Diagnostic::error(
+                                Code::InvalidValue,
+                                "host `local` is this machine: its transport must be `local`",
+                                self.loc(e.value.span_at(&["transport"])),
+                            )
+                            .with_help("give the remote machine another name, e.g. [hosts.studio]"),
+                        );
+                    }
+                    if let Some(p) = &h.platform {
+                        if !is_platform(p) {
+                            self.push(
+                                Diagnostic::error(
+                                    Code::InvalidValue,
+                                    format!("host `{}`: unknown platform `{p}`", e.key),
+                                    self.loc(e.value.span_at(&["platform"])),
+                                )
+                                .with_help("a platform is <os>-<arch>: linux-x86_64, linux-aarch64, darwin-aarch64 or darwin-x86_64"),
+                            );
+                        }
+                    }
+                    if h.transport == TransportKind::Local {
+                        for (key, set) in [
+                            ("user", h.user.is_some()),
+                            ("port", h.port.is_some()),
+                            ("identity", h.identity.is_some()),
+                            ("ssh_options", !h.ssh_options.is_empty()),
+                            ("state_dir", h.state_dir.is_some()),
+                        ] {
+                            if set {
+                                self.push(
+                                    Diagnostic::error(
+                                        Code::InvalidValue,
+                                        format!("host `{}`: `{key}` applies to transport `ssh` only", e.key),
+                                        self.loc(e.value.span_at(&[key])),
+                                    )
+                                    .with_help("set transport = \"ssh\", or remove it (a local host uses this machine's own state directory: --state-dir)"),
+                                );
+                            }
+                        }
+                    }
+                    for (k, v) in &h.ssh_options {
+                        let lower = k.to_ascii_lowercase();
+                        let bad = match lower.as_str() {
+                            "stricthostkeychecking" => (!v.eq_ignore_ascii_case("yes")).then_some(
+                                "host keys are always checked: an unknown or changed key is refused, never accepted",
+                            ),
+                            "batchmode" => (!v.eq_ignore_ascii_case("yes")).then_some(
+                                "Flotilla never prompts: BatchMode is always yes",
+                            ),
+                            "controlmaster" | "controlpath" | "controlpersist" => Some(
+                                "Flotilla runs its own multiplexed master connection per host",
+                            ),
+                            _ if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric()) => {
+                                Some("an OpenSSH option name is letters and digits, e.g. ProxyJump (see ssh_config(5))")
+                            }
+                            _ => None,
+                        };
+                        if let Some(why) = bad {
+                            self.push(Diagnostic::error(
+                                Code::InvalidValue,
+                                format!(
+                                    "host `{}`: ssh option `{k} = {v}` is not allowed: {why}",
+                                    e.key
+                                ),
+                                self.loc(e.value.span_at(&["ssh_options", k])),
+                            ));
+                        } else if v.contains(['\n', '\r']) {
+                            self.push(Diagnostic::error(
+                                Code::InvalidValue,
+                                format!(
+                                    "host `{}`: ssh option `{k}` has a line break in its value",
+                                    e.key
+                                ),
+                                self.loc(e.value.span_at(&["ssh_options", k])),
+                            ));
+                        }
+                    }
+                    for (key, v) in [("address", &h.address), ("user", &h.user)] {
+                        if let Some(v) = v {
+                            if v.is_empty()
+                                || v.starts_with('-')
+                                || v.chars().any(|c| c.is_whitespace() || c.is_control())
+                            {
+                                self.push(Diagnostic::error(
+                                    Code::InvalidValue,
+                                    format!("host `{}`: {key} `{v}` is not a host name, address or user (empty, starts with `-`, or has spaces)", e.key),
+                                    self.loc(e.value.span_at(&[key])),
+                                ));
+                            }
+                        }
+                    }
+                    if let Some(d) = &h.state_dir {
+                        if !d.starts_with('/') {
+                            self.push(Diagnostic::error(
+                                Code::InvalidValue,
+                                format!("host `{}`: state_dir `{d}` must be an absolute path on that host", e.key),
+                                self.loc(e.value.span_at(&["state_dir"])),
+                            ));
+                        }
+                    }
+                    hosts.insert(
+                        e.key.to_string(),
+                        Host {
+                            name: e.key.to_string(),
+                            transport: h.transport,
+                            address: h.address.clone().unwrap_or_else(|| match h.transport {
+                                TransportKind::Local => "localhost".into(),
+                                TransportKind::Ssh => e.key.to_string(),
+                            }),
+                            user: h.user,
+                            port: h.port.map(|p| p.0),
+                            identity: h.identity,
+                            ssh_options: h.ssh_options,
+                            state_dir: h.state_dir,
+                            platform: h.platform,
+                            labels: h.labels,
+                        },
+                    );
+                }
+            }
+        }
+        if !declared_hosts.contains("local") {
+            declared_hosts.insert("local");
+            hosts.insert(
+                "local".into(),
+                Host {
+                    name: "local".into(),
+                    transport: TransportKind::Local,
+                    address: "localhost".into(),
+                    user: None,
+                    port: None,
+                    identity: None,
+                    ssh_options: BTreeMap::new(),
+                    state_dir: None,
+                    platform: None,
+                    labels: BTreeMap::new(),
+                },
+            );
+        }
+        hosts
+    }
+}
+
+fn is_platform(p: &str) -> bool {
+    matches!(
+        p,
+        "linux-x86_64" | "linux-aarch64" | "darwin-aarch64" | "darwin-x86_64"
+    )
+}

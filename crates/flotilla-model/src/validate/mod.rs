@@ -1,0 +1,406 @@
+//! Validation: source files in, a [`Topology`] (plus warnings) or every problem found
+//! out, each located at `file:line:column`.
+//!
+//! Phases: parse each file; decode hosts, components and stacks one entry at a time
+//! (one broken entry does not hide the others); load user templates; resolve each
+//! component (profile, template, owner/adapter rules); resolve cross references
+//! (dependencies, connections, tunnels, `${...}`, probes); check ports, stacks, names
+//! and cycles; build the indexed topology.
+//!
+//! One file per phase, all methods of one `Validator` that collects diagnostics:
+//! - this file: the entry point [`validate`], the phase order (`Validator::run`) and
+//!   shared plumbing (locations, decoding with retry, name checks, key paths);
+//! - `hosts`: hosts and their transport/SSH settings;
+//! - `draft`: component and stack entries decoded into drafts (owner/adapter rules);
+//! - `references`: user templates, profiles, template expansion, endpoints, tunnels,
+//!   `depends_on`, connections and `${...}` substitution;
+//! - `probes`: component and stack probes;
+//! - `graph`: ports, stacks and their names, dependency cycles (the DAG checks).
+
+mod draft;
+mod graph;
+mod hosts;
+mod probes;
+mod references;
+
+use crate::diag::{did_you_mean, Code, Diagnostic, Location, Severity};
+use crate::inventory::ProbeSpec;
+use crate::node::{self, from_node, DecodeError, Entry, Node, Value};
+use crate::source::{FileId, Sources, Span};
+use crate::topology::Topology;
+use crate::values::Endpoint;
+use draft::Draft;
+use references::LoadedTemplate;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+fn refs_names(templates: &[TemplateRef]) -> HashSet<String> {
+    templates.iter().map(|t| t.name.clone()).collect()
+}
+
+/// A user template file to load: its name (what `template = "..."` refers to) and file.
+#[derive(Debug, Clone)]
+pub struct TemplateRef {
+    /// Template name.
+    pub name: String,
+    /// The file in the [`Sources`] set.
+    pub file: FileId,
+}
+
+/// A valid inventory: the topology and any warnings.
+#[derive(Debug, Clone)]
+pub struct Validated {
+    /// The topology.
+    pub topology: Topology,
+    /// Problems that do not make the inventory invalid.
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Validates the inventory in `inventory` (and the user templates in `templates`).
+///
+/// # Errors
+/// Every problem found (errors and warnings, in file order), when at least one is an
+/// error.
+pub fn validate(
+    sources: &Sources,
+    inventory: FileId,
+    templates: &[TemplateRef],
+) -> Result<Validated, Vec<Diagnostic>> {
+    let mut v = Validator {
+        file: inventory,
+        diags: Vec::new(),
+        broken_templates: refs_names(templates),
+    };
+    let text = &sources.get(inventory).text;
+    let root = match node::parse(text, sources.get(inventory).format) {
+        Ok(root) => root,
+        Err(errors) => {
+            for e in errors {
+                let code = if e.message.contains("duplicate key") {
+                    Code::DuplicateKey
+                } else {
+                    Code::Syntax
+                };
+                v.error_at(inventory, code, e.message, e.span);
+            }
+            return Err(v.diags);
+        }
+    };
+    let templates = v.load_templates(sources, templates);
+    v.broken_templates.retain(|n| !templates.contains_key(n));
+    let result = v.run(&root, &templates);
+    let mut diags = v.diags;
+    diags.sort_by_key(|d| {
+        d.location
+            .map(|l| (l.file, l.span.start))
+            .unwrap_or((FileId(u32::MAX), 0))
+    });
+    match result {
+        Some(topology) if !diags.iter().any(|d| d.severity == Severity::Error) => Ok(Validated {
+            topology,
+            warnings: diags,
+        }),
+        _ => Err(diags),
+    }
+}
+
+struct Validator {
+    file: FileId,
+    diags: Vec<Diagnostic>,
+    /// Template files that exist but failed to load (their errors are reported).
+    broken_templates: HashSet<String>,
+}
+
+/// Keys whose breakage makes "how does it start" unanswerable.
+const START_KEYS: &[&str] = &[
+    "command", "template", "params", "adapter", "tunnel", "launchd", "systemd", "profiles", "owner",
+];
+/// Keys whose breakage makes the component's endpoints and references uncertain.
+const ENDPOINT_KEYS: &[&str] = &[
+    "endpoints",
+    "template",
+    "params",
+    "profiles",
+    "connections",
+    "tunnel",
+];
+
+fn any_broken(broken: &[Vec<String>], keys: &[&str]) -> bool {
+    broken
+        .iter()
+        .any(|p| p.first().is_some_and(|k| keys.contains(&k.as_str())))
+}
+
+/// A string and where it was written.
+#[derive(Debug, Clone)]
+struct Located<T> {
+    value: T,
+    loc: Location,
+}
+
+const TOP_KEYS: &[&str] = &["$schema", "hosts", "components", "stacks"];
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+fn help_for(word: &str, candidates: impl IntoIterator<Item = impl AsRef<str>>) -> Option<String> {
+    let owned: Vec<String> = candidates
+        .into_iter()
+        .map(|c| c.as_ref().to_string())
+        .collect();
+    did_you_mean(word, owned.iter().map(String::as_str)).map(|s| format!("did you mean `{s}`?"))
+}
+
+impl Validator {
+    fn loc(&self, span: Span) -> Location {
+        Location {
+            file: self.file,
+            span,
+        }
+    }
+
+    fn push(&mut self, d: Diagnostic) {
+        self.diags.push(d);
+    }
+
+    fn error_at(&mut self, file: FileId, code: Code, msg: impl Into<String>, span: Span) {
+        self.diags
+            .push(Diagnostic::error(code, msg, Location { file, span }));
+    }
+
+    fn decode_error(&mut self, file: FileId, what: &str, e: DecodeError, fallback: Span) {
+        let mut d = Diagnostic::error(
+            e.code,
+            format!("{what}: {}", e.message),
+            Location {
+                file,
+                span: e.span.unwrap_or(fallback),
+            },
+        );
+        d.help = e.help;
+        self.push(d);
+    }
+
+    /// Decodes `node` as `T`, reporting every decoding error it can: after each error
+    /// the offending key is set aside and decoding is tried again. Returns the value
+    /// decoded from what remains (the errors already make validation fail), or `None`
+    /// when a required part is missing or broken.
+    fn decode_all<T: serde::de::DeserializeOwned>(
+        &mut self,
+        file: FileId,
+        what: &dyn Fn() -> String,
+        node: &Node,
+    ) -> Option<(T, Vec<Vec<String>>)> {
+        self.retry_decode(file, what, node, |n| from_node::<T>(n), |e| e)
+    }
+
+    /// Runs `decode` on `node`; after each error (reported, after `adjust`), the
+    /// offending key is set aside and decoding is tried again. Returns the value and
+    /// the key paths set aside, or `None` when a required part is missing or broken.
+    fn retry_decode<T>(
+        &mut self,
+        file: FileId,
+        what: &dyn Fn() -> String,
+        node: &Node,
+        decode: impl Fn(&Node) -> Result<T, DecodeError>,
+        adjust: impl Fn(DecodeError) -> DecodeError,
+    ) -> Option<(T, Vec<Vec<String>>)> {
+        let mut pruned: Option<Node> = None;
+        let mut removed: Vec<Vec<String>> = Vec::new();
+        for _ in 0..32 {
+            let current = pruned.as_ref().unwrap_or(node);
+            match decode(current) {
+                Ok(v) => return Some((v, removed)),
+                Err(err) => {
+                    if err
+                        .missing
+                        .as_ref()
+                        .is_some_and(|k| removed.iter().any(|p| p.last() == Some(k)))
+                    {
+                        // We set that key aside ourselves; its error is already reported.
+                        return None;
+                    }
+                    let span = err.span.unwrap_or(node.span);
+                    if let Some(p) = key_path_at(current, span) {
+                        removed.push(p);
+                    }
+                    let missing = err.code == Code::MissingKey;
+                    self.decode_error(file, &what(), adjust(err), node.span);
+                    if missing || span == node.span {
+                        return None;
+                    }
+                    let mut next = current.clone();
+                    if !next.remove_span(span) {
+                        return None;
+                    }
+                    pruned = Some(next);
+                }
+            }
+        }
+        None
+    }
+
+    fn run(
+        &mut self,
+        root: &Node,
+        templates: &HashMap<String, LoadedTemplate>,
+    ) -> Option<Topology> {
+        let mut hosts_node = None;
+        let mut components_node = None;
+        let mut stacks_node = None;
+        for e in root.entries() {
+            let slot = match e.key.as_ref() {
+                "hosts" => &mut hosts_node,
+                "components" => &mut components_node,
+                "stacks" => &mut stacks_node,
+                "$schema" => {
+                    if !matches!(e.value.value, Value::String(_)) {
+                        self.push(Diagnostic::error(
+                            Code::InvalidValue,
+                            "`$schema` must be a string",
+                            self.loc(e.value.span),
+                        ));
+                    }
+                    continue;
+                }
+                other => {
+                    let mut d = Diagnostic::error(
+                        Code::UnknownKey,
+                        format!("unknown top-level key `{other}`"),
+                        self.loc(e.key_span),
+                    );
+                    d.help = help_for(other, TOP_KEYS)
+                        .or_else(|| Some("expected one of: hosts, components, stacks".into()));
+                    self.push(d);
+                    continue;
+                }
+            };
+            if !matches!(e.value.value, Value::Table(_)) {
+                self.push(Diagnostic::error(
+                    Code::InvalidValue,
+                    format!(
+                        "`{}` must be a table, found {}",
+                        e.key,
+                        e.value.value.kind()
+                    ),
+                    self.loc(e.value.span),
+                ));
+                continue;
+            }
+            *slot = Some(&e.value);
+        }
+
+        // Names declared (even if their bodies are broken), so references to a broken
+        // entry do not produce a second, misleading error.
+        let mut declared_hosts: BTreeSet<&str> = BTreeSet::new();
+        let mut declared_components: BTreeSet<&str> = BTreeSet::new();
+
+        let hosts = self.hosts(hosts_node, &mut declared_hosts);
+        let mut stacks = self.decode_stacks(stacks_node);
+        let comp_entries = components_node.map(Node::entries).unwrap_or(&[]);
+        let mut drafts = self.decode_components(
+            comp_entries,
+            &mut declared_components,
+            &declared_hosts,
+            &hosts,
+            templates,
+        );
+        drafts.sort_by(|a, b| a.name.cmp(b.name));
+        let index: HashMap<&str, usize> = drafts
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.name, i))
+            .collect();
+
+        self.parse_endpoints(&mut drafts, &hosts);
+
+        self.resolve_references(&mut drafts, &index, &declared_components, &hosts);
+        self.check_ports(&drafts, &hosts);
+        let endpoints: Vec<&BTreeMap<String, Endpoint>> =
+            drafts.iter().map(|d| &d.parsed_endpoints).collect();
+        // The stacks' readiness probes, decoded once with the stacks, resolved below.
+        let stack_probes: Vec<(&Entry, Vec<ProbeSpec>)> = stacks
+            .iter_mut()
+            .map(|(e, s)| (*e, std::mem::take(&mut s.readiness)))
+            .collect();
+        let mut stacks = self.check_stacks(stacks, &index, &declared_components, comp_entries);
+        self.stack_readiness(&mut stacks, &stack_probes, &index, &endpoints);
+        let order = self.check_cycles(&drafts)?;
+
+        let mut components = Vec::with_capacity(drafts.len());
+        let names: Vec<String> = drafts.iter().map(|d| d.name.to_string()).collect();
+        for d in drafts {
+            components.push(self.finish(d, &names)?);
+        }
+        if self.diags.iter().any(|d| d.severity == Severity::Error) {
+            return None;
+        }
+        Some(Topology::build(hosts, components, stacks, order))
+    }
+
+    fn check_name(&mut self, kind: &str, e: &Entry) -> bool {
+        if valid_name(&e.key) {
+            return true;
+        }
+        self.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                format!("{kind} name `{}` is not allowed", e.key),
+                self.loc(e.key_span),
+            )
+            .with_help("names use letters, digits, `-` and `_` (a `.` would be ambiguous in `component.endpoint`)"),
+        );
+        false
+    }
+}
+
+/// The key path (array indices as decimal strings) of the entry or element whose key
+/// or value has `span`, anywhere in `node`.
+fn key_path_at(node: &Node, span: Span) -> Option<Vec<String>> {
+    for e in node.entries() {
+        if e.key_span == span || e.value.span == span {
+            return Some(vec![e.key.to_string()]);
+        }
+        if let Some(mut p) = key_path_at(&e.value, span) {
+            p.insert(0, e.key.to_string());
+            return Some(p);
+        }
+    }
+    if let Value::Array(items) = &node.value {
+        for (i, n) in items.iter().enumerate() {
+            if n.span == span {
+                return Some(vec![i.to_string()]);
+            }
+            if let Some(mut p) = key_path_at(n, span) {
+                p.insert(0, i.to_string());
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// Array index `i` as a path step, without allocating for the usual small indices.
+fn index_str(i: usize) -> Cow<'static, str> {
+    const SMALL: [&str; 16] = [
+        "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15",
+    ];
+    match SMALL.get(i) {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(i.to_string()),
+    }
+}
+
+impl Location {
+    fn or(self, other: Location) -> Location {
+        if self.span == Span::default() {
+            other
+        } else {
+            self
+        }
+    }
+}
