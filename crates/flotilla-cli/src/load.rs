@@ -40,16 +40,17 @@ pub fn inventory_path(explicit: Option<&Path>) -> Result<PathBuf> {
 /// then validates them.
 ///
 /// # Errors
-/// When a file cannot be read (invalid content is reported in `result` instead).
+/// When a file cannot be read (invalid content, including bytes that are not UTF-8,
+/// is reported in `result` instead).
 pub fn load(path: &Path) -> Result<Loaded> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read inventory {}", path.display()))?;
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read inventory {}", path.display()))?;
     let mut sources = Sources::new();
     let name = path.display().to_string();
-    let inventory = sources.add(SourceFile::new(
+    let inventory = sources.add(SourceFile::from_bytes(
         name.clone(),
         Format::from_path(&name),
-        text,
+        bytes,
     ));
     let mut templates = Vec::new();
     let dir = path.parent().unwrap_or(Path::new("")).join("templates");
@@ -66,13 +67,13 @@ pub fn load(path: &Path) -> Result<Loaded> {
             .collect();
         entries.sort();
         for p in entries {
-            let text = std::fs::read_to_string(&p)
+            let bytes = std::fs::read(&p)
                 .with_context(|| format!("cannot read template {}", p.display()))?;
             let shown = p.display().to_string();
-            let file = sources.add(SourceFile::new(
+            let file = sources.add(SourceFile::from_bytes(
                 shown.clone(),
                 Format::from_path(&shown),
-                text,
+                bytes,
             ));
             let tname = p
                 .file_stem()

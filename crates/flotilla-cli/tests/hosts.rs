@@ -487,7 +487,10 @@ fn install_is_checksummed_idempotent_and_answers() {
     }
     let flotilla = finding("flotilla")["saw"].as_str().unwrap().to_string();
     assert!(flotilla.contains(&version), "{flotilla}");
-    assert!(flotilla.contains("protocol 1"), "{flotilla}");
+    assert!(
+        flotilla.contains(&format!("protocol {}", flotilla_exec::remote::PROTOCOL)),
+        "{flotilla}"
+    );
     assert!(flotilla.contains(&local_sha), "{flotilla}");
     assert!(
         flotilla.contains(&release),
@@ -1133,7 +1136,7 @@ fn version_skew_is_detected_and_says_what_to_do() {
     for want in [
         "9.9.9",
         "protocol 999",
-        &format!("{version} (protocol 1)"),
+        &format!("{version} (protocol {})", flotilla_exec::remote::PROTOCOL),
         "flotilla host install h1",
     ] {
         assert!(ev.contains(want), "the evidence says `{want}`: {ev}");
@@ -1169,13 +1172,17 @@ fn version_skew_is_detected_and_says_what_to_do() {
         .unwrap_or_else(|e| panic!("host serve answered no JSON ({e}): {text}"));
     assert_eq!(answer["reply"], "error", "{answer}");
     assert_eq!(answer["kind"], "protocol", "{answer}");
-    assert_eq!(answer["protocol"], 1, "{answer}");
+    assert_eq!(
+        answer["protocol"],
+        flotilla_exec::remote::PROTOCOL,
+        "{answer}"
+    );
     assert_eq!(answer["version"], version.as_str(), "{answer}");
     let message = answer["message"].as_str().unwrap();
     for want in [
         "9.9.9",
         "protocol 999",
-        &format!("{version} (protocol 1)"),
+        &format!("{version} (protocol {})", flotilla_exec::remote::PROTOCOL),
         "flotilla host install",
     ] {
         assert!(

@@ -689,3 +689,88 @@ ssh_options = { StrictHostKeyChecking = "no", ProxyJump = "bastion", "Bad Key" =
         ],
     );
 }
+
+/// An inventory whose line 3 holds bytes that are not UTF-8 after `café ` (é is two
+/// bytes, one character): 15 + 16 bytes of lines 1 and 2, then 21 bytes (20
+/// characters) of line 3 come before the bad byte.
+const NOT_UTF8: &[u8] =
+    b"[components.a]\ncommand = [\"a\"]\ndescription = \"caf\xc3\xa9 \xff\xfe\"\n";
+
+#[test]
+fn an_inventory_that_is_not_utf8_is_located_to_the_byte() {
+    let ws = Workspace::new();
+    std::fs::write(ws.path().join("flotilla.toml"), NOT_UTF8).unwrap();
+    let run = ws.run(&["validate"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    for want in [
+        "error[not-utf8]: not valid UTF-8 at byte offset 52 (line 3, column 21): byte 0xff is not part of a valid character",
+        "flotilla.toml:3:21",
+    ] {
+        assert!(run.stderr.contains(want), "{want:?} not in:\n{}", run.stderr);
+    }
+
+    let run = ws.run(&["validate", "--json"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let report = run.json();
+    assert_eq!(report["valid"], false);
+    let diags = report["diagnostics"].as_array().unwrap();
+    assert_eq!(diags.len(), 1, "{report:#}");
+    let d = &diags[0];
+    assert_eq!(d["code"], "not-utf8");
+    assert_eq!(d["severity"], "error");
+    assert!(
+        d["message"].as_str().unwrap().contains("byte offset 52"),
+        "{d:#}"
+    );
+    assert_eq!(d["location"]["file"], "flotilla.toml");
+    assert_eq!(d["location"]["start"]["line"], 3);
+    assert_eq!(d["location"]["start"]["column"], 21);
+    assert_eq!(
+        d["location"]["source_line"],
+        "description = \"café \u{fffd}\u{fffd}\""
+    );
+
+    // Every verb that loads the inventory refuses it the same way.
+    let run = ws.run(&["plan", "up", "a"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("error[not-utf8]"), "{}", run.stderr);
+}
+
+#[test]
+fn a_template_that_is_not_utf8_is_reported_in_its_file() {
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.path().join("templates")).unwrap();
+    std::fs::write(ws.path().join("templates/bad.toml"), NOT_UTF8).unwrap();
+    // A component using it is not reported again (like any template that failed to load).
+    ws.write(
+        "flotilla.toml",
+        "[components.a]\ncommand = [\"a\"]\n\n[components.b]\ntemplate = \"bad\"\n",
+    );
+    let run = ws.run(&["validate", "--json"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let report = run.json();
+    let diags = report["diagnostics"].as_array().unwrap();
+    assert_eq!(diags.len(), 1, "{report:#}");
+    let d = &diags[0];
+    assert_eq!(d["code"], "not-utf8");
+    assert!(
+        d["location"]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("templates/bad.toml"),
+        "{d:#}"
+    );
+    assert_eq!(
+        (
+            &d["location"]["start"]["line"],
+            &d["location"]["start"]["column"]
+        ),
+        (&Value::from(3), &Value::from(21))
+    );
+    assert!(
+        d["message"].as_str().unwrap().contains("byte offset 52"),
+        "{d:#}"
+    );
+    let run = ws.run(&["validate"]);
+    assert!(run.stderr.contains("bad.toml:3:21"), "{}", run.stderr);
+}
