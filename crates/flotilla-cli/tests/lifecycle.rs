@@ -839,3 +839,62 @@ fn a_fast_branch_does_not_wait_for_a_slow_unrelated_one() {
     );
     assert!(f.listened_at("after-slow") > f.listened_at("slow"));
 }
+
+/// A command whose main process exits after it is ready while a child it forked
+/// keeps running in the process group Flotilla made for it (supervisor-style or
+/// daemonising commands, here with the instance marker scrubbed from the child's
+/// environment): the group is the component's. Status says it runs, with evidence,
+/// and stop stops the child.
+#[test]
+fn a_child_outliving_its_leader_in_the_components_group_is_the_component() {
+    let ws = Workspace::new();
+    let child_file = ws.path().join("child.pid");
+    let leader_file = ws.path().join("leader.pid");
+    ws.write(
+        "flotilla.toml",
+        &format!(
+            "[components.sup]\ncommand = [\"sh\", \"-c\", \"echo $$ > {}; env -u FLOTILLA_INSTANCE sleep 300 & echo $! > {}; sleep 1; exit 0\"]\n\
+             stop = {{ grace_period = \"2s\" }}\n",
+            leader_file.display(),
+            child_file.display()
+        ),
+    );
+    let run = ws.run(&["start", "sup"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let read = |p: &Path| -> i32 { std::fs::read_to_string(p).unwrap().trim().parse().unwrap() };
+    assert!(wait_until(DEADLINE, || child_file.exists()));
+    let (leader, child) = (read(&leader_file), read(&child_file));
+    struct Kill(i32);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.0),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+    let _guard = Kill(child);
+    assert!(wait_until(DEADLINE, || !alive(leader)), "the leader exits");
+    assert!(alive(child));
+
+    let st = ws.run(&["status", "--json", "sup"]).json();
+    let c = &st["components"][0];
+    assert_eq!(c["lifecycle"], "running", "{c:#}");
+    assert_ne!(c["condition"], "down-unexpectedly", "{c:#}");
+    assert_eq!(c["started_by"]["flotilla"]["operation"], "op-1", "{c:#}");
+    let ev = serde_json::to_string(&c["evidence"]).unwrap();
+    assert!(
+        ev.contains(&format!("process group {leader} lives on: pid {child}")),
+        "{ev}"
+    );
+
+    let stop = ws.run(&["stop", "sup"]);
+    assert_eq!(stop.code, 0, "{}\n{}", stop.stdout, stop.stderr);
+    assert!(
+        wait_until(DEADLINE, || !alive(child)),
+        "stop stops the group's survivor:\n{}",
+        stop.stdout
+    );
+    let st = ws.run(&["status", "--json", "sup"]).json();
+    assert_eq!(st["components"][0]["lifecycle"], "stopped", "{st:#}");
+}

@@ -692,7 +692,8 @@ impl Executor {
                 .await
                 .expect("observe task")
         };
-        if before.is_none() {
+        // With nothing of ours recorded, a listener on its ports is someone else's.
+        if before.is_none() && rec.is_none() {
             self.port_conflict(c).await?;
         }
         let launch = self.launch(c, adapter.as_ref())?;

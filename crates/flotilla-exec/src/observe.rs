@@ -359,6 +359,33 @@ impl Observer<'_> {
                             running_instance(&mut s, &mut push, &m, r);
                             identity = Some(m);
                         }
+                        IdentityMatch::Gone if !surviving_group(r).is_empty() => {
+                            // The process Flotilla started led its own session and
+                            // process group; the group outlives it (a supervisor-style
+                            // or daemonising command). A group id is not reused while
+                            // it has members, so they are this component's.
+                            let members = surviving_group(r);
+                            s.lifecycle = Lifecycle::Running;
+                            push(
+                                Signal::Lifecycle,
+                                format!("/proc (process group {})", r.pgid),
+                                format!(
+                                    "pid {} that {} started has exited, but its process group {} lives on: pid {} — they belong to `{}` (stop stops them)",
+                                    r.pid,
+                                    r.operation,
+                                    r.pgid,
+                                    members.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
+                                    c.name
+                                ),
+                            );
+                            if let Some(m) = members
+                                .iter()
+                                .find_map(|&pid| identity::measure(pid).ok().flatten())
+                            {
+                                running_instance(&mut s, &mut push, &m, r);
+                                identity = Some(m);
+                            }
+                        }
                         IdentityMatch::Gone | IdentityMatch::Reused { .. } if marked.is_some() => {
                             let (pid, op) = marked.clone().expect("checked");
                             identity = adopt_marked(&mut s, pid, &op);
@@ -675,6 +702,15 @@ fn running_instance(
         started_at_ms: r.started_at_ms,
         started_by_operation: r.operation.to_string(),
     });
+}
+
+/// Live members of the process group the recorded process led (empty when it did
+/// not lead one, or nothing is left in it).
+pub fn surviving_group(r: &InstanceRecord) -> Vec<u32> {
+    if r.pgid <= 0 || r.pgid != r.pid as i32 {
+        return Vec::new();
+    }
+    process::group_members(r.pgid).unwrap_or_default()
 }
 
 /// A process carrying the marker of operation `op` (started by Flotilla, not yet

@@ -400,7 +400,12 @@ pub(crate) fn reconcile(
     for rec in store.instances()? {
         let expected = RuntimeIdentity::from(&rec);
         let measured = identity::measure(rec.pid).ok().flatten();
-        if identity::matches(&expected, measured.as_ref()) != IdentityMatch::Same {
+        let verdict = identity::matches(&expected, measured.as_ref());
+        // A leader that exited while its process group lives on is still this
+        // component's instance: its group is what a stop stops.
+        let group_lives =
+            verdict == IdentityMatch::Gone && !crate::observe::surviving_group(&rec).is_empty();
+        if verdict != IdentityMatch::Same && !group_lives {
             store.remove_instance(&rec.component, RemovalReason::Vanished, now_ms())?;
             notes.push(format!(
                 "`{}` (pid {}) is no longer running",

@@ -13,6 +13,8 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Code {
+    /// The file's bytes are not UTF-8 (inventories and templates are UTF-8 text).
+    NotUtf8,
     /// The file is not well-formed TOML or JSON.
     Syntax,
     /// A value has the wrong type or an invalid form (not a duration, port, signal…).
@@ -61,6 +63,7 @@ impl Code {
     /// The stable kebab-case name, e.g. `dependency-cycle`.
     pub fn as_str(self) -> &'static str {
         match self {
+            Code::NotUtf8 => "not-utf8",
             Code::Syntax => "syntax",
             Code::InvalidValue => "invalid-value",
             Code::UnknownKey => "unknown-key",
@@ -271,6 +274,22 @@ pub fn did_you_mean<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stable_names_match_the_serialised_ones() {
+        for code in [
+            Code::NotUtf8,
+            Code::Syntax,
+            Code::DependencyCycle,
+            Code::Suspicious,
+        ] {
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                serde_json::Value::from(code.as_str())
+            );
+        }
+        assert_eq!(Code::NotUtf8.as_str(), "not-utf8");
+    }
 
     #[test]
     fn suggests_close_names_only() {

@@ -12,10 +12,10 @@
 //! - [`inventory`]: the inventory format's types (and its JSON Schema).
 //! - [`template`]: built-in and user templates.
 //! - [`interp`]: `${...}` substitution.
-//! - [`validate`]: sources → [`Topology`] or diagnostics; one file per phase under
-//!   `validate/`: `hosts`, `draft` (entries into drafts), `references` (templates,
-//!   profiles, connections, tunnels, `${...}`), `probes`, `graph` (ports, stacks,
-//!   names, cycles), with the entry point and shared plumbing in `mod.rs`.
+//! - [`validate`](mod@validate): sources → [`Topology`] or diagnostics; one file per
+//!   phase under `validate/`: `hosts`, `draft` (entries into drafts), `references`
+//!   (templates, profiles, connections, tunnels, `${...}`), `probes`, `graph` (ports,
+//!   stacks, names, cycles), with the entry point and shared plumbing in `mod.rs`.
 //! - [`topology`]: the validated, indexed dependency graph.
 //! - `toposort` (crate-private): Kahn's algorithm, the one topological sort, used by
 //!   validation's cycle check and [`Topology::from_snapshot`].

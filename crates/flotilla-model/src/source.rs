@@ -64,6 +64,21 @@ pub struct SourceFile {
     /// The file's whole text.
     pub text: String,
     line_starts: Vec<usize>,
+    invalid_utf8: Option<InvalidUtf8>,
+}
+
+/// Where a file given as bytes ([`SourceFile::from_bytes`]) stops being UTF-8.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidUtf8 {
+    /// Byte offset of the first byte that is not part of a valid UTF-8 character.
+    /// Everything before it is valid, so it is also that byte's offset in
+    /// [`SourceFile::text`].
+    pub offset: usize,
+    /// The invalid sequence (one to three bytes), or the incomplete character the
+    /// file ends with.
+    pub bytes: Vec<u8>,
+    /// Whether the file ends inside a character (rather than holding an invalid one).
+    pub truncated: bool,
 }
 
 /// A 1-based line and column (columns count Unicode scalar values, as editors do).
@@ -86,7 +101,41 @@ impl SourceFile {
             format,
             text,
             line_starts,
+            invalid_utf8: None,
         }
+    }
+
+    /// Wraps a file's raw bytes, which should be UTF-8. When they are not, the first
+    /// invalid sequence is recorded ([`SourceFile::invalid_utf8`]; validation reports
+    /// it as [`crate::Code::NotUtf8`]) and the text keeps every invalid sequence as
+    /// U+FFFD, so that offsets before the first one are the file's own and its lines
+    /// can still be shown.
+    pub fn from_bytes(name: impl Into<String>, format: Format, bytes: Vec<u8>) -> Self {
+        match String::from_utf8(bytes) {
+            Ok(text) => SourceFile::new(name, format, text),
+            Err(e) => {
+                let error = e.utf8_error();
+                let offset = error.valid_up_to();
+                let bytes = e.as_bytes();
+                let len = error.error_len().unwrap_or(bytes.len() - offset);
+                let invalid = InvalidUtf8 {
+                    offset,
+                    bytes: bytes[offset..offset + len].to_vec(),
+                    truncated: error.error_len().is_none(),
+                };
+                let text = String::from_utf8_lossy(bytes).into_owned();
+                SourceFile {
+                    invalid_utf8: Some(invalid),
+                    ..SourceFile::new(name, format, text)
+                }
+            }
+        }
+    }
+
+    /// Where the bytes given to [`SourceFile::from_bytes`] stopped being UTF-8, if
+    /// they did.
+    pub fn invalid_utf8(&self) -> Option<&InvalidUtf8> {
+        self.invalid_utf8.as_ref()
     }
 
     /// Line and column of a byte offset (clamped to the end of the text).
@@ -169,5 +218,25 @@ mod tests {
         assert_eq!(f.line_column(5), LineColumn { line: 2, column: 2 });
         assert_eq!(f.line_text(2), "çd = 1");
         assert_eq!(f.line_text(9), "");
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_recorded_where_they_start() {
+        let f = SourceFile::from_bytes("x", Format::Toml, b"a = 1\n\xc3\xa7 = \xff\xfe\n".to_vec());
+        let bad = f.invalid_utf8().expect("not UTF-8");
+        assert_eq!(
+            (bad.offset, bad.bytes.as_slice(), bad.truncated),
+            (11, &b"\xff"[..], false)
+        );
+        assert_eq!(f.line_column(bad.offset), LineColumn { line: 2, column: 5 });
+        assert_eq!(f.line_text(2), "ç = \u{fffd}\u{fffd}");
+        let f = SourceFile::from_bytes("x", Format::Toml, b"a = \xe2\x82".to_vec());
+        let bad = f.invalid_utf8().expect("ends inside a character");
+        assert_eq!(
+            (bad.offset, bad.bytes.as_slice(), bad.truncated),
+            (4, &b"\xe2\x82"[..], true)
+        );
+        let f = SourceFile::from_bytes("x", Format::Toml, "ç".as_bytes().to_vec());
+        assert_eq!((f.invalid_utf8(), f.text.as_str()), (None, "ç"));
     }
 }

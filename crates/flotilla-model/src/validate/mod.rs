@@ -71,6 +71,10 @@ pub fn validate(
         diags: Vec::new(),
         broken_templates: refs_names(templates),
     };
+    if let Some(d) = not_utf8(sources, inventory) {
+        v.push(d);
+        return Err(v.diags);
+    }
     let text = &sources.get(inventory).text;
     let root = match node::parse(text, sources.get(inventory).format) {
         Ok(root) => root,
@@ -104,11 +108,55 @@ pub fn validate(
     }
 }
 
+/// One validation run: the inventory's file and every diagnostic found so far. Each
+/// phase is a set of methods on it, in the file named after the phase.
 struct Validator {
     file: FileId,
     diags: Vec<Diagnostic>,
     /// Template files that exist but failed to load (their errors are reported).
     broken_templates: HashSet<String>,
+}
+
+/// The `not-utf8` error for `file`, when its bytes were not UTF-8: at the first bad
+/// byte, with its byte offset (the location's column counts characters before it, as
+/// every column does). Such a file is not parsed.
+fn not_utf8(sources: &Sources, file: FileId) -> Option<Diagnostic> {
+    let f = sources.get(file);
+    let bad = f.invalid_utf8()?;
+    let at = f.line_column(bad.offset);
+    let hex = bad
+        .bytes
+        .iter()
+        .map(|b| format!("0x{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let what = if bad.truncated {
+        format!("the file ends inside a character ({hex})")
+    } else if bad.bytes.len() == 1 {
+        format!("byte {hex} is not part of a valid character")
+    } else {
+        format!("bytes {hex} are not a valid character")
+    };
+    // The text holds U+FFFD where the bad bytes were: point at it.
+    let span = Span::new(
+        bad.offset,
+        bad.offset + char::REPLACEMENT_CHARACTER.len_utf8(),
+    );
+    Some(
+        Diagnostic::error(
+            Code::NotUtf8,
+            format!(
+                "not valid UTF-8 at byte offset {} (line {}, column {}): {what}",
+                bad.offset, at.line, at.column
+            ),
+            Location { file, span },
+        )
+        .with_help(
+            "inventories and templates are UTF-8 text: save the file as UTF-8 \
+             (the byte offset counts bytes from the start of the file, the column counts \
+             characters from the start of the line)",
+        ),
+    )
 }
 
 /// Keys whose breakage makes "how does it start" unanswerable.

@@ -35,6 +35,10 @@ impl Validator {
     ) -> HashMap<String, LoadedTemplate> {
         let mut out = HashMap::new();
         for r in refs {
+            if let Some(d) = super::not_utf8(sources, r.file) {
+                self.push(d);
+                continue;
+            }
             let f = sources.get(r.file);
             let root = match node::parse(&f.text, f.format) {
                 Ok(root) => root,
