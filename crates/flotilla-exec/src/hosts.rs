@@ -11,7 +11,7 @@
 //! serve` keeps its file.
 
 use crate::remote::{self, Call, HostFacts, Reply};
-use crate::ssh::{Fleet, TransportError, REMOTE_ROOT};
+use crate::ssh::{Pool, TransportError, REMOTE_ROOT};
 use flotilla_model::Topology;
 use serde::Serialize;
 use std::path::Path;
@@ -110,7 +110,7 @@ const SHA_FN: &str = "digest() { if command -v sha256sum >/dev/null 2>&1; then s
 /// [`InstallError`]: transport, platform mismatch, a failed remote step, or a
 /// checksum mismatch after the copy (the partial copy is removed).
 pub async fn install(
-    fleet: &Fleet,
+    fleet: &Pool,
     host: &str,
     binary: &Path,
     check_platform: bool,
@@ -278,7 +278,7 @@ pub fn tools_needed(topology: &Topology, host: &str) -> Vec<(String, Option<Stri
 /// the inventory's, the installed flotilla (version and protocol against this one),
 /// free disk space in its home, and the tools its components need. Problems are
 /// findings, not errors, except that an unreachable host ends the check there.
-pub async fn check(fleet: &Fleet, topology: &Topology, host: &str) -> CheckReport {
+pub async fn check(fleet: &Pool, topology: &Topology, host: &str) -> CheckReport {
     let mut findings = Vec::new();
     let mut push = |check: &str, ok: bool, saw: String| {
         findings.push(Finding {
@@ -398,7 +398,7 @@ pub async fn check(fleet: &Fleet, topology: &Topology, host: &str) -> CheckRepor
 
 /// Removes a staged copy that must not be used (an incoming directory only: an
 /// installed release is left alone).
-async fn discard(fleet: &Fleet, host: &str, staged: &str) {
+async fn discard(fleet: &Pool, host: &str, staged: &str) {
     if staged.starts_with("releases/.incoming.") {
         let _ = fleet
             .run(

@@ -24,7 +24,7 @@
 //! - [`observe`]: the status that cannot lie: every signal measured now, with evidence.
 //! - [`operate`]: one mutating invocation end to end (lock, reconcile, observe, plan,
 //!   journal, apply).
-//! - [`ssh`]: the SSH transport ([`ssh::Fleet`]: one multiplexed OpenSSH master per
+//! - [`ssh`]: the SSH transport ([`ssh::Pool`]: one multiplexed OpenSSH master per
 //!   host per invocation, strict host keys, typed [`ssh::TransportError`]s) and the
 //!   `ssh-tunnel` command line.
 //! - [`remote`]: the versioned JSON exchange with `flotilla host serve` on a host

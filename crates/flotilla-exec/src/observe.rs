@@ -388,7 +388,7 @@ impl Observer<'_> {
                         }
                         IdentityMatch::Gone | IdentityMatch::Reused { .. } if marked.is_some() => {
                             let (pid, op) = marked.clone().expect("checked");
-                            identity = adopt_marked(&mut s, pid, &op);
+                            identity = recognise_marked(&mut s, pid, &op);
                             push(Signal::Lifecycle,
                                 format!("/proc/{pid}/environ"),
                                 format!("the journal's pid {} is not the process it started; pid {pid} carries the marker of {op}; the next change records it", r.pid),
@@ -418,7 +418,7 @@ impl Observer<'_> {
                 }
                 None if marked.is_some() => {
                     let (pid, op) = marked.clone().expect("checked");
-                    identity = adopt_marked(&mut s, pid, &op);
+                    identity = recognise_marked(&mut s, pid, &op);
                     push(Signal::Lifecycle,
                         format!("/proc/{pid}/environ"),
                         format!("pid {pid} was started by {op}, which was interrupted before journaling it; the next change records it"),
@@ -716,7 +716,7 @@ pub fn surviving_group(r: &InstanceRecord) -> Vec<u32> {
 /// A process carrying the marker of operation `op` (started by Flotilla, not yet
 /// journaled as this instance) is this component, running: record that in `s` and
 /// return its measured identity.
-fn adopt_marked(s: &mut ComponentStatus, pid: u32, op: &str) -> Option<RuntimeIdentity> {
+fn recognise_marked(s: &mut ComponentStatus, pid: u32, op: &str) -> Option<RuntimeIdentity> {
     s.lifecycle = Lifecycle::Running;
     s.started_by = StartedBy::Flotilla {
         operation: op.to_string(),

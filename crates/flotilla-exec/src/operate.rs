@@ -4,7 +4,7 @@
 //! a stack's start order, and finish the journal entry.
 //!
 //! The CLI's `up`, `down`, `start`, `stop`, `restart` and `apply` are thin calls into
-//! [`Session::run`].
+//! [`Invocation::run`].
 
 use crate::executor::{now_ms, ApplyReport, Event, Executor};
 use crate::identity::{self, IdentityMatch, RuntimeIdentity};
@@ -54,7 +54,7 @@ pub enum OperateError {
 
 /// What came of an invocation.
 #[derive(Debug)]
-pub enum SessionOutcome {
+pub enum InvocationOutcome {
     /// The planner refused.
     Refused(Refusal),
     /// `--dry-run`: the plan, not applied.
@@ -71,7 +71,7 @@ pub enum SessionOutcome {
 }
 
 /// Everything one invocation needs.
-pub struct Session {
+pub struct Invocation {
     /// The topology.
     pub topology: Arc<Topology>,
     /// State directory.
@@ -87,7 +87,7 @@ pub struct Session {
     /// Called with the plan before anything changes (every mutating verb prints it).
     pub show_plan: Box<dyn Fn(&Plan) + Send + Sync>,
     /// SSH connections to the topology's remote hosts.
-    pub fleet: Arc<crate::ssh::Fleet>,
+    pub fleet: Arc<crate::ssh::Pool>,
     /// Time allowed per remote host to answer an observation.
     pub host_timeout: Duration,
 }
@@ -450,7 +450,7 @@ pub(crate) fn reconcile(
     Ok(notes)
 }
 
-impl Session {
+impl Invocation {
     /// Plans `op` (or takes `given`, checking it is not stale), shows the plan, and
     /// unless `dry_run` applies it under the lifecycle lock, journaled.
     ///
@@ -461,7 +461,7 @@ impl Session {
         op: Option<&Operation>,
         given: Option<Plan>,
         dry_run: bool,
-    ) -> Result<SessionOutcome, OperateError> {
+    ) -> Result<InvocationOutcome, OperateError> {
         let holder = LockHolder {
             pid: std::process::id(),
             command: self.command_line.clone(),
@@ -544,7 +544,7 @@ impl Session {
             }
             (None, Some(op)) => match flotilla_plan::plan(&self.topology, &observed, op) {
                 Ok(p) => p,
-                Err(r) => return Ok(SessionOutcome::Refused(r)),
+                Err(r) => return Ok(InvocationOutcome::Refused(r)),
             },
             (None, None) => unreachable!("an operation or a plan"),
         };
@@ -566,7 +566,7 @@ impl Session {
             }
         }
         if dry_run {
-            return Ok(SessionOutcome::Planned(plan));
+            return Ok(InvocationOutcome::Planned(plan));
         }
         let new_op = NewOperation::from_plan(
             &plan,
@@ -677,7 +677,7 @@ impl Session {
         store
             .finish_operation(op_id, outcome, now_ms(), error.as_deref())
             .map_err(map)?;
-        Ok(SessionOutcome::Applied {
+        Ok(InvocationOutcome::Applied {
             plan,
             report,
             operation: op_id.to_string(),

@@ -26,7 +26,7 @@
 
 use crate::executor::{now_ms, Executor, StepReport};
 use crate::observe::StatusReport;
-use crate::ssh::{Fleet, TransportError, REMOTE_ROOT};
+use crate::ssh::{Pool, TransportError, REMOTE_ROOT};
 use crate::statedir::StateDir;
 use flotilla_model::topology::Snapshot;
 use flotilla_model::Topology;
@@ -439,11 +439,7 @@ pub fn shell_quote(s: &str) -> String {
 
 /// The command line that runs `binary`'s (default: the installed flotilla's) host
 /// mode on `host`.
-fn serve_command(
-    fleet: &Fleet,
-    host: &str,
-    binary: Option<&str>,
-) -> Result<String, TransportError> {
+fn serve_command(fleet: &Pool, host: &str, binary: Option<&str>) -> Result<String, TransportError> {
     let h = fleet.host(host)?;
     let binary = binary
         .map(str::to_string)
@@ -464,7 +460,7 @@ fn serve_command(
 /// [`TransportError`]: unreachable, host key, authentication, not installed,
 /// version skew, or the host's own error.
 pub async fn call(
-    fleet: &Fleet,
+    fleet: &Pool,
     host: &str,
     call: Call,
     timeout: Duration,
@@ -479,7 +475,7 @@ pub async fn call(
 /// # Errors
 /// As [`call`].
 pub async fn call_until(
-    fleet: &Fleet,
+    fleet: &Pool,
     host: &str,
     call: Call,
     timeout: Duration,
@@ -495,7 +491,7 @@ pub async fn call_until(
 /// # Errors
 /// As [`call`].
 pub async fn call_binary(
-    fleet: &Fleet,
+    fleet: &Pool,
     host: &str,
     binary: &str,
     call: Call,
@@ -505,7 +501,7 @@ pub async fn call_binary(
 }
 
 async fn exchange(
-    fleet: &Fleet,
+    fleet: &Pool,
     host: &str,
     binary: Option<&str>,
     call: Call,

@@ -2,10 +2,10 @@
 //! the user's `~/.ssh/config` (aliases, `User`, `Port`, `ProxyJump`), agent and
 //! `known_hosts` apply as they do for `ssh` itself.
 //!
-//! One multiplexed master connection per host per invocation ([`Fleet`]): it is
+//! One multiplexed master connection per host per invocation ([`Pool`]): it is
 //! opened on first use, shared by every call to that host (each call is a session
 //! channel over it, at most [`CHANNELS_PER_HOST`] at once, below OpenSSH's default
-//! `MaxSessions` of 10), and closed when the [`Fleet`] is dropped. A failed
+//! `MaxSessions` of 10), and closed when the [`Pool`] is dropped. A failed
 //! connection is remembered for the rest of the invocation: an unreachable host
 //! costs one connect timeout, not one per component.
 //!
@@ -269,20 +269,17 @@ pub struct Output {
 
 /// SSH connections to the hosts of one invocation: at most one master connection
 /// per host, opened on first use.
-pub struct Fleet {
+pub struct Pool {
     hosts: std::collections::BTreeMap<String, Host>,
     connect_timeout: Duration,
     slots: std::sync::Mutex<HashMap<String, Slot>>,
     persist: Option<Persistence>,
 }
 
-impl Fleet {
+impl Pool {
     /// A fleet over `hosts` (the topology's), connecting within `connect_timeout`.
-    pub fn new(
-        hosts: std::collections::BTreeMap<String, Host>,
-        connect_timeout: Duration,
-    ) -> Fleet {
-        Fleet {
+    pub fn new(hosts: std::collections::BTreeMap<String, Host>, connect_timeout: Duration) -> Pool {
+        Pool {
             hosts,
             connect_timeout,
             slots: std::sync::Mutex::new(HashMap::new()),
@@ -291,7 +288,7 @@ impl Fleet {
     }
 
     /// Keep master connections between invocations (see [`Persistence`]).
-    pub fn persist(mut self, p: Persistence) -> Fleet {
+    pub fn persist(mut self, p: Persistence) -> Pool {
         self.persist = Some(p);
         self
     }
@@ -388,13 +385,13 @@ impl Fleet {
         self.run_until(host, command, stdin, timeout, None).await
     }
 
-    /// Like [`Fleet::run`], but with `hold_stdin` the command's standard input stays
+    /// Like [`Pool::run`], but with `hold_stdin` the command's standard input stays
     /// open after `stdin` is written, and is closed (end of file) when that future
     /// completes first: how a long call is told to give up while its answer is
     /// still awaited (within `timeout`).
     ///
     /// # Errors
-    /// As [`Fleet::run`].
+    /// As [`Pool::run`].
     pub async fn run_until(
         &self,
         host: &str,

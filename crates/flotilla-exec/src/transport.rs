@@ -10,7 +10,7 @@
 //! outbound-only agent, answered on its next poll) implements it without touching them.
 
 use crate::remote::{Call, Reply};
-use crate::ssh::{Fleet, TransportError};
+use crate::ssh::{Pool, TransportError};
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -38,8 +38,8 @@ pub trait Transport: Send + Sync {
 }
 
 /// The `ssh` transport: `flotilla host serve` on the host, over one multiplexed
-/// OpenSSH connection per host ([`Fleet`]).
-impl Transport for Fleet {
+/// OpenSSH connection per host ([`Pool`]).
+impl Transport for Pool {
     fn call<'a>(
         &'a self,
         host: &'a str,

@@ -136,7 +136,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             if let Some(code) = ssh_host(host) {
                 return Ok(code);
             }
-            let fleet = super::fleet(cli, &topology);
+            let fleet = super::ssh_pool(cli, &topology);
             let report = rt()?.block_on(hosts::check(&fleet, &topology, host));
             if *json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
@@ -157,7 +157,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             if let Some(code) = ssh_host(host) {
                 return Ok(code);
             }
-            let fleet = super::fleet(cli, &topology);
+            let fleet = super::ssh_pool(cli, &topology);
             let path = match binary {
                 Some(p) => p.clone(),
                 None => std::env::current_exe()?,

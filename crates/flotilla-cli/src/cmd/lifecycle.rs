@@ -3,7 +3,7 @@
 
 use crate::{render, Cli, EXIT_OK, EXIT_REFUSED};
 use flotilla_exec::executor::Event;
-use flotilla_exec::operate::{OperateError, Session, SessionOutcome};
+use flotilla_exec::operate::{Invocation, InvocationOutcome, OperateError};
 use flotilla_exec::statedir::StateDir;
 use flotilla_plan::{Operation, Plan};
 use std::io::{IsTerminal, Write};
@@ -71,8 +71,8 @@ fn run_checked(
     let progress = Arc::new(Progress::new(terminal));
     let p2 = Arc::clone(&progress);
     let json = opts.json;
-    let fleet = Arc::new(super::fleet(cli, &validated.topology));
-    let session = Session {
+    let fleet = Arc::new(super::ssh_pool(cli, &validated.topology));
+    let invocation = Invocation {
         fleet,
         host_timeout: cli.host_timeout,
         topology: Arc::new(validated.topology),
@@ -88,7 +88,7 @@ fn run_checked(
         }),
     };
     let rt = super::runtime()?;
-    let result = rt.block_on(session.run(op.as_ref(), given, opts.dry_run));
+    let result = rt.block_on(invocation.run(op.as_ref(), given, opts.dry_run));
     progress.finish();
     match result {
         Err(OperateError::Locked(e)) => {
@@ -112,7 +112,7 @@ fn run_checked(
             Ok(EXIT_REFUSED)
         }
         Err(e) => Err(e.into()),
-        Ok(SessionOutcome::Refused(r)) => {
+        Ok(InvocationOutcome::Refused(r)) => {
             if opts.json {
                 out!(
                     "{}",
@@ -130,7 +130,7 @@ fn run_checked(
                 EXIT_REFUSED
             })
         }
-        Ok(SessionOutcome::Planned(plan)) => {
+        Ok(InvocationOutcome::Planned(plan)) => {
             if opts.json {
                 out!("{}", serde_json::to_string_pretty(&plan)?);
             } else {
@@ -138,7 +138,7 @@ fn run_checked(
             }
             Ok(EXIT_OK)
         }
-        Ok(SessionOutcome::Applied {
+        Ok(InvocationOutcome::Applied {
             plan,
             report,
             operation,

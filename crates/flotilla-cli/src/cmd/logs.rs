@@ -90,7 +90,7 @@ fn remote(
         );
         return Ok(EXIT_USAGE);
     }
-    let fleet = super::fleet(cli, topology);
+    let fleet = super::ssh_pool(cli, topology);
     let rt = super::runtime()?;
     let call = flotilla_exec::remote::Call::Logs {
         component: args.component.clone(),

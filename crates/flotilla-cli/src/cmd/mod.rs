@@ -62,7 +62,7 @@ pub fn observe_now(
     names: &[String],
 ) -> anyhow::Result<Observation> {
     let rt = runtime()?;
-    let fleet = fleet(cli, topology);
+    let fleet = ssh_pool(cli, topology);
     observe_with(cli, &rt, &fleet, topology, names)
 }
 
@@ -78,7 +78,7 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 pub fn observe_with(
     cli: &Cli,
     rt: &tokio::runtime::Runtime,
-    fleet: &flotilla_exec::ssh::Fleet,
+    fleet: &flotilla_exec::ssh::Pool,
     topology: &flotilla_model::Topology,
     names: &[String],
 ) -> anyhow::Result<Observation> {
@@ -104,8 +104,8 @@ pub fn observe_with(
 /// SSH connections to the topology's remote hosts, connecting within `--host-timeout`;
 /// with `--ssh-persist`, masters kept in `<state>/run/ssh/` (created owner-only) and
 /// reused across invocations.
-pub fn fleet(cli: &Cli, topology: &flotilla_model::Topology) -> flotilla_exec::ssh::Fleet {
-    let fleet = flotilla_exec::ssh::Fleet::new(topology.hosts.clone(), cli.host_timeout);
+pub fn ssh_pool(cli: &Cli, topology: &flotilla_model::Topology) -> flotilla_exec::ssh::Pool {
+    let fleet = flotilla_exec::ssh::Pool::new(topology.hosts.clone(), cli.host_timeout);
     let Some(idle) = cli.ssh_persist else {
         return fleet;
     };

@@ -60,7 +60,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     };
     // One runtime and one set of SSH connections for every refresh of `--watch`.
     let rt = super::runtime()?;
-    let fleet = super::fleet(cli, &topology);
+    let fleet = super::ssh_pool(cli, &topology);
     let state = flotilla_exec::statedir::StateDir::resolve(cli.state_dir.as_deref())?;
     let secrets = flotilla_exec::operate::secrets(&state)?;
     loop {
