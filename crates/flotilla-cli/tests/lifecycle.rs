@@ -898,3 +898,48 @@ fn a_child_outliving_its_leader_in_the_components_group_is_the_component() {
     let st = ws.run(&["status", "--json", "sup"]).json();
     assert_eq!(st["components"][0]["lifecycle"], "stopped", "{st:#}");
 }
+
+/// A running component's log is rotated by the next mutating invocation once it is
+/// over 10 MiB, not only when the component starts; the component keeps writing to
+/// the (truncated) log.
+#[test]
+fn a_running_components_log_is_rotated_by_the_next_operation() {
+    let f = Fleet::new(
+        &[
+            Svc {
+                name: "chatty",
+                flags: &["--log-every", "20"],
+                deps: &[],
+                extra: "",
+            },
+            svc("other", &[]),
+        ],
+        "",
+    );
+    assert_eq!(f.run(&["start", "chatty"]).code, 0);
+    let log = f.state.join("logs/chatty.log");
+    {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .expect("the log exists");
+        let block = vec![b'x'; 1 << 20];
+        for _ in 0..11 {
+            file.write_all(&block).unwrap();
+        }
+        file.write_all(b"\nBEFORE ROTATION\n").unwrap();
+    }
+    let run = f.run(&["start", "other"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let rotated = f.state.join("logs/chatty.log.1");
+    let old = std::fs::read(&rotated).expect("the big log was rotated to .1");
+    assert!(old.len() > 10 << 20);
+    assert!(String::from_utf8_lossy(&old).contains("BEFORE ROTATION"));
+    assert!(
+        wait_until(DEADLINE, || std::fs::read_to_string(&log)
+            .is_ok_and(|l| l.len() < 1 << 20 && l.contains("TICK"))),
+        "the running component keeps writing to its truncated log"
+    );
+    assert_eq!(f.status_of("chatty")["lifecycle"], "running");
+}

@@ -224,6 +224,33 @@ fn count_newlines(path: &Path, upto: u64) -> io::Result<u64> {
     }
 }
 
+/// Writes what is appended to the log at `path` from byte `from` on, forever
+/// (`flotilla logs -f`): polls its size every 200 ms, starts again from the top when
+/// it shrank (copy-truncate rotation), and waits for a log that does not exist yet.
+///
+/// # Errors
+/// Reading the log or writing `out` (e.g. a closed pipe).
+pub fn follow(path: &Path, from: u64, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut pos = from;
+    loop {
+        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        if len < pos {
+            pos = 0;
+        }
+        if len > pos {
+            let mut f = std::fs::File::open(path)?;
+            f.seek(SeekFrom::Start(pos))?;
+            let mut buf = Vec::new();
+            f.take(len - pos).read_to_end(&mut buf)?;
+            out.write_all(&buf)?;
+            out.flush()?;
+            pos += buf.len() as u64;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

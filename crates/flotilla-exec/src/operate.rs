@@ -148,6 +148,11 @@ pub fn secrets(state: &StateDir) -> Result<SecretResolver, OperateError> {
     Ok(SecretResolver::new(true, file.exists().then_some(file))?)
 }
 
+/// A component's log is rotated when it grows past this many bytes (10 MiB).
+pub const LOG_MAX_BYTES: u64 = 10 * 1024 * 1024;
+/// Rotated copies kept (`X.log.1` … `X.log.3`).
+pub const LOG_KEEP: u32 = 3;
+
 /// Where and how long to observe remote hosts.
 #[derive(Clone, Copy)]
 pub struct RemoteObservation<'a> {
@@ -481,6 +486,14 @@ impl Invocation {
             for note in reconcile(&self.topology, &self.state, &mut store).map_err(map)? {
                 tracing::info!("{note}");
             }
+            // Logs of components that keep running are rotated too, not only at start
+            // (copy-truncate: their writers append, so nothing is lost).
+            for rec in store.instances().map_err(map)? {
+                let log = self.state.log(&rec.component);
+                if let Err(e) = crate::logs::rotate_if_needed(&log, LOG_MAX_BYTES, LOG_KEEP) {
+                    tracing::warn!(component = %rec.component, "log rotation: {e}");
+                }
+            }
         }
         let secrets = Arc::new(secrets(&self.state)?);
         let remote = RemoteObservation {
@@ -597,8 +610,8 @@ impl Invocation {
             secrets,
             base_dir: self.base_dir.clone(),
             ready_timeout: self.ready_timeout,
-            log_max_bytes: 10 * 1024 * 1024,
-            log_keep: 3,
+            log_max_bytes: LOG_MAX_BYTES,
+            log_keep: LOG_KEEP,
             operation: op_id,
             events: Arc::clone(&self.events),
             transport: Some(Arc::clone(&self.fleet) as Arc<dyn crate::transport::Transport>),

@@ -185,6 +185,35 @@ fn error(kind: &str, message: impl Into<String>) -> Response {
     })
 }
 
+/// `flotilla host serve` on standard input and output: reads the request (the first
+/// line), watches the rest of standard input in a thread (its end means the
+/// controller gave up), serves it on a new runtime and writes the response as one
+/// line of JSON.
+///
+/// # Errors
+/// Reading standard input, starting the runtime, or writing standard output.
+pub fn serve_stdio(state_dir: Option<&Path>) -> std::io::Result<()> {
+    use std::io::{BufRead, Read, Write};
+    let mut stdin = std::io::BufReader::new(std::io::stdin());
+    let mut input = Vec::new();
+    stdin.read_until(b'\n', &mut input)?;
+    let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = Arc::clone(&cancelled);
+    std::thread::spawn(move || {
+        let mut rest = Vec::new();
+        let _ = stdin.read_to_end(&mut rest);
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let response = rt.block_on(serve(&input, state_dir, cancelled));
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer(&mut out, &response)?;
+    writeln!(out)?;
+    out.flush()
+}
+
 /// Serves one request on the host (what `flotilla host serve` runs): `input` is
 /// the request's JSON, `state_dir` the `--state-dir` given (else the default).
 /// `cancelled` is set when the controller gives up (its end of standard input
@@ -393,8 +422,8 @@ async fn run_step(
         secrets,
         base_dir,
         ready_timeout: Duration::from_millis(ready_timeout_ms),
-        log_max_bytes: 10 * 1024 * 1024,
-        log_keep: 3,
+        log_max_bytes: crate::operate::LOG_MAX_BYTES,
+        log_keep: crate::operate::LOG_KEEP,
         operation: op_id,
         events: Arc::new(|_| {}),
         transport: None,

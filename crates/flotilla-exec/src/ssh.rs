@@ -223,6 +223,35 @@ pub struct Persistence {
     pub idle: Duration,
 }
 
+impl Persistence {
+    /// Masters kept for `idle` in `<state_root>/run/ssh/` (created owner-only, 0700).
+    ///
+    /// # Errors
+    /// A message when the directory cannot be made, or its path is too long for a
+    /// control socket (a `sockaddr_un` holds 108 bytes, and openssh adds
+    /// `.ssh-connectionXXXXXX/master`): the caller then keeps one connection per
+    /// invocation.
+    pub fn in_state_dir(
+        state_root: &std::path::Path,
+        idle: Duration,
+    ) -> Result<Persistence, String> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = state_root.join("run").join("ssh");
+        if dir.as_os_str().len() > 70 {
+            return Err(format!(
+                "cannot keep connections in {}: too long a path for a control socket",
+                dir.display()
+            ));
+        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| format!("cannot keep connections in {}: {e}", dir.display()))?;
+        Ok(Persistence { dir, idle })
+    }
+}
+
 struct Conn {
     /// `None` only while being dropped.
     session: Option<openssh::Session>,

@@ -4,7 +4,6 @@
 
 use crate::{render, Cli, EXIT_OK, EXIT_REFUSED, EXIT_USAGE};
 use flotilla_exec::hosts;
-use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 
 /// Arguments of `flotilla host`.
@@ -203,26 +202,6 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
 }
 
 fn serve(cli: &Cli) -> anyhow::Result<u8> {
-    // The request is the first line; the controller closing standard input after it
-    // (before the answer, for a step) means "give up".
-    let mut stdin = std::io::BufReader::new(std::io::stdin());
-    let mut input = Vec::new();
-    stdin.read_until(b'\n', &mut input)?;
-    let cancelled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = std::sync::Arc::clone(&cancelled);
-    std::thread::spawn(move || {
-        let mut rest = Vec::new();
-        let _ = stdin.read_to_end(&mut rest);
-        flag.store(true, std::sync::atomic::Ordering::SeqCst);
-    });
-    let rt = super::runtime()?;
-    let response = rt.block_on(flotilla_exec::remote::serve(
-        &input,
-        cli.state_dir.as_deref(),
-        cancelled,
-    ));
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer(&mut out, &response)?;
-    writeln!(out)?;
+    flotilla_exec::remote::serve_stdio(cli.state_dir.as_deref())?;
     Ok(EXIT_OK)
 }

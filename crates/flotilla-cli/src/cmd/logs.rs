@@ -3,8 +3,7 @@
 
 use crate::{Cli, EXIT_OK, EXIT_USAGE};
 use flotilla_exec::statedir::StateDir;
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::time::Duration;
+use std::io::Write;
 
 /// Arguments of `flotilla logs`.
 #[derive(clap::Args, Debug)]
@@ -57,23 +56,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     if !args.follow {
         return Ok(EXIT_OK);
     }
-    let mut pos = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    loop {
-        let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        if len < pos {
-            pos = 0; // rotated (copy-truncate)
-        }
-        if len > pos {
-            let mut f = std::fs::File::open(&path)?;
-            f.seek(SeekFrom::Start(pos))?;
-            let mut buf = Vec::new();
-            f.read_to_end(&mut buf)?;
-            out.write_all(&buf)?;
-            out.flush()?;
-            pos += buf.len() as u64;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let from = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    flotilla_exec::logs::follow(&path, from, &mut out)?;
+    Ok(EXIT_OK)
 }
 
 /// The log of a component on an `ssh` host, read there.

@@ -105,27 +105,18 @@ pub fn observe_with(
 /// with `--ssh-persist`, masters kept in `<state>/run/ssh/` (created owner-only) and
 /// reused across invocations.
 pub fn ssh_pool(cli: &Cli, topology: &flotilla_model::Topology) -> flotilla_exec::ssh::Pool {
-    let fleet = flotilla_exec::ssh::Pool::new(topology.hosts.clone(), cli.host_timeout);
+    let pool = flotilla_exec::ssh::Pool::new(topology.hosts.clone(), cli.host_timeout);
     let Some(idle) = cli.ssh_persist else {
-        return fleet;
+        return pool;
     };
     let Ok(state) = flotilla_exec::statedir::StateDir::resolve(cli.state_dir.as_deref()) else {
-        return fleet;
+        return pool;
     };
-    let dir = state.root().join("run").join("ssh");
-    use std::os::unix::fs::DirBuilderExt;
-    let made = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir);
-    // A control socket path must fit in a sockaddr_un (108 bytes, with the
-    // `.ssh-connectionXXXXXX/master` openssh adds).
-    if made.is_err() || dir.as_os_str().len() > 70 {
-        eprintln!(
-            "warning: --ssh-persist: cannot keep connections in {} (unusable, or too long a path for a socket); one connection per invocation",
-            dir.display()
-        );
-        return fleet;
+    match flotilla_exec::ssh::Persistence::in_state_dir(state.root(), idle) {
+        Ok(p) => pool.persist(p),
+        Err(why) => {
+            eprintln!("warning: --ssh-persist: {why}; one connection per invocation");
+            pool
+        }
     }
-    fleet.persist(flotilla_exec::ssh::Persistence { dir, idle })
 }
