@@ -81,6 +81,8 @@ pub enum Observability {
     NotPermitted,
     /// This version cannot observe it (e.g. a host without a supported transport).
     Unsupported,
+    /// Nothing was observed of it: it is absent from the observation.
+    Unobserved,
 }
 
 /// Is something wrong beyond health?
@@ -162,6 +164,14 @@ impl ObservedComponent {
         started_by: StartedBy::Nobody,
     };
 
+    /// Absent from an observation: nothing is known of it.
+    pub const UNKNOWN: ObservedComponent = ObservedComponent {
+        lifecycle: Lifecycle::Unknown,
+        health: Health::Unknown,
+        observability: Observability::Unobserved,
+        started_by: StartedBy::Nobody,
+    };
+
     /// Running and its readiness passes (or it has no readiness contract).
     pub fn is_ready(&self) -> bool {
         self.lifecycle == Lifecycle::Running
@@ -188,8 +198,8 @@ pub struct StackRecord {
     pub start_order: Vec<String>,
 }
 
-/// The observed state the planner plans against. Components absent from `components`
-/// count as stopped, observed, started by nobody.
+/// The observed state the planner plans against. A component absent from
+/// `components` is unknown ([`ObservedComponent::UNKNOWN`]): never taken for stopped.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Observed {
@@ -202,11 +212,11 @@ pub struct Observed {
 }
 
 impl Observed {
-    /// What is observed of `name` ([`ObservedComponent::STOPPED`] when nothing is).
+    /// What is observed of `name` ([`ObservedComponent::UNKNOWN`] when it is absent).
     pub fn component(&self, name: &str) -> &ObservedComponent {
         self.components
             .get(name)
-            .unwrap_or(&ObservedComponent::STOPPED)
+            .unwrap_or(&ObservedComponent::UNKNOWN)
     }
 
     /// `sha256:` digest of the canonical JSON of this snapshot.

@@ -8,6 +8,7 @@
 //! a flat time per element. `scripts/bench` runs this and prints the ratios.
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use flotilla_model::status::ObservedComponent;
 use flotilla_model::{validate, Format, Observed, SourceFile, Sources};
 use flotilla_plan::{plan, Operation, Verb};
 use std::hint::black_box;
@@ -76,7 +77,15 @@ fn bench(c: &mut Criterion) {
             });
             let (s, id) = sources(&text);
             let topology = validate(&s, id, &[]).expect("valid").topology;
-            let observed = Observed::default();
+            // Nothing runs yet: every component observed stopped.
+            let observed = Observed {
+                components: topology
+                    .components
+                    .iter()
+                    .map(|c| (c.name.clone(), ObservedComponent::STOPPED))
+                    .collect(),
+                ..Observed::default()
+            };
             let op = Operation::new(Verb::Start, "all");
             group.bench_with_input(BenchmarkId::new("plan_up", n), &topology, |b, t| {
                 b.iter_batched(

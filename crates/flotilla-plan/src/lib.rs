@@ -464,6 +464,7 @@ impl Planner<'_> {
             Observability::Unreachable => "unreachable",
             Observability::NotPermitted => "not-permitted",
             Observability::Unsupported => "not observable from here (no usable flotilla or state directory on its host: see `flotilla status`)",
+            Observability::Unobserved => "not observed (absent from the observed state planned against)",
         };
         let c = self.topo.component(id);
         self.reasons.push(Reason::Unobservable {

@@ -58,7 +58,14 @@ fn topology_observed_and_plan_serialise_canonically() {
         },
     );
     assert_canonical("observed", &observed);
-    observed.components.remove("embed");
+    // Everything else was observed stopped (an absent component is unknown).
+    for c in &topology.components {
+        if c.name != "llm" {
+            observed
+                .components
+                .insert(c.name.clone(), ObservedComponent::STOPPED);
+        }
+    }
     let p = plan(
         &topology,
         &observed,

@@ -5,9 +5,22 @@ use flotilla_model::status::{
     Health, Lifecycle, Observability, Observed, ObservedComponent, StackRecord, StartedBy,
 };
 use flotilla_model::{validate, Format, SourceFile, Sources, Topology};
-use flotilla_plan::{plan, Action, Operation, Plan, Reason, Verb};
+use flotilla_plan::{Action, Operation, Plan, Reason, Refusal, Verb};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap};
+
+/// [`flotilla_plan::plan`] with the tables' convention made explicit: a component the
+/// case does not mention was observed stopped (the planner itself takes an absent
+/// component for unknown).
+fn plan(t: &Topology, o: &Observed, op: &Operation) -> Result<Plan, Refusal> {
+    let mut full = o.clone();
+    for c in &t.components {
+        full.components
+            .entry(c.name.clone())
+            .or_insert(ObservedComponent::STOPPED);
+    }
+    flotilla_plan::plan(t, &full, op)
+}
 
 fn topology(toml: &str) -> Topology {
     let mut sources = Sources::new();
@@ -590,6 +603,21 @@ fn observed_json_accepts_the_documented_shape() {
     )
     .unwrap();
     assert!(o.component("llm").is_ready());
-    assert_eq!(o.component("nothing").lifecycle, Lifecycle::Stopped);
+    assert_eq!(o.component("nothing").lifecycle, Lifecycle::Unknown);
     let _: BTreeMap<String, StackRecord> = o.stacks;
+}
+
+#[test]
+fn a_component_absent_from_the_observation_is_unknown_never_stopped() {
+    let t = topology(STACK);
+    let o = state(&[("proxy", Lifecycle::Stopped, Health::NotApplicable)]);
+    // `llm` and the others are not in the observation at all.
+    assert_eq!(o.component("llm").lifecycle, Lifecycle::Unknown);
+    let r = flotilla_plan::plan(&t, &o, &Operation::new(Verb::Start, "proxy")).unwrap_err();
+    assert!(
+        r.reasons
+            .iter()
+            .any(|x| matches!(x, Reason::Unobservable { component, .. } if component == "llm")),
+        "{r:?}"
+    );
 }

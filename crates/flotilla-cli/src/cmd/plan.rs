@@ -43,7 +43,8 @@ pub struct Args {
     pub json: bool,
     /// Plan against this observed state instead of what runs now (JSON: {"components": {NAME: {lifecycle,
     /// health, observability, started_by: "nobody" | {"flotilla": {operation}} |
-    /// {"foreign": {evidence}}}}, "stacks": {NAME: {start_order}}}).
+    /// {"foreign": {evidence}}}}, "stacks": {NAME: {start_order}}}). A component it does
+    /// not list is unknown, never stopped.
     #[arg(long, value_name = "FILE")]
     pub observed: Option<PathBuf>,
 }
