@@ -387,19 +387,26 @@ impl Adapter for Systemd {
     }
 
     fn stop(&self, c: &Component, recorded: Option<&InstanceRecord>) -> Result<Stopped, ExecError> {
-        let before = self.show(c)?;
-        if matches!(before.lifecycle(), Lifecycle::Stopped | Lifecycle::Failed) {
-            return Ok(Stopped::AlreadyGone {
-                summary: format!("unit {} was not running ({})", before.id, before.describe()),
-            });
-        }
-        if let Some(rec) = recorded {
-            // Identity before signal: the unit's main process may have been replaced
-            // (its own Restart=), which is still the unit; only a pid reused by some
-            // *other* process outside the unit would be a mismatch, and systemctl
-            // never signals outside its cgroup.
-            tracing::debug!(unit = %before.id, recorded = rec.pid, main = before.main_pid, "stopping unit");
-        }
+        // With an instance recorded, the unit is asked to stop at once (systemctl only
+        // signals inside the unit's cgroup, whatever its main process is now);
+        // without one, it is looked at first so that stopping what is not running
+        // says so.
+        let main = match recorded {
+            Some(rec) => rec.pid,
+            None => {
+                let before = self.show(c)?;
+                if matches!(before.lifecycle(), Lifecycle::Stopped | Lifecycle::Failed) {
+                    return Ok(Stopped::AlreadyGone {
+                        summary: format!(
+                            "unit {} was not running ({})",
+                            before.id,
+                            before.describe()
+                        ),
+                    });
+                }
+                before.main_pid
+            }
+        };
         let t0 = std::time::Instant::now();
         self.ctl(c, &["stop", "--", &unit_name(c)])?;
         let after = self.show(c)?;
@@ -415,9 +422,8 @@ impl Adapter for Systemd {
         }
         Ok(Stopped::Stopped {
             summary: format!(
-                "stopped unit {} (main pid {}) in {} ms",
+                "stopped unit {} (main pid {main}) in {} ms",
                 after.id,
-                before.main_pid,
                 t0.elapsed().as_millis()
             ),
             facts: after.facts(),
