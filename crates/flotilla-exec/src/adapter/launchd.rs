@@ -20,7 +20,9 @@
 //! executor proves every restart by measured identity; [`RestartMethod::Reload`]
 //! reproduces what tools that fell into it do.
 
-use super::{run_owner_command, Adapter, Launch, Launched, Seen, Stopped};
+use super::{
+    file_len, run_owner_command, write_if_changed, Adapter, Launch, Launched, Seen, Stopped,
+};
 use crate::error::ExecError;
 use crate::identity::{self, RuntimeIdentity};
 use crate::launchctl::{self, JobPlist, ServiceInfo};
@@ -69,10 +71,7 @@ impl Launchd {
     /// kickstart).
     pub fn from_env() -> Launchd {
         Launchd {
-            launchctl: std::env::var_os(LAUNCHCTL_ENV)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("launchctl")),
+            launchctl: super::program_from_env(LAUNCHCTL_ENV, "launchctl"),
             restart: match std::env::var(RESTART_ENV).as_deref() {
                 Ok("reload") => RestartMethod::Reload,
                 _ => RestartMethod::Kickstart,
@@ -132,7 +131,7 @@ impl Launchd {
             run_at_load: true,
             keep_alive: false,
         };
-        write_private(&path, &plist.to_xml())?;
+        write_if_changed(&path, &plist.to_xml(), 0o600)?;
         Ok(path)
     }
 
@@ -214,25 +213,6 @@ fn facts(c: &Component, info: &ServiceInfo) -> serde_json::Value {
         "runs": info.runs,
         "last_exit_code": info.last_exit_code,
     })
-}
-
-fn write_private(path: &Path, bytes: &[u8]) -> Result<(), ExecError> {
-    use std::os::unix::fs::PermissionsExt;
-    let io = |source| ExecError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io)?;
-    }
-    let tmp = path.with_extension("flotilla-tmp");
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
-}
-
-fn file_len(p: &Path) -> u64 {
-    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
 }
 
 impl Adapter for Launchd {

@@ -233,6 +233,46 @@ impl Adapters {
     }
 }
 
+/// The program named by the environment variable `var`, else `default` (looked up in
+/// `PATH` when run).
+pub(crate) fn program_from_env(var: &str, default: &str) -> PathBuf {
+    std::env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(default))
+}
+
+/// Writes `bytes` to `path` (mode `mode`, its directory created) through a temporary
+/// file renamed into place, unless it already holds exactly them; `Ok(true)` when it
+/// wrote.
+pub(crate) fn write_if_changed(
+    path: &std::path::Path,
+    bytes: &[u8],
+    mode: u32,
+) -> Result<bool, ExecError> {
+    use std::os::unix::fs::PermissionsExt;
+    let io = |source| ExecError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(false);
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let tmp = path.with_extension("flotilla-tmp");
+    std::fs::write(&tmp, bytes).map_err(io)?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)?;
+    Ok(true)
+}
+
+/// The size of the file at `p` in bytes (0 when it does not exist).
+pub(crate) fn file_len(p: &std::path::Path) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
 /// `c`'s stop signal and grace period (managed components always have them; the
 /// fallback is SIGTERM and 10 s).
 pub(crate) fn stop_settings(c: &Component) -> (String, std::time::Duration) {

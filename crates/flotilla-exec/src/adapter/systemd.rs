@@ -22,7 +22,9 @@
 //! systemd.service(5) ("Command lines"); `append:` outputs need systemd ≥ 240,
 //! `Type=exec` ≥ 240.
 
-use super::{run_owner_command, Adapter, Launch, Launched, Seen, Stopped};
+use super::{
+    file_len, run_owner_command, write_if_changed, Adapter, Launch, Launched, Seen, Stopped,
+};
 use crate::error::ExecError;
 use crate::identity::{self, RuntimeIdentity};
 use flotilla_model::inventory::AdapterKind;
@@ -30,7 +32,6 @@ use flotilla_model::status::Lifecycle;
 use flotilla_model::topology::Component;
 use flotilla_store::InstanceRecord;
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// The environment variable naming the `systemctl` to run (default: `systemctl`
@@ -52,10 +53,7 @@ impl Systemd {
     /// `systemctl` from [`SYSTEMCTL_ENV`], else from `PATH`.
     pub fn from_env() -> Systemd {
         Systemd {
-            systemctl: std::env::var_os(SYSTEMCTL_ENV)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("systemctl")),
+            systemctl: super::program_from_env(SYSTEMCTL_ENV, "systemctl"),
         }
     }
 
@@ -169,26 +167,6 @@ fn unit_dir(c: &Component) -> Result<PathBuf, ExecError> {
             message: "a --user unit needs XDG_RUNTIME_DIR (the user manager's runtime directory; log in, or `loginctl enable-linger`)".into(),
         }),
     }
-}
-
-/// Writes `bytes` to `path` (mode `mode`, directory created) unless it already holds
-/// them; `Ok(true)` when it wrote.
-fn write_if_changed(path: &Path, bytes: &[u8], mode: u32) -> Result<bool, ExecError> {
-    let io = |source| ExecError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    if std::fs::read(path).is_ok_and(|old| old == bytes) {
-        return Ok(false);
-    }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io)?;
-    }
-    let tmp = path.with_extension("flotilla-tmp");
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)?;
-    Ok(true)
 }
 
 /// One word of a command line in systemd's syntax: double-quoted, with `\` and `"`
@@ -350,10 +328,6 @@ impl UnitState {
             "result": self.result,
         })
     }
-}
-
-fn file_len(p: &Path) -> u64 {
-    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
 }
 
 impl Adapter for Systemd {

@@ -9,6 +9,8 @@ use crate::topology::{ComponentId, Host, Stack};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 impl Validator {
+    /// Reports two components on one host that listen on one port (in their active
+    /// profiles).
     pub(super) fn check_ports(&mut self, drafts: &[Draft<'_>], hosts: &BTreeMap<String, Host>) {
         let mut claims: HashMap<(&str, u16), (&str, &str, Location)> = HashMap::new();
         for d in drafts {
@@ -44,6 +46,8 @@ impl Validator {
         }
     }
 
+    /// Checks stack members and names (a stack must not share a component's name) and
+    /// builds the stacks, members deduplicated in declared order.
     pub(super) fn check_stacks(
         &mut self,
         stacks: Vec<(&Entry, StackSpec)>,

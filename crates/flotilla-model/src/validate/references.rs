@@ -2,8 +2,9 @@
 //! expansion, endpoints, tunnels, `depends_on`, connections, and `${...}` substitution
 //! into the final component.
 
-use super::TemplateRef;
-use super::{any_broken, help_for, index_str, Draft, Located, Validator, ENDPOINT_KEYS};
+use super::{
+    any_broken, help_for, index_str, Draft, Located, TemplateRef, Validator, ENDPOINT_KEYS,
+};
 use crate::diag::{Code, Diagnostic, Location};
 use crate::inventory::{ComponentSpec, Owner, TransportKind};
 use crate::node::{self, DecodeError, Entry, Node, Value};
@@ -28,6 +29,8 @@ type RefProblem = (Code, String, Option<String>);
 type EndpointView = (String, BTreeMap<String, Endpoint>, bool);
 
 impl Validator {
+    /// Loads each user template file: parsed, decoded, parameter defaults checked, and
+    /// every `${params.X}` naming a declared parameter. Only files without errors load.
     pub(super) fn load_templates(
         &mut self,
         sources: &Sources,

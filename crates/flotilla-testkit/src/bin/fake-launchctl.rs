@@ -677,21 +677,7 @@ impl Store {
     }
 }
 
-/// Whether `pid` is a live (non-zombie) process.
-fn alive(pid: u32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !matches!(
-            s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .chars()
-                .next(),
-            Some('Z' | 'X') | None
-        ),
-        Err(_) => false,
-    }
-}
+use flotilla_testkit::alive;
 
 /// Whether `pid` is a live supervisor of `label`.
 fn supervisor_alive(pid: u32, label: &str) -> bool {

@@ -1,0 +1,828 @@
+//! Validation phase by phase, without the CLI: table-driven cases for each phase
+//! (hosts, drafts, references, probes, graph) asserting every error's stable code and
+//! its `line:column`, and proptest properties over random dependency graphs and random
+//! damage to valid inventories.
+//!
+//! A case names each expected error by its code and a snippet of the source that is
+//! unique across the case's files: the error's span must start where the snippet
+//! starts.
+
+use flotilla_model::topology::Topology;
+use flotilla_model::{
+    validate, Code, Diagnostic, Format, Severity, SourceFile, Sources, TemplateRef,
+};
+use proptest::prelude::*;
+use std::collections::BTreeSet;
+
+/// An inventory (as `flotilla.toml`, or `flotilla.json` when it starts with `{`) and
+/// user templates `(name, TOML text)`, validated.
+fn run(
+    inventory: &str,
+    templates: &[(&str, &str)],
+) -> (Sources, Result<Topology, Vec<Diagnostic>>) {
+    let mut sources = Sources::new();
+    let name = if inventory.trim_start().starts_with('{') {
+        "flotilla.json"
+    } else {
+        "flotilla.toml"
+    };
+    let id = sources.add(SourceFile::new(name, Format::from_path(name), inventory));
+    let refs: Vec<TemplateRef> = templates
+        .iter()
+        .map(|(n, text)| TemplateRef {
+            name: n.to_string(),
+            file: sources.add(SourceFile::new(
+                format!("templates/{n}.toml"),
+                Format::Toml,
+                *text,
+            )),
+        })
+        .collect();
+    let result = validate(&sources, id, &refs).map(|v| v.topology);
+    (sources, result)
+}
+
+/// 1-based (file name, line, column) of `snippet`, which must occur exactly once in
+/// all of `sources`.
+fn position_of(sources: &Sources, snippet: &str) -> Result<(String, usize, usize), String> {
+    let hits: Vec<_> = sources
+        .iter()
+        .flat_map(|(_, f)| f.text.match_indices(snippet).map(move |(at, _)| (f, at)))
+        .collect();
+    let [(f, at)] = hits[..] else {
+        return Err(format!(
+            "snippet {snippet:?} occurs {} times, not once",
+            hits.len()
+        ));
+    };
+    let before = &f.text[..at];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    Ok((f.name.clone(), line, column))
+}
+
+/// Whether exactly the `expected` errors (code, snippet), in order, are reported.
+fn check(
+    inventory: &str,
+    templates: &[(&str, &str)],
+    expected: &[(Code, &str)],
+) -> Result<(), String> {
+    let (sources, result) = run(inventory, templates);
+    let diags = match result {
+        Ok(_) => return Err("valid, but errors were expected".into()),
+        Err(d) => d,
+    };
+    let got: Vec<(Code, String, usize, usize)> = diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(|d| {
+            let p = d
+                .locate(&sources)
+                .location
+                .expect("an error has a location");
+            (d.code, p.file, p.start.line, p.start.column)
+        })
+        .collect();
+    let want = expected
+        .iter()
+        .map(|(code, snippet)| {
+            let (f, l, c) = position_of(&sources, snippet)?;
+            Ok((*code, f, l, c))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    if got != want {
+        return Err(format!(
+            "expected {want:?}\n     got {got:?}\ndiagnostics: {diags:#?}"
+        ));
+    }
+    Ok(())
+}
+
+/// One case: name, inventory, user templates `(name, text)`, expected errors.
+type Case<'a> = (
+    &'a str,
+    &'a str,
+    &'a [(&'a str, &'a str)],
+    &'a [(Code, &'a str)],
+);
+
+/// Runs every case; fails naming every case that did not hold.
+fn table(cases: &[Case<'_>]) {
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|(name, inventory, templates, expected)| {
+            check(inventory, templates, expected)
+                .err()
+                .map(|e| format!("case `{name}`:\n{inventory}\n{e}"))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn hosts_phase() {
+    use Code::*;
+    table(&[
+        (
+            "unknown transport",
+            "[hosts.gpu]\ntransport = \"telnet\"\n",
+            &[],
+            &[(InvalidValue, "\"telnet\"")],
+        ),
+        (
+            "the local host must be local",
+            "[hosts.local]\ntransport = \"ssh\"\n",
+            &[],
+            &[(InvalidValue, "\"ssh\"")],
+        ),
+        (
+            "ssh settings on a local host",
+            "[hosts.box]\ntransport = \"local\"\nuser = \"me\"\nidentity = \"~/.ssh/id\"\nssh_options = { ProxyJump = \"b\" }\n",
+            &[],
+            &[
+                (InvalidValue, "\"me\""),
+                (InvalidValue, "\"~/.ssh/id\""),
+                (InvalidValue, "{ ProxyJump"),
+            ],
+        ),
+        (
+            "forbidden and malformed ssh options",
+            "[hosts.gpu]\ntransport = \"ssh\"\nssh_options = { ControlMaster = \"auto\", BatchMode = \"no\", \"Bad Key\" = \"x\", ProxyJump = \"ok\" }\n",
+            &[],
+            &[
+                (InvalidValue, "\"auto\""),
+                (InvalidValue, "\"no\""),
+                (InvalidValue, "\"x\""),
+            ],
+        ),
+        (
+            "address, platform and state_dir",
+            "[hosts.gpu]\ntransport = \"ssh\"\naddress = \"-oProxyCommand=sh\"\nplatform = \"amiga-m68k\"\nstate_dir = \"rel/state\"\n",
+            &[],
+            &[
+                (InvalidValue, "\"-oProxyCommand=sh\""),
+                (InvalidValue, "\"amiga-m68k\""),
+                (InvalidValue, "\"rel/state\""),
+            ],
+        ),
+        (
+            "a host name with a dot",
+            "[hosts.\"a.b\"]\ntransport = \"ssh\"\n",
+            &[],
+            &[(InvalidValue, "\"a.b\"")],
+        ),
+    ]);
+}
+
+#[test]
+fn draft_phase() {
+    use Code::*;
+    table(&[
+        (
+            "unknown host",
+            "[hosts.studio]\ntransport = \"ssh\"\n[components.a]\nhost = \"stuido\"\ncommand = [\"a\"]\n",
+            &[],
+            &[(UnknownHost, "\"stuido\"")],
+        ),
+        (
+            "external component with lifecycle keys",
+            "[components.db]\nowner = \"external\"\ncommand = [\"pg\"]\nstop = { signal = \"SIGINT\" }\n",
+            &[],
+            &[(ExternalLifecycle, "command"), (ExternalLifecycle, "stop")],
+        ),
+        (
+            "managed component with no way to start",
+            "[components.lonely]\ndescription = \"nothing to run\"\n",
+            &[],
+            &[(NoStartMethod, "lonely]")],
+        ),
+        (
+            "empty program",
+            "[components.a]\ncommand = [\"\", \"x\"]\n",
+            &[],
+            &[(NoStartMethod, "\"\"")],
+        ),
+        (
+            "adapter-specific table on the wrong adapter",
+            "[components.a]\ncommand = [\"a\"]\nsystemd = { unit = \"a.service\" }\n",
+            &[],
+            &[(InvalidValue, "systemd")],
+        ),
+        (
+            "unknown profile",
+            "[components.a]\ncommand = [\"a\"]\nprofile = \"fast\"\n[components.a.profiles.slow]\ncommand = [\"a\", \"--slow\"]\n",
+            &[],
+            &[(UnknownProfile, "\"fast\"")],
+        ),
+        (
+            "type errors are each reported, the entry still checked",
+            "[components.a]\ncommand = \"a\"\nhost = \"nowhere\"\n[components.b]\ncommand = [\"b\"]\nstop = { grace_period = \"soon\" }\n",
+            &[],
+            &[
+                (InvalidValue, "\"a\"\n"),
+                (UnknownHost, "\"nowhere\""),
+                (InvalidValue, "\"soon\""),
+            ],
+        ),
+        (
+            "a broken stack entry",
+            "[components.a]\ncommand = [\"a\"]\n[stacks.s]\ncomponents = \"a\"\n",
+            &[],
+            &[(InvalidValue, "\"a\"\n")],
+        ),
+    ]);
+}
+
+const WHISPER: &str = "command = [\"whisper\", \"--port\", \"${params.port}\"]\nendpoints = { http = \"http://127.0.0.1:${params.port}\" }\n[params]\nmodel = { type = \"path\" }\nport = { type = \"port\", default = 8090 }\n";
+
+#[test]
+fn references_phase() {
+    use Code::*;
+    table(&[
+        (
+            "connection to an unknown component",
+            "[components.a]\ncommand = [\"a\"]\nconnections = { up = \"ghost.http\" }\n",
+            &[],
+            &[(UnknownDependency, "\"ghost.http\"")],
+        ),
+        (
+            "connection to an unknown endpoint",
+            "[components.llm]\ncommand = [\"llm\"]\nendpoints = { http = \"http://127.0.0.1:8080\" }\n[components.a]\ncommand = [\"a\"]\nconnections = { up = \"llm.grpc\" }\n",
+            &[],
+            &[(UnknownEndpoint, "\"llm.grpc\"")],
+        ),
+        (
+            "connection that is not component.endpoint",
+            "[components.a]\ncommand = [\"a\"]\nconnections = { up = \"nodot\" }\n",
+            &[],
+            &[(InvalidValue, "\"nodot\"")],
+        ),
+        (
+            "unknown dependency",
+            "[components.a]\ncommand = [\"a\"]\ndepends_on = [\"b\", \"ghost\"]\n[components.b]\ncommand = [\"b\"]\n",
+            &[],
+            &[(UnknownDependency, "\"ghost\"")],
+        ),
+        (
+            "unknown and mistyped built-in template parameters",
+            "[components.llm]\ntemplate = \"llama-server\"\nparams = { model = \"m.gguf\", port = \"8080\", ctx = 4096 }\n",
+            &[],
+            &[(InvalidTemplateParam, "\"8080\""), (InvalidTemplateParam, "ctx")],
+        ),
+        (
+            "unknown template",
+            "[components.a]\ntemplate = \"lama-server\"\n",
+            &[],
+            &[(UnknownTemplate, "\"lama-server\"")],
+        ),
+        (
+            "params without a template",
+            "[components.a]\ncommand = [\"a\"]\nparams = { x = 1 }\n",
+            &[],
+            &[(InvalidTemplateParam, "params")],
+        ),
+        (
+            "user template: unknown parameter",
+            "[components.stt]\ntemplate = \"whisper\"\nparams = { model = \"m\", modle = \"x\" }\n",
+            &[("whisper", WHISPER)],
+            &[(InvalidTemplateParam, "modle")],
+        ),
+        (
+            "user template: missing required parameter",
+            "[components.stt]\ntemplate = \"whisper\"\n",
+            &[("whisper", WHISPER)],
+            &[(InvalidTemplateParam, "\"whisper\"\n")],
+        ),
+        (
+            "user template referencing an undeclared parameter",
+            "[components.a]\ncommand = [\"a\"]\n",
+            &[(
+                "broken",
+                "command = [\"x\", \"${params.nope}\"]\n[params]\nname = { type = \"string\" }\n",
+            )],
+            &[(UnknownReference, "\"${params.nope}\"")],
+        ),
+        (
+            "unknown ${...} references",
+            "[components.a]\ncommand = [\"a\", \"${connections.up}\"]\nenv = { X = \"${endpoints.http.port}\" }\nendpoints = { grpc = \"127.0.0.1:9000\" }\n",
+            &[],
+            &[
+                (UnknownReference, "\"${connections.up}\""),
+                (UnknownReference, "\"${endpoints.http.port}\""),
+            ],
+        ),
+        (
+            "endpoint referencing what endpoints may not",
+            "[components.a]\ncommand = [\"a\"]\nendpoints = { http = \"http://${connections.x}:80\" }\n",
+            &[],
+            &[(UnknownReference, "\"http://${connections.x}:80\"")],
+        ),
+        (
+            "tunnel through an unknown host, to a missing endpoint",
+            "[hosts.studio]\ntransport = \"ssh\"\n[components.llm]\nhost = \"studio\"\ncommand = [\"llm\"]\nendpoints = { http = \"http://127.0.0.1:8080\" }\n[components.t1]\nadapter = \"ssh-tunnel\"\ntunnel = { via = \"nowhere\", target = \"llm.http\", listen_port = 18080 }\n[components.t2]\nadapter = \"ssh-tunnel\"\ntunnel = { via = \"studio\", target = \"llm.grpc\", listen_port = 18081 }\n",
+            &[],
+            &[(TunnelUnresolved, "\"nowhere\""), (TunnelUnresolved, "\"llm.grpc\"")],
+        ),
+    ]);
+}
+
+#[test]
+fn probes_phase() {
+    use Code::*;
+    table(&[
+        (
+            "probe naming an endpoint the component lacks",
+            "[components.a]\ncommand = [\"a\"]\nendpoints = { http = \"http://127.0.0.1:8080\" }\nreadiness = { http = { endpoint = \"api\" } }\n",
+            &[],
+            &[(UnknownEndpoint, "\"api\"")],
+        ),
+        (
+            "request probe to another component's missing endpoint",
+            "[components.b]\ncommand = [\"b\"]\nendpoints = { http = \"http://127.0.0.1:8081\" }\n[components.a]\ncommand = [\"a\"]\nliveness = { request = { endpoint = \"b.grpc\" } }\n",
+            &[],
+            &[(UnknownEndpoint, "\"b.grpc\"")],
+        ),
+        (
+            "no check, and two checks",
+            "[components.a]\ncommand = [\"a\"]\nendpoints = { http = \"http://127.0.0.1:8080\" }\nreadiness = { period = \"1s\" }\nliveness = { process = {}, tcp = { endpoint = \"http\" } }\n",
+            &[],
+            &[(InvalidProbe, "{ period"), (InvalidProbe, "{ process")],
+        ),
+        (
+            "process check of an external component",
+            "[components.db]\nowner = \"external\"\nreadiness = { process = {} }\n",
+            &[],
+            &[(InvalidProbe, "{} }")],
+        ),
+        (
+            "bad regex, method, thresholds",
+            "[components.a]\ncommand = [\"a\"]\nendpoints = { http = \"http://127.0.0.1:8080\" }\nreadiness = { log = { pattern = \"(unclosed\" } }\nliveness = { request = { endpoint = \"http\", method = \"FETCH\" } }\n[components.b]\ncommand = [\"b\"]\nreadiness = { process = {}, failure_threshold = 0 }\n",
+            &[],
+            &[
+                (InvalidValue, "\"(unclosed\""),
+                (InvalidValue, "\"FETCH\""),
+                (InvalidValue, "0 }"),
+            ],
+        ),
+        (
+            "stack probes: a tcp check, a missing endpoint",
+            "[components.a]\ncommand = [\"a\"]\nendpoints = { http = \"http://127.0.0.1:8080\" }\n[stacks.s]\ncomponents = [\"a\"]\nreadiness = [{ tcp = { endpoint = \"http\" } }, { request = { endpoint = \"a.nope\" } }]\n",
+            &[],
+            &[(InvalidProbe, "{ tcp"), (UnknownEndpoint, "\"a.nope\"")],
+        ),
+    ]);
+}
+
+#[test]
+fn graph_phase() {
+    use Code::*;
+    table(&[
+        (
+            "a two-component cycle",
+            "[components.a]\ncommand = [\"run-a\"]\ndepends_on = [\"b\"]\n[components.b]\ncommand = [\"run-b\"]\ndepends_on = [\"a\"]\n",
+            &[],
+            &[(DependencyCycle, "\"b\"]")],
+        ),
+        (
+            "a self-dependency",
+            "[components.solo]\ncommand = [\"s\"]\ndepends_on = [\"solo\"]\n",
+            &[],
+            &[(DependencyCycle, "\"solo\"")],
+        ),
+        (
+            "a cycle through a connection, reported once, from its smallest name",
+            "[components.x]\ncommand = [\"x\"]\nendpoints = { http = \"http://127.0.0.1:9001\" }\nconnections = { up = \"z.http\" }\n[components.z]\ncommand = [\"z\"]\nendpoints = { http = \"http://127.0.0.1:9002\" }\ndepends_on = [\"y\"]\n[components.y]\ncommand = [\"y\"]\ndepends_on = [\"x\"]\n",
+            &[],
+            &[(DependencyCycle, "\"z.http\"")],
+        ),
+        (
+            "two components claim one port on one host",
+            "[components.a]\ncommand = [\"a\"]\nendpoints = { http = \"http://127.0.0.1:8080\" }\n[components.b]\ncommand = [\"b\"]\nendpoints = { api = \"http://0.0.0.0:8080\" }\n",
+            &[],
+            &[(PortConflict, "\"http://0.0.0.0:8080\"")],
+        ),
+        (
+            "unknown stack member",
+            "[components.llm]\ncommand = [\"llm\"]\n[stacks.chat]\ncomponents = [\"llm\", \"prxy\"]\n",
+            &[],
+            &[(UnknownStackMember, "\"prxy\"")],
+        ),
+        (
+            "a stack and a component with one name",
+            "[components.chat]\ncommand = [\"c\"]\n[stacks.chat]\ncomponents = [\"chat\"]\n",
+            &[],
+            &[(AmbiguousName, "chat]\ncomponents")],
+        ),
+    ]);
+}
+
+#[test]
+fn cycle_message_names_the_path_and_each_edge() {
+    let (sources, result) = run(
+        "[components.b]\ncommand = [\"b\"]\ndepends_on = [\"c\"]\n[components.c]\ncommand = [\"c\"]\ndepends_on = [\"a\"]\n[components.a]\ncommand = [\"a\"]\ndepends_on = [\"b\"]\n",
+        &[],
+    );
+    let diags = result.expect_err("a cycle");
+    assert_eq!(diags.len(), 1, "{diags:#?}");
+    let d = diags[0].locate(&sources);
+    assert_eq!(d.message, "dependency cycle: a → b → c → a");
+    assert_eq!(d.location.expect("located").start.line, 9);
+    let labels: Vec<(String, usize)> = d
+        .labels
+        .iter()
+        .map(|l| (l.message.clone(), l.location.start.line))
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            ("`b` depends on `c` here".to_string(), 3),
+            ("`c` depends on `a` here".to_string(), 6)
+        ]
+    );
+}
+
+#[test]
+fn bytes_that_are_not_utf8_are_one_located_error() {
+    let mut sources = Sources::new();
+    let id = sources.add(SourceFile::from_bytes(
+        "flotilla.toml",
+        Format::Toml,
+        b"[components.a]\ncommand = [\"a\"]\ndescription = \"caf\xc3\xa9 \xff\xfe\"\n".to_vec(),
+    ));
+    let diags = validate(&sources, id, &[]).expect_err("not UTF-8");
+    assert_eq!(diags.len(), 1, "{diags:#?}");
+    let d = diags[0].locate(&sources);
+    assert_eq!(d.code, Code::NotUtf8);
+    assert_eq!(
+        d.message,
+        "not valid UTF-8 at byte offset 52 (line 3, column 21): byte 0xff is not part of a valid character"
+    );
+    let p = d.location.expect("located");
+    assert_eq!((p.start.line, p.start.column), (3, 21));
+}
+
+// ---------------------------------------------------------------------------
+// Properties.
+
+/// A random DAG: node `i` depends on some nodes before it (in topological index), by
+/// `depends_on` (`false`) or a connection (`true`); `names[i]` is node `i`'s name,
+/// shuffled so that name order and dependency order differ.
+#[derive(Debug, Clone)]
+struct Dag {
+    names: Vec<String>,
+    deps: Vec<Vec<(usize, bool)>>,
+}
+
+fn dag() -> impl Strategy<Value = Dag> {
+    (1usize..=10).prop_flat_map(|n| {
+        let perm = Just((0..n).collect::<Vec<usize>>()).prop_shuffle();
+        let deps: Vec<_> = (0..n)
+            .map(|i| {
+                proptest::sample::subsequence((0..i).collect::<Vec<_>>(), 0..=i.min(3))
+                    .prop_flat_map(|ups| {
+                        let k = ups.len();
+                        (Just(ups), proptest::collection::vec(any::<bool>(), k))
+                    })
+                    .prop_map(|(ups, kinds)| ups.into_iter().zip(kinds).collect::<Vec<_>>())
+            })
+            .collect();
+        (perm, deps).prop_map(|(perm, deps)| Dag {
+            names: perm.iter().map(|p| format!("c{p:02}")).collect(),
+            deps,
+        })
+    })
+}
+
+impl Dag {
+    fn render(&self) -> String {
+        let mut out = String::new();
+        for (i, name) in self.names.iter().enumerate() {
+            out.push_str(&format!(
+                "[components.{name}]\ncommand = [\"svc\", \"{name}\"]\nendpoints = {{ http = \"http://127.0.0.1:{}\" }}\n",
+                9000 + i
+            ));
+            let plain: Vec<String> = self.deps[i]
+                .iter()
+                .filter(|(_, conn)| !conn)
+                .map(|(u, _)| format!("\"{}\"", self.names[*u]))
+                .collect();
+            if !plain.is_empty() {
+                out.push_str(&format!("depends_on = [{}]\n", plain.join(", ")));
+            }
+            let conns: Vec<String> = self.deps[i]
+                .iter()
+                .filter(|(_, conn)| *conn)
+                .map(|(u, _)| format!("up_{0} = \"{0}.http\"", self.names[*u]))
+                .collect();
+            if !conns.is_empty() {
+                out.push_str(&format!("connections = {{ {} }}\n", conns.join(", ")));
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Whether `from` depends on `to`, directly or not.
+    fn reaches(&self, from: usize, to: usize) -> bool {
+        let mut stack = vec![from];
+        let mut seen = BTreeSet::new();
+        while let Some(x) = stack.pop() {
+            for &(u, _) in &self.deps[x] {
+                if u == to {
+                    return true;
+                }
+                if seen.insert(u) {
+                    stack.push(u);
+                }
+            }
+        }
+        false
+    }
+}
+
+/// A valid inventory touching every phase: hosts (ssh options, platform), templates,
+/// profiles, connections, tunnels, probes (own and stack), stacks.
+const RICH: &str = r#"[hosts.studio]
+transport = "ssh"
+address = "studio.lan"
+platform = "darwin-aarch64"
+ssh_options = { ProxyJump = "bastion" }
+
+[components.llm]
+host = "studio"
+template = "llama-server"
+params = { model = "/models/q4.gguf", port = 8080 }
+profile = "small"
+[components.llm.profiles.small]
+params = { model = "/models/small.gguf" }
+
+[components.tunnel]
+template = "ssh-tunnel"
+params = { via = "studio", target = "llm.http", listen_port = 18080 }
+
+[components.proxy]
+command = ["litellm", "--port", "${endpoints.http.port}", "--upstream", "${connections.llm}"]
+env = { KEY = { secret = "proxy-key" }, MODE = "fast" }
+endpoints = { http = "http://127.0.0.1:4000" }
+connections = { llm = "tunnel.http" }
+readiness = { http = { endpoint = "http", path = "/health" }, period = "2s" }
+liveness = { tcp = { endpoint = "http" } }
+
+[components.stt]
+template = "whisper"
+params = { model = "base.bin", port = 9000 }
+
+[components.vectors]
+owner = "external"
+endpoints = { http = "http://127.0.0.1:6333" }
+readiness = { http = { endpoint = "http" } }
+
+[stacks.chat]
+description = "chat"
+components = ["proxy", "vectors"]
+readiness = [{ request = { endpoint = "proxy.http", path = "/v1/models" } }]
+"#;
+
+const RICH_JSON: &str = r#"{
+  "hosts": { "gpu": { "transport": "ssh", "user": "ops" } },
+  "components": {
+    "a": { "host": "gpu", "command": ["a"], "endpoints": { "http": "http://0.0.0.0:8000" } },
+    "b": { "command": ["b", "${connections.up.port}"], "connections": { "up": "a.http" },
+           "stop": { "signal": "SIGINT", "grace_period": "3s" } },
+    "stt": { "template": "whisper", "params": { "model": "m.bin" } }
+  },
+  "stacks": { "s": { "components": ["a", "b"] } }
+}
+"#;
+
+#[test]
+fn the_rich_inventories_are_valid() {
+    for text in [RICH, RICH_JSON] {
+        let (_, result) = run(text, &[("whisper", WHISPER)]);
+        if let Err(d) = result {
+            panic!("{d:#?}");
+        }
+    }
+}
+
+/// Every location of `d` (primary and labels) lies inside its file, on character
+/// boundaries, and resolves to a line and column.
+fn assert_located_inside(sources: &Sources, d: &Diagnostic) {
+    let locations = d
+        .location
+        .iter()
+        .chain(d.labels.iter().map(|l| &l.location));
+    for loc in locations {
+        let text = &sources.get(loc.file).text;
+        assert!(
+            loc.span.start <= loc.span.end && loc.span.end <= text.len(),
+            "span {:?} outside a file of {} bytes: {d:?}",
+            loc.span,
+            text.len()
+        );
+        assert!(
+            text.is_char_boundary(loc.span.start) && text.is_char_boundary(loc.span.end),
+            "span {:?} splits a character: {d:?}",
+            loc.span
+        );
+    }
+    if let Some(p) = d.locate(sources).location {
+        assert!(p.start.line >= 1 && p.start.column >= 1);
+    }
+}
+
+/// Damage to a text's bytes: flip, overwrite, delete or insert a byte, truncate, or
+/// change a letter or digit into a letter (which mostly keeps the syntax and breaks a
+/// name, a reference or a value instead).
+#[derive(Debug, Clone)]
+enum Damage {
+    Letter(usize, u8),
+    Xor(usize, u8),
+    Set(usize, u8),
+    Delete(usize),
+    Insert(usize, u8),
+    Truncate(usize),
+}
+
+fn damage() -> impl Strategy<Value = Damage> {
+    // Bytes that matter to TOML and JSON, or any byte (UTF-8 or not).
+    let byte = prop_oneof![
+        proptest::sample::select(b"{}[]=\",.:#\n \\$x0-".to_vec()),
+        any::<u8>()
+    ];
+    let at = any::<usize>();
+    prop_oneof![
+        3 => (at, b'a'..=b'z').prop_map(|(i, b)| Damage::Letter(i, b)),
+        1 => (at, 1u8..=255).prop_map(|(i, b)| Damage::Xor(i, b)),
+        1 => (at, byte.clone()).prop_map(|(i, b)| Damage::Set(i, b)),
+        1 => at.prop_map(Damage::Delete),
+        1 => (at, byte).prop_map(|(i, b)| Damage::Insert(i, b)),
+        1 => at.prop_map(Damage::Truncate),
+    ]
+}
+
+fn apply(text: &str, damages: &[Damage]) -> Vec<u8> {
+    let mut b = text.as_bytes().to_vec();
+    for d in damages {
+        let n = b.len().max(1);
+        match *d {
+            Damage::Letter(i, x) => {
+                if let Some(j) = (i % n..b.len()).find(|&j| b[j].is_ascii_alphanumeric()) {
+                    b[j] = x;
+                }
+            }
+            Damage::Xor(i, x) if !b.is_empty() => b[i % n] ^= x,
+            Damage::Set(i, x) if !b.is_empty() => b[i % n] = x,
+            Damage::Delete(i) if !b.is_empty() => {
+                b.remove(i % n);
+            }
+            Damage::Insert(i, x) => b.insert(i % (b.len() + 1), x),
+            Damage::Truncate(i) => b.truncate(i % (b.len() + 1)),
+            _ => {}
+        }
+    }
+    b
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// (a) A random DAG validates, and `order()` lists every component once, each
+    /// after all its dependencies, ties broken by name (the smallest name among the
+    /// ready ones comes next); the host's snapshot rebuilds the same order.
+    #[test]
+    fn dags_validate_in_dependency_order(g in dag()) {
+        let text = g.render();
+        let (_, result) = run(&text, &[]);
+        let t = match result {
+            Ok(t) => t,
+            Err(d) => panic!("a DAG must validate:\n{text}\n{d:#?}"),
+        };
+        let order: Vec<&str> = t.order().iter().map(|&id| t.component(id).name.as_str()).collect();
+        prop_assert_eq!(order.len(), g.names.len());
+        let pos = |name: &str| order.iter().position(|n| *n == name).expect("every component is ordered");
+        for (i, name) in g.names.iter().enumerate() {
+            for &(u, _) in &g.deps[i] {
+                prop_assert!(pos(&g.names[u]) < pos(name), "{} must come before {}", g.names[u], name);
+            }
+        }
+        // The reference order: repeatedly take the smallest name whose dependencies
+        // are all placed.
+        let mut placed: Vec<&str> = Vec::new();
+        let mut by_name: Vec<usize> = (0..g.names.len()).collect();
+        by_name.sort_by(|a, b| g.names[*a].cmp(&g.names[*b]));
+        while placed.len() < g.names.len() {
+            let next = by_name
+                .iter()
+                .copied()
+                .find(|&i| !placed.contains(&g.names[i].as_str())
+                    && g.deps[i].iter().all(|(u, _)| placed.contains(&g.names[*u].as_str())))
+                .expect("a DAG always has a ready component");
+            placed.push(&g.names[next]);
+        }
+        prop_assert_eq!(&order, &placed);
+        let rebuilt = Topology::from_snapshot(t.snapshot("local")).expect("a valid snapshot");
+        prop_assert_eq!(rebuilt.order(), t.order());
+    }
+
+    /// (b) Making `b` depend on a component `a` that already depends on `b` (or a
+    /// component on itself) yields exactly one error: the dependency cycle, naming `a`
+    /// and `b`, every component it names on a cycle, located at a dependency its first
+    /// component declares on its second.
+    #[test]
+    fn a_back_edge_is_reported_as_a_cycle(g in dag(), pick in any::<proptest::sample::Index>()) {
+        let n = g.names.len();
+        let pairs: Vec<(usize, usize)> = (0..n)
+            .flat_map(|a| (0..n).map(move |b| (a, b)))
+            .filter(|&(a, b)| g.reaches(a, b))
+            .collect();
+        let (a, b) = if pairs.is_empty() { (0, 0) } else { pairs[pick.index(pairs.len())] };
+        let mut cyclic = g.clone();
+        cyclic.deps[b].push((a, false));
+        let text = cyclic.render();
+        let (sources, result) = run(&text, &[]);
+        let diags = match result {
+            Ok(_) => panic!("a cycle must not validate:\n{text}"),
+            Err(d) => d,
+        };
+        prop_assert_eq!(diags.len(), 1, "{:#?}", diags);
+        let d = &diags[0];
+        prop_assert_eq!(d.code, Code::DependencyCycle);
+        let path = d.message.strip_prefix("dependency cycle: ").expect("the cycle's path");
+        let named: Vec<&str> = path.split(" → ").collect();
+        prop_assert_eq!(named.first(), named.last());
+        prop_assert!(
+            named.contains(&g.names[a].as_str()) && named.contains(&g.names[b].as_str()),
+            "{}", d.message
+        );
+        for name in &named {
+            let i = g.names.iter().position(|x| x == name).expect("a declared name");
+            prop_assert!(cyclic.reaches(i, i), "`{}` is not on a cycle: {}", name, d.message);
+        }
+        // Located at the first component's dependency on the second, inside its entry.
+        let loc = d.location.expect("located");
+        let at = &sources.get(loc.file).text[loc.span.start..];
+        prop_assert!(at.starts_with(&format!("\"{}", named[1])), "located at {:?}", &at[..at.len().min(20)]);
+        let header = format!("[components.{}]", named[0]);
+        let entry_line = text.lines().position(|l| l == header).expect("declared") + 1;
+        let next_entry = text
+            .lines()
+            .enumerate()
+            .skip(entry_line)
+            .find(|(_, l)| l.starts_with("[components."))
+            .map_or(usize::MAX, |(i, _)| i + 1);
+        let line = d.locate(&sources).location.expect("located").start.line;
+        prop_assert!(entry_line < line && line < next_entry, "line {} is not in `{}`", line, named[0]);
+    }
+
+    /// (c) Validation never panics on damaged valid inventories or templates (bytes
+    /// flipped, set, deleted, inserted, or the text truncated — UTF-8 or not): it
+    /// returns a topology or diagnostics, each located inside its file, and a file that
+    /// is not UTF-8 gets its `not-utf8` error at the first bad byte.
+    #[test]
+    fn damaged_inventories_never_panic(
+        which in 0usize..3,
+        damages in proptest::collection::vec(damage(), 1..4),
+        in_template in proptest::bool::weighted(0.2),
+    ) {
+        let base = [
+            RICH,
+            RICH_JSON,
+            "[components.stt]\ntemplate = \"whisper\"\nparams = { model = \"m.bin\" }\n",
+        ][which];
+        let (inventory, template) = if in_template {
+            (base.as_bytes().to_vec(), apply(WHISPER, &damages))
+        } else {
+            (apply(base, &damages), WHISPER.as_bytes().to_vec())
+        };
+        let mut sources = Sources::new();
+        let name = if which == 1 { "flotilla.json" } else { "flotilla.toml" };
+        let id = sources.add(SourceFile::from_bytes(name, Format::from_path(name), inventory));
+        let tpl = sources.add(SourceFile::from_bytes("templates/whisper.toml", Format::Toml, template));
+        let refs = [TemplateRef { name: "whisper".into(), file: tpl }];
+        let diags = match validate(&sources, id, &refs) {
+            Ok(v) => v.warnings,
+            Err(diags) => {
+                prop_assert!(diags.iter().any(|d| d.severity == Severity::Error));
+                diags
+            }
+        };
+        for d in &diags {
+            assert_located_inside(&sources, d);
+        }
+        // The inventory's own not-UTF-8 error stops validation before templates load.
+        let inventory_bad = sources.get(id).invalid_utf8().is_some();
+        for (fid, f) in sources.iter() {
+            let Some(bad) = f.invalid_utf8() else { continue };
+            if fid != id && inventory_bad {
+                continue;
+            }
+            let expected = f.line_column(bad.offset);
+            let found = diags.iter().any(|d| {
+                d.code == Code::NotUtf8
+                    && d.locate(&sources).location.is_some_and(|p| p.file == f.name && p.start == expected)
+            });
+            prop_assert!(found, "no not-utf8 error for {} at {:?}: {:#?}", f.name, expected, diags);
+        }
+    }
+}
