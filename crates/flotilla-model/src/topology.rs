@@ -408,6 +408,24 @@ impl Topology {
         &self.upstream[id.index()]
     }
 
+    /// The names of `target`'s components (a component, or a stack's members) and of
+    /// everything they depend on, directly or not: what `status TARGET` shows.
+    pub fn with_upstream(&self, target: &Target<'_>) -> Vec<String> {
+        let mut todo: Vec<ComponentId> = match target {
+            Target::Component(id) => vec![*id],
+            Target::Stack(s) => s.components.iter().filter_map(|n| self.id(n)).collect(),
+        };
+        let mut seen = vec![false; self.len()];
+        let mut out = Vec::new();
+        while let Some(id) = todo.pop() {
+            if !std::mem::replace(&mut seen[id.index()], true) {
+                out.push(self.component(id).name.clone());
+                todo.extend(self.upstream(id).iter().copied());
+            }
+        }
+        out
+    }
+
     /// Direct dependents of `id`.
     pub fn downstream(&self, id: ComponentId) -> &[ComponentId] {
         &self.downstream[id.index()]

@@ -4,7 +4,6 @@
 
 use crate::{render, Cli, EXIT_OK, EXIT_REFUSED};
 use flotilla_exec::observe::{value_name as name, StatusReport};
-use flotilla_model::Target;
 use std::time::Duration;
 
 /// Arguments of `flotilla status`.
@@ -36,23 +35,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     let topology = validated.topology;
     let names: Vec<String> = match args.target.as_deref().map(|t| (t, topology.target(t))) {
         None => Vec::new(),
-        Some((_, Some(target))) => {
-            // The target (a component, or a stack's members) and what it depends on.
-            let roots: Vec<_> = match target {
-                Target::Component(id) => vec![id],
-                Target::Stack(s) => s.components.iter().filter_map(|n| topology.id(n)).collect(),
-            };
-            let mut out = Vec::new();
-            let mut todo = roots;
-            while let Some(id) = todo.pop() {
-                let name = topology.component(id).name.clone();
-                if !out.contains(&name) {
-                    out.push(name);
-                    todo.extend(topology.upstream(id).iter().copied());
-                }
-            }
-            out
-        }
+        Some((_, Some(target))) => topology.with_upstream(&target),
         Some((t, None)) => {
             eprintln!("error: `{t}` is neither a component nor a stack");
             return Ok(crate::EXIT_USAGE);
