@@ -30,8 +30,12 @@ Exit status:
      `status` found something not as desired or unhealthy
   2  usage error, or an unreadable or invalid inventory
 
+Global options (-f, -p, --state-dir, --host-timeout, --ssh-persist) go before or
+after the subcommand.
+
 Environment:
   FLOTILLA_FILE       inventory path (same as -f)
+  FLOTILLA_PROJECT    project name (same as -p)
   FLOTILLA_STATE_DIR  state directory (same as --state-dir); default
                       $XDG_STATE_HOME/flotilla, else ~/.local/state/flotilla
   FLOTILLA_HOST_TIMEOUT  time per remote host (same as --host-timeout)
@@ -43,10 +47,28 @@ Environment:
 #[derive(Parser, Debug)]
 #[command(name = "flotilla", version, after_help = AFTER_HELP, propagate_version = true)]
 pub struct Cli {
-    /// Inventory file (TOML, or JSON by its .json extension), given before the
-    /// subcommand. Default: ./flotilla.toml, then ./flotilla.json.
-    #[arg(short = 'f', long = "file", env = "FLOTILLA_FILE", value_name = "FILE")]
+    /// Inventory file (TOML, or JSON by its .json extension), before or after the
+    /// subcommand (after `logs`, whose `-f` is --follow, write `--file`). Default:
+    /// ./flotilla.toml, then ./flotilla.json.
+    #[arg(
+        short = 'f',
+        long = "file",
+        global = true,
+        env = "FLOTILLA_FILE",
+        value_name = "FILE"
+    )]
     pub file: Option<PathBuf>,
+
+    /// The project this inventory belongs to (default: the inventory's `project` key,
+    /// else its directory's name).
+    #[arg(
+        short = 'p',
+        long,
+        global = true,
+        env = "FLOTILLA_PROJECT",
+        value_name = "NAME"
+    )]
+    pub project: Option<String>,
 
     /// State directory (journal, logs, lock). Default: $XDG_STATE_HOME/flotilla, else ~/.local/state/flotilla.
     #[arg(long, global = true, env = "FLOTILLA_STATE_DIR", value_name = "DIR")]
@@ -87,6 +109,8 @@ pub enum Command {
     Apply(cmd::apply::Args),
     /// What every component really is, measured now, with evidence.
     Status(cmd::status::Args),
+    /// Compact status: one line per component (state, health, pid, ports, uptime, restarts).
+    Ps(cmd::ps::Args),
     /// A component's log (stdout and stderr).
     Logs(cmd::logs::Args),
     /// The journal of operations and their steps.
@@ -99,10 +123,36 @@ pub enum Command {
     Schema(cmd::schema::Args),
     /// Print a shell completion script.
     Completions(cmd::completions::Args),
+    /// Print the manual page (roff), of flotilla or of one subcommand.
+    Man(cmd::man::Args),
+}
+
+/// The command line as clap sees it: the derived [`Cli`], with `--file` (long only)
+/// declared on `logs` too, because there `-f` is `--follow`. Parsing, completions and
+/// the man page all use this.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command().mut_subcommand("logs", |logs| {
+        logs.arg(
+            clap::Arg::new("file")
+                .long("file")
+                .env("FLOTILLA_FILE")
+                .value_name("FILE")
+                .value_parser(clap::value_parser!(PathBuf))
+                .help("Inventory file (here `-f` is --follow)"),
+        )
+    })
+}
+
+/// Parses the command line (exits on a usage error, like `Cli::parse`).
+fn parse() -> Cli {
+    use clap::FromArgMatches;
+    let matches = command().get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse();
     let mutating = matches!(
         cli.command,
         Command::Up(_)
@@ -133,12 +183,14 @@ fn main() -> ExitCode {
         Command::Restart(a) => cmd::restart::run(&cli, a),
         Command::Apply(a) => cmd::apply::run(&cli, a),
         Command::Status(a) => cmd::status::run(&cli, a),
+        Command::Ps(a) => cmd::ps::run(&cli, a),
         Command::Logs(a) => cmd::logs::run(&cli, a),
         Command::Operations(a) => cmd::operations::run(&cli, a),
         Command::Topology(a) => cmd::topology::run(&cli, a),
         Command::Host(a) => cmd::host::run(&cli, a),
         Command::Schema(a) => cmd::schema::run(a),
         Command::Completions(a) => cmd::completions::run(a),
+        Command::Man(a) => cmd::man::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

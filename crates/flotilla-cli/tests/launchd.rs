@@ -172,9 +172,8 @@ fn a_launchd_job_starts_restarts_with_proof_applies_a_changed_command_and_stops(
         "status measures launchd's pid:\n{text}"
     );
     let plist = std::fs::read_to_string(
-        job.dir
-            .path()
-            .join(".flotilla-state/launchd")
+        common::project_dir(&job.dir.path().join(".flotilla-state"), job.dir.path())
+            .join("launchd")
             .join(format!("{}.plist", job.label)),
     )
     .expect("Flotilla wrote the job's plist");

@@ -103,6 +103,12 @@ impl Fleet {
         Fleet { ws, state, ports }
     }
 
+    /// This inventory's project directory in the state directory (the project is the
+    /// inventory's directory name).
+    fn project_dir(&self) -> PathBuf {
+        common::project_dir(&self.state, self.ws.path())
+    }
+
     fn run(&self, args: &[&str]) -> common::Run {
         common::run_with_env(
             self.ws.path(),
@@ -340,7 +346,7 @@ fn sigterm_ignoring_service_is_killed_after_grace_and_its_child_too() {
     );
     assert_eq!(f.run(&["start", "stubborn"]).code, 0);
     let pid = f.pid("stubborn").unwrap();
-    let log = f.state.join("logs/stubborn.log");
+    let log = f.project_dir().join("logs/stubborn.log");
     assert!(wait_until(DEADLINE, || std::fs::read_to_string(&log)
         .is_ok_and(|l| l.contains("CHILD "))));
     let text = std::fs::read_to_string(&log).unwrap();
@@ -463,8 +469,9 @@ fn running_but_unready_is_unhealthy_and_config_change_is_drift() {
     );
     let st = f.status_of("api");
     assert_eq!(st["condition"], "drift", "{st}");
-    // `start` leaves it running, and says how to apply the new config.
-    let run = f.run(&["start", "api"]);
+    // `start --no-recreate` leaves it running, and says how to apply the new config
+    // (without it, `start` restarts it: tests/recreate.rs).
+    let run = f.run(&["start", "api", "--no-recreate"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stderr
@@ -511,7 +518,7 @@ fn second_mutating_invocation_fails_at_once_naming_the_holder() {
         "",
     );
     let mut first = f.spawn(&["start", "slow"]);
-    let lock = f.state.join("run/lifecycle.lock");
+    let lock = f.project_dir().join("run/lifecycle.lock");
     assert!(wait_until(DEADLINE, || std::fs::read_to_string(&lock)
         .is_ok_and(|t| t.contains("\"pid\""))));
     let second = f.run(&["stop", "slow"]);
@@ -572,7 +579,7 @@ fn a_recorded_pid_now_used_by_another_program_is_never_signalled() {
     // (simulated by pointing the journal at it): its start time differs.
     let other = Killed(Command::new("sleep").arg("300").spawn().unwrap());
     let other_pid = other.0.id() as i32;
-    let conn = rusqlite::Connection::open(f.state.join("state.db")).unwrap();
+    let conn = rusqlite::Connection::open(f.project_dir().join("state.db")).unwrap();
     conn.execute("UPDATE instances SET pid = ?1, pgid = ?1", [other_pid])
         .unwrap();
     drop(conn);
@@ -680,7 +687,7 @@ fn logs_show_a_components_output() {
         "",
     );
     assert_eq!(f.run(&["start", "talker"]).code, 0);
-    let log = f.state.join("logs/talker.log");
+    let log = f.project_dir().join("logs/talker.log");
     assert!(wait_until(DEADLINE, || std::fs::read_to_string(&log)
         .is_ok_and(|l| l.contains("hello from talker"))));
     let run = f.run(&["logs", "talker", "--tail", "5"]);
@@ -702,7 +709,7 @@ fn dry_run_changes_nothing() {
     );
     assert!(f.pid("one").is_none());
     assert!(
-        !f.state.join("state.db").exists()
+        !f.project_dir().join("state.db").exists()
             || f.run(&["operations", "--json"]).json() == serde_json::json!([])
     );
 }
@@ -917,7 +924,7 @@ fn a_running_components_log_is_rotated_by_the_next_operation() {
         "",
     );
     assert_eq!(f.run(&["start", "chatty"]).code, 0);
-    let log = f.state.join("logs/chatty.log");
+    let log = f.project_dir().join("logs/chatty.log");
     {
         use std::io::Write;
         let mut file = std::fs::OpenOptions::new()
@@ -932,7 +939,7 @@ fn a_running_components_log_is_rotated_by_the_next_operation() {
     }
     let run = f.run(&["start", "other"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let rotated = f.state.join("logs/chatty.log.1");
+    let rotated = f.project_dir().join("logs/chatty.log.1");
     let old = std::fs::read(&rotated).expect("the big log was rotated to .1");
     assert!(old.len() > 10 << 20);
     assert!(String::from_utf8_lossy(&old).contains("BEFORE ROTATION"));

@@ -136,7 +136,12 @@ fn usage_errors_exit_2() {
     );
     let run = w.run(&["plan", "up", "llm"]);
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("take a stack"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("is a component, not a stack (plan up takes a stack"),
+        "{}",
+        run.stderr
+    );
     let run = w.run(&["plan", "launch", "llm"]);
     assert_eq!(run.code, 2);
     let run = w.run(&["plan", "stop", "llm", "--observed", "missing.json"]);

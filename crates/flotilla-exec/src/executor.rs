@@ -490,17 +490,16 @@ impl Executor {
         }
     }
 
-    /// Waits for `probe` to pass, within the readiness timeout: polling every few
-    /// milliseconds during the first seconds (so a component that becomes ready is
-    /// noticed within tens of milliseconds), then backing off to the probe's period.
+    /// Waits for `probe` to pass, within the readiness timeout, at the pace of
+    /// [`probe::wait_ready_with`]: silent signals (a listening port, `tcp`, `process`)
+    /// polled every few milliseconds, requests the component answers backed off to
+    /// at most 10 per second after the first second.
     async fn wait_for(
         &self,
         probe: &Probe,
         ctx: &ProbeContext<'_>,
         exited: Option<probe::ExitedFn<'_>>,
     ) -> Result<ProbeOutcome, probe::WaitError> {
-        const FAST_PHASE: Duration = Duration::from_secs(10);
-        const FAST_INTERVAL: Duration = Duration::from_millis(10);
         let deadline = Instant::now() + self.ready_timeout;
         let cancelled = Arc::clone(&self.cancelled);
         let stop_waiting = move || -> Option<String> {
@@ -509,33 +508,14 @@ impl Executor {
             }
             exited.and_then(|f| f())
         };
-        let exited: Option<probe::ExitedFn<'_>> = Some(&stop_waiting);
         let report = |o: &ProbeOutcome| {
             (self.events)(Event::Probe {
                 component: ctx.component.clone(),
                 outcome: o.clone(),
             })
         };
-        let fast = probe::WaitOptions {
-            deadline: (Instant::now() + FAST_PHASE).min(deadline),
-            exited,
-            first_retry: Duration::from_millis(5),
-            max_interval: Some(probe.period.0.min(FAST_INTERVAL)),
-        };
-        match probe::wait_ready_with(probe, ctx, &fast, report).await {
-            Err(e) if e.reason == probe::WaitFailure::Deadline && Instant::now() < deadline => {
-                let mut slow = probe.clone();
-                slow.initial_delay = flotilla_model::values::HumanDuration(Duration::ZERO);
-                let opts = probe::WaitOptions {
-                    deadline,
-                    exited,
-                    first_retry: FAST_INTERVAL,
-                    max_interval: None,
-                };
-                probe::wait_ready_with(&slow, ctx, &opts, report).await
-            }
-            other => other,
-        }
+        let opts = probe::WaitOptions::until(deadline).exited(&stop_waiting);
+        probe::wait_ready_with(probe, ctx, &opts, report).await
     }
 
     /// Checks a stack's readiness probes (its routes, end to end) after its members
@@ -737,6 +717,18 @@ impl Executor {
             )
         })
         .map_err(|e| failed(e).launched())?;
+        crate::logs::append_marker(
+            &self.log_path(c),
+            &format!(
+                "started pid {}{} ({})",
+                identity.pid,
+                replaced
+                    .as_ref()
+                    .map(|old| format!(", replacing pid {}", old.pid))
+                    .unwrap_or_default(),
+                self.operation
+            ),
+        );
         let ident_json = serde_json::to_value(&identity).unwrap_or_default();
         let probe = c.readiness.clone().unwrap_or_else(default_readiness);
         let secrets = Arc::clone(&self.secrets);
@@ -840,6 +832,10 @@ impl Executor {
                 RemovalReason::Vanished,
             ),
         };
+        if rec.is_some() {
+            let text = format!("{} ({})", done.summary, self.operation);
+            crate::logs::append_marker(&self.log_path(c), &text);
+        }
         let has_record = rec.is_some();
         self.journal(|s| {
             if has_record {

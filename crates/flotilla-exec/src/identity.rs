@@ -67,6 +67,7 @@ pub fn instance_record(
         operation,
         started_at_ms,
         log_path,
+        config_json: Some(component.runtime_config()),
     }
 }
 

@@ -9,11 +9,35 @@
 //! truncation are lost (a window of microseconds to milliseconds for large files).
 //! Rotation happens when a component starts and whenever a caller (e.g. each CLI
 //! invocation) calls [`rotate_if_needed`]; nothing rotates in the background.
+//!
+//! **Markers.** Flotilla appends one line of its own at every start and stop of a
+//! component ([`append_marker`]):
+//! `--- flotilla 2026-12-01T10:41:03.120Z: started pid 4242 (op-12) ---`. The `log`
+//! probe never matches them.
+//!
+//! **When a line was written.** Components write their log themselves, without
+//! timestamps, and Flotilla does not sit in between, so the time of a line is known
+//! as an upper bound ([`TimedLine::at_ms`], "written at or before"):
+//! - a marker line: the time in it (exact);
+//! - a line already in the file: the time of the first marker after it, else the
+//!   file's modification time (when its last line was written) — for lines in a
+//!   rotated copy (`X.log.1`), that copy's modification time at most;
+//! - a line read while following ([`Follower`]): the file's modification time just
+//!   after it was read, which is within one poll (100 ms) of when it was written.
+//!
+//! Lines of one file keep their order; [`merge`] interleaves several files by these
+//! times.
 
 use crate::ExecError;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How a marker line begins.
+const MARKER_START: &str = "--- flotilla ";
+/// How a marker line ends.
+const MARKER_END: &str = " ---";
 
 fn io_err(path: &Path, source: io::Error) -> ExecError {
     ExecError::Io {
@@ -88,7 +112,11 @@ pub(crate) fn open_append(path: &Path) -> io::Result<File> {
 
 /// The last `n` lines of one file (lossy UTF-8), reading backwards from its end.
 fn last_lines(path: &Path, n: usize) -> io::Result<Vec<String>> {
-    let mut f = File::open(path)?;
+    Ok(last_lines_of(&mut File::open(path)?, n)?.0)
+}
+
+/// The last `n` lines of an open file, and its length when read.
+fn last_lines_of(f: &mut File, n: usize) -> io::Result<(Vec<String>, u64)> {
     let len = f.metadata()?.len();
     let mut start = len;
     let mut buf: Vec<u8> = Vec::new();
@@ -110,7 +138,7 @@ fn last_lines(path: &Path, n: usize) -> io::Result<Vec<String>> {
     }
     let body = buf.strip_suffix(b"\n").unwrap_or(&buf);
     if body.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), len));
     }
     let mut lines: Vec<String> = body
         .split(|&b| b == b'\n')
@@ -121,7 +149,7 @@ fn last_lines(path: &Path, n: usize) -> io::Result<Vec<String>> {
         lines.remove(0);
     }
     let skip = lines.len().saturating_sub(n);
-    Ok(lines.split_off(skip))
+    Ok((lines.split_off(skip), len))
 }
 
 /// The last `lines` lines of a component's log (lossy UTF-8, without newlines), oldest
@@ -166,7 +194,7 @@ pub(crate) struct LogScan {
 }
 
 /// Finds the first line written at or after byte `offset` of `path` that matches
-/// `pattern`. If the file is now shorter than `offset` it was rotated since: the
+/// `pattern` (Flotilla's marker lines never match). If the file is now shorter than `offset` it was rotated since: the
 /// rest of the old file (in `X.log.1`, from `offset`) is scanned first, then the
 /// whole current file. The final line counts even before its newline is written.
 pub(crate) fn scan_log(path: &Path, offset: u64, pattern: &regex::Regex) -> io::Result<LogScan> {
@@ -192,8 +220,11 @@ pub(crate) fn scan_log(path: &Path, offset: u64, pattern: &regex::Regex) -> io::
             continue;
         }
         for (i, raw) in body.split(|&b| b == b'\n').enumerate() {
-            scanned += 1;
             let line = String::from_utf8_lossy(raw);
+            if is_marker(&line) {
+                continue;
+            }
+            scanned += 1;
             if pattern.is_match(&line) {
                 let before = count_newlines(&file, from)?;
                 return Ok(LogScan {
@@ -224,31 +255,340 @@ fn count_newlines(path: &Path, upto: u64) -> io::Result<u64> {
     }
 }
 
+/// Milliseconds since the Unix epoch of `t` (0 before it).
+fn epoch_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// `t` as RFC 3339 in UTC with milliseconds: `2026-12-01T10:41:03.120Z`.
+pub fn rfc3339_ms(at_ms: u64) -> String {
+    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(at_ms)).to_string()
+}
+
+/// The marker line for `text` at `at`:
+/// `--- flotilla 2026-12-01T10:41:03.120Z: started pid 4242 (op-12) ---` (line breaks
+/// in `text` become spaces; no newline at the end).
+pub fn marker_line(at: SystemTime, text: &str) -> String {
+    let text: String = text
+        .chars()
+        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+        .collect();
+    format!(
+        "{MARKER_START}{}: {text}{MARKER_END}",
+        humantime::format_rfc3339_millis(at)
+    )
+}
+
+/// Whether `line` is one of Flotilla's marker lines.
+pub fn is_marker(line: &str) -> bool {
+    marker_time_ms(line).is_some()
+}
+
+/// The time in a marker line, in milliseconds since the epoch; `None` for any other
+/// line.
+pub fn marker_time_ms(line: &str) -> Option<u64> {
+    let rest = line.strip_prefix(MARKER_START)?;
+    if !rest.ends_with(MARKER_END) {
+        return None;
+    }
+    let (stamp, _) = rest.split_once(": ")?;
+    humantime::parse_rfc3339(stamp).ok().map(epoch_ms)
+}
+
+/// Appends a marker line saying `text` (e.g. `started pid 4242 (op-12)`), stamped
+/// now, to the log at `path` (created with its directory if missing), on a line of
+/// its own even if the component left its last line unfinished. Never fails: a
+/// marker that cannot be written is a warning in Flotilla's own log, not a failed
+/// step. `text` must never carry a secret.
+pub fn append_marker(path: &Path, text: &str) {
+    let line = marker_line(SystemTime::now(), text);
+    let write = || -> io::Result<()> {
+        let mut f = open_append(path)?;
+        let len = f.metadata()?.len();
+        let mut buf = Vec::with_capacity(line.len() + 2);
+        if len > 0 {
+            let mut last = [0u8; 1];
+            let mut r = File::open(path)?;
+            r.seek(SeekFrom::Start(len - 1))?;
+            if r.read(&mut last)? == 1 && last[0] != b'\n' {
+                buf.push(b'\n');
+            }
+        }
+        buf.extend_from_slice(line.as_bytes());
+        buf.push(b'\n');
+        // One write: with O_APPEND it lands whole after whatever was written before.
+        f.write_all(&buf)
+    };
+    if let Err(e) = write() {
+        tracing::warn!(log = %path.display(), error = %e, "cannot write a marker line");
+    }
+}
+
+/// A log line and the time Flotilla knows it had been written by (see the module
+/// docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimedLine {
+    /// The line was written at or before this instant (ms since the Unix epoch):
+    /// exact for marker lines, an upper bound for the others.
+    pub at_ms: u64,
+    /// The line (lossy UTF-8, no newline).
+    pub text: String,
+}
+
+/// Times lines read from the end of one file whose last line was written at or
+/// before `end_ms` (its modification time): each line gets the time of the first
+/// marker after it, else `end_ms`. Times never decrease down the list.
+pub fn bound_times(lines: Vec<String>, end_ms: u64) -> Vec<TimedLine> {
+    let mut bound = end_ms;
+    let mut out: Vec<TimedLine> = lines
+        .into_iter()
+        .rev()
+        .map(|text| {
+            if let Some(t) = marker_time_ms(&text) {
+                bound = bound.min(t);
+            }
+            TimedLine { at_ms: bound, text }
+        })
+        .collect();
+    out.reverse();
+    out
+}
+
+/// The last lines of a component's log and where the current file ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tail {
+    /// Oldest first, timed as [`bound_times`] says.
+    pub lines: Vec<TimedLine>,
+    /// The current file's length when read: where [`Follower`] goes on from.
+    pub end: u64,
+}
+
+/// [`tail_log`] with times: the last `lines` lines of a component's log (taking
+/// the rest from `X.log.1` when the current file holds fewer), each with the time it
+/// was written by.
+///
+/// # Errors
+/// [`ExecError::Io`] naming the file when it exists but cannot be read.
+pub fn tail_timed(path: &Path, lines: usize) -> Result<Tail, ExecError> {
+    // (lines, length, modification time in ms), read before the time is taken so the
+    // time bounds every line read.
+    let read = |p: &Path, n: usize| -> Result<(Vec<String>, u64, u64), ExecError> {
+        let mut f = match File::open(p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), 0, 0)),
+            Err(e) => return Err(io_err(p, e)),
+        };
+        let (got, len) = last_lines_of(&mut f, n).map_err(|e| io_err(p, e))?;
+        let mtime = f
+            .metadata()
+            .and_then(|m| m.modified())
+            .map(epoch_ms)
+            .unwrap_or_else(|_| epoch_ms(SystemTime::now()));
+        Ok((got, len, mtime))
+    };
+    let (current, end, mtime) = read(path, lines)?;
+    let mut timed = bound_times(current, mtime);
+    if timed.len() < lines {
+        let (older, _, older_mtime) = read(&rotated_path(path, 1), lines - timed.len())?;
+        let cap = timed.first().map(|l| l.at_ms).unwrap_or(mtime);
+        let mut all = bound_times(older, older_mtime.min(cap));
+        all.append(&mut timed);
+        timed = all;
+    }
+    Ok(Tail { lines: timed, end })
+}
+
+/// Interleaves several components' timed lines by time (a stable merge: lines of
+/// one source keep their order, and at equal times the earlier source comes first).
+/// Returns (source index, line) pairs.
+pub fn merge(sources: Vec<Vec<TimedLine>>) -> Vec<(usize, TimedLine)> {
+    let mut all: Vec<(usize, usize, TimedLine)> = sources
+        .into_iter()
+        .enumerate()
+        .flat_map(|(i, lines)| lines.into_iter().enumerate().map(move |(k, l)| (i, k, l)))
+        .collect();
+    // Times never decrease within a source, so sorting by (time, source, position)
+    // keeps each source's order.
+    all.sort_by_key(|(i, k, l)| (l.at_ms, *i, *k));
+    all.into_iter().map(|(i, _, l)| (i, l)).collect()
+}
+
+/// How often [`Follower::run`] looks for new lines.
+pub const FOLLOW_POLL: Duration = Duration::from_millis(100);
+/// Polls an unfinished last line waits for its end before it is shown anyway.
+const PARTIAL_POLLS: u32 = 10;
+
+/// One log followed by a [`Follower`].
+#[derive(Debug)]
+struct Followed {
+    path: PathBuf,
+    /// Bytes of the current file already read.
+    pos: u64,
+    /// The end of a line not yet finished, and for how many polls it has waited.
+    partial: Vec<u8>,
+    waited: u32,
+    /// The first bytes of the file (up to [`HEAD_BYTES`]) as read: when they change,
+    /// the file was rotated even if it has outgrown `pos` again since.
+    head: Vec<u8>,
+}
+
+/// How many of a followed file's first bytes tell a rotation.
+const HEAD_BYTES: u64 = 64;
+
+/// The first `n` bytes of a file (fewer if it is shorter).
+fn head_of(file: &mut File, n: u64) -> io::Result<Vec<u8>> {
+    file.seek(SeekFrom::Start(0))?;
+    let mut head = Vec::new();
+    file.take(n).read_to_end(&mut head)?;
+    Ok(head)
+}
+
+/// Follows several logs at once (`flotilla logs -f`): each [`Follower::poll`] returns
+/// the whole lines appended since the last one, timed by the file's modification
+/// time just after reading them, in time order. Copy-truncate rotation is followed:
+/// the unread rest of the old file is read from `X.log.1`, then the new file from
+/// its start. A log that does not exist yet is waited for. An unfinished last line
+/// is held back until its newline arrives, or shown as it is after about a second.
+#[derive(Debug)]
+pub struct Follower {
+    logs: Vec<Followed>,
+}
+
+impl Follower {
+    /// Follows `logs`, each from a byte offset (e.g. [`Tail::end`]).
+    pub fn new(logs: impl IntoIterator<Item = (PathBuf, u64)>) -> Follower {
+        Follower {
+            logs: logs
+                .into_iter()
+                .map(|(path, pos)| {
+                    let head = File::open(&path)
+                        .and_then(|mut f| head_of(&mut f, pos.min(HEAD_BYTES)))
+                        .unwrap_or_default();
+                    Followed {
+                        path,
+                        pos,
+                        partial: Vec::new(),
+                        waited: 0,
+                        head,
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// The lines appended since the last poll, as (log index, line), in time order.
+    ///
+    /// # Errors
+    /// Reading a log that exists.
+    pub fn poll(&mut self) -> io::Result<Vec<(usize, TimedLine)>> {
+        let mut sources = Vec::with_capacity(self.logs.len());
+        for f in &mut self.logs {
+            sources.push(Self::poll_one(f)?);
+        }
+        Ok(merge(sources))
+    }
+
+    fn poll_one(f: &mut Followed) -> io::Result<Vec<TimedLine>> {
+        let mut data = std::mem::take(&mut f.partial);
+        let had_partial = !data.is_empty();
+        let mut file = match File::open(&f.path) {
+            Ok(file) => Some(file),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let len = match &file {
+            Some(file) => file.metadata()?.len(),
+            None => 0,
+        };
+        let replaced = match file.as_mut() {
+            Some(file) if len >= f.pos && !f.head.is_empty() => {
+                head_of(file, f.head.len() as u64)? != f.head
+            }
+            _ => false,
+        };
+        if len < f.pos || replaced {
+            // Rotated (copy-truncate) since: the rest of the old file is in `X.log.1`.
+            if let Ok(mut old) = File::open(rotated_path(&f.path, 1)) {
+                if old.metadata()?.len() > f.pos {
+                    old.seek(SeekFrom::Start(f.pos))?;
+                    old.read_to_end(&mut data)?;
+                }
+            }
+            f.pos = 0;
+            f.head.clear();
+        }
+        let mut grew = false;
+        if let Some(file) = file.as_mut() {
+            if len > f.pos {
+                file.seek(SeekFrom::Start(f.pos))?;
+                let before = data.len();
+                file.take(len - f.pos).read_to_end(&mut data)?;
+                f.pos += (data.len() - before) as u64;
+                grew = data.len() > before;
+                if (f.head.len() as u64) < HEAD_BYTES.min(f.pos) {
+                    f.head = head_of(file, HEAD_BYTES.min(f.pos))?;
+                }
+            }
+        }
+        let at_ms = file
+            .as_ref()
+            .and_then(|file| file.metadata().and_then(|m| m.modified()).ok())
+            .map(epoch_ms)
+            .unwrap_or_else(|| epoch_ms(SystemTime::now()))
+            .min(epoch_ms(SystemTime::now()));
+        let mut out = Vec::new();
+        let mut rest: &[u8] = &data;
+        while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+            out.push(String::from_utf8_lossy(&rest[..nl]).into_owned());
+            rest = &rest[nl + 1..];
+        }
+        if !rest.is_empty() {
+            f.waited = if grew || !had_partial {
+                0
+            } else {
+                f.waited + 1
+            };
+            if f.waited >= PARTIAL_POLLS {
+                out.push(String::from_utf8_lossy(rest).into_owned());
+                f.waited = 0;
+            } else {
+                f.partial = rest.to_vec();
+            }
+        }
+        // Marker lines carry their own time, which bounds the lines before them.
+        Ok(bound_times(out, at_ms))
+    }
+
+    /// Polls every [`FOLLOW_POLL`] forever, handing each line to `emit`.
+    ///
+    /// # Errors
+    /// Reading a log, or the first error `emit` returns (e.g. a closed pipe).
+    pub fn run(
+        &mut self,
+        mut emit: impl FnMut(usize, TimedLine) -> io::Result<()>,
+    ) -> io::Result<()> {
+        loop {
+            for (i, line) in self.poll()? {
+                emit(i, line)?;
+            }
+            std::thread::sleep(FOLLOW_POLL);
+        }
+    }
+}
+
 /// Writes what is appended to the log at `path` from byte `from` on, forever
-/// (`flotilla logs -f`): polls its size every 200 ms, starts again from the top when
-/// it shrank (copy-truncate rotation), and waits for a log that does not exist yet.
+/// (`flotilla logs -f` of one log, as it was written): [`Follower`] on one file.
 ///
 /// # Errors
 /// Reading the log or writing `out` (e.g. a closed pipe).
 pub fn follow(path: &Path, from: u64, out: &mut impl std::io::Write) -> std::io::Result<()> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut pos = from;
-    loop {
-        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        if len < pos {
-            pos = 0;
-        }
-        if len > pos {
-            let mut f = std::fs::File::open(path)?;
-            f.seek(SeekFrom::Start(pos))?;
-            let mut buf = Vec::new();
-            f.take(len - pos).read_to_end(&mut buf)?;
-            out.write_all(&buf)?;
-            out.flush()?;
-            pos += buf.len() as u64;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    let mut follower = Follower::new([(path.to_path_buf(), from)]);
+    follower.run(|_, line| {
+        writeln!(out, "{}", line.text)?;
+        out.flush()
+    })
 }
 
 #[cfg(test)]
@@ -302,5 +642,148 @@ mod tests {
             ["entry number 19999", "partial"]
         );
         assert_eq!(tail_log(&log, 5000).unwrap().len(), 5000);
+    }
+
+    #[test]
+    fn markers_are_one_line_stamped_and_never_matched_by_the_log_probe() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("logs/m.log");
+        append_marker(&log, "started pid 4242 (op-12)");
+        let mut f = open_append(&log).unwrap();
+        write!(f, "unfinished").unwrap();
+        append_marker(&log, "stopped pid 4242\nwith SIGTERM (op-13)");
+        let text = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].starts_with("--- flotilla 20"), "{text}");
+        assert!(
+            lines[0].ends_with("Z: started pid 4242 (op-12) ---"),
+            "{text}"
+        );
+        assert_eq!(lines[1], "unfinished");
+        assert!(lines[2].ends_with(": stopped pid 4242 with SIGTERM (op-13) ---"));
+        let t = marker_time_ms(lines[0]).unwrap();
+        let now = epoch_ms(SystemTime::now());
+        assert!(now >= t && now - t < 10_000);
+        assert!(!is_marker("--- flotilla yesterday: hi ---"));
+        assert!(!is_marker("started"));
+        let re = regex::Regex::new("started|stopped").unwrap();
+        assert_eq!(scan_log(&log, 0, &re).unwrap().hit, None);
+        // Unwritable: a warning, not a failure.
+        append_marker(&dir.path().join("logs/m.log/x.log"), "nothing");
+        assert_eq!(
+            marker_line(UNIX_EPOCH + Duration::from_millis(1_796_121_663_120), "x"),
+            "--- flotilla 2026-12-01T10:41:03.120Z: x ---"
+        );
+    }
+
+    #[test]
+    fn lines_are_timed_by_the_next_marker_or_the_files_mtime_and_merged() {
+        let m = |ms: u64, t: &str| marker_line(UNIX_EPOCH + Duration::from_millis(ms), t);
+        let a = bound_times(
+            vec![
+                "a0".into(),
+                m(1_000, "started"),
+                "a1".into(),
+                m(3_000, "stopped"),
+                "a2".into(),
+            ],
+            9_000,
+        );
+        let at: Vec<u64> = a.iter().map(|l| l.at_ms).collect();
+        assert_eq!(at, [1_000, 1_000, 3_000, 3_000, 9_000]);
+        let b = bound_times(vec![m(2_000, "started"), "b1".into()], 5_000);
+        let merged: Vec<String> = merge(vec![a, b])
+            .into_iter()
+            .map(|(i, l)| format!("{i}:{}", l.text.split(':').next_back().unwrap()))
+            .collect();
+        assert_eq!(
+            merged,
+            [
+                "0:a0",
+                "0: started ---",
+                "1: started ---",
+                "0:a1",
+                "0: stopped ---",
+                "1:b1",
+                "0:a2"
+            ]
+        );
+
+        // From a file: its modification time bounds what follows the last marker,
+        // and lines from the rotated copy come first.
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("t.log");
+        std::fs::write(rotated_path(&log, 1), "old\n").unwrap();
+        std::fs::write(&log, format!("{}\nnew\n", m(5_000, "started"))).unwrap();
+        let tail = tail_timed(&log, 10).unwrap();
+        assert_eq!(tail.end, file_len(&log));
+        let texts: Vec<&str> = tail.lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts[0], "old");
+        assert_eq!(texts[2], "new");
+        assert_eq!(tail.lines[0].at_ms, 5_000, "capped by the marker after it");
+        assert_eq!(tail.lines[1].at_ms, 5_000);
+        let mtime = epoch_ms(std::fs::metadata(&log).unwrap().modified().unwrap());
+        assert_eq!(tail.lines[2].at_ms, mtime);
+        assert_eq!(tail_timed(&log, 1).unwrap().lines.len(), 1);
+        assert!(tail_timed(&dir.path().join("none.log"), 5)
+            .unwrap()
+            .lines
+            .is_empty());
+    }
+
+    #[test]
+    fn follower_reads_several_logs_across_rotation_and_waits_for_whole_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.log");
+        let b = dir.path().join("b.log");
+        let mut fa = open_append(&a).unwrap();
+        writeln!(fa, "before").unwrap();
+        let mut follower = Follower::new([(a.clone(), file_len(&a)), (b.clone(), 0)]);
+        assert!(follower.poll().unwrap().is_empty());
+        writeln!(fa, "a1").unwrap();
+        write!(fa, "a2 part").unwrap();
+        let mut fb = open_append(&b).unwrap();
+        writeln!(fb, "b1").unwrap();
+        let got: Vec<(usize, String)> = follower
+            .poll()
+            .unwrap()
+            .into_iter()
+            .map(|(i, l)| (i, l.text))
+            .collect();
+        assert!(got.contains(&(0, "a1".into())) && got.contains(&(1, "b1".into())));
+        assert_eq!(got.len(), 2, "{got:?}");
+        writeln!(fa, "ial").unwrap();
+        // Rotation with the file grown past the old position again before the poll:
+        // the rest is read from the copy, then the new file from its start.
+        writeln!(fa, "last before rotation").unwrap();
+        assert!(rotate_if_needed(&a, 1, 1).unwrap());
+        writeln!(
+            fa,
+            "after rotation, long enough to pass the old read position"
+        )
+        .unwrap();
+        let got: Vec<String> = follower
+            .poll()
+            .unwrap()
+            .into_iter()
+            .map(|(_, l)| l.text)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "a2 partial",
+                "last before rotation",
+                "after rotation, long enough to pass the old read position"
+            ]
+        );
+        // An unfinished line is shown after about a second without growth.
+        write!(fb, "no newline").unwrap();
+        let mut shown = Vec::new();
+        for _ in 0..=PARTIAL_POLLS {
+            shown.extend(follower.poll().unwrap());
+        }
+        assert_eq!(shown.len(), 1);
+        assert_eq!(shown[0].1.text, "no newline");
     }
 }

@@ -219,6 +219,7 @@ impl Observer<'_> {
                     started_by: StartedBy::Flotilla { operation: r.operation.to_string() },
                     config_identity: ConfigIdentity { selected: String::new(), running: Some(r.config_digest.clone()) },
                     runtime_identity: None,
+                    config_changes: Vec::new(),
                     evidence: vec![Evidence {
                         signal: Signal::Condition,
                         source: "journal".into(),
@@ -277,6 +278,7 @@ impl Observer<'_> {
                 running: None,
             },
             runtime_identity: None,
+            config_changes: Vec::new(),
             evidence: Vec::new(),
             last_known: None,
         };
@@ -306,7 +308,7 @@ impl Observer<'_> {
             }
             match (seen.main, &rec) {
                 (Some(m), Some(r)) => {
-                    running_instance(&mut s, &mut push, &m, r);
+                    running_instance(c, &mut s, &mut push, &m, r);
                     identity = Some(m);
                 }
                 (Some(m), None) => {
@@ -356,7 +358,7 @@ impl Observer<'_> {
                                 format!("/proc/{}", r.pid),
                                 format!("pid {} alive, start time and executable match the instance recorded by {}", r.pid, r.operation),
                             );
-                            running_instance(&mut s, &mut push, &m, r);
+                            running_instance(c, &mut s, &mut push, &m, r);
                             identity = Some(m);
                         }
                         IdentityMatch::Gone if !surviving_group(r).is_empty() => {
@@ -382,7 +384,7 @@ impl Observer<'_> {
                                 .iter()
                                 .find_map(|&pid| identity::measure(pid).ok().flatten())
                             {
-                                running_instance(&mut s, &mut push, &m, r);
+                                running_instance(c, &mut s, &mut push, &m, r);
                                 identity = Some(m);
                             }
                         }
@@ -647,6 +649,7 @@ pub fn marked_instances(
 /// who started it, config drift against the journal, and whether the executable on
 /// disk is still the one running (`stale-runtime`).
 fn running_instance(
+    c: &Component,
     s: &mut ComponentStatus,
     push: &mut impl FnMut(Signal, String, String),
     m: &RuntimeIdentity,
@@ -658,13 +661,20 @@ fn running_instance(
     s.config_identity.running = Some(r.config_digest.clone());
     if r.config_digest != s.config_identity.selected {
         s.condition = Condition::Drift;
+        s.config_changes = match &r.config_json {
+            Some(before) => flotilla_model::topology::config_changes(before, &c.runtime_config()),
+            None => vec![format!(
+                "effective config {} → {} (recorded before configs were kept key by key)",
+                short(&r.config_digest),
+                short(&s.config_identity.selected)
+            )],
+        };
         push(
             Signal::Condition,
             "inventory vs journal".into(),
             format!(
-                "effective config changed since it started ({} → {})",
-                short(&r.config_digest),
-                short(&s.config_identity.selected)
+                "effective config changed since it started: {} (`up` restarts it)",
+                s.config_changes.join("; ")
             ),
         );
     }

@@ -376,6 +376,7 @@ fn unseen(
                     running: before.and_then(|(s, _)| s.config_identity.running.clone()),
                 },
                 runtime_identity: before.and_then(|(s, _)| s.runtime_identity.clone()),
+                config_changes: Vec::new(),
                 evidence,
                 last_known,
             }

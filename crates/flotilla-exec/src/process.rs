@@ -647,6 +647,23 @@ pub fn instance_marker(operation: &str, component: &str, state_dir: &Path) -> St
     format!("{operation}/{component}@{}", state_dir.display())
 }
 
+/// Which Flotilla started `pid`, from its [`INSTANCE_MARKER`]: `component `llm` of
+/// flotilla project `other` (op-7)`, or of the state directory it names when that is
+/// not a project's.
+pub fn flotilla_owner(pid: u32) -> Option<String> {
+    let marker = sys::environ_var(pid, INSTANCE_MARKER)?;
+    let (rest, dir) = marker.split_once('@')?;
+    let (op, component) = rest.split_once('/')?;
+    let dir = Path::new(dir);
+    Some(match crate::statedir::StateDir::project_of(dir) {
+        Some(project) => format!("component `{component}` of flotilla project `{project}` ({op})"),
+        None => format!(
+            "component `{component}` of the flotilla state directory {} ({op})",
+            dir.display()
+        ),
+    })
+}
+
 /// Live process-group leaders carrying an [`INSTANCE_MARKER`] for `state_dir`:
 /// `(pid, operation id, component)` for each.
 ///
@@ -690,12 +707,18 @@ pub struct Listener {
 }
 
 impl Listener {
-    /// Who it is, for messages: `pid 4242 (python3)`, or that it cannot be seen.
+    /// Who it is, for messages: `pid 4242 (python3)`, or that it cannot be seen;
+    /// for a process another Flotilla project started, which one
+    /// (`pid 4242 (llama-server), component `llm` of flotilla project `other` (op-7)`).
     pub fn describe(&self) -> String {
-        match (self.pid, &self.command) {
+        let who = match (self.pid, &self.command) {
             (Some(p), Some(cmd)) => format!("pid {p} ({cmd})"),
             (Some(p), None) => format!("pid {p}"),
-            _ => "a process this user cannot see".into(),
+            _ => return "a process this user cannot see".into(),
+        };
+        match self.pid.and_then(flotilla_owner) {
+            Some(owner) => format!("{who}, {owner}"),
+            None => who,
         }
     }
 }

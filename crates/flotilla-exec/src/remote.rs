@@ -36,6 +36,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// The project of a call that names none.
+pub const DEFAULT_PROJECT: &str = "default";
+
 /// Version of the exchange. Bump on any incompatible change to [`Request`] or
 /// [`Response`] (or to the types they carry).
 pub const PROTOCOL: u32 = 2;
@@ -79,6 +82,9 @@ pub enum Call {
         component: String,
         /// How many lines.
         lines: usize,
+        /// Its project (`default` when absent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        project: Option<String>,
     },
     /// Run one plan step.
     Step {
@@ -130,6 +136,10 @@ pub enum Reply {
         exists: bool,
         /// Its last lines.
         lines: Vec<String>,
+        /// When it was last modified (ms since the Unix epoch): every line was
+        /// written by then (what `flotilla logs` orders lines by).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        modified_ms: Option<u64>,
     },
     /// To [`Call::Step`].
     Step {
@@ -246,12 +256,23 @@ pub async fn serve(
         Ok(r) => r,
         Err(e) => return error("request", format!("malformed request: {e}")),
     };
-    let state = match StateDir::resolve(state_dir) {
-        Ok(s) => s,
-        Err(e) => return error("state", format!("state directory: {e}")),
+    // Each call's project has its own state below the host's state directory; a step
+    // (which changes something) first moves a state directory from before projects.
+    let state_of = |project: &Option<String>, prepare: bool| {
+        let project = project.as_deref().unwrap_or(DEFAULT_PROJECT);
+        let r = if prepare {
+            StateDir::prepare(state_dir, project)
+        } else {
+            StateDir::resolve(state_dir, project)
+        };
+        r.map_err(|e| error("state", format!("state directory: {e}")))
     };
     match request.call {
         Call::Hello => {
+            let state = match state_of(&None, false) {
+                Ok(s) => s,
+                Err(e) => return e,
+            };
             let exe = std::env::current_exe().unwrap_or_default();
             let sha =
                 crate::identity::file_sha256(&exe).unwrap_or_else(|e| format!("unreadable: {e}"));
@@ -261,7 +282,7 @@ pub async fn serve(
                     version: VERSION.to_string(),
                     executable: exe.display().to_string(),
                     executable_sha256: sha,
-                    state_dir: state.root().display().to_string(),
+                    state_dir: state.base().display().to_string(),
                 },
             })
         }
@@ -271,6 +292,10 @@ pub async fn serve(
             budget_ms,
         } => {
             let here = snapshot.host.clone();
+            let state = match state_of(&snapshot.project, false) {
+                Ok(s) => s,
+                Err(e) => return e,
+            };
             let topology = match Topology::from_snapshot(snapshot) {
                 Ok(t) => t,
                 Err(e) => return error("snapshot", e.to_string()),
@@ -298,15 +323,28 @@ pub async fn serve(
                 Err(e) => error("state", crate::error::chain(&e)),
             }
         }
-        Call::Logs { component, lines } => {
+        Call::Logs {
+            component,
+            lines,
+            project,
+        } => {
             if component.is_empty() || component.contains('/') || component.starts_with('.') {
                 return error("request", format!("`{component}` is not a component name"));
             }
+            let state = match state_of(&project, false) {
+                Ok(s) => s,
+                Err(e) => return e,
+            };
             let path = state.log(&component);
             match crate::logs::tail_log(&path, lines) {
                 Ok(lines) => reply(Reply::Logs {
                     path: path.display().to_string(),
                     exists: path.exists(),
+                    modified_ms: std::fs::metadata(&path)
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .map(|d| d.as_millis() as u64),
                     lines,
                 }),
                 Err(e) => error("state", crate::error::chain(&e)),
@@ -320,6 +358,10 @@ pub async fn serve(
             ready_timeout_ms,
         } => {
             let digest = snapshot.topology_digest.clone();
+            let state = match state_of(&snapshot.project, true) {
+                Ok(s) => s,
+                Err(e) => return e,
+            };
             let topology = match Topology::from_snapshot(snapshot) {
                 Ok(t) => Arc::new(t),
                 Err(e) => return error("snapshot", e.to_string()),

@@ -471,21 +471,29 @@ fn listening_nanos(line: &str) -> u128 {
     line["LISTENING ".len()..].trim().parse().unwrap()
 }
 
-/// Starts a service that listens after 250 ms, waits for it with `max_interval`, and
-/// returns (ms from LISTENING to ready, attempts).
-async fn readiness_latency(max_interval: Option<Duration>) -> (f64, u32) {
+/// Starts a service that listens after 250 ms (ready at once), waits for its `http`
+/// probe with the default pace, and returns (ms from LISTENING to ready, attempts,
+/// requests the service received).
+async fn readiness_latency() -> (f64, u32, u64) {
     let dir = tempfile::tempdir().unwrap();
     let addr = format!("127.0.0.1:{}", free_port());
+    let count = dir.path().join("requests");
     let run = start_testkit(
         dir.path(),
         "kit",
-        &["--listen", &addr, "--listen-after", "250"],
+        &[
+            "--listen",
+            &addr,
+            "--listen-after",
+            "250",
+            "--count-requests",
+            count.to_str().unwrap(),
+        ],
     );
     let ctx = ProbeContext::new("kit");
     let p = probe(http(&format!("http://{addr}/health")));
     let exited = || run.started.child.exit_description();
-    let mut opts = WaitOptions::until(Instant::now() + Duration::from_secs(20)).exited(&exited);
-    opts.max_interval = max_interval;
+    let opts = WaitOptions::until(Instant::now() + Duration::from_secs(20)).exited(&exited);
     let mut attempts = 0;
     let out = probe::wait_ready_with(&p, &ctx, &opts, |_| attempts += 1)
         .await
@@ -496,26 +504,127 @@ async fn readiness_latency(max_interval: Option<Duration>) -> (f64, u32) {
         .as_nanos();
     assert!(out.passed);
     let listening = listening_nanos(&wait_for_line(&run.log, "LISTENING"));
-    ((ready_at - listening) as f64 / 1e6, attempts)
+    let requests = std::fs::read_to_string(&count)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    ((ready_at - listening) as f64 / 1e6, attempts, requests)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_ready_notices_a_late_listener_quickly() {
     // Loose bounds only: the precise figure belongs to the benchmark script.
-    for cap in [None, Some(Duration::from_millis(10))] {
-        let (latency_ms, attempts) = readiness_latency(cap).await;
+    let mut latencies = Vec::new();
+    for _ in 0..3 {
+        let (latency_ms, attempts, requests) = readiness_latency().await;
         eprintln!(
-            "max_interval {cap:?}: ready {latency_ms:.1} ms after listening ({attempts} attempts)"
+            "ready {latency_ms:.1} ms after listening ({attempts} attempts, {requests} reached the service)"
         );
         assert!(
             attempts >= 2,
             "it was not ready at first ({attempts} attempts)"
         );
+        // The port is polled, not the service: only the passing request reaches it.
+        assert_eq!(requests, 1, "requests before it listened cannot reach it");
+        latencies.push(latency_ms);
+    }
+    latencies.sort_by(f64::total_cmp);
+    assert!(
+        latencies[1] < 150.0,
+        "median: noticed {:.1} ms after listening",
+        latencies[1]
+    );
+}
+
+/// A model server that answers 503 for 1.5 s after it starts listening gets few
+/// requests (5, 10, 20, 50, 100 ms apart, then 100 ms), and the 200 is seen promptly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_readiness_backs_off_while_loading_and_notices_the_200() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let count = dir.path().join("requests");
+    let run = start_testkit(
+        dir.path(),
+        "llm",
+        &[
+            "--listen",
+            &addr,
+            "--status-before-ready",
+            "503",
+            "--ready-after",
+            "1500",
+            "--count-requests",
+            count.to_str().unwrap(),
+        ],
+    );
+    let ctx = ProbeContext::new("llm");
+    let p = probe(http(&format!("http://{addr}/health")));
+    let exited = || run.started.child.exit_description();
+    let opts = WaitOptions::until(Instant::now() + Duration::from_secs(20)).exited(&exited);
+    let mut outcomes = Vec::new();
+    let out = probe::wait_ready_with(&p, &ctx, &opts, |o| outcomes.push(o.clone()))
+        .await
+        .unwrap();
+    let seen_ms = out.checked_at_ms as f64 + out.latency.as_secs_f64() * 1e3;
+    let listening_ms = listening_nanos(&wait_for_line(&run.log, "LISTENING")) as f64 / 1e6;
+    let late = seen_ms - (listening_ms + 1500.0);
+    let requests: u64 = std::fs::read_to_string(&count)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let answered = outcomes
+        .iter()
+        .filter(|o| o.detail.get("status").is_some())
+        .count() as u64;
+    eprintln!("{requests} requests in 1.5 s of loading; 200 seen {late:.1} ms after it turned");
+    assert_eq!(
+        requests, answered,
+        "every request the service got was a probe"
+    );
+    // ≈ 14 in the first second after listening, then ≤ 10 per second.
+    assert!((8..=22).contains(&requests), "{requests} requests");
+    assert!(late < 300.0, "200 seen {late:.1} ms after it turned");
+    // After the first second, requests are ≥ 100 ms apart.
+    let answered: Vec<u64> = outcomes
+        .iter()
+        .filter(|o| o.detail.get("status").is_some())
+        .map(|o| o.checked_at_ms)
+        .collect();
+    let first = answered[0];
+    for w in answered.windows(2).filter(|w| w[0] >= first + 1000) {
         assert!(
-            latency_ms < 1000.0,
-            "noticed {latency_ms:.1} ms after listening"
+            w[1] - w[0] >= 99,
+            "{} ms apart after the first second",
+            w[1] - w[0]
         );
     }
+}
+
+/// An `exec` probe (no endpoint to poll) is paced by the backoff too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_readiness_backs_off() {
+    let ctx = ProbeContext::new("job");
+    let p = probe(Check::Exec {
+        command: vec!["false".into()],
+    });
+    let t0 = Instant::now();
+    let err = probe::wait_ready_with(
+        &p,
+        &ctx,
+        &WaitOptions::until(t0 + Duration::from_millis(2000)),
+        |_| {},
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.reason, WaitFailure::Deadline);
+    // 1 + ≈ 13 in the first second, then ≤ 10 in the next.
+    assert!(
+        (8..=26).contains(&err.attempts),
+        "{} attempts",
+        err.attempts
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

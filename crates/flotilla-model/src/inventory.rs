@@ -14,6 +14,11 @@ pub struct Inventory {
     /// Optional JSON Schema reference, ignored (lets editors find the schema).
     #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<String>,
+    /// The project this inventory belongs to (lowercase letters, digits, `-`, `_`);
+    /// default: the inventory's directory name. Projects sharing a state directory
+    /// never see, plan against or signal each other's processes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
     /// Machines, by name. A host named `local` (transport `local`) exists implicitly.
     #[serde(default)]
     pub hosts: BTreeMap<String, HostSpec>,

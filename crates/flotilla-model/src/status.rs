@@ -153,6 +153,10 @@ pub struct ObservedComponent {
     /// Who started it.
     #[serde(default)]
     pub started_by: StartedBy,
+    /// When it runs with another effective config than the one selected now: what
+    /// changed, key by key (`command[2] "18752" → "18755"`); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config_changes: Vec<String>,
 }
 
 impl ObservedComponent {
@@ -162,6 +166,7 @@ impl ObservedComponent {
         health: Health::NotApplicable,
         observability: Observability::Observed,
         started_by: StartedBy::Nobody,
+        config_changes: Vec::new(),
     };
 
     /// Absent from an observation: nothing is known of it.
@@ -170,6 +175,7 @@ impl ObservedComponent {
         health: Health::Unknown,
         observability: Observability::Unobserved,
         started_by: StartedBy::Nobody,
+        config_changes: Vec::new(),
     };
 
     /// Running and its readiness passes (or it has no readiness contract).
@@ -198,6 +204,9 @@ pub struct StackRecord {
     pub start_order: Vec<String>,
 }
 
+/// What an absent component is observed as (a `static`, so it can be lent out).
+static UNKNOWN_COMPONENT: ObservedComponent = ObservedComponent::UNKNOWN;
+
 /// The observed state the planner plans against. A component absent from
 /// `components` is unknown ([`ObservedComponent::UNKNOWN`]): never taken for stopped.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -214,9 +223,7 @@ pub struct Observed {
 impl Observed {
     /// What is observed of `name` ([`ObservedComponent::UNKNOWN`] when it is absent).
     pub fn component(&self, name: &str) -> &ObservedComponent {
-        self.components
-            .get(name)
-            .unwrap_or(&ObservedComponent::UNKNOWN)
+        self.components.get(name).unwrap_or(&UNKNOWN_COMPONENT)
     }
 
     /// `sha256:` digest of the canonical JSON of this snapshot.
@@ -441,6 +448,9 @@ pub struct ComponentStatus {
     pub config_identity: ConfigIdentity,
     /// Measured runtime identity, when running under Flotilla.
     pub runtime_identity: Option<RuntimeStatus>,
+    /// When it drifted: what changed since it started, key by key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config_changes: Vec<String>,
     /// The evidence for the signals above.
     pub evidence: Vec<Evidence>,
     /// When its host cannot be reached: what was last seen there, and when.
@@ -538,6 +548,7 @@ impl StatusReport {
                             health: c.health,
                             observability: c.observability,
                             started_by: c.started_by.clone(),
+                            config_changes: c.config_changes.clone(),
                         },
                     )
                 })

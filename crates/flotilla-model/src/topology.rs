@@ -258,11 +258,20 @@ pub struct Component {
 }
 
 impl Component {
-    /// `sha256:` digest of the effective runtime config (host, owner, adapter, command,
-    /// env with secret names, cwd, endpoints, stop, tunnel, unit): what "config drift"
-    /// compares. Description, labels and probes are left out: changing them does not
-    /// call for a restart.
+    /// The effective runtime config (host, owner, adapter, command, env with secret
+    /// names, cwd, endpoints, stop, tunnel, unit, job) as canonical JSON: what "config
+    /// drift" compares. Description, labels and probes are left out: changing them
+    /// does not call for a restart.
+    pub fn runtime_config(&self) -> String {
+        crate::digest::canonical_json(&self.runtime())
+    }
+
+    /// `sha256:` digest of [`Component::runtime_config`].
     pub fn config_digest(&self) -> String {
+        crate::digest::digest_of(&self.runtime())
+    }
+
+    fn runtime(&self) -> impl Serialize + '_ {
         #[derive(Serialize)]
         struct Runtime<'a> {
             adapter: Option<AdapterKind>,
@@ -277,7 +286,7 @@ impl Component {
             systemd: &'a Option<SystemdSpec>,
             tunnel: &'a Option<Tunnel>,
         }
-        crate::digest::digest_of(&Runtime {
+        Runtime {
             adapter: self.adapter,
             command: &self.command,
             cwd: &self.cwd,
@@ -289,7 +298,7 @@ impl Component {
             stop: &self.stop,
             systemd: &self.systemd,
             tunnel: &self.tunnel,
-        })
+        }
     }
 
     /// Whether Flotilla may start, stop or restart it.
@@ -318,6 +327,11 @@ pub struct Stack {
 pub struct Topology {
     /// Components in name order; a component's [`ComponentId`] is its index here.
     pub components: Vec<Component>,
+    /// The project the inventory belongs to: its journal, instances, locks and logs
+    /// are kept apart from every other project's ([`Topology::set_project`]; the
+    /// inventory's `project` key until the caller decides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
     #[serde(skip)]
     downstream: Vec<Vec<ComponentId>>,
     /// Hosts by name.
@@ -369,6 +383,7 @@ impl Topology {
         Topology {
             hosts,
             components,
+            project: None,
             stacks,
             digest: std::sync::OnceLock::new(),
             index,
@@ -376,6 +391,13 @@ impl Topology {
             downstream,
             order,
         }
+    }
+
+    /// Sets the project (e.g. from `-p`, else the inventory's key, else its directory's
+    /// name). Call it before anything reads [`Topology::digest`], which covers it.
+    pub fn set_project(&mut self, project: impl Into<String>) {
+        self.project = Some(project.into());
+        self.digest = std::sync::OnceLock::new();
     }
 
     /// `sha256:` digest of the canonical JSON of this topology (its components, hosts
@@ -461,6 +483,9 @@ pub struct Snapshot {
     pub host: String,
     /// That host and the hosts its tunnels go through, by name.
     pub hosts: BTreeMap<String, Host>,
+    /// The project: the host keeps its state for it apart from other projects'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
     /// Digest of the whole topology it was cut from.
     pub topology_digest: String,
 }
@@ -511,6 +536,7 @@ impl Topology {
             host: host.to_string(),
             hosts,
             components,
+            project: self.project.clone(),
             topology_digest: self.digest().to_string(),
         }
     }
@@ -562,11 +588,89 @@ impl Topology {
                 return Err(SnapshotError::Cycle(stuck));
             }
         };
-        Ok(Topology::build(
-            s.hosts,
-            s.components,
-            BTreeMap::new(),
-            order,
-        ))
+        let mut t = Topology::build(s.hosts, s.components, BTreeMap::new(), order);
+        t.project = s.project;
+        Ok(t)
     }
+}
+
+/// Whether `name` is a usable project name: 1 to 63 characters of lowercase ASCII
+/// letters, digits, `-` and `_`, starting with a letter or digit (docker compose's
+/// rule for its project names).
+pub fn valid_project_name(name: &str) -> bool {
+    name.len() <= 63
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+/// The project name a directory name gives (as compose does): lowercased, every
+/// character outside `[a-z0-9_-]` dropped, leading `-`/`_` trimmed; `default` when
+/// nothing is left.
+pub fn project_from_dir_name(dir: &str) -> String {
+    let name: String = dir
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-' || *c == '_')
+        .collect();
+    let name = name.trim_start_matches(['-', '_']);
+    let name: String = name.chars().take(63).collect();
+    if name.is_empty() {
+        "default".into()
+    } else {
+        name
+    }
+}
+
+/// What differs between two runtime configs ([`Component::runtime_config`] JSON),
+/// key by key: `command[2]: "18752" → "18755"`, `env.MODEL: (none) → "small"`, in key
+/// order. Unparsable input yields one line saying the configs differ.
+pub fn config_changes(before: &str, after: &str) -> Vec<String> {
+    fn flatten(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    flatten(&key, v, out);
+                }
+            }
+            serde_json::Value::Array(a) => {
+                for (i, v) in a.iter().enumerate() {
+                    flatten(&format!("{prefix}[{i}]"), v, out);
+                }
+                if a.is_empty() {
+                    out.insert(prefix.to_string(), "[]".into());
+                }
+            }
+            serde_json::Value::Null => {}
+            other => {
+                out.insert(prefix.to_string(), other.to_string());
+            }
+        }
+    }
+    let (Ok(b), Ok(a)) = (
+        serde_json::from_str::<serde_json::Value>(before),
+        serde_json::from_str::<serde_json::Value>(after),
+    ) else {
+        return vec!["the effective config changed".into()];
+    };
+    let (mut fb, mut fa) = (BTreeMap::new(), BTreeMap::new());
+    flatten("", &b, &mut fb);
+    flatten("", &a, &mut fa);
+    let keys: std::collections::BTreeSet<&String> = fb.keys().chain(fa.keys()).collect();
+    keys.into_iter()
+        .filter(|k| fb.get(*k) != fa.get(*k))
+        .map(|k| {
+            let show = |v: Option<&String>| v.cloned().unwrap_or_else(|| "(none)".into());
+            format!("{k} {} → {}", show(fb.get(k)), show(fa.get(k)))
+        })
+        .collect()
 }

@@ -396,10 +396,10 @@ fn graph_phase() {
             &[(DependencyCycle, "\"z.http\"")],
         ),
         (
-            "two components claim one port on one host",
-            "[components.a]\ncommand = [\"a\"]\nendpoints = { http = \"http://127.0.0.1:8080\" }\n[components.b]\ncommand = [\"b\"]\nendpoints = { api = \"http://0.0.0.0:8080\" }\n",
+            "two components claim one port on one host: at the later one's port",
+            "[components.a]\ncommand = [\"a\"]\nendpoints = { http = \"http://127.0.0.1:8080\" }\n[components.b]\ncommand = [\"b\"]\nendpoints = { api = \"http://0.0.0.0:8080/v1\" }\n",
             &[],
-            &[(PortConflict, "\"http://0.0.0.0:8080\"")],
+            &[(PortConflict, "8080/v1")],
         ),
         (
             "unknown stack member",
@@ -439,6 +439,389 @@ fn cycle_message_names_the_path_and_each_edge() {
             ("`c` depends on `a` here".to_string(), 6)
         ]
     );
+}
+
+/// A type error (or any broken key) hides only the checks that depend on it: every
+/// other problem of the same inventory is still reported, in one run.
+#[test]
+fn a_broken_key_hides_only_what_depends_on_it() {
+    use Code::*;
+    table(&[
+        (
+            "a type error, a port conflict and an unknown endpoint in four components",
+            "[components.a]\ncommand = [\"a\"]\ndepends_on = \"llm\"\n[components.b]\ncommand = [\"b\"]\nendpoints = { http = \"http://127.0.0.1:8080\" }\n[components.c]\ncommand = [\"c\"]\nendpoints = { http = \"http://127.0.0.1:8080/v1\" }\n[components.d]\ncommand = [\"d\"]\nconnections = { up = \"b.nope\" }\n",
+            &[],
+            &[
+                (InvalidValue, "\"llm\""),
+                (PortConflict, "8080/v1"),
+                (UnknownEndpoint, "\"b.nope\""),
+            ],
+        ),
+        (
+            "compose's depends_on map, a port conflict and an unknown endpoint",
+            "[components.a]\ncommand = [\"a\"]\ndepends_on = { llm = { condition = \"service_healthy\" } }\n[components.b]\ncommand = [\"b\"]\nendpoints = { http = \"http://127.0.0.1:8080\" }\n[components.c]\ncommand = [\"c\"]\nendpoints = { http = \"http://127.0.0.1:8080/v1\" }\n[components.d]\ncommand = [\"d\"]\nconnections = { up = \"b.nope\" }\n",
+            &[],
+            &[
+                (InvalidValue, "{ llm"),
+                (PortConflict, "8080/v1"),
+                (UnknownEndpoint, "\"b.nope\""),
+            ],
+        ),
+        (
+            "a cycle does not hide unknown references in other components",
+            "[components.a]\ncommand = [\"a\"]\ndepends_on = [\"b\"]\n[components.b]\ncommand = [\"b\"]\ndepends_on = [\"a\"]\n[components.c]\ncommand = [\"c\", \"${connections.nope}\"]\n",
+            &[],
+            &[
+                (DependencyCycle, "\"b\"]\n[components.b]"),
+                (UnknownReference, "\"${connections.nope}\""),
+            ],
+        ),
+        (
+            "a component that cannot be finished does not hide the next one's references",
+            "[components.a]\ncommand = [\"a\", \"${endpoints.http.port}\"]\nendpoints = { http = 8080 }\n[components.b]\ncommand = [\"b\", \"${connections.nope}\"]\n",
+            &[],
+            &[
+                (InvalidValue, "8080"),
+                (UnknownReference, "\"${connections.nope}\""),
+            ],
+        ),
+        (
+            "a broken endpoint hides only itself",
+            "[components.a]\ncommand = [\"a\", \"${endpoints.grpc.port}\", \"${endpoints.api}\"]\nendpoints = { http = \"http://127.0.0.1:8080\", grpc = 9000 }\nreadiness = { tcp = { endpoint = \"grpc\" } }\nliveness = { tcp = { endpoint = \"admin\" } }\n[components.b]\ncommand = [\"b\"]\nconnections = { x = \"a.grpc\", y = \"a.ap\" }\n",
+            &[],
+            &[
+                (UnknownReference, "\"${endpoints.api}\""),
+                (InvalidValue, "9000"),
+                (UnknownEndpoint, "\"admin\""),
+                (UnknownEndpoint, "\"a.ap\""),
+            ],
+        ),
+        (
+            "a required key missing in a nested table sets that table aside, not the entry",
+            "[components.a]\ncommand = [\"a\"]\ndepends_on = [\"b\"]\nreadiness = { http = { path = \"/\" } }\n[components.b]\ncommand = [\"b\"]\ndepends_on = [\"a\"]\n",
+            &[],
+            &[(DependencyCycle, "\"b\"]\nreadiness"), (MissingKey, "{ path")],
+        ),
+        (
+            "a tunnel missing its target still has its dependencies checked",
+            "[hosts.gpu]\ntransport = \"ssh\"\n[components.t]\nadapter = \"ssh-tunnel\"\ntunnel = { via = \"gpu\", listen_port = 18080 }\ndepends_on = [\"ghost\"]\n",
+            &[],
+            &[(MissingKey, "{ via"), (UnknownDependency, "\"ghost\"")],
+        ),
+        (
+            "a template that cannot be expanded is set aside, the rest is checked",
+            "[components.llm]\ntemplate = \"llama-server\"\nparams = { port = 9000 }\ndepends_on = [\"ghost\"]\n[components.a]\ncommand = [\"a\"]\nendpoints = { http = \"http://127.0.0.1:7000\" }\n[components.b]\ncommand = [\"b\"]\nendpoints = { http = \"http://127.0.0.1:7000/v1\" }\nconnections = { x = \"llm.http\" }\n",
+            &[],
+            &[
+                (InvalidTemplateParam, "{ port = 9000 }"),
+                (UnknownDependency, "\"ghost\""),
+                (PortConflict, "7000/v1"),
+            ],
+        ),
+        (
+            "an unknown template is set aside too",
+            "[components.a]\ntemplate = \"lama-server\"\ndepends_on = [\"ghost\"]\n",
+            &[],
+            &[(UnknownTemplate, "\"lama-server\""), (UnknownDependency, "\"ghost\"")],
+        ),
+        (
+            "a stack with a broken key still has its members checked",
+            "[components.a]\ncommand = [\"a\"]\n[stacks.s]\ndescription = 5\ncomponents = [\"a\", \"nope\"]\n",
+            &[],
+            &[(InvalidValue, "5\n"), (UnknownStackMember, "\"nope\"")],
+        ),
+        (
+            "a broken probe check is reported once",
+            "[components.a]\ncommand = [\"a\"]\nreadiness = { http = 5 }\n",
+            &[],
+            &[(InvalidValue, "5 }")],
+        ),
+        (
+            "probes naming a broken component's endpoints are not reported again",
+            "[components.a]\ncommand = [\"a\"]\nendpoints = 8080\n[components.b]\ncommand = [\"b\"]\nliveness = { request = { endpoint = \"a.http\" } }\n[stacks.s]\ncomponents = [\"a\", \"b\"]\nreadiness = [{ request = { endpoint = \"a.http\", path = \"/\" } }]\n",
+            &[],
+            &[(InvalidValue, "8080")],
+        ),
+    ]);
+}
+
+/// Errors (message and help joined) of an inventory.
+fn error_texts(inventory: &str) -> Vec<(Code, String)> {
+    let (_, result) = run(inventory, &[]);
+    result
+        .expect_err("invalid")
+        .into_iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(|d| {
+            (
+                d.code,
+                format!("{}\nhelp: {}", d.message, d.help.unwrap_or_default()),
+            )
+        })
+        .collect()
+}
+
+/// A type error says what form the key takes, with an example built from what was
+/// written (in the inventory's own syntax), located at the value.
+#[test]
+fn type_errors_show_the_expected_form() {
+    use Code::*;
+    // (name, inventory, code, where, what the message and help say)
+    let cases: &[(&str, &str, Code, &str, &[&str])] = &[
+        (
+            "depends_on as a string",
+            "[components.a]\ncommand = [\"a\"]\ndepends_on = \"llm\"\n",
+            InvalidValue,
+            "\"llm\"",
+            &[
+                "component `a`: `depends_on` is a list of component names, not a string",
+                "write `depends_on = [\"llm\"]`",
+                "waits until it is ready",
+                "no `condition` to set",
+                "service_healthy",
+            ],
+        ),
+        (
+            "depends_on in docker compose's long form",
+            "[components.a]\ncommand = [\"a\"]\ndepends_on = { llm = { condition = \"service_healthy\" }, db = { condition = \"service_started\" } }\n",
+            InvalidValue,
+            "{ llm",
+            &[
+                "`depends_on` is a list of component names, not a table (docker compose's long form)",
+                "write `depends_on = [\"db\", \"llm\"]`",
+                "no `condition` to set",
+            ],
+        ),
+        (
+            "command as a string",
+            "[components.llm]\ncommand = \"llama-server --port 8080\"\n",
+            InvalidValue,
+            "\"llama-server",
+            &[
+                "component `llm`: `command` is a list of arguments (argv), not a string",
+                "write `command = [\"llama-server\", \"--port\", \"8080\"]`",
+                "split as a shell would",
+                "check the split",
+            ],
+        ),
+        (
+            "command with quotes",
+            "[components.llm]\ncommand = \"server -m '/models/my model.gguf' --alias \\\"big one\\\"\"\n",
+            InvalidValue,
+            "\"server",
+            &["`command = [\"server\", \"-m\", \"/models/my model.gguf\", \"--alias\", \"big one\"]`"],
+        ),
+        (
+            "command with shell syntax",
+            "[components.llm]\ncommand = \"llama-server --port 8080 | tee log\"\n",
+            InvalidValue,
+            "\"llama-server",
+            &[
+                "shell syntax (`|`)",
+                "`command = [\"sh\", \"-c\", \"llama-server --port 8080 | tee log\"]`",
+            ],
+        ),
+        (
+            "a profile's command as a string",
+            "[components.a]\ncommand = [\"a\"]\n[components.a.profiles.fast]\ncommand = \"a --fast\"\n",
+            InvalidValue,
+            "\"a --fast\"",
+            &["`command = [\"a\", \"--fast\"]`"],
+        ),
+        (
+            "env as docker compose's list",
+            "[components.a]\ncommand = [\"a\"]\nenv = [\"A=1\", \"B=two words\", \"HF_TOKEN\"]\n",
+            InvalidValue,
+            "[\"A=1\"",
+            &[
+                "`env` is a table of NAME = value, not a list (docker compose's list form)",
+                "write `env = { A = \"1\", B = \"two words\" }`",
+                "`HF_TOKEN` has no value",
+                "`HF_TOKEN = { secret = \"HF_TOKEN\" }`",
+            ],
+        ),
+        (
+            "endpoints as a list",
+            "[components.a]\ncommand = [\"a\"]\nendpoints = [\"8080:80\", \"http://127.0.0.1:9000/v1\"]\n",
+            InvalidValue,
+            "[\"8080:80\"",
+            &[
+                "`endpoints` is a table of named addresses, not a list",
+                "write `endpoints = { http = \"http://127.0.0.1:8080\", http-2 = \"http://127.0.0.1:9000/v1\" }`",
+            ],
+        ),
+        (
+            "an endpoint as a port number",
+            "[components.a]\ncommand = [\"a\"]\nendpoints = { http = 8080 }\n",
+            InvalidValue,
+            "8080",
+            &[
+                "endpoint `http` is an address (a URL or host:port string), not an integer",
+                "write `http = \"http://127.0.0.1:8080\"`",
+            ],
+        ),
+        (
+            "docker compose's ports",
+            "[components.a]\ncommand = [\"a\"]\nports = [\"127.0.0.1:8080:80\"]\n",
+            UnknownKey,
+            "ports",
+            &[
+                "unknown key `ports`",
+                "Flotilla has no `ports`",
+                "`endpoints = { http = \"http://127.0.0.1:8080\" }`",
+            ],
+        ),
+        (
+            "docker compose's environment",
+            "[components.a]\ncommand = [\"a\"]\nenvironment = { A = \"1\" }\n",
+            UnknownKey,
+            "environment",
+            &["Flotilla calls it `env`: write `env = { A = \"1\" }`"],
+        ),
+        (
+            "examples in JSON for a JSON inventory",
+            "{ \"components\": { \"a\": { \"command\": \"x --y\", \"depends_on\": \"llm\" } } }",
+            InvalidValue,
+            "\"x --y\"",
+            &["`\"command\": [\"x\", \"--y\"]`"],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, inventory, code, snippet, says) in cases {
+        if let Err(e) = check(inventory, &[], &[(*code, snippet)]).or_else(|e| {
+            // The JSON case has a second error (depends_on), checked below.
+            if inventory.starts_with('{') {
+                check(
+                    inventory,
+                    &[],
+                    &[(*code, snippet), (InvalidValue, "\"llm\"")],
+                )
+            } else {
+                Err(e)
+            }
+        }) {
+            failures.push(format!("case `{name}`: {e}"));
+            continue;
+        }
+        let texts = error_texts(inventory);
+        let text = &texts.iter().find(|(c, _)| c == code).expect("the error").1;
+        for s in *says {
+            if !text.contains(s) {
+                failures.push(format!("case `{name}`: {s:?} not in\n{text}"));
+            }
+        }
+    }
+    let json = error_texts(
+        "{ \"components\": { \"a\": { \"command\": [\"a\"], \"depends_on\": \"llm\" } } }",
+    );
+    assert!(
+        json[0].1.contains("`\"depends_on\": [\"llm\"]`"),
+        "{json:?}"
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// A port conflict is located at the port where it is written — the port in an
+/// endpoint's URL, the template parameter that sets it (the active profile's first),
+/// a tunnel's `listen_port` — at the later component in the file, with a label at the
+/// earlier one's; a template's default port is located at `template`, saying so.
+#[test]
+fn a_port_conflict_points_at_both_ports() {
+    // (name, inventory, templates, error at, label at, help says)
+    let cases: &[(&str, &str, &[(&str, &str)], &str, &str, &str)] = &[
+        (
+            "ports in two endpoint URLs",
+            "[components.a]\ncommand = [\"a\"]\nendpoints = { http = \"http://127.0.0.1:8080\" }\n[components.b]\ncommand = [\"b\"]\nendpoints = { api = \"http://0.0.0.0:8080/v1\" }\n",
+            &[],
+            "8080/v1",
+            "8080\" }\n[components.b]",
+            "give one of them another port",
+        ),
+        (
+            "a built-in template's port parameter",
+            "[components.a]\ncommand = [\"a\"]\nendpoints = { http = \"http://127.0.0.1:8081/x\" }\n[components.llm]\ntemplate = \"llama-server\"\nparams = { model = \"m.gguf\", port = 8081 }\n",
+            &[],
+            "8081 }",
+            "8081/x",
+            "give one of them another port",
+        ),
+        (
+            "the active profile's port parameter",
+            "[components.llm]\ntemplate = \"llama-server\"\nparams = { model = \"m.gguf\", port = 8080 }\nprofile = \"big\"\nprofiles.big = { params = { port = 8082 } }\n[components.x]\ncommand = [\"x\"]\nendpoints = { http = \"http://127.0.0.1:8082/x\" }\n",
+            &[],
+            "8082/x",
+            "8082 } }",
+            "give one of them another port",
+        ),
+        (
+            "two templates' default ports",
+            "[components.llm1]\ntemplate = \"llama-server\"\nparams = { model = \"a.gguf\" }\n[components.llm2]\ntemplate = \"llama-server\"\nparams = { model = \"b.gguf\" }\n",
+            &[],
+            "\"llama-server\"\nparams = { model = \"b.gguf\"",
+            "\"llama-server\"\nparams = { model = \"a.gguf\"",
+            "both are the default of template `llama-server`: set `params.port` on one of them",
+        ),
+        (
+            "a user template's port parameter",
+            "[components.stt]\ntemplate = \"whisper\"\nparams = { model = \"m\", port = 8085 }\n[components.x]\ncommand = [\"x\"]\nendpoints = { http = \"http://127.0.0.1:8085/x\" }\n",
+            &[("whisper", WHISPER)],
+            "8085/x",
+            "8085 }",
+            "give one of them another port",
+        ),
+        (
+            "a tunnel's listen_port",
+            "[hosts.gpu]\ntransport = \"ssh\"\n[components.llm]\nhost = \"gpu\"\ncommand = [\"llm\"]\nendpoints = { http = \"http://127.0.0.1:8080\" }\n[components.t]\nadapter = \"ssh-tunnel\"\ntunnel = { via = \"gpu\", target = \"llm.http\", listen_port = 9000 }\n[components.x]\ncommand = [\"x\"]\nendpoints = { http = \"http://127.0.0.1:9000/x\" }\n",
+            &[],
+            "9000/x",
+            "9000 }",
+            "give one of them another port",
+        ),
+        (
+            "the ssh-tunnel template's listen_port",
+            "[hosts.gpu]\ntransport = \"ssh\"\n[components.llm]\nhost = \"gpu\"\ncommand = [\"llm\"]\nendpoints = { http = \"http://127.0.0.1:8080\" }\n[components.x]\ncommand = [\"x\"]\nendpoints = { http = \"http://127.0.0.1:9001/x\" }\n[components.t]\ntemplate = \"ssh-tunnel\"\nparams = { via = \"gpu\", target = \"llm.http\", listen_port = 9001 }\n",
+            &[],
+            "9001 }",
+            "9001/x",
+            "give one of them another port",
+        ),
+        (
+            "external-http's url parameter",
+            "[components.e]\ntemplate = \"external-http\"\nparams = { url = \"http://127.0.0.1:7070/v1\" }\n[components.z]\ncommand = [\"z\"]\nendpoints = { http = \"http://127.0.0.1:7070/z\" }\n",
+            &[],
+            "7070/z",
+            "7070/v1",
+            "give one of them another port",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, inventory, templates, at, label_at, help) in cases {
+        let (sources, result) = run(inventory, templates);
+        let diags = result.expect_err("a port conflict");
+        let conflicts: Vec<_> = diags
+            .iter()
+            .filter(|d| d.code == Code::PortConflict)
+            .collect();
+        let [d] = conflicts[..] else {
+            failures.push(format!("case `{name}`: {diags:#?}"));
+            continue;
+        };
+        let d = d.locate(&sources);
+        let pos = |p: &flotilla_model::diag::Place| (p.file.clone(), p.start.line, p.start.column);
+        let want = position_of(&sources, at).unwrap();
+        let want_label = position_of(&sources, label_at).unwrap();
+        let got = pos(d.location.as_ref().unwrap());
+        let got_label = d.labels.first().map(|l| pos(&l.location));
+        if got != want || got_label.as_ref() != Some(&want_label) {
+            failures.push(format!(
+                "case `{name}`: at {got:?} (want {want:?}), label at {got_label:?} (want {want_label:?})"
+            ));
+        }
+        if !d.help.as_deref().unwrap_or("").contains(help) {
+            failures.push(format!("case `{name}`: help {:?} lacks {help:?}", d.help));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]

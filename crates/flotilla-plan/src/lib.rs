@@ -53,6 +53,11 @@ pub struct Operation {
     /// `stop`: stop the target even though dependents run.
     #[serde(default)]
     pub force: bool,
+    /// `start`: leave running components whose effective config changed as they are
+    /// (by default they are restarted, dependency order kept, the plan saying what
+    /// changed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_recreate: bool,
     /// A component or stack name.
     pub target: String,
     /// The verb.
@@ -67,6 +72,7 @@ impl Operation {
             target: target.into(),
             force: false,
             cascade: false,
+            no_recreate: false,
         }
     }
 }
@@ -80,6 +86,9 @@ impl fmt::Display for Operation {
         }
         if self.cascade {
             f.write_str(" --cascade")?;
+        }
+        if self.no_recreate {
+            f.write_str(" --no-recreate")?;
         }
         Ok(())
     }
@@ -304,6 +313,7 @@ pub fn plan(topology: &Topology, observed: &Observed, op: &Operation) -> Result<
         topo: topology,
         observed,
         reasons: Vec::new(),
+        recreate: op.verb == Verb::Start && !op.no_recreate,
     };
     let (waves, impact) = match topology.target(&op.target) {
         None => {
@@ -436,6 +446,8 @@ struct Planner<'a> {
     topo: &'a Topology,
     observed: &'a Observed,
     reasons: Vec<Reason>,
+    /// Restart running components whose effective config changed.
+    recreate: bool,
 }
 
 impl Planner<'_> {
@@ -590,6 +602,12 @@ impl Planner<'_> {
         }
         if o.is_up() {
             self.check_foreign(id);
+        }
+        if self.recreate && o.is_up() && !o.config_changes.is_empty() {
+            return (
+                Action::Restart,
+                format!("config changed: {}", o.config_changes.join("; ")),
+            );
         }
         match o.lifecycle {
             _ if o.is_ready() => (Action::Noop, "already running and ready".into()),

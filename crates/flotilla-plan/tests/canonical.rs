@@ -35,6 +35,7 @@ fn topology_observed_and_plan_serialise_canonically() {
             lifecycle: Lifecycle::Running,
             health: Health::Healthy,
             observability: Observability::Observed,
+            config_changes: Vec::new(),
             started_by: StartedBy::Flotilla {
                 operation: "op-1".into(),
             },
@@ -46,6 +47,7 @@ fn topology_observed_and_plan_serialise_canonically() {
             lifecycle: Lifecycle::Running,
             health: Health::NotApplicable,
             observability: Observability::Unreachable,
+            config_changes: Vec::new(),
             started_by: StartedBy::Foreign {
                 evidence: "pid 7".into(),
             },

@@ -58,6 +58,7 @@ fn state(entries: &[(&str, Lifecycle, Health)]) -> Observed {
                 lifecycle: *lifecycle,
                 health: *health,
                 observability: Observability::Observed,
+                config_changes: Vec::new(),
                 started_by: StartedBy::Nobody,
             },
         );
@@ -93,6 +94,7 @@ fn op(verb: Verb, target: &str, force: bool, cascade: bool) -> Operation {
         target: target.into(),
         force,
         cascade,
+        no_recreate: false,
     }
 }
 
@@ -310,6 +312,7 @@ fn unreachable_and_foreign_components_are_refused() {
         "llm".into(),
         ObservedComponent {
             observability: Observability::Unreachable,
+            config_changes: Vec::new(),
             lifecycle: Lifecycle::Unknown,
             ..Default::default()
         },
@@ -320,6 +323,7 @@ fn unreachable_and_foreign_components_are_refused() {
             lifecycle: Lifecycle::Running,
             health: Health::Healthy,
             observability: Observability::Observed,
+            config_changes: Vec::new(),
             started_by: StartedBy::Foreign {
                 evidence: "pid 4242 (llama-server)".into(),
             },
@@ -436,6 +440,7 @@ fn build(c: &Case) -> (Topology, Observed) {
                 lifecycle,
                 health,
                 observability: Observability::Observed,
+                config_changes: Vec::new(),
                 started_by: StartedBy::Nobody,
             },
         );
@@ -620,4 +625,29 @@ fn a_component_absent_from_the_observation_is_unknown_never_stopped() {
             .any(|x| matches!(x, Reason::Unobservable { component, .. } if component == "llm")),
         "{r:?}"
     );
+}
+
+#[test]
+fn start_restarts_a_running_component_whose_config_changed_unless_told_not_to() {
+    let t = topology(STACK);
+    let mut o = ready(&["llm", "embed", "vectors", "proxy", "gateway"]);
+    o.components.get_mut("llm").unwrap().config_changes = vec!["env.MODEL \"a\" → \"b\"".into()];
+    let p = plan(&t, &o, &Operation::new(Verb::Start, "gateway")).unwrap();
+    let llm = p.steps().find(|s| s.component == "llm").unwrap();
+    assert_eq!(llm.action, Action::Restart);
+    assert!(
+        llm.reason.contains("config changed: env.MODEL"),
+        "{}",
+        llm.reason
+    );
+    // Its dependents wait for it (the plan's edges).
+    let steps: Vec<_> = p.steps().collect();
+    let k = steps.iter().position(|s| s.component == "llm").unwrap();
+    let proxy = steps.iter().find(|s| s.component == "proxy").unwrap();
+    assert!(proxy.after.contains(&k), "{:?}", proxy.after);
+    let keep = Operation {
+        no_recreate: true,
+        ..Operation::new(Verb::Start, "gateway")
+    };
+    assert!(plan(&t, &o, &keep).unwrap().is_noop());
 }

@@ -14,7 +14,7 @@ use rusqlite::{params, OptionalExtension, Row};
 use std::collections::BTreeMap;
 
 const INSTANCE_COLUMNS: &str = "component, host, pid, pgid, start_time_ticks, exe, exe_sha256, \
-     argv_digest, config_digest, operation, started_at_ms, log_path";
+     argv_digest, config_digest, operation, started_at_ms, log_path, config_json";
 
 fn instance_from_row(row: &Row<'_>) -> rusqlite::Result<InstanceRecord> {
     let ticks: i64 = row.get("start_time_ticks")?;
@@ -33,6 +33,7 @@ fn instance_from_row(row: &Row<'_>) -> rusqlite::Result<InstanceRecord> {
         operation: row.get("operation")?,
         started_at_ms: row.get("started_at_ms")?,
         log_path: row.get("log_path")?,
+        config_json: row.get("config_json")?,
     })
 }
 
@@ -80,13 +81,14 @@ impl Store {
             tx.execute(
                 &format!(
                     "INSERT INTO instances ({INSTANCE_COLUMNS}) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) \
                      ON CONFLICT (component) DO UPDATE SET \
                      host = excluded.host, pid = excluded.pid, pgid = excluded.pgid, \
                      start_time_ticks = excluded.start_time_ticks, exe = excluded.exe, \
                      exe_sha256 = excluded.exe_sha256, argv_digest = excluded.argv_digest, \
                      config_digest = excluded.config_digest, operation = excluded.operation, \
-                     started_at_ms = excluded.started_at_ms, log_path = excluded.log_path"
+                     started_at_ms = excluded.started_at_ms, log_path = excluded.log_path, \
+                     config_json = excluded.config_json"
                 ),
                 params![
                     rec.component,
@@ -101,6 +103,7 @@ impl Store {
                     rec.operation,
                     rec.started_at_ms,
                     rec.log_path,
+                    rec.config_json,
                 ],
             )?;
             Ok(())

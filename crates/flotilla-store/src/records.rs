@@ -337,6 +337,10 @@ pub struct InstanceRecord {
     pub started_at_ms: i64,
     /// Where its output goes.
     pub log_path: String,
+    /// Canonical JSON of the effective runtime config it was started with
+    /// (`Component::runtime_config`); `None` for instances recorded before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_json: Option<String>,
 }
 
 /// An instance record that was removed, kept as history.

@@ -141,6 +141,16 @@ CREATE TABLE host_observations (
 ) STRICT;
 "#,
     },
+    Migration {
+        version: 3,
+        description: "the effective config an instance was started with",
+        sql: r#"
+-- Canonical JSON of the component's effective runtime config at start (NULL for
+-- instances recorded before this version): what `up` compares key by key.
+ALTER TABLE instances ADD COLUMN config_json TEXT;
+ALTER TABLE removed_instances ADD COLUMN config_json TEXT;
+"#,
+    },
 ];
 
 /// The schema version this build creates and understands (the last migration's

@@ -16,7 +16,7 @@ use std::io::{self, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{self, Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -51,6 +51,7 @@ struct Config {
     log_lines: Vec<String>,
     log_every: Option<Duration>,
     pid_file: Option<PathBuf>,
+    count_requests: Option<PathBuf>,
 }
 
 fn main() {
@@ -142,17 +143,51 @@ fn listen_and_serve(addr: SocketAddr, config: &Config, start: Instant) -> ! {
         body: config.body.clone(),
         pid: process::id(),
     });
+    let counter = config.count_requests.clone().map(|path| {
+        write_atomically(&path, "0\n");
+        Arc::new(RequestCounter {
+            path,
+            count: Mutex::new(0),
+        })
+    });
     for stream in listener.incoming() {
         match stream {
             Ok(stream) => {
                 let settings = Arc::clone(&settings);
-                thread::spawn(move || http::serve_connection(stream, &settings));
+                let counter = counter.clone();
+                thread::spawn(move || {
+                    if let Some(counter) = counter {
+                        counter.count_if_request(&stream);
+                    }
+                    http::serve_connection(stream, &settings)
+                });
             }
             // For instance ECONNABORTED or EMFILE: report it and keep accepting.
             Err(err) => eprintln!("flotilla-testkit: accept failed: {err}"),
         }
     }
     unreachable!("TcpListener::incoming never ends")
+}
+
+/// `--count-requests`: how many connections sent a request, written to a file.
+struct RequestCounter {
+    path: PathBuf,
+    count: Mutex<u64>,
+}
+
+impl RequestCounter {
+    /// Counts the connection once it has sent its first byte (a connection closed
+    /// without sending anything, such as a TCP probe, is no request), and rewrites
+    /// the file before the request is answered.
+    fn count_if_request(&self, stream: &std::net::TcpStream) {
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+        let mut first = [0u8; 1];
+        if matches!(stream.peek(&mut first), Ok(n) if n > 0) {
+            let mut count = self.count.lock().unwrap_or_else(|p| p.into_inner());
+            *count += 1;
+            write_atomically(&self.path, &format!("{count}\n"));
+        }
+    }
 }
 
 /// Blocks SIGTERM in every thread and answers it from one thread with `sigwait`, so the
@@ -254,6 +289,7 @@ fn parse_args(args: &[String]) -> Result<Option<Config>, String> {
                 config.log_every = Some(every);
             }
             "--pid-file" => config.pid_file = Some(PathBuf::from(value()?)),
+            "--count-requests" => config.count_requests = Some(PathBuf::from(value()?)),
             "--exec-name" => {
                 value()?;
             }
@@ -277,6 +313,7 @@ fn check_combinations(config: &Config) -> Result<(), String> {
             ),
             ("--ready-after", config.ready_after.is_some()),
             ("--body", config.body.is_some()),
+            ("--count-requests", config.count_requests.is_some()),
         ];
         if let Some((flag, _)) = needs_listen.iter().find(|(_, given)| *given) {
             return Err(format!("{flag} needs --listen"));

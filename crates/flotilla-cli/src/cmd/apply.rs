@@ -33,5 +33,5 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             flotilla_plan::PLAN_FORMAT
         );
     }
-    lifecycle::run(cli, None, Some(plan), &args.run)
+    lifecycle::run(cli, "apply", None, Some(plan), &args.run)
 }

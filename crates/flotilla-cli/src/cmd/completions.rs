@@ -1,7 +1,6 @@
 //! `flotilla completions SHELL`: a completion script for bash, zsh, fish, elvish or PowerShell.
 
-use crate::{Cli, EXIT_OK};
-use clap::CommandFactory;
+use crate::EXIT_OK;
 
 /// Arguments of `flotilla completions`.
 #[derive(clap::Args, Debug)]
@@ -12,7 +11,7 @@ pub struct Args {
 
 /// Runs the subcommand; returns the exit status.
 pub fn run(args: &Args) -> anyhow::Result<u8> {
-    let mut cmd = Cli::command();
+    let mut cmd = crate::command();
     clap_complete::generate(args.shell, &mut cmd, "flotilla", &mut std::io::stdout());
     Ok(EXIT_OK)
 }

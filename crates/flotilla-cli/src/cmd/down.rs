@@ -8,8 +8,8 @@ use flotilla_plan::{Operation, Verb};
 /// Arguments of `flotilla down`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The stack.
-    pub stack: String,
+    /// The stack (without one: list the stacks).
+    pub stack: Option<String>,
     /// Stop the stack even though components outside it depend on it.
     #[arg(long)]
     pub force: bool,
@@ -22,11 +22,15 @@ pub struct Args {
 
 /// Runs the subcommand; returns the exit status.
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
+    let Some(stack) = &args.stack else {
+        return lifecycle::no_stack(cli, "down");
+    };
     let op = Operation {
         verb: Verb::Stop,
-        target: args.stack.clone(),
+        target: stack.clone(),
         force: args.force,
         cascade: args.cascade,
+        no_recreate: false,
     };
-    lifecycle::run_stack(cli, op, &args.run)
+    lifecycle::run_stack(cli, "down", op, &args.run)
 }

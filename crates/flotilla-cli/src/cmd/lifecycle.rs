@@ -33,49 +33,93 @@ pub struct RunOpts {
     pub json: bool,
 }
 
-/// Runs an operation on a stack (`up`, `down`); a component target is a usage error.
-pub fn run_stack(cli: &Cli, op: Operation, opts: &RunOpts) -> anyhow::Result<u8> {
-    run_checked(cli, Some(op), None, opts, true)
+/// Runs an operation on a stack (`up`, `down`: `verb` is the word typed); a
+/// component target is a usage error.
+pub fn run_stack(cli: &Cli, verb: &str, op: Operation, opts: &RunOpts) -> anyhow::Result<u8> {
+    run_checked(cli, verb, Some(op), None, opts, super::Takes::Stack)
 }
 
-/// Runs an operation (or applies `given`); returns the exit status.
+/// Runs an operation (or applies `given`); `verb` is the word typed (`start`,
+/// `apply`…); returns the exit status.
 pub fn run(
     cli: &Cli,
+    verb: &str,
     op: Option<Operation>,
     given: Option<Plan>,
     opts: &RunOpts,
 ) -> anyhow::Result<u8> {
-    run_checked(cli, op, given, opts, false)
+    run_checked(cli, verb, op, given, opts, super::Takes::Either)
+}
+
+/// `up`/`down` without a stack: lists the stacks (with their members) on standard
+/// error, and a usage hint; exit 2.
+pub fn no_stack(cli: &Cli, verb: &str) -> anyhow::Result<u8> {
+    let (_, validated) = match super::topology_or_exit(cli)? {
+        Ok(v) => v,
+        Err(code) => return Ok(code),
+    };
+    let topology = &validated.topology;
+    let instead = if verb == "down" { "stop" } else { "start" };
+    if topology.stacks.is_empty() {
+        err!("error: `{verb}` takes a stack, and the inventory declares none");
+        err!("  declare one ([stacks.NAME] with components = [...]), or use `flotilla {instead} COMPONENT`");
+    } else {
+        err!("error: `{verb}` takes a stack; the inventory declares:");
+        let rows: Vec<Vec<String>> = topology
+            .stacks
+            .values()
+            .map(|s| {
+                vec![
+                    format!("  {}", s.name),
+                    s.components.join(", "),
+                    s.description.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        let _ = write!(std::io::stderr(), "{}", render::table(&rows));
+    }
+    err!("usage: flotilla {verb} STACK  (one component: flotilla {instead} COMPONENT)");
+    Ok(crate::EXIT_USAGE)
 }
 
 fn run_checked(
     cli: &Cli,
+    verb: &str,
     op: Option<Operation>,
     given: Option<Plan>,
     opts: &RunOpts,
-    stack_only: bool,
+    takes: super::Takes,
 ) -> anyhow::Result<u8> {
     let (loaded, validated) = match super::topology_or_exit(cli)? {
         Ok(v) => v,
         Err(code) => return Ok(code),
     };
-    if let (true, Some(o)) = (stack_only, &op) {
-        if let Some(flotilla_model::Target::Component(_)) = validated.topology.target(&o.target) {
-            err!("error: `{}` is a component; `up` and `down` take a stack (use `start` or `stop` for a component)", o.target);
-            return Ok(crate::EXIT_USAGE);
+    // A target the verb cannot take is a usage error, found before the lock is taken.
+    if let Some(o) = &op {
+        if let Err(bad) = super::resolve_target(&validated.topology, verb, takes, &o.target) {
+            if opts.json && bad.is_unknown() {
+                out!("{}", serde_json::to_string_pretty(&bad.refusal_json(o))?);
+            }
+            return Ok(bad.report());
         }
     }
-    let state = StateDir::resolve(cli.state_dir.as_deref())?;
+    // A verb that changes something moves a state directory from before projects
+    // into this project first.
+    let state = StateDir::prepare(
+        cli.state_dir.as_deref(),
+        super::project(&validated.topology),
+    )?;
     let base_dir = loaded.base_dir.clone();
     let terminal = std::io::stderr().is_terminal() && !opts.json;
     let progress = Arc::new(Progress::new(terminal));
     let p2 = Arc::clone(&progress);
     let json = opts.json;
     let fleet = Arc::new(super::ssh_pool(cli, &validated.topology));
+    let topology = Arc::new(validated.topology);
     let invocation = Invocation {
         fleet,
         host_timeout: cli.host_timeout,
-        topology: Arc::new(validated.topology),
+        topology: Arc::clone(&topology),
         state,
         base_dir,
         ready_timeout: opts.timeout,
@@ -118,6 +162,12 @@ fn run_checked(
                     "{}",
                     serde_json::to_string_pretty(&serde_json::json!({ "refusal": r }))?
                 );
+            } else if let (true, Err(bad)) = (
+                r.is_unknown_target(),
+                super::resolve_target(&topology, verb, takes, &r.operation.target),
+            ) {
+                // Checked above; said the same way should the planner find it first.
+                bad.report();
             } else {
                 err!("{}: refused", r.operation);
                 for reason in &r.reasons {

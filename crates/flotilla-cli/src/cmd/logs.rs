@@ -1,21 +1,122 @@
-//! `flotilla logs COMPONENT [-f] [--tail N]`: a component's log (its stdout and stderr);
-//! for a component on an `ssh` host, read on that host.
+//! `flotilla logs [TARGET…] [-f] [-n N] [--timestamps] [--since WHEN]`: the logs (stdout
+//! and stderr) of components — several interleaved in time order, each line prefixed
+//! with its component's name — and Flotilla's marker line at every start and stop. A
+//! component on an `ssh` host is read on that host.
 
 use crate::{Cli, EXIT_OK, EXIT_USAGE};
-use flotilla_exec::statedir::StateDir;
-use std::io::Write;
+use flotilla_exec::logs::{self, TimedLine};
+use std::io::{IsTerminal, Write};
+
+/// What `flotilla logs --help` says after the options.
+const AFTER_HELP: &str = "\
+Several components (or a stack: its members and what they depend on; no target: \
+every component) are interleaved in the order their lines were written, each line \
+prefixed with its component's name (`llm   | …`), coloured on a terminal unless \
+NO_COLOR is set. Flotilla writes a marker line into a component's log at every start \
+and stop: `--- flotilla 2026-12-01T10:41:03.120Z: started pid 4242 (op-12) ---`.
+
+When a line was written: components write their logs themselves, without times, so \
+Flotilla knows the time by which a line had been written. For its marker lines that \
+is exact; for a line already in the file, it is the time of the next marker after it, \
+else the file's last modification; for a line that arrives while following (-f), the \
+file's modification just after it was read (within 0.1 s of its writing). \
+--timestamps shows that time (RFC 3339, UTC); lines are ordered by it, and --since \
+leaves out the lines it proves older.";
 
 /// Arguments of `flotilla logs`.
 #[derive(clap::Args, Debug)]
+#[command(after_help = AFTER_HELP)]
 pub struct Args {
-    /// The component.
-    pub component: String,
+    /// Components or stacks (a stack stands for its members and what they depend
+    /// on). None: every component.
+    #[arg(value_name = "TARGET")]
+    pub targets: Vec<String>,
     /// Keep printing new lines as they are written (until interrupted).
     #[arg(short = 'f', long)]
     pub follow: bool,
-    /// How many of the last lines to print first.
-    #[arg(long, short = 'n', default_value_t = 50)]
-    pub tail: usize,
+    /// How many of the last lines of each log to print first [default: 50, or all
+    /// with --since].
+    #[arg(long, short = 'n', value_name = "N")]
+    pub tail: Option<usize>,
+    /// Prefix each line with the time it had been written by (see below).
+    #[arg(short = 't', long)]
+    pub timestamps: bool,
+    /// Only lines that may have been written at or after WHEN: a duration ago (`10m`,
+    /// `1h30m`) or an RFC 3339 time (`2026-12-01T10:41:03Z`).
+    #[arg(long, value_name = "WHEN", value_parser = parse_since)]
+    pub since: Option<u64>,
+    /// Never colour the name prefixes.
+    #[arg(long)]
+    pub no_color: bool,
+}
+
+/// `--since`: a duration before now, or an RFC 3339 time; in ms since the epoch.
+fn parse_since(text: &str) -> Result<u64, String> {
+    let now = std::time::SystemTime::now();
+    let at = match humantime::parse_duration(text) {
+        Ok(d) => now.checked_sub(d).unwrap_or(std::time::UNIX_EPOCH),
+        Err(_) => humantime::parse_rfc3339_weak(text).map_err(|_| {
+            format!(
+                "expected a duration (`10m`, `1h30m`) or an RFC 3339 time in UTC (`2026-12-01T10:41:03Z`), not `{text}`"
+            )
+        })?,
+    };
+    Ok(at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0))
+}
+
+/// ANSI colours for the name prefixes, one per component in turn.
+const PALETTE: &[&str] = &["36", "33", "32", "35", "34", "96", "93", "92", "95", "94"];
+
+/// How each line is written: the component prefix (when there are several), its
+/// colour, the time.
+#[derive(Debug)]
+struct Render {
+    /// `name   | ` per component, or empty strings for one component.
+    prefixes: Vec<String>,
+    timestamps: bool,
+    since: Option<u64>,
+}
+
+impl Render {
+    fn new(names: &[String], colour: bool, timestamps: bool, since: Option<u64>) -> Render {
+        let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+        let prefixes = if names.len() < 2 {
+            vec![String::new(); names.len()]
+        } else {
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    let plain = format!("{n:<width$} |");
+                    if colour {
+                        format!("\x1b[{}m{plain}\x1b[0m ", PALETTE[i % PALETTE.len()])
+                    } else {
+                        format!("{plain} ")
+                    }
+                })
+                .collect()
+        };
+        Render {
+            prefixes,
+            timestamps,
+            since,
+        }
+    }
+
+    /// Writes `line` of component `i` (nothing if --since leaves it out).
+    fn line(&self, out: &mut impl Write, i: usize, line: &TimedLine) -> std::io::Result<()> {
+        if self.since.is_some_and(|s| line.at_ms < s) {
+            return Ok(());
+        }
+        out.write_all(self.prefixes[i].as_bytes())?;
+        if self.timestamps {
+            write!(out, "{} ", logs::rfc3339_ms(line.at_ms))?;
+        }
+        writeln!(out, "{}", line.text)
+    }
 }
 
 /// Runs the subcommand; returns the exit status.
@@ -24,65 +125,126 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         Ok(v) => v,
         Err(code) => return Ok(code),
     };
-    if validated.topology.id(&args.component).is_none() {
-        eprintln!("error: `{}` is not a component", args.component);
-        return Ok(EXIT_USAGE);
-    }
     let topology = &validated.topology;
-    let component = topology.component(topology.id(&args.component).expect("checked"));
-    if topology
-        .hosts
-        .get(&component.host)
-        .is_some_and(|h| h.is_remote())
-    {
-        return remote(cli, topology, &component.host, args);
-    }
-    let state = StateDir::resolve(cli.state_dir.as_deref())?;
-    let path = state.log(&args.component);
-    if !path.exists() && !args.follow {
-        eprintln!(
-            "no log yet for `{}` ({} does not exist: it was never started here)",
-            args.component,
-            path.display()
+    // The components, in the order named (a stack's in dependency order), once each.
+    let mut names: Vec<String> = Vec::new();
+    let named = !args.targets.is_empty();
+    if !named {
+        names.extend(
+            topology
+                .order()
+                .iter()
+                .map(|&id| topology.component(id).name.clone()),
         );
-        return Ok(EXIT_OK);
     }
-    let lines = flotilla_exec::logs::tail_log(&path, args.tail).unwrap_or_default();
+    for t in &args.targets {
+        let target = match super::resolve_target(topology, "logs", super::Takes::Either, t) {
+            Ok(target) => target,
+            Err(bad) => return Ok(bad.report()),
+        };
+        let members = topology.with_upstream(&target);
+        let ordered = topology
+            .order()
+            .iter()
+            .map(|&id| &topology.component(id).name)
+            .filter(|n| members.contains(n));
+        for n in ordered {
+            if !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+    }
+    let host_of = |name: &str| {
+        let c = topology.component(topology.id(name).expect("resolved"));
+        topology
+            .hosts
+            .get(&c.host)
+            .filter(|h| h.is_remote())
+            .map(|_| c.host.clone())
+    };
+    if args.follow {
+        if let Some(n) = names.iter().find(|n| host_of(n).is_some()) {
+            eprintln!(
+                "error: `{n}` runs on host `{}`: `logs -f` follows local logs only; use `ssh` there, or `flotilla logs` without -f",
+                host_of(n).unwrap_or_default()
+            );
+            return Ok(EXIT_USAGE);
+        }
+    }
+    let tail = args
+        .tail
+        .unwrap_or(if args.since.is_some() { usize::MAX } else { 50 });
+    let state = super::state_dir(cli, topology)?;
+    let mut sources: Vec<Vec<TimedLine>> = Vec::with_capacity(names.len());
+    let mut follow_from = Vec::new();
+    let mut remote_ctx = None;
+    let mut failed = false;
+    for name in &names {
+        if let Some(host) = host_of(name) {
+            let (fleet, rt) = match &remote_ctx {
+                Some(ctx) => ctx,
+                None => remote_ctx.insert((super::ssh_pool(cli, topology), super::runtime()?)),
+            };
+            match remote_tail(cli, topology, fleet, rt, &host, name, tail) {
+                Ok(lines) => sources.push(lines),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    failed = true;
+                    sources.push(Vec::new());
+                }
+            }
+            continue;
+        }
+        let path = state.log(name);
+        if !path.exists() && !args.follow && named {
+            eprintln!(
+                "no log yet for `{name}` ({} does not exist: it was never started here)",
+                path.display()
+            );
+        }
+        let got = logs::tail_timed(&path, tail)?;
+        follow_from.push((path, got.end));
+        sources.push(got.lines);
+    }
+    let colour = !args.no_color
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::io::stdout().is_terminal();
+    let render = Render::new(&names, colour, args.timestamps, args.since);
     let mut out = std::io::stdout().lock();
-    for l in lines {
-        writeln!(out, "{l}")?;
+    for (i, line) in logs::merge(sources) {
+        render.line(&mut out, i, &line)?;
     }
     out.flush()?;
     if !args.follow {
-        return Ok(EXIT_OK);
+        return Ok(if failed { crate::EXIT_REFUSED } else { EXIT_OK });
     }
-    let from = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    flotilla_exec::logs::follow(&path, from, &mut out)?;
+    // Every component is local here (checked above), so log i is component i.
+    let mut follower = logs::Follower::new(follow_from);
+    follower.run(|i, line| {
+        render.line(&mut out, i, &line)?;
+        out.flush()
+    })?;
     Ok(EXIT_OK)
 }
 
-/// The log of a component on an `ssh` host, read there.
-fn remote(
+/// The last `tail` lines of `name`'s log on an `ssh` host, read there and timed by
+/// the file's modification time there.
+fn remote_tail(
     cli: &Cli,
     topology: &flotilla_model::Topology,
+    fleet: &flotilla_exec::ssh::Pool,
+    rt: &tokio::runtime::Runtime,
     host: &str,
-    args: &Args,
-) -> anyhow::Result<u8> {
-    if args.follow {
-        eprintln!(
-            "error: `{}` runs on host `{host}`: `logs -f` follows local logs only; use `ssh` there, or `flotilla logs {}` again",
-            args.component, args.component
-        );
-        return Ok(EXIT_USAGE);
-    }
-    let fleet = super::ssh_pool(cli, topology);
-    let rt = super::runtime()?;
+    name: &str,
+    tail: usize,
+) -> anyhow::Result<Vec<TimedLine>> {
     let call = flotilla_exec::remote::Call::Logs {
-        component: args.component.clone(),
-        lines: args.tail,
+        component: name.to_string(),
+        lines: tail,
+        project: topology.project.clone(),
     };
     match rt.block_on(flotilla_exec::remote::call(
-        &fleet,
+        fleet,
         host,
         call,
         cli.host_timeout,
@@ -91,23 +253,64 @@ fn remote(
             path,
             exists,
             lines,
+            modified_ms,
         }) => {
             if !exists {
-                eprintln!(
-                    "no log yet for `{}` on host `{host}` ({path})",
-                    args.component
-                );
+                eprintln!("no log yet for `{name}` on host `{host}` ({path})");
             }
-            let mut out = std::io::stdout().lock();
-            for l in lines {
-                writeln!(out, "{l}")?;
-            }
-            Ok(EXIT_OK)
+            let now = flotilla_exec::executor::now_ms().max(0) as u64;
+            Ok(logs::bound_times(lines, modified_ms.unwrap_or(now)))
         }
         Ok(other) => anyhow::bail!("host `{host}` answered with {other:?}"),
-        Err(e) => {
-            eprintln!("error: {e}");
-            Ok(crate::EXIT_REFUSED)
-        }
+        Err(e) => anyhow::bail!("{e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_are_padded_and_coloured_only_when_asked() {
+        let names = vec!["llm".to_string(), "proxy".to_string()];
+        let line = TimedLine {
+            at_ms: 1_796_121_663_120,
+            text: "hello".into(),
+        };
+        let mut out = Vec::new();
+        let plain = Render::new(&names, false, false, None);
+        plain.line(&mut out, 0, &line).unwrap();
+        plain.line(&mut out, 1, &line).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "llm   | hello\nproxy | hello\n"
+        );
+        let mut out = Vec::new();
+        let coloured = Render::new(&names, true, true, None);
+        coloured.line(&mut out, 1, &line).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\x1b[33mproxy |\x1b[0m 2026-12-01T10:41:03.120Z hello\n"
+        );
+        // One component: no prefix. --since leaves older lines out.
+        let one = Render::new(&names[..1], true, false, Some(line.at_ms + 1));
+        let mut out = Vec::new();
+        one.line(&mut out, 0, &line).unwrap();
+        assert!(out.is_empty());
+        let one = Render::new(&names[..1], true, false, Some(line.at_ms));
+        one.line(&mut out, 0, &line).unwrap();
+        assert_eq!(out, b"hello\n");
+    }
+
+    #[test]
+    fn since_takes_a_duration_or_a_time() {
+        assert_eq!(
+            parse_since("2026-12-01T10:41:03Z").unwrap(),
+            1_796_121_663_000
+        );
+        let ago = parse_since("10m").unwrap();
+        let now = flotilla_exec::executor::now_ms() as u64;
+        assert!((now - ago).abs_diff(600_000) < 5_000);
+        assert!(parse_since("yesterday").is_err());
     }
 }

@@ -6,8 +6,10 @@ pub mod down;
 pub mod host;
 pub mod lifecycle;
 pub mod logs;
+pub mod man;
 pub mod operations;
 pub mod plan;
+pub mod ps;
 pub mod restart;
 pub mod schema;
 pub mod start;
@@ -19,7 +21,8 @@ pub mod validate;
 
 use crate::load::{self, Loaded};
 use crate::{render, Cli, EXIT_USAGE};
-use flotilla_model::Validated;
+use flotilla_model::{Target, Topology, Validated};
+use std::fmt;
 
 /// Loads and validates the inventory; on invalid input prints the diagnostics and
 /// returns the exit status to use.
@@ -28,8 +31,24 @@ pub fn topology_or_exit(cli: &Cli) -> anyhow::Result<Result<(Loaded, Validated),
     let mut loaded = load::load(&path)?;
     let result = std::mem::replace(&mut loaded.result, Err(Vec::new()));
     match result {
-        Ok(v) => {
+        Ok(mut v) => {
             render::diagnostics(&loaded.sources, &v.warnings);
+            // The project: -p, else the inventory's `project`, else its directory's name.
+            let project = match (&cli.project, &v.topology.project) {
+                (Some(p), _) if !flotilla_model::topology::valid_project_name(p) => {
+                    eprintln!("error: `{p}` is not a project name (-p/FLOTILLA_PROJECT): use lowercase letters, digits, `-` and `_` (at most 63, starting with a letter or digit)");
+                    return Ok(Err(EXIT_USAGE));
+                }
+                (Some(p), _) => p.clone(),
+                (None, Some(p)) => p.clone(),
+                (None, None) => flotilla_model::topology::project_from_dir_name(
+                    &std::path::absolute(&loaded.base_dir)
+                        .ok()
+                        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+                        .unwrap_or_default(),
+                ),
+            };
+            v.topology.set_project(project);
             Ok(Ok((loaded, v)))
         }
         Err(diags) => {
@@ -46,6 +65,22 @@ pub fn topology_or_exit(cli: &Cli) -> anyhow::Result<Result<(Loaded, Validated),
             Ok(Err(EXIT_USAGE))
         }
     }
+}
+
+/// The state directory of `topology`'s project, as read-only verbs see it.
+pub fn state_dir(
+    cli: &Cli,
+    topology: &flotilla_model::Topology,
+) -> std::io::Result<flotilla_exec::statedir::StateDir> {
+    flotilla_exec::statedir::StateDir::resolve(cli.state_dir.as_deref(), project(topology))
+}
+
+/// The project of a topology loaded by [`topology_or_exit`] (always set there).
+pub fn project(topology: &flotilla_model::Topology) -> &str {
+    topology
+        .project
+        .as_deref()
+        .unwrap_or(flotilla_exec::remote::DEFAULT_PROJECT)
 }
 
 /// A status report and the planner's view of it.
@@ -82,7 +117,7 @@ pub fn observe_with(
     topology: &flotilla_model::Topology,
     names: &[String],
 ) -> anyhow::Result<Observation> {
-    let state = flotilla_exec::statedir::StateDir::resolve(cli.state_dir.as_deref())?;
+    let state = state_dir(cli, topology)?;
     rt.block_on(async {
         let mut store = if state.database().exists() {
             flotilla_store::Store::open(&state.database())?
@@ -109,7 +144,7 @@ pub fn ssh_pool(cli: &Cli, topology: &flotilla_model::Topology) -> flotilla_exec
     let Some(idle) = cli.ssh_persist else {
         return pool;
     };
-    let Ok(state) = flotilla_exec::statedir::StateDir::resolve(cli.state_dir.as_deref()) else {
+    let Ok(state) = state_dir(cli, topology) else {
         return pool;
     };
     match flotilla_exec::ssh::Persistence::in_state_dir(state.root(), idle) {
@@ -119,4 +154,211 @@ pub fn ssh_pool(cli: &Cli, topology: &flotilla_model::Topology) -> flotilla_exec
             pool
         }
     }
+}
+
+/// What kind of target a verb takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Takes {
+    /// A component (`logs`).
+    Component,
+    /// A stack (`up`, `down`).
+    Stack,
+    /// Either (`start`, `stop`, `restart`, `status`, `ps`, `plan start`…).
+    Either,
+}
+
+impl Takes {
+    fn noun(self) -> &'static str {
+        match self {
+            Takes::Component => "a component",
+            Takes::Stack => "a stack",
+            Takes::Either => "a component or a stack",
+        }
+    }
+}
+
+/// A target name a verb cannot take: unknown, or of the wrong kind. Its `Display` is
+/// the whole message: what was typed and by which verb, the closest name, and what
+/// exists that the verb takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadTarget {
+    /// The name typed.
+    pub name: String,
+    /// The verb typed (`up`, `plan up`, `status`…).
+    pub verb: String,
+    /// What the verb takes.
+    pub takes: Takes,
+    /// `Some(true)`: it names a component; `Some(false)`: a stack; `None`: nothing.
+    pub is_component: Option<bool>,
+    /// The closest name of the kind the verb takes, if one is close.
+    pub suggestion: Option<String>,
+    /// `components: …` / `stacks: …` lines.
+    pub existing: Vec<String>,
+}
+
+impl BadTarget {
+    /// Whether the name names nothing at all (rather than the wrong kind of thing).
+    pub fn is_unknown(&self) -> bool {
+        self.is_component.is_none()
+    }
+
+    /// The planner's refusal for an unknown target of `op`, as `--json` prints it
+    /// (`{"refusal": {operation, reasons: [{kind: "unknown-target", target, suggestion}]}}`).
+    pub fn refusal_json(&self, op: &flotilla_plan::Operation) -> serde_json::Value {
+        let refusal = flotilla_plan::Refusal {
+            operation: op.clone(),
+            reasons: vec![flotilla_plan::Reason::UnknownTarget {
+                target: self.name.clone(),
+                suggestion: self.suggestion.clone(),
+            }],
+        };
+        serde_json::json!({ "refusal": refusal })
+    }
+
+    /// Prints `error: …` on standard error and returns [`EXIT_USAGE`].
+    pub fn report(&self) -> u8 {
+        eprintln!("error: {self}");
+        EXIT_USAGE
+    }
+}
+
+impl fmt::Display for BadTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (name, verb, takes) = (&self.name, &self.verb, self.takes.noun());
+        match self.is_component {
+            None => {
+                let what = match self.takes {
+                    Takes::Component => "a component",
+                    Takes::Stack => "a stack",
+                    Takes::Either => "a component nor a stack",
+                };
+                let not = if self.takes == Takes::Either {
+                    "neither"
+                } else {
+                    "not"
+                };
+                write!(f, "`{name}` is {not} {what} ({verb} takes {takes})")?;
+            }
+            Some(true) => {
+                // `up llm` → `start llm`, `plan down llm` → `plan stop llm`.
+                let instead = match verb.rsplit_once(' ') {
+                    Some((head, "up")) => Some(format!("{head} start")),
+                    Some((head, "down")) => Some(format!("{head} stop")),
+                    None if verb == "up" => Some("start".to_string()),
+                    None if verb == "down" => Some("stop".to_string()),
+                    _ => None,
+                };
+                write!(
+                    f,
+                    "`{name}` is a component, not a stack ({verb} takes {takes}"
+                )?;
+                if let Some(i) = instead {
+                    write!(f, "; for a component: flotilla {i} {name}")?;
+                }
+                write!(f, ")")?;
+            }
+            Some(false) => write!(
+                f,
+                "`{name}` is a stack, not a component ({verb} takes {takes})"
+            )?,
+        }
+        if let Some(s) = &self.suggestion {
+            write!(f, "; did you mean `{s}`?")?;
+        }
+        for line in &self.existing {
+            write!(f, "\n  {line}")?;
+        }
+        Ok(())
+    }
+}
+
+/// How many names a `components:` line shows before `… and N more`.
+const MAX_LISTED: usize = 24;
+
+/// `NAME (member, member)` for every stack, or `none declared`.
+pub fn stacks_with_members(topology: &Topology) -> Vec<String> {
+    topology
+        .stacks
+        .values()
+        .map(|s| format!("{} ({})", s.name, s.components.join(", ")))
+        .collect()
+}
+
+fn listed(label: &str, names: Vec<String>, none: &str) -> String {
+    if names.is_empty() {
+        return format!("{label}: {none}");
+    }
+    let more = names.len().saturating_sub(MAX_LISTED);
+    let mut line = format!(
+        "{label}: {}",
+        names
+            .into_iter()
+            .take(MAX_LISTED)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if more > 0 {
+        line.push_str(&format!(
+            " … and {more} more (flotilla topology lists them)"
+        ));
+    }
+    line
+}
+
+/// Resolves `name` as the target of `verb` (the words typed: `up`, `plan up`,
+/// `status`…), which takes `takes`.
+///
+/// # Errors
+/// A [`BadTarget`] when it names nothing, or something the verb does not take.
+pub fn resolve_target<'t>(
+    topology: &'t Topology,
+    verb: &str,
+    takes: Takes,
+    name: &str,
+) -> Result<Target<'t>, BadTarget> {
+    let found = topology.target(name);
+    let is_component = match found {
+        Some(Target::Component(_)) => Some(true),
+        Some(Target::Stack(_)) => Some(false),
+        None => None,
+    };
+    let fits = match (takes, is_component) {
+        (_, None) => false,
+        (Takes::Either, _) => true,
+        (Takes::Component, Some(c)) => c,
+        (Takes::Stack, Some(c)) => !c,
+    };
+    if let (true, Some(t)) = (fits, found) {
+        return Ok(t);
+    }
+    let components =
+        || -> Vec<String> { topology.components.iter().map(|c| c.name.clone()).collect() };
+    let mut existing = Vec::new();
+    let mut candidates: Vec<String> = Vec::new();
+    if takes != Takes::Stack {
+        candidates.extend(components());
+        existing.push(listed("components", components(), "none declared"));
+    }
+    if takes != Takes::Component {
+        candidates.extend(topology.stacks.keys().cloned());
+        existing.push(listed(
+            "stacks",
+            stacks_with_members(topology),
+            "none declared (declare [stacks.NAME] with components = [...])",
+        ));
+    }
+    let suggestion = if is_component.is_none() {
+        flotilla_model::diag::did_you_mean(name, candidates.iter().map(String::as_str))
+            .map(str::to_string)
+    } else {
+        None
+    };
+    Err(BadTarget {
+        name: name.to_string(),
+        verb: verb.to_string(),
+        takes,
+        is_component,
+        suggestion,
+        existing,
+    })
 }

@@ -29,7 +29,14 @@ pub enum Show {
 
 /// Runs the subcommand; returns the exit status.
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
-    let state = StateDir::resolve(cli.state_dir.as_deref())?;
+    let project = match &cli.project {
+        Some(p) => p.clone(),
+        None => match super::topology_or_exit(cli)? {
+            Ok((_, v)) => super::project(&v.topology).to_string(),
+            Err(code) => return Ok(code),
+        },
+    };
+    let state = StateDir::resolve(cli.state_dir.as_deref(), &project)?;
     if !state.database().exists() {
         if args.json {
             println!("[]");

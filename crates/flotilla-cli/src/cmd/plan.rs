@@ -3,7 +3,7 @@
 
 use crate::{render, Cli, EXIT_OK, EXIT_REFUSED, EXIT_USAGE};
 use anyhow::Context;
-use flotilla_model::{Observed, Target};
+use flotilla_model::Observed;
 use flotilla_plan::{Operation, Verb};
 use std::path::PathBuf;
 
@@ -36,6 +36,10 @@ pub struct Args {
     /// stop: stop running dependents first; restart: restart them too.
     #[arg(long)]
     pub cascade: bool,
+    /// `start`/`up`: leave running components whose effective config changed as they
+    /// are (by default the plan restarts them, saying what changed).
+    #[arg(long)]
+    pub no_recreate: bool,
     /// Print the plan as JSON (format 1: {format, operation, topology_digest,
     /// observed_digest, waves: [{steps: [{component, host, action, adapter, owner,
     /// reason}]}], cleanup, impact}); a refusal prints {"refusal": {operation, reasons}}.
@@ -56,6 +60,32 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         Err(code) => return Ok(code),
     };
     let topology = &validated.topology;
+    let (typed, takes) = match args.verb {
+        PlanVerb::Start => ("plan start", super::Takes::Either),
+        PlanVerb::Stop => ("plan stop", super::Takes::Either),
+        PlanVerb::Restart => ("plan restart", super::Takes::Either),
+        PlanVerb::Up => ("plan up", super::Takes::Stack),
+        PlanVerb::Down => ("plan down", super::Takes::Stack),
+    };
+    let verb = match args.verb {
+        PlanVerb::Start | PlanVerb::Up => Verb::Start,
+        PlanVerb::Stop | PlanVerb::Down => Verb::Stop,
+        PlanVerb::Restart => Verb::Restart,
+    };
+    let op = Operation {
+        verb,
+        target: args.target.clone(),
+        force: args.force,
+        cascade: args.cascade,
+        no_recreate: args.no_recreate,
+    };
+    // A target the verb cannot take is a usage error, found before observing.
+    if let Err(bad) = super::resolve_target(topology, typed, takes, &args.target) {
+        if args.json && bad.is_unknown() {
+            println!("{}", serde_json::to_string_pretty(&bad.refusal_json(&op))?);
+        }
+        return Ok(bad.report());
+    }
     let observed: Observed = match &args.observed {
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -65,26 +95,6 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             })?
         }
         None => super::observe_now(cli, topology, &[])?.1,
-    };
-    let verb = match args.verb {
-        PlanVerb::Start | PlanVerb::Up => Verb::Start,
-        PlanVerb::Stop | PlanVerb::Down => Verb::Stop,
-        PlanVerb::Restart => Verb::Restart,
-    };
-    if matches!(args.verb, PlanVerb::Up | PlanVerb::Down) {
-        if let Some(Target::Component(_)) = topology.target(&args.target) {
-            eprintln!(
-                "error: `{}` is a component; `up` and `down` take a stack (use `start` or `stop` for a component)",
-                args.target
-            );
-            return Ok(EXIT_USAGE);
-        }
-    }
-    let op = Operation {
-        verb,
-        target: args.target.clone(),
-        force: args.force,
-        cascade: args.cascade,
     };
     match flotilla_plan::plan(topology, &observed, &op) {
         Ok(plan) => {
@@ -101,6 +111,11 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                     "{}",
                     serde_json::to_string_pretty(&serde_json::json!({ "refusal": refusal }))?
                 );
+            } else if let (true, Err(bad)) = (
+                refusal.is_unknown_target(),
+                super::resolve_target(topology, typed, takes, &args.target),
+            ) {
+                bad.report();
             } else {
                 eprintln!("{}: refused", refusal.operation);
                 for r in &refusal.reasons {

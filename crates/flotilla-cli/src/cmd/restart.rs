@@ -23,6 +23,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         target: args.target.clone(),
         force: false,
         cascade: args.cascade,
+        no_recreate: false,
     };
-    lifecycle::run(cli, Some(op), None, &args.run)
+    lifecycle::run(cli, "restart", Some(op), None, &args.run)
 }

@@ -10,6 +10,10 @@ use flotilla_plan::{Operation, Verb};
 pub struct Args {
     /// A component or stack.
     pub target: String,
+    /// Leave running components whose effective config changed as they are (by
+    /// default they are restarted, in dependency order, the plan saying what changed).
+    #[arg(long)]
+    pub no_recreate: bool,
     #[command(flatten)]
     pub run: RunOpts,
 }
@@ -21,6 +25,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         target: args.target.clone(),
         force: false,
         cascade: false,
+        no_recreate: args.no_recreate,
     };
-    lifecycle::run(cli, Some(op), None, &args.run)
+    lifecycle::run(cli, "start", Some(op), None, &args.run)
 }

@@ -18,9 +18,12 @@ pub struct Args {
     /// health, evidence}] (each stack's end-to-end readiness probes, run now)}.
     #[arg(long)]
     pub json: bool,
-    /// Refresh every 2 seconds until interrupted.
+    /// Refresh every --interval until interrupted, under a header with the time (UTC).
     #[arg(long, conflicts_with = "json")]
     pub watch: bool,
+    /// How often --watch refreshes (at least 100ms).
+    #[arg(long, value_name = "DURATION", default_value = "2s", requires = "watch", value_parser = interval)]
+    pub interval: Duration,
     /// Also print each component's evidence.
     #[arg(long, short = 'v')]
     pub verbose: bool,
@@ -37,16 +40,18 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         None => Vec::new(),
         Some((_, Some(target))) => topology.with_upstream(&target),
         Some((t, None)) => {
-            eprintln!("error: `{t}` is neither a component nor a stack");
-            return Ok(crate::EXIT_USAGE);
+            let bad = super::resolve_target(&topology, "status", super::Takes::Either, t)
+                .expect_err("names nothing");
+            return Ok(bad.report());
         }
     };
     // One runtime and one set of SSH connections for every refresh of `--watch`.
     let rt = super::runtime()?;
     let fleet = super::ssh_pool(cli, &topology);
-    let state = flotilla_exec::statedir::StateDir::resolve(cli.state_dir.as_deref())?;
+    let state = super::state_dir(cli, &topology)?;
     let secrets = flotilla_exec::operate::secrets(&state)?;
     loop {
+        let began = std::time::Instant::now();
         let mut report = super::observe_with(cli, &rt, &fleet, &topology, &names)?.0;
         report.stacks = rt.block_on(flotilla_exec::observe::stack_routes(
             &topology, &secrets, &report,
@@ -54,8 +59,11 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         if args.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
         } else {
-            if args.watch && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-                print!("\x1b[2J\x1b[H");
+            if args.watch {
+                if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+                    print!("\x1b[2J\x1b[H");
+                }
+                println!("{}", watch_header(report.observed_at_ms, args.interval));
             }
             print!("{}", text(&report, args.verbose));
         }
@@ -66,7 +74,63 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 EXIT_REFUSED
             });
         }
-        std::thread::sleep(Duration::from_secs(2));
+        // Output may be piped (`status --watch | tee`): show each refresh as it comes.
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        std::thread::sleep(args.interval.saturating_sub(began.elapsed()));
+    }
+}
+
+/// The shortest `--interval`.
+const MIN_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Parses `--interval`: a humantime duration of at least [`MIN_INTERVAL`].
+fn interval(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if d < MIN_INTERVAL {
+        return Err(format!(
+            "{text} is too short: at least {}",
+            humantime::format_duration(MIN_INTERVAL)
+        ));
+    }
+    Ok(d)
+}
+
+/// `status at 14:03:07 UTC, every 2s (Ctrl-C to stop)`.
+fn watch_header(at_ms: i64, every: Duration) -> String {
+    format!(
+        "status at {} UTC, every {} (Ctrl-C to stop)",
+        utc_time_of_day(at_ms),
+        humantime::format_duration(every)
+    )
+}
+
+/// `HH:MM:SS` (UTC) of a time in ms since the Unix epoch.
+pub fn utc_time_of_day(ms: i64) -> String {
+    let s = ms.div_euclid(1000).rem_euclid(86_400);
+    format!("{:02}:{:02}:{:02}", s / 3600, (s % 3600) / 60, s % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_of_day_is_utc() {
+        assert_eq!(utc_time_of_day(0), "00:00:00");
+        // 2024-03-01T13:04:05.999Z
+        assert_eq!(utc_time_of_day(1_709_298_245_999), "13:04:05");
+        assert_eq!(
+            watch_header(1_709_298_245_000, Duration::from_millis(500)),
+            "status at 13:04:05 UTC, every 500ms (Ctrl-C to stop)"
+        );
+    }
+
+    #[test]
+    fn interval_has_a_floor() {
+        assert_eq!(interval("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(interval("100ms"), Ok(Duration::from_millis(100)));
+        assert!(interval("99ms").unwrap_err().contains("at least 100ms"));
+        assert!(interval("soon").is_err());
     }
 }
 

@@ -27,6 +27,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         target: args.target.clone(),
         force: args.force,
         cascade: args.cascade,
+        no_recreate: false,
     };
-    lifecycle::run(cli, Some(op), None, &args.run)
+    lifecycle::run(cli, "stop", Some(op), None, &args.run)
 }

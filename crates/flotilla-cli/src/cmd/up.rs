@@ -8,19 +8,27 @@ use flotilla_plan::{Operation, Verb};
 /// Arguments of `flotilla up`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The stack.
-    pub stack: String,
+    /// The stack (without one: list the stacks).
+    pub stack: Option<String>,
+    /// Leave running components whose effective config changed as they are (by
+    /// default they are restarted, in dependency order, the plan saying what changed).
+    #[arg(long)]
+    pub no_recreate: bool,
     #[command(flatten)]
     pub run: RunOpts,
 }
 
 /// Runs the subcommand; returns the exit status.
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
+    let Some(stack) = &args.stack else {
+        return lifecycle::no_stack(cli, "up");
+    };
     let op = Operation {
         verb: Verb::Start,
-        target: args.stack.clone(),
+        target: stack.clone(),
         force: false,
         cascade: false,
+        no_recreate: args.no_recreate,
     };
-    lifecycle::run_stack(cli, op, &args.run)
+    lifecycle::run_stack(cli, "up", op, &args.run)
 }

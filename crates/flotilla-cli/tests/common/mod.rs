@@ -89,3 +89,15 @@ pub fn repo_root() -> PathBuf {
         .canonicalize()
         .expect("repo root")
 }
+
+/// The state of the project whose inventory is in `inventory_dir` (no `project` key, no
+/// `-p`: the directory's name) below the state directory `state`.
+pub fn project_dir(state: &Path, inventory_dir: &Path) -> PathBuf {
+    let name = inventory_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    state
+        .join("projects")
+        .join(flotilla_model::topology::project_from_dir_name(&name))
+}

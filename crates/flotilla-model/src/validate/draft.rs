@@ -2,10 +2,11 @@
 //! active profile and template into a [`Draft`], with the owner/adapter rules checked.
 
 use super::references::LoadedTemplate;
-use super::{any_broken, help_for, index_str, Located, Validator, START_KEYS};
+use super::{any_broken, help_for, hints, index_str, Located, Validator, START_KEYS};
 use crate::diag::{Code, Diagnostic, Location};
 use crate::inventory::{AdapterKind, ComponentSpec, Owner, ProbeSpec, StackSpec};
 use crate::node::{from_node, Entry, Node};
+use crate::template::TemplateOutput;
 use crate::topology::{Connection, Host, Probe, Tunnel};
 use crate::values::{Endpoint, EnvValue};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -41,7 +42,8 @@ pub(super) struct Draft<'a> {
 }
 
 impl Validator {
-    /// Decodes every stack entry (its members and probes are checked later).
+    /// Decodes every stack entry (its members and probes are checked later). A key
+    /// that fails to decode is set aside, so the stack's other keys are still checked.
     pub(super) fn decode_stacks<'a>(
         &mut self,
         stacks_node: Option<&'a Node<'a>>,
@@ -51,11 +53,9 @@ impl Validator {
             if !self.check_name("stack", e) {
                 continue;
             }
-            match from_node::<StackSpec>(&e.value) {
-                Ok(s) => stacks.push((e, s)),
-                Err(err) => {
-                    self.decode_error(self.file, &format!("stack `{}`", e.key), err, e.value.span)
-                }
+            let what = || format!("stack `{}`", e.key);
+            if let Some((s, _)) = self.decode_all::<StackSpec>(self.file, &what, &e.value) {
+                stacks.push((e, s));
             }
         }
         stacks
@@ -78,9 +78,14 @@ impl Validator {
                 continue;
             }
             let what = || format!("component `{}`", e.key);
-            if let Some((spec, broken)) =
-                self.decode_all::<ComponentSpec>(self.file, &what, &e.value)
-            {
+            let json = self.json;
+            if let Some((spec, broken)) = self.retry_decode(
+                self.file,
+                &what,
+                &e.value,
+                |n| from_node::<ComponentSpec>(n),
+                |err, current| hints::component_error(err, current, json),
+            ) {
                 if let Some(d) = self.draft(e, spec, broken, declared_hosts, hosts, templates) {
                     drafts.push(d);
                 }
@@ -136,7 +141,10 @@ impl Validator {
 
         // Template parameters: the component's, with the profile's merged over them.
         let tpl_loc = at(&["template"]);
-        let tpl = self.component_template(
+        // A template that cannot be expanded (errors reported) is set aside like a
+        // broken key: what depends on it (how it starts, its template endpoints) is
+        // not checked, everything else is.
+        let tpl = match self.component_template(
             e,
             &spec,
             profile.as_deref(),
@@ -145,7 +153,13 @@ impl Validator {
             templates,
             &mut broken,
             tpl_loc,
-        )?;
+        ) {
+            Some(tpl) => tpl,
+            None => {
+                broken.push(vec!["template".into()]);
+                TemplateOutput::default()
+            }
+        };
 
         let owner = spec.owner.or(tpl.owner).unwrap_or_default();
         let adapter = spec.adapter.or(tpl.adapter);
@@ -371,12 +385,14 @@ impl Validator {
                         command[0].loc,
                     ));
                 }
+                // With its template set aside the adapter may be the template's.
+                let adapter_known = spec.adapter.is_some() || !any_broken(&broken, &["template"]);
                 for (key, wanted) in [
                     ("tunnel", AdapterKind::SshTunnel),
                     ("launchd", AdapterKind::Launchd),
                     ("systemd", AdapterKind::Systemd),
                 ] {
-                    if node.get(key).is_some() && adapter != wanted {
+                    if adapter_known && node.get(key).is_some() && adapter != wanted {
                         self.push(
                             Diagnostic::error(
                                 Code::InvalidValue,

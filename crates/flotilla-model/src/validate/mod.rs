@@ -19,6 +19,7 @@
 
 mod draft;
 mod graph;
+mod hints;
 mod hosts;
 mod probes;
 mod references;
@@ -70,6 +71,9 @@ pub fn validate(
         file: inventory,
         diags: Vec::new(),
         broken_templates: refs_names(templates),
+        text: sources.get(inventory).text.to_string(),
+        json: sources.get(inventory).format == crate::source::Format::Json,
+        project: None,
     };
     if let Some(d) = not_utf8(sources, inventory) {
         v.push(d);
@@ -115,6 +119,12 @@ struct Validator {
     diags: Vec<Diagnostic>,
     /// Template files that exist but failed to load (their errors are reported).
     broken_templates: HashSet<String>,
+    /// The inventory's text: diagnostics point inside its strings (a port in a URL).
+    text: String,
+    /// Whether the inventory is JSON (examples in help are written in its syntax).
+    json: bool,
+    /// The inventory's `project`, when it declares one.
+    project: Option<String>,
 }
 
 /// The `not-utf8` error for `file`, when its bytes were not UTF-8: at the first bad
@@ -163,20 +173,43 @@ fn not_utf8(sources: &Sources, file: FileId) -> Option<Diagnostic> {
 const START_KEYS: &[&str] = &[
     "command", "template", "params", "adapter", "tunnel", "launchd", "systemd", "profiles", "owner",
 ];
-/// Keys whose breakage makes the component's endpoints and references uncertain.
-const ENDPOINT_KEYS: &[&str] = &[
-    "endpoints",
-    "template",
-    "params",
-    "profiles",
-    "connections",
-    "tunnel",
-];
-
 fn any_broken(broken: &[Vec<String>], keys: &[&str]) -> bool {
     broken
         .iter()
         .any(|p| p.first().is_some_and(|k| keys.contains(&k.as_str())))
+}
+
+/// Whether a component's endpoint `name` may be missing or different because part of
+/// the component was set aside (`broken`): its template, parameters, profile
+/// selection or profiles, tunnel, its `endpoints` table, or that endpoint itself. A
+/// broken endpoint hides only itself, so a reference to another, missing endpoint of
+/// the same component is still reported.
+fn endpoint_uncertain(broken: &[Vec<String>], name: &str) -> bool {
+    broken.iter().any(|p| {
+        let p: Vec<&str> = p.iter().map(String::as_str).collect();
+        match p.as_slice() {
+            ["template" | "params" | "profile" | "tunnel", ..] => true,
+            ["endpoints"] | ["profiles"] | ["profiles", _] => true,
+            ["endpoints", e, ..] => *e == name,
+            ["profiles", _, "params", ..] | ["profiles", _, "endpoints"] => true,
+            ["profiles", _, "endpoints", e, ..] => *e == name,
+            _ => false,
+        }
+    })
+}
+
+/// Whether the `${...}` reference `r` of a component may fail only because part of the
+/// component was set aside: an endpoint that is [`endpoint_uncertain`], or a connection
+/// whose entry (or the whole `connections` table) failed to decode.
+fn reference_uncertain(broken: &[Vec<String>], r: &str) -> bool {
+    let parts: Vec<&str> = r.split('.').collect();
+    match parts.as_slice() {
+        ["endpoints", e, ..] => endpoint_uncertain(broken, e),
+        ["connections", c, ..] => broken.iter().any(|p| {
+            p.first().is_some_and(|k| k == "connections") && p.get(1).is_none_or(|k| k == c)
+        }),
+        _ => false,
+    }
 }
 
 /// A string and where it was written.
@@ -186,7 +219,7 @@ struct Located<T> {
     loc: Location,
 }
 
-const TOP_KEYS: &[&str] = &["$schema", "hosts", "components", "stacks"];
+const TOP_KEYS: &[&str] = &["$schema", "project", "hosts", "components", "stacks"];
 
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
@@ -243,48 +276,49 @@ impl Validator {
         what: &dyn Fn() -> String,
         node: &Node,
     ) -> Option<(T, Vec<Vec<String>>)> {
-        self.retry_decode(file, what, node, |n| from_node::<T>(n), |e| e)
+        self.retry_decode(file, what, node, |n| from_node::<T>(n), |e, _| e)
     }
 
-    /// Runs `decode` on `node`; after each error (reported, after `adjust`), the
-    /// offending key is set aside and decoding is tried again. Returns the value and
-    /// the key paths set aside, or `None` when a required part is missing or broken.
+    /// Runs `decode` on `node`; after each error (reported, after `adjust`, which also
+    /// sees the node being decoded), the offending key is set aside and decoding is
+    /// tried again. A required key missing inside a nested table sets that table aside
+    /// (silently when its key was set aside here already). Returns the value and the key
+    /// paths set aside, or `None` when a required key of `node` itself is missing or
+    /// `node` itself is broken.
     fn retry_decode<T>(
         &mut self,
         file: FileId,
         what: &dyn Fn() -> String,
         node: &Node,
         decode: impl Fn(&Node) -> Result<T, DecodeError>,
-        adjust: impl Fn(DecodeError) -> DecodeError,
+        adjust: impl Fn(DecodeError, &Node) -> DecodeError,
     ) -> Option<(T, Vec<Vec<String>>)> {
         let mut pruned: Option<Node> = None;
         let mut removed: Vec<Vec<String>> = Vec::new();
-        for _ in 0..32 {
+        for _ in 0..64 {
             let current = pruned.as_ref().unwrap_or(node);
             match decode(current) {
                 Ok(v) => return Some((v, removed)),
                 Err(err) => {
-                    if err
+                    // A key we set aside ourselves is now missing: its error is
+                    // already reported.
+                    let ours = err
                         .missing
                         .as_ref()
-                        .is_some_and(|k| removed.iter().any(|p| p.last() == Some(k)))
-                    {
-                        // We set that key aside ourselves; its error is already reported.
-                        return None;
-                    }
+                        .is_some_and(|k| removed.iter().any(|p| p.last() == Some(k)));
                     let span = err.span.unwrap_or(node.span);
-                    if let Some(p) = key_path_at(current, span) {
-                        removed.push(p);
+                    if !ours {
+                        self.decode_error(file, &what(), adjust(err, current), node.span);
                     }
-                    let missing = err.code == Code::MissingKey;
-                    self.decode_error(file, &what(), adjust(err), node.span);
-                    if missing || span == node.span {
+                    if span == node.span || span == current.span {
                         return None;
                     }
+                    let path = key_path_at(current, span);
                     let mut next = current.clone();
                     if !next.remove_span(span) {
                         return None;
                     }
+                    removed.extend(path);
                     pruned = Some(next);
                 }
             }
@@ -305,6 +339,22 @@ impl Validator {
                 "hosts" => &mut hosts_node,
                 "components" => &mut components_node,
                 "stacks" => &mut stacks_node,
+                "project" => {
+                    match &e.value.value {
+                        Value::String(p) if crate::topology::valid_project_name(p) => {
+                            self.project = Some(p.to_string());
+                        }
+                        _ => self.push(
+                            Diagnostic::error(
+                                Code::InvalidValue,
+                                "`project` must be a name of lowercase letters, digits, `-` and `_` (at most 63, starting with a letter or digit)",
+                                self.loc(e.value.span),
+                            )
+                            .with_help("e.g. project = \"local-ai\""),
+                        ),
+                    }
+                    continue;
+                }
                 "$schema" => {
                     if !matches!(e.value.value, Value::String(_)) {
                         self.push(Diagnostic::error(
@@ -366,28 +416,51 @@ impl Validator {
 
         self.parse_endpoints(&mut drafts, &hosts);
 
-        self.resolve_references(&mut drafts, &index, &declared_components, &hosts);
-        self.check_ports(&drafts, &hosts);
-        let endpoints: Vec<&BTreeMap<String, Endpoint>> =
-            drafts.iter().map(|d| &d.parsed_endpoints).collect();
+        self.resolve_references(
+            &mut drafts,
+            &index,
+            &declared_components,
+            &declared_hosts,
+            &hosts,
+        );
+        self.check_ports(&drafts, &hosts, templates);
+        let endpoints: Vec<(&BTreeMap<String, Endpoint>, &[Vec<String>])> = drafts
+            .iter()
+            .map(|d| (&d.parsed_endpoints, d.broken.as_slice()))
+            .collect();
         // The stacks' readiness probes, decoded once with the stacks, resolved below.
         let stack_probes: Vec<(&Entry, Vec<ProbeSpec>)> = stacks
             .iter_mut()
             .map(|(e, s)| (*e, std::mem::take(&mut s.readiness)))
             .collect();
         let mut stacks = self.check_stacks(stacks, &index, &declared_components, comp_entries);
-        self.stack_readiness(&mut stacks, &stack_probes, &index, &endpoints);
-        let order = self.check_cycles(&drafts)?;
+        self.stack_readiness(
+            &mut stacks,
+            &stack_probes,
+            &index,
+            &declared_components,
+            &endpoints,
+        );
+        // A cycle or a component that cannot be finished stops the topology, not the
+        // checks: every component is still finished, so each reports its own problems.
+        let order = self.check_cycles(&drafts);
 
         let mut components = Vec::with_capacity(drafts.len());
+        let mut complete = true;
         let names: Vec<String> = drafts.iter().map(|d| d.name.to_string()).collect();
         for d in drafts {
-            components.push(self.finish(d, &names)?);
+            match self.finish(d, &names) {
+                Some(c) => components.push(c),
+                None => complete = false,
+            }
         }
-        if self.diags.iter().any(|d| d.severity == Severity::Error) {
+        let order = order?;
+        if !complete || self.diags.iter().any(|d| d.severity == Severity::Error) {
             return None;
         }
-        Some(Topology::build(hosts, components, stacks, order))
+        let mut topology = Topology::build(hosts, components, stacks, order);
+        topology.project = self.project.take();
+        Some(topology)
     }
 
     fn check_name(&mut self, kind: &str, e: &Entry) -> bool {

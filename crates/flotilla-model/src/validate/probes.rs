@@ -1,13 +1,13 @@
 //! Probes: each component's readiness and liveness probe (exactly one check, naming
 //! endpoints that exist), and each stack's readiness probes.
 
-use super::{any_broken, help_for, index_str, Draft, Located, Validator, ENDPOINT_KEYS};
+use super::{endpoint_uncertain, help_for, index_str, Draft, Located, Validator};
 use crate::diag::{Code, Diagnostic, Location};
 use crate::inventory::{Owner, ProbeSpec};
 use crate::node::Entry;
 use crate::topology::{Check, Probe, Stack};
 use crate::values::{Endpoint, HumanDuration};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 impl Validator {
@@ -16,11 +16,14 @@ impl Validator {
         &mut self,
         drafts: &mut [Draft<'_>],
         index: &HashMap<&str, usize>,
+        declared: &BTreeSet<&str>,
     ) {
         // Probes may name another component's endpoint (`request`): resolve after all
         // tunnel endpoints are known.
-        let endpoints: Vec<BTreeMap<String, Endpoint>> =
-            drafts.iter().map(|d| d.parsed_endpoints.clone()).collect();
+        let endpoints: Vec<(BTreeMap<String, Endpoint>, Vec<Vec<String>>)> = drafts
+            .iter()
+            .map(|d| (d.parsed_endpoints.clone(), d.broken.clone()))
+            .collect();
         for d in drafts.iter_mut() {
             // A tunnel that did not resolve has no endpoint yet: its probes would only
             // repeat that error.
@@ -34,7 +37,7 @@ impl Validator {
                     d.liveness.clone()
                 };
                 let Some(spec) = spec else { continue };
-                let probe = self.resolve_probe(d, which, &spec, index, &endpoints);
+                let probe = self.resolve_probe(d, which, &spec, index, declared, &endpoints);
                 if which == "readiness" {
                     d.resolved_readiness = probe;
                 } else {
@@ -50,7 +53,8 @@ impl Validator {
         which: &str,
         spec: &Located<ProbeSpec>,
         index: &HashMap<&str, usize>,
-        endpoints: &[BTreeMap<String, Endpoint>],
+        declared: &BTreeSet<&str>,
+        endpoints: &[(BTreeMap<String, Endpoint>, Vec<Vec<String>>)],
     ) -> Option<Probe> {
         let node = &d.entry.value;
         let from_spec = node.get(which).is_some();
@@ -80,6 +84,15 @@ impl Validator {
         .filter(|(_, set)| *set)
         .map(|(k, _)| k)
         .collect();
+        // The probe's check failed to decode and was set aside (reported there).
+        if kinds.is_empty()
+            && from_spec
+            && d.broken
+                .iter()
+                .any(|p| p.first().is_some_and(|k| k == which))
+        {
+            return None;
+        }
         if kinds.len() != 1 {
             self.push(
                 Diagnostic::error(
@@ -103,7 +116,7 @@ impl Validator {
         let own = |ep: &str, key: &str, this: &mut Self| -> Option<Endpoint> {
             match d.parsed_endpoints.get(ep) {
                 Some(e) => Some(e.clone()),
-                None if any_broken(&d.broken, ENDPOINT_KEYS) => None,
+                None if endpoint_uncertain(&d.broken, ep) => None,
                 None => {
                     let mut diag = Diagnostic::error(
                         Code::UnknownEndpoint,
@@ -190,8 +203,16 @@ impl Validator {
             let e = match r.endpoint.split_once('.') {
                 None => own(&r.endpoint, "request", self)?,
                 Some((comp, ep)) => {
-                    match index.get(comp).and_then(|&i| endpoints[i].get(ep)) {
+                    match index.get(comp).and_then(|&i| endpoints[i].0.get(ep)) {
                         Some(e) => e.clone(),
+                        // That component, or that endpoint of it, is broken (reported).
+                        None if match index.get(comp) {
+                            Some(&i) => endpoint_uncertain(&endpoints[i].1, ep),
+                            None => declared.contains(comp),
+                        } =>
+                        {
+                            return None
+                        }
                         None => {
                             let mut diag = Diagnostic::error(
                             Code::UnknownEndpoint,
@@ -199,7 +220,7 @@ impl Validator {
                             at(&["request", "endpoint"]),
                         );
                             if let Some(&i) = index.get(comp) {
-                                diag.help = help_for(ep, endpoints[i].keys());
+                                diag.help = help_for(ep, endpoints[i].0.keys());
                             }
                             self.push(diag);
                             return None;
@@ -312,7 +333,8 @@ impl Validator {
         stacks: &mut BTreeMap<String, Stack>,
         probes: &[(&Entry<'_>, Vec<ProbeSpec>)],
         index: &HashMap<&str, usize>,
-        endpoints: &[&BTreeMap<String, Endpoint>],
+        declared: &BTreeSet<&str>,
+        endpoints: &[(&BTreeMap<String, Endpoint>, &[Vec<String>])],
     ) {
         for (entry, specs) in probes {
             let name = entry.key.as_ref();
@@ -344,10 +366,17 @@ impl Validator {
                     || spec.log.is_some();
                 match (&spec.request, &spec.exec, others) {
                     (Some(r), None, false) => {
-                        let found = r
-                            .endpoint
-                            .split_once('.')
-                            .and_then(|(c, e)| index.get(c).and_then(|&i| endpoints[i].get(e)));
+                        let target = r.endpoint.split_once('.');
+                        let found = target
+                            .and_then(|(c, e)| index.get(c).and_then(|&i| endpoints[i].0.get(e)));
+                        // That member, or that endpoint of it, is broken (reported).
+                        let uncertain = target.is_some_and(|(c, e)| match index.get(c) {
+                            Some(&i) => endpoint_uncertain(endpoints[i].1, e),
+                            None => declared.contains(c),
+                        });
+                        if found.is_none() && uncertain {
+                            continue;
+                        }
                         let Some(ep) = found else {
                             self.push(
                                 Diagnostic::error(

@@ -3,7 +3,8 @@
 //! into the final component.
 
 use super::{
-    any_broken, help_for, index_str, Draft, Located, TemplateRef, Validator, ENDPOINT_KEYS,
+    endpoint_uncertain, help_for, index_str, reference_uncertain, Draft, Located, TemplateRef,
+    Validator,
 };
 use crate::diag::{Code, Diagnostic, Location};
 use crate::inventory::{ComponentSpec, Owner, TransportKind};
@@ -24,9 +25,9 @@ pub(super) struct LoadedTemplate {
 /// (`Code::Suspicious` marks a reference to a broken entry, already reported.)
 type RefProblem = (Code, String, Option<String>);
 
-/// A component's host, parsed endpoints, and whether they may be incomplete because
-/// part of the component failed to decode.
-type EndpointView = (String, BTreeMap<String, Endpoint>, bool);
+/// A component's host, parsed endpoints, and the key paths set aside when it was
+/// decoded (an endpoint they make uncertain is not reported missing).
+type EndpointView = (String, BTreeMap<String, Endpoint>, Vec<Vec<String>>);
 
 impl Validator {
     /// Loads each user template file: parsed, decoded, parameter defaults checked, and
@@ -160,7 +161,8 @@ impl Validator {
 
     /// Expands the component's template (built in or a user file) with its `params`, the
     /// active profile's merged over them; key paths of parameters set aside go into
-    /// `broken`. `None` when the component cannot be drafted (the errors are reported).
+    /// `broken`. `None` when the template cannot be expanded (the errors are reported;
+    /// the component is drafted without it, its `template` key set aside).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn component_template(
         &mut self,
@@ -202,7 +204,7 @@ impl Validator {
                 let file = self.file;
                 let what = || format!("component `{name}`, template `{tname}`");
                 let no_params_table = node.get("params").is_none();
-                let adjust = |mut err: DecodeError| {
+                let adjust = |mut err: DecodeError, _: &Node| {
                     if err.code == Code::UnknownKey {
                         err.message = format!(
                             "{} (not a parameter of `{tname}`)",
@@ -433,6 +435,7 @@ impl Validator {
         drafts: &mut [Draft<'_>],
         index: &HashMap<&str, usize>,
         declared: &BTreeSet<&str>,
+        declared_hosts: &BTreeSet<&str>,
         hosts: &BTreeMap<String, Host>,
     ) {
         let all_names: Vec<&str> = declared.iter().copied().collect();
@@ -440,13 +443,7 @@ impl Validator {
         // Read-only views of every component's host and endpoints.
         let endpoints: Vec<EndpointView> = drafts
             .iter()
-            .map(|d| {
-                (
-                    d.host.clone(),
-                    d.parsed_endpoints.clone(),
-                    any_broken(&d.broken, ENDPOINT_KEYS),
-                )
-            })
+            .map(|d| (d.host.clone(), d.parsed_endpoints.clone(), d.broken.clone()))
             .collect();
         let lookup_endpoint = |endpoints: &[EndpointView],
                                reference: &str|
@@ -471,7 +468,9 @@ impl Validator {
             match endpoints[i].1.get(ep) {
                 Some(e) => Ok((i, ep.to_string(), e.clone())),
                 // Part of that component failed to decode; that error is reported.
-                None if endpoints[i].2 => Err((Code::Suspicious, String::new(), None)),
+                None if endpoint_uncertain(&endpoints[i].2, ep) => {
+                    Err((Code::Suspicious, String::new(), None))
+                }
                 None => Err((
                     Code::UnknownEndpoint,
                     format!("component `{comp}` has no endpoint `{ep}`"),
@@ -518,6 +517,8 @@ impl Validator {
                 let t = &t.value;
                 let mut ok = true;
                 match hosts.get(&t.via) {
+                    // Declared, but its entry is broken (reported where it is).
+                    None if declared_hosts.contains(t.via.as_str()) => ok = false,
                     None => {
                         ok = false;
                         let mut diag = Diagnostic::error(
@@ -614,13 +615,7 @@ impl Validator {
         }
         let endpoints: Vec<EndpointView> = drafts
             .iter()
-            .map(|d| {
-                (
-                    d.host.clone(),
-                    d.parsed_endpoints.clone(),
-                    any_broken(&d.broken, ENDPOINT_KEYS),
-                )
-            })
+            .map(|d| (d.host.clone(), d.parsed_endpoints.clone(), d.broken.clone()))
             .collect();
         for d in drafts.iter_mut() {
             let node = &d.entry.value;
@@ -682,7 +677,7 @@ impl Validator {
                 }
             }
         }
-        self.resolve_probes(drafts, index);
+        self.resolve_probes(drafts, index, declared);
     }
 
     /// Substitutes `${...}` in command, env and cwd, and builds the final component.
@@ -716,12 +711,30 @@ impl Validator {
             }
         };
         let help = "references: ${connections.NAME[.url|.host|.port|.scheme|.path]}, ${endpoints.NAME[...]}, ${component.name}, ${component.host}";
-        let uncertain = any_broken(&d.broken, ENDPOINT_KEYS);
+        let broken = &d.broken;
         let mut sub = |s: &Located<String>, what: &str, this: &mut Self| -> String {
             match crate::interp::substitute(&s.value, resolve) {
                 Ok(v) => v,
-                Err(_) if uncertain => {
+                Err(crate::interp::RefError::Unknown(_)) => {
                     ok = false;
+                    // Every reference that resolves to nothing, except those that may
+                    // only because part of the component was set aside.
+                    for r in crate::interp::references(&s.value) {
+                        if resolve(&r).is_none() && !reference_uncertain(broken, &r) {
+                            this.push(
+                                Diagnostic::error(
+                                    Code::UnknownReference,
+                                    format!(
+                                        "component `{}`, {what}: {}",
+                                        d.name,
+                                        crate::interp::RefError::Unknown(r)
+                                    ),
+                                    s.loc,
+                                )
+                                .with_help(help),
+                            );
+                        }
+                    }
                     s.value.clone()
                 }
                 Err(e) => {
