@@ -269,10 +269,8 @@ transport = "ssh"
     expect_errors(
         "flotilla.toml",
         text,
-        &[(
-            "port-conflict",
-            "\"http://127.0.0.1:8080\" }\n\n[components.embed]",
-        )],
+        // At the port of the later entry (`embed`), labelled at `llm`'s.
+        &[("port-conflict", "8080\" }\n\n[components.other-host]")],
     );
 }
 
@@ -288,11 +286,7 @@ profiles.alt = { endpoints = { http = "http://127.0.0.1:9090" } }
 command = ["llama-server"]
 endpoints = { http = "http://127.0.0.1:9090" }
 "#;
-    expect_errors(
-        "flotilla.toml",
-        text,
-        &[("port-conflict", "\"http://127.0.0.1:9090\" } }")],
-    );
+    expect_errors("flotilla.toml", text, &[("port-conflict", "9090\" }\n")]);
     // Without the profile that moves llm to 9090, there is no conflict.
     let run = validate_human(&text.replace("profile = \"alt\"\n", ""));
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -773,4 +767,209 @@ fn a_template_that_is_not_utf8_is_reported_in_its_file() {
     );
     let run = ws.run(&["validate"]);
     assert!(run.stderr.contains("bad.toml:3:21"), "{}", run.stderr);
+}
+
+/// The README's promise: every problem in one run. A type error in one component
+/// (`depends_on` written as a string, or as docker compose's long form) hides neither
+/// a port conflict between two others nor an unknown endpoint in a fourth.
+#[test]
+fn a_type_error_hides_no_other_problem() {
+    for depends_on in [r#""llm""#, r#"{ llm = { condition = "service_healthy" } }"#] {
+        let text = format!(
+            r#"[components.a]
+command = ["a"]
+depends_on = {depends_on}
+
+[components.b]
+command = ["b"]
+endpoints = {{ http = "http://127.0.0.1:8080" }}
+
+[components.c]
+command = ["c"]
+endpoints = {{ http = "http://127.0.0.1:8080/v1" }}
+
+[components.d]
+command = ["d"]
+connections = {{ up = "b.nope" }}
+
+[components.llm]
+command = ["llama-server"]
+"#
+        );
+        expect_errors(
+            "flotilla.toml",
+            &text,
+            &[
+                ("invalid-value", depends_on),
+                ("port-conflict", "8080/v1"),
+                ("unknown-endpoint", "\"b.nope\""),
+            ],
+        );
+        let run = validate_human(&text);
+        assert_eq!(run.code, 2);
+        for (what, needle) in [
+            ("error[invalid-value]", depends_on),
+            ("error[port-conflict]", "8080/v1"),
+            ("error[unknown-endpoint]", "\"b.nope\""),
+        ] {
+            let (l, c) = position_of(&text, needle);
+            assert!(run.stderr.contains(what), "{what}\n{}", run.stderr);
+            assert!(
+                run.stderr.contains(&format!("flotilla.toml:{l}:{c}")),
+                "{what} at {l}:{c}\n{}",
+                run.stderr
+            );
+        }
+        assert!(run.stderr.contains("invalid: 3 errors"), "{}", run.stderr);
+    }
+}
+
+/// A type error says what form the key takes, with an example built from what was
+/// written, at the value's file:line:column.
+#[test]
+fn type_errors_show_the_expected_form_with_an_example() {
+    let text = r#"[components.a]
+command = ["a"]
+depends_on = "llm"
+
+[components.b]
+command = ["b"]
+depends_on = { llm = { condition = "service_healthy" }, a = { condition = "service_started" } }
+
+[components.llm]
+command = "llama-server -m '/models/my model.gguf' --port 8080"
+env = ["HF_HOME=/models/hf", "LOG_LEVEL=debug"]
+ports = ["8080:8080"]
+"#;
+    let run = validate_human(text);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let err = &run.stderr;
+    for needle in [
+        "\"llm\"\n",
+        "{ llm",
+        "\"llama-server",
+        "[\"HF_HOME",
+        "ports",
+    ] {
+        let (l, c) = position_of(text, needle);
+        assert!(
+            err.contains(&format!("flotilla.toml:{l}:{c}")),
+            "{needle:?} at {l}:{c}\n{err}"
+        );
+    }
+    for says in [
+        // depends_on: a list of names, and waiting for readiness is what Flotilla does.
+        "error[invalid-value]: component `a`: `depends_on` is a list of component names, not a string",
+        "write `depends_on = [\"llm\"]`",
+        "waits until it is ready (its readiness probe passes) before it starts what depends on it, so there is no `condition` to set",
+        "docker compose's `condition: service_healthy` is what Flotilla always does",
+        "error[invalid-value]: component `b`: `depends_on` is a list of component names, not a table (docker compose's long form)",
+        "write `depends_on = [\"a\", \"llm\"]`",
+        // command: a list, shown split as a shell would, to be checked.
+        "error[invalid-value]: component `llm`: `command` is a list of arguments (argv), not a string",
+        "write `command = [\"llama-server\", \"-m\", \"/models/my model.gguf\", \"--port\", \"8080\"]`",
+        "check the split",
+        // env: compose's list form, shown as a table.
+        "error[invalid-value]: component `llm`: `env` is a table of NAME = value, not a list (docker compose's list form)",
+        "write `env = { HF_HOME = \"/models/hf\", LOG_LEVEL = \"debug\" }`",
+        // ports: compose's key, shown as endpoints.
+        "error[unknown-key]: component `llm`: unknown key `ports`",
+        "Flotilla has no `ports`",
+        "`endpoints = { http = \"http://127.0.0.1:8080\" }`",
+    ] {
+        assert!(err.contains(says), "{says:?} not in\n{err}");
+    }
+
+    // The same in a JSON inventory: examples in JSON.
+    let json = r#"{ "components": { "llm": { "command": "llama-server --port 8080", "depends_on": "db" },
+  "db": { "command": ["db"] } } }
+"#;
+    let ws = Workspace::new();
+    ws.write("flotilla.json", json);
+    let run = ws.run(&["-f", "flotilla.json", "validate"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let (l, c) = position_of(json, "\"llama-server");
+    let (dl, dc) = position_of(json, "\"db\" }");
+    for says in [
+        "`\"command\": [\"llama-server\", \"--port\", \"8080\"]`".to_string(),
+        "`\"depends_on\": [\"db\"]`".to_string(),
+        format!("flotilla.json:{l}:{c}"),
+        format!("flotilla.json:{dl}:{dc}"),
+    ] {
+        assert!(
+            run.stderr.contains(&says),
+            "{says:?} not in\n{}",
+            run.stderr
+        );
+    }
+}
+
+/// A port conflict points at the port: in the endpoint's URL, or at the template
+/// parameter that sets it; the error at the later entry, a label at the earlier one.
+#[test]
+fn a_port_conflict_points_at_the_port() {
+    let text = r#"[components.llm]
+template = "llama-server"
+params = { model = "/models/qwen.gguf", port = 8081 }
+
+[components.embed]
+template = "llama-server"
+params = { model = "/models/embed.gguf", embeddings = true }
+profile = "fast"
+profiles.fast = { params = { port = 8081 } }
+
+[components.proxy]
+command = ["proxy"]
+endpoints = { http = "http://127.0.0.1:4000" }
+
+[components.ui]
+command = ["ui"]
+endpoints = { http = "http://0.0.0.0:4000/ui" }
+"#;
+    expect_errors(
+        "flotilla.toml",
+        text,
+        &[("port-conflict", "8081 } }"), ("port-conflict", "4000/ui")],
+    );
+    let ws = Workspace::new();
+    ws.write("flotilla.toml", text);
+    let report = ws.run(&["validate", "--json"]).json();
+    let labels: Vec<(u64, u64, String)> = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let l = &d["labels"][0];
+            (
+                l["location"]["start"]["line"].as_u64().unwrap(),
+                l["location"]["start"]["column"].as_u64().unwrap(),
+                l["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let at = |needle: &str| position_of(text, needle);
+    assert_eq!(
+        labels,
+        [
+            (
+                at("8081 }\n").0,
+                at("8081 }\n").1,
+                "`llm` claims port 8081 here".to_string()
+            ),
+            (
+                at("4000\" }").0,
+                at("4000\" }").1,
+                "`proxy` claims port 4000 here".to_string()
+            ),
+        ]
+    );
+    let run = validate_human(text);
+    assert!(
+        run.stderr
+            .contains("components `llm` and `embed` both claim port 8081"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("flotilla.toml:9:37"), "{}", run.stderr);
+    assert!(!run.stderr.contains("flotilla.toml:6:"), "{}", run.stderr);
 }

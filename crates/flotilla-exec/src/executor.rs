@@ -631,15 +631,19 @@ impl Executor {
     /// What `adapter` needs to start `c`: argv, the resolved environment plus the
     /// instance marker, directories.
     fn launch(&self, c: &Component, adapter: &dyn Adapter) -> Result<Launch, Done> {
-        let mut env = self
-            .secrets
-            .resolve_env(&c.name, &c.env)
-            .map_err(|e| failed(e.to_string()))?;
+        let mut env =
+            crate::environment::effective(c, &self.secrets, &self.base_dir).map_err(failed)?;
         env.push((
             process::INSTANCE_MARKER.to_string(),
             process::instance_marker(&self.operation.to_string(), &c.name, self.state.root()),
         ));
-        let argv = adapter.argv(c, &self.topology).map_err(failed)?;
+        let argv = adapter
+            .argv(c, &self.topology)
+            .map_err(failed)?
+            .iter()
+            .map(|a| crate::environment::from_environment(&c.name, a))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(failed)?;
         Ok(Launch {
             component: c.clone(),
             argv,

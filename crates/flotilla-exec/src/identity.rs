@@ -203,6 +203,12 @@ pub fn measure(pid: u32) -> Result<Option<RuntimeIdentity>, ExecError> {
     Ok(None)
 }
 
+/// Whether a live (not zombie) process has `pid`: one read of `/proc/<pid>/stat`,
+/// which every user may read. Says nothing about which process it is.
+pub fn alive(pid: u32) -> bool {
+    matches!(sys::read_stat(pid), Ok(Some(st)) if !st.is_dead())
+}
+
 /// Compares a recorded identity with a measurement of the same pid (`None`: the
 /// measurement found no live process).
 ///

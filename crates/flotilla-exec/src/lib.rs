@@ -17,6 +17,8 @@
 //! - [`probe`]: one check of any probe kind ([`probe::check`], [`probe::observe`]) and
 //!   the readiness wait ([`probe::wait_ready`], [`probe::wait_ready_with`]), each
 //!   yielding evidence.
+//! - [`environment`]: a component's start environment (a small base, `inherit_env`,
+//!   `env_file`, declared `env`, `${env.NAME}`), never the invoking shell's.
 //! - [`secrets`]: [`secrets::SecretResolver`]: secret names → values from the
 //!   environment or an owner-only secrets file (invariant 9).
 //! - [`executor`]: applies a plan wave by wave (steps in parallel), journaled, with
@@ -57,6 +59,7 @@
 #![warn(missing_docs)]
 
 pub mod adapter;
+pub mod environment;
 pub mod error;
 pub mod executor;
 pub mod hosts;

@@ -26,7 +26,7 @@ use flotilla_model::status::{
 };
 use flotilla_model::topology::Component;
 use flotilla_model::Topology;
-use flotilla_store::{InstanceRecord, Store};
+use flotilla_store::{InstanceRecord, LastStep, Outcome, Store};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -156,12 +156,20 @@ impl Observer<'_> {
         let mut interrupted = Vec::new();
         let mut in_progress = Vec::new();
         for op in self.store.unfinished_operations()? {
-            if identity::measure(op.pid).ok().flatten().is_some() {
+            if identity::alive(op.pid) {
                 in_progress.push(op.unfinished());
             } else {
                 interrupted.push(op.unfinished());
             }
         }
+        let live_ops: std::collections::BTreeSet<String> =
+            in_progress.iter().map(|o| o.id.clone()).collect();
+        let last_steps: BTreeMap<String, LastStep> = self
+            .store
+            .last_steps()?
+            .into_iter()
+            .map(|l| (l.component.clone(), l))
+            .collect();
         let selected: Vec<&Component> = self
             .topology
             .order()
@@ -192,7 +200,8 @@ impl Observer<'_> {
         let futures = selected.iter().map(|c| {
             let rec = instances.get(&c.name).cloned();
             let want = desired.get(&c.name).copied();
-            self.observe_one(c, rec, want, marked.get(&c.name).cloned(), &listening)
+            let last = last_steps.get(&c.name).map(|l| LastOp::of(l, &live_ops));
+            self.observe_one(c, rec, want, marked.get(&c.name).cloned(), &listening, last)
         });
         let mut components = futures_util::future::join_all(futures).await;
         mark_dependency_down(self.topology, &mut components);
@@ -249,6 +258,7 @@ impl Observer<'_> {
         desired: Option<DesiredLifecycle>,
         marked: Option<(u32, String)>,
         listening: &std::collections::HashMap<u16, Vec<process::Listener>>,
+        last: Option<LastOp<'_>>,
     ) -> ComponentStatus {
         let mut ev = Vec::new();
         let mut push = |signal: Signal, source: String, saw: String| {
@@ -462,6 +472,15 @@ impl Observer<'_> {
                 }
             }
         }
+        // An operation in progress is starting or stopping it right now.
+        let busy = last
+            .as_ref()
+            .and_then(|l| l.busy())
+            .filter(|_| c.owner == Owner::Managed);
+        if busy.is_some() && s.condition == Condition::DownUnexpectedly {
+            // Not unexpected: the operation in progress has it on its hands.
+            s.condition = Condition::Ok;
+        }
         // Health: the readiness contract, and liveness when declared.
         let probing = c.owner == Owner::External || s.lifecycle == Lifecycle::Running;
         if !probing {
@@ -524,7 +543,21 @@ impl Observer<'_> {
                     ),
                 );
             }
-            s.health = if !healthy {
+            s.health = if !healthy && matches!(busy, Some((Lifecycle::Starting, _))) {
+                // Still starting: a readiness probe that has not passed yet says
+                // nothing about health.
+                push(
+                    Signal::Health,
+                    "journal".into(),
+                    format!(
+                        "readiness not passed yet; {} is starting it",
+                        last.as_ref()
+                            .map(|l| l.step.operation.to_string())
+                            .unwrap_or_default()
+                    ),
+                );
+                Health::Unknown
+            } else if !healthy {
                 Health::Unhealthy
             } else if cut_short {
                 Health::Unknown
@@ -539,8 +572,132 @@ impl Observer<'_> {
                 };
             }
         }
+        if let (Some((lifecycle, saw)), Some(l)) = (busy, &last) {
+            if matches!(
+                (lifecycle, s.lifecycle),
+                (
+                    Lifecycle::Starting,
+                    Lifecycle::Running | Lifecycle::Stopped | Lifecycle::Failed
+                ) | (Lifecycle::Stopping, Lifecycle::Running)
+            ) {
+                if s.lifecycle != Lifecycle::Running {
+                    s.health = Health::Unknown;
+                }
+                s.lifecycle = lifecycle;
+                push(Signal::Lifecycle, l.source(), saw);
+            }
+        }
+        if let Some(saw) = last.as_ref().and_then(LastOp::went_wrong) {
+            if s.condition == Condition::Ok {
+                s.condition = Condition::Attention;
+            }
+            push(
+                Signal::Condition,
+                last.as_ref().map(LastOp::source).unwrap_or_default(),
+                saw,
+            );
+        }
         s.evidence = ev;
         s
+    }
+}
+
+/// The newest step that acted on a component, and whether its operation's process
+/// still lives (the journal alone cannot tell a running operation from one whose
+/// process was killed).
+struct LastOp<'a> {
+    step: &'a LastStep,
+    /// Its operation is unfinished and its invocation's process lives.
+    live: bool,
+}
+
+impl<'a> LastOp<'a> {
+    fn of(step: &'a LastStep, live_ops: &std::collections::BTreeSet<String>) -> LastOp<'a> {
+        LastOp {
+            step,
+            live: step.operation_outcome == Outcome::Running
+                && live_ops.contains(&step.operation.to_string()),
+        }
+    }
+
+    /// Where the evidence comes from.
+    fn source(&self) -> String {
+        format!("journal ({}, {})", self.step.operation, self.step.step)
+    }
+
+    /// The operation as people typed it: `op-12 `flotilla up chat``.
+    fn named(&self) -> String {
+        format!("{} `{}`", self.step.operation, self.step.command_line)
+    }
+
+    /// When an operation in progress is acting on it now: the lifecycle that makes
+    /// it (`starting` or `stopping`) and the evidence.
+    fn busy(&self) -> Option<(Lifecycle, String)> {
+        if !self.live || self.step.step_outcome != Outcome::Running {
+            return None;
+        }
+        let lifecycle = match self.step.action.as_str() {
+            "start" | "restart" | "await-ready" => Lifecycle::Starting,
+            "stop" => Lifecycle::Stopping,
+            _ => return None,
+        };
+        Some((
+            lifecycle,
+            format!(
+                "{} is {} it (its `{}` step is in progress)",
+                self.named(),
+                if lifecycle == Lifecycle::Starting {
+                    "starting"
+                } else {
+                    "stopping"
+                },
+                self.step.action
+            ),
+        ))
+    }
+
+    /// When the last operation on it failed or was interrupted: what to say (shown
+    /// until an operation on it succeeds).
+    fn went_wrong(&self) -> Option<String> {
+        let l = self.step;
+        let until = "shown until an operation on it succeeds";
+        match l.operation_outcome {
+            Outcome::Running if !self.live => Some(format!(
+                "{} was interrupted (its process {} is gone) during its `{}` step on this component; {until}",
+                self.named(),
+                l.operation_pid,
+                l.action
+            )),
+            Outcome::Interrupted => Some(format!(
+                "{} was interrupted during its `{}` step on this component; {until}",
+                self.named(),
+                l.action
+            )),
+            Outcome::Failed | Outcome::RolledBack => {
+                let summary = l
+                    .failed_summary
+                    .clone()
+                    .or_else(|| l.operation_error.clone())
+                    .unwrap_or_else(|| "no reason recorded".into());
+                let at = match l.failed_component.as_deref() {
+                    Some(f) if f == l.component => "at this component".to_string(),
+                    Some(f) => format!("at {f}"),
+                    None => String::new(),
+                };
+                let then = if l.operation_outcome == Outcome::RolledBack {
+                    "; what it had started was stopped again"
+                } else {
+                    ""
+                };
+                Some(format!(
+                    "{} failed{}{}: {summary}{then}; {until}",
+                    self.named(),
+                    if at.is_empty() { "" } else { " " },
+                    at
+                ))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -634,11 +791,17 @@ pub fn marked_instances(
     state: &StateDir,
 ) -> Result<Vec<(u32, flotilla_store::OperationId, String)>, flotilla_store::StoreError> {
     let mut out = Vec::new();
+    // Many processes carry the marker of one operation (an `up` of a stack): ask once.
+    let mut known: BTreeMap<flotilla_store::OperationId, bool> = BTreeMap::new();
     for (pid, op, component) in process::marked_processes(state.root()).unwrap_or_default() {
         let Ok(id) = op.parse::<flotilla_store::OperationId>() else {
             continue;
         };
-        if store.operation(id)?.is_some() {
+        let ours = match known.get(&id) {
+            Some(&k) => k,
+            None => *known.entry(id).or_insert(store.has_operation(id)?),
+        };
+        if ours {
             out.push((pid, id, component));
         }
     }

@@ -145,7 +145,11 @@ pub fn open_store(state: &StateDir) -> Result<Store, OperateError> {
 /// A secrets file readable by others, or unreadable.
 pub fn secrets(state: &StateDir) -> Result<SecretResolver, OperateError> {
     let file = state.secrets_file();
-    Ok(SecretResolver::new(true, file.exists().then_some(file))?)
+    if file.exists() {
+        Ok(SecretResolver::new(true, Some(file))?)
+    } else {
+        Ok(SecretResolver::new(true, None)?.also_looked_for(file))
+    }
 }
 
 /// A component's log is rotated when it grows past this many bytes (10 MiB).

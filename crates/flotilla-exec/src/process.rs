@@ -44,10 +44,13 @@ pub struct ProcessSpec {
     pub program: String,
     /// Arguments after argv\[0\].
     pub args: Vec<String>,
-    /// Extra environment, already resolved (secret values included): added to this
-    /// process's environment, overriding same-named variables. Never logged; `Debug`
-    /// prints the names only.
+    /// The environment, already resolved (secret values included): the whole
+    /// environment of the child unless `inherit_env`. Never logged; `Debug` prints the
+    /// names only.
     pub env: Vec<(String, String)>,
+    /// Start from this process's environment (then `env` over it) instead of `env`
+    /// alone.
+    pub inherit_env: bool,
     /// Working directory (must exist).
     pub cwd: PathBuf,
     /// The log file: stdout and stderr are appended to it. Its directory is created.
@@ -345,6 +348,9 @@ pub fn start(spec: &ProcessSpec) -> Result<StartedProcess, ExecError> {
     let log2 = log.try_clone().map_err(|e| log_err(&spec.log_path, e))?;
 
     let mut cmd = Command::new(&program);
+    if !spec.inherit_env {
+        cmd.env_clear();
+    }
     cmd.arg0(&spec.program)
         .args(&spec.args)
         .current_dir(&spec.cwd)
@@ -819,6 +825,7 @@ mod tests {
             program: "p".into(),
             args: vec![],
             env: vec![("TOKEN".into(), "hunter2".into())],
+            inherit_env: false,
             cwd: "/".into(),
             log_path: "/tmp/x.log".into(),
             log_max_bytes: 0,

@@ -66,6 +66,8 @@ pub enum SecretError {
 pub struct SecretResolver {
     env: bool,
     file: Option<PathBuf>,
+    /// A secrets file that was looked for and does not exist (named in messages).
+    absent_file: Option<PathBuf>,
     values: HashMap<String, String>,
 }
 
@@ -96,7 +98,18 @@ impl SecretResolver {
             Some(path) => read_file(path)?,
             None => HashMap::new(),
         };
-        Ok(SecretResolver { env, file, values })
+        Ok(SecretResolver {
+            env,
+            file,
+            absent_file: None,
+            values,
+        })
+    }
+
+    /// Says in messages that `path` was looked for too and does not exist.
+    pub fn also_looked_for(mut self, path: PathBuf) -> Self {
+        self.absent_file = Some(path);
+        self
     }
 
     /// The value of secret `name`, if any source has it (environment first).
@@ -145,6 +158,12 @@ impl SecretResolver {
 
     /// Where this resolver looks, for messages: "the environment and FILE".
     pub fn sources(&self) -> String {
+        if let (true, None, Some(absent)) = (self.env, &self.file, &self.absent_file) {
+            return format!(
+                "the environment and {} (which does not exist)",
+                absent.display()
+            );
+        }
         match (self.env, &self.file) {
             (true, Some(f)) => format!("the environment and {}", f.display()),
             (true, None) => "the environment".into(),
@@ -177,21 +196,29 @@ fn read_file(path: &Path) -> Result<HashMap<String, String>, SecretError> {
         });
     }
     let text = std::fs::read_to_string(path).map_err(read_err)?;
-    let mut values = HashMap::new();
+    let pairs = parse_dotenv(&text).map_err(|line| SecretError::Malformed {
+        path: path.to_path_buf(),
+        line,
+    })?;
+    Ok(pairs.into_iter().collect())
+}
+
+/// Parses dotenv text: one `NAME=value` per line; blank lines and lines starting with
+/// `#` are skipped; `export ` before the name is allowed; the value is the rest of
+/// the line, with one pair of surrounding `"` or `'` removed. The pairs in file order
+/// (a later one wins when names repeat); `Err(line)` (from 1) for a malformed line.
+pub fn parse_dotenv(text: &str) -> Result<Vec<(String, String)>, usize> {
+    let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim_start();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
         let line = line.strip_prefix("export ").unwrap_or(line);
-        let malformed = || SecretError::Malformed {
-            path: path.to_path_buf(),
-            line: i + 1,
-        };
-        let (name, value) = line.split_once('=').ok_or_else(malformed)?;
+        let (name, value) = line.split_once('=').ok_or(i + 1)?;
         let name = name.trim();
         if name.is_empty() || name.contains(char::is_whitespace) {
-            return Err(malformed());
+            return Err(i + 1);
         }
         let value = value.trim_end_matches('\r');
         let value = ['"', '\'']
@@ -203,9 +230,9 @@ fn read_file(path: &Path) -> Result<HashMap<String, String>, SecretError> {
                     .filter(|_| value.len() >= 2)
             })
             .unwrap_or(value);
-        values.insert(name.to_string(), value.to_string());
+        out.push((name.to_string(), value.to_string()));
     }
-    Ok(values)
+    Ok(out)
 }
 
 #[cfg(test)]

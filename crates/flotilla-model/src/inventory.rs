@@ -143,9 +143,21 @@ pub struct ComponentSpec {
     /// argv: the program, then its arguments. `${...}` references are substituted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
-    /// Environment variables added to the start environment.
+    /// Environment variables of the component, over the base environment (see
+    /// `inherit_env`). A value may take one from the environment Flotilla runs in
+    /// explicitly: `"${env.NAME}"`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, EnvValue>,
+    /// More variables to take from the environment Flotilla runs in, by name, beyond
+    /// the base set (`PATH`, `HOME`, `USER`, `LOGNAME`, `SHELL`, `LANG`, `LC_ALL`,
+    /// `TZ`, `TMPDIR`); nothing else is inherited. Absent ones are left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inherit_env: Vec<String>,
+    /// A dotenv file (`NAME=value` lines, `#` comments, optional `export ` and
+    /// quotes) read on the host when the component starts, relative to the
+    /// inventory's directory; `env` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_file: Option<String>,
     /// Working directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,

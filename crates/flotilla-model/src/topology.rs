@@ -219,11 +219,18 @@ pub struct Component {
     /// Endpoints by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub endpoints: BTreeMap<String, Endpoint>,
-    /// Environment (secret values by name only).
+    /// Environment (secret values by name only; `${env.NAME}` taken from the
+    /// environment Flotilla runs in when it starts).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, EnvValue>,
+    /// A dotenv file read at start, relative to the inventory's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_file: Option<String>,
     /// The host it runs on.
     pub host: String,
+    /// Variables inherited from the environment Flotilla runs in, beyond the base set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inherit_env: Vec<String>,
     /// Labels.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
@@ -279,7 +286,9 @@ impl Component {
             cwd: &'a Option<String>,
             endpoints: &'a BTreeMap<String, Endpoint>,
             env: &'a BTreeMap<String, EnvValue>,
+            env_file: &'a Option<String>,
             host: &'a str,
+            inherit_env: &'a [String],
             launchd: &'a Option<LaunchdSpec>,
             owner: Owner,
             stop: &'a Option<Stop>,
@@ -292,7 +301,9 @@ impl Component {
             cwd: &self.cwd,
             endpoints: &self.endpoints,
             env: &self.env,
+            env_file: &self.env_file,
             host: &self.host,
+            inherit_env: &self.inherit_env,
             launchd: &self.launchd,
             owner: self.owner,
             stop: &self.stop,

@@ -636,7 +636,8 @@ fn type_errors_show_the_expected_form() {
             &[
                 "`env` is a table of NAME = value, not a list (docker compose's list form)",
                 "write `env = { A = \"1\", B = \"two words\" }`",
-                "`HF_TOKEN` has no value",
+                "`HF_TOKEN` has no value: to take it from the environment Flotilla runs in",
+                "`inherit_env = [\"HF_TOKEN\"]`",
                 "`HF_TOKEN = { secret = \"HF_TOKEN\" }`",
             ],
         ),
@@ -760,6 +761,14 @@ fn a_port_conflict_points_at_both_ports() {
             "\"llama-server\"\nparams = { model = \"b.gguf\"",
             "\"llama-server\"\nparams = { model = \"a.gguf\"",
             "both are the default of template `llama-server`: set `params.port` on one of them",
+        ),
+        (
+            "a template's default port against a written one",
+            "[components.llm]\ntemplate = \"llama-server\"\nparams = { model = \"m.gguf\" }\n[components.x]\ncommand = [\"x\"]\nendpoints = { http = \"http://127.0.0.1:8080/x\" }\n",
+            &[],
+            "8080/x",
+            "\"llama-server\"",
+            "`llm`'s is the default of template `llama-server`: set `params.port` to change it",
         ),
         (
             "a user template's port parameter",

@@ -6,7 +6,7 @@
 
 use crate::error::StoreError;
 use crate::ids::{OperationId, StepId};
-use crate::records::{NewOperation, NewStep, OperationRecord, Outcome, StepRecord};
+use crate::records::{LastStep, NewOperation, NewStep, OperationRecord, Outcome, StepRecord};
 use crate::store::{Store, TxError};
 use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
@@ -263,6 +263,18 @@ impl Store {
         })
     }
 
+    /// Whether operation `id` is in the journal (one indexed lookup; nothing decoded).
+    ///
+    /// # Errors
+    /// [`StoreError::Busy`] / [`StoreError::Sqlite`].
+    pub fn has_operation(&self, id: OperationId) -> Result<bool, StoreError> {
+        self.read("look an operation up", |conn| {
+            Ok(conn
+                .prepare_cached("SELECT 1 FROM operations WHERE id = ?1")?
+                .exists([id])?)
+        })
+    }
+
     /// The plan operation `id` applied, as the JSON text given to
     /// [`Store::begin_operation`]; `None` if there is no such operation.
     ///
@@ -293,6 +305,62 @@ impl Store {
                 "SELECT {OPERATION_COLUMNS} FROM operations WHERE outcome = 'running' ORDER BY id"
             ))?;
             let rows = stmt.query_map([], operation_from_row)?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
+    /// For every component the journal has acted on, its newest step other than a
+    /// `no-op` (a no-op leaves a component as it was), with how that step's
+    /// operation ended and where the operation failed, in one query. Ordered by
+    /// component name.
+    ///
+    /// # Errors
+    /// [`StoreError::Busy`] / [`StoreError::Sqlite`].
+    pub fn last_steps(&self) -> Result<Vec<LastStep>, StoreError> {
+        self.read("read each component's last step", |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT s.component, s.id, s.action, s.outcome, s.started_at_ms, \
+                        CASE WHEN json_valid(s.evidence) \
+                             THEN json_extract(s.evidence, '$.summary') END, \
+                        o.id, o.command_line, o.pid, o.outcome, o.error, \
+                        f.component, \
+                        CASE WHEN json_valid(f.evidence) \
+                             THEN json_extract(f.evidence, '$.summary') END \
+                 FROM (SELECT component, MAX(id) AS id FROM steps \
+                       WHERE action <> 'no-op' GROUP BY component) AS last \
+                 JOIN steps AS s ON s.id = last.id \
+                 JOIN operations AS o ON o.id = s.operation \
+                 LEFT JOIN steps AS f ON f.id = ( \
+                     SELECT MIN(id) FROM steps \
+                     WHERE operation = o.id AND outcome IN ('failed', 'interrupted')) \
+                 ORDER BY s.component",
+            )?;
+            let text = |row: &Row<'_>, i: usize| -> rusqlite::Result<Option<String>> {
+                // A summary that is not a JSON string (never written so) reads as absent.
+                Ok(match row.get_ref(i)? {
+                    rusqlite::types::ValueRef::Text(t) => {
+                        Some(String::from_utf8_lossy(t).into_owned())
+                    }
+                    _ => None,
+                })
+            };
+            let rows = stmt.query_map([], |row| {
+                Ok(LastStep {
+                    component: row.get(0)?,
+                    step: row.get(1)?,
+                    action: row.get(2)?,
+                    step_outcome: row.get(3)?,
+                    step_started_at_ms: row.get(4)?,
+                    step_summary: text(row, 5)?,
+                    operation: row.get(6)?,
+                    command_line: row.get(7)?,
+                    operation_pid: row.get(8)?,
+                    operation_outcome: row.get(9)?,
+                    operation_error: row.get(10)?,
+                    failed_component: row.get(11)?,
+                    failed_summary: text(row, 12)?,
+                })
+            })?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
     }

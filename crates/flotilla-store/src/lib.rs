@@ -20,7 +20,8 @@
 //! - [`schema`]: the SQL schema as forward-only numbered migrations,
 //!   [`SCHEMA_VERSION`].
 //! - [`journal`]: operations and steps, written before and after each runs
-//!   (invariant 2); unfinished operations and marking them interrupted.
+//!   (invariant 2); unfinished operations and marking them interrupted; each
+//!   component's last step.
 //! - [`instances`]: instances Flotilla started (runtime identity at start), their
 //!   removal history, desired lifecycle per component.
 //! - [`stacks`]: the order each stack actually started in, for `down`.
@@ -46,8 +47,8 @@ pub use flotilla_model::status::{DesiredLifecycle, StackRecord};
 pub use ids::{OperationId, ParseIdError, StepId};
 pub use observations::HostObservation;
 pub use records::{
-    InstanceRecord, NewOperation, NewStep, OperationRecord, Outcome, ParseEnumError, RemovalReason,
-    RemovedInstance, StepRecord,
+    InstanceRecord, LastStep, NewOperation, NewStep, OperationRecord, Outcome, ParseEnumError,
+    RemovalReason, RemovedInstance, StepRecord,
 };
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 pub use store::{Store, BUSY_TIMEOUT, STATE_DB_FILE};

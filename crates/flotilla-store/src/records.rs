@@ -385,3 +385,38 @@ impl OperationRecord {
         }
     }
 }
+
+/// The newest step that acted on a component (any action but `no-op`), with how its
+/// operation ended: what status needs to say that the last operation on a component
+/// failed, was interrupted, or is still starting it. Read for every component at once
+/// by [`Store::last_steps`](crate::Store::last_steps).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastStep {
+    /// The component (as journaled: `stack:<name>` for a stack's verification).
+    pub component: String,
+    /// The step.
+    pub step: StepId,
+    /// Its action (`start`, `stop`, `restart`, `await-ready`, `record-stopped`…).
+    pub action: String,
+    /// How the step ended, or [`Outcome::Running`].
+    pub step_outcome: Outcome,
+    /// When the step began (ms since the Unix epoch).
+    pub step_started_at_ms: i64,
+    /// The step's `summary` (from its evidence), when it has finished.
+    pub step_summary: Option<String>,
+    /// Its operation.
+    pub operation: OperationId,
+    /// The operation's command line as typed.
+    pub command_line: String,
+    /// The pid of the invocation that ran the operation.
+    pub operation_pid: u32,
+    /// How the operation ended, or [`Outcome::Running`] (it may have been interrupted
+    /// without anyone noticing yet: the caller checks `operation_pid`).
+    pub operation_outcome: Outcome,
+    /// The operation's one-line error, when it failed.
+    pub operation_error: Option<String>,
+    /// The component of the operation's first failed or interrupted step, if any.
+    pub failed_component: Option<String>,
+    /// That step's `summary`.
+    pub failed_summary: Option<String>,
+}

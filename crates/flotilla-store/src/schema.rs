@@ -151,6 +151,15 @@ ALTER TABLE instances ADD COLUMN config_json TEXT;
 ALTER TABLE removed_instances ADD COLUMN config_json TEXT;
 "#,
     },
+    Migration {
+        version: 4,
+        description: "steps by component, for each component's last step",
+        sql: r#"
+-- Status asks, for every component at once, which step last acted on it (and how
+-- that step's operation ended): the newest step per component.
+CREATE INDEX steps_by_component ON steps (component, id);
+"#,
+    },
 ];
 
 /// The schema version this build creates and understands (the last migration's

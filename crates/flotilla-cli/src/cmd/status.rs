@@ -105,33 +105,9 @@ fn watch_header(at_ms: i64, every: Duration) -> String {
 }
 
 /// `HH:MM:SS` (UTC) of a time in ms since the Unix epoch.
-pub fn utc_time_of_day(ms: i64) -> String {
+fn utc_time_of_day(ms: i64) -> String {
     let s = ms.div_euclid(1000).rem_euclid(86_400);
     format!("{:02}:{:02}:{:02}", s / 3600, (s % 3600) / 60, s % 60)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn time_of_day_is_utc() {
-        assert_eq!(utc_time_of_day(0), "00:00:00");
-        // 2024-03-01T13:04:05.999Z
-        assert_eq!(utc_time_of_day(1_709_298_245_999), "13:04:05");
-        assert_eq!(
-            watch_header(1_709_298_245_000, Duration::from_millis(500)),
-            "status at 13:04:05 UTC, every 500ms (Ctrl-C to stop)"
-        );
-    }
-
-    #[test]
-    fn interval_has_a_floor() {
-        assert_eq!(interval("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(interval("100ms"), Ok(Duration::from_millis(100)));
-        assert!(interval("99ms").unwrap_err().contains("at least 100ms"));
-        assert!(interval("soon").is_err());
-    }
 }
 
 fn text(r: &StatusReport, verbose: bool) -> String {
@@ -216,5 +192,29 @@ fn seen(c: &flotilla_exec::observe::ComponentStatus, now_ms: i64) -> String {
             flotilla_exec::observe::age(now_ms - l.observed_at_ms)
         ),
         None => format!("{} (never seen)", name(&c.observability)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_of_day_is_utc() {
+        assert_eq!(utc_time_of_day(0), "00:00:00");
+        // 2024-03-01T13:04:05.999Z
+        assert_eq!(utc_time_of_day(1_709_298_245_999), "13:04:05");
+        assert_eq!(
+            watch_header(1_709_298_245_000, Duration::from_millis(500)),
+            "status at 13:04:05 UTC, every 500ms (Ctrl-C to stop)"
+        );
+    }
+
+    #[test]
+    fn interval_has_a_floor() {
+        assert_eq!(interval("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(interval("100ms"), Ok(Duration::from_millis(100)));
+        assert!(interval("99ms").unwrap_err().contains("at least 100ms"));
+        assert!(interval("soon").is_err());
     }
 }

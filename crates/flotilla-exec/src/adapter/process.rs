@@ -29,6 +29,7 @@ pub(crate) fn start_process(launch: &Launch) -> Result<Launched, ExecError> {
         program: program.clone(),
         args: args.to_vec(),
         env: launch.env.clone(),
+        inherit_env: false,
         cwd: launch.cwd.clone(),
         log_path: launch.log_path.clone(),
         log_max_bytes: launch.log_max_bytes,

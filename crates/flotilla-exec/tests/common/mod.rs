@@ -86,6 +86,7 @@ pub fn spec(dir: &Path, component: &str, program: &str, args: &[&str]) -> Proces
         program: program.into(),
         args: args.iter().map(|s| s.to_string()).collect(),
         env: vec![],
+        inherit_env: true,
         cwd: dir.to_path_buf(),
         log_path: dir.join("logs").join(format!("{component}.log")),
         log_max_bytes: 1 << 20,

@@ -228,10 +228,11 @@ fn env(value: &Node, s: Syntax) -> Option<Hint> {
             .collect::<Vec<_>>()
             .join(", ");
         help.push_str(&format!(
-            "; {names} {} no value: give {} one, or write `{}` to have a secret \
-             resolved on the host when the component starts",
+            "; {names} {} no value: to take {} from the environment Flotilla runs in (as \
+             docker compose does), write `{}`; for a secret, `{}`",
             if bare.len() == 1 { "has" } else { "have" },
-            if bare.len() == 1 { "it" } else { "each" },
+            if bare.len() == 1 { "it" } else { "them" },
+            s.assign("inherit_env", &s.list(&bare)),
             s.assign(&bare[0], &secret(&bare[0], s)),
         ));
     }

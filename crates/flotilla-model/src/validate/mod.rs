@@ -173,6 +173,9 @@ fn not_utf8(sources: &Sources, file: FileId) -> Option<Diagnostic> {
 const START_KEYS: &[&str] = &[
     "command", "template", "params", "adapter", "tunnel", "launchd", "systemd", "profiles", "owner",
 ];
+/// A component's parsed endpoints and the key paths set aside when it was decoded.
+type EndpointsOf<'a> = (&'a BTreeMap<String, Endpoint>, &'a [Vec<String>]);
+
 fn any_broken(broken: &[Vec<String>], keys: &[&str]) -> bool {
     broken
         .iter()
@@ -424,7 +427,7 @@ impl Validator {
             &hosts,
         );
         self.check_ports(&drafts, &hosts, templates);
-        let endpoints: Vec<(&BTreeMap<String, Endpoint>, &[Vec<String>])> = drafts
+        let endpoints: Vec<EndpointsOf> = drafts
             .iter()
             .map(|d| (&d.parsed_endpoints, d.broken.as_slice()))
             .collect();

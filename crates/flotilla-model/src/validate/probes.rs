@@ -1,7 +1,7 @@
 //! Probes: each component's readiness and liveness probe (exactly one check, naming
 //! endpoints that exist), and each stack's readiness probes.
 
-use super::{endpoint_uncertain, help_for, index_str, Draft, Located, Validator};
+use super::{endpoint_uncertain, help_for, index_str, Draft, EndpointsOf, Located, Validator};
 use crate::diag::{Code, Diagnostic, Location};
 use crate::inventory::{Owner, ProbeSpec};
 use crate::node::Entry;
@@ -9,6 +9,9 @@ use crate::topology::{Check, Probe, Stack};
 use crate::values::{Endpoint, HumanDuration};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
+
+/// A component's parsed endpoints and the key paths set aside when it was decoded.
+type OwnedEndpoints = (BTreeMap<String, Endpoint>, Vec<Vec<String>>);
 
 impl Validator {
     /// Resolves each component's readiness and liveness probes.
@@ -20,7 +23,7 @@ impl Validator {
     ) {
         // Probes may name another component's endpoint (`request`): resolve after all
         // tunnel endpoints are known.
-        let endpoints: Vec<(BTreeMap<String, Endpoint>, Vec<Vec<String>>)> = drafts
+        let endpoints: Vec<OwnedEndpoints> = drafts
             .iter()
             .map(|d| (d.parsed_endpoints.clone(), d.broken.clone()))
             .collect();
@@ -54,7 +57,7 @@ impl Validator {
         spec: &Located<ProbeSpec>,
         index: &HashMap<&str, usize>,
         declared: &BTreeSet<&str>,
-        endpoints: &[(BTreeMap<String, Endpoint>, Vec<Vec<String>>)],
+        endpoints: &[OwnedEndpoints],
     ) -> Option<Probe> {
         let node = &d.entry.value;
         let from_spec = node.get(which).is_some();
@@ -334,7 +337,7 @@ impl Validator {
         probes: &[(&Entry<'_>, Vec<ProbeSpec>)],
         index: &HashMap<&str, usize>,
         declared: &BTreeSet<&str>,
-        endpoints: &[(&BTreeMap<String, Endpoint>, &[Vec<String>])],
+        endpoints: &[EndpointsOf<'_>],
     ) {
         for (entry, specs) in probes {
             let name = entry.key.as_ref();

@@ -707,10 +707,12 @@ impl Validator {
                     d.parsed_endpoints.get(*e).map(|e| e.url.clone())
                 }
                 ["endpoints", e, field] => endpoint_field(d.parsed_endpoints.get(*e)?, field),
+                // Taken from the environment Flotilla runs in when it starts: kept.
+                ["env", name] if !name.is_empty() => Some(format!("${{env.{name}}}")),
                 _ => None,
             }
         };
-        let help = "references: ${connections.NAME[.url|.host|.port|.scheme|.path]}, ${endpoints.NAME[...]}, ${component.name}, ${component.host}";
+        let help = "references: ${connections.NAME[.url|.host|.port|.scheme|.path]}, ${endpoints.NAME[...]}, ${component.name}, ${component.host}, ${env.NAME} (from the environment flotilla runs in, when it starts)";
         let broken = &d.broken;
         let mut sub = |s: &Located<String>, what: &str, this: &mut Self| -> String {
             match crate::interp::substitute(&s.value, resolve) {
@@ -801,6 +803,8 @@ impl Validator {
             launchd: d.spec.launchd,
             systemd: d.spec.systemd,
             labels: d.spec.labels,
+            inherit_env: d.spec.inherit_env,
+            env_file: d.spec.env_file,
         };
         Some(c)
     }
