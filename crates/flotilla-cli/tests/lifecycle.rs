@@ -260,6 +260,18 @@ fn stop_is_refused_while_dependents_run_and_cascade_stops_them_first() {
         refused.stderr
     );
     assert!(alive(f.pid("db").unwrap()));
+    // The refusal is journaled, with its reason.
+    let ops = f.run(&["operations", "--json"]).json();
+    let last = &ops.as_array().unwrap()[0];
+    assert_eq!(last["outcome"], "refused", "{ops:#}");
+    assert_eq!(last["verb"], "stop", "{ops:#}");
+    assert!(
+        last["error"]
+            .as_str()
+            .unwrap()
+            .contains("running dependents: api"),
+        "{ops:#}"
+    );
     let cascade = f.run(&["stop", "db", "--cascade"]);
     assert_eq!(cascade.code, 0, "{}", cascade.stderr);
     assert!(!alive(f.pid("db").unwrap()) && !alive(f.pid("api").unwrap()));
@@ -632,6 +644,15 @@ fn apply_runs_a_saved_plan_and_refuses_a_stale_one() {
     assert_eq!(again.code, 1, "{}", again.stdout);
     assert!(
         again.stderr.contains("stale plan") && again.stderr.contains("what runs changed"),
+        "{}",
+        again.stderr
+    );
+    // It names what would be done differently now, and how to re-plan.
+    assert!(
+        again
+            .stderr
+            .contains("it would now: no-op one (was: start)")
+            && again.stderr.contains("re-plan: `flotilla plan start two`"),
         "{}",
         again.stderr
     );

@@ -178,10 +178,47 @@ impl Observer<'_> {
             .filter(|c| names.is_empty() || names.contains(&c.name))
             .filter(|c| self.is_here(c))
             .collect();
-        let marked: BTreeMap<String, (u32, String)> = marked_instances(self.store, self.state)?
-            .into_iter()
-            .map(|(pid, op, comp)| (comp, (pid, op.to_string())))
+        // Every recorded instance observed here (and, for a full observation, those of
+        // components no longer in the inventory) measured once, off the async threads.
+        let to_measure: Vec<(String, u32)> = instances
+            .values()
+            .filter(|r| match self.topology.id(&r.component) {
+                Some(_) => selected.iter().any(|c| c.name == r.component),
+                None => names.is_empty(),
+            })
+            .map(|r| (r.component.clone(), r.pid))
             .collect();
+        let measured: BTreeMap<String, Option<RuntimeIdentity>> =
+            tokio::task::spawn_blocking(move || {
+                to_measure
+                    .into_iter()
+                    .map(|(c, pid)| (c, identity::measure(pid).ok().flatten()))
+                    .collect()
+            })
+            .await
+            .unwrap_or_default();
+        let measured_same = |name: &str| {
+            instances.get(name).is_some_and(|r| {
+                identity::matches(
+                    &RuntimeIdentity::from(r),
+                    measured.get(name).and_then(Option::as_ref),
+                ) == IdentityMatch::Same
+            })
+        };
+        // Instance markers are read from every process's environment: only worth it
+        // when a managed component here has no recorded instance, or its recorded
+        // process is not the one running (the only cases that consult them).
+        let need_marks = selected
+            .iter()
+            .any(|c| c.owner == Owner::Managed && !measured_same(&c.name));
+        let marked: BTreeMap<String, (u32, String)> = if need_marks {
+            marked_instances(self.store, self.state)?
+                .into_iter()
+                .map(|(pid, op, comp)| (comp, (pid, op.to_string())))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
         // Who listens on the local ports of components Flotilla does not run: one scan.
         let ports: Vec<u16> = selected
             .iter()
@@ -201,7 +238,9 @@ impl Observer<'_> {
             let rec = instances.get(&c.name).cloned();
             let want = desired.get(&c.name).copied();
             let last = last_steps.get(&c.name).map(|l| LastOp::of(l, &live_ops));
-            self.observe_one(c, rec, want, marked.get(&c.name).cloned(), &listening, last)
+            let now = measured.get(&c.name).cloned().flatten();
+            let mark = marked.get(&c.name).cloned();
+            self.observe_one(c, (rec, now), want, mark, &listening, last)
         });
         let mut components = futures_util::future::join_all(futures).await;
         mark_dependency_down(self.topology, &mut components);
@@ -211,9 +250,7 @@ impl Observer<'_> {
                 if self.topology.id(name).is_some() {
                     continue;
                 }
-                let expected = RuntimeIdentity::from(r);
-                let measured = identity::measure(r.pid).ok().flatten();
-                if identity::matches(&expected, measured.as_ref()) != IdentityMatch::Same {
+                if !measured_same(name) {
                     continue;
                 }
                 components.push(ComponentStatus {
@@ -254,7 +291,7 @@ impl Observer<'_> {
     async fn observe_one(
         &self,
         c: &Component,
-        rec: Option<InstanceRecord>,
+        (rec, measured_now): (Option<InstanceRecord>, Option<RuntimeIdentity>),
         desired: Option<DesiredLifecycle>,
         marked: Option<(u32, String)>,
         listening: &std::collections::HashMap<u16, Vec<process::Listener>>,
@@ -359,7 +396,7 @@ impl Observer<'_> {
             match &rec {
                 Some(r) => {
                     let expected = RuntimeIdentity::from(r);
-                    let measured = identity::measure(r.pid).ok().flatten();
+                    let measured = measured_now;
                     match identity::matches(&expected, measured.as_ref()) {
                         IdentityMatch::Same => {
                             let m = measured.expect("same implies measured");

@@ -152,6 +152,42 @@ pub fn secrets(state: &StateDir) -> Result<SecretResolver, OperateError> {
     }
 }
 
+/// The arguments of `flotilla plan` that compute `op` again (`start chat --cascade`).
+fn plan_args(op: &flotilla_plan::Operation) -> String {
+    op.to_string()
+        .strip_prefix("flotilla ")
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `; it would now: start llm (was: no-op), …` — the steps whose action differs
+/// between a saved plan and the one computed now.
+fn changed_steps(saved: &flotilla_plan::Plan, fresh: &flotilla_plan::Plan) -> String {
+    let was: std::collections::BTreeMap<&str, flotilla_plan::Action> = saved
+        .steps()
+        .map(|s| (s.component.as_str(), s.action))
+        .collect();
+    let now: std::collections::BTreeMap<&str, flotilla_plan::Action> = fresh
+        .steps()
+        .map(|s| (s.component.as_str(), s.action))
+        .collect();
+    let names: std::collections::BTreeSet<&str> = was.keys().chain(now.keys()).copied().collect();
+    let diffs: Vec<String> = names
+        .into_iter()
+        .filter(|n| was.get(n) != now.get(n))
+        .map(|n| {
+            let show =
+                |a: Option<&flotilla_plan::Action>| a.map(|a| a.as_str()).unwrap_or("nothing");
+            format!("{} {n} (was: {})", show(now.get(n)), show(was.get(n)))
+        })
+        .collect();
+    if diffs.is_empty() {
+        String::new()
+    } else {
+        format!("; it would now: {}", diffs.join(", "))
+    }
+}
+
 /// A component's log is rotated when it grows past this many bytes (10 MiB).
 pub const LOG_MAX_BYTES: u64 = 10 * 1024 * 1024;
 /// Rotated copies kept (`X.log.1` … `X.log.3`).
@@ -517,10 +553,16 @@ impl Invocation {
         let plan = match (given, op) {
             (Some(plan), _) => {
                 if plan.topology_digest != self.topology.digest() {
+                    let changed =
+                        match flotilla_plan::plan(&self.topology, &observed, &plan.operation) {
+                            Ok(fresh) => changed_steps(&plan, &fresh),
+                            Err(r) => format!("; now it would be refused: {r}"),
+                        };
                     return Err(OperateError::StalePlan(format!(
-                        "the inventory changed since it was planned (topology {} now, {} in the plan)",
+                        "the inventory changed since it was planned (topology {} now, {} in the plan){changed}; re-plan: `flotilla plan {}`",
                         self.topology.digest(),
-                        plan.topology_digest
+                        plan.topology_digest,
+                        plan_args(&plan.operation)
                     )));
                 }
                 let now = observed.digest();
@@ -544,9 +586,15 @@ impl Invocation {
                             unseen.join(", ")
                         )
                     };
+                    let changed =
+                        match flotilla_plan::plan(&self.topology, &observed, &plan.operation) {
+                            Ok(fresh) => changed_steps(&plan, &fresh),
+                            Err(r) => format!("; now it would be refused: {r}"),
+                        };
                     return Err(OperateError::StalePlan(format!(
-                        "what runs changed since it was planned (observed state {now} now, {} in the plan){why}",
-                        plan.observed_digest
+                        "what runs changed since it was planned (observed state {now} now, {} in the plan){why}{changed}; re-plan: `flotilla plan {}`",
+                        plan.observed_digest,
+                        plan_args(&plan.operation)
                     )));
                 }
                 // Same inputs must give the same plan: anything else was edited by hand.
@@ -562,7 +610,28 @@ impl Invocation {
             }
             (None, Some(op)) => match flotilla_plan::plan(&self.topology, &observed, op) {
                 Ok(p) => p,
-                Err(r) => return Ok(InvocationOutcome::Refused(r)),
+                Err(r) => {
+                    if !dry_run {
+                        // Refusals are journaled too: `operations` shows them.
+                        let refused = NewOperation {
+                            verb: op.verb.to_string(),
+                            target: op.target.clone(),
+                            flags: Vec::new(),
+                            plan_digest: String::new(),
+                            topology_digest: self.topology.digest().to_string(),
+                            plan_json: serde_json::json!({ "refusal": &r }).to_string(),
+                            who: who(),
+                            pid: std::process::id(),
+                            command_line: self.command_line.clone(),
+                            started_at_ms: now_ms(),
+                        };
+                        let id = store.begin_operation(&refused).map_err(map)?;
+                        store
+                            .finish_operation(id, Outcome::Refused, now_ms(), Some(&r.to_string()))
+                            .map_err(map)?;
+                    }
+                    return Ok(InvocationOutcome::Refused(r));
+                }
             },
             (None, None) => unreachable!("an operation or a plan"),
         };

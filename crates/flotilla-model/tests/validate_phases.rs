@@ -722,14 +722,23 @@ fn type_errors_show_the_expected_form() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// (name, inventory, user templates, the error at, its label at, what help says)
+type PortCase<'a> = (
+    &'a str,
+    &'a str,
+    &'a [(&'a str, &'a str)],
+    &'a str,
+    &'a str,
+    &'a str,
+);
+
 /// A port conflict is located at the port where it is written — the port in an
 /// endpoint's URL, the template parameter that sets it (the active profile's first),
 /// a tunnel's `listen_port` — at the later component in the file, with a label at the
 /// earlier one's; a template's default port is located at `template`, saying so.
 #[test]
 fn a_port_conflict_points_at_both_ports() {
-    // (name, inventory, templates, error at, label at, help says)
-    let cases: &[(&str, &str, &[(&str, &str)], &str, &str, &str)] = &[
+    let cases: &[PortCase] = &[
         (
             "ports in two endpoint URLs",
             "[components.a]\ncommand = [\"a\"]\nendpoints = { http = \"http://127.0.0.1:8080\" }\n[components.b]\ncommand = [\"b\"]\nendpoints = { api = \"http://0.0.0.0:8080/v1\" }\n",
