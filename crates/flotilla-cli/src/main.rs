@@ -109,6 +109,9 @@ pub enum Command {
     Apply(cmd::apply::Args),
     /// What every component really is, measured now, with evidence.
     Status(cmd::status::Args),
+    /// Pre-flight: find missing programs and files, unreadable env_files, missing
+    /// secrets and busy ports on every host involved, before anything starts.
+    Check(cmd::check::Args),
     /// Compact status: one line per component (state, health, pid, ports, uptime, restarts).
     Ps(cmd::ps::Args),
     /// A component's log (stdout and stderr).
@@ -183,6 +186,7 @@ fn main() -> ExitCode {
         Command::Restart(a) => cmd::restart::run(&cli, a),
         Command::Apply(a) => cmd::apply::run(&cli, a),
         Command::Status(a) => cmd::status::run(&cli, a),
+        Command::Check(a) => cmd::check::run(&cli, a),
         Command::Ps(a) => cmd::ps::run(&cli, a),
         Command::Logs(a) => cmd::logs::run(&cli, a),
         Command::Operations(a) => cmd::operations::run(&cli, a),

@@ -1688,3 +1688,42 @@ fn an_existing_units_own_restart_is_reported_with_n_restarts() {
         "inactive"
     );
 }
+
+/// 16. `flotilla check` asks each host to check its own components, there: a program
+///     missing on h1 is found on h1 (not here), a fine one passes.
+#[test]
+fn check_runs_the_pre_flight_on_each_host() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h1 = net.host("h1");
+    let fx = Fixture::new("check");
+    fx.write(
+        &format!(
+            "{}{}[components.ghost]\nhost = \"h1\"\ncommand = [\"no-such-program-on-h1\"]\n",
+            fx.host_toml(h1),
+            fx.service("web", "h1", free_port(), "")
+        ),
+        &[],
+    );
+    fx.install(&["h1"]);
+    let run = fx.run(&["check", "--json"]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let json = run.json();
+    let h = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["host"] == "h1")
+        .unwrap_or_else(|| panic!("no report for h1: {json:#}"));
+    let findings = h["findings"].as_array().unwrap();
+    let ghost = findings
+        .iter()
+        .find(|f| f["check"] == "ghost: program")
+        .unwrap_or_else(|| panic!("{h:#}"));
+    assert_eq!(ghost["ok"], false, "{h:#}");
+    let web = findings
+        .iter()
+        .find(|f| f["check"] == "web: program")
+        .unwrap_or_else(|| panic!("{h:#}"));
+    assert_eq!(web["ok"], true, "{h:#}");
+}

@@ -222,8 +222,8 @@ pub async fn install(
     })
 }
 
-/// One finding of [`check`].
-#[derive(Debug, Clone, Serialize)]
+/// One finding of [`check`] or [`crate::preflight::check`].
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Finding {
     /// What was checked: `reachable`, `platform`, `flotilla`, `disk`, `tool <name>`.
     pub check: String,

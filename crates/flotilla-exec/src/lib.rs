@@ -37,6 +37,8 @@
 //! - [`launchctl`]: pure helpers for the launchd adapter: the job plist
 //!   ([`launchctl::JobPlist`], XML out, XML or binary in), the parse of
 //!   `launchctl print` ([`launchctl::parse_print`]) and domain/service targets.
+//! - [`preflight`]: `flotilla check`: programs, files, `env_file`s, secrets and ports
+//!   of components, checked on their host before anything starts.
 //! - [`lock`]: the lifecycle lock (one mutating invocation per state directory).
 //! - [`statedir`]: where local state lives, and what each file is.
 //! - [`error`]: the error type, [`ExecError`].
@@ -69,6 +71,7 @@ pub mod lock;
 pub mod logs;
 pub mod observe;
 pub mod operate;
+pub mod preflight;
 pub mod probe;
 pub mod process;
 pub mod remote;

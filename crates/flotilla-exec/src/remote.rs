@@ -86,6 +86,13 @@ pub enum Call {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         project: Option<String>,
     },
+    /// Pre-flight checks of components on the host ([`crate::preflight::check`]).
+    Check {
+        /// The host's snapshot.
+        snapshot: Snapshot,
+        /// Components to check (all of the snapshot's when empty).
+        names: Vec<String>,
+    },
     /// Run one plan step.
     Step {
         /// The host's snapshot.
@@ -140,6 +147,11 @@ pub enum Reply {
         /// written by then (what `flotilla logs` orders lines by).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         modified_ms: Option<u64>,
+    },
+    /// To [`Call::Check`].
+    Checked {
+        /// Every finding, in order.
+        findings: Vec<crate::hosts::Finding>,
     },
     /// To [`Call::Step`].
     Step {
@@ -350,6 +362,24 @@ pub async fn serve(
                 Err(e) => error("state", crate::error::chain(&e)),
             }
         }
+        Call::Check { snapshot, names } => {
+            let here = snapshot.host.clone();
+            let state = match state_of(&snapshot.project, false) {
+                Ok(s) => s,
+                Err(e) => return e,
+            };
+            let topology = match Topology::from_snapshot(snapshot) {
+                Ok(t) => t,
+                Err(e) => return error("snapshot", e.to_string()),
+            };
+            let secrets = match crate::operate::secrets(&state) {
+                Ok(s) => s,
+                Err(e) => return error("state", crate::error::chain(&e)),
+            };
+            let findings =
+                crate::preflight::check(&topology, &here, &names, &home_dir(), &state, &secrets);
+            reply(Reply::Checked { findings })
+        }
         Call::Step {
             snapshot,
             step,
@@ -453,9 +483,7 @@ async fn run_step(
         .begin_operation(&op)
         .map_err(|e| crate::error::chain(&e))?;
     let store = Arc::new(Mutex::new(store));
-    let base_dir = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/"));
+    let base_dir = home_dir();
     let exec = Arc::new(Executor {
         cancelled,
         topology,
@@ -501,6 +529,13 @@ async fn run_step(
         .finish_operation(op_id, report.outcome, now_ms(), error.as_deref())
         .map_err(|e| crate::error::chain(&e))?;
     Ok(report)
+}
+
+/// This host's home directory: where relative paths of its components start.
+fn home_dir() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
 }
 
 /// Single-quotes `s` for a POSIX shell.

@@ -525,6 +525,15 @@ fn a_broken_key_hides_only_what_depends_on_it() {
             &[(UnknownTemplate, "\"lama-server\""), (UnknownDependency, "\"ghost\"")],
         ),
         (
+            "a user template with a broken key is set aside, its errors reported once",
+            "[components.stt]\ntemplate = \"whisper\"\ndepends_on = [\"ghost\"]\n",
+            &[(
+                "whisper",
+                "command = [\"whisper\"]\nendpoints = { http = \"http://127.0.0.1:8090\" }\nreadiness = { http = { path = \"/\" } }\n",
+            )],
+            &[(UnknownDependency, "\"ghost\""), (MissingKey, "{ path")],
+        ),
+        (
             "a stack with a broken key still has its members checked",
             "[components.a]\ncommand = [\"a\"]\n[stacks.s]\ndescription = 5\ncomponents = [\"a\", \"nope\"]\n",
             &[],

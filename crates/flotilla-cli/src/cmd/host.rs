@@ -55,7 +55,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     if let HostCommand::Serve = args.command {
         return serve(cli);
     }
-    let (_, validated) = match super::topology_or_exit(cli)? {
+    let (loaded, validated) = match super::topology_or_exit(cli)? {
         Ok(v) => v,
         Err(code) => return Ok(code),
     };
@@ -132,6 +132,17 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             Ok(EXIT_OK)
         }
         HostCommand::Check { host, json } => {
+            // This machine: the pre-flight checks of its components (nothing to reach).
+            if topology.hosts.get(host).is_some_and(|h| !h.is_remote()) {
+                let reports =
+                    super::check::reports(cli, &topology, &[host.as_str()], &[], &loaded.base_dir)?;
+                super::check::print(&reports, *json)?;
+                return Ok(if reports.iter().all(hosts::CheckReport::ok) {
+                    EXIT_OK
+                } else {
+                    EXIT_REFUSED
+                });
+            }
             if let Some(code) = ssh_host(host) {
                 return Ok(code);
             }

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod apply;
+pub mod check;
 pub mod completions;
 pub mod down;
 pub mod host;

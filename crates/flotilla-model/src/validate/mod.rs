@@ -2,7 +2,8 @@
 //! out, each located at `file:line:column`.
 //!
 //! Phases: parse each file; decode hosts, components and stacks one entry at a time
-//! (one broken entry does not hide the others); load user templates; resolve each
+//! (one broken entry does not hide the others, and a broken key of an entry hides only
+//! the checks that depend on it); load user templates; resolve each
 //! component (profile, template, owner/adapter rules); resolve cross references
 //! (dependencies, connections, tunnels, `${...}`, probes); check ports, stacks, names
 //! and cycles; build the indexed topology.
@@ -12,6 +13,9 @@
 //!   shared plumbing (locations, decoding with retry, name checks, key paths);
 //! - `hosts`: hosts and their transport/SSH settings;
 //! - `draft`: component and stack entries decoded into drafts (owner/adapter rules);
+//! - `hints`: type errors in a component explained with the expected form and an
+//!   example built from what was written (`depends_on`, `command`, `env`, `endpoints`,
+//!   docker compose's `ports`/`environment`);
 //! - `references`: user templates, profiles, template expansion, endpoints, tunnels,
 //!   `depends_on`, connections and `${...}` substitution;
 //! - `probes`: component and stack probes;

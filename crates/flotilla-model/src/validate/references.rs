@@ -65,13 +65,16 @@ impl Validator {
                 );
                 continue;
             }
-            let Some(spec) = self
-                .decode_all::<TemplateFile>(r.file, &|| format!("template `{}`", r.name), &root)
-                .map(|(t, _)| t)
-            else {
+            let Some((spec, set_aside)) = self.decode_all::<TemplateFile>(
+                r.file,
+                &|| format!("template `{}`", r.name),
+                &root,
+            ) else {
                 continue;
             };
-            let mut ok = true;
+            // A template with a key set aside is not used: what it supplies is uncertain,
+            // and components using it would only repeat its errors.
+            let mut ok = set_aside.is_empty();
             for (pname, decl) in &spec.params {
                 if let Some(def) = &decl.default {
                     if let Err(msg) = template::render_default(decl.kind, def) {

@@ -1,0 +1,131 @@
+//! Pre-flight checks (`flotilla check`): what would make a start fail, found before
+//! anything starts, on the host the components run on — their programs, working
+//! directories, path arguments (model files…), `env_file`s, secrets and `${env.NAME}`
+//! variables, and their ports. Read-only: nothing is started, written or signalled.
+
+use crate::hosts::Finding;
+use crate::secrets::SecretResolver;
+use crate::statedir::StateDir;
+use flotilla_model::topology::Component;
+use flotilla_model::Topology;
+use std::path::Path;
+
+/// Checks every managed component of `topology` on `host` named in `names` (all when
+/// empty). `base_dir` is where relative paths start (the inventory's directory here,
+/// the home directory on a remote host). Each finding's `check` is
+/// `<component>: <what>`.
+pub fn check(
+    topology: &Topology,
+    host: &str,
+    names: &[String],
+    base_dir: &Path,
+    state: &StateDir,
+    secrets: &SecretResolver,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let comps: Vec<&Component> = topology
+        .components
+        .iter()
+        .filter(|c| c.host == host && c.is_managed())
+        .filter(|c| names.is_empty() || names.contains(&c.name))
+        .collect();
+    let ports: Vec<u16> = comps
+        .iter()
+        .flat_map(|c| {
+            c.endpoints
+                .values()
+                .filter(|e| e.is_local_bind())
+                .map(|e| e.port)
+        })
+        .collect();
+    let listening = crate::process::listeners_on(&ports).unwrap_or_default();
+    for c in comps {
+        let mut push = |what: &str, ok: bool, saw: String| {
+            out.push(Finding {
+                check: format!("{}: {what}", c.name),
+                ok,
+                saw,
+            })
+        };
+        let cwd = match &c.cwd {
+            Some(d) => base_dir.join(d),
+            None => base_dir.to_path_buf(),
+        };
+        if !cwd.is_dir() {
+            push(
+                "cwd",
+                false,
+                format!("{} is not a directory", cwd.display()),
+            );
+        }
+        let env = crate::environment::effective(c, secrets, base_dir);
+        match &env {
+            Ok(_) => push(
+                "environment",
+                true,
+                format!(
+                    "secrets, env_file and ${{env.…}} resolve{}",
+                    c.env_file
+                        .as_ref()
+                        .map(|f| format!(" ({f} read)"))
+                        .unwrap_or_default()
+                ),
+            ),
+            Err(e) => push("environment", false, e.clone()),
+        }
+        if let Some(program) = c.command.first() {
+            let env = env.clone().unwrap_or_default();
+            match crate::process::resolve_program(&c.name, program, &cwd, &env) {
+                Ok(p) => push("program", true, format!("{program} → {}", p.display())),
+                Err(e) => push("program", false, e.to_string()),
+            }
+            for arg in c.command.iter().skip(1) {
+                // Arguments that are plainly paths (model files, configs) must exist;
+                // `--flag=/path` counts too.
+                let path = arg.split_once('=').map(|(_, v)| v).unwrap_or(arg);
+                let pathlike =
+                    path.starts_with('/') || path.starts_with("./") || path.starts_with("../");
+                if pathlike && !path.contains("://") && !path.contains("${") {
+                    let p = cwd.join(path);
+                    if !p.exists() {
+                        push(
+                            "file",
+                            false,
+                            format!(
+                                "{} does not exist (an argument of its command)",
+                                p.display()
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        for (name, ep) in c.endpoints.iter().filter(|(_, e)| e.is_local_bind()) {
+            match listening.get(&ep.port).and_then(|ls| ls.first()) {
+                None => push(
+                    &format!("port {}", ep.port),
+                    true,
+                    format!("free (endpoint `{name}`)"),
+                ),
+                Some(l) => {
+                    let ours = l.pid.is_some_and(|pid| {
+                        crate::process::marked_processes(state.root())
+                            .unwrap_or_default()
+                            .iter()
+                            .any(|(p, _, comp)| *p == pid && *comp == c.name)
+                    });
+                    push(
+                        &format!("port {}", ep.port),
+                        ours,
+                        if ours {
+                            format!("in use by `{}` itself, running ({})", c.name, l.describe())
+                        } else {
+                            format!("busy: {} listens on it (endpoint `{name}`)", l.describe())
+                        },
+                    )
+                }
+            }
+        }
+    }
+    out
+}
