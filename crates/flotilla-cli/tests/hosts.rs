@@ -1727,3 +1727,49 @@ fn check_runs_the_pre_flight_on_each_host() {
         .unwrap_or_else(|| panic!("{h:#}"));
     assert_eq!(web["ok"], true, "{h:#}");
 }
+
+/// 17. A `--user` unit (`systemd = { user = true }`) on the systemd test host: written
+///     into the user manager's runtime directory, started, measured, stopped through
+///     `systemctl --user` (its runtime directory found without a login session).
+#[test]
+fn a_user_unit_is_started_and_stopped_through_the_user_manager() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h = systemd_host(&net);
+    on(h, "systemctl start user@0.service");
+    let fx = Fixture::new("sd-user");
+    let port = free_port();
+    fx.write(
+        &format!(
+            "{}[components.usvc]\nhost = {}\nadapter = \"systemd\"\nsystemd = {{ user = true }}\n\
+             command = [{}, \"--listen\", {}, \"--exec-name\", {}]\n\
+             endpoints = {{ http = {} }}\n\
+             readiness = {{ http = {{ endpoint = \"http\", path = \"/\" }}, period = \"100ms\" }}\n",
+            fx.host_toml(h),
+            q(&h.name),
+            q(testkit()),
+            q(format!("127.0.0.1:{port}")),
+            q(&fx.marker),
+            q(format!("http://127.0.0.1:{port}")),
+        ),
+        &[],
+    );
+    fx.install(&[&h.name]);
+    fx.ok(&["start", "usvc"]);
+    let (_, st) = fx.status(&["usvc"]);
+    let c = comp(&st, "usvc");
+    assert_eq!(c["lifecycle"], "running", "{c:#}");
+    let user_show = |p: &str| {
+        on(
+            h,
+            &format!("XDG_RUNTIME_DIR=/run/user/0 systemctl --user show -p {p} --value flotilla-usvc.service"),
+        )
+    };
+    assert_eq!(user_show("MainPID"), pid_of(c).to_string());
+    assert!(
+        on(h, "ls /run/user/0/systemd/user/").contains("flotilla-usvc.service"),
+        "the unit lives in the user manager's runtime directory"
+    );
+    fx.ok(&["stop", "usvc"]);
+    assert_eq!(user_show("ActiveState"), "inactive");
+}

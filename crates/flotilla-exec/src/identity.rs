@@ -13,9 +13,12 @@
 //!   on disk was replaced after the process started.
 //!
 //! Hashing an executable costs time proportional to its size (tens of ms for a
-//! large server binary), so digests are cached per executable inode (device, inode,
-//! size, mtime) for the life of the process: measuring the same program again is
-//! a few `/proc` reads.
+//! large server binary), so digests are cached per file ([`FileKey`]: device, inode,
+//! size, mtime, ctime) for the life of the process: measuring the same program again
+//! is a few `/proc` reads. Mutating invocations keep what they hashed in the state
+//! database ([`keep_digests_in`]) and every observation seeds the cache from it
+//! ([`seed_digests_from`]), so a new `status` process hashes only files it has never
+//! seen.
 
 use crate::{sys, ExecError};
 pub use flotilla_model::status::strip_deleted;
@@ -91,11 +94,85 @@ fn cmdline_digest(raw: &[u8]) -> String {
     flotilla_model::digest::sha256_hex(raw.strip_suffix(&[0]).unwrap_or(raw))
 }
 
-type InodeKey = (u64, u64, u64, i64, i64);
+/// What names a file's content for the digest cache without reading it: device,
+/// inode, size, mtime and ctime (both in ns since the epoch). Writing a file changes
+/// its mtime and ctime, and ctime cannot be set back from user space, so one key
+/// never names two contents.
+pub type FileKey = (u64, u64, u64, i64, i64);
 
-fn digest_cache() -> &'static Mutex<HashMap<InodeKey, String>> {
-    static CACHE: OnceLock<Mutex<HashMap<InodeKey, String>>> = OnceLock::new();
+fn file_key(md: &std::fs::Metadata) -> FileKey {
+    let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
+    (
+        md.dev(),
+        md.ino(),
+        md.size(),
+        ns(md.mtime(), md.mtime_nsec()),
+        ns(md.ctime(), md.ctime_nsec()),
+    )
+}
+
+/// A cached digest, and whether this process computed it (rather than being told it
+/// by [`seed_digests`]).
+type Cached = (String, bool);
+
+fn digest_cache() -> &'static Mutex<HashMap<FileKey, Cached>> {
+    static CACHE: OnceLock<Mutex<HashMap<FileKey, Cached>>> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Seeds this process's digest cache with digests computed earlier (kept in the
+/// state database, see [`computed_digests`]), so a new process need not hash the
+/// same executables again.
+pub fn seed_digests(known: impl IntoIterator<Item = (FileKey, String)>) {
+    let mut cache = digest_cache().lock().unwrap_or_else(|e| e.into_inner());
+    for (k, d) in known {
+        cache.entry(k).or_insert((d, false));
+    }
+}
+
+/// The digests this process computed itself (not those seeded), to keep for the
+/// next one.
+pub fn computed_digests() -> Vec<(FileKey, String)> {
+    digest_cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|(_, (_, computed))| *computed)
+        .map(|(k, (d, _))| (*k, d.clone()))
+        .collect()
+}
+
+/// Seeds the digest cache from `store` (nothing when it cannot be read: then files
+/// are hashed, as without a cache).
+pub fn seed_digests_from(store: &flotilla_store::Store) {
+    if let Ok(known) = store.file_digests() {
+        seed_digests(
+            known
+                .into_iter()
+                .map(|f| ((f.dev, f.ino, f.size, f.mtime_ns, f.ctime_ns), f.sha256)),
+        );
+    }
+}
+
+/// Keeps the digests this process computed in `store` for later processes
+/// (best effort: a failure only costs the next process a hash).
+pub fn keep_digests_in(store: &mut flotilla_store::Store, now_ms: i64) {
+    let fresh: Vec<flotilla_store::FileDigest> = computed_digests()
+        .into_iter()
+        .map(
+            |((dev, ino, size, mtime_ns, ctime_ns), sha256)| flotilla_store::FileDigest {
+                dev,
+                ino,
+                size,
+                mtime_ns,
+                ctime_ns,
+                sha256,
+            },
+        )
+        .collect();
+    if !fresh.is_empty() {
+        let _ = store.record_file_digests(&fresh, now_ms);
+    }
 }
 
 /// Hashes an open file, through the per-inode cache.
@@ -115,8 +192,8 @@ fn hash_file(mut f: std::fs::File, path: &Path, pid: u32) -> Result<String, Exec
         }
     };
     let md = f.metadata().map_err(err)?;
-    let key = (md.dev(), md.ino(), md.size(), md.mtime(), md.mtime_nsec());
-    if let Some(d) = digest_cache()
+    let key = file_key(&md);
+    if let Some((d, _)) = digest_cache()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(&key)
@@ -136,7 +213,7 @@ fn hash_file(mut f: std::fs::File, path: &Path, pid: u32) -> Result<String, Exec
     digest_cache()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(key, d.clone());
+        .insert(key, (d.clone(), true));
     Ok(d)
 }
 

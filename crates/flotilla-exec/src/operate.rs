@@ -764,6 +764,7 @@ impl Invocation {
         store
             .finish_operation(op_id, outcome, now_ms(), error.as_deref())
             .map_err(map)?;
+        crate::identity::keep_digests_in(&mut store, now_ms());
         Ok(InvocationOutcome::Applied {
             plan,
             report,

@@ -25,6 +25,8 @@
 //! - [`instances`]: instances Flotilla started (runtime identity at start), their
 //!   removal history, desired lifecycle per component.
 //! - [`stacks`]: the order each stack actually started in, for `down`.
+//! - [`digests`]: digests of files already hashed, keyed by (device, inode, size,
+//!   mtime, ctime).
 //! - [`observations`]: the last observation of each component on a remote host.
 //! - [`records`]: the record types and the [`Outcome`] / [`RemovalReason`] enums.
 //! - [`ids`]: [`OperationId`] (`op-<n>`) and [`StepId`] (`step-<n>`).
@@ -32,6 +34,7 @@
 
 #![warn(missing_docs)]
 
+pub mod digests;
 pub mod error;
 pub mod ids;
 pub mod instances;
@@ -42,6 +45,7 @@ pub mod schema;
 pub mod stacks;
 pub mod store;
 
+pub use digests::FileDigest;
 pub use error::StoreError;
 pub use flotilla_model::status::{DesiredLifecycle, StackRecord};
 pub use ids::{OperationId, ParseIdError, StepId};

@@ -160,6 +160,25 @@ ALTER TABLE removed_instances ADD COLUMN config_json TEXT;
 CREATE INDEX steps_by_component ON steps (component, id);
 "#,
     },
+    Migration {
+        version: 5,
+        description: "digests of files already hashed",
+        sql: r#"
+-- SHA-256 of files (executables) already hashed, keyed by what names a file's
+-- content without reading it, so a new process does not hash them again.
+-- dev and ino are u64 stored bit for bit; times in ns since the epoch.
+CREATE TABLE file_digests (
+    dev            INTEGER NOT NULL,
+    ino            INTEGER NOT NULL,
+    size           INTEGER NOT NULL,
+    mtime_ns       INTEGER NOT NULL,
+    ctime_ns       INTEGER NOT NULL,
+    sha256         TEXT    NOT NULL,
+    recorded_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (dev, ino, size, mtime_ns, ctime_ns)
+) STRICT;
+"#,
+    },
 ];
 
 /// The schema version this build creates and understands (the last migration's

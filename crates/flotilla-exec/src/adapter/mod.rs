@@ -289,8 +289,19 @@ pub(crate) fn run_owner_command(
     program: &std::path::Path,
     args: &[String],
 ) -> Result<String, ExecError> {
+    run_owner_command_with(component, program, args, &[])
+}
+
+/// [`run_owner_command`] with `env` added to the command's environment.
+pub(crate) fn run_owner_command_with(
+    component: &str,
+    program: &std::path::Path,
+    args: &[String],
+    env: &[(&str, std::ffi::OsString)],
+) -> Result<String, ExecError> {
     let out = std::process::Command::new(program)
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|source| ExecError::Spawn {

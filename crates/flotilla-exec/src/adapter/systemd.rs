@@ -22,9 +22,7 @@
 //! systemd.service(5) ("Command lines"); `append:` outputs need systemd ≥ 240,
 //! `Type=exec` ≥ 240.
 
-use super::{
-    file_len, run_owner_command, write_if_changed, Adapter, Launch, Launched, Seen, Stopped,
-};
+use super::{file_len, write_if_changed, Adapter, Launch, Launched, Seen, Stopped};
 use crate::error::ExecError;
 use crate::identity::{self, RuntimeIdentity};
 use flotilla_model::inventory::AdapterKind;
@@ -63,7 +61,14 @@ impl Systemd {
             all.push("--user".into());
         }
         all.extend(args.iter().map(|s| s.to_string()));
-        run_owner_command(&c.name, &self.systemctl, &all)
+        // `systemctl --user` finds the user manager through XDG_RUNTIME_DIR, which a
+        // non-login session (SSH without PAM, cron) may lack: give it the standard one.
+        let env: Vec<(&str, std::ffi::OsString)> = if is_user(c) {
+            vec![("XDG_RUNTIME_DIR", user_runtime_dir(c)?.into_os_string())]
+        } else {
+            Vec::new()
+        };
+        super::run_owner_command_with(&c.name, &self.systemctl, &all, &env)
     }
 
     /// `systemctl show` of `c`'s unit.
@@ -160,13 +165,26 @@ fn unit_dir(c: &Component) -> Result<PathBuf, ExecError> {
     if !is_user(c) {
         return Ok(PathBuf::from("/run/systemd/system"));
     }
-    match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
-        Some(d) => Ok(PathBuf::from(d).join("systemd").join("user")),
-        None => Err(ExecError::Adapter {
-            component: c.name.clone(),
-            message: "a --user unit needs XDG_RUNTIME_DIR (the user manager's runtime directory; log in, or `loginctl enable-linger`)".into(),
-        }),
+    Ok(user_runtime_dir(c)?.join("systemd").join("user"))
+}
+
+/// The user manager's runtime directory: `$XDG_RUNTIME_DIR`, else `/run/user/<uid>`
+/// when it exists (where logind and `loginctl enable-linger` put it).
+fn user_runtime_dir(c: &Component) -> Result<PathBuf, ExecError> {
+    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(d));
     }
+    let standard = PathBuf::from(format!("/run/user/{}", nix::unistd::getuid()));
+    if standard.is_dir() {
+        return Ok(standard);
+    }
+    Err(ExecError::Adapter {
+        component: c.name.clone(),
+        message: format!(
+            "a --user unit needs the user manager's runtime directory: XDG_RUNTIME_DIR is not set and {} does not exist (log in, or `loginctl enable-linger`)",
+            standard.display()
+        ),
+    })
 }
 
 /// One word of a command line in systemd's syntax: double-quoted, with `\` and `"`
