@@ -109,8 +109,7 @@ pub enum Command {
     Apply(cmd::apply::Args),
     /// What every component really is, measured now, with evidence.
     Status(cmd::status::Args),
-    /// Pre-flight: find missing programs and files, unreadable env_files, missing
-    /// secrets and busy ports on every host involved, before anything starts.
+    /// Pre-flight on every host involved: programs, files, env_files, secrets, ports
     Check(cmd::check::Args),
     /// Compact status: one line per component (state, health, pid, ports, uptime, restarts).
     Ps(cmd::ps::Args),
