@@ -11,6 +11,7 @@
 //!
 //! Read-only: nothing here writes the journal or signals anything.
 
+use crate::adapter::Seen;
 use crate::identity::{self, IdentityMatch, RuntimeIdentity, Staleness};
 use crate::probe::{self, ProbeContext, ProbeOutcome};
 use crate::process;
@@ -183,23 +184,67 @@ impl Observer<'_> {
             .collect();
         // Every recorded instance observed here (and, for a full observation, those of
         // components no longer in the inventory) measured once, off the async threads.
-        let to_measure: Vec<(String, u32)> = instances
-            .values()
-            .filter(|r| match self.topology.id(&r.component) {
-                Some(_) => selected.iter().any(|c| c.name == r.component),
-                None => names.is_empty(),
+        // Each component's owner asked and each recorded instance measured once, off
+        // the async threads, in a few lanes (not a thread per component).
+        type Ask = (
+            std::sync::Arc<dyn crate::adapter::Adapter>,
+            Component,
+            Option<InstanceRecord>,
+        );
+        let mut jobs: Vec<(String, Option<u32>, Option<Ask>)> = selected
+            .iter()
+            .map(|c| {
+                let rec = instances.get(&c.name);
+                let ask = (c.owner == Owner::Managed).then(|| {
+                    (
+                        std::sync::Arc::clone(self.adapters.for_component(c)),
+                        (*c).clone(),
+                        rec.cloned(),
+                    )
+                });
+                (c.name.clone(), rec.map(|r| r.pid), ask)
             })
-            .map(|r| (r.component.clone(), r.pid))
             .collect();
-        let measured: BTreeMap<String, Option<RuntimeIdentity>> =
-            tokio::task::spawn_blocking(move || {
-                to_measure
-                    .into_iter()
-                    .map(|(c, pid)| (c, identity::measure(pid).ok().flatten()))
-                    .collect()
-            })
-            .await
-            .unwrap_or_default();
+        if names.is_empty() {
+            jobs.extend(
+                instances
+                    .values()
+                    .filter(|r| self.topology.id(&r.component).is_none())
+                    .map(|r| (r.component.clone(), Some(r.pid), None)),
+            );
+        }
+        let lanes = std::thread::available_parallelism()
+            .map_or(4, |n| n.get() * 2)
+            .clamp(1, 16);
+        let per_lane = jobs.len().div_ceil(lanes).max(1);
+        let mut pending = Vec::new();
+        let mut jobs = jobs.into_iter();
+        loop {
+            let lane: Vec<_> = jobs.by_ref().take(per_lane).collect();
+            if lane.is_empty() {
+                break;
+            }
+            pending.push(tokio::task::spawn_blocking(move || {
+                lane.into_iter()
+                    .map(|(name, pid, ask)| {
+                        let now = pid.and_then(|p| identity::measure(p).ok().flatten());
+                        let seen = match ask {
+                            Some((adapter, c, rec)) => adapter.observe(&c, rec.as_ref()),
+                            None => Ok(None),
+                        };
+                        (name, now, seen)
+                    })
+                    .collect::<Vec<_>>()
+            }));
+        }
+        let mut measured: BTreeMap<String, Option<RuntimeIdentity>> = BTreeMap::new();
+        let mut seen_by: BTreeMap<String, Result<Option<Seen>, crate::ExecError>> = BTreeMap::new();
+        for lane in futures_util::future::join_all(pending).await {
+            for (name, now, seen) in lane.unwrap_or_default() {
+                measured.insert(name.clone(), now);
+                seen_by.insert(name, seen);
+            }
+        }
         let measured_same = |name: &str| {
             instances.get(name).is_some_and(|r| {
                 identity::matches(
@@ -244,7 +289,8 @@ impl Observer<'_> {
             let last = last_steps.get(&c.name).map(|l| LastOp::of(l, &live_ops));
             let now = measured.get(&c.name).cloned().flatten();
             let mark = marked.get(&c.name).cloned();
-            self.observe_one(c, (rec, now), want, mark, &listening, last)
+            let seen = seen_by.remove(&c.name).unwrap_or(Ok(None));
+            self.observe_one(c, (rec, now, seen), want, mark, &listening, last)
         });
         eprintln!("TIMING before join {:?}", t0.elapsed()); // TIMING
         let mut components = futures_util::future::join_all(futures).await;
@@ -297,7 +343,11 @@ impl Observer<'_> {
     async fn observe_one(
         &self,
         c: &Component,
-        (rec, measured_now): (Option<InstanceRecord>, Option<RuntimeIdentity>),
+        (rec, measured_now, seen): (
+            Option<InstanceRecord>,
+            Option<RuntimeIdentity>,
+            Result<Option<Seen>, crate::ExecError>,
+        ),
         desired: Option<DesiredLifecycle>,
         marked: Option<(u32, String)>,
         listening: &std::collections::HashMap<u16, Vec<process::Listener>>,
@@ -336,15 +386,6 @@ impl Observer<'_> {
             last_known: None,
         };
         let mut identity = None;
-        let seen = if c.owner == Owner::Managed {
-            let adapter = std::sync::Arc::clone(self.adapters.for_component(c));
-            let (c2, r) = (c.clone(), rec.clone());
-            tokio::task::spawn_blocking(move || adapter.observe(&c2, r.as_ref()))
-                .await
-                .unwrap_or(Ok(None))
-        } else {
-            Ok(None)
-        };
         if let Err(e) = &seen {
             s.lifecycle = Lifecycle::Unknown;
             s.condition = Condition::Error;

@@ -277,13 +277,13 @@ pub async fn serve(
         } else {
             StateDir::resolve(state_dir, project)
         };
-        r.map_err(|e| error("state", format!("state directory: {e}")))
+        r.map_err(|e| format!("state directory: {e}"))
     };
     match request.call {
         Call::Hello => {
             let state = match state_of(&None, false) {
                 Ok(s) => s,
-                Err(e) => return e,
+                Err(e) => return error("state", e),
             };
             let exe = std::env::current_exe().unwrap_or_default();
             let sha =
@@ -306,7 +306,7 @@ pub async fn serve(
             let here = snapshot.host.clone();
             let state = match state_of(&snapshot.project, false) {
                 Ok(s) => s,
-                Err(e) => return e,
+                Err(e) => return error("state", e),
             };
             let topology = match Topology::from_snapshot(snapshot) {
                 Ok(t) => t,
@@ -345,7 +345,7 @@ pub async fn serve(
             }
             let state = match state_of(&project, false) {
                 Ok(s) => s,
-                Err(e) => return e,
+                Err(e) => return error("state", e),
             };
             let path = state.log(&component);
             match crate::logs::tail_log(&path, lines) {
@@ -366,7 +366,7 @@ pub async fn serve(
             let here = snapshot.host.clone();
             let state = match state_of(&snapshot.project, false) {
                 Ok(s) => s,
-                Err(e) => return e,
+                Err(e) => return error("state", e),
             };
             let topology = match Topology::from_snapshot(snapshot) {
                 Ok(t) => t,
@@ -390,7 +390,7 @@ pub async fn serve(
             let digest = snapshot.topology_digest.clone();
             let state = match state_of(&snapshot.project, true) {
                 Ok(s) => s,
-                Err(e) => return e,
+                Err(e) => return error("state", e),
             };
             let topology = match Topology::from_snapshot(snapshot) {
                 Ok(t) => Arc::new(t),
