@@ -973,3 +973,47 @@ endpoints = { http = "http://0.0.0.0:4000/ui" }
     assert!(run.stderr.contains("flotilla.toml:9:37"), "{}", run.stderr);
     assert!(!run.stderr.contains("flotilla.toml:6:"), "{}", run.stderr);
 }
+
+/// A shell-style `$NAME` in a command or an env value reaches the program literally:
+/// a `suspicious` warning at the value, saying how to take it from the environment;
+/// none inside a script given to a shell with `-c`.
+#[test]
+fn a_bare_dollar_name_is_suspicious_unless_a_shell_expands_it() {
+    let text = "[components.llm]\ncommand = [\"llama-server\", \"--model\", \"$MODEL_DIR/m.gguf\"]\n\
+                env = { CACHE = \"$HOME/.cache\", OK = \"${env.HOME}\", PRICE = \"$$5\" }\n\
+                [components.script]\ncommand = [\"sh\", \"-c\", \"exec sleep $SECONDS_TO_SLEEP\"]\n";
+    let ws = Workspace::new();
+    ws.write("flotilla.toml", text);
+    let run = ws.run(&["validate", "--json"]);
+    assert_eq!(run.code, 0, "warnings only: {}", run.stdout);
+    let report = run.json();
+    let warnings: Vec<(String, u64, u64, String)> = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["severity"] == "warning")
+        .map(|d| {
+            (
+                d["code"].as_str().unwrap().to_string(),
+                d["location"]["start"]["line"].as_u64().unwrap(),
+                d["location"]["start"]["column"].as_u64().unwrap(),
+                format!("{} {}", d["message"], d["help"]),
+            )
+        })
+        .collect();
+    assert_eq!(warnings.len(), 2, "{warnings:#?}");
+    let (l, c) = position_of(text, "\"$MODEL_DIR/m.gguf\"");
+    assert_eq!(
+        (warnings[0].0.as_str(), warnings[0].1, warnings[0].2),
+        ("suspicious", l, c)
+    );
+    assert!(
+        warnings[0]
+            .3
+            .contains("`$MODEL_DIR` reaches the program literally"),
+        "{warnings:#?}"
+    );
+    assert!(warnings[0].3.contains("${env.MODEL_DIR}"), "{warnings:#?}");
+    let (l, c) = position_of(text, "\"$HOME/.cache\"");
+    assert_eq!((warnings[1].1, warnings[1].2), (l, c), "{warnings:#?}");
+}

@@ -147,8 +147,7 @@ impl Observer<'_> {
         names: &[String],
     ) -> Result<StatusReport, flotilla_store::StoreError> {
         let observed_at_ms = crate::executor::now_ms();
-        let t0 = std::time::Instant::now(); // TIMING
-                                            // Executables hashed by earlier invocations need not be hashed again.
+        // Executables hashed by earlier invocations need not be hashed again.
         identity::seed_digests_from(self.store);
         let desired = self.store.desired()?;
         let instances: BTreeMap<String, InstanceRecord> = self
@@ -256,7 +255,6 @@ impl Observer<'_> {
         // Instance markers are read from every process's environment: only worth it
         // when a managed component here has no recorded instance, or its recorded
         // process is not the one running (the only cases that consult them).
-        eprintln!("TIMING measured {:?}", t0.elapsed()); // TIMING
         let need_marks = selected
             .iter()
             .any(|c| c.owner == Owner::Managed && !measured_same(&c.name));
@@ -292,9 +290,7 @@ impl Observer<'_> {
             let seen = seen_by.remove(&c.name).unwrap_or(Ok(None));
             self.observe_one(c, (rec, now, seen), want, mark, &listening, last)
         });
-        eprintln!("TIMING before join {:?}", t0.elapsed()); // TIMING
         let mut components = futures_util::future::join_all(futures).await;
-        eprintln!("TIMING joined {:?}", t0.elapsed()); // TIMING
         mark_dependency_down(self.topology, &mut components);
         // Instances the journal holds for components no longer in the inventory.
         if names.is_empty() {

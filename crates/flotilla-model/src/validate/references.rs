@@ -757,6 +757,29 @@ impl Validator {
             }
         };
         let command: Vec<String> = d.command.iter().map(|a| sub(a, "command", self)).collect();
+        // A shell-style `$NAME` reaches the program literally: no shell runs (except
+        // in a script given to a shell with `-c`).
+        let shell = d.command.first().is_some_and(|p| {
+            let name = p.value.rsplit('/').next().unwrap_or_default();
+            matches!(
+                name,
+                "sh" | "bash" | "dash" | "zsh" | "ksh" | "fish" | "env"
+            )
+        });
+        for (i, a) in d.command.iter().enumerate() {
+            if !(shell && i > 0) {
+                self.bare_dollar(&d.name, &format!("command[{i}]"), a);
+            }
+        }
+        for (k, v) in &d.env {
+            if let EnvValue::Literal(text) = &v.value {
+                let at = Located {
+                    value: text.clone(),
+                    loc: v.loc,
+                };
+                self.bare_dollar(&d.name, &format!("env `{k}`"), &at);
+            }
+        }
         let mut env = BTreeMap::new();
         for (k, v) in &d.env {
             let value = match &v.value {
@@ -810,6 +833,37 @@ impl Validator {
             env_file: d.spec.env_file,
         };
         Some(c)
+    }
+}
+
+impl Validator {
+    /// Warns (`suspicious`) when `s` holds a shell-style `$NAME` or `$1`: no shell
+    /// expands it, so the program receives those characters.
+    fn bare_dollar(&mut self, component: &str, what: &str, s: &Located<String>) {
+        let bytes = s.value.as_bytes();
+        let found = bytes.windows(2).enumerate().find(|(i, w)| {
+            w[0] == b'$'
+                && (w[1].is_ascii_alphabetic() || w[1] == b'_' || w[1].is_ascii_digit())
+                && (*i == 0 || bytes[i - 1] != b'$')
+        });
+        if let Some((i, _)) = found {
+            let name: String = s.value[i + 1..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            self.push(
+                Diagnostic::warning(
+                    Code::Suspicious,
+                    format!(
+                        "component `{component}`, {what}: `${name}` reaches the program literally (no shell expands it)"
+                    ),
+                    s.loc,
+                )
+                .with_help(format!(
+                    "to take it from the environment flotilla runs in, write `${{env.{name}}}`; to have a shell expand it, run the command under `sh -c`"
+                )),
+            );
+        }
     }
 }
 
