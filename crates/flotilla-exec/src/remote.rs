@@ -303,20 +303,11 @@ pub async fn serve(
             names,
             budget_ms,
         } => {
-            let here = snapshot.host.clone();
-            let state = match state_of(&snapshot.project, false) {
-                Ok(s) => s,
-                Err(e) => return error("state", e),
-            };
-            let topology = match Topology::from_snapshot(snapshot) {
-                Ok(t) => t,
-                Err(e) => return error("snapshot", e.to_string()),
+            let (here, state, topology, secrets) = match host_side(state_dir, snapshot) {
+                Ok(x) => x,
+                Err(e) => return *e,
             };
             let store = match crate::operate::open_store(&state) {
-                Ok(s) => s,
-                Err(e) => return error("state", crate::error::chain(&e)),
-            };
-            let secrets = match crate::operate::secrets(&state) {
                 Ok(s) => s,
                 Err(e) => return error("state", crate::error::chain(&e)),
             };
@@ -363,18 +354,9 @@ pub async fn serve(
             }
         }
         Call::Check { snapshot, names } => {
-            let here = snapshot.host.clone();
-            let state = match state_of(&snapshot.project, false) {
-                Ok(s) => s,
-                Err(e) => return error("state", e),
-            };
-            let topology = match Topology::from_snapshot(snapshot) {
-                Ok(t) => t,
-                Err(e) => return error("snapshot", e.to_string()),
-            };
-            let secrets = match crate::operate::secrets(&state) {
-                Ok(s) => s,
-                Err(e) => return error("state", crate::error::chain(&e)),
+            let (here, state, topology, secrets) = match host_side(state_dir, snapshot) {
+                Ok(x) => x,
+                Err(e) => return *e,
             };
             let findings =
                 crate::preflight::check(&topology, &here, &names, &home_dir(), &state, &secrets);
@@ -529,6 +511,24 @@ async fn run_step(
         .finish_operation(op_id, report.outcome, now_ms(), error.as_deref())
         .map_err(|e| crate::error::chain(&e))?;
     Ok(report)
+}
+
+/// What a read-only call about `snapshot` needs on this host: its name, its project's
+/// state directory (read where it is), the topology rebuilt from the snapshot, and
+/// the secrets; or the error answer.
+fn host_side(
+    state_dir: Option<&Path>,
+    snapshot: Snapshot,
+) -> Result<(String, StateDir, Topology, crate::secrets::SecretResolver), Box<Response>> {
+    let here = snapshot.host.clone();
+    let project = snapshot.project.as_deref().unwrap_or(DEFAULT_PROJECT);
+    let state = StateDir::resolve(state_dir, project)
+        .map_err(|e| Box::new(error("state", format!("state directory: {e}"))))?;
+    let topology = Topology::from_snapshot(snapshot)
+        .map_err(|e| Box::new(error("snapshot", e.to_string())))?;
+    let secrets = crate::operate::secrets(&state)
+        .map_err(|e| Box::new(error("state", crate::error::chain(&e))))?;
+    Ok((here, state, topology, secrets))
 }
 
 /// This host's home directory: where relative paths of its components start.

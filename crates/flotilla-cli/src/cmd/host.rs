@@ -151,15 +151,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             if *json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                let mut table = vec![vec!["CHECK".to_string(), "OK".into(), "SAW".into()]];
-                for f in &report.findings {
-                    table.push(vec![
-                        f.check.clone(),
-                        if f.ok { "yes".into() } else { "NO".into() },
-                        f.saw.clone(),
-                    ]);
-                }
-                print!("{}", render::table(&table));
+                super::check::print(std::slice::from_ref(&report), false)?;
             }
             Ok(if report.ok() { EXIT_OK } else { EXIT_REFUSED })
         }

@@ -768,7 +768,7 @@ impl Validator {
         });
         for (i, a) in d.command.iter().enumerate() {
             if !(shell && i > 0) {
-                self.bare_dollar(&d.name, &format!("command[{i}]"), a);
+                self.bare_dollar(d.name, &format!("command[{i}]"), a);
             }
         }
         for (k, v) in &d.env {
@@ -777,7 +777,7 @@ impl Validator {
                     value: text.clone(),
                     loc: v.loc,
                 };
-                self.bare_dollar(&d.name, &format!("env `{k}`"), &at);
+                self.bare_dollar(d.name, &format!("env `{k}`"), &at);
             }
         }
         let mut env = BTreeMap::new();
