@@ -231,3 +231,60 @@ fn a_component_being_started_is_starting_not_unhealthy() {
     assert_eq!(c["health"], "healthy", "{c}");
     assert_eq!(ws.run(&["stop", "slow"]).code, 0);
 }
+
+/// A small HTTP server in Python, as a script file the interpreter runs.
+const SERVER_PY: &str = r#"import http.server, sys
+VERSION = 1
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"#;
+
+#[test]
+fn editing_an_interpreted_program_is_stale_runtime_until_restart() {
+    if Command::new("python3").arg("-V").output().is_err() {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let ws = Workspace::new();
+    let port = free_port();
+    ws.write("app/server.py", SERVER_PY);
+    ws.write(
+        "flotilla.toml",
+        &format!(
+            "[components.web]\ncommand = [\"python3\", \"-u\", \"server.py\", \"{port}\"]\ncwd = \"app\"\n\
+             endpoints = {{ http = \"http://127.0.0.1:{port}\" }}\n\
+             readiness = {{ http = {{ endpoint = \"http\", path = \"/\" }}, period = \"100ms\" }}\n"
+        ),
+    );
+    let up = ws.run(&["start", "web", "--timeout", "20s"]);
+    assert_eq!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
+    let status = ws.run(&["status", "--json"]);
+    assert_eq!(status.code, 0, "{}", status.stdout);
+    assert_eq!(of(&status.json(), "web")["condition"], "ok");
+
+    // Edit the script on disk: what runs is no longer what is there.
+    ws.write(
+        "app/server.py",
+        &SERVER_PY.replace("VERSION = 1", "VERSION = 2"),
+    );
+    let run = ws.run(&["status", "--json"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let web = of(&run.json(), "web").clone();
+    assert_eq!(web["condition"], "stale-runtime", "{web}");
+    let saw = evidence(&web);
+    assert!(
+        saw.contains("script") && saw.contains("server.py") && saw.contains("restart"),
+        "the evidence names the file:\n{saw}"
+    );
+
+    let restart = ws.run(&["restart", "web", "--timeout", "20s"]);
+    assert_eq!(restart.code, 0, "{}\n{}", restart.stdout, restart.stderr);
+    let run = ws.run(&["status", "--json"]);
+    assert_eq!(run.code, 0, "restart clears it:\n{}", run.stdout);
+    assert_eq!(of(&run.json(), "web")["condition"], "ok");
+    assert_eq!(ws.run(&["stop", "web"]).code, 0);
+}

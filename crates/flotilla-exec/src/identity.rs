@@ -9,6 +9,9 @@
 //!
 //! - [`measure`] reads an identity from the OS (`/proc` on Linux).
 //! - [`matches()`] compares a recorded identity with a fresh measurement.
+//! - [`program_files`] / [`program_file_change`]: for an interpreter (`python3`,
+//!   `node`, `bash`…), the script or module it runs, digested at start, and whether
+//!   it changed on disk since.
 //! - [`staleness`] / [`exe_on_disk_sha256`] detect a "stale runtime": the executable
 //!   on disk was replaced after the process started.
 //!
@@ -22,7 +25,7 @@
 
 use crate::{sys, ExecError};
 pub use flotilla_model::status::strip_deleted;
-pub use flotilla_model::status::{RuntimeIdentity, DELETED_SUFFIX};
+pub use flotilla_model::status::{ProgramFile, RuntimeIdentity, DELETED_SUFFIX};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use std::collections::HashMap;
@@ -71,7 +74,207 @@ pub fn instance_record(
         started_at_ms,
         log_path,
         config_json: Some(component.runtime_config()),
+        program_files: program_files(id.pid),
     }
+}
+
+/// Whether an executable (by its file name) is an interpreter that runs a program
+/// from a file named in its arguments.
+pub fn is_interpreter(exe: &Path) -> bool {
+    let Some(name) = strip_deleted(exe).file_name().and_then(OsStr::to_str) else {
+        return false;
+    };
+    let versioned = |prefix: &str| {
+        name.strip_prefix(prefix)
+            .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+    };
+    versioned("python")
+        || versioned("pypy")
+        || versioned("ruby")
+        || versioned("perl")
+        || versioned("php")
+        || versioned("lua")
+        || versioned("node")
+        || matches!(
+            name,
+            "nodejs"
+                | "bash"
+                | "sh"
+                | "dash"
+                | "zsh"
+                | "ksh"
+                | "mksh"
+                | "fish"
+                | "Rscript"
+                | "tclsh"
+                | "deno"
+                | "bun"
+        )
+}
+
+/// Options of common interpreters that take the next argument as their value (so
+/// it is not the program).
+const OPTIONS_WITH_VALUE: &[&str] = &[
+    "-W",
+    "-X",
+    "-r",
+    "--require",
+    "--import",
+    "--loader",
+    "--experimental-loader",
+    "-o",
+];
+
+/// The files that are part of what `pid` runs besides its executable, when that is
+/// an interpreter: the script it was started on (the first non-option argument that
+/// is an existing file, relative to its working directory), or for `python -m
+/// <module>` the module's file under its working directory when there is one
+/// (`<module path>.py` or `<module path>/__main__.py`; else recorded without a
+/// digest). Each with its digest now. Empty for anything else, or when `/proc`
+/// cannot be read.
+pub fn program_files(pid: u32) -> Vec<ProgramFile> {
+    let Ok(Some(exe)) = sys::read_exe_link(pid) else {
+        return Vec::new();
+    };
+    program_paths(pid, &exe)
+        .into_iter()
+        .map(|(path, role)| {
+            let sha256 = path
+                .is_absolute()
+                .then(|| file_sha256(&path).ok())
+                .flatten();
+            ProgramFile { path, role, sha256 }
+        })
+        .collect()
+}
+
+/// The files [`program_files`] digests, without reading them: `(path, role)`, for a
+/// process `pid` whose executable is `exe` (nothing unless it is an interpreter).
+pub fn program_paths(pid: u32, exe: &Path) -> Vec<(PathBuf, String)> {
+    if !is_interpreter(exe) {
+        return Vec::new();
+    }
+    let shell = strip_deleted(exe)
+        .file_name()
+        .and_then(OsStr::to_str)
+        .is_some_and(|n| n.ends_with("sh"));
+    let (Ok(Some(raw)), Ok(Some(cwd))) = (sys::read_cmdline(pid), sys::read_cwd_link(pid)) else {
+        return Vec::new();
+    };
+    let args: Vec<&[u8]> = raw
+        .strip_suffix(&[0])
+        .unwrap_or(&raw)
+        .split(|b| *b == 0)
+        .skip(1)
+        .collect();
+    let mut i = 0;
+    while i < args.len() {
+        let a = OsStr::from_bytes(args[i]);
+        let text = a.to_string_lossy();
+        // `-c CODE` (`-e CODE` but for shells, where `-e` is errexit): a program
+        // given inline, no file.
+        if matches!(text.as_ref(), "-c" | "--eval" | "-p" | "--print") || (text == "-e" && !shell) {
+            return Vec::new();
+        }
+        if text == "--" {
+            i += 1;
+            continue;
+        }
+        let module = if text == "-m" {
+            args.get(i + 1)
+                .map(|m| String::from_utf8_lossy(m).into_owned())
+        } else if text.starts_with("-m") && text.len() > 2 && !text.starts_with("--") {
+            Some(text[2..].to_string())
+        } else {
+            None
+        };
+        if let Some(m) = module {
+            let rel: PathBuf = m.split('.').collect();
+            let candidates = [
+                cwd.join(&rel).with_extension("py"),
+                cwd.join(&rel).join("__main__.py"),
+            ];
+            let role = format!("module {m}");
+            return match candidates.into_iter().find(|p| p.is_file()) {
+                Some(p) => vec![(p, role)],
+                None => vec![(rel, role)],
+            };
+        }
+        if text.starts_with('-') {
+            if OPTIONS_WITH_VALUE.contains(&text.as_ref()) {
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        let p = cwd.join(Path::new(a));
+        if p.is_file() {
+            return vec![(p, "script".into())];
+        }
+        i += 1;
+    }
+    Vec::new()
+}
+
+/// Whether the program file `path` (`role`: `script`, `module …`) of a process that
+/// started at `start_time_ticks` changed since: against `recorded`, its digest when
+/// the process started, when the journal has one for this path; else by its
+/// modification time (later than the process's start). `None` when unchanged (or a
+/// module outside the working directory, which cannot be located); else what to say.
+pub fn program_file_change(
+    path: &Path,
+    role: &str,
+    recorded: Option<&str>,
+    start_time_ticks: u64,
+) -> Option<String> {
+    if !path.is_absolute() {
+        return None;
+    }
+    if let Some(then) = recorded {
+        let now = exe_on_disk_sha256(path).ok().flatten();
+        return (now.as_deref() != Some(then)).then(|| {
+            format!(
+                "the {role} `{}` on disk ({}) is not the one it started with ({})",
+                path.display(),
+                now.as_deref().map(short).unwrap_or("gone"),
+                short(then)
+            )
+        });
+    }
+    let started =
+        boot_time()? + std::time::Duration::from_millis(start_time_ticks * 1000 / USER_HZ);
+    let Ok(md) = std::fs::metadata(path) else {
+        return Some(format!(
+            "the {role} `{}` it started with is gone",
+            path.display()
+        ));
+    };
+    let modified = md.modified().ok()?;
+    // Start times have a resolution of one clock tick (10 ms), the boot time too.
+    (modified > started + std::time::Duration::from_millis(50)).then(|| {
+        format!(
+            "the {role} `{}` was modified at {} (UTC), after the process started at {}",
+            path.display(),
+            humantime::format_rfc3339_millis(modified),
+            humantime::format_rfc3339_millis(started)
+        )
+    })
+}
+
+fn short(d: &str) -> &str {
+    d.get(..19).unwrap_or(d)
+}
+
+/// When the machine booted, to the clock tick: now minus `/proc/uptime` (whose
+/// centiseconds beat `btime`'s whole seconds), read once per process.
+fn boot_time() -> Option<std::time::SystemTime> {
+    static BOOT: OnceLock<Option<std::time::SystemTime>> = OnceLock::new();
+    *BOOT.get_or_init(|| {
+        let now = std::time::SystemTime::now();
+        let t = std::fs::read_to_string("/proc/uptime").ok()?;
+        let up: f64 = t.split_ascii_whitespace().next()?.parse().ok()?;
+        now.checked_sub(std::time::Duration::from_secs_f64(up))
+    })
 }
 
 /// `sha256:<hex>` of `args` joined with NUL bytes (no trailing NUL): the same value
@@ -441,6 +644,28 @@ mod tests {
             IdentityMatch::Reused { .. }
         ));
         assert_eq!(matches(&other, None), IdentityMatch::Gone);
+    }
+
+    #[test]
+    fn interpreters_by_name() {
+        for yes in [
+            "/usr/bin/python3",
+            "/root/.pyenv/versions/3.11.7/bin/python3.11",
+            "/usr/bin/node",
+            "/bin/bash",
+            "/bin/sh",
+            "/usr/bin/perl5.36",
+            "/usr/bin/ruby (deleted)",
+        ] {
+            assert!(is_interpreter(Path::new(yes)), "{yes}");
+        }
+        for no in [
+            "/usr/bin/llama-server",
+            "/usr/bin/python3-config",
+            "/bin/nodeagent",
+        ] {
+            assert!(!is_interpreter(Path::new(no)), "{no}");
+        }
     }
 
     #[cfg(target_os = "linux")]

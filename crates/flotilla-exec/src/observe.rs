@@ -8,6 +8,19 @@
 //! (`drift`). A component that should run but whose process is gone is
 //! `down-unexpectedly`, never `stopped`. A port held by a process Flotilla did not
 //! start is reported (`attention`), never adopted. External components are probed only.
+//! An interpreter's script or module edited since it started is `stale-runtime` too.
+//!
+//! The journal's last step on each component (one query) adds what operations did:
+//! while an operation in progress is starting (stopping) it, it is `starting`
+//! (`stopping`), and a readiness probe that has not passed yet leaves health
+//! `unknown`, not `unhealthy`; when the last operation on it failed or was
+//! interrupted, its condition is `attention` with that evidence until an operation
+//! on it succeeds.
+//!
+//! Cost: one `/proc` measurement per recorded instance (in a few blocking lanes),
+//! instance markers read from every process's environment only when some component
+//! has no matching recorded instance, executables' digests seeded from the state
+//! database.
 //!
 //! Read-only: nothing here writes the journal or signals anything.
 
@@ -181,10 +194,9 @@ impl Observer<'_> {
             .filter(|c| names.is_empty() || names.contains(&c.name))
             .filter(|c| self.is_here(c))
             .collect();
-        // Every recorded instance observed here (and, for a full observation, those of
-        // components no longer in the inventory) measured once, off the async threads.
-        // Each component's owner asked and each recorded instance measured once, off
-        // the async threads, in a few lanes (not a thread per component).
+        // Each component's owner asked and each recorded instance (for a full
+        // observation, also those of components no longer in the inventory) measured
+        // once, off the async threads, in a few lanes (not a thread per component).
         type Ask = (
             std::sync::Arc<dyn crate::adapter::Adapter>,
             Component,
@@ -949,6 +961,24 @@ fn running_instance(
             None
         }
     };
+    // An interpreter runs a program from a file: that file is part of what runs.
+    // (Only interpreters have any: nothing is read for other executables.)
+    for (path, role) in identity::program_paths(m.pid, &m.exe) {
+        let recorded = r
+            .program_files
+            .iter()
+            .find(|f| f.path == path)
+            .and_then(|f| f.sha256.as_deref());
+        if let Some(saw) = identity::program_file_change(&path, &role, recorded, m.start_time_ticks)
+        {
+            s.condition = Condition::StaleRuntime;
+            push(
+                Signal::Condition,
+                path.display().to_string(),
+                format!("{saw}: `restart` runs the new one"),
+            );
+        }
+    }
     s.runtime_identity = Some(RuntimeStatus {
         measured: m.clone(),
         on_disk_sha256: on_disk,

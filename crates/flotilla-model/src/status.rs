@@ -6,7 +6,8 @@
 //!
 //! - Signals: [`Lifecycle`], [`DesiredLifecycle`], [`Health`], [`Condition`],
 //!   [`Observability`], [`Ownership`], config identity ([`ConfigIdentity`]) and runtime
-//!   identity ([`RuntimeIdentity`] measured, [`RuntimeStatus`] with what is on disk).
+//!   identity ([`RuntimeIdentity`] measured, [`RuntimeStatus`] with what is on disk,
+//!   [`ProgramFile`] for an interpreter's script).
 //! - [`ComponentStatus`]: all signals of one component, with evidence; [`StackStatus`]:
 //!   a stack's route health; [`StatusReport`]: a whole observation.
 //! - [`Observed`] / [`ObservedComponent`]: the planner's view.
@@ -280,6 +281,20 @@ impl RuntimeIdentity {
             .as_bytes()
             .ends_with(DELETED_SUFFIX.as_bytes())
     }
+}
+
+/// A file that is part of what a process runs besides its executable: the script or
+/// module an interpreter (`python3`, `node`, `bash`…) was started on. Its digest is
+/// taken when the process starts, so a later edit on disk shows as `stale-runtime`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProgramFile {
+    /// Absolute path (resolved against the process's working directory).
+    pub path: PathBuf,
+    /// Why it belongs to the identity: `script` (the interpreter's program argument)
+    /// or `module <name>` (`python -m <name>`).
+    pub role: String,
+    /// `sha256:<64 hex>` of the file when the process started (`None`: unreadable).
+    pub sha256: Option<String>,
 }
 
 /// `p` without a trailing [`DELETED_SUFFIX`].

@@ -14,7 +14,7 @@ use rusqlite::{params, OptionalExtension, Row};
 use std::collections::BTreeMap;
 
 const INSTANCE_COLUMNS: &str = "component, host, pid, pgid, start_time_ticks, exe, exe_sha256, \
-     argv_digest, config_digest, operation, started_at_ms, log_path, config_json";
+     argv_digest, config_digest, operation, started_at_ms, log_path, config_json, program_files";
 
 fn instance_from_row(row: &Row<'_>) -> rusqlite::Result<InstanceRecord> {
     let ticks: i64 = row.get("start_time_ticks")?;
@@ -34,6 +34,12 @@ fn instance_from_row(row: &Row<'_>) -> rusqlite::Result<InstanceRecord> {
         started_at_ms: row.get("started_at_ms")?,
         log_path: row.get("log_path")?,
         config_json: row.get("config_json")?,
+        program_files: match row.get::<_, Option<String>>("program_files")? {
+            None => Vec::new(),
+            Some(text) => serde_json::from_str(&text).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(13, Type::Text, Box::new(e))
+            })?,
+        },
     })
 }
 
@@ -69,6 +75,9 @@ impl Store {
             field: "start_time_ticks",
             value: rec.start_time_ticks,
         })?;
+        let program_files = (!rec.program_files.is_empty())
+            .then(|| crate::journal::to_json(&rec.program_files, "program files"))
+            .transpose()?;
         self.write("record an instance", |tx| {
             let known: bool = tx.query_row(
                 "SELECT EXISTS (SELECT 1 FROM operations WHERE id = ?1)",
@@ -81,14 +90,15 @@ impl Store {
             tx.execute(
                 &format!(
                     "INSERT INTO instances ({INSTANCE_COLUMNS}) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) \
                      ON CONFLICT (component) DO UPDATE SET \
                      host = excluded.host, pid = excluded.pid, pgid = excluded.pgid, \
                      start_time_ticks = excluded.start_time_ticks, exe = excluded.exe, \
                      exe_sha256 = excluded.exe_sha256, argv_digest = excluded.argv_digest, \
                      config_digest = excluded.config_digest, operation = excluded.operation, \
                      started_at_ms = excluded.started_at_ms, log_path = excluded.log_path, \
-                     config_json = excluded.config_json"
+                     config_json = excluded.config_json, \
+                     program_files = excluded.program_files"
                 ),
                 params![
                     rec.component,
@@ -104,6 +114,7 @@ impl Store {
                     rec.started_at_ms,
                     rec.log_path,
                     rec.config_json,
+                    program_files,
                 ],
             )?;
             Ok(())

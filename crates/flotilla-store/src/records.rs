@@ -341,6 +341,10 @@ pub struct InstanceRecord {
     /// (`Component::runtime_config`); `None` for instances recorded before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_json: Option<String>,
+    /// When the executable is an interpreter: the script or module it was started
+    /// on, with its digest at start (empty otherwise, and for older records).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub program_files: Vec<flotilla_model::status::ProgramFile>,
 }
 
 /// An instance record that was removed, kept as history.

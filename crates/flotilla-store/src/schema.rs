@@ -179,6 +179,16 @@ CREATE TABLE file_digests (
 ) STRICT;
 "#,
     },
+    Migration {
+        version: 6,
+        description: "the script or module an interpreter ran, with its digest at start",
+        sql: r#"
+-- JSON array of {path, role, sha256} (NULL or '[]' when the executable is not an
+-- interpreter, and for instances recorded before this version).
+ALTER TABLE instances ADD COLUMN program_files TEXT;
+ALTER TABLE removed_instances ADD COLUMN program_files TEXT;
+"#,
+    },
 ];
 
 /// The schema version this build creates and understands (the last migration's

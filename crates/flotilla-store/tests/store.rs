@@ -57,6 +57,7 @@ fn instance(component: &str, operation: OperationId, pid: u32) -> InstanceRecord
         started_at_ms: T0 + 5,
         log_path: format!("/state/logs/{component}.log"),
         config_json: None,
+        program_files: Vec::new(),
     }
 }
 

@@ -51,6 +51,16 @@ pub(crate) fn read_exe_link(pid: u32) -> Result<Option<PathBuf>, ExecError> {
     }
 }
 
+/// `readlink /proc/<pid>/cwd`: the process's working directory; `Ok(None)` when gone.
+pub(crate) fn read_cwd_link(pid: u32) -> Result<Option<PathBuf>, ExecError> {
+    let path = proc_path(pid, "cwd");
+    match std::fs::read_link(&path) {
+        Ok(p) => Ok(Some(p)),
+        Err(e) if is_gone(&e) => Ok(None),
+        Err(e) => Err(proc_err(pid, path, e)),
+    }
+}
+
 /// Opens the executable image the process is running (`/proc/<pid>/exe`: the inode
 /// actually mapped, even if the file on disk was replaced or deleted).
 pub(crate) fn open_exe_image(pid: u32) -> Result<Option<std::fs::File>, ExecError> {

@@ -27,6 +27,10 @@ pub(crate) fn read_exe_link(_pid: u32) -> Result<Option<PathBuf>, ExecError> {
     Err(unsupported("reading a process's executable path"))
 }
 
+pub(crate) fn read_cwd_link(_pid: u32) -> Result<Option<PathBuf>, ExecError> {
+    Err(unsupported("reading a process's working directory"))
+}
+
 pub(crate) fn open_exe_image(_pid: u32) -> Result<Option<std::fs::File>, ExecError> {
     Err(unsupported("hashing a process's running executable"))
 }
