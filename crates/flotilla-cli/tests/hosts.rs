@@ -1459,6 +1459,19 @@ fn on(host: &TestHost, cmd: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// A copy of the stand-in service under `fx`'s state directory on `host` (the
+/// systemd test host has a private `/tmp`: a checkout under `/tmp` is not visible
+/// there, its home is).
+fn testkit_on(fx: &Fixture, host: &TestHost) -> String {
+    let dir = fx.remote_state(host).join("bin");
+    std::fs::create_dir_all(&dir).expect("mkdir bin");
+    let bin = dir.join("flotilla-testkit");
+    if !bin.exists() {
+        std::fs::copy(flotilla_testkit::binary(), &bin).expect("copy the stand-in service");
+    }
+    bin.display().to_string()
+}
+
 /// `MainPID` of `unit` on `host`, as systemd reports it.
 fn main_pid(host: &TestHost, unit: &str) -> u32 {
     on(host, &format!("systemctl show -p MainPID --value {unit}"))
@@ -1628,7 +1641,7 @@ fn an_existing_units_own_restart_is_reported_with_n_restarts() {
         &format!(
             "printf '%s\\n' '[Service]' 'ExecStart={} --listen 127.0.0.1:{port} --exec-name {}' \
              'Restart=always' 'RestartSec=100ms' > {unit_file} && systemctl daemon-reload",
-            testkit(),
+            testkit_on(&fx, h),
             fx.marker
         ),
     );
@@ -1747,7 +1760,7 @@ fn a_user_unit_is_started_and_stopped_through_the_user_manager() {
              readiness = {{ http = {{ endpoint = \"http\", path = \"/\" }}, period = \"100ms\" }}\n",
             fx.host_toml(h),
             q(&h.name),
-            q(testkit()),
+            q(testkit_on(&fx, h)),
             q(format!("127.0.0.1:{port}")),
             q(&fx.marker),
             q(format!("http://127.0.0.1:{port}")),

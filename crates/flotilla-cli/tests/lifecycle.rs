@@ -971,3 +971,52 @@ fn a_running_components_log_is_rotated_by_the_next_operation() {
     );
     assert_eq!(f.status_of("chatty")["lifecycle"], "running");
 }
+
+/// A child that left the component's process group (`setsid`) still carries the
+/// component's instance marker: stop stops it too, and says so.
+#[test]
+fn stop_also_stops_a_child_that_left_the_process_group() {
+    let ws = Workspace::new();
+    let esc = ws.path().join("escaped.pid");
+    ws.write(
+        "flotilla.toml",
+        &format!(
+            "[components.esc]\ncommand = [\"sh\", \"-c\", \"setsid sh -c 'echo $$ > {}; exec sleep 312' & exec sleep 313\"]\n\
+             stop = {{ grace_period = \"2s\" }}\n",
+            esc.display()
+        ),
+    );
+    let run = ws.run(&["start", "esc"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(wait_until(DEADLINE, || esc.exists()));
+    let escaped: i32 = std::fs::read_to_string(&esc)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    struct Kill(i32);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.0),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+    let _guard = Kill(escaped);
+    assert!(alive(escaped));
+    let stop = ws.run(&["stop", "esc"]);
+    assert_eq!(stop.code, 0, "{}\n{}", stop.stdout, stop.stderr);
+    assert!(
+        wait_until(DEADLINE, || !alive(escaped)),
+        "the escaped child survived stop:\n{}{}",
+        stop.stdout,
+        stop.stderr
+    );
+    assert!(
+        format!("{}{}", stop.stdout, stop.stderr).contains("left its process group"),
+        "{}{}",
+        stop.stdout,
+        stop.stderr
+    );
+}

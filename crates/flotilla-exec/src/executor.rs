@@ -836,6 +836,22 @@ impl Executor {
                 RemovalReason::Vanished,
             ),
         };
+        // Processes that left the component's process group (`setsid`) still carry its
+        // instance marker for this state directory: they are its own, and stop too.
+        let (name, root) = (c.name.clone(), self.state.root().to_path_buf());
+        let (signal, grace) = crate::adapter::stop_settings(c);
+        let escaped =
+            tokio::task::spawn_blocking(move || stop_marked(&root, &name, &signal, grace))
+                .await
+                .unwrap_or_default();
+        let mut done = done;
+        if !escaped.is_empty() {
+            done.summary = format!(
+                "{}; also stopped pid {} that had left its process group (recognised by its instance marker)",
+                done.summary,
+                escaped.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+            );
+        }
         if rec.is_some() {
             let text = format!("{} ({})", done.summary, self.operation);
             crate::logs::append_marker(&self.log_path(c), &text);
@@ -891,6 +907,24 @@ impl Executor {
             )),
         }
     }
+}
+
+/// Stops every live process-group leader carrying `component`'s instance marker for
+/// the state directory `root` (identity measured first, then its group signalled as a
+/// stop does); the pids stopped.
+fn stop_marked(root: &std::path::Path, component: &str, signal: &str, grace: Duration) -> Vec<u32> {
+    let mut out = Vec::new();
+    for (pid, _, comp) in process::marked_processes(root).unwrap_or_default() {
+        if comp != component {
+            continue;
+        }
+        if let Ok(Some(id)) = identity::measure(pid) {
+            if process::stop(&id, signal, grace).is_ok() {
+                out.push(pid);
+            }
+        }
+    }
+    out
 }
 
 /// The main process of `c` running now, measured: what its adapter sees, or (for

@@ -94,6 +94,38 @@ pub async fn stack_routes(
             });
             continue;
         }
+        // A member whose own route is already known broken (unhealthy, or a dependency
+        // down, unhealthy or unseen: `attention`) makes the stack's route unhealthy
+        // without sending requests that can only wait for their timeouts.
+        let broken: Vec<String> = members
+            .iter()
+            .filter(|c| {
+                c.health == Health::Unhealthy
+                    || c.condition == Condition::Attention
+                    || c.observability != Observability::Observed
+            })
+            .map(|c| {
+                let why = c
+                    .evidence
+                    .iter()
+                    .rev()
+                    .find(|e| e.signal == Signal::Condition || e.signal == Signal::Health)
+                    .map(|e| format!(": {}", e.saw))
+                    .unwrap_or_default();
+                format!("{}{why}", c.name)
+            })
+            .collect();
+        if !broken.is_empty() {
+            out.push(StackStatus {
+                name: stack.name.clone(),
+                health: Health::Unhealthy,
+                evidence: vec![ev(
+                    "status".into(),
+                    format!("not probed: the route is broken at {}", broken.join("; ")),
+                )],
+            });
+            continue;
+        }
         let lookup = |n: &str| secrets.get(n);
         let mut evidence = Vec::new();
         let mut healthy = true;
@@ -556,7 +588,7 @@ impl Observer<'_> {
                                 s.started_by = StartedBy::Foreign {
                                     evidence: format!("{who} on port {}", ep.port),
                                 };
-                                push(Signal::Condition, format!("/proc/net/tcp port {}", ep.port), format!("{who} listens on endpoint `{name}` ({}), but Flotilla did not start it: not adopted", l.address));
+                                push(Signal::Condition, format!("/proc/net/tcp port {}", ep.port), format!("{who} listens on endpoint `{name}` ({}); this project did not start it: not adopted", l.address));
                                 break;
                             }
                         }

@@ -603,11 +603,23 @@ impl Planner<'_> {
         if o.is_up() {
             self.check_foreign(id);
         }
-        if self.recreate && o.is_up() && !o.config_changes.is_empty() {
-            return (
-                Action::Restart,
-                format!("config changed: {}", o.config_changes.join("; ")),
-            );
+        if o.is_up() && !o.config_changes.is_empty() {
+            // Its probes follow the new config, which it does not run: never wait on
+            // them for a component left running as it is.
+            return if self.recreate {
+                (
+                    Action::Restart,
+                    format!("config changed: {}", o.config_changes.join("; ")),
+                )
+            } else {
+                (
+                    Action::Noop,
+                    format!(
+                        "left running with its older config (--no-recreate): {}",
+                        o.config_changes.join("; ")
+                    ),
+                )
+            };
         }
         match o.lifecycle {
             _ if o.is_ready() => (Action::Noop, "already running and ready".into()),

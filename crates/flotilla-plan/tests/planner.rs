@@ -650,4 +650,11 @@ fn start_restarts_a_running_component_whose_config_changed_unless_told_not_to() 
         ..Operation::new(Verb::Start, "gateway")
     };
     assert!(plan(&t, &o, &keep).unwrap().is_noop());
+    // Its probes follow the new config (a new port fails them): still left alone,
+    // never awaited.
+    o.components.get_mut("llm").unwrap().health = Health::Unhealthy;
+    let p = plan(&t, &o, &keep).unwrap();
+    let llm = p.steps().find(|s| s.component == "llm").unwrap();
+    assert_eq!(llm.action, Action::Noop, "{llm:?}");
+    assert!(llm.reason.contains("--no-recreate"), "{}", llm.reason);
 }

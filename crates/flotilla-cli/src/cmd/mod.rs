@@ -148,7 +148,9 @@ pub fn ssh_pool(cli: &Cli, topology: &flotilla_model::Topology) -> flotilla_exec
     let Ok(state) = state_dir(cli, topology) else {
         return pool;
     };
-    match flotilla_exec::ssh::Persistence::in_state_dir(state.root(), idle) {
+    // Shared by the projects (a socket path must stay short, and a master is per
+    // user and host settings, not per project).
+    match flotilla_exec::ssh::Persistence::in_state_dir(state.base(), idle) {
         Ok(p) => pool.persist(p),
         Err(why) => {
             eprintln!("warning: --ssh-persist: {why}; one connection per invocation");
