@@ -108,3 +108,31 @@ fn a_missing_secret_names_both_places_it_looked() {
         "{text}"
     );
 }
+
+/// `identity_files`: files a component declares part of what runs; editing one is
+/// `stale-runtime` naming it, and `restart` clears it.
+#[test]
+fn a_changed_identity_file_is_stale_runtime_until_restart() {
+    let ws = common::Workspace::new();
+    ws.write("conf/model.yaml", "model: small\n");
+    ws.write(
+        "flotilla.toml",
+        "[components.reader]\ncommand = [\"sleep\", \"300\"]\nidentity_files = [\"conf/model.yaml\"]\nstop = { grace_period = \"1s\" }\n",
+    );
+    assert_eq!(ws.run(&["start", "reader"]).code, 0);
+    let status = || ws.run(&["status", "--json"]).json()["components"][0].clone();
+    assert_eq!(status()["condition"], "ok", "{:#}", status());
+    ws.write("conf/model.yaml", "model: large\n");
+    let c = status();
+    assert_eq!(c["condition"], "stale-runtime", "{c:#}");
+    assert!(
+        serde_json::to_string(&c["evidence"])
+            .unwrap()
+            .contains("conf/model.yaml"),
+        "{c:#}"
+    );
+    let r = ws.run(&["restart", "reader"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(status()["condition"], "ok", "{:#}", status());
+    assert_eq!(ws.run(&["stop", "reader"]).code, 0);
+}

@@ -705,13 +705,16 @@ impl Executor {
         replaced: Option<RuntimeIdentity>,
     ) -> StepResult {
         let identity = launched.identity.clone();
-        let record = identity::instance_record(
+        let mut record = identity::instance_record(
             &identity,
             c,
             self.operation,
             now_ms(),
             self.log_path(c).display().to_string(),
         );
+        record
+            .program_files
+            .extend(identity::declared_files(&self.cwd(c), &c.identity_files));
         self.journal(|s| {
             s.record_instance(&record)?;
             s.set_desired(

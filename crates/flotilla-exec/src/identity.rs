@@ -148,6 +148,26 @@ pub fn program_files(pid: u32) -> Vec<ProgramFile> {
         .collect()
 }
 
+/// The role of a file named by a component's `identity_files`.
+pub const DECLARED_ROLE: &str = "identity file";
+
+/// `files` (a component's `identity_files`, relative to `cwd`) with their digests now
+/// (`None` for one that cannot be read).
+pub fn declared_files(cwd: &Path, files: &[String]) -> Vec<ProgramFile> {
+    files
+        .iter()
+        .map(|f| {
+            let path = cwd.join(f);
+            let sha256 = file_sha256(&path).ok();
+            ProgramFile {
+                path,
+                role: DECLARED_ROLE.to_string(),
+                sha256,
+            }
+        })
+        .collect()
+}
+
 /// The files [`program_files`] digests, without reading them: `(path, role)`, for a
 /// process `pid` whose executable is `exe` (nothing unless it is an interpreter).
 pub fn program_paths(pid: u32, exe: &Path) -> Vec<(PathBuf, String)> {

@@ -1011,6 +1011,26 @@ fn running_instance(
             );
         }
     }
+    // Files the component declares part of what runs (`identity_files`).
+    for f in r
+        .program_files
+        .iter()
+        .filter(|f| f.role == identity::DECLARED_ROLE)
+    {
+        let now = identity::file_sha256(&f.path).ok();
+        if now != f.sha256 {
+            s.condition = Condition::StaleRuntime;
+            push(
+                Signal::Condition,
+                f.path.display().to_string(),
+                format!(
+                    "identity file changed since it started ({} → {}): `restart` runs the new one",
+                    f.sha256.as_deref().map(short).unwrap_or("unreadable"),
+                    now.as_deref().map(short).unwrap_or("gone")
+                ),
+            );
+        }
+    }
     s.runtime_identity = Some(RuntimeStatus {
         measured: m.clone(),
         on_disk_sha256: on_disk,

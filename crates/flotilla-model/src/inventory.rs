@@ -161,6 +161,11 @@ pub struct ComponentSpec {
     /// Working directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// More files that are part of what runs (relative to `cwd`): a Python
+    /// package's sources, a config the program reads once. Their digests are taken at
+    /// start; a later change on disk is `stale-runtime` until a restart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub identity_files: Vec<String>,
     /// Named endpoints: URLs (`http://127.0.0.1:8080`) or `host:port`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub endpoints: BTreeMap<String, String>,

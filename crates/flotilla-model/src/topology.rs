@@ -228,6 +228,10 @@ pub struct Component {
     pub env_file: Option<String>,
     /// The host it runs on.
     pub host: String,
+    /// Files that are part of its runtime identity besides the executable (relative
+    /// to `cwd`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub identity_files: Vec<String>,
     /// Variables inherited from the environment Flotilla runs in, beyond the base set.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inherit_env: Vec<String>,

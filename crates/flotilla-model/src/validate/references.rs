@@ -831,6 +831,7 @@ impl Validator {
             labels: d.spec.labels,
             inherit_env: d.spec.inherit_env,
             env_file: d.spec.env_file,
+            identity_files: d.spec.identity_files,
         };
         Some(c)
     }
