@@ -9,7 +9,7 @@ mod common;
 use common::Workspace;
 use flotilla_testkit::{free_port, wait_until};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Kills every process a service wrote into a `*.pid` file in the workspace.
 struct Services(Workspace);
@@ -193,20 +193,19 @@ fn a_component_being_started_is_starting_not_unhealthy() {
     let mut up = Reaped(up);
 
     // Poll until status sees its process running but not ready yet.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let seen = loop {
-        assert!(Instant::now() < deadline, "never saw `starting`");
+    let mut seen = serde_json::Value::Null;
+    let found = wait_until(Duration::from_secs(20), || {
         let status = ws.run(&["status", "--json"]).json();
         let c = of(&status, "slow").clone();
-        if c["lifecycle"] == "starting" && c["runtime_identity"].is_object() {
-            break c;
-        }
         assert_ne!(c["health"], "unhealthy", "{c}");
         if up.0.try_wait().expect("wait").is_some() {
             panic!("`start` ended before status saw it starting: {c}");
         }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        let starting = c["lifecycle"] == "starting" && c["runtime_identity"].is_object();
+        seen = c;
+        starting
+    });
+    assert!(found, "never saw `starting`: {seen}");
     assert_eq!(seen["health"], "unknown", "{seen}");
     assert_eq!(seen["condition"], "ok", "{seen}");
     let saw = evidence(&seen);
