@@ -892,16 +892,7 @@ fn a_child_outliving_its_leader_in_the_components_group_is_the_component() {
     let read = |p: &Path| -> i32 { std::fs::read_to_string(p).unwrap().trim().parse().unwrap() };
     assert!(wait_until(DEADLINE, || child_file.exists()));
     let (leader, child) = (read(&leader_file), read(&child_file));
-    struct Kill(i32);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(self.0),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-    }
-    let _guard = Kill(child);
+    let _guard = common::KillOnDrop(child as u32);
     assert!(wait_until(DEADLINE, || !alive(leader)), "the leader exits");
     assert!(alive(child));
 
@@ -994,16 +985,7 @@ fn stop_also_stops_a_child_that_left_the_process_group() {
         .trim()
         .parse()
         .unwrap();
-    struct Kill(i32);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(self.0),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-    }
-    let _guard = Kill(escaped);
+    let _guard = common::KillOnDrop(escaped as u32);
     assert!(alive(escaped));
     let stop = ws.run(&["stop", "esc"]);
     assert_eq!(stop.code, 0, "{}\n{}", stop.stdout, stop.stderr);

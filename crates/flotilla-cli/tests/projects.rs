@@ -74,13 +74,6 @@ impl Project {
     }
 }
 
-fn kill(pid: u32) {
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-}
-
 #[test]
 fn two_projects_sharing_a_state_directory_never_touch_each_other() {
     let root = tempfile::tempdir().unwrap();
@@ -96,13 +89,7 @@ fn two_projects_sharing_a_state_directory_never_touch_each_other() {
 
     a.ok(&["up", "chat"]);
     let a_pid = a.pid();
-    struct Guard(u32);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            kill(self.0);
-        }
-    }
-    let _ga = Guard(a_pid);
+    let _ga = common::KillOnDrop(a_pid);
     // beta sees nothing of alpha's llm: stopped, and its plan starts its own.
     let llm = b.llm();
     assert_eq!(llm["lifecycle"], "stopped", "{llm:#}");
@@ -114,7 +101,7 @@ fn two_projects_sharing_a_state_directory_never_touch_each_other() {
     assert!(alive(a_pid), "beta's stop signalled alpha's llm");
     b.ok(&["up", "chat"]);
     let b_pid = b.pid();
-    let _gb = Guard(b_pid);
+    let _gb = common::KillOnDrop(b_pid);
     assert_ne!(a_pid, b_pid);
     assert_eq!(a.llm()["runtime_identity"]["measured"]["pid"], a_pid);
     assert_eq!(b.llm()["runtime_identity"]["measured"]["pid"], b_pid);
@@ -162,13 +149,7 @@ fn a_state_directory_from_before_projects_is_taken_over_by_the_first_change() {
     // files to the top as versions before projects kept them.
     p.ok(&["up", "chat"]);
     let pid = p.pid();
-    struct Guard(u32);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            kill(self.0);
-        }
-    }
-    let _g = Guard(pid);
+    let _g = common::KillOnDrop(pid);
     let proj = state.join("projects/solo");
     for f in ["state.db", "state.db-wal", "state.db-shm", "logs"] {
         let _ = std::fs::rename(proj.join(f), state.join(f));

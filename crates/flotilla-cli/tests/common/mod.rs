@@ -101,3 +101,15 @@ pub fn project_dir(state: &Path, inventory_dir: &Path) -> PathBuf {
         .join("projects")
         .join(flotilla_model::topology::project_from_dir_name(&name))
 }
+
+/// SIGKILLs a process (by pid) when dropped: a test's guard against leaving one behind.
+pub struct KillOnDrop(pub u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0 as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}

@@ -248,7 +248,7 @@ impl Adapter for Launchd {
             (RestartMethod::Reload, _) => {
                 self.ctl(c, &["load".into(), plist.display().to_string()])?;
                 // A reload gives launchd no reason to change anything: look once.
-                return self.launched_now(launch, offset);
+                return self.launched(launch, offset, None);
             }
             (RestartMethod::Kickstart, None) => self.bootstrap(c, &plist)?,
             (RestartMethod::Kickstart, Some(info)) if info.arguments != launch.argv => {
@@ -364,12 +364,5 @@ impl Adapter for Launchd {
             owner_restarts: info.runs.map(|r| u64::from(r.saturating_sub(1))),
             evidence,
         }))
-    }
-}
-
-impl Launchd {
-    /// What runs right after a reload (no waiting for a change that will not come).
-    fn launched_now(&self, launch: &Launch, offset: u64) -> Result<Launched, ExecError> {
-        self.launched(launch, offset, None)
     }
 }

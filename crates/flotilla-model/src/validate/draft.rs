@@ -192,50 +192,10 @@ impl Validator {
                 })
                 .collect()
         };
-        let mut env: BTreeMap<String, Located<EnvValue>> = tpl
-            .env
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    Located {
-                        value: v.clone(),
-                        loc: tpl_loc,
-                    },
-                )
-            })
-            .collect();
-        for (k, v) in &spec.env {
-            env.insert(
-                k.clone(),
-                Located {
-                    value: v.clone(),
-                    loc: at(&["env", k]),
-                },
-            );
-        }
-        let mut endpoints: BTreeMap<String, Located<String>> = tpl
-            .endpoints
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    Located {
-                        value: v.clone(),
-                        loc: tpl_loc,
-                    },
-                )
-            })
-            .collect();
-        for (k, v) in &spec.endpoints {
-            endpoints.insert(
-                k.clone(),
-                Located {
-                    value: v.clone(),
-                    loc: at(&["endpoints", k]),
-                },
-            );
-        }
+        let mut env = layered(&tpl.env, tpl_loc, &spec.env, |k| at(&["env", k]));
+        let mut endpoints = layered(&tpl.endpoints, tpl_loc, &spec.endpoints, |k| {
+            at(&["endpoints", k])
+        });
         let mut cwd = spec.cwd.clone().map(|c| Located {
             value: c,
             loc: at(&["cwd"]),
@@ -438,4 +398,26 @@ impl Validator {
             resolved_liveness: None,
         })
     }
+}
+
+/// A template's map (each value located at the template) with the component's own
+/// entries over it (each located where `at` says).
+fn layered<V: Clone>(
+    template: &BTreeMap<String, V>,
+    template_loc: Location,
+    own: &BTreeMap<String, V>,
+    at: impl Fn(&str) -> Location,
+) -> BTreeMap<String, Located<V>> {
+    let located = |value: &V, loc| Located {
+        value: value.clone(),
+        loc,
+    };
+    let mut out: BTreeMap<String, Located<V>> = template
+        .iter()
+        .map(|(k, v)| (k.clone(), located(v, template_loc)))
+        .collect();
+    for (k, v) in own {
+        out.insert(k.clone(), located(v, at(k)));
+    }
+    out
 }
