@@ -121,6 +121,14 @@ pub enum Command {
     Topology(cmd::topology::Args),
     /// Remote hosts: list them, check them, install this flotilla on them.
     Host(cmd::host::Args),
+    /// Run the fleet's desired-state authority (HTTPS), or set it up: `serve init`,
+    /// `serve token create`.
+    Serve(cmd::serve::Args),
+    /// The authority's revisions: publish the inventory, history, show, diff, select.
+    Config(cmd::config::Args),
+    /// This host's agent: converge to a desired state, supervise, report drift
+    /// (`agent run --inventory FILE`); print its boot unit (`agent unit`).
+    Agent(cmd::agent::Args),
     /// Print the JSON Schema (draft 2020-12) of the inventory or of a template.
     Schema(cmd::schema::Args),
     /// Print a shell completion script.
@@ -163,6 +171,9 @@ fn main() -> ExitCode {
             | Command::Stop(_)
             | Command::Restart(_)
             | Command::Apply(_)
+            | Command::Agent(cmd::agent::Args {
+                command: cmd::agent::AgentCommand::Run(_)
+            })
     );
     if !mutating {
         // Like other command-line tools, a reading command whose output pipe closed
@@ -191,6 +202,9 @@ fn main() -> ExitCode {
         Command::Operations(a) => cmd::operations::run(&cli, a),
         Command::Topology(a) => cmd::topology::run(&cli, a),
         Command::Host(a) => cmd::host::run(&cli, a),
+        Command::Serve(a) => cmd::serve::run(&cli, a),
+        Command::Config(a) => cmd::config::run(&cli, a),
+        Command::Agent(a) => cmd::agent::run(&cli, a),
         Command::Schema(a) => cmd::schema::run(a),
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),

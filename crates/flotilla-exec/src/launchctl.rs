@@ -42,8 +42,8 @@ pub const PROCESS_TYPE: &str = "Interactive";
 ///
 /// [`JobPlist::to_xml`] writes exactly the keys `Label`, `ProgramArguments`,
 /// `EnvironmentVariables` (when not empty), `WorkingDirectory`, `StandardOutPath`,
-/// `StandardErrorPath` (each when set), `RunAtLoad`, `KeepAlive` and `ProcessType`
-/// (always [`PROCESS_TYPE`]). [`JobPlist::from_xml`] reads a user-supplied plist (XML
+/// `StandardErrorPath` (each when set), `RunAtLoad`, `KeepAlive`, `ThrottleInterval`
+/// (when set) and `ProcessType` (always [`PROCESS_TYPE`]). [`JobPlist::from_xml`] reads a user-supplied plist (XML
 /// or binary); keys it does not model are ignored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobPlist {
@@ -63,10 +63,35 @@ pub struct JobPlist {
     pub standard_error_path: Option<PathBuf>,
     /// `RunAtLoad`: start the job when it is loaded (bootstrapped).
     pub run_at_load: bool,
-    /// `KeepAlive`: restart the job whenever it exits (throttled by launchd's
-    /// `ThrottleInterval`, 10 s by default). When read from a plist whose `KeepAlive`
-    /// is a dictionary of conditions, this is `true`: launchd may restart the job.
-    pub keep_alive: bool,
+    /// `KeepAlive`: whether launchd restarts the job when it exits.
+    pub keep_alive: KeepAlive,
+    /// `ThrottleInterval`: the least time between two spawns of the job, in seconds
+    /// (launchd's default is 10 s), which paces `KeepAlive` restarts.
+    pub throttle_interval: Option<u32>,
+}
+
+/// A job's `KeepAlive` (launchd.plist(5)): a boolean, or a dictionary of conditions
+/// under which launchd keeps the job running.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum KeepAlive {
+    /// `false` (or absent): launchd runs the job when asked and leaves it exited.
+    #[default]
+    Never,
+    /// `true`: launchd restarts the job whenever it exits.
+    Always,
+    /// `{ SuccessfulExit = false }`: launchd restarts the job after it exits with a
+    /// non-zero status (or is killed by a signal), not after it exits 0.
+    OnFailure,
+    /// Any other dictionary of conditions (read from a user's plist, never written:
+    /// [`JobPlist::to_xml`] writes it as `true`): launchd may restart the job.
+    Conditions,
+}
+
+impl KeepAlive {
+    /// Whether launchd may restart the job on its own.
+    pub fn may_restart(self) -> bool {
+        self != KeepAlive::Never
+    }
 }
 
 /// Why a property list could not be read as a [`JobPlist`].
@@ -137,7 +162,19 @@ impl JobPlist {
             }
         }
         dict.insert("RunAtLoad".into(), Value::Boolean(self.run_at_load));
-        dict.insert("KeepAlive".into(), Value::Boolean(self.keep_alive));
+        let keep_alive = match self.keep_alive {
+            KeepAlive::Never => Value::Boolean(false),
+            KeepAlive::Always | KeepAlive::Conditions => Value::Boolean(true),
+            KeepAlive::OnFailure => {
+                let mut conditions = Dictionary::new();
+                conditions.insert("SuccessfulExit".into(), Value::Boolean(false));
+                Value::Dictionary(conditions)
+            }
+        };
+        dict.insert("KeepAlive".into(), keep_alive);
+        if let Some(t) = self.throttle_interval {
+            dict.insert("ThrottleInterval".into(), Value::Integer(t.into()));
+        }
         dict.insert("ProcessType".into(), string(PROCESS_TYPE));
         let mut out = Vec::new();
         Value::Dictionary(dict)
@@ -152,8 +189,9 @@ impl JobPlist {
     ///
     /// `Program` without `ProgramArguments` becomes a one-element argv (launchd.plist(5):
     /// the program is "the first argument of execvp(3)"); both together must agree on
-    /// argv[0]. `KeepAlive` may be a boolean or a dictionary of conditions (read as
-    /// `true`); `RunAtLoad` and `KeepAlive` default to `false`.
+    /// argv[0]. `KeepAlive` may be a boolean or a dictionary of conditions (exactly
+    /// `{ SuccessfulExit = false }` is [`KeepAlive::OnFailure`], any other
+    /// [`KeepAlive::Conditions`]); `RunAtLoad` and `KeepAlive` default to `false`.
     ///
     /// # Errors
     /// [`PlistError`]: not a plist, not a dictionary, no `Label`, no program, a
@@ -218,10 +256,24 @@ impl JobPlist {
             }
         }
         let keep_alive = match dict.get("KeepAlive") {
-            None => false,
-            Some(Value::Boolean(b)) => *b,
-            Some(Value::Dictionary(_)) => true,
+            None | Some(Value::Boolean(false)) => KeepAlive::Never,
+            Some(Value::Boolean(true)) => KeepAlive::Always,
+            Some(Value::Dictionary(d))
+                if d.len() == 1
+                    && d.get("SuccessfulExit").and_then(Value::as_boolean) == Some(false) =>
+            {
+                KeepAlive::OnFailure
+            }
+            Some(Value::Dictionary(_)) => KeepAlive::Conditions,
             Some(_) => return Err(wrong("KeepAlive", "a boolean or a dictionary")),
+        };
+        let throttle_interval = match dict.get("ThrottleInterval") {
+            None => None,
+            Some(v) => Some(
+                v.as_unsigned_integer()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| wrong("ThrottleInterval", "a number of seconds"))?,
+            ),
         };
 
         Ok(JobPlist {
@@ -233,6 +285,7 @@ impl JobPlist {
             standard_error_path: string("StandardErrorPath")?.map(PathBuf::from),
             run_at_load: boolean("RunAtLoad")?,
             keep_alive,
+            throttle_interval,
         })
     }
 }
@@ -536,7 +589,8 @@ mod tests {
             standard_out_path: Some("/srv/out.log".into()),
             standard_error_path: None,
             run_at_load: true,
-            keep_alive: false,
+            keep_alive: KeepAlive::Never,
+            throttle_interval: None,
         }
     }
 
@@ -561,7 +615,28 @@ mod tests {
         assert!(!xml.contains("StandardErrorPath"), "unset keys are omitted");
         assert!(xml.contains("<string>Interactive</string>"));
         assert!(xml.contains("1 &amp; &lt;2&gt;"), "escaped: {xml}");
+        assert!(!xml.contains("ThrottleInterval"), "unset keys are omitted");
         assert_eq!(JobPlist::from_xml(xml.as_bytes()).unwrap(), job);
+        for (keep_alive, written) in [
+            (KeepAlive::Always, "<key>KeepAlive</key>\n\t<true/>"),
+            (
+                KeepAlive::OnFailure,
+                "<key>KeepAlive</key>\n\t<dict>\n\t\t<key>SuccessfulExit</key>\n\t\t<false/>\n\t</dict>",
+            ),
+        ] {
+            let job = JobPlist {
+                keep_alive,
+                throttle_interval: Some(3),
+                ..sample()
+            };
+            let xml = String::from_utf8(job.to_xml()).unwrap();
+            assert!(xml.contains(written), "{xml}");
+            assert!(
+                xml.contains("<key>ThrottleInterval</key>\n\t<integer>3</integer>"),
+                "{xml}"
+            );
+            assert_eq!(JobPlist::from_xml(xml.as_bytes()).unwrap(), job);
+        }
     }
 
     #[test]
@@ -579,7 +654,8 @@ mod tests {
         assert!(binary.starts_with(b"bplist00"));
         let job = JobPlist::from_xml(&binary).unwrap();
         assert_eq!(job.program_arguments, ["/bin/true"]);
-        assert!(job.keep_alive);
+        assert_eq!(job.keep_alive, KeepAlive::OnFailure);
+        assert!(job.keep_alive.may_restart());
         assert!(!job.run_at_load);
     }
 

@@ -127,6 +127,7 @@ impl ChildWatch {
                     ExitStatus::from_raw(255 << 8)
                 });
                 tracing::debug!(component, pid, status = %describe_exit(&status), "child exited");
+                remember_exit(pid, status);
                 *shared.status.lock().unwrap_or_else(|e| e.into_inner()) = Some(status);
                 shared.cond.notify_all();
                 shared.tx.send_replace(Some(status));
@@ -175,6 +176,37 @@ impl ChildWatch {
         // The sender lives in `state`, which we hold: `wait_for` cannot fail.
         status.unwrap_or_else(|| ExitStatus::from_raw(255 << 8))
     }
+}
+
+/// How many exits of reaped children [`reaped_exit`] remembers (the newest).
+const REAPED_KEEP: usize = 1024;
+
+/// Exit statuses of the children this process started with [`start`] and reaped,
+/// oldest first.
+static REAPED: Mutex<std::collections::VecDeque<(u32, ExitStatus)>> =
+    Mutex::new(std::collections::VecDeque::new());
+
+fn remember_exit(pid: u32, status: ExitStatus) {
+    let mut reaped = REAPED.lock().unwrap_or_else(|e| e.into_inner());
+    if reaped.len() == REAPED_KEEP {
+        reaped.pop_front();
+    }
+    reaped.push_back((pid, status));
+}
+
+/// The exit status of `pid`, when it was a child this process started with [`start`]
+/// (its parent, the only process that can know it) and has exited: how a long-lived
+/// caller such as `flotilla agent` tells a clean exit from a crash. `None` when this
+/// process did not start it (a process started by another invocation is re-parented
+/// to init when that invocation exits, and its status is lost), or it still runs.
+/// Remembers the last 1024 exits; the newest one for a pid wins.
+pub fn reaped_exit(pid: u32) -> Option<ExitStatus> {
+    let reaped = REAPED.lock().unwrap_or_else(|e| e.into_inner());
+    reaped
+        .iter()
+        .rev()
+        .find(|(p, _)| *p == pid)
+        .map(|(_, s)| *s)
 }
 
 /// "exit status 1", "killed by SIGKILL", "killed by SIGSEGV (core dumped)".

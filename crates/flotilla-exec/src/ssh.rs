@@ -13,6 +13,7 @@
 //! unknown or changed key is a [`TransportError`] that names the host, the
 //! fingerprint it presented and how to trust it; it is never accepted silently.
 
+use flotilla_model::inventory::TransportKind;
 use flotilla_model::topology::Host;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -121,6 +122,11 @@ pub enum TransportError {
     /// The host is not an `ssh` host.
     #[error("host `{0}` is not reached over ssh")]
     NotSsh(String),
+    /// The host has `transport = "agent"`: its own `flotilla agent` runs its steps and
+    /// reports its status to the authority, so it is reached through the authority
+    /// only, never directly.
+    #[error("host `{0}` is driven by its agent (transport `agent`): operate it through the authority with `--server URL` (or FLOTILLA_SERVER)")]
+    AgentHost(String),
     /// Anything else ssh or the remote side reported.
     #[error("host `{host}`: {detail}")]
     Failed {
@@ -325,12 +331,16 @@ impl Pool {
     /// The host named `name`.
     ///
     /// # Errors
-    /// [`TransportError::NotSsh`] when it is unknown or not an `ssh` host.
+    /// [`TransportError::AgentHost`] for an `agent` host (reached through the
+    /// authority only); [`TransportError::NotSsh`] when it is unknown or local.
     pub fn host(&self, name: &str) -> Result<&Host, TransportError> {
-        self.hosts
-            .get(name)
-            .filter(|h| h.is_remote())
-            .ok_or_else(|| TransportError::NotSsh(name.to_string()))
+        match self.hosts.get(name) {
+            Some(h) if h.transport == TransportKind::Ssh => Ok(h),
+            Some(h) if h.transport == TransportKind::Agent => {
+                Err(TransportError::AgentHost(name.to_string()))
+            }
+            _ => Err(TransportError::NotSsh(name.to_string())),
+        }
     }
 
     async fn conn(&self, name: &str) -> Result<Arc<Conn>, TransportError> {
@@ -881,12 +891,36 @@ mod tests {
             name: "studio".into(),
             platform: None,
             port: Some(2222),
+            role: Default::default(),
             identity: Some("/keys/id".into()),
             ssh_options: [("ProxyJump".to_string(), "bastion".to_string())].into(),
             state_dir: None,
             transport: TransportKind::Ssh,
             user: Some("ops".into()),
         }
+    }
+
+    /// An `agent` host is never dialled: the pool refuses it with an error that says
+    /// how to reach it (`--server`), which is what a step or an observation of one of
+    /// its components answers without an authority.
+    #[test]
+    fn agent_hosts_are_refused_with_a_typed_error() {
+        let mut mac = studio();
+        mac.name = "mac".into();
+        mac.transport = TransportKind::Agent;
+        let pool = Pool::new(
+            [("studio".to_string(), studio()), ("mac".to_string(), mac)].into(),
+            Duration::from_secs(1),
+        );
+        assert!(pool.host("studio").is_ok());
+        let err = pool.host("mac").unwrap_err();
+        assert!(matches!(&err, TransportError::AgentHost(h) if h == "mac"));
+        assert!(err.to_string().contains("--server"), "{err}");
+        assert!(!err.is_unreachable());
+        assert!(matches!(
+            pool.host("nowhere"),
+            Err(TransportError::NotSsh(_))
+        ));
     }
 
     #[test]

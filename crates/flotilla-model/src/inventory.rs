@@ -39,16 +39,56 @@ pub enum TransportKind {
     Local,
     /// OpenSSH (honours `~/.ssh/config`).
     Ssh,
+    /// The host's own `flotilla agent`, connected out to the authority
+    /// (`flotilla serve`): its steps and observations go through the authority
+    /// (`--server`), never over a direct connection.
+    Agent,
+}
+
+impl TransportKind {
+    /// The kebab-case name used in the inventory.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransportKind::Local => "local",
+            TransportKind::Ssh => "ssh",
+            TransportKind::Agent => "agent",
+        }
+    }
+}
+
+/// What a host may receive of a revision (the role filter of snapshots).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostRole {
+    /// Receives only its own snapshot: its components and, of other components, only
+    /// the addresses its connections and tunnels need.
+    #[default]
+    Component,
+    /// May also receive the whole (secret-free) topology, to plan from it.
+    Control,
+}
+
+impl HostRole {
+    /// Whether this is the default role (`component`).
+    pub fn is_default(&self) -> bool {
+        *self == HostRole::Component
+    }
 }
 
 /// A machine.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HostSpec {
-    /// `local` (default) or `ssh`.
+    /// `local` (default), `ssh`, or `agent` (driven by its `flotilla agent` through
+    /// the authority).
     #[serde(default)]
     pub transport: TransportKind,
-    /// Address or `~/.ssh/config` alias; defaults to the host's name for `ssh`.
+    /// `component` (default): the host receives only its own snapshot; `control`: it
+    /// may also receive the whole secret-free topology.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<HostRole>,
+    /// Address or `~/.ssh/config` alias; defaults to the host's name for `ssh` and
+    /// `agent` (other hosts reach its endpoints at it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
     /// Login user for `ssh`.
@@ -203,6 +243,59 @@ pub struct ComponentSpec {
     /// The unit, for adapter `systemd`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub systemd: Option<SystemdSpec>,
+    /// Supervision: whether the component is restarted when it exits, and how fast.
+    /// Without it Flotilla restarts nothing on its own. Not for `external`
+    /// components, nor for a unit or plist Flotilla does not write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<RestartSpec>,
+}
+
+/// When a component that exits while it should run is restarted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartPolicy {
+    /// After an exit with a non-zero status or by a signal (default).
+    #[default]
+    OnFailure,
+    /// After any exit, successful or not.
+    Always,
+    /// Never.
+    Never,
+}
+
+impl RestartPolicy {
+    /// The kebab-case name used in the inventory.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestartPolicy::OnFailure => "on-failure",
+            RestartPolicy::Always => "always",
+            RestartPolicy::Never => "never",
+        }
+    }
+}
+
+/// Supervision of a managed component (`process`, `ssh-tunnel`: by the host's
+/// `flotilla agent`; `systemd`, `launchd`: written into the unit or plist Flotilla
+/// generates, so the native owner restarts it — systemd as `Restart=`, `RestartSec=`
+/// and a start limit, launchd as `KeepAlive` and `ThrottleInterval`; neither grows
+/// the delay). A component stopped on purpose is never restarted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestartSpec {
+    /// `on-failure` (default), `always` or `never`.
+    #[serde(default)]
+    pub policy: RestartPolicy,
+    /// Delay before the first restart (default `1s`, at least 1ms); it doubles after
+    /// each restart in a row, up to `max_backoff`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<HumanDuration>,
+    /// The longest delay between restarts (default `5m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_backoff: Option<HumanDuration>,
+    /// Restarts in a row after which supervision gives up (default 10): the component
+    /// is left failed, with condition `attention` (a crash loop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_restarts: Option<u32>,
 }
 
 /// A named variant of a component's runtime settings. Set keys replace the

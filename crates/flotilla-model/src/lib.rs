@@ -16,7 +16,13 @@
 //!   phase under `validate/`: `hosts`, `draft` (entries into drafts), `references`
 //!   (templates, profiles, connections, tunnels, `${...}`), `probes`, `graph` (ports,
 //!   stacks, names, cycles), with the entry point and shared plumbing in `mod.rs`.
-//! - [`topology`]: the validated, indexed dependency graph.
+//! - [`topology`]: the validated, indexed dependency graph, its resolved parts
+//!   (hosts and their roles, components, probes, restart policies) and per-host
+//!   [`topology::Snapshot`]s.
+//! - [`revision`]: a topology as an immutable revision (canonical JSON named by its
+//!   digest) and back ([`Topology::from_revision`], checked), the role filter
+//!   ([`Topology::host_view`]: control hosts get the whole revision, component hosts
+//!   their snapshot only) and [`revision_diff`].
 //! - `toposort` (crate-private): Kahn's algorithm, the one topological sort, used by
 //!   validation's cycle check and [`Topology::from_snapshot`].
 //! - [`status`]: lifecycle, health, observability and the [`Observed`] snapshot.
@@ -27,6 +33,7 @@ pub mod digest;
 pub mod interp;
 pub mod inventory;
 pub mod node;
+pub mod revision;
 pub mod source;
 pub mod status;
 pub mod template;
@@ -36,6 +43,7 @@ pub mod validate;
 pub mod values;
 
 pub use diag::{Code, Diagnostic, LocatedDiagnostic, Severity};
+pub use revision::{revision_diff, ComponentChange, HostView, RevisionDoc, RevisionError};
 pub use source::{FileId, Format, SourceFile, Sources, Span};
 pub use status::{Health, Lifecycle, Observability, Observed, ObservedComponent, StartedBy};
 pub use topology::{Component, ComponentId, Target, Topology};

@@ -6,7 +6,8 @@
 //! host, dependency, endpoint and stack member named exists, and the graph is acyclic.
 
 use crate::inventory::{
-    AdapterKind, LaunchdSpec, Owner, SystemdSpec, TransportKind, TunnelDirection,
+    AdapterKind, HostRole, LaunchdSpec, Owner, RestartPolicy, SystemdSpec, TransportKind,
+    TunnelDirection,
 };
 use crate::values::{Endpoint, EnvValue, HumanDuration, Signal, StatusRange};
 use serde::{Deserialize, Serialize};
@@ -43,6 +44,10 @@ pub struct Host {
     /// SSH port.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
+    /// What it may receive of a revision (serialised only when not `component`, so
+    /// topologies without roles keep their digests).
+    #[serde(default, skip_serializing_if = "HostRole::is_default")]
+    pub role: HostRole,
     /// Extra OpenSSH client options (`-o Key=Value`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub ssh_options: BTreeMap<String, String>,
@@ -58,9 +63,43 @@ pub struct Host {
 
 impl Host {
     /// Whether steps and observations of its components are carried to it by a
-    /// transport (today `ssh`) rather than run by the executor of this process.
+    /// transport (`ssh`, or `agent` through the authority) rather than run by the
+    /// executor of this process.
     pub fn is_remote(&self) -> bool {
         self.transport != TransportKind::Local
+    }
+}
+
+/// A resolved restart policy (see [`crate::inventory::RestartSpec`]), defaults
+/// filled: who supervises follows from the adapter (the host's agent for `process`
+/// and `ssh-tunnel`, the native owner for `systemd` and `launchd`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Restart {
+    /// Delay before the first restart in a row, in milliseconds (≥ 1).
+    pub backoff_ms: u64,
+    /// The longest delay between restarts, in milliseconds (≥ `backoff_ms`).
+    pub max_backoff_ms: u64,
+    /// Restarts in a row after which supervision gives up.
+    pub max_restarts: u32,
+    /// When to restart.
+    pub policy: RestartPolicy,
+}
+
+impl Restart {
+    /// The delay before restart number `attempt` of a series (0 for the first), in
+    /// milliseconds: `backoff_ms · 2^attempt`, at most `max_backoff_ms`.
+    pub fn delay_ms(&self, attempt: u32) -> u64 {
+        let factor = 1u64.checked_shl(attempt.min(63)).unwrap_or(u64::MAX);
+        self.backoff_ms
+            .saturating_mul(factor)
+            .min(self.max_backoff_ms)
+    }
+
+    /// The time the whole series of `max_restarts` delays takes, in milliseconds
+    /// (the sum of [`Restart::delay_ms`] over every attempt): a crash loop that makes
+    /// `max_restarts` restarts within it has used up its budget.
+    pub fn window_ms(&self) -> u64 {
+        (0..self.max_restarts).fold(0u64, |sum, i| sum.saturating_add(self.delay_ms(i)))
     }
 }
 
@@ -254,6 +293,9 @@ pub struct Component {
     /// Readiness probe.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub readiness: Option<Probe>,
+    /// Restart policy (managed components only; absent: never restarted on its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<Restart>,
     /// Stop settings (managed components only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop: Option<Stop>,
@@ -270,7 +312,7 @@ pub struct Component {
 
 impl Component {
     /// The effective runtime config (host, owner, adapter, command, env with secret
-    /// names, cwd, endpoints, stop, tunnel, unit, job) as canonical JSON: what "config
+    /// names, cwd, endpoints, restart policy, stop, tunnel, unit, job) as canonical JSON: what "config
     /// drift" compares. Description, labels and probes are left out: changing them
     /// does not call for a restart.
     pub fn runtime_config(&self) -> String {
@@ -295,6 +337,9 @@ impl Component {
             inherit_env: &'a [String],
             launchd: &'a Option<LaunchdSpec>,
             owner: Owner,
+            // Left out when absent, so configs without it keep their digests.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            restart: &'a Option<Restart>,
             stop: &'a Option<Stop>,
             systemd: &'a Option<SystemdSpec>,
             tunnel: &'a Option<Tunnel>,
@@ -310,6 +355,7 @@ impl Component {
             inherit_env: &self.inherit_env,
             launchd: &self.launchd,
             owner: self.owner,
+            restart: &self.restart,
             stop: &self.stop,
             systemd: &self.systemd,
             tunnel: &self.tunnel,
@@ -342,15 +388,16 @@ pub struct Stack {
 pub struct Topology {
     /// Components in name order; a component's [`ComponentId`] is its index here.
     pub components: Vec<Component>,
-    /// The project the inventory belongs to: its journal, instances, locks and logs
-    /// are kept apart from every other project's ([`Topology::set_project`]; the
-    /// inventory's `project` key until the caller decides).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub project: Option<String>,
     #[serde(skip)]
     downstream: Vec<Vec<ComponentId>>,
     /// Hosts by name.
     pub hosts: BTreeMap<String, Host>,
+    /// The project the inventory belongs to: its journal, instances, locks and logs
+    /// are kept apart from every other project's ([`Topology::set_project`]; the
+    /// inventory's `project` key until the caller decides). Declared after `hosts`:
+    /// fields serialise in declaration order, and canonical JSON sorts keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
     #[serde(skip)]
     digest: std::sync::OnceLock<String>,
     #[serde(skip)]

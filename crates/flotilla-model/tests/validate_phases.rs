@@ -171,7 +171,96 @@ fn hosts_phase() {
             &[],
             &[(InvalidValue, "\"a.b\"")],
         ),
+        (
+            "ssh settings on an agent host, an unknown role",
+            "[hosts.mac]\ntransport = \"agent\"\nuser = \"me\"\nstate_dir = \"/srv/st\"\n[hosts.pi]\ntransport = \"agent\"\nrole = \"boss\"\n",
+            &[],
+            &[
+                (InvalidValue, "\"me\""),
+                (InvalidValue, "\"/srv/st\""),
+                (InvalidValue, "\"boss\""),
+            ],
+        ),
+        (
+            "the local host cannot be an agent host",
+            "[hosts.local]\ntransport = \"agent\"\n",
+            &[],
+            &[(InvalidValue, "\"agent\"")],
+        ),
+        (
+            "a tunnel cannot go through an agent host",
+            "[hosts.mac]\ntransport = \"agent\"\n[components.m]\nhost = \"mac\"\ncommand = [\"m\"]\nendpoints = { http = \"http://${host.address}:8080\" }\n[components.t]\nadapter = \"ssh-tunnel\"\ntunnel = { via = \"mac\", target = \"m.http\", listen_port = 18080 }\n",
+            &[],
+            &[(TunnelUnresolved, "\"mac\", target")],
+        ),
     ]);
+}
+
+/// Agent hosts need no address (other hosts reach them at their name), roles
+/// default to `component` and are left out of the serialised topology then.
+#[test]
+fn agent_hosts_and_roles() {
+    let (_, t) = run(
+        "[hosts.mac]\ntransport = \"agent\"\nrole = \"control\"\n[hosts.pi]\ntransport = \"agent\"\n[components.m]\nhost = \"pi\"\ncommand = [\"m\"]\n",
+        &[],
+    );
+    let t = t.unwrap();
+    let mac = &t.hosts["mac"];
+    assert_eq!(mac.address, "mac");
+    assert_eq!(mac.role, flotilla_model::inventory::HostRole::Control);
+    assert!(mac.is_remote());
+    let pi = serde_json::to_value(&t.hosts["pi"]).unwrap();
+    assert_eq!(pi["transport"], "agent");
+    assert!(pi.get("role").is_none(), "{pi}");
+    assert_eq!(serde_json::to_value(mac).unwrap()["role"], "control");
+}
+
+/// `restart`: defaults filled; in the component's runtime config (a changed policy
+/// changes the config digest), absent from it when not declared.
+#[test]
+fn restart_policies_resolve_with_defaults() {
+    let (_, t) = run(
+        "[components.a]\ncommand = [\"a\"]\nrestart = { policy = \"always\", backoff = \"250ms\" }\n[components.b]\ncommand = [\"b\"]\nrestart = {}\n[components.c]\ncommand = [\"c\"]\n",
+        &[],
+    );
+    let t = t.unwrap();
+    let get = |n: &str| t.component(t.id(n).unwrap());
+    let a = get("a").restart.unwrap();
+    assert_eq!(
+        (a.policy, a.backoff_ms, a.max_backoff_ms, a.max_restarts),
+        (
+            flotilla_model::inventory::RestartPolicy::Always,
+            250,
+            300_000,
+            10
+        )
+    );
+    assert_eq!(a.delay_ms(0), 250);
+    assert_eq!(a.delay_ms(3), 2_000);
+    assert_eq!(a.delay_ms(40), 300_000);
+    assert!(a.window_ms() >= 10 * 250);
+    let b = get("b").restart.unwrap();
+    assert_eq!(
+        (b.policy, b.backoff_ms),
+        (flotilla_model::inventory::RestartPolicy::OnFailure, 1_000)
+    );
+    assert!(get("c").restart.is_none());
+    assert!(!get("c").runtime_config().contains("restart"));
+    assert!(get("a")
+        .runtime_config()
+        .contains("\"restart\":{\"backoff_ms\":250,"));
+    let (_, t2) = run(
+        "[components.a]\ncommand = [\"a\"]\nrestart = { policy = \"on-failure\", backoff = \"250ms\" }\n",
+        &[],
+    );
+    let t2 = t2.unwrap();
+    assert_ne!(
+        t2.component(t2.id("a").unwrap()).config_digest(),
+        get("a").config_digest()
+    );
+    // Without it, the config (and its digest) is what it was before `restart` existed.
+    let c = serde_json::to_value(t.component(t.id("c").unwrap())).unwrap();
+    assert!(c.get("restart").is_none());
 }
 
 #[test]
@@ -189,6 +278,30 @@ fn draft_phase() {
             "[components.db]\nowner = \"external\"\ncommand = [\"pg\"]\nstop = { signal = \"SIGINT\" }\n",
             &[],
             &[(ExternalLifecycle, "command"), (ExternalLifecycle, "stop")],
+        ),
+        (
+            "restart on an external component",
+            "[components.db]\nowner = \"external\"\nrestart = { policy = \"always\" }\n",
+            &[],
+            &[(ExternalLifecycle, "restart =")],
+        ),
+        (
+            "restart durations and policy",
+            "[components.a]\ncommand = [\"a\"]\nrestart = { backoff = \"0s\" }\n[components.b]\ncommand = [\"b\"]\nrestart = { backoff = \"10m\" }\n[components.c]\ncommand = [\"c\"]\nrestart = { backoff = \"2s\", max_backoff = \"1s\" }\n[components.d]\ncommand = [\"d\"]\nrestart = { policy = \"sometimes\", max_restarts = -1 }\n",
+            &[],
+            &[
+                (InvalidValue, "\"0s\""),
+                (InvalidValue, "\"10m\""),
+                (InvalidValue, "\"2s\""),
+                (InvalidValue, "\"sometimes\""),
+                (InvalidValue, "-1"),
+            ],
+        ),
+        (
+            "restart on a unit or plist Flotilla does not write",
+            "[components.u]\nadapter = \"systemd\"\nsystemd = { unit = \"x.service\" }\nrestart = {}\n[components.j]\nadapter = \"launchd\"\nlaunchd = { label = \"x\", plist = \"x.plist\" }\nrestart = { policy = \"always\" }\n",
+            &[],
+            &[(InvalidValue, "restart = {}"), (InvalidValue, "restart = { policy")],
         ),
         (
             "managed component with no way to start",

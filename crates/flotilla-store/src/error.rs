@@ -78,7 +78,9 @@ pub enum StoreError {
         path: PathBuf,
         /// Version found in the file.
         found: i64,
-        /// Highest version this build knows ([`crate::SCHEMA_VERSION`]).
+        /// Highest version this build knows ([`crate::SCHEMA_VERSION`] for
+        /// `state.db`, [`crate::authority::AUTHORITY_SCHEMA_VERSION`] for the
+        /// authority's `authority.db`).
         supported: i64,
     },
 
@@ -155,4 +157,80 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+
+    /// No revision has this digest (the authority's store,
+    /// [`crate::authority::AuthorityStore::select`]).
+    #[error("no revision {0} in the authority's store")]
+    UnknownRevision(String),
+
+    /// A revision with this digest is already stored with different content. A
+    /// digest names its content (SHA-256 of the canonical JSON), so this is a
+    /// caller's bug or a corrupted database; nothing was written.
+    #[error(
+        "revision {digest} is already stored with different content (a digest names its content)"
+    )]
+    RevisionContentMismatch {
+        /// The digest.
+        digest: String,
+    },
+
+    /// A row with this key already exists, e.g. a join token or credential with
+    /// the same hash; nothing was written.
+    #[error("{what} already exists")]
+    AlreadyExists {
+        /// What, e.g. `a join token with this hash`.
+        what: &'static str,
+    },
+
+    /// Cannot connect to the authority's PostgreSQL server (or the connection
+    /// string is invalid). The URL is not repeated: it may hold a password.
+    #[error("cannot connect to the authority's PostgreSQL database: {source}")]
+    PostgresConnect {
+        /// What tokio-postgres said.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+
+    /// The authority's PostgreSQL database was written by a newer Flotilla (its
+    /// schema version, in `flotilla_authority_schema`, is higher than this build
+    /// knows); it is left untouched.
+    #[error(
+        "the authority's PostgreSQL database has schema version {found}, newer than the {supported} this flotilla understands; upgrade flotilla"
+    )]
+    PostgresSchemaTooNew {
+        /// Version found in the database.
+        found: i64,
+        /// Highest version this build knows
+        /// ([`crate::authority::AUTHORITY_SCHEMA_VERSION`]).
+        supported: i64,
+    },
+
+    /// A schema migration of the authority's PostgreSQL database failed (it is
+    /// left at the previous version).
+    #[error(
+        "cannot migrate the authority's PostgreSQL database to schema version {version}: {source}"
+    )]
+    PostgresMigration {
+        /// The migration that failed.
+        version: i64,
+        /// What PostgreSQL said.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+
+    /// Any other PostgreSQL failure (including a lost connection), with what the
+    /// store was doing.
+    #[error("authority database (PostgreSQL): cannot {context}: {source}")]
+    Postgres {
+        /// What the store was doing, e.g. `select a revision`.
+        context: &'static str,
+        /// What tokio-postgres said.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+
+    /// The blocking task that runs an SQLite query was cancelled because the Tokio
+    /// runtime is shutting down before it ran; nothing was written.
+    #[error("the authority database query was cancelled: the runtime is shutting down")]
+    Cancelled,
 }

@@ -1,6 +1,7 @@
 //! Flotilla's state store: the journal and local state of local mode, in one
 //! SQLite file (`state.db` in the state directory, see DESIGN.md "Where state
-//! lives"). This is the only crate that speaks SQL.
+//! lives"), and the fleet authority's store ([`authority`]: SQLite
+//! `authority.db` or PostgreSQL). This is the only crate that speaks SQL.
 //!
 //! - **Time**: the store never reads the clock. Every timestamp is an `i64` in
 //!   milliseconds since the Unix epoch, passed in by the caller and returned as
@@ -15,6 +16,12 @@
 //!   `Send`, not `Sync`: see its docs for use from async code.
 //!
 //! Code map:
+//! - [`authority`]: the authority's store (`flotilla serve`): the
+//!   [`AuthorityStore`](authority::AuthorityStore) trait (revisions, selection
+//!   log with compare-and-swap, join tokens, credentials, host reports) and its
+//!   two backends, [`SqliteAuthority`](authority::SqliteAuthority) and
+//!   [`PostgresAuthority`](authority::PostgresAuthority), each with its own
+//!   migrations. Async; everything else in the crate is blocking.
 //! - [`store`]: [`Store`], opening (pragmas, migrations), [`BUSY_TIMEOUT`],
 //!   [`STATE_DB_FILE`].
 //! - [`schema`]: the SQL schema as forward-only numbered migrations,
@@ -34,6 +41,7 @@
 
 #![warn(missing_docs)]
 
+pub mod authority;
 pub mod digests;
 pub mod error;
 pub mod ids;

@@ -10,14 +10,15 @@ use crate::error::StoreError;
 use rusqlite::{Connection, TransactionBehavior};
 use std::path::Path;
 
-/// One schema migration.
-struct Migration {
+/// One schema migration (of `state.db`, or of the authority's `authority.db`:
+/// see [`crate::authority::sqlite`]).
+pub(crate) struct Migration {
     /// Its number: 1, 2, 3… (the schema version after it is applied).
-    version: i64,
+    pub(crate) version: i64,
     /// One line, recorded in `schema_version`.
-    description: &'static str,
+    pub(crate) description: &'static str,
     /// The SQL, run as one batch.
-    sql: &'static str,
+    pub(crate) sql: &'static str,
 }
 
 /// `PRAGMA application_id` of a Flotilla state database (`FLOT` in ASCII).
@@ -223,17 +224,34 @@ pub(crate) fn migrate(
     path: &Path,
     classify: impl Fn(rusqlite::Error) -> StoreError,
 ) -> Result<(), StoreError> {
+    apply(conn, path, classify, MIGRATIONS)
+}
+
+/// Brings the file up to the last of `migrations` (numbered 1, 2, 3…, recorded in
+/// its `schema_version` table); a no-op when it is already there.
+///
+/// # Errors
+/// [`StoreError::SchemaTooNew`] for a file from a newer build,
+/// [`StoreError::Migration`] when a migration fails, and whatever
+/// `classify` makes of other SQLite errors.
+pub(crate) fn apply(
+    conn: &mut Connection,
+    path: &Path,
+    classify: impl Fn(rusqlite::Error) -> StoreError,
+    migrations: &[Migration],
+) -> Result<(), StoreError> {
+    let supported = migrations.last().map_or(0, |m| m.version);
     let too_new = |found| StoreError::SchemaTooNew {
         path: path.to_owned(),
         found,
-        supported: SCHEMA_VERSION,
+        supported,
     };
     // Fast path, read-only: readers opening an up-to-date file take no write lock.
     let found = current_version(conn).map_err(&classify)?;
-    if found > SCHEMA_VERSION {
+    if found > supported {
         return Err(too_new(found));
     }
-    if found == SCHEMA_VERSION {
+    if found == supported {
         return Ok(());
     }
     let tx = conn
@@ -241,7 +259,7 @@ pub(crate) fn migrate(
         .map_err(&classify)?;
     // Another process may have migrated between the check and the lock.
     let found = current_version(&tx).map_err(&classify)?;
-    if found > SCHEMA_VERSION {
+    if found > supported {
         return Err(too_new(found));
     }
     tx.execute_batch(
@@ -251,7 +269,7 @@ pub(crate) fn migrate(
          ) STRICT;",
     )
     .map_err(&classify)?;
-    for m in MIGRATIONS.iter().filter(|m| m.version > found) {
+    for m in migrations.iter().filter(|m| m.version > found) {
         let failed = |source| StoreError::Migration {
             path: path.to_owned(),
             version: m.version,

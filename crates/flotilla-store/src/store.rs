@@ -179,7 +179,7 @@ impl From<StoreError> for TxError {
 }
 
 impl TxError {
-    fn into_store_error(self, path: &Path, context: &'static str) -> StoreError {
+    pub(crate) fn into_store_error(self, path: &Path, context: &'static str) -> StoreError {
         match self {
             TxError::Store(e) => e,
             TxError::Sql(source) => match source.sqlite_error_code() {
@@ -205,7 +205,7 @@ impl TxError {
 /// `SQLITE_BUSY` at once, without its busy handler, when another process is
 /// opening the same fresh file; so this retries with short sleeps, for at most
 /// [`BUSY_TIMEOUT`] of sleeping in total (counted, not read from a clock).
-fn enable_wal(conn: &Connection) -> rusqlite::Result<()> {
+pub(crate) fn enable_wal(conn: &Connection) -> rusqlite::Result<()> {
     let mut slept = Duration::ZERO;
     let mut pause = Duration::from_millis(1);
     loop {
@@ -235,7 +235,7 @@ fn enable_wal(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// Classifies an SQLite error met while opening `path`.
-fn classify_open(path: &Path, source: rusqlite::Error) -> StoreError {
+pub(crate) fn classify_open(path: &Path, source: rusqlite::Error) -> StoreError {
     match TxError::Sql(source).into_store_error(path, "open the state database") {
         StoreError::Sqlite { source, .. } => StoreError::Open {
             path: path.to_owned(),

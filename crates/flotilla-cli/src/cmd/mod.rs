@@ -1,8 +1,11 @@
 //! One module per subcommand.
 
+pub mod agent;
 pub mod apply;
+pub mod authority;
 pub mod check;
 pub mod completions;
+pub mod config;
 pub mod down;
 pub mod host;
 pub mod lifecycle;
@@ -13,6 +16,7 @@ pub mod plan;
 pub mod ps;
 pub mod restart;
 pub mod schema;
+pub mod serve;
 pub mod start;
 pub mod status;
 pub mod stop;

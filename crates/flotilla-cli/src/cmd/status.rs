@@ -27,10 +27,18 @@ pub struct Args {
     /// Also print each component's evidence.
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    /// With `--server`: the fleet as its agents last reported it, through the authority
+    /// (no inventory needed; hosts whose agent is late are `unreachable` with their
+    /// last-known state).
+    #[command(flatten)]
+    pub server: super::authority::ServerArgs,
 }
 
 /// Runs the subcommand; returns the exit status.
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
+    if args.server.server.is_some() {
+        return fleet(cli, args);
+    }
     let (_, validated) = match super::topology_or_exit(cli)? {
         Ok(v) => v,
         Err(code) => return Ok(code),
@@ -75,6 +83,62 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             });
         }
         // Output may be piped (`status --watch | tee`): show each refresh as it comes.
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        std::thread::sleep(args.interval.saturating_sub(began.elapsed()));
+    }
+}
+
+/// `status --server`: the authority's merged, aged view of its agents' reports.
+fn fleet(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
+    let rt = super::runtime()?;
+    let client = super::authority::client(cli, &args.server)?;
+    loop {
+        let began = std::time::Instant::now();
+        let fleet = rt.block_on(client.status())?;
+        let mut report = fleet.report;
+        if let Some(t) = &args.target {
+            report.components.retain(|c| &c.name == t || &c.host == t);
+        }
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            if args.watch {
+                if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+                    print!("\x1b[2J\x1b[H");
+                }
+                println!("{}", watch_header(report.observed_at_ms, args.interval));
+            }
+            match &fleet.selection {
+                Some(s) => println!("revision {} (index {})", s.revision, s.index),
+                None => println!("no revision selected (flotilla config publish)"),
+            }
+            for h in &fleet.hosts {
+                let age = h
+                    .age_ms
+                    .map(|a| format!(", last report {} ago", flotilla_exec::observe::age(a)))
+                    .unwrap_or_default();
+                let rev = match (&h.revision, &fleet.selection) {
+                    (Some(r), Some(s)) if r == &s.revision => ", on the selected revision".into(),
+                    (Some(r), _) => format!(", on {r}"),
+                    (None, _) => String::new(),
+                };
+                println!("host {}: {}{age}{rev}", h.host, h.observability);
+                if let Some(rep) = &h.report {
+                    for d in &rep.drift {
+                        println!("  drift {} {}: {}", d.component, d.kind, d.evidence);
+                    }
+                }
+            }
+            print!("{}", text(&report, args.verbose));
+        }
+        if !args.watch {
+            let hosts_ok = fleet.hosts.iter().all(|h| h.observability == "observed");
+            return Ok(if report.all_ok() && hosts_ok {
+                EXIT_OK
+            } else {
+                EXIT_REFUSED
+            });
+        }
         let _ = std::io::Write::flush(&mut std::io::stdout());
         std::thread::sleep(args.interval.saturating_sub(began.elapsed()));
     }

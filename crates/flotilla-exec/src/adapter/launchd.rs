@@ -4,8 +4,14 @@
 //! - With a `command`, Flotilla writes the job's property list itself
 //!   ([`crate::launchctl::JobPlist`]: `Label`, `ProgramArguments`,
 //!   `EnvironmentVariables`, `WorkingDirectory`, output appended to the component's
-//!   log, `RunAtLoad`, no `KeepAlive`) into `<state>/launchd/<label>.plist`; with
-//!   `launchd.plist` it uses that file as it is.
+//!   log, `RunAtLoad`) into `<state>/launchd/<label>.plist`; with `launchd.plist` it
+//!   uses that file as it is. Without a `restart` policy the job has `KeepAlive =
+//!   false` and no `ThrottleInterval`: nothing restarts it behind Flotilla's back.
+//!   With one, launchd supervises ([`keep_alive`]): `KeepAlive` is
+//!   `{ SuccessfulExit = false }` for `on-failure`, `true` for `always`, `false` for
+//!   `never`, and `ThrottleInterval` is the policy's backoff in whole seconds (at least
+//!   1). launchd has no exponential backoff and no restart limit: it respawns at that
+//!   pace for as long as the job keeps exiting.
 //! - start: `launchctl bootstrap <domain> <plist>` (the domain is `gui/<uid>`, or
 //!   `system` for root); a job already loaded but not running is `kickstart`ed.
 //! - stop: `launchctl bootout <domain>/<label>`, then waits until the job is gone.
@@ -25,7 +31,7 @@ use super::{
 };
 use crate::error::ExecError;
 use crate::identity::{self, RuntimeIdentity};
-use crate::launchctl::{self, JobPlist, ServiceInfo};
+use crate::launchctl::{self, JobPlist, KeepAlive, ServiceInfo};
 use flotilla_model::inventory::AdapterKind;
 use flotilla_model::status::Lifecycle;
 use flotilla_model::topology::Component;
@@ -129,7 +135,8 @@ impl Launchd {
             standard_out_path: Some(launch.log_path.clone()),
             standard_error_path: Some(launch.log_path.clone()),
             run_at_load: true,
-            keep_alive: false,
+            keep_alive: keep_alive(c).0,
+            throttle_interval: keep_alive(c).1,
         };
         write_if_changed(&path, &plist.to_xml(), 0o600)?;
         Ok(path)
@@ -186,6 +193,28 @@ impl Launchd {
             facts: facts(c, &info),
         })
     }
+}
+
+/// The `KeepAlive` and `ThrottleInterval` (seconds) of the job Flotilla writes for
+/// `c`, from its restart policy: [`KeepAlive::Never`] and none without one (the job
+/// is exactly what it was before policies existed); else `on-failure` →
+/// [`KeepAlive::OnFailure`] (`{ SuccessfulExit = false }`), `always` →
+/// [`KeepAlive::Always`], `never` (or `max_restarts = 0`) → [`KeepAlive::Never`],
+/// with the backoff rounded up
+/// to whole seconds (launchd.plist(5): `ThrottleInterval` is an integer).
+pub fn keep_alive(c: &Component) -> (KeepAlive, Option<u32>) {
+    use flotilla_model::inventory::RestartPolicy;
+    let Some(r) = &c.restart else {
+        return (KeepAlive::Never, None);
+    };
+    let keep_alive = match r.policy {
+        _ if r.max_restarts == 0 => KeepAlive::Never,
+        RestartPolicy::OnFailure => KeepAlive::OnFailure,
+        RestartPolicy::Always => KeepAlive::Always,
+        RestartPolicy::Never => KeepAlive::Never,
+    };
+    let seconds = u32::try_from(r.backoff_ms.div_ceil(1000).max(1)).unwrap_or(u32::MAX);
+    (keep_alive, Some(seconds))
 }
 
 fn label(c: &Component) -> String {
@@ -364,5 +393,53 @@ impl Adapter for Launchd {
             owner_restarts: info.runs.map(|r| u64::from(r.saturating_sub(1))),
             evidence,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn component(restart: &str) -> Component {
+        use flotilla_model::{validate, Format, SourceFile, Sources};
+        let toml = format!(
+            "[components.llm]\nadapter = \"launchd\"\nlaunchd = {{ label = \"dev.llm\" }}\ncommand = [\"llm\"]\n{restart}\n"
+        );
+        let mut sources = Sources::new();
+        let id = sources.add(SourceFile::new("flotilla.toml", Format::Toml, toml));
+        validate(&sources, id, &[])
+            .expect("valid")
+            .topology
+            .components[0]
+            .clone()
+    }
+
+    #[test]
+    fn restart_policies_become_keep_alive_and_throttle_interval() {
+        assert_eq!(keep_alive(&component("")), (KeepAlive::Never, None));
+        assert_eq!(
+            keep_alive(&component("restart = {}")),
+            (KeepAlive::OnFailure, Some(1))
+        );
+        assert_eq!(
+            keep_alive(&component(
+                "restart = { policy = \"always\", backoff = \"2500ms\" }"
+            )),
+            (KeepAlive::Always, Some(3))
+        );
+        assert_eq!(
+            keep_alive(&component(
+                "restart = { policy = \"always\", backoff = \"10ms\" }"
+            )),
+            (KeepAlive::Always, Some(1))
+        );
+        assert_eq!(
+            keep_alive(&component("restart = { policy = \"never\" }")).0,
+            KeepAlive::Never
+        );
+        assert_eq!(
+            keep_alive(&component("restart = { max_restarts = 0 }")).0,
+            KeepAlive::Never
+        );
     }
 }

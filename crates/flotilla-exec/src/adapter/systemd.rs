@@ -10,8 +10,17 @@
 //!   `WorkingDirectory` the component's, the environment comes from an owner-only
 //!   `EnvironmentFile` in the state directory (secret values never enter the unit
 //!   file), output is appended to the component's log, `KillMode=control-group`, the
-//!   stop signal and grace period become `KillSignal=`/`TimeoutStopSec=`, and there
-//!   is no `Restart=` (the component's restart policy will add it).
+//!   stop signal and grace period become `KillSignal=`/`TimeoutStopSec=`. Without a
+//!   `restart` policy there is no `Restart=`: nothing restarts it behind Flotilla's
+//!   back. With one ([`restart_settings`]), systemd supervises: `Restart=`
+//!   (`on-failure`, `always`, `no`), `RestartSec=` the policy's backoff, and in
+//!   `[Unit]` a start limit (`StartLimitBurst=` = 1 + `max_restarts`,
+//!   `StartLimitIntervalSec=` the time the policy's backoff schedule takes, at least
+//!   10 s) after which systemd gives up on a crash loop and leaves the unit `failed`.
+//!   systemd 252 (Debian 12) has no exponential `RestartSteps=`/`RestartMaxDelaySec=`
+//!   (systemd ≥ 254), so the delay stays at the backoff. A deliberate start or restart
+//!   first runs `systemctl reset-failed` on such a unit, so a crash loop's start limit
+//!   never refuses an operator's command.
 //! - **An existing unit** (`systemd = { unit = "…" }`, no `command`): started,
 //!   stopped and restarted by name; its own `Restart=` is respected and reported.
 //!
@@ -108,6 +117,18 @@ impl Systemd {
             self.ctl(c, &["daemon-reload"])?;
         }
         Ok(())
+    }
+
+    /// Before a deliberate start or restart of Flotilla's own unit with a restart
+    /// policy: `systemctl reset-failed`, which flushes the start-rate counter a crash
+    /// loop used up (systemd.unit(5), `StartLimitIntervalSec=`). Best effort: when it
+    /// fails, the start that follows reports what is wrong.
+    fn reset_start_limit(&self, c: &Component) {
+        if c.restart.is_some() && owns_unit(c) {
+            if let Err(e) = self.ctl(c, &["reset-failed", "--", &unit_name(c)]) {
+                tracing::debug!("component `{}`: reset-failed: {e}", c.name);
+            }
+        }
     }
 
     /// Measures the main process of `c`'s unit after a start or restart.
@@ -237,10 +258,12 @@ pub fn render_unit(launch: &Launch, program: &Path, env_file: &Path) -> String {
         Some(d) => format!("{} (flotilla component `{}`)", d.replace('\n', " "), c.name),
         None => format!("flotilla component `{}`", c.name),
     };
+    let (unit_restart, service_restart) = restart_settings(c);
     format!(
         "# Written by flotilla for component `{name}`; it is rewritten at each start.\n\
          [Unit]\n\
          Description={description}\n\
+         {unit_restart}\
          \n\
          [Service]\n\
          Type=exec\n\
@@ -253,7 +276,8 @@ pub fn render_unit(launch: &Launch, program: &Path, env_file: &Path) -> String {
          KillMode=control-group\n\
          KillSignal={signal}\n\
          TimeoutStopSec={grace_ms}ms\n\
-         SendSIGKILL=yes\n",
+         SendSIGKILL=yes\n\
+         {service_restart}",
         name = c.name,
         exec = exec.join(" "),
         cwd = path(&launch.cwd),
@@ -261,6 +285,41 @@ pub fn render_unit(launch: &Launch, program: &Path, env_file: &Path) -> String {
         log = path(&launch.log_path),
         grace_ms = grace.as_millis().max(1),
     )
+}
+
+/// The lines a component's restart policy adds to its unit: `([Unit] lines, [Service]
+/// lines)`, each line ending in a newline; both empty without a policy, so such a
+/// unit is exactly what it was before policies existed.
+///
+/// - `Restart=`: `on-failure`, `always`, or `no` for policy `never` and for
+///   `max_restarts = 0` (systemd.service(5));
+/// - `RestartSec=` the policy's `backoff` (systemd 252 keeps the delay fixed);
+/// - `StartLimitBurst=` 1 + `max_restarts` (the first start counts) within
+///   `StartLimitIntervalSec=` the time the policy's whole backoff schedule takes
+///   ([`flotilla_model::topology::Restart::window_ms`]), at least 10 s, systemd's
+///   default (systemd.unit(5)): a crash loop that outruns the schedule hits the limit
+///   and systemd stops restarting it.
+pub fn restart_settings(c: &Component) -> (String, String) {
+    use flotilla_model::inventory::RestartPolicy;
+    let Some(r) = &c.restart else {
+        return (String::new(), String::new());
+    };
+    let restart = match r.policy {
+        _ if r.max_restarts == 0 => "no",
+        RestartPolicy::OnFailure => "on-failure",
+        RestartPolicy::Always => "always",
+        RestartPolicy::Never => "no",
+    };
+    let service = format!("Restart={restart}\nRestartSec={}ms\n", r.backoff_ms);
+    if restart == "no" {
+        return (String::new(), service);
+    }
+    let unit = format!(
+        "StartLimitIntervalSec={}ms\nStartLimitBurst={}\n",
+        r.window_ms().max(10_000),
+        u64::from(r.max_restarts) + 1
+    );
+    (unit, service)
 }
 
 /// What `systemctl show` said of a unit.
@@ -360,6 +419,7 @@ impl Adapter for Systemd {
             self.install(launch)?;
         }
         let offset = file_len(&launch.log_path);
+        self.reset_start_limit(c);
         self.ctl(c, &["start", "--", &unit_name(c)])?;
         self.launched(launch, offset)
     }
@@ -374,6 +434,7 @@ impl Adapter for Systemd {
             self.install(launch)?;
         }
         let offset = file_len(&launch.log_path);
+        self.reset_start_limit(c);
         self.ctl(c, &["restart", "--", &unit_name(c)])?;
         self.launched(launch, offset)
     }
@@ -487,6 +548,87 @@ mod tests {
         assert_eq!(failed.lifecycle(), Lifecycle::Failed);
         let starting = UnitState::parse("ActiveState=activating\nSubState=auto-restart\n");
         assert_eq!(starting.lifecycle(), Lifecycle::Starting);
+    }
+
+    fn launch(restart: &str) -> Launch {
+        use flotilla_model::{validate, Format, SourceFile, Sources};
+        let toml = format!(
+            "[components.llm]\nadapter = \"systemd\"\ncommand = [\"llm\", \"--port\", \"8080\"]\n{restart}\n"
+        );
+        let mut sources = Sources::new();
+        let id = sources.add(SourceFile::new("flotilla.toml", Format::Toml, toml));
+        let t = validate(&sources, id, &[]).expect("valid").topology;
+        Launch {
+            component: t.components[0].clone(),
+            argv: vec!["llm".into(), "--port".into(), "8080".into()],
+            env: Vec::new(),
+            cwd: "/srv".into(),
+            log_path: "/state/logs/llm.log".into(),
+            log_max_bytes: 0,
+            log_keep: 0,
+            state_root: "/state".into(),
+        }
+    }
+
+    /// Without a restart policy the unit is what Flotilla always wrote (no
+    /// `Restart=`, no start limit); with one, systemd supervises.
+    #[test]
+    fn units_carry_the_restart_policy_only_when_there_is_one() {
+        let render = |restart: &str| {
+            render_unit(
+                &launch(restart),
+                Path::new("/usr/bin/llm"),
+                Path::new("/state/run/llm.env"),
+            )
+        };
+        assert_eq!(
+            render(""),
+            "# Written by flotilla for component `llm`; it is rewritten at each start.\n\
+             [Unit]\n\
+             Description=flotilla component `llm`\n\
+             \n\
+             [Service]\n\
+             Type=exec\n\
+             ExecStart=\"/usr/bin/llm\" \"--port\" \"8080\"\n\
+             WorkingDirectory=/srv\n\
+             EnvironmentFile=/state/run/llm.env\n\
+             StandardInput=null\n\
+             StandardOutput=append:/state/logs/llm.log\n\
+             StandardError=append:/state/logs/llm.log\n\
+             KillMode=control-group\n\
+             KillSignal=SIGTERM\n\
+             TimeoutStopSec=10000ms\n\
+             SendSIGKILL=yes\n"
+        );
+        let on_failure = render("restart = { backoff = \"2s\", max_restarts = 3 }");
+        assert!(
+            on_failure.contains(
+                "Description=flotilla component `llm`\nStartLimitIntervalSec=14000ms\nStartLimitBurst=4\n\n[Service]\n"
+            ),
+            "{on_failure}"
+        );
+        assert!(
+            on_failure.ends_with("SendSIGKILL=yes\nRestart=on-failure\nRestartSec=2000ms\n"),
+            "{on_failure}"
+        );
+        let always = render("restart = { policy = \"always\" }");
+        assert!(
+            always.contains("Restart=always\nRestartSec=1000ms\n"),
+            "{always}"
+        );
+        // 1+2+4+…+256 s, then 300 s (the default max_backoff) for the tenth.
+        assert!(always.contains("StartLimitIntervalSec=811000ms\nStartLimitBurst=11\n"));
+        for never in [
+            "restart = { policy = \"never\" }",
+            "restart = { policy = \"always\", max_restarts = 0 }",
+        ] {
+            let unit = render(never);
+            assert!(unit.contains("Restart=no\n"), "{unit}");
+            assert!(!unit.contains("StartLimit"), "{unit}");
+        }
+        // A short schedule still gets systemd's default 10 s window.
+        let quick = render("restart = { backoff = \"100ms\", max_restarts = 2 }");
+        assert!(quick.contains("StartLimitIntervalSec=10000ms\nStartLimitBurst=3\n"));
     }
 
     #[test]

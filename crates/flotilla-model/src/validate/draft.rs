@@ -7,7 +7,7 @@ use crate::diag::{Code, Diagnostic, Location};
 use crate::inventory::{AdapterKind, ComponentSpec, Owner, ProbeSpec, StackSpec};
 use crate::node::{from_node, Entry, Node};
 use crate::template::TemplateOutput;
-use crate::topology::{Connection, Host, Probe, Tunnel};
+use crate::topology::{Connection, Host, Probe, Restart, Tunnel};
 use crate::values::{Endpoint, EnvValue};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -29,6 +29,8 @@ pub(super) struct Draft<'a> {
     pub(super) readiness: Option<Located<ProbeSpec>>,
     pub(super) liveness: Option<Located<ProbeSpec>>,
     pub(super) stop: Option<crate::inventory::StopSpec>,
+    /// The restart policy, resolved (managed components only).
+    pub(super) restart: Option<Restart>,
     pub(super) tunnel: Option<Located<crate::inventory::TunnelSpec>>,
     // Filled in the cross-reference phase.
     pub(super) parsed_endpoints: BTreeMap<String, Endpoint>,
@@ -264,6 +266,7 @@ impl Validator {
                 let explicit = |k: &str| node.get(k).is_some();
                 for k in [
                     "command", "adapter", "stop", "cwd", "env", "tunnel", "launchd", "systemd",
+                    "restart",
                 ] {
                     if explicit(k) {
                         lifecycle_keys.push(k);
@@ -368,6 +371,17 @@ impl Validator {
                 }
             }
         }
+        let restart = if owner == Owner::Managed {
+            self.restart(
+                name,
+                node,
+                &spec,
+                adapter.unwrap_or_default(),
+                command.is_empty(),
+            )
+        } else {
+            None
+        };
         // A draft is kept even when something above was wrong, so its dependencies,
         // connections and probes are still checked (errors already fail validation).
         Some(Draft {
@@ -389,6 +403,7 @@ impl Validator {
             readiness,
             liveness,
             stop,
+            restart,
             tunnel,
             parsed_endpoints: BTreeMap::new(),
             deps: BTreeMap::new(),
@@ -396,6 +411,91 @@ impl Validator {
             resolved_tunnel: None,
             resolved_readiness: None,
             resolved_liveness: None,
+        })
+    }
+}
+
+impl Validator {
+    /// Resolves a managed component's `restart` table: defaults filled, durations at
+    /// least 1 ms, `backoff` ≤ `max_backoff`, and only where Flotilla can make it
+    /// happen (not on a unit or plist it does not write).
+    fn restart(
+        &mut self,
+        name: &str,
+        node: &Node,
+        spec: &ComponentSpec,
+        adapter: AdapterKind,
+        no_command: bool,
+    ) -> Option<Restart> {
+        let r = spec.restart.as_ref()?;
+        let file = self.file;
+        let at = |key: &str| Location {
+            file,
+            span: node.span_at(&["restart", key]),
+        };
+        let foreign = match adapter {
+            AdapterKind::Systemd if no_command => Some((
+                "an existing systemd unit",
+                "set `Restart=` in the unit itself (its own policy is respected and its restarts are reported)",
+            )),
+            AdapterKind::Launchd if spec.launchd.as_ref().is_some_and(|l| l.plist.is_some()) => Some((
+                "an existing launchd plist",
+                "set `KeepAlive` and `ThrottleInterval` in the plist itself",
+            )),
+            _ => None,
+        };
+        if let Some((what, help)) = foreign {
+            self.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    format!("component `{name}` declares `restart`, but it runs as {what}, which Flotilla does not write"),
+                    self.loc(node.key_span_at(&["restart"])),
+                )
+                .with_help(help),
+            );
+            return None;
+        }
+        let mut ok = true;
+        let mut millis = [1_000u64, 300_000u64];
+        for (i, (key, d)) in [("backoff", r.backoff), ("max_backoff", r.max_backoff)]
+            .into_iter()
+            .enumerate()
+        {
+            let Some(d) = d else { continue };
+            millis[i] = u64::try_from(d.0.as_millis()).unwrap_or(u64::MAX);
+            if millis[i] == 0 {
+                ok = false;
+                self.push(
+                    Diagnostic::error(
+                        Code::InvalidValue,
+                        format!("component `{name}`: restart `{key}` must be at least 1ms"),
+                        at(key),
+                    )
+                    .with_help("e.g. backoff = \"1s\", max_backoff = \"5m\""),
+                );
+            }
+        }
+        let [backoff_ms, max_backoff_ms] = millis;
+        if ok && backoff_ms > max_backoff_ms {
+            let limit = match r.max_backoff {
+                Some(m) => format!("`max_backoff` ({})", humantime::format_duration(m.0)),
+                None => "the default `max_backoff` (5m)".to_string(),
+            };
+            self.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    format!("component `{name}`: restart `backoff` is longer than {limit}"),
+                    at("backoff"),
+                )
+                .with_help("the delay doubles after each restart in a row, up to max_backoff: make backoff ≤ max_backoff"),
+            );
+            ok = false;
+        }
+        ok.then_some(Restart {
+            policy: r.policy,
+            backoff_ms,
+            max_backoff_ms,
+            max_restarts: r.max_restarts.unwrap_or(10),
         })
     }
 }

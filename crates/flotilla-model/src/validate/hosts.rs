@@ -1,5 +1,5 @@
-//! Hosts: transport, platform, SSH settings (each checked where it is written), and
-//! the implicit `local` host.
+//! Hosts: transport (`local`, `ssh`, `agent`), role, platform, SSH settings (each
+//! checked where it is written), and the implicit `local` host.
 
 use super::Validator;
 use crate::diag::{Code, Diagnostic};
@@ -47,7 +47,11 @@ impl Validator {
                             );
                         }
                     }
-                    if h.transport == TransportKind::Local {
+                    if h.transport != TransportKind::Ssh {
+                        let help = match h.transport {
+                            TransportKind::Agent => "remove it: an agent host is reached through its own `flotilla agent`, which keeps its own state directory (or set transport = \"ssh\")",
+                            _ => "set transport = \"ssh\", or remove it (a local host uses this machine's own state directory: --state-dir)",
+                        };
                         for (key, set) in [
                             ("user", h.user.is_some()),
                             ("port", h.port.is_some()),
@@ -59,10 +63,13 @@ impl Validator {
                                 self.push(
                                     Diagnostic::error(
                                         Code::InvalidValue,
-                                        format!("host `{}`: `{key}` applies to transport `ssh` only", e.key),
+                                        format!(
+                                            "host `{}`: `{key}` applies to transport `ssh` only",
+                                            e.key
+                                        ),
                                         self.loc(e.value.span_at(&[key])),
                                     )
-                                    .with_help("set transport = \"ssh\", or remove it (a local host uses this machine's own state directory: --state-dir)"),
+                                    .with_help(help),
                                 );
                             }
                         }
@@ -134,8 +141,9 @@ impl Validator {
                             transport: h.transport,
                             address: h.address.clone().unwrap_or_else(|| match h.transport {
                                 TransportKind::Local => "localhost".into(),
-                                TransportKind::Ssh => e.key.to_string(),
+                                TransportKind::Ssh | TransportKind::Agent => e.key.to_string(),
                             }),
+                            role: h.role.unwrap_or_default(),
                             user: h.user,
                             port: h.port.map(|p| p.0),
                             identity: h.identity,
@@ -158,6 +166,7 @@ impl Validator {
                     address: "localhost".into(),
                     user: None,
                     port: None,
+                    role: crate::inventory::HostRole::default(),
                     identity: None,
                     ssh_options: BTreeMap::new(),
                     state_dir: None,

@@ -824,6 +824,7 @@ impl Validator {
             connections: d.connections,
             readiness: d.resolved_readiness,
             liveness: d.resolved_liveness,
+            restart: d.restart,
             stop,
             tunnel: d.resolved_tunnel,
             launchd: d.spec.launchd,

@@ -1,0 +1,333 @@
+//! The authority as desired-state source and report sink, behind the small
+//! [`AuthorityClient`] trait: `flotilla_server::client::Client` implements it once it
+//! lands (its `snapshot` and `report` have these signatures). Until then the wire
+//! types here ([`SnapshotResponse`], [`HostView`], [`ClientError`]) stand in for
+//! `flotilla_server::api::SnapshotResponse`, `flotilla_model`'s `HostView` and
+//! `flotilla_server::client::ClientError`, field for field; wiring the real client
+//! means replacing them by re-exports and adding the one `impl`.
+//!
+//! [`AuthoritySource`] long-polls `GET /v1/hosts/{host}/snapshot?index=N&wait=…`
+//! (Consul's blocking queries): the request returns as soon as the authority's
+//! selection index passes `N`, else after `wait` (jittered by up to 1/16, so a fleet's
+//! polls spread out). When the authority cannot be reached it says so and tries again
+//! with exponential backoff (1 s doubling to 1 min, jittered); the agent keeps its
+//! components as they are meanwhile, and the revision the authority gives back when it
+//! returns is compared with the one applied, so nothing restarts that did not change.
+
+use crate::report::{AgentReport, ReportError, Reporter};
+use crate::source::{Desired, Next, Source, SourceError};
+use flotilla_model::topology::Snapshot;
+use serde::{Deserialize, Serialize};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a host receives: its snapshot and, for a `control` host, the whole
+/// secret-free topology (stand-in for the model's `HostView`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostView {
+    /// The host's snapshot.
+    pub snapshot: Snapshot,
+    /// The whole revision, for `control` hosts only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<serde_json::Value>,
+}
+
+/// The answer to a snapshot long-poll (stand-in for `flotilla_server::api::SnapshotResponse`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotResponse {
+    /// The authority's selection index (1, 2, 3…; the next poll's `index`).
+    pub index: u64,
+    /// The selected revision (`None`: nothing selected yet).
+    pub revision: Option<String>,
+    /// This host's view of it (`None` with no selection).
+    pub view: Option<HostView>,
+}
+
+/// Why the authority could not be asked (stand-in for
+/// `flotilla_server::client::ClientError`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ClientError(pub String);
+
+/// The calls the agent makes to its authority.
+pub trait AuthorityClient: Send + Sync + 'static {
+    /// `GET /v1/hosts/{host}/snapshot?index={index}&wait={wait}`.
+    ///
+    /// # Errors
+    /// [`ClientError`]: unreachable, refused, unreadable answer.
+    fn snapshot(
+        &self,
+        host: &str,
+        index: u64,
+        wait: Duration,
+    ) -> impl Future<Output = Result<SnapshotResponse, ClientError>> + Send;
+
+    /// `POST /v1/hosts/{host}/report`.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    fn report(
+        &self,
+        host: &str,
+        report: &AgentReport,
+    ) -> impl Future<Output = Result<(), ClientError>> + Send;
+}
+
+/// A random number (the standard library's per-process random hash keys): enough to
+/// jitter poll intervals.
+fn random() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or_default(),
+    );
+    h.finish()
+}
+
+/// `d` plus a random part of up to `d / fraction`.
+pub fn jittered(d: Duration, fraction: u32) -> Duration {
+    let span = (d / fraction.max(1)).as_millis() as u64;
+    if span == 0 {
+        return d;
+    }
+    d + Duration::from_millis(random() % (span + 1))
+}
+
+/// Exponential backoff: `start`, doubled after each failure, capped at `max`.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    start: Duration,
+    max: Duration,
+    current: Duration,
+}
+
+impl Backoff {
+    /// Starting at `start`, at most `max`.
+    pub fn new(start: Duration, max: Duration) -> Self {
+        Backoff {
+            start,
+            max,
+            current: start,
+        }
+    }
+
+    /// The delay to wait now; the next one is twice as long (capped).
+    pub fn next_delay(&mut self) -> Duration {
+        let d = self.current;
+        self.current = (self.current * 2).min(self.max);
+        d
+    }
+
+    /// Back to the start, after a success.
+    pub fn reset(&mut self) {
+        self.current = self.start;
+    }
+}
+
+/// The authority as desired-state source.
+pub struct AuthoritySource<C> {
+    client: Arc<C>,
+    host: String,
+    wait: Duration,
+    index: u64,
+    last_revision: Option<String>,
+    failed: bool,
+    backoff: Backoff,
+    base_dir: PathBuf,
+}
+
+impl<C: AuthorityClient> AuthoritySource<C> {
+    /// Polls `client` for `host`'s snapshot, each poll waiting at most `wait` (plus
+    /// jitter); components' relative paths start at `base_dir` (the home directory).
+    pub fn new(client: Arc<C>, host: impl Into<String>, wait: Duration, base_dir: PathBuf) -> Self {
+        AuthoritySource {
+            client,
+            host: host.into(),
+            wait,
+            index: 0,
+            last_revision: None,
+            failed: false,
+            backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
+            base_dir,
+        }
+    }
+}
+
+impl<C: AuthorityClient> Source for AuthoritySource<C> {
+    async fn next(&mut self) -> Result<Next, SourceError> {
+        if self.failed {
+            tokio::time::sleep(jittered(self.backoff.next_delay(), 4)).await;
+        }
+        let answer = self
+            .client
+            .snapshot(&self.host, self.index, jittered(self.wait, 16))
+            .await;
+        let r = match answer {
+            Ok(r) => r,
+            Err(e) => {
+                self.failed = true;
+                return Err(SourceError::Authority(e.0));
+            }
+        };
+        self.failed = false;
+        self.backoff.reset();
+        self.index = r.index;
+        let (Some(revision), Some(view)) = (r.revision, r.view) else {
+            return Ok(Next::Unchanged);
+        };
+        if view.snapshot.host != self.host {
+            self.failed = true;
+            return Err(SourceError::Authority(format!(
+                "sent the snapshot of host `{}` to host `{}`",
+                view.snapshot.host, self.host
+            )));
+        }
+        if self.last_revision.as_deref() == Some(revision.as_str()) {
+            return Ok(Next::Unchanged);
+        }
+        self.last_revision = Some(revision.clone());
+        Ok(Next::Changed(Desired {
+            revision,
+            index: Some(r.index),
+            snapshot: view.snapshot,
+            base_dir: self.base_dir.clone(),
+        }))
+    }
+
+    fn describe(&self) -> String {
+        format!("authority (host {})", self.host)
+    }
+}
+
+/// Reports to the authority, and into the local status file too (so `status.json`
+/// shows the last report even while the authority cannot be reached).
+pub struct AuthorityReporter<C> {
+    client: Arc<C>,
+    host: String,
+    local: crate::report::LocalReporter,
+}
+
+impl<C: AuthorityClient> AuthorityReporter<C> {
+    /// Reports for `host` through `client`, and through `local`.
+    pub fn new(
+        client: Arc<C>,
+        host: impl Into<String>,
+        local: crate::report::LocalReporter,
+    ) -> Self {
+        AuthorityReporter {
+            client,
+            host: host.into(),
+            local,
+        }
+    }
+}
+
+impl<C: AuthorityClient> Reporter for AuthorityReporter<C> {
+    async fn report(&mut self, report: &AgentReport) -> Result<(), ReportError> {
+        self.local.report(report).await?;
+        self.client
+            .report(&self.host, report)
+            .await
+            .map_err(|e| ReportError::Authority(e.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    /// An authority answering from a script of responses.
+    struct Scripted {
+        answers: Mutex<Vec<Result<SnapshotResponse, ClientError>>>,
+        asked: Mutex<Vec<u64>>,
+    }
+
+    impl AuthorityClient for Scripted {
+        async fn snapshot(
+            &self,
+            _host: &str,
+            index: u64,
+            _wait: Duration,
+        ) -> Result<SnapshotResponse, ClientError> {
+            self.asked.lock().unwrap().push(index);
+            self.answers.lock().unwrap().remove(0)
+        }
+        async fn report(&self, _host: &str, _r: &AgentReport) -> Result<(), ClientError> {
+            Ok(())
+        }
+    }
+
+    fn answer(index: u64, rev: &str) -> Result<SnapshotResponse, ClientError> {
+        Ok(SnapshotResponse {
+            index,
+            revision: Some(rev.into()),
+            view: Some(HostView {
+                snapshot: Snapshot {
+                    components: Vec::new(),
+                    host: "h".into(),
+                    hosts: BTreeMap::new(),
+                    project: None,
+                    topology_digest: rev.into(),
+                },
+                topology: None,
+            }),
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn long_polls_from_the_last_index_and_yields_only_new_revisions() {
+        let client = Arc::new(Scripted {
+            answers: Mutex::new(vec![
+                Ok(SnapshotResponse {
+                    index: 0,
+                    revision: None,
+                    view: None,
+                }),
+                answer(1, "sha256:a"),
+                answer(1, "sha256:a"),
+                Err(ClientError("connection refused".into())),
+                answer(2, "sha256:a"),
+                answer(3, "sha256:b"),
+            ]),
+            asked: Mutex::new(Vec::new()),
+        });
+        let mut s = AuthoritySource::new(client.clone(), "h", Duration::from_secs(30), "/".into());
+        assert_eq!(s.next().await.unwrap(), Next::Unchanged);
+        assert!(
+            matches!(s.next().await.unwrap(), Next::Changed(d) if d.revision == "sha256:a" && d.index == Some(1))
+        );
+        assert_eq!(s.next().await.unwrap(), Next::Unchanged);
+        assert!(matches!(s.next().await, Err(SourceError::Authority(m)) if m.contains("refused")));
+        // Back: the same revision again restarts nothing.
+        assert_eq!(s.next().await.unwrap(), Next::Unchanged);
+        assert!(matches!(s.next().await.unwrap(), Next::Changed(d) if d.revision == "sha256:b"));
+        assert_eq!(*client.asked.lock().unwrap(), vec![0, 0, 1, 1, 1, 2]);
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap_and_resets() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(350));
+        let d: Vec<u128> = (0..4).map(|_| b.next_delay().as_millis()).collect();
+        assert_eq!(d, vec![100, 200, 350, 350]);
+        b.reset();
+        assert_eq!(b.next_delay(), Duration::from_millis(100));
+    }
+
+    #[test]
+    fn jitter_stays_within_its_fraction() {
+        for _ in 0..100 {
+            let j = jittered(Duration::from_secs(16), 16);
+            assert!(
+                j >= Duration::from_secs(16) && j <= Duration::from_secs(17),
+                "{j:?}"
+            );
+        }
+    }
+}

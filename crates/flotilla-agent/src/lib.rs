@@ -1,0 +1,47 @@
+//! `flotilla agent`: keeps its host converged to a desired state, with the same
+//! planner and executor as the CLI, supervises `process` components, and reports
+//! measured status and drift. Outbound only: it never listens on a port.
+//!
+//! Code map:
+//! - [`source`]: the [`Source`] trait (the host's next desired state: a snapshot and
+//!   its revision, or "unchanged"), and how a snapshot becomes the topology the agent
+//!   plans against (its own host made `local`, as `flotilla host serve` runs it).
+//! - [`local`]: [`LocalInventory`], the source of `flotilla agent run --inventory
+//!   FILE` (the CLI's loader handed in as an [`InventoryLoader`]; polled by mtime,
+//!   size and digest; an invalid edit keeps the last good state).
+//! - [`authority`]: the [`authority::AuthorityClient`] trait (what
+//!   `flotilla_server::client::Client` provides), [`authority::AuthoritySource`]
+//!   (long-poll with jitter, backoff while unreachable) and
+//!   [`authority::AuthorityReporter`].
+//! - [`agent`]: [`Agent`], the loop: converge each new desired state (stop what it
+//!   removed, start what should run, restart what changed: one journaled operation
+//!   each, under the lifecycle lock), supervise, find drift, report.
+//! - [`supervise`]: restart decisions by a component's `restart` policy (backoff,
+//!   crash-loop give-up); pure.
+//! - [`drift`]: local changes to what the agent manages (stopped or started by hand,
+//!   config or identity files edited), with evidence; never reverted.
+//! - [`report`]: [`AgentReport`], [`Reporter`], [`LocalReporter`] (`status.json`).
+//! - [`state`]: the agent's files in `<state>/agent/` (`snapshot.json`: the last
+//!   applied desired state; `status.json`; `agent.json`), written atomically.
+//! - [`unit`]: `flotilla agent unit`: the systemd user unit / launchd plist that
+//!   starts the agent at boot.
+
+#![warn(missing_docs)]
+
+pub mod agent;
+pub mod authority;
+pub mod drift;
+pub mod local;
+pub mod report;
+pub mod source;
+pub mod state;
+pub mod supervise;
+pub mod unit;
+
+pub use agent::{Agent, AgentConfig, AgentError};
+pub use local::{InventoryLoader, LoadError, LoadedInventory, LocalInventory};
+pub use report::{AgentReport, Drift, DriftKind, LocalReporter, Reporter};
+pub use source::{Desired, Next, Source, SourceError};
+
+/// Where the agent's log lines go (one line per call, no trailing newline).
+pub type Log = std::sync::Arc<dyn Fn(&str) + Send + Sync>;

@@ -1,0 +1,49 @@
+//! Reaching the authority from the CLI: `--server` and the operator credential file
+//! (shared by `config`, `serve token` and the `--server` forms of other verbs).
+
+use crate::Cli;
+use std::path::PathBuf;
+
+/// Where the authority is and how to be trusted by it.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// The authority's URL (default https://127.0.0.1:7443 for `config` and `serve
+    /// token`; other verbs go through the authority only when it is given).
+    #[arg(long, env = "FLOTILLA_SERVER", value_name = "URL")]
+    pub server: Option<String>,
+    /// The operator credential file `flotilla serve init` wrote (credential and CA).
+    /// Default: `<state dir>/authority/operator.json`.
+    #[arg(long, env = "FLOTILLA_OPERATOR_FILE", value_name = "FILE")]
+    pub operator_file: Option<PathBuf>,
+}
+
+/// The base state directory (`--state-dir`, `$FLOTILLA_STATE_DIR`, XDG, `~/.local/state/flotilla`).
+pub fn base_state_dir(cli: &Cli) -> anyhow::Result<PathBuf> {
+    Ok(
+        flotilla_exec::statedir::StateDir::resolve(cli.state_dir.as_deref(), "default")?
+            .base()
+            .to_path_buf(),
+    )
+}
+
+/// A client of the authority with the operator's credential.
+pub fn client(cli: &Cli, args: &ServerArgs) -> anyhow::Result<flotilla_server::Client> {
+    let path = match &args.operator_file {
+        Some(p) => p.clone(),
+        None => base_state_dir(cli)?
+            .join("authority")
+            .join(flotilla_server::authority::OPERATOR_FILE),
+    };
+    let file = flotilla_server::authority::OperatorFile::read(&path).map_err(|e| {
+        anyhow::anyhow!("{e}\n  (the operator credential: run `flotilla serve init` on the authority's machine, or pass --operator-file)")
+    })?;
+    let url = args
+        .server
+        .clone()
+        .unwrap_or_else(|| format!("https://{}", flotilla_server::authority::DEFAULT_LISTEN));
+    Ok(flotilla_server::Client::new(
+        &url,
+        &file.ca_pem,
+        Some(file.credential),
+    )?)
+}

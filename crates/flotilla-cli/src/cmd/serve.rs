@@ -1,0 +1,189 @@
+//! `flotilla serve [init | token create | openapi]`: run the desired-state authority,
+//! make its CA and operator credential, make join tokens, print the API document.
+
+use crate::{Cli, EXIT_OK};
+use flotilla_server::authority::{self, Backend, ServeOptions};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `flotilla serve`.
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<ServeCommand>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// Where the authority keeps its data.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StoreArgs {
+    /// The authority directory (CA, certificates, SQLite database, operator.json).
+    /// Default: `<state dir>/authority`.
+    #[arg(long, env = "FLOTILLA_AUTHORITY_DIR", value_name = "DIR")]
+    pub authority_dir: Option<PathBuf>,
+    /// Keep revisions, tokens and reports in PostgreSQL instead of SQLite
+    /// (`postgres://user:password@host:port/database`).
+    #[arg(long, env = "FLOTILLA_DATABASE_URL", value_name = "URL")]
+    pub database_url: Option<String>,
+}
+
+/// Options of the server itself.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Address and port to listen on (HTTPS).
+    #[arg(long, default_value = authority::DEFAULT_LISTEN, value_name = "ADDR:PORT")]
+    pub listen: SocketAddr,
+    /// Serve this certificate chain (PEM) instead of the private CA's (with --tls-key).
+    #[arg(long, requires = "tls_key", value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, requires = "tls_cert", value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// A host whose agent has not reported for this long is shown `unreachable`.
+    #[arg(long, default_value = "45s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub report_deadline: Duration,
+}
+
+/// `flotilla serve` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum ServeCommand {
+    /// Make the authority's private CA, its server certificate and an operator
+    /// credential (kept if they exist; the certificate is reissued for new names).
+    Init {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// More names or addresses the server certificate is valid for (besides
+        /// localhost, 127.0.0.1 and ::1); repeatable.
+        #[arg(long = "san", value_name = "NAME")]
+        sans: Vec<String>,
+    },
+    /// Join tokens for agents.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Print the API's OpenAPI document (JSON).
+    Openapi,
+}
+
+/// `flotilla serve token` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum TokenCommand {
+    /// Make a one-time join token bound to one host, and print the join command.
+    Create {
+        /// The host the agent will act for.
+        #[arg(long)]
+        host: String,
+        /// How long the token can be used.
+        #[arg(long, default_value = "1h", value_parser = humantime::parse_duration, value_name = "DURATION")]
+        ttl: Duration,
+        #[command(flatten)]
+        server: super::authority::ServerArgs,
+        /// Print JSON: {token, host, expires_ms, ca_hash}.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The authority directory: `--authority-dir`, else `<state dir>/authority`.
+pub fn authority_dir(cli: &Cli, store: &StoreArgs) -> anyhow::Result<PathBuf> {
+    match &store.authority_dir {
+        Some(d) => Ok(d.clone()),
+        None => Ok(super::authority::base_state_dir(cli)?.join("authority")),
+    }
+}
+
+/// Runs the subcommand; returns the exit status.
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
+    let rt = super::runtime()?;
+    match &args.command {
+        Some(ServeCommand::Openapi) => {
+            print!("{}", flotilla_server::openapi::document());
+            Ok(EXIT_OK)
+        }
+        Some(ServeCommand::Init { store, sans }) => {
+            let dir = authority_dir(cli, store)?;
+            let backend = Backend::choose(&dir, store.database_url.as_deref());
+            let done = rt.block_on(authority::init(&dir, sans, &backend))?;
+            println!(
+                "authority directory: {}{}",
+                dir.display(),
+                if done.ca.created {
+                    " (new CA)"
+                } else {
+                    " (CA kept)"
+                }
+            );
+            println!("storage: {}", backend.describe());
+            println!("certificate names: {}", done.ca.names.join(", "));
+            println!("CA pin: {}", done.ca.ca_hash);
+            println!(
+                "operator credential: {}{}",
+                done.operator_file.display(),
+                if done.operator_created {
+                    " (new)"
+                } else {
+                    " (kept)"
+                }
+            );
+            println!("next: flotilla serve --authority-dir {}", dir.display());
+            Ok(EXIT_OK)
+        }
+        Some(ServeCommand::Token {
+            command:
+                TokenCommand::Create {
+                    host,
+                    ttl,
+                    server,
+                    json,
+                },
+        }) => {
+            let client = super::authority::client(cli, server)?;
+            let t = rt.block_on(client.create_token(&flotilla_server::api::TokenRequest {
+                host: host.clone(),
+                ttl_secs: Some(ttl.as_secs().max(1)),
+            }))?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&t)?);
+            } else {
+                println!(
+                    "join token for `{}` (one use, valid {}):",
+                    t.host,
+                    humantime::format_duration(*ttl)
+                );
+                println!("  {}", t.token);
+                println!("on {}, run:", t.host);
+                println!(
+                    "  flotilla agent join {} {} --ca-hash {}",
+                    client.url(),
+                    t.token,
+                    t.ca_hash
+                );
+            }
+            Ok(EXIT_OK)
+        }
+        None => {
+            let r = &args.run;
+            let dir = authority_dir(cli, &r.store)?;
+            let opts = ServeOptions {
+                backend: Backend::choose(&dir, r.store.database_url.as_deref()),
+                dir,
+                listen: r.listen,
+                tls_cert: r.tls_cert.clone().zip(r.tls_key.clone()),
+                report_deadline: r.report_deadline,
+            };
+            rt.block_on(authority::serve(opts, |addr, pin, backend| {
+                eprintln!(
+                    "flotilla serve: listening on https://{addr} (CA pin {pin}; {})",
+                    backend.describe()
+                );
+            }))?;
+            Ok(EXIT_OK)
+        }
+    }
+}

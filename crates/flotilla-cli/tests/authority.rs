@@ -1,0 +1,290 @@
+//! `flotilla serve` and `flotilla config` as a user runs them: a real authority
+//! process on loopback, revisions published from an inventory, history, diff,
+//! compare-and-swap selection, `kill -9` of the authority mid-publish, and no secret
+//! value anywhere the authority keeps or answers.
+
+mod common;
+
+use common::{run_with_env, KillOnDrop, Run, Workspace};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const INVENTORY: &str = r#"
+[hosts.studio]
+transport = "agent"
+
+[components.model]
+host = "studio"
+command = ["llama-server", "--port", "18080"]
+env = { API_KEY = { secret = "MODEL_KEY" } }
+
+[components.proxy]
+host = "studio"
+command = ["proxy", "--port", "18081"]
+depends_on = ["model"]
+"#;
+
+/// A canary secret value: it must never appear in what the authority keeps or says.
+const CANARY: &str = "canary-secret-5f1d9a3e-never-leaves-the-host";
+
+struct Authority {
+    ws: Workspace,
+    dir: PathBuf,
+    url: String,
+    child: Option<(Child, KillOnDrop)>,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Authority {
+    fn new() -> Authority {
+        let ws = Workspace::new();
+        ws.write("fleet/flotilla.toml", INVENTORY);
+        // The canary in the secrets file where a local `up` would read it.
+        ws.write(
+            ".flotilla-state/secrets.env",
+            &format!("MODEL_KEY={CANARY}\n"),
+        );
+        let dir = ws.path().join("authority");
+        let url = format!("https://127.0.0.1:{}", free_port());
+        let mut a = Authority {
+            ws,
+            dir,
+            url,
+            child: None,
+        };
+        let init = a.run(&["serve", "init"]);
+        assert_eq!(init.code, 0, "{init:?}");
+        assert!(init.stdout.contains("CA pin: sha256:"), "{}", init.stdout);
+        a.start();
+        a
+    }
+
+    fn env(&self) -> Vec<(&str, String)> {
+        vec![
+            ("FLOTILLA_AUTHORITY_DIR", self.dir.display().to_string()),
+            ("FLOTILLA_SERVER", self.url.clone()),
+            (
+                "FLOTILLA_OPERATOR_FILE",
+                self.dir.join("operator.json").display().to_string(),
+            ),
+        ]
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        let env = self.env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        run_with_env(self.ws.path(), args, &env)
+    }
+
+    fn publish(&self, args: &[&str]) -> Run {
+        let mut all = vec!["-f", "fleet/flotilla.toml", "config", "publish"];
+        all.extend_from_slice(args);
+        self.run(&all)
+    }
+
+    fn start(&mut self) {
+        let listen = self.url.trim_start_matches("https://").to_string();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
+        cmd.args(["serve", "--listen", &listen])
+            .current_dir(self.ws.path())
+            .env("FLOTILLA_STATE_DIR", self.ws.path().join(".flotilla-state"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        for (k, v) in self.env() {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("start flotilla serve");
+        let guard = KillOnDrop(child.id());
+        self.child = Some((child, guard));
+        // Ready when it answers an operator request (deadline, not a fixed sleep).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = self.run(&["config", "history", "--json"]);
+            if r.code == 0 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the authority never answered: {r:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn kill9(&mut self) {
+        if let Some((mut child, _guard)) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.join("authority.db")
+    }
+}
+
+fn edit(path: &Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.contains(from));
+    std::fs::write(path, text.replacen(from, to, 1)).unwrap();
+}
+
+#[test]
+fn publish_history_diff_select() {
+    let a = Authority::new();
+    let first = a.publish(&["--json"]);
+    assert_eq!(first.code, 0, "{first:?}");
+    let first = first.json();
+    let r1 = first["revision"].as_str().unwrap().to_string();
+    assert!(r1.starts_with("sha256:") && first["changed"] == true);
+
+    // The same content again: the same revision, nothing changes.
+    let again = a.publish(&[]);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(
+        again.stdout.contains("already selected"),
+        "{}",
+        again.stdout
+    );
+
+    let inv = a.ws.path().join("fleet/flotilla.toml");
+    edit(&inv, "\"18080\"", "\"18090\"");
+    let second = a.publish(&["--expect", &r1, "--json"]).json();
+    let r2 = second["revision"].as_str().unwrap().to_string();
+    assert_ne!(r1, r2);
+
+    // A stale --expect is refused, naming the current revision, and stores nothing.
+    edit(&inv, "\"18081\"", "\"18082\"");
+    let stale = a.publish(&["--expect", &r1]);
+    assert_eq!(stale.code, 1, "{stale:?}");
+    assert!(stale.stderr.contains(&r2), "{}", stale.stderr);
+    let h = a.run(&["config", "history", "--json"]).json();
+    assert_eq!(h["revisions"].as_array().unwrap().len(), 2, "{h}");
+
+    // Diff says what changed, per component; a short prefix names a revision.
+    let d = a.run(&["config", "diff", &r1[..15], &r2]);
+    assert_eq!(d.code, 0, "{d:?}");
+    assert!(d.stdout.contains("changed component model"), "{}", d.stdout);
+    assert!(
+        d.stdout.contains("18080") && d.stdout.contains("18090"),
+        "{}",
+        d.stdout
+    );
+    assert!(!d.stdout.contains("proxy"), "{}", d.stdout);
+
+    // Roll back with compare-and-swap.
+    let wrong = a.run(&["config", "select", &r1, "--expect", &r1]);
+    assert_eq!(wrong.code, 1, "{wrong:?}");
+    let back = a.run(&["config", "select", &r1, "--expect", &r2]);
+    assert_eq!(back.code, 0, "{back:?}");
+    let h = a.run(&["config", "history", "--json"]).json();
+    assert_eq!(h["selections"][0]["revision"], r1.as_str());
+
+    let shown = a.run(&["config", "show", &r1]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    assert!(
+        shown.stdout.contains("MODEL_KEY"),
+        "the secret's name is there"
+    );
+
+    // No secret value in anything the authority keeps or answers.
+    let mut everything = std::fs::read(a.db()).unwrap();
+    for f in ["authority.db-wal", "authority.db-shm"] {
+        everything.extend(std::fs::read(a.dir.join(f)).unwrap_or_default());
+    }
+    let said = [
+        shown.stdout,
+        a.run(&["config", "history", "--json"]).stdout,
+        a.run(&["config", "show", &r2]).stdout,
+    ]
+    .join("\n");
+    everything.extend(said.as_bytes());
+    assert!(
+        !everything
+            .windows(CANARY.len())
+            .any(|w| w == CANARY.as_bytes()),
+        "the canary secret leaked into the authority"
+    );
+}
+
+#[test]
+fn kill_9_during_publish_leaves_each_revision_whole_or_absent() {
+    let mut a = Authority::new();
+    let inv = a.ws.path().join("fleet/flotilla.toml");
+    let mut port = 18080;
+    for round in 0..4 {
+        // A publish in flight, and the authority killed under it: at once in the
+        // first round, then after more of the request has had a chance to arrive.
+        let next = port + 1;
+        edit(&inv, &format!("\"{port}\""), &format!("\"{next}\""));
+        port = next;
+        let env = a.env();
+        let mut publish = Command::new(env!("CARGO_BIN_EXE_flotilla"));
+        publish
+            .args(["-f", "fleet/flotilla.toml", "config", "publish"])
+            .current_dir(a.ws.path())
+            .env("FLOTILLA_STATE_DIR", a.ws.path().join(".flotilla-state"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in &env {
+            publish.env(k, v);
+        }
+        let publish = publish.spawn().unwrap();
+        for _ in 0..round * 20_000 {
+            std::hint::spin_loop();
+        }
+        a.kill9();
+        let out = publish.wait_with_output().unwrap();
+        a.start();
+        let h = a.run(&["config", "history", "--json"]).json();
+        let revisions = h["revisions"].as_array().unwrap();
+        // Every revision listed is whole: it shows, and its content hashes to its name.
+        for r in revisions {
+            let rev = r["revision"].as_str().unwrap();
+            let shown = a.run(&["config", "show", rev]);
+            assert_eq!(shown.code, 0, "{shown:?}");
+        }
+        // The selection names a revision that exists.
+        if let Some(sel) = h["selections"].as_array().unwrap().first() {
+            assert!(revisions.iter().any(|r| r["revision"] == sel["revision"]));
+        }
+        // An acknowledged publish is never lost.
+        if out.status.success() {
+            let said = String::from_utf8_lossy(&out.stdout);
+            let rev = said
+                .split_whitespace()
+                .find(|w| w.starts_with("sha256:"))
+                .unwrap();
+            assert!(
+                revisions.iter().any(|r| r["revision"] == rev),
+                "acknowledged {rev} lost: {h}"
+            );
+        }
+    }
+    // And it still works: publishing now succeeds.
+    let ok = a.publish(&[]);
+    assert_eq!(ok.code, 0, "{ok:?}");
+}
+
+#[test]
+fn serve_without_init_says_what_to_do() {
+    let ws = Workspace::new();
+    let r = run_with_env(
+        ws.path(),
+        &["serve", "--listen", "127.0.0.1:0"],
+        &[(
+            "FLOTILLA_AUTHORITY_DIR",
+            ws.path().join("nowhere").to_str().unwrap(),
+        )],
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("flotilla serve init"), "{}", r.stderr);
+}

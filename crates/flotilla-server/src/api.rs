@@ -1,0 +1,291 @@
+//! The wire types (DTOs) of the authority's HTTP API, version 1 (`/v1/...`): what
+//! agents and the CLI send and receive, as JSON. The OpenAPI document generated from
+//! them (`flotilla serve openapi`, committed as `crates/flotilla-server/openapi.json`)
+//! is the reference; a test keeps the two equal.
+//!
+//! Domain types (the model's `Snapshot`, `StatusReport`) travel inside these as they
+//! are; the document describes them as free-form objects and points at the model.
+
+use flotilla_model::status::StatusReport;
+use flotilla_model::topology::Snapshot;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// The path prefix of this version of the API.
+pub const V1: &str = "/v1";
+
+/// An error answer: every non-2xx response carries one.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ApiError {
+    /// A stable machine-readable code: `unauthorized`, `forbidden`, `not-found`,
+    /// `conflict`, `invalid`, `token-used`, `token-expired`, `unavailable`, `internal`.
+    pub code: String,
+    /// What went wrong, for a human.
+    pub message: String,
+    /// For `conflict` on a selection: the revision selected now (`null` when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<String>,
+}
+
+/// `POST /v1/join`: an agent exchanges a one-time join token for its credential.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct JoinRequest {
+    /// The join token `flotilla serve token create` printed (`flt-join-…`).
+    pub token: String,
+    /// The agent's version (`flotilla --version`).
+    pub agent_version: String,
+    /// The agent's platform, `<os>-<arch>` (e.g. `linux-x86_64`).
+    pub platform: String,
+}
+
+/// The answer to a join.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct JoinResponse {
+    /// The host the token was bound to: the only host this agent may act for.
+    pub host: String,
+    /// The agent's credential (`flt-agent-…`), sent as `Authorization: Bearer …`.
+    /// Shown once; the authority keeps only its SHA-256.
+    pub credential: String,
+}
+
+/// `POST /v1/tokens` (operator): make a join token for one host.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TokenRequest {
+    /// The host the token is bound to (must be a host of the selected revision or
+    /// one to come; not checked).
+    pub host: String,
+    /// How long the token can be used, in seconds (default 3600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_secs: Option<u64>,
+}
+
+/// A new join token.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TokenResponse {
+    /// The token (`flt-join-…`), shown once.
+    pub token: String,
+    /// The host it is bound to.
+    pub host: String,
+    /// When it stops being usable, ms since the Unix epoch.
+    pub expires_ms: i64,
+    /// `sha256:<hex>` of the authority's CA certificate (DER): the pin an agent
+    /// joins with (`--ca-hash`).
+    pub ca_hash: String,
+}
+
+/// `GET /v1/hosts/{host}/snapshot?index=N&wait=30s`: what one host should run.
+///
+/// A long poll in Consul's blocking-query style: the request returns as soon as the
+/// selection's index is greater than `index`, else after `wait` (at most 5 min,
+/// default 30 s, with up to 1/16 of it added as jitter) with the same index.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SnapshotResponse {
+    /// The selection's index (0: nothing selected yet). Pass it back as `index`.
+    pub index: u64,
+    /// The selected revision (`sha256:…`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// The host's role in the revision: `control` or `component`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// The revision filtered for this host (the model's `topology::Snapshot`): its
+    /// own components, their resolved connections, its own host entry and the hosts
+    /// its tunnels go through. No secret values ever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub snapshot: Option<Snapshot>,
+    /// `control` hosts only: the whole (secret-free) revision, for planning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub topology: Option<serde_json::Value>,
+}
+
+/// What the agent found changed by hand on its host: reported, never merged back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Drift {
+    /// The component.
+    pub component: String,
+    /// What kind: `stopped-outside` (desired running, found stopped and not by a
+    /// crash the agent saw), `started-outside` (desired stopped, found running),
+    /// `config-changed` (its config or identity files differ from what it was
+    /// started with), `foreign` (another owner holds it).
+    pub kind: String,
+    /// What was measured, for a human.
+    pub evidence: String,
+}
+
+/// `POST /v1/hosts/{host}/report`: an agent's measured view of its host.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AgentReport {
+    /// The revision the agent has applied (its snapshot's), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// The agent's version.
+    pub agent_version: String,
+    /// The agent's platform, `<os>-<arch>`.
+    pub platform: String,
+    /// The agent's measured status of its components (the model's
+    /// `status::StatusReport`).
+    #[schema(value_type = Object)]
+    pub status: StatusReport,
+    /// Drift found since the last snapshot was applied.
+    #[serde(default)]
+    pub drift: Vec<Drift>,
+    /// Recent events (applied a revision, restarted a component…), newest last.
+    #[serde(default)]
+    pub events: Vec<String>,
+}
+
+/// `POST /v1/revisions` (operator): publish a validated inventory as a revision and
+/// select it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PublishRequest {
+    /// The validated topology (the canonical JSON `flotilla validate --json`'s
+    /// topology is made of). The authority checks it again and names it by the
+    /// SHA-256 of its canonical JSON.
+    #[schema(value_type = Object)]
+    pub topology: serde_json::Value,
+    /// Compare-and-swap: publish only if this is the revision selected now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<String>,
+}
+
+/// `PUT /v1/selection` (operator): select an existing revision (e.g. roll back).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SelectRequest {
+    /// The revision to select.
+    pub revision: String,
+    /// Compare-and-swap: only if this is the revision selected now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<String>,
+}
+
+/// A selection: which revision is desired, since when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SelectionDto {
+    /// Its index: 1 for the first selection, one more for each change.
+    pub index: u64,
+    /// The selected revision.
+    pub revision: String,
+    /// When, ms since the Unix epoch.
+    pub selected_ms: i64,
+    /// Who (the operator credential's name).
+    pub selected_by: String,
+}
+
+/// The answer to a publish or a select.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SelectResponse {
+    /// The revision.
+    pub revision: String,
+    /// Whether anything changed (`false`: it was already selected).
+    pub changed: bool,
+    /// The selection now.
+    pub selection: SelectionDto,
+}
+
+/// One revision in the history.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RevisionSummaryDto {
+    /// Its name, `sha256:…`.
+    pub revision: String,
+    /// When it was first published, ms since the Unix epoch.
+    pub created_ms: i64,
+    /// Who published it.
+    pub published_by: String,
+    /// Whether it is the one selected now.
+    pub selected: bool,
+}
+
+/// `GET /v1/revisions`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct HistoryResponse {
+    /// Revisions, newest first.
+    pub revisions: Vec<RevisionSummaryDto>,
+    /// Selections, newest first.
+    pub selections: Vec<SelectionDto>,
+}
+
+/// `GET /v1/revisions/{revision}`: one revision whole (operator only).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RevisionDto {
+    /// Its name.
+    pub revision: String,
+    /// When it was first published, ms since the Unix epoch.
+    pub created_ms: i64,
+    /// Who published it.
+    pub published_by: String,
+    /// The topology.
+    #[schema(value_type = Object)]
+    pub topology: serde_json::Value,
+}
+
+/// One entry of a diff between revisions.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ChangeDto {
+    /// `component`, `host` or `stack`.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+    /// `added`, `removed` or `changed`.
+    pub change: String,
+    /// For `changed`: what, one line each (`command[2] "1" → "2"`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<String>,
+    /// A component whose runtime config changed: a running instance is restarted
+    /// to apply it.
+    #[serde(default)]
+    pub restarts: bool,
+}
+
+/// `GET /v1/revisions/{a}/diff/{b}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DiffResponse {
+    /// From.
+    pub from: String,
+    /// To.
+    pub to: String,
+    /// What changed, by kind and name.
+    pub changes: Vec<ChangeDto>,
+}
+
+/// One host as the authority sees it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct HostStateDto {
+    /// The host.
+    pub host: String,
+    /// `observed` (its agent reported within the deadline), `unreachable` (it did
+    /// once, not lately: what it said is `report`, `age_ms` old) or `never-reported`.
+    pub observability: String,
+    /// When the last report arrived, ms since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_report_ms: Option<i64>,
+    /// How old the last report is, ms (by the authority's clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub age_ms: Option<i64>,
+    /// The revision the agent says it applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// The last report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<AgentReport>,
+}
+
+/// `GET /v1/status`: every host's last report, with its age.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct FleetStatus {
+    /// The selection now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<SelectionDto>,
+    /// The authority's clock when it answered, ms since the Unix epoch.
+    pub now_ms: i64,
+    /// A report older than this (ms) makes its host `unreachable`.
+    pub report_deadline_ms: i64,
+    /// Hosts: those of the selected revision and any that reported.
+    pub hosts: Vec<HostStateDto>,
+    /// Every component, as its agent last measured it: `unreachable` with last-known
+    /// state when that report is older than the deadline, `unobserved` when its
+    /// host never reported (the model's `status::StatusReport`).
+    #[schema(value_type = Object)]
+    pub report: StatusReport,
+}

@@ -1,0 +1,304 @@
+//! Running an authority: its directory, `serve init`, choosing the storage backend,
+//! serving until a signal, and the operator's credential file.
+//!
+//! The authority directory (default `<state dir>/authority`) holds the TLS files
+//! ([`crate::tls`]), `authority.db` (SQLite, the default backend) and
+//! `operator.json` ([`OperatorFile`], mode 0600).
+
+use crate::server::{AppState, Settings};
+use crate::tls::{self, TlsError};
+use flotilla_store::authority::{AuthorityStore, PostgresAuthority, Principal, SqliteAuthority};
+use flotilla_store::StoreError;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where `flotilla serve` listens unless told otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7443";
+/// The SQLite database file in the authority directory.
+pub const DATABASE_FILE: &str = "authority.db";
+/// The operator credential file in the authority directory.
+pub const OPERATOR_FILE: &str = "operator.json";
+
+/// What can go wrong running an authority.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthorityError {
+    /// TLS files.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The store.
+    #[error("authority store: {0}")]
+    Store(#[from] StoreError),
+    /// A file of the authority directory.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The selected revision in the store does not parse as a topology.
+    #[error("the selected revision {revision} in the store does not parse: {reason}")]
+    CorruptRevision {
+        /// The revision.
+        revision: String,
+        /// Why.
+        reason: String,
+    },
+    /// The directory was never initialised.
+    #[error("{0} has no CA: run `flotilla serve init` first (or pass --tls-cert and --tls-key)")]
+    NotInitialised(PathBuf),
+    /// Listening failed.
+    #[error("listening on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The operator's credential, as `serve init` writes it: what the CLI's `--server`
+/// needs to trust and be trusted by the authority.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OperatorFile {
+    /// The operator credential (`flt-op-…`).
+    pub credential: String,
+    /// The CA certificate to trust, PEM.
+    pub ca_pem: String,
+    /// Its pin.
+    pub ca_hash: String,
+}
+
+impl OperatorFile {
+    /// Reads one.
+    ///
+    /// # Errors
+    /// [`AuthorityError::Io`] when unreadable or not an operator file.
+    pub fn read(path: &Path) -> Result<OperatorFile, AuthorityError> {
+        let io = |source| AuthorityError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let text = std::fs::read_to_string(path).map_err(io)?;
+        serde_json::from_str(&text)
+            .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+    }
+}
+
+/// Where the authority keeps its data.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    /// SQLite in the authority directory (the default).
+    Sqlite(PathBuf),
+    /// PostgreSQL at this URL (`postgres://user@host:port/db`).
+    Postgres(String),
+}
+
+impl Backend {
+    /// `--database-url` if given, else SQLite in `dir`.
+    pub fn choose(dir: &Path, database_url: Option<&str>) -> Backend {
+        match database_url {
+            Some(u) => Backend::Postgres(u.to_string()),
+            None => Backend::Sqlite(dir.join(DATABASE_FILE)),
+        }
+    }
+
+    /// The backend's name and place, for messages (a URL's password is not shown).
+    pub fn describe(&self) -> String {
+        match self {
+            Backend::Sqlite(p) => format!("SQLite {}", p.display()),
+            Backend::Postgres(u) => {
+                let shown = match (u.find("://"), u.rfind('@')) {
+                    (Some(s), Some(at)) if at > s => {
+                        let cred = &u[s + 3..at];
+                        match cred.split_once(':') {
+                            Some((user, _)) => format!("{}{user}:***{}", &u[..s + 3], &u[at..]),
+                            None => u.clone(),
+                        }
+                    }
+                    _ => u.clone(),
+                };
+                format!("PostgreSQL {shown}")
+            }
+        }
+    }
+}
+
+/// What `serve init` did.
+#[derive(Debug, Clone)]
+pub struct Initialised {
+    /// The CA.
+    pub ca: tls::CaInfo,
+    /// The operator credential file.
+    pub operator_file: PathBuf,
+    /// Whether the operator credential was made now.
+    pub operator_created: bool,
+}
+
+fn write_private(path: &Path, text: &str) -> Result<(), AuthorityError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let io = |source| AuthorityError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io)?;
+    f.write_all(text.as_bytes()).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// `flotilla serve init`: makes (or keeps) the CA and server certificate for
+/// `names`, and an operator credential (kept if `operator.json` exists).
+///
+/// # Errors
+/// [`AuthorityError`].
+pub async fn init(
+    dir: &Path,
+    names: &[String],
+    backend: &Backend,
+) -> Result<Initialised, AuthorityError> {
+    std::fs::create_dir_all(dir).map_err(|source| AuthorityError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    use std::os::unix::fs::PermissionsExt as _;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    let ca = tls::init(dir, names)?;
+    let operator_file = dir.join(OPERATOR_FILE);
+    let existing = OperatorFile::read(&operator_file).ok();
+    let operator_created = match existing {
+        Some(f) if f.ca_hash == ca.ca_hash => false,
+        _ => {
+            let credential = crate::auth::new_secret(crate::auth::OPERATOR_PREFIX);
+            let hash = crate::auth::hash_secret(&credential);
+            let principal = Principal::Operator {
+                name: "operator".into(),
+            };
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(0);
+            match backend {
+                Backend::Sqlite(p) => {
+                    SqliteAuthority::open(p)?
+                        .create_credential(hash, principal, now)
+                        .await?
+                }
+                Backend::Postgres(u) => {
+                    PostgresAuthority::connect(u)
+                        .await?
+                        .create_credential(hash, principal, now)
+                        .await?
+                }
+            }
+            let file = OperatorFile {
+                credential,
+                ca_pem: ca.ca_pem.clone(),
+                ca_hash: ca.ca_hash.clone(),
+            };
+            write_private(
+                &operator_file,
+                &(serde_json::to_string_pretty(&file).expect("serialises") + "\n"),
+            )?;
+            true
+        }
+    };
+    Ok(Initialised {
+        ca,
+        operator_file,
+        operator_created,
+    })
+}
+
+/// How to run `flotilla serve`.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The authority directory.
+    pub dir: PathBuf,
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// Storage.
+    pub backend: Backend,
+    /// A user's own certificate chain and key (PEM) instead of the private CA's.
+    pub tls_cert: Option<(PathBuf, PathBuf)>,
+    /// A host whose agent has not reported for this long is `unreachable`.
+    pub report_deadline: Duration,
+}
+
+/// Runs the authority until SIGINT or SIGTERM. `ready` is called with the bound
+/// address once it accepts connections.
+///
+/// # Errors
+/// [`AuthorityError`].
+pub async fn serve(
+    opts: ServeOptions,
+    ready: impl FnOnce(SocketAddr, &str, &Backend),
+) -> Result<(), AuthorityError> {
+    let (cert, key) = opts.tls_cert.clone().unwrap_or_else(|| {
+        (
+            opts.dir.join(tls::SERVER_CERT),
+            opts.dir.join(tls::SERVER_KEY),
+        )
+    });
+    if opts.tls_cert.is_none() && !cert.exists() {
+        return Err(AuthorityError::NotInitialised(opts.dir.clone()));
+    }
+    let config = tls::server_config(&cert, &key)?;
+    let (ca_hash, ca_pem) = tls::chain_pin(&cert)?;
+    let settings = Settings {
+        ca_pem,
+        ca_hash: ca_hash.clone(),
+        report_deadline: opts.report_deadline,
+    };
+    let listener =
+        std::net::TcpListener::bind(opts.listen).map_err(|source| AuthorityError::Listen {
+            addr: opts.listen,
+            source,
+        })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| AuthorityError::Listen {
+            addr: opts.listen,
+            source,
+        })?;
+    let shutdown = async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("signal handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    };
+    let io = |source| AuthorityError::Listen {
+        addr: bound,
+        source,
+    };
+    match &opts.backend {
+        Backend::Sqlite(p) => {
+            let state = AppState::new(SqliteAuthority::open(p)?, settings).await?;
+            ready(bound, &ca_hash, &opts.backend);
+            crate::server::run(state, listener, config, shutdown)
+                .await
+                .map_err(io)
+        }
+        Backend::Postgres(u) => {
+            let state = AppState::new(PostgresAuthority::connect(u).await?, settings).await?;
+            ready(bound, &ca_hash, &opts.backend);
+            crate::server::run(state, listener, config, shutdown)
+                .await
+                .map_err(io)
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! The client of the authority's API, used by agents and by the CLI's `--server`:
+//! HTTPS with the authority's CA pinned (no system roots), a bearer credential, and
+//! typed answers.
+
+use crate::api::{
+    AgentReport, ApiError, DiffResponse, FleetStatus, HistoryResponse, JoinRequest, JoinResponse,
+    PublishRequest, RevisionDto, SelectRequest, SelectResponse, SnapshotResponse, TokenRequest,
+    TokenResponse,
+};
+use std::time::Duration;
+
+/// What a call to the authority can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// TLS set-up.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    /// The authority could not be reached or the exchange broke off.
+    #[error("{url}: {source}")]
+    Http {
+        /// The request's URL.
+        url: String,
+        /// The cause.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The authority answered with an error.
+    #[error("{url}: {status}: {}", .error.message)]
+    Api {
+        /// The request's URL.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// The authority's error body.
+        error: ApiError,
+    },
+    /// The CA the server showed does not have the pinned hash.
+    #[error("the authority's CA is {found}, not the pinned {expected}: refusing to trust it")]
+    CaMismatch {
+        /// The pin given.
+        expected: String,
+        /// The hash of what was served.
+        found: String,
+    },
+    /// A URL that is not `https://host[:port]`.
+    #[error("`{0}` is not an https:// URL of the authority")]
+    Url(String),
+}
+
+impl ClientError {
+    /// The HTTP status, when the authority answered with an error.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// A connection to the authority.
+#[derive(Clone)]
+pub struct Client {
+    base: String,
+    http: reqwest::Client,
+    credential: Option<String>,
+}
+
+fn base_of(url: &str) -> Result<String, ClientError> {
+    let base = url.trim_end_matches('/');
+    if !base.starts_with("https://") || base.len() <= "https://".len() {
+        return Err(ClientError::Url(url.to_string()));
+    }
+    Ok(base.to_string())
+}
+
+impl Client {
+    /// A client for the authority at `url` (`https://host:port`) trusting `ca_pem`
+    /// alone, sending `credential` (if any) as a bearer token.
+    ///
+    /// # Errors
+    /// [`ClientError::Url`], [`ClientError::Tls`].
+    pub fn new(url: &str, ca_pem: &str, credential: Option<String>) -> Result<Client, ClientError> {
+        let base = base_of(url)?;
+        let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(crate::tls::client_config(ca_pem)?)
+            .connect_timeout(Duration::from_secs(10))
+            .http1_only()
+            .build()
+            .map_err(|source| ClientError::Http {
+                url: base.clone(),
+                source,
+            })?;
+        Ok(Client {
+            base,
+            http,
+            credential,
+        })
+    }
+
+    /// Fetches the authority's CA over a connection not yet trusted and checks it
+    /// against `ca_hash` (`sha256:<hex>` of its DER), kubeadm-discovery style.
+    /// Returns the CA's PEM.
+    ///
+    /// # Errors
+    /// [`ClientError::CaMismatch`] when the hash differs; transport errors.
+    pub async fn discover_ca(url: &str, ca_hash: &str) -> Result<String, ClientError> {
+        let base = base_of(url)?;
+        let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(crate::tls::discovery_config()?)
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(30))
+            .http1_only()
+            .build()
+            .map_err(|source| ClientError::Http {
+                url: base.clone(),
+                source,
+            })?;
+        let url = format!("{base}/v1/ca.pem");
+        let pem = http
+            .get(&url)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .map_err(|source| ClientError::Http {
+                url: url.clone(),
+                source,
+            })?
+            .text()
+            .await
+            .map_err(|source| ClientError::Http {
+                url: url.clone(),
+                source,
+            })?;
+        let found = crate::tls::ca_hash(&pem)?;
+        if !found.eq_ignore_ascii_case(ca_hash.trim()) {
+            return Err(ClientError::CaMismatch {
+                expected: ca_hash.trim().to_string(),
+                found,
+            });
+        }
+        Ok(pem)
+    }
+
+    /// The authority's base URL.
+    pub fn url(&self) -> &str {
+        &self.base
+    }
+
+    async fn send<T: serde::de::DeserializeOwned>(
+        &self,
+        req: reqwest::RequestBuilder,
+        url: &str,
+    ) -> Result<T, ClientError> {
+        let req = match &self.credential {
+            Some(c) => req.bearer_auth(c),
+            None => req,
+        };
+        let http = |source| ClientError::Http {
+            url: url.to_string(),
+            source,
+        };
+        let resp = req.send().await.map_err(http)?;
+        let status = resp.status();
+        if !status.is_success() {
+            let text = resp.text().await.map_err(http)?;
+            let error = serde_json::from_str(&text).unwrap_or(ApiError {
+                code: "http".into(),
+                message: text.trim().chars().take(500).collect(),
+                current: None,
+            });
+            return Err(ClientError::Api {
+                url: url.to_string(),
+                status: status.as_u16(),
+                error,
+            });
+        }
+        if status == reqwest::StatusCode::NO_CONTENT {
+            return serde_json::from_str("null").map_err(|_| ClientError::Api {
+                url: url.to_string(),
+                status: 204,
+                error: ApiError {
+                    code: "invalid".into(),
+                    message: "unexpected empty answer".into(),
+                    current: None,
+                },
+            });
+        }
+        resp.json().await.map_err(http)
+    }
+
+    async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        let url = format!("{}{path}", self.base);
+        self.send(self.http.get(&url).timeout(Duration::from_secs(60)), &url)
+            .await
+    }
+
+    async fn post<B: serde::Serialize, T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, ClientError> {
+        let url = format!("{}{path}", self.base);
+        self.send(
+            self.http
+                .post(&url)
+                .json(body)
+                .timeout(Duration::from_secs(60)),
+            &url,
+        )
+        .await
+    }
+
+    /// `POST /v1/join`.
+    ///
+    /// # Errors
+    /// [`ClientError`]; an unknown, used or expired token is [`ClientError::Api`]
+    /// with status 401 and code `unauthorized`, `token-used` or `token-expired`.
+    pub async fn join(&self, req: &JoinRequest) -> Result<JoinResponse, ClientError> {
+        self.post("/v1/join", req).await
+    }
+
+    /// `GET /v1/hosts/{host}/snapshot?index=N&wait=…`: a long poll that returns when
+    /// the selection moves past `index`, else after about `wait`.
+    ///
+    /// # Errors
+    /// [`ClientError`]; another host's snapshot is 403.
+    pub async fn snapshot(
+        &self,
+        host: &str,
+        index: u64,
+        wait: Duration,
+    ) -> Result<SnapshotResponse, ClientError> {
+        let url = format!(
+            "{}/v1/hosts/{host}/snapshot?index={index}&wait={}ms",
+            self.base,
+            wait.as_millis()
+        );
+        // The server answers within wait + wait/16; allow for that and the network.
+        let timeout = wait + wait / 8 + Duration::from_secs(15);
+        self.send(self.http.get(&url).timeout(timeout), &url).await
+    }
+
+    /// `POST /v1/hosts/{host}/report`.
+    ///
+    /// # Errors
+    /// [`ClientError`]; another host's report is 403.
+    pub async fn report(&self, host: &str, report: &AgentReport) -> Result<(), ClientError> {
+        let _: serde_json::Value = self
+            .post(&format!("/v1/hosts/{host}/report"), report)
+            .await?;
+        Ok(())
+    }
+
+    /// `POST /v1/tokens` (operator).
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn create_token(&self, req: &TokenRequest) -> Result<TokenResponse, ClientError> {
+        self.post("/v1/tokens", req).await
+    }
+
+    /// `POST /v1/revisions` (operator): publish and select.
+    ///
+    /// # Errors
+    /// [`ClientError`]; a stale `expect` is 409 (`conflict`, naming the current one).
+    pub async fn publish(&self, req: &PublishRequest) -> Result<SelectResponse, ClientError> {
+        self.post("/v1/revisions", req).await
+    }
+
+    /// `PUT /v1/selection` (operator).
+    ///
+    /// # Errors
+    /// [`ClientError`]; a stale `expect` is 409, an unknown revision 404.
+    pub async fn select(&self, req: &SelectRequest) -> Result<SelectResponse, ClientError> {
+        let url = format!("{}/v1/selection", self.base);
+        self.send(
+            self.http
+                .put(&url)
+                .json(req)
+                .timeout(Duration::from_secs(60)),
+            &url,
+        )
+        .await
+    }
+
+    /// `GET /v1/revisions` (operator).
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn history(&self) -> Result<HistoryResponse, ClientError> {
+        self.get("/v1/revisions").await
+    }
+
+    /// `GET /v1/revisions/{rev}` (operator).
+    ///
+    /// # Errors
+    /// [`ClientError`]; unknown is 404.
+    pub async fn revision(&self, rev: &str) -> Result<RevisionDto, ClientError> {
+        self.get(&format!("/v1/revisions/{rev}")).await
+    }
+
+    /// `GET /v1/revisions/{a}/diff/{b}` (operator).
+    ///
+    /// # Errors
+    /// [`ClientError`]; unknown is 404.
+    pub async fn diff(&self, a: &str, b: &str) -> Result<DiffResponse, ClientError> {
+        self.get(&format!("/v1/revisions/{a}/diff/{b}")).await
+    }
+
+    /// `GET /v1/status` (operator).
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn status(&self) -> Result<FleetStatus, ClientError> {
+        self.get("/v1/status").await
+    }
+
+    /// `GET` of any path, as text (for `/metrics`, `/healthz`).
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn get_text(&self, path: &str) -> Result<String, ClientError> {
+        let url = format!("{}{path}", self.base);
+        let http = |source| ClientError::Http {
+            url: url.clone(),
+            source,
+        };
+        let mut req = self.http.get(&url).timeout(Duration::from_secs(30));
+        if let Some(c) = &self.credential {
+            req = req.bearer_auth(c);
+        }
+        let resp = req.send().await.map_err(http)?;
+        let status = resp.status().as_u16();
+        let text = resp.text().await.map_err(http)?;
+        if !(200..300).contains(&status) {
+            return Err(ClientError::Api {
+                url: url.clone(),
+                status,
+                error: serde_json::from_str(&text).unwrap_or(ApiError {
+                    code: "http".into(),
+                    message: text,
+                    current: None,
+                }),
+            });
+        }
+        Ok(text)
+    }
+}

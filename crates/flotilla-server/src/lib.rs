@@ -1,0 +1,37 @@
+//! Flotilla's desired-state authority, `flotilla serve`: the HTTPS API that agents
+//! connect out to and the CLI's `--server` speaks.
+//!
+//! It holds immutable revisions (a validated topology named by the SHA-256 of its
+//! canonical JSON) and which one is selected; serves each host its role-filtered view
+//! of the selection as a Consul-style long poll; takes agents' measured reports;
+//! issues one-time join tokens and per-agent credentials (stored hashed); and exposes
+//! `/metrics`, `/healthz`, `/readyz` and its OpenAPI document. Storage is
+//! `flotilla_store::authority` (SQLite or PostgreSQL) behind one trait. This crate
+//! owns the wire types; the model's domain types travel inside them unchanged.
+//!
+//! Code map:
+//! - [`api`]: the wire DTOs of `/v1`.
+//! - [`server`]: routes, authorisation, long poll, [`server::run`].
+//! - [`client`]: the client agents and the CLI use (CA pinned).
+//! - [`tls`]: the private CA (`serve init`), server and client TLS configurations.
+//! - [`authority`]: the authority directory, `serve init`, backends, [`authority::serve`].
+//! - [`auth`]: secrets (tokens, credentials) and their hashes.
+//! - [`fleet`]: the fleet's status from agents' reports, aged (pure).
+//! - [`diff`]: revision diffs as DTOs.
+//! - [`metrics`]: the Prometheus figures.
+//! - [`openapi`]: the generated OpenAPI document.
+
+#![warn(missing_docs)]
+
+pub mod api;
+pub mod auth;
+pub mod authority;
+pub mod client;
+pub mod diff;
+pub mod fleet;
+pub mod metrics;
+pub mod openapi;
+pub mod server;
+pub mod tls;
+
+pub use client::{Client, ClientError};

@@ -1,0 +1,65 @@
+//! The API's OpenAPI 3.1 document, generated from the handlers and DTOs by utoipa.
+//! `crates/flotilla-server/openapi.json` is its committed copy (`scripts/update-schemas`
+//! writes it; a test keeps it equal).
+
+use crate::api;
+use crate::server;
+use utoipa::OpenApi;
+
+/// The document's definition.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Flotilla authority API",
+        description = "The desired-state authority that `flotilla serve` runs: revisions, selection, role-filtered host snapshots (long-polled), agent reports, join tokens.",
+        license(name = "Apache-2.0")
+    ),
+    paths(
+        server::healthz,
+        server::readyz,
+        server::metrics,
+        server::ca_pem,
+        server::openapi,
+        server::join,
+        server::create_token,
+        server::snapshot,
+        server::report,
+        server::history,
+        server::publish,
+        server::select,
+        server::revision,
+        server::diff,
+        server::status,
+    ),
+    components(schemas(
+        api::ApiError,
+        api::JoinRequest,
+        api::JoinResponse,
+        api::TokenRequest,
+        api::TokenResponse,
+        api::SnapshotResponse,
+        api::Drift,
+        api::AgentReport,
+        api::PublishRequest,
+        api::SelectRequest,
+        api::SelectionDto,
+        api::SelectResponse,
+        api::RevisionSummaryDto,
+        api::HistoryResponse,
+        api::RevisionDto,
+        api::ChangeDto,
+        api::DiffResponse,
+        api::HostStateDto,
+        api::FleetStatus,
+    ))
+)]
+pub struct ApiDoc;
+
+/// The document as pretty-printed JSON, ending in a newline.
+pub fn document() -> String {
+    let mut s = ApiDoc::openapi()
+        .to_pretty_json()
+        .expect("the OpenAPI document serialises");
+    s.push('\n');
+    s
+}

@@ -1,0 +1,869 @@
+//! The authority's HTTP service: routes, authorisation, long-polled snapshots.
+//!
+//! Who may do what (every `/v1` route but `ca.pem`, `join` and `openapi.json` needs a
+//! bearer credential):
+//!
+//! | route | operator | agent of host H |
+//! | --- | --- | --- |
+//! | `GET /v1/hosts/{host}/snapshot` | any host | H only |
+//! | `POST /v1/hosts/{host}/report` | — | H only |
+//! | revisions, selection, tokens, status, `/metrics` | yes | — (403) |
+//!
+//! The selection (which revision is desired) is kept in memory beside the store, so a
+//! long poll never touches the database; it is loaded at start and replaced after
+//! each committed publish or select, then the waiting polls are woken.
+
+use crate::api::{self, ApiError};
+use crate::auth;
+use crate::authority::AuthorityError;
+use crate::metrics::{AgentRevision, Metrics, Route, RouteLabels};
+use axum::extract::{MatchedPath, Path, Query, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use flotilla_model::inventory::HostRole;
+use flotilla_model::topology::Topology;
+use flotilla_store::authority::{
+    AuthorityStore, HostReportRecord, NewJoinToken, NewRevision, Principal, Redeem, SelectOutcome,
+    Selection,
+};
+use flotilla_store::StoreError;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::watch;
+
+/// The longest a snapshot long poll waits (5 min).
+pub const MAX_WAIT: Duration = Duration::from_secs(300);
+/// The wait when the request names none (30 s).
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+
+/// Settings of the service.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The CA certificate clients pin, PEM (served at `/v1/ca.pem`).
+    pub ca_pem: String,
+    /// Its pin, `sha256:<hex>`.
+    pub ca_hash: String,
+    /// A host whose agent has not reported for this long is `unreachable`.
+    pub report_deadline: Duration,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The selected revision, parsed once.
+#[derive(Clone)]
+struct Current {
+    selection: Selection,
+    topology: Arc<Topology>,
+}
+
+/// Shared state of the service.
+pub struct AppState<S> {
+    store: S,
+    settings: Settings,
+    current: RwLock<Option<Current>>,
+    index: watch::Sender<u64>,
+    principals: Mutex<HashMap<String, Principal>>,
+    last_reports: Mutex<HashMap<String, (i64, Option<String>)>>,
+    /// The metrics.
+    pub metrics: Metrics,
+}
+
+/// An error answer.
+#[derive(Debug)]
+pub struct Failure(StatusCode, ApiError);
+
+impl Failure {
+    fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Failure {
+        Failure(
+            status,
+            ApiError {
+                code: code.into(),
+                message: message.into(),
+                current: None,
+            },
+        )
+    }
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        (self.0, Json(self.1)).into_response()
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Failure {
+        tracing::error!("store: {e}");
+        Failure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            format!("the authority's store failed: {e}"),
+        )
+    }
+}
+
+type Answer<T> = Result<Json<T>, Failure>;
+
+fn selection_dto(s: &Selection) -> api::SelectionDto {
+    api::SelectionDto {
+        index: s.index,
+        revision: s.digest.clone(),
+        selected_ms: s.selected_ms,
+        selected_by: s.selected_by.clone(),
+    }
+}
+
+impl<S: AuthorityStore> AppState<S> {
+    /// Loads the current selection from `store`.
+    ///
+    /// # Errors
+    /// [`AuthorityError::Store`] when the store cannot be read,
+    /// [`AuthorityError::CorruptRevision`] when its selected revision does not parse.
+    pub async fn new(store: S, settings: Settings) -> Result<Arc<AppState<S>>, AuthorityError> {
+        let current = match store.selection().await? {
+            None => None,
+            Some(selection) => {
+                let rev = store
+                    .revision(selection.digest.clone())
+                    .await?
+                    .ok_or_else(|| StoreError::UnknownRevision(selection.digest.clone()))?;
+                let topology = Topology::from_revision(&rev.content).map_err(|e| {
+                    AuthorityError::CorruptRevision {
+                        revision: selection.digest.clone(),
+                        reason: e.to_string(),
+                    }
+                })?;
+                Some(Current {
+                    selection,
+                    topology: Arc::new(topology),
+                })
+            }
+        };
+        let index = current.as_ref().map_or(0, |c| c.selection.index);
+        let metrics = Metrics::default();
+        metrics.selection_index.set(index);
+        Ok(Arc::new(AppState {
+            store,
+            settings,
+            current: RwLock::new(current),
+            index: watch::Sender::new(index),
+            principals: Mutex::new(HashMap::new()),
+            last_reports: Mutex::new(HashMap::new()),
+            metrics,
+        }))
+    }
+
+    fn current(&self) -> Option<Current> {
+        self.current.read().expect("not poisoned").clone()
+    }
+
+    async fn caller(&self, headers: &HeaderMap) -> Result<Principal, Failure> {
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(auth::bearer)
+            .ok_or_else(|| {
+                Failure::new(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "no bearer credential (Authorization: Bearer …)",
+                )
+            })?;
+        let hash = auth::hash_secret(token);
+        if let Some(p) = self.principals.lock().expect("not poisoned").get(&hash) {
+            return Ok(p.clone());
+        }
+        let p = self.store.principal(hash.clone()).await?.ok_or_else(|| {
+            Failure::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "unknown credential",
+            )
+        })?;
+        self.principals
+            .lock()
+            .expect("not poisoned")
+            .insert(hash, p.clone());
+        Ok(p)
+    }
+
+    async fn operator(&self, headers: &HeaderMap) -> Result<String, Failure> {
+        match self.caller(headers).await? {
+            Principal::Operator { name } => Ok(name),
+            Principal::Agent { host } => Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("the agent of `{host}` may not do this: operators only"),
+            )),
+        }
+    }
+
+    /// Replaces the in-memory selection after a committed change and wakes polls.
+    fn install(&self, selection: Selection, topology: Arc<Topology>) {
+        let index = selection.index;
+        *self.current.write().expect("not poisoned") = Some(Current {
+            selection,
+            topology,
+        });
+        self.metrics.selection_index.set(index);
+        self.index.send_replace(index);
+    }
+}
+
+/// The service's routes over `state`.
+pub fn router<S: AuthorityStore>(state: Arc<AppState<S>>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz::<S>))
+        .route("/metrics", get(metrics::<S>))
+        .route("/v1/ca.pem", get(ca_pem::<S>))
+        .route("/v1/openapi.json", get(openapi))
+        .route("/v1/join", post(join::<S>))
+        .route("/v1/tokens", post(create_token::<S>))
+        .route("/v1/hosts/{host}/snapshot", get(snapshot::<S>))
+        .route("/v1/hosts/{host}/report", post(report::<S>))
+        .route("/v1/revisions", get(history::<S>).post(publish::<S>))
+        .route("/v1/revisions/{rev}", get(revision::<S>))
+        .route("/v1/revisions/{a}/diff/{b}", get(diff::<S>))
+        .route("/v1/selection", put(select::<S>))
+        .route("/v1/status", get(status::<S>))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            measure::<S>,
+        ))
+        .with_state(state)
+}
+
+async fn measure<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let started = Instant::now();
+    let resp = next.run(req).await;
+    state
+        .metrics
+        .latency
+        .get_or_create(&Route {
+            route: route.clone(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    state
+        .metrics
+        .requests
+        .get_or_create(&RouteLabels {
+            route,
+            status: resp.status().as_u16(),
+        })
+        .inc();
+    resp
+}
+
+/// `GET /healthz`: the process answers.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "alive", body = String)))]
+pub async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// `GET /readyz`: the store answers.
+#[utoipa::path(get, path = "/readyz", responses(
+    (status = 200, description = "ready", body = String),
+    (status = 503, description = "the store does not answer", body = ApiError)))]
+pub async fn readyz<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+) -> Result<&'static str, Failure> {
+    state.store.ping().await?;
+    Ok("ready\n")
+}
+
+/// `GET /metrics` (operator): Prometheus text format.
+#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text exposition 0.0.4", body = String)))]
+pub async fn metrics<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+) -> Result<Response, Failure> {
+    state.operator(&headers).await?;
+    let deadline = state.settings.report_deadline.as_millis() as i64;
+    let now = now_ms();
+    let connected = state
+        .last_reports
+        .lock()
+        .expect("not poisoned")
+        .values()
+        .filter(|(at, _)| now - at <= deadline)
+        .count();
+    state.metrics.agents_connected.set(connected as i64);
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.encode(),
+    )
+        .into_response())
+}
+
+/// `GET /v1/ca.pem`: the CA certificate (public; clients check it against their pin).
+#[utoipa::path(get, path = "/v1/ca.pem", responses((status = 200, description = "PEM", body = String)))]
+pub async fn ca_pem<S: AuthorityStore>(State(state): State<Arc<AppState<S>>>) -> String {
+    state.settings.ca_pem.clone()
+}
+
+/// `GET /v1/openapi.json`: this API's OpenAPI document.
+#[utoipa::path(get, path = "/v1/openapi.json", responses((status = 200, description = "OpenAPI 3.1", body = Object)))]
+pub async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        crate::openapi::document(),
+    )
+        .into_response()
+}
+
+/// `POST /v1/join`: exchange a join token for an agent credential.
+#[utoipa::path(post, path = "/v1/join", request_body = api::JoinRequest, responses(
+    (status = 200, body = api::JoinResponse),
+    (status = 401, description = "unknown, used (`token-used`) or expired (`token-expired`) token", body = ApiError)))]
+pub async fn join<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Json(req): Json<api::JoinRequest>,
+) -> Answer<api::JoinResponse> {
+    let credential = auth::new_secret(auth::AGENT_PREFIX);
+    let outcome = state
+        .store
+        .redeem_join_token(
+            auth::hash_secret(&req.token),
+            auth::hash_secret(&credential),
+            now_ms(),
+        )
+        .await?;
+    match outcome {
+        Redeem::Joined { host } => {
+            tracing::info!(%host, version = %req.agent_version, platform = %req.platform, "agent joined");
+            Ok(Json(api::JoinResponse { host, credential }))
+        }
+        Redeem::Unknown => Err(Failure::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "unknown join token",
+        )),
+        Redeem::Used => Err(Failure::new(
+            StatusCode::UNAUTHORIZED,
+            "token-used",
+            "this join token was used already: create a new one (`flotilla serve token create`)",
+        )),
+        Redeem::Expired => Err(Failure::new(
+            StatusCode::UNAUTHORIZED,
+            "token-expired",
+            "this join token has expired: create a new one (`flotilla serve token create`)",
+        )),
+    }
+}
+
+/// `POST /v1/tokens` (operator): a one-time join token bound to one host.
+#[utoipa::path(post, path = "/v1/tokens", request_body = api::TokenRequest, responses(
+    (status = 200, body = api::TokenResponse), (status = 403, body = ApiError)))]
+pub async fn create_token<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+    Json(req): Json<api::TokenRequest>,
+) -> Answer<api::TokenResponse> {
+    state.operator(&headers).await?;
+    if req.host.is_empty() || req.host.len() > 253 || req.host.contains(['/', ' ']) {
+        return Err(Failure::new(
+            StatusCode::BAD_REQUEST,
+            "invalid",
+            format!("`{}` is not a host name", req.host),
+        ));
+    }
+    let token = auth::new_secret(auth::JOIN_PREFIX);
+    let created_ms = now_ms();
+    let ttl = req.ttl_secs.unwrap_or(3600).clamp(1, 7 * 24 * 3600);
+    let expires_ms = created_ms + (ttl as i64) * 1000;
+    state
+        .store
+        .create_join_token(NewJoinToken {
+            token_hash: auth::hash_secret(&token),
+            host: req.host.clone(),
+            created_ms,
+            expires_ms,
+        })
+        .await?;
+    Ok(Json(api::TokenResponse {
+        token,
+        host: req.host,
+        expires_ms,
+        ca_hash: state.settings.ca_hash.clone(),
+    }))
+}
+
+/// Query of a snapshot long poll.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+pub struct PollQuery {
+    /// The index the caller holds (0: none).
+    #[serde(default)]
+    pub index: u64,
+    /// How long to wait for a newer one: a duration like `30s`, `500ms` (at most 5m).
+    #[serde(default)]
+    pub wait: Option<String>,
+}
+
+/// `GET /v1/hosts/{host}/snapshot`: the host's view of the selected revision, long-polled.
+#[utoipa::path(get, path = "/v1/hosts/{host}/snapshot", params(("host" = String, Path, description = "the host"), PollQuery),
+    responses((status = 200, body = api::SnapshotResponse), (status = 403, body = ApiError)))]
+pub async fn snapshot<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(host): Path<String>,
+    Query(q): Query<PollQuery>,
+    headers: HeaderMap,
+) -> Answer<api::SnapshotResponse> {
+    if let Principal::Agent { host: own } = state.caller(&headers).await? {
+        if own != host {
+            return Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("the agent of `{own}` may read only its own host's snapshot"),
+            ));
+        }
+    }
+    let wait = match &q.wait {
+        None => DEFAULT_WAIT,
+        Some(w) => humantime::parse_duration(w).map_err(|e| {
+            Failure::new(
+                StatusCode::BAD_REQUEST,
+                "invalid",
+                format!("wait `{w}`: {e}"),
+            )
+        })?,
+    }
+    .min(MAX_WAIT);
+    let mut rx = state.index.subscribe();
+    if *rx.borrow() <= q.index && !wait.is_zero() {
+        // Consul adds up to wait/16 of jitter so that polls do not come back in step.
+        let mut r = [0u8; 2];
+        getrandom::fill(&mut r).ok();
+        let jitter = (wait / 16).mul_f64(u16::from_le_bytes(r) as f64 / 65536.0);
+        state.metrics.longpoll_waiters.inc();
+        let _ = tokio::time::timeout(wait + jitter, rx.wait_for(|i| *i > q.index)).await;
+        state.metrics.longpoll_waiters.dec();
+    }
+    let Some(cur) = state.current() else {
+        return Ok(Json(api::SnapshotResponse {
+            index: 0,
+            revision: None,
+            role: None,
+            snapshot: None,
+            topology: None,
+        }));
+    };
+    let view = cur.topology.host_view(&host);
+    let topology = match view.topology {
+        Some(doc) => Some(serde_json::to_value(&doc).map_err(|e| {
+            Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+        })?),
+        None => None,
+    };
+    Ok(Json(api::SnapshotResponse {
+        index: cur.selection.index,
+        revision: Some(cur.selection.digest.clone()),
+        role: Some(
+            match view.role {
+                HostRole::Control => "control",
+                HostRole::Component => "component",
+            }
+            .into(),
+        ),
+        snapshot: Some(view.snapshot),
+        topology,
+    }))
+}
+
+/// `POST /v1/hosts/{host}/report`: the agent of `host` reports what it measured.
+#[utoipa::path(post, path = "/v1/hosts/{host}/report", params(("host" = String, Path, description = "the host")), request_body = api::AgentReport,
+    responses((status = 200, body = Object), (status = 403, body = ApiError)))]
+pub async fn report<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(host): Path<String>,
+    headers: HeaderMap,
+    Json(report): Json<api::AgentReport>,
+) -> Answer<serde_json::Value> {
+    match state.caller(&headers).await? {
+        Principal::Agent { host: own } if own == host => {}
+        Principal::Agent { host: own } => {
+            return Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("the agent of `{own}` may write only its own host's reports"),
+            ))
+        }
+        Principal::Operator { .. } => {
+            return Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "only a host's agent reports for it",
+            ))
+        }
+    }
+    let received_ms = now_ms();
+    let text = serde_json::to_string(&report)
+        .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    state
+        .store
+        .put_report(HostReportRecord {
+            host: host.clone(),
+            revision: report.revision.clone(),
+            report: text,
+            received_ms,
+        })
+        .await?;
+    let previous = state
+        .last_reports
+        .lock()
+        .expect("not poisoned")
+        .insert(host.clone(), (received_ms, report.revision.clone()));
+    if let Some((_, Some(old))) = previous {
+        if Some(&old) != report.revision.as_ref() {
+            state.metrics.agent_revision.remove(&AgentRevision {
+                host: host.clone(),
+                revision: old,
+            });
+        }
+    }
+    if let Some(rev) = report.revision {
+        state
+            .metrics
+            .agent_revision
+            .get_or_create(&AgentRevision {
+                host,
+                revision: rev,
+            })
+            .set(1);
+    }
+    Ok(Json(serde_json::json!({ "received_ms": received_ms })))
+}
+
+/// `GET /v1/revisions` (operator): the revision history and the selection log.
+#[utoipa::path(get, path = "/v1/revisions", responses((status = 200, body = api::HistoryResponse), (status = 403, body = ApiError)))]
+pub async fn history<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+) -> Answer<api::HistoryResponse> {
+    state.operator(&headers).await?;
+    let selected = state.current().map(|c| c.selection.digest);
+    let revisions = state
+        .store
+        .revisions()
+        .await?
+        .into_iter()
+        .map(|r| api::RevisionSummaryDto {
+            selected: selected.as_deref() == Some(r.digest.as_str()),
+            revision: r.digest,
+            created_ms: r.created_ms,
+            published_by: r.published_by,
+        })
+        .collect();
+    let selections = state
+        .store
+        .selections()
+        .await?
+        .iter()
+        .map(selection_dto)
+        .collect();
+    Ok(Json(api::HistoryResponse {
+        revisions,
+        selections,
+    }))
+}
+
+fn outcome_answer(digest: String, outcome: SelectOutcome) -> Answer<api::SelectResponse> {
+    match outcome {
+        SelectOutcome::Selected(s) => Ok(Json(api::SelectResponse {
+            revision: digest,
+            changed: true,
+            selection: selection_dto(&s),
+        })),
+        SelectOutcome::Unchanged(s) => Ok(Json(api::SelectResponse {
+            revision: digest,
+            changed: false,
+            selection: selection_dto(&s),
+        })),
+        SelectOutcome::Conflict { current } => Err(Failure(
+            StatusCode::CONFLICT,
+            ApiError {
+                code: "conflict".into(),
+                message: format!(
+                    "the selected revision is {}, not the one expected: nothing changed",
+                    current.as_deref().unwrap_or("none")
+                ),
+                current,
+            },
+        )),
+    }
+}
+
+/// `POST /v1/revisions` (operator): store a validated topology as a revision and
+/// select it, in one transaction.
+#[utoipa::path(post, path = "/v1/revisions", request_body = api::PublishRequest, responses(
+    (status = 200, body = api::SelectResponse), (status = 400, body = ApiError), (status = 409, body = ApiError)))]
+pub async fn publish<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+    Json(req): Json<api::PublishRequest>,
+) -> Answer<api::SelectResponse> {
+    let by = state.operator(&headers).await?;
+    let text = serde_json::to_string(&req.topology)
+        .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, "invalid", e.to_string()))?;
+    let topology = Topology::from_revision(&text).map_err(|e| {
+        Failure::new(
+            StatusCode::BAD_REQUEST,
+            "invalid",
+            format!("not a valid topology: {e}"),
+        )
+    })?;
+    let digest = topology.digest().to_string();
+    let outcome = state
+        .store
+        .publish(
+            NewRevision {
+                digest: digest.clone(),
+                content: topology.revision_json(),
+                created_ms: now_ms(),
+                published_by: by,
+            },
+            req.expect,
+        )
+        .await?;
+    if let SelectOutcome::Selected(s) = &outcome {
+        tracing::info!(revision = %digest, index = s.index, "published and selected");
+        state.install(s.clone(), Arc::new(topology));
+    }
+    outcome_answer(digest, outcome)
+}
+
+/// `PUT /v1/selection` (operator): select an existing revision.
+#[utoipa::path(put, path = "/v1/selection", request_body = api::SelectRequest, responses(
+    (status = 200, body = api::SelectResponse), (status = 404, body = ApiError), (status = 409, body = ApiError)))]
+pub async fn select<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+    Json(req): Json<api::SelectRequest>,
+) -> Answer<api::SelectResponse> {
+    let by = state.operator(&headers).await?;
+    let rev = state
+        .store
+        .revision(req.revision.clone())
+        .await?
+        .ok_or_else(|| {
+            Failure::new(
+                StatusCode::NOT_FOUND,
+                "not-found",
+                format!("no revision {}", req.revision),
+            )
+        })?;
+    let topology = Topology::from_revision(&rev.content).map_err(|e| {
+        Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("stored revision {} does not parse: {e}", rev.digest),
+        )
+    })?;
+    let outcome = match state
+        .store
+        .select(req.revision.clone(), req.expect, now_ms(), by)
+        .await
+    {
+        Err(StoreError::UnknownRevision(r)) => {
+            return Err(Failure::new(
+                StatusCode::NOT_FOUND,
+                "not-found",
+                format!("no revision {r}"),
+            ))
+        }
+        other => other?,
+    };
+    if let SelectOutcome::Selected(s) = &outcome {
+        tracing::info!(revision = %rev.digest, index = s.index, "selected");
+        state.install(s.clone(), Arc::new(topology));
+    }
+    outcome_answer(rev.digest, outcome)
+}
+
+async fn load<S: AuthorityStore>(
+    state: &AppState<S>,
+    rev: &str,
+) -> Result<(flotilla_store::authority::RevisionRecord, Topology), Failure> {
+    let r = state
+        .store
+        .revision(rev.to_string())
+        .await?
+        .ok_or_else(|| {
+            Failure::new(
+                StatusCode::NOT_FOUND,
+                "not-found",
+                format!("no revision {rev}"),
+            )
+        })?;
+    let t = Topology::from_revision(&r.content).map_err(|e| {
+        Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("stored revision {rev} does not parse: {e}"),
+        )
+    })?;
+    Ok((r, t))
+}
+
+/// `GET /v1/revisions/{rev}` (operator): one revision whole.
+#[utoipa::path(get, path = "/v1/revisions/{rev}", params(("rev" = String, Path, description = "the revision, sha256:…")),
+    responses((status = 200, body = api::RevisionDto), (status = 403, body = ApiError), (status = 404, body = ApiError)))]
+pub async fn revision<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(rev): Path<String>,
+    headers: HeaderMap,
+) -> Answer<api::RevisionDto> {
+    state.operator(&headers).await?;
+    let (r, _) = load(&state, &rev).await?;
+    Ok(Json(api::RevisionDto {
+        topology: serde_json::from_str(&r.content).map_err(|e| {
+            Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+        })?,
+        revision: r.digest,
+        created_ms: r.created_ms,
+        published_by: r.published_by,
+    }))
+}
+
+/// `GET /v1/revisions/{a}/diff/{b}` (operator): what changed from `a` to `b`.
+#[utoipa::path(get, path = "/v1/revisions/{a}/diff/{b}", params(("a" = String, Path, description = "from"), ("b" = String, Path, description = "to")),
+    responses((status = 200, body = api::DiffResponse), (status = 404, body = ApiError)))]
+pub async fn diff<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path((a, b)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Answer<api::DiffResponse> {
+    state.operator(&headers).await?;
+    let (ra, ta) = load(&state, &a).await?;
+    let (rb, tb) = load(&state, &b).await?;
+    let changes = crate::diff::changes(&ta, &tb);
+    Ok(Json(api::DiffResponse {
+        from: ra.digest,
+        to: rb.digest,
+        changes,
+    }))
+}
+
+/// `GET /v1/status` (operator): every host's last report and its age.
+#[utoipa::path(get, path = "/v1/status", responses((status = 200, body = api::FleetStatus), (status = 403, body = ApiError)))]
+pub async fn status<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+) -> Answer<api::FleetStatus> {
+    state.operator(&headers).await?;
+    let now = now_ms();
+    let deadline = state.settings.report_deadline.as_millis() as i64;
+    let current = state.current();
+    let mut hosts: std::collections::BTreeMap<String, api::HostStateDto> = Default::default();
+    if let Some(c) = &current {
+        for name in c.topology.hosts.keys() {
+            hosts.insert(
+                name.clone(),
+                api::HostStateDto {
+                    host: name.clone(),
+                    observability: "never-reported".into(),
+                    last_report_ms: None,
+                    age_ms: None,
+                    revision: None,
+                    report: None,
+                },
+            );
+        }
+    }
+    let stored = state.store.reports().await?;
+    let parsed: Vec<(String, i64, api::AgentReport)> = stored
+        .iter()
+        .filter_map(|r| {
+            serde_json::from_str(&r.report)
+                .ok()
+                .map(|rep| (r.host.clone(), r.received_ms, rep))
+        })
+        .collect();
+    let received: Vec<crate::fleet::Received<'_>> = parsed
+        .iter()
+        .map(|(host, received_ms, report)| crate::fleet::Received {
+            host,
+            received_ms: *received_ms,
+            report,
+        })
+        .collect();
+    let merged = crate::fleet::merged(
+        current.as_ref().map(|c| &*c.topology),
+        &received,
+        now,
+        deadline,
+    );
+    for r in stored {
+        let age = now - r.received_ms;
+        let report: Option<api::AgentReport> = serde_json::from_str(&r.report).ok();
+        hosts.insert(
+            r.host.clone(),
+            api::HostStateDto {
+                host: r.host,
+                observability: if age <= deadline {
+                    "observed"
+                } else {
+                    "unreachable"
+                }
+                .into(),
+                last_report_ms: Some(r.received_ms),
+                age_ms: Some(age),
+                revision: r.revision,
+                report,
+            },
+        );
+    }
+    Ok(Json(api::FleetStatus {
+        selection: current.as_ref().map(|c| selection_dto(&c.selection)),
+        now_ms: now,
+        report_deadline_ms: deadline,
+        hosts: hosts.into_values().collect(),
+        report: merged,
+    }))
+}
+
+/// Runs the service on `listener` with `tls` until `shutdown` resolves.
+///
+/// # Errors
+/// IO errors of the listener.
+pub async fn run<S: AuthorityStore>(
+    state: Arc<AppState<S>>,
+    listener: std::net::TcpListener,
+    tls: rustls::ServerConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let handle = axum_server::Handle::new();
+    let h = handle.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        // Long polls are cut short: agents simply poll again.
+        h.graceful_shutdown(Some(Duration::from_secs(2)));
+    });
+    let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls));
+    listener.set_nonblocking(true)?;
+    axum_server::from_tcp_rustls(listener, config)?
+        .handle(handle)
+        .serve(router(state).into_make_service())
+        .await
+}

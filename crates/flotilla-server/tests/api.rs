@@ -1,0 +1,521 @@
+//! The authority's API over real HTTPS on loopback, with its own CA, against both
+//! storage backends: SQLite (a temporary directory) and PostgreSQL (the server that
+//! `scripts/postgres` starts; `FLOTILLA_TEST_POSTGRES_URL`).
+
+use flotilla_model::{validate, Format, SourceFile, Sources, Topology};
+use flotilla_server::api::{AgentReport, JoinRequest, PublishRequest, SelectRequest, TokenRequest};
+use flotilla_server::server::{AppState, Settings};
+use flotilla_server::{Client, ClientError};
+use flotilla_store::authority::{
+    AuthorityStore, NewJoinToken, PostgresAuthority, Principal, SqliteAuthority,
+};
+use std::time::Duration;
+
+const FLEET: &str = r#"
+[hosts.studio]
+transport = "agent"
+[hosts.gpu]
+transport = "agent"
+[hosts.ops]
+transport = "agent"
+role = "control"
+
+[components.model]
+host = "studio"
+command = ["llama-server", "--port", "18080", "--canary-studio-only"]
+endpoints = { api = "http://127.0.0.1:18080" }
+env = { API_KEY = { secret = "MODEL_KEY" } }
+
+[components.embed]
+host = "gpu"
+command = ["embedder", "--gpu-only-flag"]
+endpoints = { api = "http://127.0.0.1:18081" }
+env = { GPU_ONLY = "gpu-env-canary" }
+
+[components.proxy]
+host = "studio"
+command = ["proxy", "--upstream", "${connections.embed}"]
+connections = { embed = "embed.api" }
+"#;
+
+fn topology(text: &str) -> Topology {
+    let mut sources = Sources::new();
+    let id = sources.add(SourceFile::new("fleet.toml", Format::Toml, text));
+    match validate(&sources, id, &[]) {
+        Ok(v) => v.topology,
+        Err(d) => panic!("invalid test inventory: {d:#?}"),
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// A running authority on 127.0.0.1 and an operator client of it.
+struct Running<S: AuthorityStore + Clone> {
+    url: String,
+    ca_pem: String,
+    ca_hash: String,
+    operator: Client,
+    store: S,
+    _dir: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl<S: AuthorityStore + Clone> Drop for Running<S> {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+async fn start<S: AuthorityStore + Clone>(store: S) -> Running<S> {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = flotilla_server::tls::init(dir.path(), &[]).unwrap();
+    let tls = flotilla_server::tls::server_config(
+        &dir.path().join(flotilla_server::tls::SERVER_CERT),
+        &dir.path().join(flotilla_server::tls::SERVER_KEY),
+    )
+    .unwrap();
+    let op = flotilla_server::auth::new_secret(flotilla_server::auth::OPERATOR_PREFIX);
+    store
+        .create_credential(
+            flotilla_server::auth::hash_secret(&op),
+            Principal::Operator {
+                name: "tester".into(),
+            },
+            now_ms(),
+        )
+        .await
+        .unwrap();
+    let state = AppState::new(
+        store.clone(),
+        Settings {
+            ca_pem: ca.ca_pem.clone(),
+            ca_hash: ca.ca_hash.clone(),
+            report_deadline: Duration::from_secs(45),
+        },
+    )
+    .await
+    .unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(flotilla_server::server::run(state, listener, tls, async {
+        let _ = rx.await;
+    }));
+    let operator = Client::new(&url, &ca.ca_pem, Some(op)).unwrap();
+    // Ready when /healthz answers (deadline, not a fixed sleep).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while operator.get_text("/healthz").await.is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "authority never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Running {
+        url,
+        ca_pem: ca.ca_pem,
+        ca_hash: ca.ca_hash,
+        operator,
+        store,
+        _dir: dir,
+        stop: Some(tx),
+    }
+}
+
+impl<S: AuthorityStore + Clone> Running<S> {
+    /// Joins an agent for `host` the way `flotilla agent join` does.
+    async fn agent(&self, host: &str) -> Client {
+        let t = self
+            .operator
+            .create_token(&TokenRequest {
+                host: host.into(),
+                ttl_secs: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!(t.ca_hash, self.ca_hash);
+        let pem = Client::discover_ca(&self.url, &t.ca_hash).await.unwrap();
+        assert_eq!(pem, self.ca_pem);
+        let j = Client::new(&self.url, &pem, None)
+            .unwrap()
+            .join(&JoinRequest {
+                token: t.token,
+                agent_version: "test".into(),
+                platform: "linux-x86_64".into(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(j.host, host);
+        Client::new(&self.url, &pem, Some(j.credential)).unwrap()
+    }
+
+    async fn publish(
+        &self,
+        t: &Topology,
+        expect: Option<String>,
+    ) -> Result<flotilla_server::api::SelectResponse, ClientError> {
+        self.operator
+            .publish(&PublishRequest {
+                topology: serde_json::from_str(&t.revision_json()).unwrap(),
+                expect,
+            })
+            .await
+    }
+}
+
+fn report(revision: Option<String>) -> AgentReport {
+    AgentReport {
+        revision,
+        agent_version: "test".into(),
+        platform: "linux-x86_64".into(),
+        status: flotilla_model::status::StatusReport {
+            observed_at_ms: now_ms(),
+            components: Vec::new(),
+            interrupted: Vec::new(),
+            in_progress: Vec::new(),
+            stacks: Vec::new(),
+        },
+        drift: Vec::new(),
+        events: Vec::new(),
+    }
+}
+
+async fn joins_and_tokens<S: AuthorityStore + Clone>(store: S) {
+    let a = start(store).await;
+    let agent = a.agent("studio").await;
+    agent.snapshot("studio", 0, Duration::ZERO).await.unwrap();
+
+    // A used token, an expired one, an unknown one, a wrong CA pin: all refused.
+    let t = a
+        .operator
+        .create_token(&TokenRequest {
+            host: "gpu".into(),
+            ttl_secs: Some(60),
+        })
+        .await
+        .unwrap();
+    let anon = Client::new(&a.url, &a.ca_pem, None).unwrap();
+    let join = |token: &str| JoinRequest {
+        token: token.into(),
+        agent_version: "test".into(),
+        platform: "linux-x86_64".into(),
+    };
+    anon.join(&join(&t.token)).await.unwrap();
+    let e = anon.join(&join(&t.token)).await.unwrap_err();
+    assert_eq!(e.status(), Some(401), "{e}");
+    assert!(
+        matches!(&e, ClientError::Api { error, .. } if error.code == "token-used"),
+        "{e}"
+    );
+
+    let expired = flotilla_server::auth::new_secret(flotilla_server::auth::JOIN_PREFIX);
+    a.store
+        .create_join_token(NewJoinToken {
+            token_hash: flotilla_server::auth::hash_secret(&expired),
+            host: "gpu".into(),
+            created_ms: now_ms() - 10_000,
+            expires_ms: now_ms() - 1,
+        })
+        .await
+        .unwrap();
+    let e = anon.join(&join(&expired)).await.unwrap_err();
+    assert!(
+        matches!(&e, ClientError::Api { error, .. } if error.code == "token-expired"),
+        "{e}"
+    );
+    let e = anon.join(&join("flt-join-nonsense")).await.unwrap_err();
+    assert_eq!(e.status(), Some(401));
+
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    let e = Client::discover_ca(&a.url, &wrong).await.unwrap_err();
+    assert!(matches!(e, ClientError::CaMismatch { .. }), "{e}");
+    // A client pinned to another CA cannot even connect.
+    let other = tempfile::tempdir().unwrap();
+    let other_ca = flotilla_server::tls::init(other.path(), &[]).unwrap();
+    let e = Client::new(&a.url, &other_ca.ca_pem, None)
+        .unwrap()
+        .get_text("/healthz")
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ClientError::Http { .. }), "{e}");
+}
+
+async fn agents_reach_only_their_own_host<S: AuthorityStore + Clone>(store: S) {
+    let a = start(store).await;
+    let t = topology(FLEET);
+    let published = a.publish(&t, None).await.unwrap();
+    let studio = a.agent("studio").await;
+    let forbidden = |r: Result<_, ClientError>| match r {
+        Err(e) => assert_eq!(e.status(), Some(403), "{e}"),
+        Ok(_) => panic!("allowed"),
+    };
+    forbidden(studio.snapshot("gpu", 0, Duration::ZERO).await.map(|_| ()));
+    forbidden(studio.report("gpu", &report(None)).await);
+    forbidden(studio.revision(&published.revision).await.map(|_| ()));
+    forbidden(studio.history().await.map(|_| ()));
+    forbidden(studio.status().await.map(|_| ()));
+    forbidden(
+        studio
+            .create_token(&TokenRequest {
+                host: "gpu".into(),
+                ttl_secs: None,
+            })
+            .await
+            .map(|_| ()),
+    );
+    forbidden(
+        studio
+            .publish(&PublishRequest {
+                topology: serde_json::from_str(&t.revision_json()).unwrap(),
+                expect: None,
+            })
+            .await
+            .map(|_| ()),
+    );
+    forbidden(studio.get_text("/metrics").await.map(|_| ()));
+    // No credential at all: 401.
+    let anon = Client::new(&a.url, &a.ca_pem, None).unwrap();
+    assert_eq!(
+        anon.snapshot("studio", 0, Duration::ZERO)
+            .await
+            .unwrap_err()
+            .status(),
+        Some(401)
+    );
+    // Its own: allowed, filtered.
+    let s = studio.snapshot("studio", 0, Duration::ZERO).await.unwrap();
+    assert_eq!(s.revision.as_deref(), Some(published.revision.as_str()));
+    assert_eq!(s.role.as_deref(), Some("component"));
+    assert!(
+        s.topology.is_none(),
+        "a component host never gets the whole revision"
+    );
+    let text = serde_json::to_string(&s).unwrap();
+    assert!(text.contains("--canary-studio-only"));
+    assert!(!text.contains("--gpu-only-flag"), "{text}");
+    assert!(!text.contains("gpu-env-canary"), "{text}");
+    assert!(
+        text.contains("http://127.0.0.1:18081"),
+        "the proxy's connection is resolved"
+    );
+    studio
+        .report("studio", &report(s.revision.clone()))
+        .await
+        .unwrap();
+    // A control host gets the whole (secret-free) revision.
+    let ops = a.agent("ops").await;
+    let s = ops.snapshot("ops", 0, Duration::ZERO).await.unwrap();
+    assert_eq!(s.role.as_deref(), Some("control"));
+    let whole = serde_json::to_string(&s.topology.unwrap()).unwrap();
+    assert!(whole.contains("--gpu-only-flag") && whole.contains("MODEL_KEY"));
+    // Status and metrics show the report.
+    let st = a.operator.status().await.unwrap();
+    let by = |h: &str| st.hosts.iter().find(|x| x.host == h).unwrap().clone();
+    assert_eq!(by("studio").observability, "observed");
+    assert_eq!(by("gpu").observability, "never-reported");
+    let m = a.operator.get_text("/metrics").await.unwrap();
+    assert!(m.contains("flotilla_agents_connected 1"), "{m}");
+    assert!(
+        m.contains(&format!(
+            "flotilla_agent_revision{{host=\"studio\",revision=\"{}\"}} 1",
+            published.revision
+        )),
+        "{m}"
+    );
+    assert!(
+        m.contains("flotilla_http_request_duration_seconds_bucket"),
+        "{m}"
+    );
+}
+
+async fn revisions_and_long_poll<S: AuthorityStore + Clone>(store: S) {
+    let a = start(store).await;
+    let studio = a.agent("studio").await;
+    let first = studio.snapshot("studio", 0, Duration::ZERO).await.unwrap();
+    assert_eq!(first.index, 0);
+    assert!(first.revision.is_none());
+
+    // A poll at the current index waits; a publish wakes it (the wait is long
+    // enough that only the wake-up can end it within the test's deadline).
+    let waiting = {
+        let c = studio.clone();
+        tokio::spawn(async move { c.snapshot("studio", 0, Duration::from_secs(290)).await })
+    };
+    // Wait until the poll is parked (the waiters gauge), then publish.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let m = a.operator.get_text("/metrics").await.unwrap();
+        if m.contains("flotilla_longpoll_waiters 1") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the poll never parked: {m}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let t1 = topology(FLEET);
+    let p1 = a.publish(&t1, None).await.unwrap();
+    assert!(p1.changed);
+    let woke = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("the publish woke the poll")
+        .unwrap()
+        .unwrap();
+    assert_eq!(woke.index, p1.selection.index);
+    assert_eq!(woke.revision.as_deref(), Some(p1.revision.as_str()));
+    assert_eq!(p1.revision, t1.digest());
+
+    // Same content: same revision, nothing changes.
+    let again = a.publish(&t1, None).await.unwrap();
+    assert!(!again.changed);
+    assert_eq!(again.revision, p1.revision);
+    assert_eq!(again.selection.index, p1.selection.index);
+
+    // A new revision; a stale --expect is refused naming the current one.
+    let t2 = topology(&FLEET.replace("18080\", \"--canary", "18090\", \"--canary"));
+    let p2 = a.publish(&t2, Some(p1.revision.clone())).await.unwrap();
+    assert!(p2.changed && p2.selection.index > p1.selection.index);
+    let stale = a
+        .publish(
+            &topology(&FLEET.replace("proxy\"", "proxy2\"")),
+            Some(p1.revision.clone()),
+        )
+        .await
+        .unwrap_err();
+    match &stale {
+        ClientError::Api {
+            status: 409, error, ..
+        } => {
+            assert_eq!(error.current.as_deref(), Some(p2.revision.as_str()))
+        }
+        other => panic!("{other}"),
+    }
+    let h = a.operator.history().await.unwrap();
+    assert_eq!(h.revisions.len(), 2, "the refused publish stored nothing");
+    assert_eq!(h.revisions[0].revision, p2.revision);
+    assert!(h.revisions[0].selected);
+
+    // Diff names the component and the change.
+    let d = a.operator.diff(&p1.revision, &p2.revision).await.unwrap();
+    let model = d
+        .changes
+        .iter()
+        .find(|c| c.name == "model")
+        .expect("model changed");
+    assert_eq!(model.change, "changed");
+    assert!(
+        model
+            .details
+            .iter()
+            .any(|l| l.contains("18080") && l.contains("18090")),
+        "{:?}",
+        model.details
+    );
+
+    // Roll back with compare-and-swap.
+    let e = a
+        .operator
+        .select(&SelectRequest {
+            revision: p1.revision.clone(),
+            expect: Some(p1.revision.clone()),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(409));
+    let back = a
+        .operator
+        .select(&SelectRequest {
+            revision: p1.revision.clone(),
+            expect: Some(p2.revision.clone()),
+        })
+        .await
+        .unwrap();
+    assert!(back.changed && back.selection.index > p2.selection.index);
+    let s = studio
+        .snapshot("studio", p2.selection.index, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(s.revision.as_deref(), Some(p1.revision.as_str()));
+    let unknown = format!("sha256:{}", "a".repeat(64));
+    let e = a
+        .operator
+        .select(&SelectRequest {
+            revision: unknown,
+            expect: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(404));
+    // A topology that is not one is refused.
+    let e = a
+        .operator
+        .publish(&PublishRequest {
+            topology: serde_json::json!({"components": "nope"}),
+            expect: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(400), "{e}");
+
+    // A restarted authority (same store) serves the same selection.
+    let store = a.store.clone();
+    drop(a);
+    let b = start(store).await;
+    let h = b.operator.history().await.unwrap();
+    assert_eq!(h.selections[0].revision, p1.revision);
+}
+
+fn sqlite() -> (SqliteAuthority, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    (
+        SqliteAuthority::open(&dir.path().join("authority.db")).unwrap(),
+        dir,
+    )
+}
+
+async fn postgres() -> PostgresAuthority {
+    let url = std::env::var("FLOTILLA_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!("FLOTILLA_TEST_POSTGRES_URL is not set: start PostgreSQL with `scripts/postgres` and export the URL it prints")
+    });
+    flotilla_store::authority::testing::fresh_postgres(&url).await
+}
+
+macro_rules! both {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                let (s, _d) = super::sqlite();
+                super::$name(s).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name(super::postgres().await).await;
+            }
+        }
+    };
+}
+
+both!(joins_and_tokens);
+both!(agents_reach_only_their_own_host);
+both!(revisions_and_long_poll);
+
+#[test]
+fn the_committed_openapi_document_is_current() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi.json");
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    let now = flotilla_server::openapi::document();
+    assert!(
+        committed == now,
+        "{} is out of date: run scripts/update-schemas",
+        path.display()
+    );
+}

@@ -1,0 +1,508 @@
+//! The fleet authority's store (`flotilla serve`): revisions (immutable desired
+//! states), the selection log (which revision is current, with a compare-and-swap),
+//! one-time join tokens, credentials and the last report of each host.
+//!
+//! One trait, [`AuthorityStore`], two implementations run against one test suite
+//! (`tests/authority.rs`):
+//! - [`SqliteAuthority`] ([`sqlite`]): the default, embedded: one SQLite file,
+//!   [`AUTHORITY_DB_FILE`] in the authority's state directory (not the local
+//!   mode's `state.db`: its own schema and `application_id`).
+//! - [`PostgresAuthority`] ([`postgres`]): `--database-url postgres://…`, for an
+//!   authority whose state must survive its host (tokio-postgres, no TLS: a
+//!   loopback or trusted-network server).
+//!
+//! [`AnyAuthority`] holds either, for code that picks one at run time.
+//!
+//! Conventions, as in the rest of the crate:
+//! - **Time**: the store reads no clock. Every time is an `i64` in milliseconds
+//!   since the Unix epoch, given by the caller and returned as given.
+//! - **Secrets**: join tokens and credentials are only ever stored as hashes, which
+//!   the caller computes (e.g. `sha256:<hex>` of the token); the store never sees
+//!   a token or credential itself. Revisions are secret-free by construction
+//!   (DESIGN.md invariant 9: secrets are referenced by name).
+//! - **Durability**: a method that returned `Ok` has committed durably (SQLite:
+//!   WAL with `synchronous=FULL`; PostgreSQL: its default `synchronous_commit`):
+//!   `kill -9` of the authority at any moment loses no acknowledged write, and a
+//!   write that did not return is either wholly there or not at all.
+//! - **Atomicity**: every mutating method is one transaction; concurrent
+//!   [`AuthorityStore::publish`] / [`AuthorityStore::select`] calls with the same
+//!   `expect` (from one process or several sharing the database) cannot both win.
+//! - **Async**: methods return `Send` futures that must run inside a Tokio runtime
+//!   (SQLite work runs in `tokio::task::spawn_blocking`; PostgreSQL's connections
+//!   are driven by tasks spawned on the runtime).
+//!
+//! Code map: this module (the trait, the record types, [`AnyAuthority`]),
+//! [`sqlite`] ([`SqliteAuthority`] and its schema), [`postgres`]
+//! ([`PostgresAuthority`], its schema and connection pool), [`testing`] (a fresh
+//! PostgreSQL database per test, for this crate's tests and the server's).
+
+pub mod postgres;
+pub mod sqlite;
+pub mod testing;
+
+use crate::error::StoreError;
+use std::future::Future;
+
+pub use postgres::{PostgresAuthority, POSTGRES_MAX_CONNECTIONS, POSTGRES_SCHEMA_TABLE};
+pub use sqlite::{SqliteAuthority, AUTHORITY_APPLICATION_ID, AUTHORITY_DB_FILE};
+
+/// The authority's schema version this build creates and understands (the last
+/// migration's number; the same numbering on both backends).
+pub const AUTHORITY_SCHEMA_VERSION: i64 = 1;
+
+/// The authority's storage: revisions, the selection log, join tokens,
+/// credentials and host reports. See the [module docs](self) for time, secrets,
+/// durability and concurrency.
+///
+/// Every method is one transaction. Errors are [`StoreError`]s: the ones named
+/// below, plus the backend's own (`Sqlite`/`Busy`/`NotADatabase` for SQLite,
+/// `Postgres` for PostgreSQL, e.g. a lost connection).
+pub trait AuthorityStore: Send + Sync + 'static {
+    /// Stores the revision (if new) and selects it, in one transaction.
+    ///
+    /// - `expect`: compare-and-swap on the current selection's digest (`None`:
+    ///   unconditional). When the current selection is another revision than
+    ///   `expect` (or there is none), the outcome is
+    ///   [`SelectOutcome::Conflict`] naming the current revision, and nothing is
+    ///   written (not even the revision).
+    /// - When `rev.digest` is already the current selection, the outcome is
+    ///   [`SelectOutcome::Unchanged`] and nothing is written, whatever `expect`
+    ///   says (the desired state already holds: publishing the same content twice
+    ///   changes nothing).
+    /// - Otherwise the revision is stored unless already present (a stored
+    ///   revision keeps its first `created_ms` and `published_by`), and a new
+    ///   selection is appended with the next index, `selected_ms =
+    ///   rev.created_ms`, `selected_by = rev.published_by`:
+    ///   [`SelectOutcome::Selected`].
+    ///
+    /// # Errors
+    /// [`StoreError::RevisionContentMismatch`] when `rev.digest` is stored with
+    /// other content (nothing is written).
+    fn publish(
+        &self,
+        rev: NewRevision,
+        expect: Option<String>,
+    ) -> impl Future<Output = Result<SelectOutcome, StoreError>> + Send;
+
+    /// Selects the stored revision `digest` (e.g. a rollback to an older one), with
+    /// the same compare-and-swap as [`AuthorityStore::publish`]: `expect` stale →
+    /// [`SelectOutcome::Conflict`] (nothing written); `digest` already current →
+    /// [`SelectOutcome::Unchanged`]; else a new selection with the next index,
+    /// `at_ms` and `by`: [`SelectOutcome::Selected`].
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownRevision`] when no revision has this digest (checked
+    /// first: nothing is written).
+    fn select(
+        &self,
+        digest: String,
+        expect: Option<String>,
+        at_ms: i64,
+        by: String,
+    ) -> impl Future<Output = Result<SelectOutcome, StoreError>> + Send;
+
+    /// The revision named `digest`, with its content; `None` when unknown.
+    fn revision(
+        &self,
+        digest: String,
+    ) -> impl Future<Output = Result<Option<RevisionRecord>, StoreError>> + Send;
+
+    /// Every stored revision without its content, most recently stored first.
+    fn revisions(&self) -> impl Future<Output = Result<Vec<RevisionSummary>, StoreError>> + Send;
+
+    /// The current selection (the one with the highest index); `None` before the
+    /// first publish.
+    fn selection(&self) -> impl Future<Output = Result<Option<Selection>, StoreError>> + Send;
+
+    /// The selection log, newest (highest index) first.
+    fn selections(&self) -> impl Future<Output = Result<Vec<Selection>, StoreError>> + Send;
+
+    /// Stores a one-time join token (by its hash) bound to one host.
+    ///
+    /// # Errors
+    /// [`StoreError::AlreadyExists`] when a token with this hash exists.
+    fn create_join_token(
+        &self,
+        token: NewJoinToken,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Atomically: checks that the token (by hash) is known, unused and unexpired
+    /// at `now_ms` (it expires when `now_ms >= expires_ms`), marks it used and
+    /// stores the agent credential (by hash) for its host: [`Redeem::Joined`].
+    /// Otherwise nothing is written and the answer says why, checked in this
+    /// order: [`Redeem::Unknown`], [`Redeem::Used`], [`Redeem::Expired`]. Of two
+    /// concurrent redeems of one token, exactly one joins. Credentials issued
+    /// earlier for the same host stay valid.
+    ///
+    /// # Errors
+    /// [`StoreError::AlreadyExists`] when a credential with this hash exists (the
+    /// token stays unused).
+    fn redeem_join_token(
+        &self,
+        token_hash: String,
+        credential_hash: String,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<Redeem, StoreError>> + Send;
+
+    /// Stores a credential (by hash) for a principal, e.g. the operator's.
+    ///
+    /// # Errors
+    /// [`StoreError::AlreadyExists`] when a credential with this hash exists.
+    fn create_credential(
+        &self,
+        credential_hash: String,
+        principal: Principal,
+        created_ms: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Who holds the credential with this hash; `None` when unknown.
+    fn principal(
+        &self,
+        credential_hash: String,
+    ) -> impl Future<Output = Result<Option<Principal>, StoreError>> + Send;
+
+    /// Stores a host's report, replacing that host's previous one.
+    fn put_report(
+        &self,
+        report: HostReportRecord,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The last report of every host that reported, ordered by host name.
+    fn reports(&self) -> impl Future<Output = Result<Vec<HostReportRecord>, StoreError>> + Send;
+
+    /// Checks that the database answers (for `/readyz`).
+    fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// A revision to store ([`AuthorityStore::publish`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRevision {
+    /// Its name: `sha256:<64 hex>` of `content` (computed by the caller,
+    /// `Topology::digest`).
+    pub digest: String,
+    /// The canonical JSON of the topology (`Topology::revision_json`).
+    pub content: String,
+    /// When it was published, ms since the Unix epoch.
+    pub created_ms: i64,
+    /// Who published it (the operator's name).
+    pub published_by: String,
+}
+
+/// A stored revision, with its content ([`AuthorityStore::revision`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevisionRecord {
+    /// Its name (`sha256:<hex>` of `content`).
+    pub digest: String,
+    /// The canonical JSON of the topology.
+    pub content: String,
+    /// When it was first published, ms since the Unix epoch.
+    pub created_ms: i64,
+    /// Who first published it.
+    pub published_by: String,
+}
+
+/// A stored revision without its content ([`AuthorityStore::revisions`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevisionSummary {
+    /// Its name (`sha256:<hex>`).
+    pub digest: String,
+    /// When it was first published, ms since the Unix epoch.
+    pub created_ms: i64,
+    /// Who first published it.
+    pub published_by: String,
+}
+
+/// One entry of the selection log: from then on, `digest` was the current
+/// revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// Its sequence number: 1, 2, 3… with no gaps (the agents' long-poll index).
+    pub index: u64,
+    /// The selected revision.
+    pub digest: String,
+    /// When, ms since the Unix epoch.
+    pub selected_ms: i64,
+    /// By whom (the operator's name).
+    pub selected_by: String,
+}
+
+/// What [`AuthorityStore::publish`] or [`AuthorityStore::select`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SelectOutcome {
+    /// A new selection was appended (this one).
+    Selected(Selection),
+    /// The revision was already the current selection (this one); nothing was
+    /// written.
+    Unchanged(Selection),
+    /// `expect` did not name the current selection; nothing was written.
+    Conflict {
+        /// The current selection's digest (`None`: nothing selected yet).
+        current: Option<String>,
+    },
+}
+
+/// A one-time join token to store ([`AuthorityStore::create_join_token`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewJoinToken {
+    /// The token's hash (never the token).
+    pub token_hash: String,
+    /// The host it is bound to: joining with it yields an agent credential for
+    /// this host only.
+    pub host: String,
+    /// When it was made, ms since the Unix epoch.
+    pub created_ms: i64,
+    /// When it expires, ms since the Unix epoch (refused from then on).
+    pub expires_ms: i64,
+}
+
+/// What [`AuthorityStore::redeem_join_token`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redeem {
+    /// The token was valid: it is now used and the credential is stored as the
+    /// agent of `host`.
+    Joined {
+        /// The host the token was bound to.
+        host: String,
+    },
+    /// No token has this hash.
+    Unknown,
+    /// The token was already used.
+    Used,
+    /// The token expired.
+    Expired,
+}
+
+/// Who holds a credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// An operator (the CLI): may publish, select and read everything.
+    Operator {
+        /// The operator's name.
+        name: String,
+    },
+    /// The agent of one host: may read only that host's snapshot and write only
+    /// its reports.
+    Agent {
+        /// The host.
+        host: String,
+    },
+}
+
+/// A host's last report ([`AuthorityStore::put_report`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostReportRecord {
+    /// The reporting host.
+    pub host: String,
+    /// The revision its agent runs (`None`: none applied yet).
+    pub revision: Option<String>,
+    /// The report as JSON (the server's `AgentReport`), stored as given.
+    pub report: String,
+    /// When the authority received it, ms since the Unix epoch.
+    pub received_ms: i64,
+}
+
+/// Either backend, chosen at run time (`flotilla serve` with or without
+/// `--database-url`). Implements [`AuthorityStore`] by delegating.
+#[derive(Debug, Clone)]
+pub enum AnyAuthority {
+    /// The embedded SQLite store.
+    Sqlite(SqliteAuthority),
+    /// The PostgreSQL store.
+    Postgres(PostgresAuthority),
+}
+
+impl From<SqliteAuthority> for AnyAuthority {
+    fn from(s: SqliteAuthority) -> Self {
+        AnyAuthority::Sqlite(s)
+    }
+}
+
+impl From<PostgresAuthority> for AnyAuthority {
+    fn from(s: PostgresAuthority) -> Self {
+        AnyAuthority::Postgres(s)
+    }
+}
+
+/// Delegates one method call to the backend.
+macro_rules! delegate {
+    ($self:ident . $method:ident ( $($arg:ident),* )) => {
+        match $self {
+            AnyAuthority::Sqlite(s) => s.$method($($arg),*).await,
+            AnyAuthority::Postgres(s) => s.$method($($arg),*).await,
+        }
+    };
+}
+
+impl AuthorityStore for AnyAuthority {
+    async fn publish(
+        &self,
+        rev: NewRevision,
+        expect: Option<String>,
+    ) -> Result<SelectOutcome, StoreError> {
+        delegate!(self.publish(rev, expect))
+    }
+
+    async fn select(
+        &self,
+        digest: String,
+        expect: Option<String>,
+        at_ms: i64,
+        by: String,
+    ) -> Result<SelectOutcome, StoreError> {
+        delegate!(self.select(digest, expect, at_ms, by))
+    }
+
+    async fn revision(&self, digest: String) -> Result<Option<RevisionRecord>, StoreError> {
+        delegate!(self.revision(digest))
+    }
+
+    async fn revisions(&self) -> Result<Vec<RevisionSummary>, StoreError> {
+        delegate!(self.revisions())
+    }
+
+    async fn selection(&self) -> Result<Option<Selection>, StoreError> {
+        delegate!(self.selection())
+    }
+
+    async fn selections(&self) -> Result<Vec<Selection>, StoreError> {
+        delegate!(self.selections())
+    }
+
+    async fn create_join_token(&self, token: NewJoinToken) -> Result<(), StoreError> {
+        delegate!(self.create_join_token(token))
+    }
+
+    async fn redeem_join_token(
+        &self,
+        token_hash: String,
+        credential_hash: String,
+        now_ms: i64,
+    ) -> Result<Redeem, StoreError> {
+        delegate!(self.redeem_join_token(token_hash, credential_hash, now_ms))
+    }
+
+    async fn create_credential(
+        &self,
+        credential_hash: String,
+        principal: Principal,
+        created_ms: i64,
+    ) -> Result<(), StoreError> {
+        delegate!(self.create_credential(credential_hash, principal, created_ms))
+    }
+
+    async fn principal(&self, credential_hash: String) -> Result<Option<Principal>, StoreError> {
+        delegate!(self.principal(credential_hash))
+    }
+
+    async fn put_report(&self, report: HostReportRecord) -> Result<(), StoreError> {
+        delegate!(self.put_report(report))
+    }
+
+    async fn reports(&self) -> Result<Vec<HostReportRecord>, StoreError> {
+        delegate!(self.reports())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        delegate!(self.ping())
+    }
+}
+
+/// The compare-and-swap decision shared by both backends, made inside the
+/// transaction (with the selection log locked) from the current selection.
+#[derive(Debug)]
+pub(crate) enum Cas {
+    /// `digest` is already current.
+    Unchanged(Selection),
+    /// `expect` is stale: the current digest.
+    Conflict(Option<String>),
+    /// Append a selection with this index.
+    Append(u64),
+}
+
+/// Decides a publish or select of `digest` given the `current` selection.
+pub(crate) fn decide(current: Option<Selection>, digest: &str, expect: Option<&str>) -> Cas {
+    match current {
+        Some(cur) if cur.digest == digest => Cas::Unchanged(cur),
+        cur => {
+            let current_digest = cur.as_ref().map(|c| c.digest.as_str());
+            match expect {
+                Some(e) if Some(e) != current_digest => {
+                    Cas::Conflict(current_digest.map(str::to_owned))
+                }
+                _ => Cas::Append(cur.map_or(1, |c| c.index + 1)),
+            }
+        }
+    }
+}
+
+/// `principal` as stored: (kind, name).
+pub(crate) fn principal_columns(principal: &Principal) -> (&'static str, &str) {
+    match principal {
+        Principal::Operator { name } => ("operator", name),
+        Principal::Agent { host } => ("agent", host),
+    }
+}
+
+/// The principal stored as (kind, name); `None` for an unknown kind (the schema's
+/// CHECK makes that impossible).
+pub(crate) fn principal_from_columns(kind: &str, name: String) -> Option<Principal> {
+    match kind {
+        "operator" => Some(Principal::Operator { name }),
+        "agent" => Some(Principal::Agent { host: name }),
+        _ => None,
+    }
+}
+
+/// Why a token could not be redeemed, from its stored row (`None`: unknown).
+pub(crate) fn refusal(row: Option<(Option<i64>, i64)>, now_ms: i64) -> Redeem {
+    match row {
+        None => Redeem::Unknown,
+        Some((Some(_), _)) => Redeem::Used,
+        Some((None, expires_ms)) if now_ms >= expires_ms => Redeem::Expired,
+        // Unreachable: an unused, unexpired token is redeemed. Reported as used
+        // rather than panicking.
+        Some((None, _)) => Redeem::Used,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sel(index: u64, digest: &str) -> Selection {
+        Selection {
+            index,
+            digest: digest.into(),
+            selected_ms: 0,
+            selected_by: "ada".into(),
+        }
+    }
+
+    #[test]
+    fn cas_decisions() {
+        assert!(matches!(decide(None, "a", None), Cas::Append(1)));
+        assert!(matches!(decide(None, "a", Some("b")), Cas::Conflict(None)));
+        assert!(
+            matches!(decide(Some(sel(3, "a")), "a", Some("x")), Cas::Unchanged(s) if s.index == 3)
+        );
+        assert!(matches!(
+            decide(Some(sel(3, "a")), "b", None),
+            Cas::Append(4)
+        ));
+        assert!(matches!(
+            decide(Some(sel(3, "a")), "b", Some("a")),
+            Cas::Append(4)
+        ));
+        assert!(
+            matches!(decide(Some(sel(3, "a")), "b", Some("c")), Cas::Conflict(Some(d)) if d == "a")
+        );
+    }
+
+    #[test]
+    fn refusals() {
+        assert_eq!(refusal(None, 5), Redeem::Unknown);
+        assert_eq!(refusal(Some((Some(1), 10)), 5), Redeem::Used);
+        assert_eq!(refusal(Some((Some(1), 1)), 5), Redeem::Used);
+        assert_eq!(refusal(Some((None, 5)), 5), Redeem::Expired);
+    }
+}

@@ -1,0 +1,683 @@
+//! [`PostgresAuthority`]: the authority's store in a PostgreSQL database
+//! (`flotilla serve --database-url postgres://…`), through tokio-postgres without
+//! TLS (`NoTls`: a loopback or trusted-network server).
+//!
+//! - **Schema**: forward-only migrations, the same numbering as the SQLite ones
+//!   ([`AUTHORITY_SCHEMA_VERSION`]), recorded in [`POSTGRES_SCHEMA_TABLE`] and
+//!   applied by [`PostgresAuthority::connect`] in one transaction under an advisory
+//!   lock (several authorities starting at once apply them once). The tables have
+//!   plain names (`revisions`, `selections`, …): give the authority a database of
+//!   its own.
+//! - **Atomicity**: publish and select lock the selection log (`LOCK TABLE
+//!   selections IN EXCLUSIVE MODE`, which readers pass) before reading the current
+//!   selection, so two concurrent calls with the same `expect`, from one authority
+//!   or several, are serialised and the second sees the first's selection. A
+//!   redeem is one conditional `UPDATE … RETURNING`: of two concurrent ones, the
+//!   second waits for the first's row lock and then finds the token used.
+//! - **Connections**: a small pool (at most [`POSTGRES_MAX_CONNECTIONS`]), opened
+//!   on demand; a connection found closed (server restarted, network cut) is
+//!   dropped and the next call opens a new one. The pool is shared by clones.
+
+use super::{
+    decide, principal_columns, principal_from_columns, refusal, AuthorityStore, Cas,
+    HostReportRecord, NewJoinToken, NewRevision, Principal, Redeem, RevisionRecord,
+    RevisionSummary, SelectOutcome, Selection, AUTHORITY_SCHEMA_VERSION,
+};
+use crate::error::StoreError;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio_postgres::{Client, Config, NoTls, Row, Transaction};
+
+/// The table that records the applied schema migrations (`version`,
+/// `description`).
+pub const POSTGRES_SCHEMA_TABLE: &str = "flotilla_authority_schema";
+
+/// The most connections one [`PostgresAuthority`] (and its clones) opens at once;
+/// further calls wait for a free one.
+pub const POSTGRES_MAX_CONNECTIONS: usize = 8;
+
+/// How long opening a connection may take when the URL sets no `connect_timeout`.
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The advisory lock key held while migrating (`FLTA` in ASCII).
+const MIGRATION_LOCK_KEY: i64 = 0x464C_5441;
+
+/// One PostgreSQL migration.
+struct Migration {
+    /// Its number: 1, 2, 3… (the same as the SQLite migration of that number).
+    version: i64,
+    /// One line, recorded in [`POSTGRES_SCHEMA_TABLE`].
+    description: &'static str,
+    /// The SQL, run as one batch.
+    sql: &'static str,
+}
+
+/// Every migration, in order. Never edit a released entry: append (and the same
+/// version to the SQLite list).
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    description: "revisions, selection log, join tokens, credentials, host reports",
+    sql: r#"
+-- Immutable desired states, named by the SHA-256 of their canonical JSON. `seq`
+-- orders them by when they were stored. Times: ms since the Unix epoch, given by
+-- the caller.
+CREATE TABLE revisions (
+    seq          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    digest       TEXT   NOT NULL UNIQUE,
+    content      TEXT   NOT NULL,
+    created_ms   BIGINT NOT NULL,
+    published_by TEXT   NOT NULL
+);
+
+-- The selection log: the current revision is the one with the highest idx.
+-- idx is 1, 2, 3… (the agents' long-poll index).
+CREATE TABLE selections (
+    idx         BIGINT PRIMARY KEY CHECK (idx >= 1),
+    digest      TEXT   NOT NULL REFERENCES revisions (digest),
+    selected_ms BIGINT NOT NULL,
+    selected_by TEXT   NOT NULL
+);
+
+-- One-time join tokens, by hash (never the token), each bound to one host.
+CREATE TABLE join_tokens (
+    token_hash      TEXT   PRIMARY KEY,
+    host            TEXT   NOT NULL,
+    created_ms      BIGINT NOT NULL,
+    expires_ms      BIGINT NOT NULL,
+    used_ms         BIGINT,                -- NULL while unused
+    credential_hash TEXT,                  -- the credential it was exchanged for
+    CHECK ((used_ms IS NULL) = (credential_hash IS NULL))
+);
+
+-- Credentials, by hash (never the credential): who holds each.
+CREATE TABLE credentials (
+    credential_hash TEXT   PRIMARY KEY,
+    kind            TEXT   NOT NULL CHECK (kind IN ('operator', 'agent')),
+    name            TEXT   NOT NULL,       -- the operator's name or the agent's host
+    created_ms      BIGINT NOT NULL
+);
+
+-- The last report of each host.
+CREATE TABLE host_reports (
+    host        TEXT   PRIMARY KEY,
+    revision    TEXT,
+    report      TEXT   NOT NULL,           -- JSON, as received
+    received_ms BIGINT NOT NULL
+);
+"#,
+}];
+
+const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == AUTHORITY_SCHEMA_VERSION);
+
+/// The authority's store in a PostgreSQL database. Cheap to clone (an `Arc`):
+/// clones share the connection pool. See the [module docs](self).
+#[derive(Clone)]
+pub struct PostgresAuthority {
+    pool: Arc<Pool>,
+}
+
+impl std::fmt::Debug for PostgresAuthority {
+    // Not the config: it may hold a password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresAuthority")
+            .field("max_connections", &POSTGRES_MAX_CONNECTIONS)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Pool {
+    config: Config,
+    idle: Mutex<Vec<Client>>,
+    permits: Semaphore,
+}
+
+/// A connection taken from the pool; returned to it on drop unless closed.
+struct Pooled<'a> {
+    client: Option<Client>,
+    pool: &'a Pool,
+    _permit: SemaphorePermit<'a>,
+}
+
+impl std::ops::Deref for Pooled<'_> {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        self.client.as_ref().expect("present until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Pooled<'_> {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.client.as_mut().expect("present until dropped")
+    }
+}
+
+impl Drop for Pooled<'_> {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            if !client.is_closed() {
+                self.pool
+                    .idle
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(client);
+            }
+        }
+    }
+}
+
+/// Opens one connection and spawns the task that drives it.
+async fn open(config: &Config) -> Result<Client, StoreError> {
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .map_err(|source| StoreError::PostgresConnect { source })?;
+    // Ends when the client is dropped or the connection breaks; the client then
+    // reports `is_closed` and its calls fail, and the pool drops it.
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+impl PostgresAuthority {
+    /// Connects to the database at `url` (a libpq connection string:
+    /// `postgres://user[:password]@host[:port]/dbname[?…]` or `key=value …`),
+    /// without TLS, and brings its schema up to [`AUTHORITY_SCHEMA_VERSION`]. Sets
+    /// `application_name=flotilla` and a 10 s connect timeout unless the URL sets
+    /// them. Must run inside a Tokio runtime.
+    ///
+    /// # Errors
+    /// [`StoreError::PostgresConnect`] (invalid URL, server unreachable,
+    /// authentication refused, no such database),
+    /// [`StoreError::PostgresSchemaTooNew`], [`StoreError::PostgresMigration`],
+    /// [`StoreError::Postgres`].
+    pub async fn connect(url: &str) -> Result<PostgresAuthority, StoreError> {
+        let mut config: Config = url
+            .parse()
+            .map_err(|source| StoreError::PostgresConnect { source })?;
+        if config.get_application_name().is_none() {
+            config.application_name("flotilla");
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
+        }
+        let authority = PostgresAuthority {
+            pool: Arc::new(Pool {
+                config,
+                idle: Mutex::new(Vec::new()),
+                permits: Semaphore::new(POSTGRES_MAX_CONNECTIONS),
+            }),
+        };
+        {
+            let mut conn = authority.conn().await?;
+            migrate(&mut conn).await?;
+        }
+        Ok(authority)
+    }
+
+    /// The schema version recorded in the database (equal to
+    /// [`AUTHORITY_SCHEMA_VERSION`] once connected).
+    ///
+    /// # Errors
+    /// [`StoreError::Postgres`] or [`StoreError::PostgresConnect`].
+    pub async fn schema_version(&self) -> Result<i64, StoreError> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_one(
+                &format!("SELECT COALESCE(MAX(version), 0) FROM {POSTGRES_SCHEMA_TABLE}"),
+                &[],
+            )
+            .await
+            .map_err(pg("read the schema version"))?;
+        Ok(row.get(0))
+    }
+
+    /// A connection from the pool (waits while all are in use), opening one when
+    /// none is idle.
+    async fn conn(&self) -> Result<Pooled<'_>, StoreError> {
+        let permit = self
+            .pool
+            .permits
+            .acquire()
+            .await
+            .expect("the pool's semaphore is never closed");
+        let idle = {
+            let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
+            idle.retain(|c| !c.is_closed());
+            idle.pop()
+        };
+        let client = match idle {
+            Some(c) => c,
+            None => open(&self.pool.config).await?,
+        };
+        Ok(Pooled {
+            client: Some(client),
+            pool: &self.pool,
+            _permit: permit,
+        })
+    }
+}
+
+/// Maps a tokio-postgres error met while doing `context`.
+fn pg(context: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreError + Copy {
+    move |source| StoreError::Postgres { context, source }
+}
+
+/// Applies the pending migrations in one transaction, under an advisory lock.
+async fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    let e = pg("migrate the schema");
+    let tx = client.transaction().await.map_err(e)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK_KEY])
+        .await
+        .map_err(e)?;
+    tx.batch_execute(&format!(
+        "CREATE TABLE IF NOT EXISTS {POSTGRES_SCHEMA_TABLE} (
+             version     BIGINT PRIMARY KEY,
+             description TEXT   NOT NULL
+         )"
+    ))
+    .await
+    .map_err(e)?;
+    let found: i64 = tx
+        .query_one(
+            &format!("SELECT COALESCE(MAX(version), 0) FROM {POSTGRES_SCHEMA_TABLE}"),
+            &[],
+        )
+        .await
+        .map_err(e)?
+        .get(0);
+    if found > AUTHORITY_SCHEMA_VERSION {
+        return Err(StoreError::PostgresSchemaTooNew {
+            found,
+            supported: AUTHORITY_SCHEMA_VERSION,
+        });
+    }
+    for m in MIGRATIONS.iter().filter(|m| m.version > found) {
+        let failed = |source| StoreError::PostgresMigration {
+            version: m.version,
+            source,
+        };
+        tx.batch_execute(m.sql).await.map_err(failed)?;
+        tx.execute(
+            &format!("INSERT INTO {POSTGRES_SCHEMA_TABLE} (version, description) VALUES ($1, $2)"),
+            &[&m.version, &m.description],
+        )
+        .await
+        .map_err(failed)?;
+    }
+    tx.commit().await.map_err(e)
+}
+
+fn selection_row(row: &Row) -> Selection {
+    Selection {
+        index: row.get::<_, i64>(0) as u64,
+        digest: row.get(1),
+        selected_ms: row.get(2),
+        selected_by: row.get(3),
+    }
+}
+
+/// Locks the selection log for the rest of `tx` (writers wait, readers pass) and
+/// decides the compare-and-swap on the current selection.
+async fn lock_and_decide(
+    tx: &Transaction<'_>,
+    digest: &str,
+    expect: Option<&str>,
+    context: &'static str,
+) -> Result<Cas, StoreError> {
+    tx.batch_execute("LOCK TABLE selections IN EXCLUSIVE MODE")
+        .await
+        .map_err(pg(context))?;
+    let current = tx
+        .query_opt(
+            "SELECT idx, digest, selected_ms, selected_by FROM selections ORDER BY idx DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .map_err(pg(context))?
+        .map(|row| selection_row(&row));
+    Ok(decide(current, digest, expect))
+}
+
+/// Appends the selection `index` of `digest`.
+async fn append_selection(
+    tx: &Transaction<'_>,
+    index: u64,
+    digest: &str,
+    at_ms: i64,
+    by: &str,
+    context: &'static str,
+) -> Result<SelectOutcome, StoreError> {
+    tx.execute(
+        "INSERT INTO selections (idx, digest, selected_ms, selected_by) VALUES ($1, $2, $3, $4)",
+        &[&(index as i64), &digest, &at_ms, &by],
+    )
+    .await
+    .map_err(pg(context))?;
+    Ok(SelectOutcome::Selected(Selection {
+        index,
+        digest: digest.to_owned(),
+        selected_ms: at_ms,
+        selected_by: by.to_owned(),
+    }))
+}
+
+/// Inserts a credential; [`StoreError::AlreadyExists`] when its hash is taken.
+async fn insert_credential(
+    tx: &Transaction<'_>,
+    credential_hash: &str,
+    kind: &str,
+    name: &str,
+    created_ms: i64,
+    context: &'static str,
+) -> Result<(), StoreError> {
+    let n = tx
+        .execute(
+            "INSERT INTO credentials (credential_hash, kind, name, created_ms) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (credential_hash) DO NOTHING",
+            &[&credential_hash, &kind, &name, &created_ms],
+        )
+        .await
+        .map_err(pg(context))?;
+    if n == 0 {
+        return Err(StoreError::AlreadyExists {
+            what: "a credential with this hash",
+        });
+    }
+    Ok(())
+}
+
+impl AuthorityStore for PostgresAuthority {
+    async fn publish(
+        &self,
+        rev: NewRevision,
+        expect: Option<String>,
+    ) -> Result<SelectOutcome, StoreError> {
+        const CX: &str = "publish a revision";
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await.map_err(pg(CX))?;
+        let cas = lock_and_decide(&tx, &rev.digest, expect.as_deref(), CX).await?;
+        let stored: Option<String> = tx
+            .query_opt(
+                "SELECT content FROM revisions WHERE digest = $1",
+                &[&rev.digest],
+            )
+            .await
+            .map_err(pg(CX))?
+            .map(|row| row.get(0));
+        if stored
+            .as_ref()
+            .is_some_and(|content| *content != rev.content)
+        {
+            return Err(StoreError::RevisionContentMismatch { digest: rev.digest });
+        }
+        let outcome = match cas {
+            Cas::Unchanged(s) => SelectOutcome::Unchanged(s),
+            Cas::Conflict(current) => SelectOutcome::Conflict { current },
+            Cas::Append(index) => {
+                if stored.is_none() {
+                    tx.execute(
+                        "INSERT INTO revisions (digest, content, created_ms, published_by) VALUES ($1, $2, $3, $4)",
+                        &[&rev.digest, &rev.content, &rev.created_ms, &rev.published_by],
+                    )
+                    .await
+                    .map_err(pg(CX))?;
+                }
+                append_selection(
+                    &tx,
+                    index,
+                    &rev.digest,
+                    rev.created_ms,
+                    &rev.published_by,
+                    CX,
+                )
+                .await?
+            }
+        };
+        tx.commit().await.map_err(pg(CX))?;
+        Ok(outcome)
+    }
+
+    async fn select(
+        &self,
+        digest: String,
+        expect: Option<String>,
+        at_ms: i64,
+        by: String,
+    ) -> Result<SelectOutcome, StoreError> {
+        const CX: &str = "select a revision";
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await.map_err(pg(CX))?;
+        let cas = lock_and_decide(&tx, &digest, expect.as_deref(), CX).await?;
+        let known: bool = tx
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM revisions WHERE digest = $1)",
+                &[&digest],
+            )
+            .await
+            .map_err(pg(CX))?
+            .get(0);
+        if !known {
+            return Err(StoreError::UnknownRevision(digest));
+        }
+        let outcome = match cas {
+            Cas::Unchanged(s) => SelectOutcome::Unchanged(s),
+            Cas::Conflict(current) => SelectOutcome::Conflict { current },
+            Cas::Append(index) => append_selection(&tx, index, &digest, at_ms, &by, CX).await?,
+        };
+        tx.commit().await.map_err(pg(CX))?;
+        Ok(outcome)
+    }
+
+    async fn revision(&self, digest: String) -> Result<Option<RevisionRecord>, StoreError> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT digest, content, created_ms, published_by FROM revisions WHERE digest = $1",
+                &[&digest],
+            )
+            .await
+            .map_err(pg("read a revision"))?;
+        Ok(row.map(|row| RevisionRecord {
+            digest: row.get(0),
+            content: row.get(1),
+            created_ms: row.get(2),
+            published_by: row.get(3),
+        }))
+    }
+
+    async fn revisions(&self) -> Result<Vec<RevisionSummary>, StoreError> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT digest, created_ms, published_by FROM revisions ORDER BY seq DESC",
+                &[],
+            )
+            .await
+            .map_err(pg("list revisions"))?;
+        Ok(rows
+            .iter()
+            .map(|row| RevisionSummary {
+                digest: row.get(0),
+                created_ms: row.get(1),
+                published_by: row.get(2),
+            })
+            .collect())
+    }
+
+    async fn selection(&self) -> Result<Option<Selection>, StoreError> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT idx, digest, selected_ms, selected_by FROM selections ORDER BY idx DESC LIMIT 1",
+                &[],
+            )
+            .await
+            .map_err(pg("read the current selection"))?;
+        Ok(row.map(|row| selection_row(&row)))
+    }
+
+    async fn selections(&self) -> Result<Vec<Selection>, StoreError> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT idx, digest, selected_ms, selected_by FROM selections ORDER BY idx DESC",
+                &[],
+            )
+            .await
+            .map_err(pg("list selections"))?;
+        Ok(rows.iter().map(selection_row).collect())
+    }
+
+    async fn create_join_token(&self, token: NewJoinToken) -> Result<(), StoreError> {
+        let conn = self.conn().await?;
+        let n = conn
+            .execute(
+                "INSERT INTO join_tokens (token_hash, host, created_ms, expires_ms) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (token_hash) DO NOTHING",
+                &[&token.token_hash, &token.host, &token.created_ms, &token.expires_ms],
+            )
+            .await
+            .map_err(pg("create a join token"))?;
+        if n == 0 {
+            return Err(StoreError::AlreadyExists {
+                what: "a join token with this hash",
+            });
+        }
+        Ok(())
+    }
+
+    async fn redeem_join_token(
+        &self,
+        token_hash: String,
+        credential_hash: String,
+        now_ms: i64,
+    ) -> Result<Redeem, StoreError> {
+        const CX: &str = "redeem a join token";
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await.map_err(pg(CX))?;
+        // Row-locks the token: a concurrent redeem waits, then re-checks the
+        // condition against this one's committed update and finds it used.
+        let host: Option<String> = tx
+            .query_opt(
+                "UPDATE join_tokens SET used_ms = $2, credential_hash = $3
+                 WHERE token_hash = $1 AND used_ms IS NULL AND expires_ms > $2
+                 RETURNING host",
+                &[&token_hash, &now_ms, &credential_hash],
+            )
+            .await
+            .map_err(pg(CX))?
+            .map(|row| row.get(0));
+        let Some(host) = host else {
+            let row = tx
+                .query_opt(
+                    "SELECT used_ms, expires_ms FROM join_tokens WHERE token_hash = $1",
+                    &[&token_hash],
+                )
+                .await
+                .map_err(pg(CX))?
+                .map(|row| (row.get(0), row.get(1)));
+            return Ok(refusal(row, now_ms));
+        };
+        insert_credential(&tx, &credential_hash, "agent", &host, now_ms, CX).await?;
+        tx.commit().await.map_err(pg(CX))?;
+        Ok(Redeem::Joined { host })
+    }
+
+    async fn create_credential(
+        &self,
+        credential_hash: String,
+        principal: Principal,
+        created_ms: i64,
+    ) -> Result<(), StoreError> {
+        const CX: &str = "create a credential";
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await.map_err(pg(CX))?;
+        let (kind, name) = principal_columns(&principal);
+        insert_credential(&tx, &credential_hash, kind, name, created_ms, CX).await?;
+        tx.commit().await.map_err(pg(CX))
+    }
+
+    async fn principal(&self, credential_hash: String) -> Result<Option<Principal>, StoreError> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT kind, name FROM credentials WHERE credential_hash = $1",
+                &[&credential_hash],
+            )
+            .await
+            .map_err(pg("look up a credential"))?;
+        Ok(row.and_then(|row| principal_from_columns(row.get(0), row.get(1))))
+    }
+
+    async fn put_report(&self, report: HostReportRecord) -> Result<(), StoreError> {
+        let conn = self.conn().await?;
+        conn.execute(
+            "INSERT INTO host_reports (host, revision, report, received_ms) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (host) DO UPDATE SET revision = excluded.revision,
+                 report = excluded.report, received_ms = excluded.received_ms",
+            &[
+                &report.host,
+                &report.revision,
+                &report.report,
+                &report.received_ms,
+            ],
+        )
+        .await
+        .map_err(pg("store a host report"))?;
+        Ok(())
+    }
+
+    async fn reports(&self) -> Result<Vec<HostReportRecord>, StoreError> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT host, revision, report, received_ms FROM host_reports ORDER BY host",
+                &[],
+            )
+            .await
+            .map_err(pg("list host reports"))?;
+        Ok(rows
+            .iter()
+            .map(|row| HostReportRecord {
+                host: row.get(0),
+                revision: row.get(1),
+                report: row.get(2),
+                received_ms: row.get(3),
+            })
+            .collect())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let conn = self.conn().await?;
+        conn.simple_query("SELECT 1")
+            .await
+            .map_err(pg("ping the database"))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_numbered_one_by_one() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1, "{}", m.description);
+        }
+    }
+
+    #[test]
+    fn invalid_url_is_a_connect_error() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let err = rt
+            .block_on(PostgresAuthority::connect("postgres://[::1"))
+            .unwrap_err();
+        assert!(matches!(err, StoreError::PostgresConnect { .. }), "{err}");
+    }
+}

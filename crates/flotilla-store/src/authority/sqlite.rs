@@ -1,0 +1,543 @@
+//! [`SqliteAuthority`]: the authority's store in one SQLite file,
+//! [`AUTHORITY_DB_FILE`], with its own forward-only migrations (recorded in that
+//! file's `schema_version` table, like `state.db`'s, but a separate numbering:
+//! [`AUTHORITY_SCHEMA_VERSION`]) and its own `application_id`
+//! ([`AUTHORITY_APPLICATION_ID`]), so neither file can be opened as the other.
+
+use super::{
+    decide, principal_columns, principal_from_columns, refusal, AuthorityStore, Cas,
+    HostReportRecord, NewJoinToken, NewRevision, Principal, Redeem, RevisionRecord,
+    RevisionSummary, SelectOutcome, Selection, AUTHORITY_SCHEMA_VERSION,
+};
+use crate::error::StoreError;
+use crate::schema::{self, Migration};
+use crate::store::{classify_open, enable_wal, TxError, BUSY_TIMEOUT};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// The authority database's file name inside the authority's state directory.
+pub const AUTHORITY_DB_FILE: &str = "authority.db";
+
+/// `PRAGMA application_id` of an authority database (`FLTA` in ASCII; the local
+/// mode's `state.db` has [`crate::APPLICATION_ID`], `FLOT`).
+pub const AUTHORITY_APPLICATION_ID: i32 = 0x464C_5441;
+
+/// The authority's SQLite migrations. Never edit a released entry: append (and
+/// the same version to the PostgreSQL list).
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    description: "revisions, selection log, join tokens, credentials, host reports",
+    sql: r#"
+PRAGMA application_id = 1179407425;
+
+-- Immutable desired states, named by the SHA-256 of their canonical JSON. `seq`
+-- orders them by when they were stored. Times: ms since the Unix epoch, given by
+-- the caller.
+CREATE TABLE revisions (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    digest       TEXT    NOT NULL UNIQUE,
+    content      TEXT    NOT NULL,
+    created_ms   INTEGER NOT NULL,
+    published_by TEXT    NOT NULL
+) STRICT;
+
+-- The selection log: the current revision is the one with the highest idx.
+-- idx is 1, 2, 3… (the agents' long-poll index).
+CREATE TABLE selections (
+    idx         INTEGER PRIMARY KEY CHECK (idx >= 1),
+    digest      TEXT    NOT NULL REFERENCES revisions (digest),
+    selected_ms INTEGER NOT NULL,
+    selected_by TEXT    NOT NULL
+) STRICT;
+
+-- One-time join tokens, by hash (never the token), each bound to one host.
+CREATE TABLE join_tokens (
+    token_hash      TEXT    PRIMARY KEY,
+    host            TEXT    NOT NULL,
+    created_ms      INTEGER NOT NULL,
+    expires_ms      INTEGER NOT NULL,
+    used_ms         INTEGER,               -- NULL while unused
+    credential_hash TEXT,                  -- the credential it was exchanged for
+    CHECK ((used_ms IS NULL) = (credential_hash IS NULL))
+) STRICT;
+
+-- Credentials, by hash (never the credential): who holds each.
+CREATE TABLE credentials (
+    credential_hash TEXT    PRIMARY KEY,
+    kind            TEXT    NOT NULL CHECK (kind IN ('operator', 'agent')),
+    name            TEXT    NOT NULL,      -- the operator's name or the agent's host
+    created_ms      INTEGER NOT NULL
+) STRICT;
+
+-- The last report of each host.
+CREATE TABLE host_reports (
+    host        TEXT    PRIMARY KEY,
+    revision    TEXT,
+    report      TEXT    NOT NULL,          -- JSON, as received
+    received_ms INTEGER NOT NULL
+) STRICT;
+"#,
+}];
+
+const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == AUTHORITY_SCHEMA_VERSION);
+
+/// The authority's store in one SQLite file (the default backend).
+///
+/// - **Durability**: WAL mode with `synchronous=FULL`: every commit is fsynced
+///   before the method returns, so a `kill -9` (or a power cut) at any moment
+///   loses no acknowledged write.
+/// - **Concurrency**: one connection behind a mutex; each call runs on Tokio's
+///   blocking pool (`spawn_blocking`), so calls from many tasks are serialised and
+///   never block the async workers. Several processes may share the file: every
+///   mutating call is one `BEGIN IMMEDIATE` transaction and waits up to
+///   [`BUSY_TIMEOUT`] for another's.
+/// - Cheap to clone (an `Arc`): clones share the connection.
+#[derive(Debug, Clone)]
+pub struct SqliteAuthority {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl SqliteAuthority {
+    /// Opens the authority database at `path` (normally `<state
+    /// dir>/`[`AUTHORITY_DB_FILE`]), creating the file if it does not exist (its
+    /// directory must), and brings its schema up to [`AUTHORITY_SCHEMA_VERSION`].
+    /// Sets WAL mode, `synchronous=FULL`, foreign keys on and a busy timeout of
+    /// [`BUSY_TIMEOUT`]. Blocks (briefly): from async code, call it in
+    /// `spawn_blocking` or accept the short block at start-up.
+    ///
+    /// # Errors
+    /// All name `path`: [`StoreError::Open`] (cannot open or create the file),
+    /// [`StoreError::NotADatabase`], [`StoreError::ForeignDatabase`] (e.g. a
+    /// local-mode `state.db`), [`StoreError::SchemaTooNew`],
+    /// [`StoreError::Migration`], [`StoreError::Busy`].
+    pub fn open(path: &Path) -> Result<SqliteAuthority, StoreError> {
+        let conn = Connection::open(path).map_err(|source| StoreError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        SqliteAuthority::setup(conn, path.to_owned(), true)
+    }
+
+    /// Opens a fresh, private in-memory authority database with the same schema
+    /// (for tests; nothing persists). Errors name the path `:memory:`.
+    ///
+    /// # Errors
+    /// [`StoreError::Open`] or [`StoreError::Migration`] if SQLite fails.
+    pub fn open_in_memory() -> Result<SqliteAuthority, StoreError> {
+        let path = PathBuf::from(":memory:");
+        let conn = Connection::open_in_memory().map_err(|source| StoreError::Open {
+            path: path.clone(),
+            source,
+        })?;
+        SqliteAuthority::setup(conn, path, false)
+    }
+
+    fn setup(mut conn: Connection, path: PathBuf, wal: bool) -> Result<Self, StoreError> {
+        let classify = |source: rusqlite::Error| classify_open(&path, source);
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(classify)?;
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(classify)?;
+        let app_id: i32 = conn
+            .pragma_query_value(None, "application_id", |row| row.get(0))
+            .map_err(classify)?;
+        if app_id != 0 && app_id != AUTHORITY_APPLICATION_ID {
+            return Err(StoreError::ForeignDatabase {
+                path,
+                application_id: app_id,
+            });
+        }
+        if wal {
+            enable_wal(&conn).map_err(classify)?;
+        }
+        // Per connection, not stored in the file: fsync the WAL at every commit.
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(classify)?;
+        schema::apply(&mut conn, &path, classify, MIGRATIONS)?;
+        Ok(SqliteAuthority {
+            inner: Arc::new(Inner {
+                conn: Mutex::new(conn),
+                path,
+            }),
+        })
+    }
+
+    /// The database file (`:memory:` for [`SqliteAuthority::open_in_memory`]).
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Runs `f` on the blocking pool with the connection: in one `BEGIN
+    /// IMMEDIATE` transaction (committed when `f` succeeds) when `write`, else in
+    /// a deferred one (one consistent snapshot for several queries).
+    fn run<T: Send + 'static>(
+        &self,
+        context: &'static str,
+        write: bool,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, TxError> + Send + 'static,
+    ) -> impl Future<Output = Result<T, StoreError>> + Send + 'static {
+        let inner = Arc::clone(&self.inner);
+        async move {
+            let task = tokio::task::spawn_blocking(move || {
+                // A panic while holding the lock rolled its transaction back
+                // (dropped): the connection is still consistent.
+                let mut conn = inner.conn.lock().unwrap_or_else(|e| e.into_inner());
+                let fail = |e: TxError| e.into_store_error(&inner.path, context);
+                let behavior = if write {
+                    TransactionBehavior::Immediate
+                } else {
+                    TransactionBehavior::Deferred
+                };
+                let tx = conn
+                    .transaction_with_behavior(behavior)
+                    .map_err(|e| fail(e.into()))?;
+                let out = f(&tx).map_err(fail)?;
+                tx.commit().map_err(|e| fail(e.into()))?;
+                Ok(out)
+            });
+            match task.await {
+                Ok(result) => result,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(_) => Err(StoreError::Cancelled),
+            }
+        }
+    }
+}
+
+/// The current selection, read inside `tx`.
+fn current_selection(tx: &Transaction<'_>) -> rusqlite::Result<Option<Selection>> {
+    tx.query_row(
+        "SELECT idx, digest, selected_ms, selected_by FROM selections ORDER BY idx DESC LIMIT 1",
+        [],
+        selection_row,
+    )
+    .optional()
+}
+
+fn selection_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Selection> {
+    Ok(Selection {
+        index: row.get::<_, i64>(0)? as u64,
+        digest: row.get(1)?,
+        selected_ms: row.get(2)?,
+        selected_by: row.get(3)?,
+    })
+}
+
+/// Appends the selection `index` of `digest`.
+fn append_selection(
+    tx: &Transaction<'_>,
+    index: u64,
+    digest: &str,
+    at_ms: i64,
+    by: &str,
+) -> rusqlite::Result<SelectOutcome> {
+    tx.execute(
+        "INSERT INTO selections (idx, digest, selected_ms, selected_by) VALUES (?1, ?2, ?3, ?4)",
+        (index as i64, digest, at_ms, by),
+    )?;
+    Ok(SelectOutcome::Selected(Selection {
+        index,
+        digest: digest.to_owned(),
+        selected_ms: at_ms,
+        selected_by: by.to_owned(),
+    }))
+}
+
+impl AuthorityStore for SqliteAuthority {
+    fn publish(
+        &self,
+        rev: NewRevision,
+        expect: Option<String>,
+    ) -> impl Future<Output = Result<SelectOutcome, StoreError>> + Send {
+        self.run("publish a revision", true, move |tx| {
+            let stored: Option<String> = tx
+                .query_row(
+                    "SELECT content FROM revisions WHERE digest = ?1",
+                    [&rev.digest],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            if stored.as_ref().is_some_and(|content| *content != rev.content) {
+                return Err(StoreError::RevisionContentMismatch { digest: rev.digest }.into());
+            }
+            // BEGIN IMMEDIATE holds the write lock: nobody selects in between.
+            let outcome = match decide(current_selection(tx)?, &rev.digest, expect.as_deref()) {
+                Cas::Unchanged(s) => SelectOutcome::Unchanged(s),
+                Cas::Conflict(current) => SelectOutcome::Conflict { current },
+                Cas::Append(index) => {
+                    if stored.is_none() {
+                        tx.execute(
+                            "INSERT INTO revisions (digest, content, created_ms, published_by) VALUES (?1, ?2, ?3, ?4)",
+                            (&rev.digest, &rev.content, rev.created_ms, &rev.published_by),
+                        )?;
+                    }
+                    append_selection(tx, index, &rev.digest, rev.created_ms, &rev.published_by)?
+                }
+            };
+            Ok(outcome)
+        })
+    }
+
+    fn select(
+        &self,
+        digest: String,
+        expect: Option<String>,
+        at_ms: i64,
+        by: String,
+    ) -> impl Future<Output = Result<SelectOutcome, StoreError>> + Send {
+        self.run("select a revision", true, move |tx| {
+            let known: bool = tx.query_row(
+                "SELECT EXISTS (SELECT 1 FROM revisions WHERE digest = ?1)",
+                [&digest],
+                |row| row.get(0),
+            )?;
+            if !known {
+                return Err(StoreError::UnknownRevision(digest).into());
+            }
+            Ok(
+                match decide(current_selection(tx)?, &digest, expect.as_deref()) {
+                    Cas::Unchanged(s) => SelectOutcome::Unchanged(s),
+                    Cas::Conflict(current) => SelectOutcome::Conflict { current },
+                    Cas::Append(index) => append_selection(tx, index, &digest, at_ms, &by)?,
+                },
+            )
+        })
+    }
+
+    fn revision(
+        &self,
+        digest: String,
+    ) -> impl Future<Output = Result<Option<RevisionRecord>, StoreError>> + Send {
+        self.run("read a revision", false, move |tx| {
+            Ok(tx
+                .query_row(
+                    "SELECT digest, content, created_ms, published_by FROM revisions WHERE digest = ?1",
+                    [&digest],
+                    |row| {
+                        Ok(RevisionRecord {
+                            digest: row.get(0)?,
+                            content: row.get(1)?,
+                            created_ms: row.get(2)?,
+                            published_by: row.get(3)?,
+                        })
+                    },
+                )
+                .optional()?)
+        })
+    }
+
+    fn revisions(&self) -> impl Future<Output = Result<Vec<RevisionSummary>, StoreError>> + Send {
+        self.run("list revisions", false, |tx| {
+            let mut stmt = tx.prepare(
+                "SELECT digest, created_ms, published_by FROM revisions ORDER BY seq DESC",
+            )?;
+            let rows = stmt.query_map([], |row| {
+                Ok(RevisionSummary {
+                    digest: row.get(0)?,
+                    created_ms: row.get(1)?,
+                    published_by: row.get(2)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    fn selection(&self) -> impl Future<Output = Result<Option<Selection>, StoreError>> + Send {
+        self.run("read the current selection", false, |tx| {
+            Ok(current_selection(tx)?)
+        })
+    }
+
+    fn selections(&self) -> impl Future<Output = Result<Vec<Selection>, StoreError>> + Send {
+        self.run("list selections", false, |tx| {
+            let mut stmt = tx.prepare(
+                "SELECT idx, digest, selected_ms, selected_by FROM selections ORDER BY idx DESC",
+            )?;
+            let rows = stmt.query_map([], selection_row)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    fn create_join_token(
+        &self,
+        token: NewJoinToken,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.run("create a join token", true, move |tx| {
+            let n = tx.execute(
+                "INSERT INTO join_tokens (token_hash, host, created_ms, expires_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (token_hash) DO NOTHING",
+                (&token.token_hash, &token.host, token.created_ms, token.expires_ms),
+            )?;
+            if n == 0 {
+                return Err(StoreError::AlreadyExists {
+                    what: "a join token with this hash",
+                }
+                .into());
+            }
+            Ok(())
+        })
+    }
+
+    fn redeem_join_token(
+        &self,
+        token_hash: String,
+        credential_hash: String,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<Redeem, StoreError>> + Send {
+        self.run("redeem a join token", true, move |tx| {
+            let host: Option<String> = tx
+                .query_row(
+                    "UPDATE join_tokens SET used_ms = ?2, credential_hash = ?3
+                     WHERE token_hash = ?1 AND used_ms IS NULL AND expires_ms > ?2
+                     RETURNING host",
+                    (&token_hash, now_ms, &credential_hash),
+                    |row| row.get(0),
+                )
+                .optional()?;
+            let Some(host) = host else {
+                let row = tx
+                    .query_row(
+                        "SELECT used_ms, expires_ms FROM join_tokens WHERE token_hash = ?1",
+                        [&token_hash],
+                        |row| Ok((row.get(0)?, row.get(1)?)),
+                    )
+                    .optional()?;
+                return Ok(refusal(row, now_ms));
+            };
+            insert_credential(tx, &credential_hash, "agent", &host, now_ms)?;
+            Ok(Redeem::Joined { host })
+        })
+    }
+
+    fn create_credential(
+        &self,
+        credential_hash: String,
+        principal: Principal,
+        created_ms: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.run("create a credential", true, move |tx| {
+            let (kind, name) = principal_columns(&principal);
+            insert_credential(tx, &credential_hash, kind, name, created_ms)
+        })
+    }
+
+    fn principal(
+        &self,
+        credential_hash: String,
+    ) -> impl Future<Output = Result<Option<Principal>, StoreError>> + Send {
+        self.run("look up a credential", false, move |tx| {
+            let row: Option<(String, String)> = tx
+                .query_row(
+                    "SELECT kind, name FROM credentials WHERE credential_hash = ?1",
+                    [&credential_hash],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .optional()?;
+            Ok(row.and_then(|(kind, name)| principal_from_columns(&kind, name)))
+        })
+    }
+
+    fn put_report(
+        &self,
+        report: HostReportRecord,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.run("store a host report", true, move |tx| {
+            tx.execute(
+                "INSERT INTO host_reports (host, revision, report, received_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (host) DO UPDATE SET revision = excluded.revision,
+                     report = excluded.report, received_ms = excluded.received_ms",
+                (&report.host, &report.revision, &report.report, report.received_ms),
+            )?;
+            Ok(())
+        })
+    }
+
+    fn reports(&self) -> impl Future<Output = Result<Vec<HostReportRecord>, StoreError>> + Send {
+        self.run("list host reports", false, |tx| {
+            let mut stmt = tx.prepare(
+                "SELECT host, revision, report, received_ms FROM host_reports ORDER BY host",
+            )?;
+            let rows = stmt.query_map([], |row| {
+                Ok(HostReportRecord {
+                    host: row.get(0)?,
+                    revision: row.get(1)?,
+                    report: row.get(2)?,
+                    received_ms: row.get(3)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.run("ping the database", false, |tx| {
+            tx.query_row("SELECT 1", [], |_| Ok(()))?;
+            Ok(())
+        })
+    }
+}
+
+/// Inserts a credential; [`StoreError::AlreadyExists`] when its hash is taken.
+fn insert_credential(
+    tx: &Transaction<'_>,
+    credential_hash: &str,
+    kind: &str,
+    name: &str,
+    created_ms: i64,
+) -> Result<(), TxError> {
+    let n = tx.execute(
+        "INSERT INTO credentials (credential_hash, kind, name, created_ms) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (credential_hash) DO NOTHING",
+        (credential_hash, kind, name, created_ms),
+    )?;
+    if n == 0 {
+        return Err(StoreError::AlreadyExists {
+            what: "a credential with this hash",
+        }
+        .into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_numbered_one_by_one() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1, "{}", m.description);
+        }
+    }
+
+    #[test]
+    fn file_is_wal_with_synchronous_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let authority = SqliteAuthority::open(&dir.path().join(AUTHORITY_DB_FILE)).unwrap();
+        let conn = authority.inner.conn.lock().unwrap();
+        let synchronous: i64 = conn
+            .pragma_query_value(None, "synchronous", |row| row.get(0))
+            .unwrap();
+        assert_eq!(synchronous, 2, "synchronous=FULL");
+        let mode: String = conn
+            .pragma_query_value(None, "journal_mode", |row| row.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let version = schema::current_version(&conn).unwrap();
+        assert_eq!(version, AUTHORITY_SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn application_id_literal_matches_constant() {
+        assert!(MIGRATIONS[0].sql.contains(&format!(
+            "PRAGMA application_id = {AUTHORITY_APPLICATION_ID};"
+        )));
+    }
+}

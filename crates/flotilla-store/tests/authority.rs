@@ -1,0 +1,942 @@
+//! The authority store's test suite, run against both backends: every case in
+//! `cases` is a generic async fn over a [`Fixture`], and `suite!` makes one test of
+//! it per backend (`sqlite::<case>`, `postgres::<case>`).
+//!
+//! - SQLite: a fresh `authority.db` in a temporary directory per test.
+//! - PostgreSQL: a fresh database `flt_test_<pid>_<random>` per test, made through the
+//!   superuser URL in `FLOTILLA_TEST_POSTGRES_URL` and dropped at the end (so tests
+//!   run in parallel). When the variable is unset these tests FAIL: start the
+//!   server with `eval "$(scripts/postgres)"` (scripts/test does).
+
+use flotilla_store::authority::testing;
+use flotilla_store::authority::{
+    AnyAuthority, AuthorityStore, HostReportRecord, NewJoinToken, NewRevision, PostgresAuthority,
+    Principal, Redeem, RevisionRecord, RevisionSummary, SelectOutcome, Selection, SqliteAuthority,
+    AUTHORITY_DB_FILE, AUTHORITY_SCHEMA_VERSION,
+};
+use flotilla_store::StoreError;
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::Barrier;
+
+const T0: i64 = 1_700_000_000_000;
+
+/// One backend's database for one test.
+trait Fixture: Send + Sync {
+    type Store: AuthorityStore + Clone;
+    /// A new handle on the test's database, with its own connection(s), as
+    /// another authority process would have.
+    fn open(&self) -> impl Future<Output = Self::Store> + Send;
+    /// How a child process opens the same database (see `kill_9_loses_nothing`).
+    fn spec(&self) -> String;
+}
+
+struct SqliteFixture {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl SqliteFixture {
+    async fn new() -> SqliteFixture {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(AUTHORITY_DB_FILE);
+        SqliteFixture { _dir: dir, path }
+    }
+}
+
+impl Fixture for SqliteFixture {
+    type Store = SqliteAuthority;
+    async fn open(&self) -> SqliteAuthority {
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || SqliteAuthority::open(&path))
+            .await
+            .unwrap()
+            .unwrap()
+    }
+    fn spec(&self) -> String {
+        format!("sqlite:{}", self.path.display())
+    }
+}
+
+/// A fresh database per test (`flotilla_store::authority::testing`), dropped at
+/// the end.
+struct PostgresFixture {
+    admin_url: String,
+    db: testing::TestDatabase,
+}
+
+impl PostgresFixture {
+    async fn new() -> PostgresFixture {
+        // Panics, naming scripts/postgres, when FLOTILLA_TEST_POSTGRES_URL is unset.
+        let admin_url = testing::admin_url();
+        let db = testing::create_database(&admin_url)
+            .await
+            .unwrap_or_else(|e| {
+                panic!("cannot make a test database (is scripts/postgres running?): {e}")
+            });
+        PostgresFixture { admin_url, db }
+    }
+}
+
+impl Drop for PostgresFixture {
+    fn drop(&mut self) {
+        // Drop's caller may be inside the test's runtime: drop the database from
+        // a thread of its own.
+        let admin_url = self.admin_url.clone();
+        let name = self.db.name.clone();
+        let dropped = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(testing::drop_database(&admin_url, &name))
+        })
+        .join();
+        if let Ok(Err(e)) = dropped {
+            eprintln!(
+                "warning: could not drop the test database {}: {e}",
+                self.db.name
+            );
+        }
+    }
+}
+
+impl Fixture for PostgresFixture {
+    type Store = PostgresAuthority;
+    async fn open(&self) -> PostgresAuthority {
+        PostgresAuthority::connect(&self.db.url).await.unwrap()
+    }
+    fn spec(&self) -> String {
+        format!("postgres:{}", self.db.url)
+    }
+}
+
+/// Opens the database named by a [`Fixture::spec`].
+async fn open_spec(spec: &str) -> AnyAuthority {
+    if let Some(path) = spec.strip_prefix("sqlite:") {
+        let path = PathBuf::from(path);
+        tokio::task::spawn_blocking(move || SqliteAuthority::open(&path))
+            .await
+            .unwrap()
+            .unwrap()
+            .into()
+    } else if let Some(url) = spec.strip_prefix("postgres:") {
+        PostgresAuthority::connect(url).await.unwrap().into()
+    } else {
+        panic!("unknown spec {spec}")
+    }
+}
+
+/// A revision whose content is `name`'s (the digest is a stand-in: the store does
+/// not compute it).
+fn rev(name: &str, created_ms: i64, by: &str) -> NewRevision {
+    NewRevision {
+        digest: digest(name),
+        content: content(name),
+        created_ms,
+        published_by: by.into(),
+    }
+}
+
+fn digest(name: &str) -> String {
+    format!("sha256:{name}")
+}
+
+fn content(name: &str) -> String {
+    format!(r#"{{"name":"{name}","hosts":{{}},"components":{{}}}}"#)
+}
+
+fn selected(outcome: SelectOutcome) -> Selection {
+    match outcome {
+        SelectOutcome::Selected(s) => s,
+        other => panic!("expected Selected, got {other:?}"),
+    }
+}
+
+fn token(hash: &str, host: &str, expires_ms: i64) -> NewJoinToken {
+    NewJoinToken {
+        token_hash: hash.into(),
+        host: host.into(),
+        created_ms: T0,
+        expires_ms,
+    }
+}
+
+fn report(host: &str, revision: Option<&str>, body: &str, received_ms: i64) -> HostReportRecord {
+    HostReportRecord {
+        host: host.into(),
+        revision: revision.map(digest),
+        report: body.into(),
+        received_ms,
+    }
+}
+
+mod cases {
+    use super::*;
+
+    pub async fn publish_new_then_same_content_is_unchanged(fx: &impl Fixture) {
+        let s = fx.open().await;
+        assert_eq!(s.selection().await.unwrap(), None);
+        assert!(s.selections().await.unwrap().is_empty());
+        assert!(s.revisions().await.unwrap().is_empty());
+
+        let first = selected(s.publish(rev("a", T0, "ada"), None).await.unwrap());
+        assert_eq!(
+            first,
+            Selection {
+                index: 1,
+                digest: digest("a"),
+                selected_ms: T0,
+                selected_by: "ada".into()
+            }
+        );
+        // Same content again, later and by someone else, even with a stale expect:
+        // nothing changes.
+        for expect in [None, Some(digest("a")), Some(digest("stale"))] {
+            let again = s.publish(rev("a", T0 + 10, "bob"), expect).await.unwrap();
+            assert_eq!(again, SelectOutcome::Unchanged(first.clone()));
+        }
+        assert_eq!(s.selections().await.unwrap(), vec![first.clone()]);
+        assert_eq!(s.selection().await.unwrap(), Some(first));
+        assert_eq!(
+            s.revisions().await.unwrap(),
+            vec![RevisionSummary {
+                digest: digest("a"),
+                created_ms: T0,
+                published_by: "ada".into()
+            }]
+        );
+        assert_eq!(
+            s.revision(digest("a")).await.unwrap(),
+            Some(RevisionRecord {
+                digest: digest("a"),
+                content: content("a"),
+                created_ms: T0,
+                published_by: "ada".into()
+            })
+        );
+    }
+
+    pub async fn publish_conflict_names_current_and_writes_nothing(fx: &impl Fixture) {
+        let s = fx.open().await;
+        // Nothing selected yet: any expect is stale.
+        assert_eq!(
+            s.publish(rev("a", T0, "ada"), Some(digest("x")))
+                .await
+                .unwrap(),
+            SelectOutcome::Conflict { current: None }
+        );
+        assert!(s.revisions().await.unwrap().is_empty());
+        assert!(s.selections().await.unwrap().is_empty());
+
+        let a = selected(s.publish(rev("a", T0, "ada"), None).await.unwrap());
+        assert_eq!(
+            s.publish(rev("b", T0 + 1, "ada"), Some(digest("x")))
+                .await
+                .unwrap(),
+            SelectOutcome::Conflict {
+                current: Some(digest("a"))
+            }
+        );
+        assert_eq!(s.revision(digest("b")).await.unwrap(), None);
+        assert_eq!(s.revisions().await.unwrap().len(), 1);
+        assert_eq!(s.selections().await.unwrap(), vec![a.clone()]);
+
+        let b = selected(
+            s.publish(rev("b", T0 + 2, "ada"), Some(digest("a")))
+                .await
+                .unwrap(),
+        );
+        assert_eq!((b.index, b.digest.as_str()), (2, digest("b").as_str()));
+        assert_eq!(s.selections().await.unwrap(), vec![b, a]);
+    }
+
+    pub async fn publish_of_other_content_under_a_known_digest_is_refused(fx: &impl Fixture) {
+        let s = fx.open().await;
+        selected(s.publish(rev("a", T0, "ada"), None).await.unwrap());
+        selected(s.publish(rev("b", T0 + 1, "ada"), None).await.unwrap());
+        let mut forged = rev("a", T0 + 2, "eve");
+        forged.content = content("evil");
+        let err = s.publish(forged, None).await.unwrap_err();
+        assert!(
+            matches!(&err, StoreError::RevisionContentMismatch { digest: d } if *d == digest("a")),
+            "{err:?}"
+        );
+        assert_eq!(
+            s.revision(digest("a")).await.unwrap().unwrap().content,
+            content("a")
+        );
+        assert_eq!(s.selection().await.unwrap().unwrap().digest, digest("b"));
+        assert_eq!(s.selections().await.unwrap().len(), 2);
+    }
+
+    pub async fn select_unknown_revision_is_an_error(fx: &impl Fixture) {
+        let s = fx.open().await;
+        let err = s
+            .select(digest("nope"), None, T0, "ada".into())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, StoreError::UnknownRevision(d) if *d == digest("nope")),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("sha256:nope"), "{err}");
+        selected(s.publish(rev("a", T0, "ada"), None).await.unwrap());
+        let err = s
+            .select(digest("nope"), Some(digest("a")), T0, "ada".into())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::UnknownRevision(_)), "{err:?}");
+        assert_eq!(s.selections().await.unwrap().len(), 1);
+    }
+
+    pub async fn select_older_revision_gets_a_new_index(fx: &impl Fixture) {
+        let s = fx.open().await;
+        let a = selected(s.publish(rev("a", T0, "ada"), None).await.unwrap());
+        let b = selected(s.publish(rev("b", T0 + 1, "ada"), None).await.unwrap());
+        // Roll back to a.
+        let back = selected(
+            s.select(digest("a"), Some(digest("b")), T0 + 5, "bob".into())
+                .await
+                .unwrap(),
+        );
+        assert_eq!(
+            back,
+            Selection {
+                index: 3,
+                digest: digest("a"),
+                selected_ms: T0 + 5,
+                selected_by: "bob".into()
+            }
+        );
+        assert_eq!(s.selection().await.unwrap(), Some(back.clone()));
+        assert_eq!(
+            s.selections().await.unwrap(),
+            vec![back.clone(), b.clone(), a]
+        );
+        // Again: unchanged. With a stale expect: a conflict naming a.
+        assert_eq!(
+            s.select(digest("a"), None, T0 + 6, "bob".into())
+                .await
+                .unwrap(),
+            SelectOutcome::Unchanged(back.clone())
+        );
+        assert_eq!(
+            s.select(digest("b"), Some(digest("b")), T0 + 7, "bob".into())
+                .await
+                .unwrap(),
+            SelectOutcome::Conflict {
+                current: Some(digest("a"))
+            }
+        );
+        // Publishing a stored revision that is not current selects it again; the
+        // revision keeps its first publication.
+        let b2 = selected(s.publish(rev("b", T0 + 8, "cy"), None).await.unwrap());
+        assert_eq!(
+            (b2.index, b2.selected_ms, b2.selected_by.as_str()),
+            (4, T0 + 8, "cy")
+        );
+        let stored = s.revision(digest("b")).await.unwrap().unwrap();
+        assert_eq!(
+            (stored.created_ms, stored.published_by.as_str()),
+            (T0 + 1, "ada")
+        );
+        assert_eq!(s.revisions().await.unwrap().len(), 2);
+    }
+
+    pub async fn concurrent_selects_with_the_same_expect_one_wins(fx: &impl Fixture) {
+        const RACERS: usize = 8;
+        let s = fx.open().await;
+        for i in 0..RACERS {
+            selected(
+                s.publish(rev(&format!("r{i}"), T0 + i as i64, "ada"), None)
+                    .await
+                    .unwrap(),
+            );
+        }
+        let base = selected(s.publish(rev("base", T0 + 100, "ada"), None).await.unwrap());
+        // Two handles (as two authority processes sharing the database); the
+        // racers start together.
+        let handles = [s.clone(), fx.open().await];
+        let barrier = Arc::new(Barrier::new(RACERS));
+        let tasks: Vec<_> = (0..RACERS)
+            .map(|i| {
+                let store = handles[i % 2].clone();
+                let barrier = Arc::clone(&barrier);
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    let outcome = store
+                        .select(
+                            digest(&format!("r{i}")),
+                            Some(digest("base")),
+                            T0 + 200,
+                            format!("racer{i}"),
+                        )
+                        .await
+                        .unwrap();
+                    (i, outcome)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        let mut conflicts = Vec::new();
+        for task in tasks {
+            match task.await.unwrap() {
+                (i, SelectOutcome::Selected(sel)) => winners.push((i, sel)),
+                (_, SelectOutcome::Conflict { current }) => conflicts.push(current),
+                (i, other) => panic!("racer {i}: unexpected {other:?}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "exactly one select wins: {winners:?}");
+        let (i, win) = winners.pop().unwrap();
+        assert_eq!(
+            (win.index, win.digest.clone()),
+            (base.index + 1, digest(&format!("r{i}")))
+        );
+        assert!(
+            conflicts.iter().all(|c| *c == Some(win.digest.clone())),
+            "every loser is told the winner: {conflicts:?}"
+        );
+        assert_eq!(s.selection().await.unwrap(), Some(win.clone()));
+        assert_eq!(s.selections().await.unwrap().len() as u64, win.index);
+
+        // The same with publishes of new content: one wins, the losers' revisions
+        // are not stored.
+        let barrier = Arc::new(Barrier::new(RACERS));
+        let expect = win.digest.clone();
+        let tasks: Vec<_> = (0..RACERS)
+            .map(|i| {
+                let store = handles[i % 2].clone();
+                let barrier = Arc::clone(&barrier);
+                let expect = expect.clone();
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    let outcome = store
+                        .publish(rev(&format!("p{i}"), T0 + 300, "ada"), Some(expect))
+                        .await
+                        .unwrap();
+                    (i, outcome)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for task in tasks {
+            match task.await.unwrap() {
+                (i, SelectOutcome::Selected(_)) => winners.push(i),
+                (_, SelectOutcome::Conflict { current }) => assert!(current.is_some()),
+                (i, other) => panic!("publisher {i}: unexpected {other:?}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "exactly one publish wins: {winners:?}");
+        let stored: BTreeSet<String> = s
+            .revisions()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.digest)
+            .filter(|d| d.starts_with("sha256:p"))
+            .collect();
+        assert_eq!(
+            stored,
+            BTreeSet::from([digest(&format!("p{}", winners[0]))])
+        );
+    }
+
+    pub async fn join_token_redeems_once_then_used(fx: &impl Fixture) {
+        let s = fx.open().await;
+        s.create_join_token(token("sha256:tok1", "studio", T0 + 3_600_000))
+            .await
+            .unwrap();
+        assert_eq!(
+            s.redeem_join_token("sha256:tok1".into(), "sha256:cred1".into(), T0 + 1)
+                .await
+                .unwrap(),
+            Redeem::Joined {
+                host: "studio".into()
+            }
+        );
+        assert_eq!(
+            s.principal("sha256:cred1".into()).await.unwrap(),
+            Some(Principal::Agent {
+                host: "studio".into()
+            })
+        );
+        assert_eq!(
+            s.redeem_join_token("sha256:tok1".into(), "sha256:cred2".into(), T0 + 2)
+                .await
+                .unwrap(),
+            Redeem::Used
+        );
+        assert_eq!(s.principal("sha256:cred2".into()).await.unwrap(), None);
+        // Used wins over expired.
+        assert_eq!(
+            s.redeem_join_token("sha256:tok1".into(), "sha256:cred3".into(), T0 + 7_200_000)
+                .await
+                .unwrap(),
+            Redeem::Used
+        );
+
+        // Two redeems of one token at once (two handles): exactly one joins.
+        s.create_join_token(token("sha256:tok2", "laptop", T0 + 3_600_000))
+            .await
+            .unwrap();
+        let handles = [s.clone(), fx.open().await];
+        let barrier = Arc::new(Barrier::new(2));
+        let tasks: Vec<_> = (0..2)
+            .map(|i| {
+                let store = handles[i].clone();
+                let barrier = Arc::clone(&barrier);
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    let r = store
+                        .redeem_join_token("sha256:tok2".into(), format!("sha256:race{i}"), T0 + 5)
+                        .await
+                        .unwrap();
+                    (i, r)
+                })
+            })
+            .collect();
+        let mut joined = Vec::new();
+        for task in tasks {
+            match task.await.unwrap() {
+                (i, Redeem::Joined { host }) => {
+                    assert_eq!(host, "laptop");
+                    joined.push(i)
+                }
+                (_, Redeem::Used) => {}
+                (i, other) => panic!("redeemer {i}: unexpected {other:?}"),
+            }
+        }
+        assert_eq!(joined.len(), 1, "exactly one redeem joins: {joined:?}");
+        for i in 0..2 {
+            let p = s.principal(format!("sha256:race{i}")).await.unwrap();
+            assert_eq!(p.is_some(), joined == [i], "race{i}: {p:?}");
+        }
+    }
+
+    pub async fn join_token_expired_and_unknown_are_refused(fx: &impl Fixture) {
+        let s = fx.open().await;
+        s.create_join_token(token("sha256:short", "studio", T0 + 10))
+            .await
+            .unwrap();
+        assert_eq!(
+            s.redeem_join_token("sha256:nope".into(), "sha256:c0".into(), T0)
+                .await
+                .unwrap(),
+            Redeem::Unknown
+        );
+        // Expired at exactly expires_ms, and stays so.
+        for now in [T0 + 10, T0 + 11] {
+            assert_eq!(
+                s.redeem_join_token("sha256:short".into(), "sha256:c1".into(), now)
+                    .await
+                    .unwrap(),
+                Redeem::Expired
+            );
+        }
+        assert_eq!(s.principal("sha256:c0".into()).await.unwrap(), None);
+        assert_eq!(s.principal("sha256:c1".into()).await.unwrap(), None);
+        // A millisecond before: still good.
+        s.create_join_token(token("sha256:edge", "studio", T0 + 10))
+            .await
+            .unwrap();
+        assert_eq!(
+            s.redeem_join_token("sha256:edge".into(), "sha256:c2".into(), T0 + 9)
+                .await
+                .unwrap(),
+            Redeem::Joined {
+                host: "studio".into()
+            }
+        );
+    }
+
+    pub async fn duplicate_hashes_are_refused(fx: &impl Fixture) {
+        let s = fx.open().await;
+        s.create_join_token(token("sha256:tok", "studio", T0 + 1000))
+            .await
+            .unwrap();
+        let err = s
+            .create_join_token(token("sha256:tok", "laptop", T0 + 1000))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::AlreadyExists { .. }), "{err:?}");
+        let op = Principal::Operator { name: "ada".into() };
+        s.create_credential("sha256:op".into(), op.clone(), T0)
+            .await
+            .unwrap();
+        let err = s
+            .create_credential(
+                "sha256:op".into(),
+                Principal::Operator { name: "eve".into() },
+                T0,
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::AlreadyExists { .. }), "{err:?}");
+        assert_eq!(s.principal("sha256:op".into()).await.unwrap(), Some(op));
+        // Redeeming for a credential hash already taken fails and leaves the token
+        // unused.
+        let err = s
+            .redeem_join_token("sha256:tok".into(), "sha256:op".into(), T0 + 1)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::AlreadyExists { .. }), "{err:?}");
+        assert_eq!(
+            s.redeem_join_token("sha256:tok".into(), "sha256:fresh".into(), T0 + 2)
+                .await
+                .unwrap(),
+            Redeem::Joined {
+                host: "studio".into()
+            }
+        );
+    }
+
+    pub async fn principal_lookup(fx: &impl Fixture) {
+        let s = fx.open().await;
+        assert_eq!(s.principal("sha256:none".into()).await.unwrap(), None);
+        s.create_credential(
+            "sha256:op".into(),
+            Principal::Operator { name: "ada".into() },
+            T0,
+        )
+        .await
+        .unwrap();
+        s.create_credential(
+            "sha256:ag".into(),
+            Principal::Agent {
+                host: "studio".into(),
+            },
+            T0,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            s.principal("sha256:op".into()).await.unwrap(),
+            Some(Principal::Operator { name: "ada".into() })
+        );
+        assert_eq!(
+            s.principal("sha256:ag".into()).await.unwrap(),
+            Some(Principal::Agent {
+                host: "studio".into()
+            })
+        );
+        assert_eq!(s.principal("sha256:OP".into()).await.unwrap(), None);
+    }
+
+    pub async fn reports_replace_the_hosts_last(fx: &impl Fixture) {
+        let s = fx.open().await;
+        assert!(s.reports().await.unwrap().is_empty());
+        s.put_report(report("studio", None, r#"{"n":1}"#, T0))
+            .await
+            .unwrap();
+        s.put_report(report("laptop", Some("a"), r#"{"n":2}"#, T0 + 1))
+            .await
+            .unwrap();
+        s.put_report(report("studio", Some("b"), r#"{"n":3}"#, T0 + 2))
+            .await
+            .unwrap();
+        assert_eq!(
+            s.reports().await.unwrap(),
+            vec![
+                report("laptop", Some("a"), r#"{"n":2}"#, T0 + 1),
+                report("studio", Some("b"), r#"{"n":3}"#, T0 + 2),
+            ]
+        );
+        // Back to no revision.
+        s.put_report(report("studio", None, r#"{"n":4}"#, T0 + 3))
+            .await
+            .unwrap();
+        assert_eq!(s.reports().await.unwrap()[1].revision, None);
+    }
+
+    pub async fn revisions_newest_first(fx: &impl Fixture) {
+        let s = fx.open().await;
+        for (i, name) in ["a", "b", "c"].iter().enumerate() {
+            selected(
+                s.publish(rev(name, T0 + i as i64, "ada"), None)
+                    .await
+                    .unwrap(),
+            );
+        }
+        // A rollback selects, it does not store: the order stays.
+        selected(
+            s.select(digest("a"), None, T0 + 9, "ada".into())
+                .await
+                .unwrap(),
+        );
+        let order: Vec<String> = s
+            .revisions()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.digest)
+            .collect();
+        assert_eq!(order, vec![digest("c"), digest("b"), digest("a")]);
+        assert_eq!(
+            s.revision(digest("b")).await.unwrap().unwrap().content,
+            content("b")
+        );
+        assert_eq!(s.revision(digest("zzz")).await.unwrap(), None);
+        let indexes: Vec<u64> = s
+            .selections()
+            .await
+            .unwrap()
+            .iter()
+            .map(|s| s.index)
+            .collect();
+        assert_eq!(indexes, vec![4, 3, 2, 1]);
+    }
+
+    pub async fn data_survives_reopen(fx: &impl Fixture) {
+        {
+            let s = fx.open().await;
+            selected(s.publish(rev("a", T0, "ada"), None).await.unwrap());
+            selected(s.publish(rev("b", T0 + 1, "ada"), None).await.unwrap());
+            s.create_join_token(token("sha256:t1", "studio", T0 + 1000))
+                .await
+                .unwrap();
+            s.create_join_token(token("sha256:t2", "laptop", T0 + 1000))
+                .await
+                .unwrap();
+            s.redeem_join_token("sha256:t1".into(), "sha256:c1".into(), T0 + 2)
+                .await
+                .unwrap();
+            s.create_credential(
+                "sha256:op".into(),
+                Principal::Operator { name: "ada".into() },
+                T0,
+            )
+            .await
+            .unwrap();
+            s.put_report(report("studio", Some("b"), "{}", T0 + 3))
+                .await
+                .unwrap();
+        }
+        let s = fx.open().await;
+        s.ping().await.unwrap();
+        assert_eq!(s.selection().await.unwrap().unwrap().digest, digest("b"));
+        assert_eq!(s.selections().await.unwrap().len(), 2);
+        assert_eq!(s.revisions().await.unwrap().len(), 2);
+        assert_eq!(
+            s.revision(digest("a")).await.unwrap().unwrap().content,
+            content("a")
+        );
+        assert_eq!(
+            s.principal("sha256:c1".into()).await.unwrap(),
+            Some(Principal::Agent {
+                host: "studio".into()
+            })
+        );
+        assert_eq!(
+            s.principal("sha256:op".into()).await.unwrap(),
+            Some(Principal::Operator { name: "ada".into() })
+        );
+        assert_eq!(
+            s.redeem_join_token("sha256:t1".into(), "sha256:c9".into(), T0 + 4)
+                .await
+                .unwrap(),
+            Redeem::Used
+        );
+        assert_eq!(
+            s.redeem_join_token("sha256:t2".into(), "sha256:c2".into(), T0 + 4)
+                .await
+                .unwrap(),
+            Redeem::Joined {
+                host: "laptop".into()
+            }
+        );
+        assert_eq!(
+            s.reports().await.unwrap(),
+            vec![report("studio", Some("b"), "{}", T0 + 3)]
+        );
+        // The next publish continues the index.
+        let c = selected(s.publish(rev("c", T0 + 5, "ada"), None).await.unwrap());
+        assert_eq!(c.index, 3);
+    }
+
+    /// A child process publishes in a loop, printing each acknowledged digest; it
+    /// is killed with SIGKILL mid-stream. Every acknowledged publish is there after
+    /// reopening, and the selection log is whole (indexes 1..n, each naming a
+    /// stored revision).
+    pub async fn kill_9_loses_no_acknowledged_publish(fx: &impl Fixture) {
+        use std::io::{BufRead, BufReader};
+        const ACKS: usize = 40;
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "child_publisher",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_VAR, fx.spec())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let acked = tokio::task::spawn_blocking(move || {
+            let mut acked = Vec::new();
+            for line in BufReader::new(stdout).lines() {
+                let line = line.unwrap();
+                if let Some(d) = line.strip_prefix("ack ") {
+                    acked.push(d.to_owned());
+                    if acked.len() == ACKS {
+                        break;
+                    }
+                }
+            }
+            acked
+        })
+        .await
+        .unwrap();
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        assert_eq!(acked.len(), ACKS, "the child stopped early");
+
+        let s = fx.open().await;
+        let stored: BTreeSet<String> = s
+            .revisions()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.digest)
+            .collect();
+        for d in &acked {
+            assert!(stored.contains(d), "acknowledged {d} is lost");
+        }
+        let log = s.selections().await.unwrap();
+        assert!(log.len() >= ACKS);
+        for (i, sel) in log.iter().rev().enumerate() {
+            assert_eq!(sel.index, i as u64 + 1);
+            assert!(stored.contains(&sel.digest), "{sel:?} names no revision");
+        }
+        // Every stored revision was selected (publish stores and selects at once).
+        let selected_digests: BTreeSet<String> = log.into_iter().map(|s| s.digest).collect();
+        assert_eq!(selected_digests, stored);
+    }
+}
+
+/// Set in the child of `kill_9_loses_no_acknowledged_publish`: the database spec.
+const CHILD_VAR: &str = "FLOTILLA_TEST_AUTHORITY_CHILD";
+
+/// The child of `kill_9_loses_no_acknowledged_publish`; returns at once unless
+/// [`CHILD_VAR`] is set. Publishes until killed, printing `ack <digest>` after each
+/// publish returned.
+#[tokio::test]
+async fn child_publisher() {
+    use std::io::Write;
+    let Ok(spec) = std::env::var(CHILD_VAR) else {
+        return;
+    };
+    let s = open_spec(&spec).await;
+    let mut out = std::io::stdout().lock();
+    for i in 0u64.. {
+        let name = format!("kill{i}");
+        selected(
+            s.publish(rev(&name, T0 + i as i64, "child"), None)
+                .await
+                .unwrap(),
+        );
+        writeln!(out, "ack {}", digest(&name)).unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// One test per case and backend.
+macro_rules! suite {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let fx = super::SqliteFixture::new().await;
+                    super::cases::$case(&fx).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let fx = super::PostgresFixture::new().await;
+                    super::cases::$case(&fx).await;
+                }
+            )*
+        }
+    };
+}
+
+suite!(
+    publish_new_then_same_content_is_unchanged,
+    publish_conflict_names_current_and_writes_nothing,
+    publish_of_other_content_under_a_known_digest_is_refused,
+    select_unknown_revision_is_an_error,
+    select_older_revision_gets_a_new_index,
+    concurrent_selects_with_the_same_expect_one_wins,
+    join_token_redeems_once_then_used,
+    join_token_expired_and_unknown_are_refused,
+    duplicate_hashes_are_refused,
+    principal_lookup,
+    reports_replace_the_hosts_last,
+    revisions_newest_first,
+    data_survives_reopen,
+    kill_9_loses_no_acknowledged_publish,
+);
+
+// Backend-specific checks.
+
+#[test]
+fn sqlite_refuses_a_local_state_db_and_vice_versa() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join(flotilla_store::STATE_DB_FILE);
+    drop(flotilla_store::Store::open(&state).unwrap());
+    let err = SqliteAuthority::open(&state).unwrap_err();
+    assert!(matches!(err, StoreError::ForeignDatabase { .. }), "{err:?}");
+    let auth = dir.path().join(AUTHORITY_DB_FILE);
+    drop(SqliteAuthority::open(&auth).unwrap());
+    let err = flotilla_store::Store::open(&auth).unwrap_err();
+    assert!(matches!(err, StoreError::ForeignDatabase { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn sqlite_in_memory_works() {
+    let s = SqliteAuthority::open_in_memory().unwrap();
+    selected(s.publish(rev("a", T0, "ada"), None).await.unwrap());
+    assert_eq!(s.selection().await.unwrap().unwrap().index, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_fresh_database_for_other_crates_tests() {
+    let s = testing::fresh_postgres(&testing::admin_url()).await;
+    assert_eq!(s.selection().await.unwrap(), None);
+    selected(s.publish(rev("a", T0, "ada"), None).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_concurrent_first_connects_migrate_once() {
+    let fx = PostgresFixture::new().await;
+    let (a, b, c) = tokio::join!(fx.open(), fx.open(), fx.open());
+    for s in [a, b, c] {
+        assert_eq!(s.schema_version().await.unwrap(), AUTHORITY_SCHEMA_VERSION);
+        s.ping().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn postgres_unreachable_server_is_a_connect_error() {
+    // Port 1 on loopback: nothing listens there.
+    let err = PostgresAuthority::connect("postgres://postgres@127.0.0.1:1/postgres")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::PostgresConnect { .. }), "{err:?}");
+    assert!(!err.to_string().contains("127.0.0.1:1/"), "{err}");
+}
+
+#[tokio::test]
+async fn any_authority_delegates() {
+    let s: AnyAuthority = SqliteAuthority::open_in_memory().unwrap().into();
+    selected(s.publish(rev("a", T0, "ada"), None).await.unwrap());
+    assert_eq!(s.revisions().await.unwrap().len(), 1);
+}
