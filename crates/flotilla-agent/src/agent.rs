@@ -20,7 +20,8 @@
 //!    too, changes nothing and writes nothing to the journal.
 //! 3. A component someone stopped on purpose (`flotilla stop`: desired `stopped` in the
 //!    journal) is left stopped, unless the new snapshot changes its config; so is a
-//!    component whose dependency was stopped that way. It is reported as drift.
+//!    component whose dependency was stopped that way. It is reported as drift. A
+//!    crash loop supervision gave up on is left alone too, unless its config changes.
 //!
 //! When every operation succeeded the snapshot becomes the applied one; otherwise the
 //! agent tries again with backoff (1 s doubling to 5 min), what already converged being
@@ -519,6 +520,11 @@ impl<R: Reporter> Runner<R> {
                 continue;
             }
             if runs_selected(s) {
+                continue;
+            }
+            if !changed && self.supervisor.gave_up(&c.name).is_some() {
+                // A crash loop supervision gave up on waits for a person or a new
+                // config, not for the next retry.
                 continue;
             }
             todo.push((c.name.clone(), changed));

@@ -1,10 +1,10 @@
 //! The authority as desired-state source and report sink, behind the small
 //! [`AuthorityClient`] trait: `flotilla_server::client::Client` implements it once it
-//! lands (its `snapshot` and `report` have these signatures). Until then the wire
-//! types here ([`SnapshotResponse`], [`HostView`], [`ClientError`]) stand in for
-//! `flotilla_server::api::SnapshotResponse`, `flotilla_model`'s `HostView` and
-//! `flotilla_server::client::ClientError`, field for field; wiring the real client
-//! means replacing them by re-exports and adding the one `impl`.
+//! is wired to it (its `snapshot` and `report` have these signatures). Until then the
+//! types here ([`SnapshotResponse`], [`ClientError`]) stand in for
+//! `flotilla_server::api::SnapshotResponse` and `flotilla_server::client::ClientError`;
+//! wiring the real client means re-exporting the response, mapping the error and the
+//! report (`crate::report::AgentReport` to the API's), in one `impl`.
 //!
 //! [`AuthoritySource`] long-polls `GET /v1/hosts/{host}/snapshot?index=N&wait=…`
 //! (Consul's blocking queries): the request returns as soon as the authority's
@@ -23,26 +23,25 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What a host receives: its snapshot and, for a `control` host, the whole
-/// secret-free topology (stand-in for the model's `HostView`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HostView {
-    /// The host's snapshot.
-    pub snapshot: Snapshot,
-    /// The whole revision, for `control` hosts only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub topology: Option<serde_json::Value>,
-}
-
-/// The answer to a snapshot long-poll (stand-in for `flotilla_server::api::SnapshotResponse`).
+/// The answer to a snapshot long-poll: `flotilla_server::api::SnapshotResponse`,
+/// field for field (stands in for it until the agent is wired to the client).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SnapshotResponse {
-    /// The authority's selection index (1, 2, 3…; the next poll's `index`).
+    /// The authority's selection index (0: nothing selected yet; the next poll's
+    /// `index`).
     pub index: u64,
-    /// The selected revision (`None`: nothing selected yet).
+    /// The selected revision (`sha256:…`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
-    /// This host's view of it (`None` with no selection).
-    pub view: Option<HostView>,
+    /// The host's role in the revision: `control` or `component`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// The revision filtered for this host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<Snapshot>,
+    /// `control` hosts only: the whole revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<serde_json::Value>,
 }
 
 /// Why the authority could not be asked (stand-in for
@@ -177,14 +176,14 @@ impl<C: AuthorityClient> Source for AuthoritySource<C> {
         self.failed = false;
         self.backoff.reset();
         self.index = r.index;
-        let (Some(revision), Some(view)) = (r.revision, r.view) else {
+        let (Some(revision), Some(snapshot)) = (r.revision, r.snapshot) else {
             return Ok(Next::Unchanged);
         };
-        if view.snapshot.host != self.host {
+        if snapshot.host != self.host {
             self.failed = true;
             return Err(SourceError::Authority(format!(
                 "sent the snapshot of host `{}` to host `{}`",
-                view.snapshot.host, self.host
+                snapshot.host, self.host
             )));
         }
         if self.last_revision.as_deref() == Some(revision.as_str()) {
@@ -194,7 +193,7 @@ impl<C: AuthorityClient> Source for AuthoritySource<C> {
         Ok(Next::Changed(Desired {
             revision,
             index: Some(r.index),
-            snapshot: view.snapshot,
+            snapshot,
             base_dir: self.base_dir.clone(),
         }))
     }
@@ -268,16 +267,15 @@ mod tests {
         Ok(SnapshotResponse {
             index,
             revision: Some(rev.into()),
-            view: Some(HostView {
-                snapshot: Snapshot {
-                    components: Vec::new(),
-                    host: "h".into(),
-                    hosts: BTreeMap::new(),
-                    project: None,
-                    topology_digest: rev.into(),
-                },
-                topology: None,
+            role: Some("component".into()),
+            snapshot: Some(Snapshot {
+                components: Vec::new(),
+                host: "h".into(),
+                hosts: BTreeMap::new(),
+                project: None,
+                topology_digest: rev.into(),
             }),
+            topology: None,
         })
     }
 
@@ -288,7 +286,9 @@ mod tests {
                 Ok(SnapshotResponse {
                     index: 0,
                     revision: None,
-                    view: None,
+                    role: None,
+                    snapshot: None,
+                    topology: None,
                 }),
                 answer(1, "sha256:a"),
                 answer(1, "sha256:a"),

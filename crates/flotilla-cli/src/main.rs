@@ -121,8 +121,7 @@ pub enum Command {
     Topology(cmd::topology::Args),
     /// Remote hosts: list them, check them, install this flotilla on them.
     Host(cmd::host::Args),
-    /// Run the fleet's desired-state authority (HTTPS), or set it up: `serve init`,
-    /// `serve token create`.
+    /// Run the fleet's desired-state authority over HTTPS (see `serve init`).
     Serve(cmd::serve::Args),
     /// The authority's revisions: publish the inventory, history, show, diff, select.
     Config(cmd::config::Args),

@@ -372,7 +372,13 @@ fn unseen(
             let before = last.get(&c.name);
             let mut evidence = vec![crate::observe::Evidence {
                 signal: flotilla_model::status::Signal::Observability,
-                source: format!("ssh {host}"),
+                source: format!(
+                    "{} {host}",
+                    topology
+                        .hosts
+                        .get(host)
+                        .map_or("ssh", |h| h.transport.as_str())
+                ),
                 at_ms: now,
                 saw: error.to_string(),
             }];

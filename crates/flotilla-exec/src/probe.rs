@@ -447,6 +447,7 @@ async fn check_http(
             )
         }
     };
+    ensure_tls_provider();
     let client = match reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout)
@@ -610,6 +611,17 @@ async fn check_http(
         );
     }
     rec.done(true, head, detail)
+}
+
+/// Makes *ring* the process's rustls crypto provider (once). The HTTP client's
+/// TLS (for `https://` probes, verified against the system's roots) takes the
+/// process default; the authority's client configures its own.
+fn ensure_tls_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // Err means another provider was installed first: that one is used.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 fn first_line(bytes: &[u8]) -> Option<String> {

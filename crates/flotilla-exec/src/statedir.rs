@@ -11,7 +11,8 @@
 //! | `run/lifecycle.lock` | `flotilla-exec::lock` | the lifecycle lock and its holder |
 //!
 //! `<base>/secrets.env` (the user's, optional `NAME=value` secrets, mode 0600) is
-//! shared by the projects.
+//! shared by the projects, and so is `<base>/agent/` (`flotilla agent`'s own files:
+//! see `flotilla_agent::state`).
 //!
 //! A base directory from before projects (`<base>/state.db`, no `projects/`) is read
 //! where it is by read-only verbs, and moved into the first project that changes
