@@ -38,6 +38,7 @@ use crate::source::{self, Desired, Next, Source, SourceError};
 use crate::state::{AgentDir, Applied, StateError, APPLIED_FORMAT};
 use crate::supervise::{self, Decision, State, Supervisor};
 use crate::Log;
+use flotilla_exec::error::chain as error_chain;
 use flotilla_exec::executor::{now_ms, Event};
 use flotilla_exec::observe::StatusReport;
 use flotilla_exec::operate::{
@@ -290,14 +291,15 @@ impl<R: Reporter> Runner<R> {
                     }
                 },
                 _ = tokio::time::sleep_until(wake.into()) => {
-                    if self.retry_at.is_some_and(|t| t <= Instant::now()) {
-                        self.retry_at = None;
-                        if let Some(t) = &self.target {
-                            let d = t.desired.clone();
+                    let retry = self.retry_at.is_some_and(|t| t <= Instant::now());
+                    match self.target.as_ref().map(|t| t.desired.clone()) {
+                        // Applying checks and reports too.
+                        Some(d) if retry => {
+                            self.retry_at = None;
                             self.apply(d).await;
                         }
+                        _ => self.check(false).await,
                     }
-                    self.check(false).await;
                     next_check = Instant::now() + self.cfg.check_every;
                 }
             }
@@ -860,16 +862,4 @@ fn project(t: &Topology) -> &str {
 /// `sha256:1234abcd5678` (the first 12 hex digits).
 fn short_revision(r: &str) -> String {
     r.get(..19).unwrap_or(r).to_string()
-}
-
-/// `e: cause: cause`.
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    s
 }

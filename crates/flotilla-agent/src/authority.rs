@@ -16,36 +16,16 @@
 
 use crate::report::{AgentReport, ReportError, Reporter};
 use crate::source::{Desired, Next, Source, SourceError};
-use flotilla_model::topology::Snapshot;
-use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The answer to a snapshot long-poll: `flotilla_server::api::SnapshotResponse`,
-/// field for field (stands in for it until the agent is wired to the client).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SnapshotResponse {
-    /// The authority's selection index (0: nothing selected yet; the next poll's
-    /// `index`).
-    pub index: u64,
-    /// The selected revision (`sha256:…`), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revision: Option<String>,
-    /// The host's role in the revision: `control` or `component`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub role: Option<String>,
-    /// The revision filtered for this host.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<Snapshot>,
-    /// `control` hosts only: the whole revision.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub topology: Option<serde_json::Value>,
-}
+/// The answer to a snapshot long-poll (the authority's wire type).
+pub use flotilla_server::api::SnapshotResponse;
 
-/// Why the authority could not be asked (stand-in for
-/// `flotilla_server::client::ClientError`).
+/// Why the authority could not be asked: `flotilla_server::ClientError`'s message and
+/// causes, one line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct ClientError(pub String);
@@ -72,6 +52,56 @@ pub trait AuthorityClient: Send + Sync + 'static {
         host: &str,
         report: &AgentReport,
     ) -> impl Future<Output = Result<(), ClientError>> + Send;
+}
+
+/// The report as the authority's API carries it.
+pub fn to_api(r: &AgentReport) -> flotilla_server::api::AgentReport {
+    flotilla_server::api::AgentReport {
+        revision: r.revision.clone(),
+        agent_version: r.agent_version.clone(),
+        platform: r.platform.clone(),
+        status: r.status.clone(),
+        drift: r
+            .drift
+            .iter()
+            .map(|d| flotilla_server::api::Drift {
+                component: d.component.clone(),
+                kind: d.kind.as_str().to_string(),
+                evidence: d.evidence.clone(),
+            })
+            .collect(),
+        events: r.events.clone(),
+    }
+}
+
+fn one_line(e: &flotilla_server::ClientError) -> ClientError {
+    let mut s = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    ClientError(s)
+}
+
+impl AuthorityClient for flotilla_server::Client {
+    async fn snapshot(
+        &self,
+        host: &str,
+        index: u64,
+        wait: Duration,
+    ) -> Result<SnapshotResponse, ClientError> {
+        flotilla_server::Client::snapshot(self, host, index, wait)
+            .await
+            .map_err(|e| one_line(&e))
+    }
+
+    async fn report(&self, host: &str, report: &AgentReport) -> Result<(), ClientError> {
+        flotilla_server::Client::report(self, host, &to_api(report))
+            .await
+            .map_err(|e| one_line(&e))
+    }
 }
 
 /// A random number (the standard library's per-process random hash keys): enough to
@@ -239,6 +269,7 @@ impl<C: AuthorityClient> Reporter for AuthorityReporter<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flotilla_model::topology::Snapshot;
     use std::collections::BTreeMap;
     use std::sync::Mutex;
 

@@ -125,8 +125,7 @@ pub enum Command {
     Serve(cmd::serve::Args),
     /// The authority's revisions: publish the inventory, history, show, diff, select.
     Config(cmd::config::Args),
-    /// This host's agent: converge to a desired state, supervise, report drift
-    /// (`agent run --inventory FILE`); print its boot unit (`agent unit`).
+    /// This host's agent: join an authority, converge, supervise, report (see `agent run`).
     Agent(cmd::agent::Args),
     /// Print the JSON Schema (draft 2020-12) of the inventory or of a template.
     Schema(cmd::schema::Args),

@@ -448,7 +448,7 @@ fn holds_no_listening_socket_while_its_component_listens() {
     ws.write(
         "flotilla.toml",
         &format!(
-            "{}endpoints = {{ http = \"http://127.0.0.1:{port}\" }}\nreadiness = {{ tcp = {{ endpoint = \"http\" }}, period = \"50ms\" }}\n",
+            "{}endpoints = {{ http = \"http://127.0.0.1:{port}\" }}\nreadiness = {{ http = {{ endpoint = \"http\", path = \"/\" }}, period = \"50ms\" }}\n",
             service("web", &format!(", \"--listen\", \"127.0.0.1:{port}\""))
         ),
     );

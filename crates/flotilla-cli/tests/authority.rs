@@ -5,10 +5,10 @@
 
 mod common;
 
-use common::{run_with_env, KillOnDrop, Run, Workspace};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use common::authority::{Authority, CANARY};
+use common::{run_with_env, Workspace};
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 const INVENTORY: &str = r#"
 [hosts.studio]
@@ -25,112 +25,6 @@ command = ["proxy", "--port", "18081"]
 depends_on = ["model"]
 "#;
 
-/// A canary secret value: it must never appear in what the authority keeps or says.
-const CANARY: &str = "canary-secret-5f1d9a3e-never-leaves-the-host";
-
-struct Authority {
-    ws: Workspace,
-    dir: PathBuf,
-    url: String,
-    child: Option<(Child, KillOnDrop)>,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-impl Authority {
-    fn new() -> Authority {
-        let ws = Workspace::new();
-        ws.write("fleet/flotilla.toml", INVENTORY);
-        // The canary in the secrets file where a local `up` would read it.
-        ws.write(
-            ".flotilla-state/secrets.env",
-            &format!("MODEL_KEY={CANARY}\n"),
-        );
-        let dir = ws.path().join("authority");
-        let url = format!("https://127.0.0.1:{}", free_port());
-        let mut a = Authority {
-            ws,
-            dir,
-            url,
-            child: None,
-        };
-        let init = a.run(&["serve", "init"]);
-        assert_eq!(init.code, 0, "{init:?}");
-        assert!(init.stdout.contains("CA pin: sha256:"), "{}", init.stdout);
-        a.start();
-        a
-    }
-
-    fn env(&self) -> Vec<(&str, String)> {
-        vec![
-            ("FLOTILLA_AUTHORITY_DIR", self.dir.display().to_string()),
-            ("FLOTILLA_SERVER", self.url.clone()),
-            (
-                "FLOTILLA_OPERATOR_FILE",
-                self.dir.join("operator.json").display().to_string(),
-            ),
-        ]
-    }
-
-    fn run(&self, args: &[&str]) -> Run {
-        let env = self.env();
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        run_with_env(self.ws.path(), args, &env)
-    }
-
-    fn publish(&self, args: &[&str]) -> Run {
-        let mut all = vec!["-f", "fleet/flotilla.toml", "config", "publish"];
-        all.extend_from_slice(args);
-        self.run(&all)
-    }
-
-    fn start(&mut self) {
-        let listen = self.url.trim_start_matches("https://").to_string();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
-        cmd.args(["serve", "--listen", &listen])
-            .current_dir(self.ws.path())
-            .env("FLOTILLA_STATE_DIR", self.ws.path().join(".flotilla-state"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        for (k, v) in self.env() {
-            cmd.env(k, v);
-        }
-        let child = cmd.spawn().expect("start flotilla serve");
-        let guard = KillOnDrop(child.id());
-        self.child = Some((child, guard));
-        // Ready when it answers an operator request (deadline, not a fixed sleep).
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let r = self.run(&["config", "history", "--json"]);
-            if r.code == 0 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the authority never answered: {r:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn kill9(&mut self) {
-        if let Some((mut child, _guard)) = self.child.take() {
-            child.kill().unwrap();
-            child.wait().unwrap();
-        }
-    }
-
-    fn db(&self) -> PathBuf {
-        self.dir.join("authority.db")
-    }
-}
-
 fn edit(path: &Path, from: &str, to: &str) {
     let text = std::fs::read_to_string(path).unwrap();
     assert!(text.contains(from));
@@ -139,7 +33,7 @@ fn edit(path: &Path, from: &str, to: &str) {
 
 #[test]
 fn publish_history_diff_select() {
-    let a = Authority::new();
+    let a = Authority::new(INVENTORY);
     let first = a.publish(&["--json"]);
     assert_eq!(first.code, 0, "{first:?}");
     let first = first.json();
@@ -217,7 +111,7 @@ fn publish_history_diff_select() {
 
 #[test]
 fn kill_9_during_publish_leaves_each_revision_whole_or_absent() {
-    let mut a = Authority::new();
+    let mut a = Authority::new(INVENTORY);
     let inv = a.ws.path().join("fleet/flotilla.toml");
     let mut port = 18080;
     for round in 0..4 {

@@ -1786,3 +1786,205 @@ fn a_user_unit_is_started_and_stopped_through_the_user_manager() {
     fx.ok(&["stop", "usvc"]);
     assert_eq!(user_show("ActiveState"), "inactive");
 }
+
+/// Stops, resets and removes a unit Flotilla wrote on `host` when the test ends, even
+/// when it panics: with a `Restart=` policy, the [`Fixture`]'s `kill -9` of its process
+/// would only make systemd start it again.
+struct RemoveUnit<'a>(&'a TestHost, &'static str);
+
+impl Drop for RemoveUnit<'_> {
+    fn drop(&mut self) {
+        let unit = self.1;
+        let _ = self.0.ssh(
+            &[],
+            &format!(
+                "systemctl stop {unit}; systemctl reset-failed {unit}; \
+                 rm -f /run/systemd/system/{unit}; systemctl daemon-reload"
+            ),
+        );
+    }
+}
+
+/// `ActiveState SubState MainPID NRestarts` of `unit` on `host`, one line.
+fn unit_state(host: &TestHost, unit: &str) -> String {
+    on(
+        host,
+        &format!(
+            "systemctl show -p ActiveState,SubState,MainPID,NRestarts {unit} | sort | tr '\\n' ' '"
+        ),
+    )
+}
+
+/// Asserts that `unit` on `host` stays as `expect` says (a `unit_state` line, checked
+/// by `expect`) for all of `period`, looking again and again.
+fn stays(host: &TestHost, unit: &str, period: Duration, expect: impl Fn(&str) -> bool) {
+    let since = Instant::now();
+    let mut looks = 0;
+    while since.elapsed() < period {
+        let st = unit_state(host, unit);
+        assert!(
+            expect(&st),
+            "after {:?} ({looks} looks): {st}",
+            since.elapsed()
+        );
+        looks += 1;
+    }
+    assert!(looks > 1, "looked only {looks} time(s) in {period:?}");
+}
+
+/// An inventory of `h` with one systemd component `name` running the stand-in service
+/// on 127.0.0.1:`port` there, `extra` TOML in its table.
+fn systemd_service(fx: &Fixture, h: &TestHost, name: &str, port: u16, extra: &str) -> String {
+    format!(
+        "{}[components.{name}]\nhost = {}\nadapter = \"systemd\"\n\
+         command = [{}, \"--listen\", {}, \"--exec-name\", {}]\n\
+         endpoints = {{ http = {} }}\n\
+         readiness = {{ http = {{ endpoint = \"http\", path = \"/\" }}, period = \"100ms\" }}\n\
+         stop = {{ grace_period = \"2s\" }}\n{extra}\n",
+        fx.host_toml(h),
+        q(&h.name),
+        q(testkit_on(fx, h)),
+        q(format!("127.0.0.1:{port}")),
+        q(&fx.marker),
+        q(format!("http://127.0.0.1:{port}")),
+    )
+}
+
+/// 18. `restart = { policy = "on-failure" }` on a real systemd: Flotilla writes
+///     `Restart=on-failure` and `RestartSec=` into its unit; a `kill -9` of the main
+///     process is undone by systemd (a new MainPID), and status says so (running, not
+///     `down-unexpectedly`, the owner's `NRestarts` 1, `ps` RESTARTS 1); `flotilla stop`
+///     stops it for good: systemd restarts no unit stopped on purpose.
+#[test]
+fn a_systemd_unit_with_restart_on_failure_is_restarted_by_systemd_and_stays_stopped() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h = systemd_host(&net);
+    let fx = Fixture::new("sd-onfail");
+    let unit = "flotilla-sdonfail.service";
+    let _remove = RemoveUnit(h, unit);
+    fx.write(
+        &systemd_service(
+            &fx,
+            h,
+            "sdonfail",
+            free_port(),
+            "restart = { policy = \"on-failure\", backoff = \"200ms\" }",
+        ),
+        &[],
+    );
+    fx.install(&[&h.name]);
+    fx.ok(&["start", "sdonfail"]);
+    let written = on(h, &format!("cat /run/systemd/system/{unit}"));
+    for line in ["Restart=on-failure", "RestartSec=200ms"] {
+        assert!(written.lines().any(|l| l == line), "{line}: {written}");
+    }
+    let (_, st) = fx.status(&["sdonfail"]);
+    let c = comp(&st, "sdonfail");
+    assert_eq!(c["lifecycle"], "running", "{c:#}");
+    let first = pid_of(c);
+    assert_eq!(main_pid(h, unit), first);
+
+    // kill -9: systemd starts it again after RestartSec.
+    on(h, &format!("kill -9 {first}"));
+    let deadline = Instant::now() + DEADLINE;
+    let c = loop {
+        let (_, st) = fx.status(&["sdonfail"]);
+        let c = comp(&st, "sdonfail").clone();
+        let back = c["lifecycle"] == "running"
+            && c["runtime_identity"]["measured"]["pid"]
+                .as_u64()
+                .is_some_and(|p| p != u64::from(first));
+        if back || Instant::now() > deadline {
+            break c;
+        }
+        std::thread::yield_now();
+    };
+    assert_eq!(c["lifecycle"], "running", "{c:#}");
+    assert_ne!(c["condition"], "down-unexpectedly", "{c:#}");
+    let second = pid_of(&c);
+    assert_ne!(second, first);
+    assert_eq!(main_pid(h, unit), second, "status measures the new MainPID");
+    let ev = evidence_text(&c);
+    assert!(ev.contains("NRestarts 1,"), "the owner's restarts: {ev}");
+    assert!(
+        ev.contains(&format!(
+            "pid {second}, not pid {first} that Flotilla started"
+        )),
+        "{ev}"
+    );
+    assert!(
+        ev.contains("systemd restarted it on its own 1 time(s)"),
+        "{ev}"
+    );
+    let ps = fx.ok(&["ps", "--json", "sdonfail"]).json();
+    assert_eq!(ps["components"][0]["restarts"], 1, "{ps:#}");
+
+    // stop: inactive, and it stays so for ten times RestartSec.
+    let stop = fx.ok(&["stop", "sdonfail"]);
+    assert!(both(&stop).contains("stopped unit"), "{}", both(&stop));
+    stays(h, unit, Duration::from_secs(2), |st| {
+        st.contains("ActiveState=inactive ") && st.contains("MainPID=0 ")
+    });
+    assert_eq!(
+        on(
+            h,
+            &format!("test -e /proc/{second} && echo alive || echo gone")
+        ),
+        "gone"
+    );
+    let (_, st) = fx.status(&["sdonfail"]);
+    let c = comp(&st, "sdonfail");
+    assert_eq!(c["lifecycle"], "stopped", "{c:#}");
+    assert_eq!(c["condition"], "ok", "{c:#}");
+}
+
+/// 19. `restart = { policy = "never" }`: `Restart=no` in the unit; after a `kill -9`
+///     nothing brings it back (the unit stays failed, MainPID 0, NRestarts 0, looked at
+///     over ten times the backoff), and status says `down-unexpectedly`, `failed`.
+#[test]
+fn a_systemd_unit_with_restart_never_stays_dead_after_kill_9() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h = systemd_host(&net);
+    let fx = Fixture::new("sd-never");
+    let unit = "flotilla-sdnever.service";
+    let _remove = RemoveUnit(h, unit);
+    fx.write(
+        &systemd_service(
+            &fx,
+            h,
+            "sdnever",
+            free_port(),
+            "restart = { policy = \"never\", backoff = \"200ms\" }",
+        ),
+        &[],
+    );
+    fx.install(&[&h.name]);
+    fx.ok(&["start", "sdnever"]);
+    let written = on(h, &format!("cat /run/systemd/system/{unit}"));
+    assert!(written.lines().any(|l| l == "Restart=no"), "{written}");
+    let (_, st) = fx.status(&["sdnever"]);
+    let first = pid_of(comp(&st, "sdnever"));
+
+    on(h, &format!("kill -9 {first}"));
+    let failed = wait_until(DEADLINE, || {
+        unit_state(h, unit).contains("ActiveState=failed ")
+    });
+    assert!(failed, "{}", unit_state(h, unit));
+    stays(h, unit, Duration::from_secs(2), |st| {
+        st.contains("ActiveState=failed ")
+            && st.contains("MainPID=0 ")
+            && st.contains("NRestarts=0 ")
+    });
+    let (_, st) = fx.status(&["sdnever"]);
+    let c = comp(&st, "sdnever");
+    assert_eq!(c["condition"], "down-unexpectedly", "{c:#}");
+    assert_eq!(c["lifecycle"], "failed", "{c:#}");
+    let ev = evidence_text(c);
+    assert!(ev.contains("NRestarts 0,"), "{ev}");
+    assert!(
+        ev.contains(&format!("pid {first} that")),
+        "names the lost pid: {ev}"
+    );
+}

@@ -8,6 +8,9 @@
 //! `kickstart` would rerun the cached definition; a reload that changes nothing
 //! (`launchctl load` over the loaded job, `FLOTILLA_LAUNCHD_RESTART=reload`) makes
 //! `restart` fail with evidence naming the process still running; `stop` boots it out.
+//! With `restart = { policy = "on-failure" }` launchd supervises (`KeepAlive = {
+//! SuccessfulExit = false }`): a job killed with SIGKILL comes back as a new process
+//! and status shows launchd's runs; a clean exit (status 0) is left alone.
 
 mod common;
 
@@ -15,7 +18,10 @@ use common::Run;
 use flotilla_testkit::{alive, free_port, wait_until};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How long any one condition may take; tests move on as soon as it holds.
+const DEADLINE: Duration = Duration::from_secs(20);
 
 /// The fake `launchctl`, installed as `<dir>/bin/launchctl`.
 fn install_fake(dir: &Path) -> PathBuf {
@@ -59,6 +65,11 @@ impl Job {
     /// The inventory: one launchd component running the stand-in service with `extra`
     /// arguments.
     fn write(&self, extra: &[&str]) {
+        self.write_with(extra, "");
+    }
+
+    /// [`Job::write`], with `more` TOML lines in the component's table.
+    fn write_with(&self, extra: &[&str], more: &str) {
         let mut argv = vec![
             flotilla_testkit::binary().display().to_string(),
             "--listen".into(),
@@ -72,7 +83,7 @@ impl Job {
                 "[components.svc]\nadapter = \"launchd\"\nlaunchd = {{ label = {:?} }}\n\
                  command = [{}]\nendpoints = {{ http = \"http://127.0.0.1:{}\" }}\n\
                  readiness = {{ http = {{ endpoint = \"http\", path = \"/\" }}, period = \"50ms\" }}\n\
-                 stop = {{ grace_period = \"2s\" }}\n",
+                 stop = {{ grace_period = \"2s\" }}\n{more}",
                 self.label,
                 argv.join(", "),
                 self.port
@@ -147,6 +158,19 @@ impl Drop for Job {
             );
         }
     }
+}
+
+/// The component's lifecycle evidence, one `source: saw` line each.
+fn evidence_text(c: &serde_json::Value) -> String {
+    c["evidence"]
+        .as_array()
+        .map(|ev| {
+            ev.iter()
+                .map(|e| format!("{}: {}", e["source"], e["saw"]))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
 }
 
 fn both(r: &Run) -> String {
@@ -229,4 +253,101 @@ fn a_launchd_job_starts_restarts_with_proof_applies_a_changed_command_and_stops(
     );
     let st = job.run(&["status", "--json", "svc"], &[]).json();
     assert_eq!(st["components"][0]["lifecycle"], "stopped", "{st:#}");
+}
+
+#[test]
+fn a_launchd_job_with_restart_on_failure_comes_back_after_sigkill_not_after_a_clean_exit() {
+    if nix::unistd::getuid().as_raw() != 0 {
+        panic!("this test drives the fake launchd's `system` domain: run it as root (scripts/test does)");
+    }
+    let job = Job::new();
+    job.write_with(
+        &[],
+        "restart = { policy = \"on-failure\", backoff = \"1s\" }\n",
+    );
+    job.ok(&["start", "svc"]);
+    let (c, first) = job.status_pid();
+    assert_eq!(c["lifecycle"], "running", "{c:#}");
+    let (_, text) = job.print().expect("the job is loaded");
+    assert!(text.contains("\tminimum runtime = 1\n"), "{text}");
+    let plist = std::fs::read_to_string(
+        common::project_dir(&job.dir.path().join(".flotilla-state"), job.dir.path())
+            .join("launchd")
+            .join(format!("{}.plist", job.label)),
+    )
+    .expect("Flotilla wrote the job's plist");
+    assert!(
+        plist.contains("<key>SuccessfulExit</key>\n\t\t<false/>"),
+        "{plist}"
+    );
+
+    // SIGKILL: launchd starts it again (a new pid), and status says so.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill -9");
+    let deadline = Instant::now() + DEADLINE;
+    let c = loop {
+        let st = job.run(&["status", "--json", "svc"], &[]).json();
+        let c = st["components"][0].clone();
+        let back = c["lifecycle"] == "running"
+            && c["runtime_identity"]["measured"]["pid"]
+                .as_u64()
+                .is_some_and(|p| p != u64::from(first));
+        if back || Instant::now() > deadline {
+            break c;
+        }
+        std::thread::yield_now();
+    };
+    assert_eq!(c["lifecycle"], "running", "{c:#}");
+    assert_ne!(c["condition"], "down-unexpectedly", "{c:#}");
+    let second = c["runtime_identity"]["measured"]["pid"].as_u64().unwrap() as u32;
+    assert_ne!(second, first);
+    assert!(!alive(first));
+    let ev = evidence_text(&c);
+    assert!(ev.contains("runs = 2,"), "launchd's count of runs: {ev}");
+    assert!(
+        ev.contains(&format!(
+            "the job's process is pid {second}, not pid {first} that Flotilla started: launchd started it again on its own"
+        )),
+        "{ev}"
+    );
+
+    // A clean exit (on SIGTERM the stand-in exits 0): left exited, and it stays so
+    // for twice the throttle interval (a respawn would come within one).
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(second as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("kill -TERM");
+    let exited = wait_until(DEADLINE, || {
+        job.print()
+            .is_some_and(|(pid, text)| pid.is_none() && text.contains("\tstate = not running\n"))
+    });
+    assert!(exited, "{:?}", job.print());
+    let watch = Instant::now();
+    while watch.elapsed() < Duration::from_secs(2) {
+        let (pid, text) = job.print().expect("still loaded");
+        assert_eq!(pid, None, "launchd restarted a clean exit:\n{text}");
+        assert!(text.contains("\truns = 2\n"), "{text}");
+        std::thread::yield_now();
+    }
+    let st = job.run(&["status", "--json", "svc"], &[]).json();
+    let c = &st["components"][0];
+    assert_eq!(c["lifecycle"], "stopped", "{c:#}");
+    assert_eq!(c["condition"], "down-unexpectedly", "{c:#}");
+    assert!(
+        evidence_text(c).contains("last exit code = 0"),
+        "{}",
+        evidence_text(c)
+    );
+
+    // Stopping what already exited records that it should stay stopped: status is
+    // content again.
+    job.ok(&["stop", "svc"]);
+    let st = job.run(&["status", "--json", "svc"], &[]).json();
+    let c = &st["components"][0];
+    assert_eq!(c["lifecycle"], "stopped", "{c:#}");
+    assert_eq!(c["condition"], "ok", "{c:#}");
 }

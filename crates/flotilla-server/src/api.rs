@@ -6,7 +6,7 @@
 //! Domain types (the model's `Snapshot`, `StatusReport`) travel inside these as they
 //! are; the document describes them as free-form objects and points at the model.
 
-use flotilla_model::status::StatusReport;
+use flotilla_model::status::{Evidence, StatusReport};
 use flotilla_model::topology::Snapshot;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -105,13 +105,17 @@ pub struct SnapshotResponse {
 pub struct Drift {
     /// The component.
     pub component: String,
-    /// What kind: `stopped-outside` (desired running, found stopped and not by a
-    /// crash the agent saw), `started-outside` (desired stopped, found running),
-    /// `config-changed` (its config or identity files differ from what it was
-    /// started with), `foreign` (another owner holds it).
+    /// What kind: `stopped-by-hand` (desired running, stopped by an operation that
+    /// was not the agent's), `started-by-hand` (started or restarted by someone else
+    /// after the agent applied its desired state), `foreign` (a process Flotilla did
+    /// not start holds its port), `config` (it runs another effective config than the
+    /// desired one), `runtime` (its executable or an `identity_files` file was edited
+    /// since it started), `undesired` (a process Flotilla started runs for a
+    /// component the desired state does not have).
     pub kind: String,
-    /// What was measured, for a human.
-    pub evidence: String,
+    /// What shows it (the model's `status::Evidence`: signal, source, at_ms, saw).
+    #[schema(value_type = Vec<Object>)]
+    pub evidence: Vec<Evidence>,
 }
 
 /// `POST /v1/hosts/{host}/report`: an agent's measured view of its host.

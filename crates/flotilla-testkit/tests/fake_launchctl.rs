@@ -212,7 +212,10 @@ struct Job {
     cwd: Option<PathBuf>,
     stdout: Option<PathBuf>,
     run_at_load: bool,
-    keep_alive: bool,
+    /// The plist's `KeepAlive`: a boolean or a dictionary of conditions.
+    keep_alive: Value,
+    /// `ThrottleInterval`, in seconds (absent: the fake's default).
+    throttle_interval: Option<u64>,
 }
 
 impl Job {
@@ -229,7 +232,8 @@ impl Job {
             cwd: None,
             stdout: None,
             run_at_load: true,
-            keep_alive: false,
+            keep_alive: Value::Boolean(false),
+            throttle_interval: None,
         }
     }
 
@@ -266,9 +270,46 @@ impl Job {
             );
         }
         d.insert("RunAtLoad".into(), Value::Boolean(self.run_at_load));
-        d.insert("KeepAlive".into(), Value::Boolean(self.keep_alive));
+        d.insert("KeepAlive".into(), self.keep_alive.clone());
+        if let Some(t) = self.throttle_interval {
+            d.insert("ThrottleInterval".into(), Value::Integer(t.into()));
+        }
         Value::Dictionary(d).to_file_xml(path).expect("write plist");
     }
+}
+
+/// A `KeepAlive` dictionary of boolean conditions.
+fn conditions(pairs: &[(&str, bool)]) -> Value {
+    Value::Dictionary(
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), Value::Boolean(*v)))
+            .collect(),
+    )
+}
+
+/// When `pid` started, in clock ticks since boot (`/proc/<pid>/stat` field 22, proc(5)).
+fn start_ticks(pid: u32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/<pid>/stat");
+    let after_comm = stat.rsplit(')').next().expect("a stat line");
+    // Fields after `(comm)` start at field 3 (state); starttime is field 22.
+    after_comm
+        .split_whitespace()
+        .nth(22 - 3)
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no starttime in {stat}"))
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`, sysconf(3)).
+fn ticks_per_second() -> u64 {
+    let out = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .expect("run getconf");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("CLK_TCK is a number")
 }
 
 /// `/proc/<pid>/cmdline` as arguments.
@@ -568,7 +609,7 @@ fn keepalive_respawns_a_killed_job() {
     let label = "dev.flotilla.test.keepalive";
     let plist = ld.plist("job.plist");
     let mut job = Job::new(label, "v1");
-    job.keep_alive = true;
+    job.keep_alive = Value::Boolean(true);
     job.run_at_load = false; // KeepAlive alone starts it at load
     job.write(&plist);
     ld.ok(&["bootstrap", DOMAIN, &plist.display().to_string()]);
@@ -715,4 +756,253 @@ fn usage_errors_and_a_missing_state_directory() {
         .unwrap();
     assert_eq!(code(&out), 78, "{}", text(&out));
     assert!(stderr(&out).contains("FAKE_LAUNCHD_DIR"), "{}", text(&out));
+}
+
+/// Waits until `label` is loaded, not running, and no supervisor watches it any more
+/// (so nothing can start it again on its own); its `print`.
+fn wait_until_left_exited(ld: &Launchd, label: &str) -> Print {
+    let mut last = String::new();
+    let left = wait_until(DEADLINE, || {
+        last = ld.print(label).0;
+        p_state(&last) == "not running" && !supervisor_running(label)
+    });
+    assert!(left, "{label} was not left exited; last print:\n{last}");
+    let p = ld.print(label);
+    assert_eq!(p.field("state").as_deref(), Some("not running"), "{}", p.0);
+    p
+}
+
+#[test]
+fn keepalive_successful_exit_false_restarts_after_a_signal_or_a_failure_not_after_exit_0() {
+    let ld = Launchd::new();
+    let legacy = [("FAKE_LAUNCHCTL_LEGACY_DOMAIN", DOMAIN)];
+
+    // Killed by a signal: restarted. Then a clean exit (on SIGTERM the stand-in exits
+    // 0): not restarted.
+    let label = "dev.flotilla.test.onfailure";
+    let plist = ld.plist("job.plist");
+    let mut job = Job::new(label, "v1");
+    job.run_at_load = false; // SuccessfulExit implies RunAtLoad
+    job.keep_alive = conditions(&[("SuccessfulExit", false)]);
+    job.write(&plist);
+    ld.ok(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+    let first = ld.wait_for_pid(label, None);
+    let listed = String::from_utf8(ld.run_with(&["list", label], &legacy).stdout).unwrap();
+    assert!(
+        listed.contains("\t\"OnDemand\" = true;\n"),
+        "a KeepAlive dictionary leaves the job on demand:\n{listed}"
+    );
+    kill(Pid::from_raw(first as i32), Signal::SIGKILL).unwrap();
+    let second = ld.wait_for_pid(label, Some(first));
+    let p = ld.print(label);
+    assert_eq!(p.runs(), 2, "{}", p.0);
+    assert_eq!(
+        p.field("last terminating signal").as_deref(),
+        Some("Killed: 9"),
+        "{}",
+        p.0
+    );
+    kill(Pid::from_raw(second as i32), Signal::SIGTERM).unwrap();
+    let p = wait_until_left_exited(&ld, label);
+    assert_eq!(p.field("last exit code").as_deref(), Some("0"), "{}", p.0);
+    assert_eq!(p.runs(), 2, "an exit 0 is not restarted: {}", p.0);
+    assert_eq!(p.pid(), None, "{}", p.0);
+    assert!(!alive(second));
+    // Still loaded: demand starts it again.
+    ld.ok(&["kickstart", &format!("{DOMAIN}/{label}")]);
+    ld.wait_for_pid(label, Some(second));
+    assert_eq!(ld.print(label).runs(), 3);
+
+    // A non-zero exit: restarted, again and again (each run paced by the throttle).
+    let failing = "dev.flotilla.test.onfailure.exit3";
+    let plist = ld.plist("failing.plist");
+    let mut job = Job::new(failing, "v1")
+        .arg("--crash-after")
+        .arg("50")
+        .arg("--exit-code")
+        .arg("3");
+    job.run_at_load = false;
+    job.keep_alive = conditions(&[("SuccessfulExit", false)]);
+    job.write(&plist);
+    ld.ok(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+    let mut last = String::new();
+    let looped = wait_until(DEADLINE, || {
+        last = ld.print(failing).0;
+        Print(last.clone()).runs() >= 3
+    });
+    assert!(looped, "a failing job is restarted: {last}");
+    ld.ok(&["bootout", &format!("{DOMAIN}/{failing}")]);
+
+    // An exit 0 by itself (`--crash-after … --exit-code 0`): run once, left exited.
+    let clean = "dev.flotilla.test.onfailure.exit0";
+    let plist = ld.plist("clean.plist");
+    let mut job = Job::new(clean, "v1")
+        .arg("--crash-after")
+        .arg("50")
+        .arg("--exit-code")
+        .arg("0");
+    job.run_at_load = false;
+    job.keep_alive = conditions(&[("SuccessfulExit", false)]);
+    job.write(&plist);
+    ld.ok(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+    let p = wait_until_left_exited(&ld, clean);
+    assert_eq!(p.field("last exit code").as_deref(), Some("0"), "{}", p.0);
+    assert_eq!(p.runs(), 1, "{}", p.0);
+}
+
+#[test]
+fn keepalive_successful_exit_true_restarts_only_after_exit_0() {
+    let ld = Launchd::new();
+    let label = "dev.flotilla.test.onsuccess";
+    let plist = ld.plist("job.plist");
+    let mut job = Job::new(label, "v1");
+    job.run_at_load = false;
+    job.keep_alive = conditions(&[("SuccessfulExit", true)]);
+    job.write(&plist);
+    ld.ok(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+    let first = ld.wait_for_pid(label, None);
+    // SIGTERM: the stand-in exits 0, which this condition restarts.
+    kill(Pid::from_raw(first as i32), Signal::SIGTERM).unwrap();
+    let second = ld.wait_for_pid(label, Some(first));
+    let p = ld.print(label);
+    assert_eq!(
+        (p.runs(), p.field("last exit code")),
+        (2, Some("0".into())),
+        "{}",
+        p.0
+    );
+    // SIGKILL is not a successful exit: left dead.
+    kill(Pid::from_raw(second as i32), Signal::SIGKILL).unwrap();
+    let p = wait_until_left_exited(&ld, label);
+    assert_eq!(
+        p.field("last terminating signal").as_deref(),
+        Some("Killed: 9"),
+        "{}",
+        p.0
+    );
+    assert_eq!(p.runs(), 2, "{}", p.0);
+}
+
+#[test]
+fn keepalive_crashed_restarts_after_a_crash_signal_only() {
+    let ld = Launchd::new();
+    let label = "dev.flotilla.test.crashed";
+    let plist = ld.plist("job.plist");
+    let cwd = ld.file("work"); // where a core file would go
+    fs::create_dir_all(&cwd).unwrap();
+    let mut job = Job::new(label, "v1");
+    job.cwd = Some(cwd);
+    job.run_at_load = false;
+    job.keep_alive = conditions(&[("Crashed", true)]);
+    job.write(&plist);
+    ld.ok(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+    let first = ld.wait_for_pid(label, None);
+    // SIGABRT (not SIGSEGV: Rust's runtime handles a SIGSEGV that is no fault and
+    // survives the first one).
+    kill(Pid::from_raw(first as i32), Signal::SIGABRT).unwrap();
+    let second = ld.wait_for_pid(label, Some(first));
+    let p = ld.print(label);
+    assert_eq!(
+        p.field("last terminating signal").as_deref(),
+        Some("Abort trap: 6"),
+        "{}",
+        p.0
+    );
+    // SIGKILL is no crash.
+    kill(Pid::from_raw(second as i32), Signal::SIGKILL).unwrap();
+    let p = wait_until_left_exited(&ld, label);
+    assert_eq!(p.runs(), 2, "{}", p.0);
+}
+
+#[test]
+fn keepalive_conditions_the_fake_does_not_model_are_refused_unknown_ones_ignored() {
+    let ld = Launchd::new();
+    let label = "dev.flotilla.test.network";
+    let plist = ld.plist("job.plist");
+    let mut job = Job::new(label, "v1");
+    job.keep_alive = conditions(&[("NetworkState", true)]);
+    job.write(&plist);
+    let out = ld.run(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+    assert_eq!(code(&out), 78, "{}", text(&out));
+    assert!(
+        stderr(&out).contains("`NetworkState` is not emulated"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(code(&ld.run(&["print", &format!("{DOMAIN}/{label}")])), 113);
+
+    // A key launchd does not know is ignored ("Unrecognized KeepAlive attribute"):
+    // nothing keeps the job alive, nothing starts it at load.
+    let label = "dev.flotilla.test.unknown";
+    let plist = ld.plist("unknown.plist");
+    let mut job = Job::new(label, "v1");
+    job.run_at_load = false;
+    job.keep_alive = conditions(&[("NoSuchCondition", true)]);
+    job.write(&plist);
+    ld.ok(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+    let p = ld.print(label);
+    assert_eq!(
+        (p.field("state").as_deref(), p.runs()),
+        (Some("not running"), 0),
+        "{}",
+        p.0
+    );
+    assert!(!supervisor_running(label));
+}
+
+#[test]
+fn throttle_interval_spaces_keepalive_spawns() {
+    let ld = Launchd::new();
+    let label = "dev.flotilla.test.throttle";
+    let plist = ld.plist("job.plist");
+    let mut job = Job::new(label, "v1");
+    job.keep_alive = Value::Boolean(true);
+    // The plist's own 1 s wins over the 200 ms default the tests run with.
+    job.throttle_interval = Some(1);
+    job.write(&plist);
+    ld.ok(&["bootstrap", DOMAIN, &plist.display().to_string()]);
+    let first = ld.wait_for_pid(label, None);
+    assert_eq!(
+        ld.print(label).field("minimum runtime").as_deref(),
+        Some("1")
+    );
+    let first_start = start_ticks(first);
+    kill(Pid::from_raw(first as i32), Signal::SIGKILL).unwrap();
+    // Killed at once: the respawn waits out the rest of the interval.
+    let mut last = String::new();
+    let scheduled = wait_until(DEADLINE, || {
+        last = ld.print(label).0;
+        p_state(&last) == "spawn scheduled"
+    });
+    assert!(scheduled, "a throttled respawn is scheduled: {last}");
+    let second = ld.wait_for_pid(label, Some(first));
+    let hz = ticks_per_second();
+    let gap_ticks = start_ticks(second) - first_start;
+    // starttime is truncated to ticks: allow one.
+    assert!(
+        gap_ticks + 1 >= hz,
+        "spawns {gap_ticks} ticks apart, fewer than ThrottleInterval's {hz}"
+    );
+
+    // A run longer than the interval is respawned without waiting.
+    let aged = wait_until(DEADLINE, || {
+        let uptime: f64 = fs::read_to_string("/proc/uptime")
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        uptime * hz as f64 >= (start_ticks(second) + hz + 1) as f64
+    });
+    assert!(aged, "the second run never got older than the interval");
+    let killed_at = Instant::now();
+    kill(Pid::from_raw(second as i32), Signal::SIGKILL).unwrap();
+    ld.wait_for_pid(label, Some(second));
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(1),
+        "respawned {:?} after the kill, as if throttled",
+        killed_at.elapsed()
+    );
+    assert_eq!(ld.print(label).runs(), 3);
 }

@@ -1,9 +1,11 @@
-//! `flotilla agent run|unit`: run the agent (desired state from a local inventory),
-//! or print the systemd unit / launchd plist that starts it at boot. The agent itself
+//! `flotilla agent join|run|unit`: join an authority, run the agent (desired state
+//! from the authority or from a local inventory), or print the systemd unit / launchd
+//! plist that starts it at boot. The agent itself
 //! is `flotilla_agent`; this file parses arguments and hands it the CLI's inventory
 //! loader.
 
 use crate::{load, render, Cli, EXIT_OK, EXIT_USAGE};
+use flotilla_agent::authority::{AuthorityReporter, AuthoritySource};
 use flotilla_agent::state::AgentDir;
 use flotilla_agent::{
     Agent, AgentConfig, AgentError, InventoryLoader, LoadError, LoadedInventory, LocalInventory,
@@ -23,6 +25,10 @@ pub struct Args {
 /// `flotilla agent` subcommands.
 #[derive(clap::Subcommand, Debug)]
 pub enum AgentCommand {
+    /// Join an authority: check its CA against --ca-hash, exchange the one-time join
+    /// TOKEN (from `flotilla serve token create`) for this agent's credential, and
+    /// keep both in <state>/agent/agent.json (owner-only).
+    Join(JoinArgs),
     /// Keep this host converged to its desired state: start what should run, stop
     /// what was removed, restart what changed (each a journaled operation), restart
     /// crashed `process` components by their `restart` policy, report status and
@@ -34,16 +40,32 @@ pub enum AgentCommand {
     Unit(UnitArgs),
 }
 
+/// Arguments of `flotilla agent join`.
+#[derive(clap::Args, Debug)]
+pub struct JoinArgs {
+    /// The authority's URL (`https://host:port`).
+    pub url: String,
+    /// The join token.
+    pub token: String,
+    /// The pin of the authority's CA (`sha256:<hex>`, printed by `flotilla serve
+    /// init` and `serve token create`); the join is refused if the CA differs.
+    #[arg(long, value_name = "sha256:…")]
+    pub ca_hash: String,
+}
+
 /// Arguments of `flotilla agent run`.
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
     /// Take the desired state from this inventory file (re-read when it changes; an
-    /// invalid edit is reported and the last good state kept).
+    /// invalid edit is reported and the last good state kept). Default: -f/--file.
     #[arg(long, value_name = "FILE")]
     pub inventory: Option<PathBuf>,
     /// The inventory host this agent runs for.
     #[arg(long, default_value = "local", value_name = "NAME")]
     pub host: String,
+    /// Authority mode: how long each snapshot long poll may wait for a new revision.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub wait: Duration,
     /// How often to look at the inventory file.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub poll: Duration,
@@ -61,8 +83,9 @@ pub struct RunArgs {
 /// Arguments of `flotilla agent unit`.
 #[derive(clap::Args, Debug)]
 pub struct UnitArgs {
-    /// The inventory the agent takes its desired state from (made absolute). Without
-    /// it, the agent runs in authority mode (after `flotilla agent join`).
+    /// The inventory the agent takes its desired state from (made absolute; default:
+    /// -f/--file). Without one, the agent runs in authority mode (after `flotilla
+    /// agent join`).
     #[arg(long, value_name = "FILE")]
     pub inventory: Option<PathBuf>,
     /// The inventory host the agent runs for.
@@ -79,6 +102,7 @@ pub struct UnitArgs {
 /// Runs the subcommand; returns the exit status.
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     match &args.command {
+        AgentCommand::Join(a) => join(cli, a),
         AgentCommand::Run(a) => run_agent(cli, a),
         AgentCommand::Unit(a) => unit(cli, a),
     }
@@ -142,13 +166,34 @@ fn project_arg(cli: &Cli) -> Result<Option<String>, u8> {
     }
 }
 
-fn no_source(cli: &Cli) -> anyhow::Result<u8> {
+fn join(cli: &Cli, a: &JoinArgs) -> anyhow::Result<u8> {
     let dir = AgentDir::resolve(cli.state_dir.as_deref())?;
-    eprintln!(
-        "error: no desired-state source: pass --inventory FILE (authority mode, with `flotilla agent join`, is not in this build; it would read {})",
+    let rt = super::runtime()?;
+    let (pem, joined) = rt.block_on(async {
+        let pem = flotilla_server::Client::discover_ca(&a.url, &a.ca_hash).await?;
+        let joined = flotilla_server::Client::new(&a.url, &pem, None)?
+            .join(&flotilla_server::api::JoinRequest {
+                token: a.token.trim().to_string(),
+                agent_version: flotilla_exec::remote::VERSION.into(),
+                platform: flotilla_exec::remote::this_platform(),
+            })
+            .await?;
+        Ok::<_, flotilla_server::ClientError>((pem, joined))
+    })?;
+    dir.save_enrollment(&flotilla_agent::state::Enrollment {
+        server: a.url.trim_end_matches('/').to_string(),
+        host: joined.host.clone(),
+        credential: joined.credential,
+        ca_pem: pem,
+    })?;
+    println!(
+        "joined {} as host `{}`; credential in {}",
+        a.url,
+        joined.host,
         dir.enrollment_file().display()
     );
-    Ok(EXIT_USAGE)
+    println!("next: flotilla agent run   (or install `flotilla agent unit` to start it at boot)");
+    Ok(EXIT_OK)
 }
 
 fn run_agent(cli: &Cli, a: &RunArgs) -> anyhow::Result<u8> {
@@ -156,28 +201,54 @@ fn run_agent(cli: &Cli, a: &RunArgs) -> anyhow::Result<u8> {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
-    let Some(inventory) = &a.inventory else {
-        return no_source(cli);
-    };
     let log: flotilla_agent::Log = Arc::new(|line: &str| {
         use std::io::Write;
         // The agent keeps running when whoever reads its log goes away.
         let _ = writeln!(std::io::stderr(), "{line}");
     });
-    let source = LocalInventory::new(inventory, &a.host, loader(project), a.poll)?;
     let dir = AgentDir::resolve(cli.state_dir.as_deref())?;
-    let reporter = LocalReporter::new(dir.status_file(), Arc::clone(&log));
-    let cfg = AgentConfig {
-        host: a.host.clone(),
+    let local = LocalReporter::new(dir.status_file(), Arc::clone(&log));
+    let rt = super::runtime()?;
+    let Some(inventory) = a.inventory.as_ref().or(cli.file.as_ref()) else {
+        // Authority mode: the enrollment `agent join` wrote.
+        let Some(e) = dir.load_enrollment()? else {
+            eprintln!(
+                "error: no desired-state source: pass --inventory FILE, or join an authority first (`flotilla agent join URL TOKEN --ca-hash sha256:…`, which writes {})",
+                dir.enrollment_file().display()
+            );
+            return Ok(EXIT_USAGE);
+        };
+        let client = Arc::new(flotilla_server::Client::new(
+            &e.server,
+            &e.ca_pem,
+            Some(e.credential.clone()),
+        )?);
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let source = AuthoritySource::new(Arc::clone(&client), &e.host, a.wait, home);
+        let reporter = AuthorityReporter::new(client, &e.host, local);
+        let cfg = config(cli, a, &e.host, log);
+        return finish(rt.block_on(Agent::new(cfg, source, reporter).run(shutdown())));
+    };
+    let source = LocalInventory::new(inventory, &a.host, loader(project), a.poll)?;
+    let cfg = config(cli, a, &a.host, log);
+    finish(rt.block_on(Agent::new(cfg, source, local).run(shutdown())))
+}
+
+fn config(cli: &Cli, a: &RunArgs, host: &str, log: flotilla_agent::Log) -> AgentConfig {
+    AgentConfig {
+        host: host.to_string(),
         state_dir: cli.state_dir.clone(),
         ready_timeout: a.timeout,
         check_every: a.check_every,
         report_every: a.report_every,
         host_timeout: cli.host_timeout,
         log,
-    };
-    let rt = super::runtime()?;
-    let result = rt.block_on(Agent::new(cfg, source, reporter).run(shutdown()));
+    }
+}
+
+fn finish(result: Result<(), AgentError>) -> anyhow::Result<u8> {
     match result {
         Ok(()) => Ok(EXIT_OK),
         Err(AgentError::NoDesiredState(e)) => {
@@ -210,7 +281,7 @@ fn unit(cli: &Cli, a: &UnitArgs) -> anyhow::Result<u8> {
         Err(code) => return Ok(code),
     };
     let dir = AgentDir::resolve(cli.state_dir.as_deref())?;
-    let inventory = match &a.inventory {
+    let inventory = match a.inventory.as_ref().or(cli.file.as_ref()) {
         Some(i) => {
             let abs = std::path::absolute(i)?;
             // The unit must run: check the inventory and the host now.

@@ -125,7 +125,8 @@ fn fleet(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 println!("host {}: {}{age}{rev}", h.host, h.observability);
                 if let Some(rep) = &h.report {
                     for d in &rep.drift {
-                        println!("  drift {} {}: {}", d.component, d.kind, d.evidence);
+                        let saw: Vec<&str> = d.evidence.iter().map(|e| e.saw.as_str()).collect();
+                        println!("  drift {} {}: {}", d.component, d.kind, saw.join("; "));
                     }
                 }
             }

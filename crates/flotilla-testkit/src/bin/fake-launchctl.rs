@@ -13,7 +13,7 @@
 //!
 //! | command | behaviour |
 //! | --- | --- |
-//! | `bootstrap <domain> <plist>` | load the job; start it when `RunAtLoad` or `KeepAlive` is true (asynchronously: `print` says `spawn scheduled` until the process exists) |
+//! | `bootstrap <domain> <plist>` | load the job; start it when `RunAtLoad` or `KeepAlive` is true or `KeepAlive` has a `SuccessfulExit`/`Crashed` condition (asynchronously: `print` says `spawn scheduled` until the process exists) |
 //! | `bootout <domain>/<label>` or `bootout <domain> <plist>` | SIGTERM the job, SIGKILL after `ExitTimeOut`, wait for it to die, unload it |
 //! | `kickstart [-k] [-p] <domain>/<label>` | start the job now (no-op if running); `-k` kills a running instance first and starts a new one from the cached definition; `-p` prints the pid |
 //! | `print <domain>/<label>` | the service description (state, pid, runs, last exit, program, arguments, path…) |
@@ -117,11 +117,25 @@
 //!   SIGKILL after `ExitTimeOut` (`LAUNCHD_DEFAULT_EXIT_TIMEOUT 20`); when the job dies,
 //!   its process group gets SIGTERM unless `AbandonProcessGroup`; a KeepAlive respawn of a
 //!   job that ran less than `ThrottleInterval` (`LAUNCHD_MIN_JOB_RUN_TIME 10`) waits out
-//!   the rest ("Throttling respawn: Will start in N seconds"); `KeepAlive` = true starts
-//!   the job at load like `RunAtLoad` (the "job configured to run continuously" check).
+//!   the rest ("Throttling respawn: Will start in N seconds", `job_start`: two spawns are
+//!   at least `ThrottleInterval` apart; launchd.plist(5): "by default, jobs will not be
+//!   spawned more than once every 10 seconds"); `KeepAlive` = true starts the job at load
+//!   like `RunAtLoad` (the "job configured to run continuously" check).
+//! - `KeepAlive` as a dictionary (launchd-842 `core.c`, `semaphoreitem_setup` and
+//!   `job_keepalive`; launchd.plist(5)): its conditions are ORed; `SuccessfulExit = true`
+//!   restarts the job after an exit with status 0 and `false` after anything else — a
+//!   non-zero status or a death by signal, SIGKILL included (`good_exit` is `WIFEXITED &&
+//!   WEXITSTATUS == 0`); `Crashed = true` restarts after a crash signal (SIGILL, SIGABRT,
+//!   SIGFPE, SIGBUS, SIGSEGV, SIGSYS, SIGTRAP: `job_reap`) and `false` after anything
+//!   else; either key sets `start_pending`, so the job starts at load ("This key implies
+//!   that "RunAtLoad" is set to true"); keys are matched case-insensitively, unknown
+//!   ones are ignored ("Unrecognized KeepAlive attribute"), an empty dictionary keeps
+//!   nothing alive. Only `KeepAlive = true` makes the legacy `list` say `OnDemand = false`
+//!   (a dictionary leaves `ondemand` set: `job_import_bool` is not called for it).
 //!
-//! Not emulated: `KeepAlive` condition dictionaries (any dictionary counts as `true`),
-//! `StartInterval`/`StartCalendarInterval`/`WatchPaths`/sockets/Mach services, `UserName`,
+//! Not emulated: the `KeepAlive` conditions `NetworkState`, `PathState`,
+//! `OtherJobEnabled`, `OtherJobActive` and `AfterInitialDemand` (a plist with one is
+//! refused at `bootstrap`: exit 78 and a message), `StartInterval`/`StartCalendarInterval`/`WatchPaths`/sockets/Mach services, `UserName`,
 //! `disable`, domains other than `system`, `gui/N`, `user/N`, and the asynchronous
 //! drain after `bootout` on some macOS versions (here `bootout` returns once the job has
 //! died and the label is free). A program that cannot be spawned is recorded as `last
@@ -403,7 +417,7 @@ struct Definition {
     stdout_path: Option<String>,
     stderr_path: Option<String>,
     run_at_load: bool,
-    keep_alive: bool,
+    keep_alive: KeepAlive,
     abandon_process_group: bool,
     process_type: Option<String>,
     throttle_ms: u64,
@@ -417,6 +431,113 @@ impl Definition {
         self.program
             .as_deref()
             .unwrap_or_else(|| self.arguments[0].as_str())
+    }
+}
+
+/// `KeepAlive` as launchd imports it (launchd-842 `core.c`): a boolean sets the job's
+/// `ondemand` to its negation (`job_import_bool`); a dictionary is walked key by key
+/// (`semaphoreitem_setup`), each condition a reason to keep the job alive, ORed
+/// (`job_keepalive`; launchd.plist(5): "If multiple keys are provided, launchd ORs
+/// them").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+enum KeepAlive {
+    /// `false` or absent: only demand (`RunAtLoad`, `kickstart`) starts the job.
+    #[default]
+    Never,
+    /// `true`: "job configured to run continuously", restarted after every exit.
+    Always,
+    /// A dictionary of the conditions the fake models (an empty one keeps nothing
+    /// alive: launchd "falls back on demand based invocation").
+    Conditions {
+        /// `SuccessfulExit`: `true` restarts after an exit with status 0, `false`
+        /// after anything else (a non-zero status or a death by signal).
+        successful_exit: Option<bool>,
+        /// `Crashed`: `true` restarts after a crash (see [`LastExit::crashed`]),
+        /// `false` after anything else.
+        crashed: Option<bool>,
+    },
+}
+
+/// `KeepAlive` condition keys launchd knows but the fake does not model: a plist that
+/// uses one is refused rather than run with a behaviour launchd would not have.
+const UNMODELLED_CONDITIONS: [&str; 5] = [
+    "NetworkState",
+    "PathState",
+    "OtherJobEnabled",
+    "OtherJobActive",
+    "AfterInitialDemand",
+];
+
+impl KeepAlive {
+    /// Reads a plist's `KeepAlive` value. Condition keys are matched case-insensitively
+    /// and a key launchd does not recognise (or a value of the wrong type) is ignored,
+    /// as `semaphoreitem_setup` does ("Unrecognized KeepAlive attribute", logged);
+    /// `Err(key)` for a key in [`UNMODELLED_CONDITIONS`].
+    fn from_plist(value: Option<&Value>) -> Result<KeepAlive, String> {
+        let conditions = match value {
+            Some(Value::Boolean(true)) => return Ok(KeepAlive::Always),
+            Some(Value::Dictionary(d)) => d,
+            _ => return Ok(KeepAlive::Never),
+        };
+        let (mut successful_exit, mut crashed) = (None, None);
+        for (key, value) in conditions {
+            if let Some(k) = UNMODELLED_CONDITIONS
+                .iter()
+                .find(|k| k.eq_ignore_ascii_case(key))
+            {
+                return Err((*k).to_string());
+            }
+            let Some(b) = value.as_boolean() else {
+                continue;
+            };
+            if key.eq_ignore_ascii_case("SuccessfulExit") {
+                successful_exit = Some(b);
+            } else if key.eq_ignore_ascii_case("Crashed") {
+                crashed = Some(b);
+            }
+        }
+        Ok(KeepAlive::Conditions {
+            successful_exit,
+            crashed,
+        })
+    }
+
+    /// Whether loading the job starts it: `KeepAlive = true` (the "job configured to
+    /// run continuously" check), and a `SuccessfulExit` or `Crashed` condition, which
+    /// sets `start_pending` at import ("This key implies that "RunAtLoad" is set to
+    /// true, since the job needs to run at least once before we can get an exit
+    /// status", launchd.plist(5)).
+    fn starts_at_load(self) -> bool {
+        match self {
+            KeepAlive::Never => false,
+            KeepAlive::Always => true,
+            KeepAlive::Conditions {
+                successful_exit,
+                crashed,
+            } => successful_exit.is_some() || crashed.is_some(),
+        }
+    }
+
+    /// Whether launchd starts the job again after a run that ended with `last`
+    /// (`job_keepalive`: `good_exit` is `WIFEXITED && WEXITSTATUS == 0`).
+    fn respawns_after(self, last: LastExit) -> bool {
+        match self {
+            KeepAlive::Never => false,
+            KeepAlive::Always => true,
+            KeepAlive::Conditions {
+                successful_exit,
+                crashed,
+            } => {
+                let good_exit = last == LastExit::Code(0);
+                successful_exit == Some(good_exit) || crashed == Some(last.crashed())
+            }
+        }
+    }
+
+    /// Whether the job is kept alive unconditionally (`ondemand` false: the legacy
+    /// `list`'s `OnDemand = false`).
+    fn always(self) -> bool {
+        self == KeepAlive::Always
     }
 }
 
@@ -489,11 +610,12 @@ fn read_plist(path: &Path) -> Result<Result<(String, Definition), PlistProblem>,
                 .collect()
         })
         .unwrap_or_default();
-    let keep_alive = match dict.get("KeepAlive") {
-        Some(Value::Boolean(b)) => *b,
-        Some(Value::Dictionary(_)) => true,
-        _ => false,
-    };
+    let keep_alive = KeepAlive::from_plist(dict.get("KeepAlive")).map_err(|key| {
+        Failure::new(
+            EX_CONFIG,
+            format!("fake-launchctl: the KeepAlive condition `{key}` is not emulated"),
+        )
+    })?;
     Ok(Ok((
         label,
         Definition {
@@ -524,6 +646,26 @@ enum LastExit {
 }
 
 impl LastExit {
+    /// Whether launchd calls this end a crash: death by SIGILL, SIGABRT, SIGFPE,
+    /// SIGBUS, SIGSEGV, SIGSYS or SIGTRAP ("Signals which indicate a crash",
+    /// `job_reap` in launchd-842 `core.c`; a job stopped on request never gets here,
+    /// the supervisor respawns or removes it by its request instead).
+    fn crashed(self) -> bool {
+        match self {
+            LastExit::Code(_) => false,
+            LastExit::Signal(s) => matches!(
+                Signal::try_from(s),
+                Ok(Signal::SIGILL
+                    | Signal::SIGABRT
+                    | Signal::SIGFPE
+                    | Signal::SIGBUS
+                    | Signal::SIGSEGV
+                    | Signal::SIGSYS
+                    | Signal::SIGTRAP)
+            ),
+        }
+    }
+
     fn from_status(status: std::process::ExitStatus) -> LastExit {
         match (status.code(), status.signal()) {
             (Some(c), _) => LastExit::Code(c),
@@ -790,7 +932,7 @@ fn load_service(
     {
         return Ok(Loaded::Already);
     }
-    let starts = def.run_at_load || def.keep_alive;
+    let starts = def.run_at_load || def.keep_alive.starts_at_load();
     let plist_path = std::path::absolute(path)
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| path.to_string());
@@ -1145,7 +1287,7 @@ fn describe(svc: &Service) -> String {
     ));
     line(String::new());
     let mut props = Vec::new();
-    if def.keep_alive {
+    if def.keep_alive != KeepAlive::Never {
         props.push("keepalive");
     }
     if def.run_at_load {
@@ -1362,7 +1504,11 @@ fn list_entry(svc: &Service) -> String {
     out.push_str(&format!("\t\"Label\" = {};\n", q(&svc.label)));
     out.push_str(&format!(
         "\t\"OnDemand\" = {};\n",
-        if svc.def.keep_alive { "false" } else { "true" }
+        if svc.def.keep_alive.always() {
+            "false"
+        } else {
+            "true"
+        }
     ));
     let raw = match svc.last_exit {
         None => 0,
@@ -1417,11 +1563,16 @@ fn supervise(store: &Store, args: &[String]) -> i32 {
     let me = std::process::id();
     let mut job: Option<Running> = None;
     let mut respawn_at: Option<Instant> = None;
-    // Spawns the job; one that cannot be spawned is retried after the throttle interval
-    // under KeepAlive.
+    // Spawns the job; one that cannot be spawned (recorded as exited with EX_CONFIG) is
+    // retried after the throttle interval when its KeepAlive says so.
     let start = |svc: &mut Service, respawn_at: &mut Option<Instant>| {
         let job = spawn_job(svc);
-        if job.is_none() && svc.def.keep_alive {
+        if job.is_none()
+            && svc
+                .def
+                .keep_alive
+                .respawns_after(svc.last_exit.unwrap_or(LastExit::Code(EX_CONFIG)))
+        {
             *respawn_at = Some(Instant::now() + Duration::from_millis(svc.def.throttle_ms));
             svc.state = "spawn scheduled".into();
         }
@@ -1479,11 +1630,15 @@ fn supervise(store: &Store, args: &[String]) -> i32 {
                     job = start(&mut svc, &mut respawn_at);
                     svc.done_seq = svc.done_seq.max(seq);
                 }
-                None if svc.def.keep_alive => {
-                    let throttle = Duration::from_millis(svc.def.throttle_ms);
-                    let ran = r.started.elapsed();
-                    if ran < throttle {
-                        respawn_at = Some(now + (throttle - ran));
+                None if svc
+                    .def
+                    .keep_alive
+                    .respawns_after(LastExit::from_status(status)) =>
+                {
+                    // ThrottleInterval: two spawns at least that far apart.
+                    let due = r.started + Duration::from_millis(svc.def.throttle_ms);
+                    if Instant::now() < due {
+                        respawn_at = Some(due);
                         svc.state = "spawn scheduled".into();
                     } else {
                         job = start(&mut svc, &mut respawn_at);

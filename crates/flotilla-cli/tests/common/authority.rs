@@ -1,0 +1,126 @@
+//! A real `flotilla serve` for CLI tests: initialised in a temporary workspace,
+//! listening on a free loopback port, driven through the CLI (`FLOTILLA_SERVER`,
+//! `FLOTILLA_OPERATOR_FILE`).
+
+use super::{run_with_env, KillOnDrop, Run, Workspace};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A canary secret value: it must never appear in what the authority keeps or says.
+pub const CANARY: &str = "canary-secret-5f1d9a3e-never-leaves-the-host";
+
+/// A running authority process.
+pub struct Authority {
+    pub ws: Workspace,
+    pub dir: PathBuf,
+    pub url: String,
+    /// More arguments for `flotilla serve` (e.g. `--report-deadline 2s`).
+    pub serve_args: Vec<String>,
+    child: Option<(Child, KillOnDrop)>,
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Authority {
+    /// An initialised authority serving on a free loopback port, with `inventory` at
+    /// `fleet/flotilla.toml` and the canary secret in the secrets file.
+    pub fn new(inventory: &str) -> Authority {
+        Authority::with(inventory, &[])
+    }
+
+    /// [`Authority::new`], `flotilla serve` given `serve_args` too.
+    pub fn with(inventory: &str, serve_args: &[&str]) -> Authority {
+        let ws = Workspace::new();
+        ws.write("fleet/flotilla.toml", inventory);
+        // The canary in the secrets file where a local `up` would read it.
+        ws.write(
+            ".flotilla-state/secrets.env",
+            &format!("MODEL_KEY={CANARY}\n"),
+        );
+        let dir = ws.path().join("authority");
+        let url = format!("https://127.0.0.1:{}", free_port());
+        let mut a = Authority {
+            ws,
+            dir,
+            url,
+            serve_args: serve_args.iter().map(|s| s.to_string()).collect(),
+            child: None,
+        };
+        let init = a.run(&["serve", "init"]);
+        assert_eq!(init.code, 0, "{init:?}");
+        assert!(init.stdout.contains("CA pin: sha256:"), "{}", init.stdout);
+        a.start();
+        a
+    }
+
+    pub fn env(&self) -> Vec<(&str, String)> {
+        vec![
+            ("FLOTILLA_AUTHORITY_DIR", self.dir.display().to_string()),
+            ("FLOTILLA_SERVER", self.url.clone()),
+            (
+                "FLOTILLA_OPERATOR_FILE",
+                self.dir.join("operator.json").display().to_string(),
+            ),
+        ]
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        let env = self.env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        run_with_env(self.ws.path(), args, &env)
+    }
+
+    pub fn publish(&self, args: &[&str]) -> Run {
+        let mut all = vec!["-f", "fleet/flotilla.toml", "config", "publish"];
+        all.extend_from_slice(args);
+        self.run(&all)
+    }
+
+    pub fn start(&mut self) {
+        let listen = self.url.trim_start_matches("https://").to_string();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
+        cmd.args(["serve", "--listen", &listen])
+            .args(&self.serve_args)
+            .current_dir(self.ws.path())
+            .env("FLOTILLA_STATE_DIR", self.ws.path().join(".flotilla-state"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        for (k, v) in self.env() {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("start flotilla serve");
+        let guard = KillOnDrop(child.id());
+        self.child = Some((child, guard));
+        // Ready when it answers an operator request (deadline, not a fixed sleep).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = self.run(&["config", "history", "--json"]);
+            if r.code == 0 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the authority never answered: {r:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some((mut child, _guard)) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.dir.join("authority.db")
+    }
+}

@@ -1,0 +1,301 @@
+//! The fleet end to end on this machine: a real `flotilla serve`, a real `flotilla
+//! agent` joined to it with a one-time token and the CA pin, revisions published
+//! from an inventory and converged by the agent on real processes, status through
+//! the authority (`status --server`), an agent that goes away shown `unreachable`
+//! with its last-known state while its components keep running, an authority
+//! killed with `kill -9` that the agent reconnects to by itself, and no secret
+//! value anywhere the authority keeps or answers.
+
+mod common;
+
+use common::authority::{free_port, Authority, CANARY};
+use flotilla_testkit::{alive, wait_until};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const DEADLINE: Duration = Duration::from_secs(40);
+
+fn inventory(port_a: u16, port_b: Option<u16>) -> String {
+    let kit = flotilla_testkit::binary();
+    let mut t = format!(
+        r#"
+[hosts.studio]
+transport = "agent"
+
+[components.a]
+host = "studio"
+command = [{kit:?}, "--pid-file", "a.pid", "--listen", "127.0.0.1:{port_a}"]
+env = {{ API_KEY = {{ secret = "MODEL_KEY" }} }}
+endpoints = {{ api = "127.0.0.1:{port_a}" }}
+readiness = {{ tcp = {{ endpoint = "api" }}, period = "50ms" }}
+stop = {{ grace_period = "2s" }}
+"#
+    );
+    if let Some(p) = port_b {
+        t.push_str(&format!(
+            r#"
+[components.b]
+host = "studio"
+command = [{kit:?}, "--pid-file", "b.pid", "--listen", "127.0.0.1:{p}"]
+depends_on = ["a"]
+endpoints = {{ api = "127.0.0.1:{p}" }}
+readiness = {{ tcp = {{ endpoint = "api" }}, period = "50ms" }}
+stop = {{ grace_period = "2s" }}
+"#
+        ));
+    }
+    t
+}
+
+/// `flotilla agent` for host `studio`, with its own state directory and home.
+struct AgentProc {
+    child: Option<Child>,
+    home: PathBuf,
+    state: PathBuf,
+    log: PathBuf,
+}
+
+impl AgentProc {
+    fn new(root: &Path) -> AgentProc {
+        let home = root.join("agent-home");
+        let state = root.join("agent-state");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&state).unwrap();
+        // The secret lives with the agent's host, as it would on the real machine.
+        let secrets = state.join("secrets.env");
+        std::fs::write(&secrets, format!("MODEL_KEY={CANARY}\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
+        AgentProc {
+            child: None,
+            log: root.join("agent.log"),
+            home,
+            state,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_flotilla"));
+        c.args(args)
+            .current_dir(&self.home)
+            .env_remove("FLOTILLA_FILE")
+            .env_remove("FLOTILLA_SERVER")
+            .env("HOME", &self.home)
+            .env("FLOTILLA_STATE_DIR", &self.state)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn join(&self, url: &str, token: &str, ca_hash: &str) -> std::process::Output {
+        self.command(&["agent", "join", url, token, "--ca-hash", ca_hash])
+            .output()
+            .unwrap()
+    }
+
+    fn start(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = self
+            .command(&[
+                "agent",
+                "run",
+                "--check-every",
+                "200ms",
+                "--report-every",
+                "500ms",
+                "--timeout",
+                "20s",
+            ])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    fn pid(&self, name: &str) -> Option<u32> {
+        std::fs::read_to_string(self.home.join(format!("{name}.pid")))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for AgentProc {
+    fn drop(&mut self) {
+        self.kill9();
+        for n in ["a", "b"] {
+            if let Some(p) = self.pid(n) {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(p as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+}
+
+/// `flotilla status --server --json` through the authority.
+fn fleet_status(a: &Authority) -> serde_json::Value {
+    let r = a.run(&["status", "--json"]);
+    serde_json::from_str(&r.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+fn component(status: &serde_json::Value, name: &str) -> serde_json::Value {
+    status["components"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["name"] == name).cloned())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+fn wait_for(
+    a: &Authority,
+    agent: &AgentProc,
+    what: &str,
+    mut cond: impl FnMut(&serde_json::Value) -> bool,
+) {
+    let mut last = serde_json::Value::Null;
+    if !wait_until(DEADLINE, || {
+        last = fleet_status(a);
+        cond(&last)
+    }) {
+        panic!(
+            "timed out waiting for {what}\nagent log:\n{}\nlast status:\n{last:#}",
+            agent.log()
+        );
+    }
+}
+
+#[test]
+fn an_agent_converges_reports_and_survives_partitions_of_its_authority() {
+    let (pa, pb) = (free_port(), free_port());
+    let mut a = Authority::with(&inventory(pa, None), &["--report-deadline", "2s"]);
+    let mut agent = AgentProc::new(a.ws.path());
+
+    // Join: a wrong CA pin is refused; the right one works once per token.
+    let t = a.run(&["serve", "token", "create", "--host", "studio", "--json"]);
+    assert_eq!(t.code, 0, "{t:?}");
+    let t = t.json();
+    let (token, pin) = (t["token"].as_str().unwrap(), t["ca_hash"].as_str().unwrap());
+    let wrong = format!("sha256:{}", "1".repeat(64));
+    let out = agent.join(&a.url, token, &wrong);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to trust it"));
+    let out = agent.join(&a.url, token, pin);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = agent.join(&a.url, token, pin);
+    assert!(!out.status.success(), "a join token works once");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("used already"));
+
+    // Publish, then the agent brings `a` up on this machine.
+    let p = a.publish(&["--json"]);
+    assert_eq!(p.code, 0, "{p:?}");
+    let rev1 = p.json()["revision"].as_str().unwrap().to_string();
+    agent.start();
+    wait_for(
+        &a,
+        &agent,
+        "a to run, reported through the authority",
+        |s| {
+            let c = component(s, "a");
+            c["lifecycle"] == "running" && c["observability"] == "observed"
+        },
+    );
+    let a1 = agent.pid("a").unwrap();
+    assert!(alive(a1));
+    let host = a.run(&["status"]);
+    assert!(
+        host.stdout.contains("host studio: observed")
+            && host.stdout.contains("on the selected revision"),
+        "{}",
+        host.stdout
+    );
+    assert!(host.stdout.contains(&rev1), "{}", host.stdout);
+
+    // A new revision adds `b`; `a` is not restarted.
+    a.ws.write("fleet/flotilla.toml", &inventory(pa, Some(pb)));
+    assert_eq!(a.publish(&[]).code, 0);
+    wait_for(&a, &agent, "b to run", |s| {
+        component(s, "b")["lifecycle"] == "running"
+    });
+    assert_eq!(agent.pid("a"), Some(a1), "a kept running untouched");
+
+    // The agent goes away: its components keep running; after the deadline the
+    // authority shows them unreachable with their last-known state, never stopped.
+    agent.kill9();
+    wait_for(&a, &agent, "a to be unreachable", |s| {
+        let c = component(s, "a");
+        c["observability"] == "unreachable" && c["last_known"]["lifecycle"] == "running"
+    });
+    let text = a.run(&["status"]);
+    assert_eq!(text.code, 1, "an unreachable host is not all ok");
+    assert!(
+        text.stdout.contains("unreachable (last: running,"),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout.contains("host studio: unreachable"),
+        "{}",
+        text.stdout
+    );
+    assert!(alive(a1) && agent.pid("b").is_some_and(alive));
+
+    // The agent returns: nothing restarts.
+    let b1 = agent.pid("b").unwrap();
+    agent.start();
+    wait_for(&a, &agent, "a to be observed again", |s| {
+        component(s, "a")["observability"] == "observed"
+    });
+    assert_eq!((agent.pid("a"), agent.pid("b")), (Some(a1), Some(b1)));
+
+    // The authority is killed with kill -9 and comes back: the agent reconnects by
+    // itself, nothing restarts, and a later revision still reaches it.
+    a.kill9();
+    a.start();
+    a.ws.write("fleet/flotilla.toml", &inventory(pa, None));
+    assert_eq!(a.publish(&[]).code, 0);
+    wait_for(
+        &a,
+        &agent,
+        "b to be removed after the authority restarted",
+        |s| component(s, "b").is_null() || component(s, "b")["lifecycle"] == "stopped",
+    );
+    assert!(!alive(b1), "b was stopped");
+    assert_eq!(agent.pid("a"), Some(a1), "a never restarted");
+
+    // No secret value in what the authority keeps or answers.
+    let mut everything = std::fs::read(a.db()).unwrap();
+    for f in ["authority.db-wal", "authority.db-shm"] {
+        everything.extend(std::fs::read(a.dir.join(f)).unwrap_or_default());
+    }
+    everything.extend(a.run(&["status", "--json", "-v"]).stdout.as_bytes());
+    everything.extend(a.run(&["config", "history", "--json"]).stdout.as_bytes());
+    assert!(
+        !everything
+            .windows(CANARY.len())
+            .any(|w| w == CANARY.as_bytes()),
+        "the canary secret leaked into the authority"
+    );
+}
