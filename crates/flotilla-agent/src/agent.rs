@@ -139,6 +139,8 @@ struct Runner<R> {
     retry: Backoff,
     retry_at: Option<Instant>,
     last_report: Option<(String, Instant)>,
+    /// The last line logged, so that a repeated one is not logged again.
+    last_logged: Option<String>,
 }
 
 impl<S: Source, R: Reporter> Agent<S, R> {
@@ -202,6 +204,7 @@ impl<S: Source, R: Reporter> Agent<S, R> {
             retry: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
             retry_at: None,
             last_report: None,
+            last_logged: None,
         };
         let result = runner.main(&mut rx, shutdown).await;
         poller.abort();
@@ -210,8 +213,21 @@ impl<S: Source, R: Reporter> Agent<S, R> {
 }
 
 impl<R: Reporter> Runner<R> {
+    /// Logs `text` unless it repeats the line logged just before (an authority that
+    /// stays away, a secrets file left unreadable: said once, not every check).
+    fn log_once(&mut self, text: &str) -> bool {
+        if self.last_logged.as_deref() == Some(text) {
+            return false;
+        }
+        self.last_logged = Some(text.to_string());
+        (self.cfg.log)(text);
+        true
+    }
+
     fn event(&mut self, text: String) {
-        (self.cfg.log)(&text);
+        if !self.log_once(&text) {
+            return;
+        }
         if self.events.len() == EVENTS_KEPT {
             self.events.pop_front();
         }
@@ -733,7 +749,9 @@ impl<R: Reporter> Runner<R> {
         };
         match self.reporter.report(&report).await {
             Ok(()) => self.last_report = Some((fingerprint, Instant::now())),
-            Err(e) => (self.cfg.log)(&format!("report: {}", error_chain(&e))),
+            Err(e) => {
+                self.log_once(&format!("report: {}", error_chain(&e)));
+            }
         }
     }
 

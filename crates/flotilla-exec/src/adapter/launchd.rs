@@ -351,7 +351,7 @@ impl Adapter for Launchd {
         let mut evidence = vec![(
             format!("launchctl print {}", target(c)),
             format!(
-                "state = {}, pid = {}, runs = {}, last exit code = {}",
+                "state = {}, pid = {}, runs = {}, last exit code = {}{}",
                 info.state,
                 info.pid
                     .map(|p| p.to_string())
@@ -359,7 +359,11 @@ impl Adapter for Launchd {
                 info.runs
                     .map(|r| r.to_string())
                     .unwrap_or_else(|| "?".into()),
-                info.last_exit_code.as_deref().unwrap_or("(never exited)")
+                info.last_exit_code.as_deref().unwrap_or("(never exited)"),
+                info.last_terminating_signal
+                    .as_deref()
+                    .map(|s| format!(", last terminating signal = {s}"))
+                    .unwrap_or_default()
             ),
         )];
         let mut main = None;
@@ -383,7 +387,12 @@ impl Adapter for Launchd {
                 Lifecycle::Running
             }
             None if info.pid.is_some() => Lifecycle::Unknown,
-            None if info.last_exit_code.as_deref().is_some_and(|c| c != "0") => Lifecycle::Failed,
+            // A non-zero exit, or a death by signal (launchd prints no exit code then).
+            None if info.last_exit_code.as_deref().is_some_and(|c| c != "0")
+                || info.last_terminating_signal.is_some() =>
+            {
+                Lifecycle::Failed
+            }
             None => Lifecycle::Stopped,
         };
         Ok(Some(Seen {
