@@ -104,6 +104,113 @@ impl AuthorityClient for flotilla_server::Client {
     }
 }
 
+/// Serves the calls the `agent` transport queues for `host` on the authority (steps
+/// and observations a controller sends with `--server`), until `shutdown`: each is
+/// run by this host's executor exactly as `flotilla host serve` runs one that came
+/// over SSH (`flotilla_exec::remote::serve`, against this host's journal), each in
+/// its own task, and answered once. A call picked up after its deadline is refused
+/// (`expired`), never run. While the authority cannot be reached, it retries with
+/// backoff (1 s doubling to 1 min).
+pub async fn serve_calls(
+    client: Arc<flotilla_server::Client>,
+    host: String,
+    state_dir: Option<PathBuf>,
+    log: crate::Log,
+    shutdown: impl Future<Output = ()>,
+) {
+    let run = async {
+        let mut after = 0u64;
+        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+        let mut failing = false;
+        loop {
+            let calls = match client
+                .pending_calls(&host, after, jittered(Duration::from_secs(30), 16))
+                .await
+            {
+                Ok(c) => {
+                    if failing {
+                        log("calls: the authority answers again");
+                    }
+                    failing = false;
+                    backoff.reset();
+                    c.calls
+                }
+                Err(e) => {
+                    if !failing {
+                        log(&format!("calls: {}", one_line(&e).0));
+                    }
+                    failing = true;
+                    tokio::time::sleep(jittered(backoff.next_delay(), 4)).await;
+                    continue;
+                }
+            };
+            for c in calls {
+                after = after.max(c.id);
+                let client = Arc::clone(&client);
+                let state_dir = state_dir.clone();
+                let log = Arc::clone(&log);
+                tokio::spawn(async move {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_millis() as i64)
+                        .unwrap_or(0);
+                    let response = if now > c.deadline_ms {
+                        flotilla_exec::remote::error(
+                            "expired",
+                            format!(
+                                "call {} reached the agent {} ms after its deadline: not run",
+                                c.id,
+                                now - c.deadline_ms
+                            ),
+                        )
+                    } else {
+                        // The host side keeps its journal open across awaits (not
+                        // `Send`): each call runs on a thread of its own, as
+                        // `flotilla host serve` runs one per process.
+                        let input = serde_json::to_vec(&c.request).unwrap_or_default();
+                        let served = tokio::task::spawn_blocking(move || {
+                            tokio::runtime::Builder::new_current_thread()
+                                .enable_all()
+                                .build()
+                                .map(|rt| {
+                                    rt.block_on(flotilla_exec::remote::serve(
+                                        &input,
+                                        state_dir.as_deref(),
+                                        Arc::new(std::sync::atomic::AtomicBool::new(false)),
+                                    ))
+                                })
+                        })
+                        .await;
+                        match served {
+                            Ok(Ok(r)) => r,
+                            Ok(Err(e)) => flotilla_exec::remote::error(
+                                "agent",
+                                format!("no runtime for the call: {e}"),
+                            ),
+                            Err(e) => flotilla_exec::remote::error(
+                                "agent",
+                                format!("the call's task failed: {e}"),
+                            ),
+                        }
+                    };
+                    let value = serde_json::to_value(&response).unwrap_or_default();
+                    if let Err(e) = client.reply_call(c.id, value).await {
+                        log(&format!(
+                            "call {}: the answer was not taken: {}",
+                            c.id,
+                            one_line(&e).0
+                        ));
+                    }
+                });
+            }
+        }
+    };
+    tokio::select! {
+        _ = run => {}
+        _ = shutdown => {}
+    }
+}
+
 /// A random number (the standard library's per-process random hash keys): enough to
 /// jitter poll intervals.
 fn random() -> u64 {

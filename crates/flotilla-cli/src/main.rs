@@ -85,6 +85,10 @@ pub struct Cli {
     #[arg(long, global = true, env = "FLOTILLA_SSH_PERSIST", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub ssh_persist: Option<std::time::Duration>,
 
+    /// The authority (`--server`, `--operator-file`).
+    #[command(flatten)]
+    pub server: cmd::authority::ServerArgs,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -172,6 +176,9 @@ fn main() -> ExitCode {
             | Command::Agent(cmd::agent::Args {
                 command: cmd::agent::AgentCommand::Run(_)
             })
+            // The authority: a client that resets its connection must not kill it
+            // (hyper and rustls write with writev, which raises SIGPIPE).
+            | Command::Serve(cmd::serve::Args { command: None, .. })
     );
     if !mutating {
         // Like other command-line tools, a reading command whose output pipe closed

@@ -241,6 +241,26 @@ fn an_agent_converges_reports_and_survives_partitions_of_its_authority() {
     });
     assert_eq!(agent.pid("a"), Some(a1), "a kept running untouched");
 
+    // Operations through the authority (the `agent` transport): the controller's
+    // steps are queued for the agent, run by its executor and answered.
+    let b0 = agent.pid("b").unwrap();
+    let stop = a.run(&["-f", "fleet/flotilla.toml", "stop", "b"]);
+    assert_eq!(stop.code, 0, "{stop:?}\nagent log:\n{}", agent.log());
+    assert!(!alive(b0), "b was stopped by its agent");
+    wait_for(
+        &a,
+        &agent,
+        "b reported stopped, as drift the agent leaves alone",
+        |s| component(s, "b")["lifecycle"] == "stopped",
+    );
+    assert_eq!(agent.pid("a"), Some(a1));
+    let start = a.run(&["-f", "fleet/flotilla.toml", "start", "b"]);
+    assert_eq!(start.code, 0, "{start:?}\nagent log:\n{}", agent.log());
+    let b_new = agent.pid("b").unwrap();
+    assert!(b_new != b0 && alive(b_new));
+    let ops = a.run(&["-f", "fleet/flotilla.toml", "operations", "--json"]);
+    assert!(ops.stdout.contains("start b"), "{}", ops.stdout);
+
     // The agent goes away: its components keep running; after the deadline the
     // authority shows them unreachable with their last-known state, never stopped.
     agent.kill9();
@@ -264,6 +284,7 @@ fn an_agent_converges_reports_and_survives_partitions_of_its_authority() {
 
     // The agent returns: nothing restarts.
     let b1 = agent.pid("b").unwrap();
+    assert_eq!(b1, b_new);
     agent.start();
     wait_for(&a, &agent, "a to be observed again", |s| {
         component(s, "a")["observability"] == "observed"

@@ -86,8 +86,9 @@ pub struct Invocation {
     pub events: Arc<dyn Fn(Event) + Send + Sync>,
     /// Called with the plan before anything changes (every mutating verb prints it).
     pub show_plan: Box<dyn Fn(&Plan) + Send + Sync>,
-    /// SSH connections to the topology's remote hosts.
-    pub fleet: Arc<crate::ssh::Pool>,
+    /// How calls reach the topology's remote hosts: SSH, and for `agent` hosts the
+    /// authority ([`crate::transport::agent::AgentTransport`]).
+    pub fleet: Arc<dyn crate::transport::Transport>,
     /// Time allowed per remote host to answer an observation.
     pub host_timeout: Duration,
 }
@@ -694,7 +695,7 @@ impl Invocation {
             log_keep: LOG_KEEP,
             operation: op_id,
             events: Arc::clone(&self.events),
-            transport: Some(Arc::clone(&self.fleet) as Arc<dyn crate::transport::Transport>),
+            transport: Some(Arc::clone(&self.fleet)),
             adapters: crate::adapter::Adapters::native(),
         });
         let report = exec.apply(&plan).await;

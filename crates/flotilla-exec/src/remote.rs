@@ -200,7 +200,9 @@ fn reply(r: Reply) -> Response {
     }
 }
 
-fn error(kind: &str, message: impl Into<String>) -> Response {
+/// A refusal, as a host answers one: [`Reply::Error`] with a kind
+/// (`request`, `protocol`, `state`, `snapshot`, `expired`…) and a message.
+pub fn error(kind: &str, message: impl Into<String>) -> Response {
     reply(Reply::Error {
         kind: kind.into(),
         message: message.into(),
@@ -538,6 +540,48 @@ fn home_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/"))
 }
 
+/// Reads a host's answer (the JSON of a [`Response`]): its reply, or the error it
+/// stands for (version skew, unreadable, the host's own refusal), naming `host`.
+///
+/// # Errors
+/// [`TransportError::VersionSkew`], [`TransportError::Failed`].
+pub fn interpret(host: &str, value: serde_json::Value) -> Result<Reply, TransportError> {
+    let remote_protocol = value.get("protocol").and_then(|p| p.as_u64());
+    if remote_protocol != Some(u64::from(PROTOCOL)) {
+        return Err(TransportError::VersionSkew {
+            host: host.to_string(),
+            local_version: VERSION.to_string(),
+            local_protocol: PROTOCOL,
+            remote_version: value
+                .get("version")
+                .and_then(|v| v.as_str())
+                .unwrap_or("unknown")
+                .to_string(),
+            remote_protocol: remote_protocol.unwrap_or(0) as u32,
+        });
+    }
+    let response: Response = serde_json::from_value(value).map_err(|e| TransportError::Failed {
+        host: host.to_string(),
+        detail: format!("unreadable answer from the remote flotilla: {e}"),
+    })?;
+    match response.reply {
+        Reply::Error { kind, message } => Err(TransportError::Failed {
+            host: host.to_string(),
+            detail: format!("the remote flotilla refused ({kind}): {message}"),
+        }),
+        other => Ok(other),
+    }
+}
+
+/// The request that carries `call`, as this flotilla sends it.
+pub fn request(call: Call) -> Request {
+    Request {
+        protocol: PROTOCOL,
+        version: VERSION.to_string(),
+        call,
+    }
+}
+
 /// Single-quotes `s` for a POSIX shell.
 pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -652,31 +696,7 @@ async fn exchange(
                 }
             ),
         })?;
-    let remote_protocol = value.get("protocol").and_then(|p| p.as_u64());
-    if remote_protocol != Some(u64::from(PROTOCOL)) {
-        return Err(TransportError::VersionSkew {
-            host: host.to_string(),
-            local_version: VERSION.to_string(),
-            local_protocol: PROTOCOL,
-            remote_version: value
-                .get("version")
-                .and_then(|v| v.as_str())
-                .unwrap_or("unknown")
-                .to_string(),
-            remote_protocol: remote_protocol.unwrap_or(0) as u32,
-        });
-    }
-    let response: Response = serde_json::from_value(value).map_err(|e| TransportError::Failed {
-        host: host.to_string(),
-        detail: format!("unreadable answer from the remote flotilla: {e}"),
-    })?;
-    match response.reply {
-        Reply::Error { kind, message } => Err(TransportError::Failed {
-            host: host.to_string(),
-            detail: format!("the remote flotilla refused ({kind}): {message}"),
-        }),
-        other => Ok(other),
-    }
+    interpret(host, value)
 }
 
 #[cfg(test)]

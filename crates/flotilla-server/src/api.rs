@@ -293,3 +293,64 @@ pub struct FleetStatus {
     #[schema(value_type = Object)]
     pub report: StatusReport,
 }
+
+/// `POST /v1/hosts/{host}/calls` (operator): queue a call for the host's agent (the
+/// `agent` transport).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EnqueueRequest {
+    /// The call: a host-mode request (`flotilla_exec::remote::Request`: protocol,
+    /// version, call), as `flotilla host serve` reads it over SSH.
+    #[schema(value_type = Object)]
+    pub request: serde_json::Value,
+    /// After this (ms since the Unix epoch) the agent refuses the call instead of
+    /// running it.
+    pub deadline_ms: i64,
+}
+
+/// A queued call's id.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Enqueued {
+    /// The call's id.
+    pub id: u64,
+}
+
+/// One queued call, as its agent receives it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CallDto {
+    /// Its id.
+    pub id: u64,
+    /// The host-mode request.
+    #[schema(value_type = Object)]
+    pub request: serde_json::Value,
+    /// Refuse it after this time (ms since the Unix epoch).
+    pub deadline_ms: i64,
+}
+
+/// `GET /v1/hosts/{host}/calls?after=N&wait=30s`: the host's unanswered calls with
+/// ids above `after`, long-polled like snapshots.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CallsResponse {
+    /// Oldest first.
+    pub calls: Vec<CallDto>,
+}
+
+/// `POST /v1/calls/{id}/reply` (the agent of the call's host).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ReplyRequest {
+    /// The host-mode response (`flotilla_exec::remote::Response`).
+    #[schema(value_type = Object)]
+    pub response: serde_json::Value,
+}
+
+/// `GET /v1/calls/{id}?wait=30s` (operator): a call and its answer when there is one.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CallStatus {
+    /// Its id.
+    pub id: u64,
+    /// Its host.
+    pub host: String,
+    /// The answer, once the agent gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub response: Option<serde_json::Value>,
+}

@@ -315,6 +315,71 @@ impl Client {
         self.get("/v1/status").await
     }
 
+    /// `POST /v1/hosts/{host}/calls` (operator): queue a host-mode request for the
+    /// host's agent.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn enqueue_call(
+        &self,
+        host: &str,
+        req: &crate::api::EnqueueRequest,
+    ) -> Result<u64, ClientError> {
+        let r: crate::api::Enqueued = self.post(&format!("/v1/hosts/{host}/calls"), req).await?;
+        Ok(r.id)
+    }
+
+    /// `GET /v1/hosts/{host}/calls?after=N&wait=…` (the host's agent): a long poll.
+    ///
+    /// # Errors
+    /// [`ClientError`]; another host's calls are 403.
+    pub async fn pending_calls(
+        &self,
+        host: &str,
+        after: u64,
+        wait: Duration,
+    ) -> Result<crate::api::CallsResponse, ClientError> {
+        let url = format!(
+            "{}/v1/hosts/{host}/calls?after={after}&wait={}ms",
+            self.base,
+            wait.as_millis()
+        );
+        let timeout = wait + Duration::from_secs(15);
+        self.send(self.http.get(&url).timeout(timeout), &url).await
+    }
+
+    /// `POST /v1/calls/{id}/reply` (the call's agent).
+    ///
+    /// # Errors
+    /// [`ClientError`]; an answered, unknown or other host's call is 409.
+    pub async fn reply_call(
+        &self,
+        id: u64,
+        response: serde_json::Value,
+    ) -> Result<(), ClientError> {
+        let _: serde_json::Value = self
+            .post(
+                &format!("/v1/calls/{id}/reply"),
+                &crate::api::ReplyRequest { response },
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// `GET /v1/calls/{id}?wait=…` (operator): the call's answer, long-polled.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn call_status(
+        &self,
+        id: u64,
+        wait: Duration,
+    ) -> Result<crate::api::CallStatus, ClientError> {
+        let url = format!("{}/v1/calls/{id}?wait={}ms", self.base, wait.as_millis());
+        let timeout = wait + Duration::from_secs(15);
+        self.send(self.http.get(&url).timeout(timeout), &url).await
+    }
+
     /// `GET` of any path, as text (for `/metrics`, `/healthz`).
     ///
     /// # Errors
@@ -344,5 +409,42 @@ impl Client {
             });
         }
         Ok(text)
+    }
+}
+
+/// The authority as the queue of the `agent` transport
+/// (`flotilla_exec::transport::agent`): calls for an agent host are queued here and
+/// their answers awaited.
+impl flotilla_exec::transport::agent::CallQueue for Client {
+    fn enqueue<'a>(
+        &'a self,
+        host: &'a str,
+        request: serde_json::Value,
+        deadline_ms: i64,
+    ) -> flotilla_exec::transport::BoxFuture<'a, Result<u64, String>> {
+        Box::pin(async move {
+            self.enqueue_call(
+                host,
+                &crate::api::EnqueueRequest {
+                    request,
+                    deadline_ms,
+                },
+            )
+            .await
+            .map_err(|e| e.to_string())
+        })
+    }
+
+    fn answer<'a>(
+        &'a self,
+        id: u64,
+        wait: Duration,
+    ) -> flotilla_exec::transport::BoxFuture<'a, Result<Option<serde_json::Value>, String>> {
+        Box::pin(async move {
+            self.call_status(id, wait)
+                .await
+                .map(|c| c.response)
+                .map_err(|e| e.to_string())
+        })
     }
 }

@@ -30,6 +30,10 @@ use utoipa::OpenApi;
         server::revision,
         server::diff,
         server::status,
+        server::enqueue_call,
+        server::pending_calls,
+        server::reply_call,
+        server::call_status,
     ),
     components(schemas(
         api::ApiError,
@@ -51,6 +55,12 @@ use utoipa::OpenApi;
         api::DiffResponse,
         api::HostStateDto,
         api::FleetStatus,
+        api::EnqueueRequest,
+        api::Enqueued,
+        api::CallDto,
+        api::CallsResponse,
+        api::ReplyRequest,
+        api::CallStatus,
     ))
 )]
 pub struct ApiDoc;

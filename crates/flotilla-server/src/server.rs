@@ -73,6 +73,10 @@ pub struct AppState<S> {
     index: watch::Sender<u64>,
     principals: Mutex<HashMap<String, Principal>>,
     last_reports: Mutex<HashMap<String, (i64, Option<String>)>>,
+    /// Per host: the id of the last call queued for it (wakes its agent's poll).
+    calls: Mutex<HashMap<String, watch::Sender<u64>>>,
+    /// Bumped at every reply (wakes whoever awaits an answer).
+    replies: watch::Sender<u64>,
     /// The metrics.
     pub metrics: Metrics,
 }
@@ -158,8 +162,19 @@ impl<S: AuthorityStore> AppState<S> {
             index: watch::Sender::new(index),
             principals: Mutex::new(HashMap::new()),
             last_reports: Mutex::new(HashMap::new()),
+            calls: Mutex::new(HashMap::new()),
+            replies: watch::Sender::new(0),
             metrics,
         }))
+    }
+
+    fn host_calls(&self, host: &str) -> watch::Receiver<u64> {
+        self.calls
+            .lock()
+            .expect("not poisoned")
+            .entry(host.to_string())
+            .or_insert_with(|| watch::Sender::new(0))
+            .subscribe()
     }
 
     fn current(&self) -> Option<Current> {
@@ -236,6 +251,12 @@ pub fn router<S: AuthorityStore>(state: Arc<AppState<S>>) -> Router {
         .route("/v1/revisions/{a}/diff/{b}", get(diff::<S>))
         .route("/v1/selection", put(select::<S>))
         .route("/v1/status", get(status::<S>))
+        .route(
+            "/v1/hosts/{host}/calls",
+            get(pending_calls::<S>).post(enqueue_call::<S>),
+        )
+        .route("/v1/calls/{id}", get(call_status::<S>))
+        .route("/v1/calls/{id}/reply", post(reply_call::<S>))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             measure::<S>,
@@ -841,6 +862,191 @@ pub async fn status<S: AuthorityStore>(
         hosts: hosts.into_values().collect(),
         report: merged,
     }))
+}
+
+fn wait_of(wait: &Option<String>) -> Result<Duration, Failure> {
+    match wait {
+        None => Ok(DEFAULT_WAIT),
+        Some(w) => humantime::parse_duration(w)
+            .map(|d| d.min(MAX_WAIT))
+            .map_err(|e| {
+                Failure::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid",
+                    format!("wait `{w}`: {e}"),
+                )
+            }),
+    }
+}
+
+/// The envelope a call is stored in.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Stored {
+    request: serde_json::Value,
+    deadline_ms: i64,
+}
+
+/// `POST /v1/hosts/{host}/calls` (operator): queue a call for the host's agent.
+#[utoipa::path(post, path = "/v1/hosts/{host}/calls", params(("host" = String, Path, description = "the host")),
+    request_body = api::EnqueueRequest, responses((status = 200, body = api::Enqueued), (status = 403, body = ApiError)))]
+pub async fn enqueue_call<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(host): Path<String>,
+    headers: HeaderMap,
+    Json(req): Json<api::EnqueueRequest>,
+) -> Answer<api::Enqueued> {
+    state.operator(&headers).await?;
+    let text = serde_json::to_string(&Stored {
+        request: req.request,
+        deadline_ms: req.deadline_ms,
+    })
+    .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, "invalid", e.to_string()))?;
+    let id = state
+        .store
+        .enqueue_call(host.clone(), text, now_ms())
+        .await?;
+    let tx = {
+        let mut calls = state.calls.lock().expect("not poisoned");
+        calls
+            .entry(host)
+            .or_insert_with(|| watch::Sender::new(0))
+            .clone()
+    };
+    tx.send_replace(id);
+    Ok(Json(api::Enqueued { id }))
+}
+
+/// Query of a calls long poll.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+pub struct CallsQuery {
+    /// Only calls with a greater id.
+    #[serde(default)]
+    pub after: u64,
+    /// How long to wait for one: `30s`, `500ms` (at most 5m).
+    #[serde(default)]
+    pub wait: Option<String>,
+}
+
+/// `GET /v1/hosts/{host}/calls` (the host's agent): its unanswered calls, long-polled.
+#[utoipa::path(get, path = "/v1/hosts/{host}/calls", params(("host" = String, Path, description = "the host"), CallsQuery),
+    responses((status = 200, body = api::CallsResponse), (status = 403, body = ApiError)))]
+pub async fn pending_calls<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(host): Path<String>,
+    Query(q): Query<CallsQuery>,
+    headers: HeaderMap,
+) -> Answer<api::CallsResponse> {
+    match state.caller(&headers).await? {
+        Principal::Agent { host: own } if own == host => {}
+        Principal::Agent { host: own } => {
+            return Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("the agent of `{own}` may read only its own host's calls"),
+            ))
+        }
+        Principal::Operator { .. } => {}
+    }
+    let wait = wait_of(&q.wait)?;
+    let mut rx = state.host_calls(&host);
+    let deadline = Instant::now() + wait;
+    loop {
+        let pending = state.store.pending_calls(host.clone(), q.after, 64).await?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if !pending.is_empty() || left.is_zero() {
+            let calls = pending
+                .into_iter()
+                .filter_map(|c| {
+                    let s: Stored = serde_json::from_str(&c.call).ok()?;
+                    Some(api::CallDto {
+                        id: c.id,
+                        request: s.request,
+                        deadline_ms: s.deadline_ms,
+                    })
+                })
+                .collect();
+            return Ok(Json(api::CallsResponse { calls }));
+        }
+        rx.borrow_and_update();
+        state.metrics.longpoll_waiters.inc();
+        let _ = tokio::time::timeout(left, rx.changed()).await;
+        state.metrics.longpoll_waiters.dec();
+    }
+}
+
+/// `POST /v1/calls/{id}/reply` (the agent of the call's host): its answer, once.
+#[utoipa::path(post, path = "/v1/calls/{id}/reply", params(("id" = u64, Path, description = "the call")),
+    request_body = api::ReplyRequest, responses((status = 200, body = Object), (status = 403, body = ApiError), (status = 409, body = ApiError)))]
+pub async fn reply_call<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(id): Path<u64>,
+    headers: HeaderMap,
+    Json(req): Json<api::ReplyRequest>,
+) -> Answer<serde_json::Value> {
+    let Principal::Agent { host } = state.caller(&headers).await? else {
+        return Err(Failure::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "only the host's agent answers its calls",
+        ));
+    };
+    let text = serde_json::to_string(&req.response)
+        .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, "invalid", e.to_string()))?;
+    if !state
+        .store
+        .put_reply(id, host.clone(), text, now_ms())
+        .await?
+    {
+        return Err(Failure::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!("call {id} is not an unanswered call of `{host}`"),
+        ));
+    }
+    state.replies.send_modify(|n| *n += 1);
+    Ok(Json(serde_json::json!({ "id": id })))
+}
+
+/// Query of an answer's long poll.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+pub struct WaitQuery {
+    /// How long to wait for the answer: `30s`, `500ms` (at most 5m).
+    #[serde(default)]
+    pub wait: Option<String>,
+}
+
+/// `GET /v1/calls/{id}` (operator): a call and its answer, long-polled until it has one.
+#[utoipa::path(get, path = "/v1/calls/{id}", params(("id" = u64, Path, description = "the call"), WaitQuery),
+    responses((status = 200, body = api::CallStatus), (status = 404, body = ApiError)))]
+pub async fn call_status<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(id): Path<u64>,
+    Query(q): Query<WaitQuery>,
+    headers: HeaderMap,
+) -> Answer<api::CallStatus> {
+    state.operator(&headers).await?;
+    let wait = wait_of(&q.wait)?;
+    let deadline = Instant::now() + wait;
+    let mut rx = state.replies.subscribe();
+    loop {
+        rx.borrow_and_update();
+        let Some(c) = state.store.call(id).await? else {
+            return Err(Failure::new(
+                StatusCode::NOT_FOUND,
+                "not-found",
+                format!("no call {id}"),
+            ));
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if c.reply.is_some() || left.is_zero() {
+            return Ok(Json(api::CallStatus {
+                id,
+                host: c.host,
+                response: c.reply.and_then(|r| serde_json::from_str(&r).ok()),
+            }));
+        }
+        let _ = tokio::time::timeout(left, rx.changed()).await;
+    }
 }
 
 /// Runs the service on `listener` with `tls` until `shutdown` resolves.

@@ -280,6 +280,75 @@ async fn agents_reach_only_their_own_host<S: AuthorityStore + Clone>(store: S) {
             .map(|_| ()),
     );
     forbidden(studio.get_text("/metrics").await.map(|_| ()));
+    forbidden(
+        studio
+            .pending_calls("gpu", 0, Duration::ZERO)
+            .await
+            .map(|_| ()),
+    );
+    forbidden(
+        studio
+            .enqueue_call(
+                "studio",
+                &flotilla_server::api::EnqueueRequest {
+                    request: serde_json::json!({}),
+                    deadline_ms: now_ms() + 60_000,
+                },
+            )
+            .await
+            .map(|_| ()),
+    );
+    // A call queued for gpu: studio's agent neither sees it nor answers it; gpu's does.
+    let id = a
+        .operator
+        .enqueue_call(
+            "gpu",
+            &flotilla_server::api::EnqueueRequest {
+                request: serde_json::json!({"protocol": 2, "call": "hello"}),
+                deadline_ms: now_ms() + 60_000,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(studio
+        .pending_calls("studio", 0, Duration::ZERO)
+        .await
+        .unwrap()
+        .calls
+        .is_empty());
+    let e = studio
+        .reply_call(id, serde_json::json!({"reply": "hello"}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(409), "{e}");
+    let gpu = a.agent("gpu").await;
+    let waiting = {
+        let op = a.operator.clone();
+        tokio::spawn(async move { op.call_status(id, Duration::from_secs(120)).await })
+    };
+    let pending = gpu
+        .pending_calls("gpu", 0, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(pending.calls.len(), 1);
+    assert_eq!(pending.calls[0].id, id);
+    gpu.reply_call(id, serde_json::json!({"reply": "hello"}))
+        .await
+        .unwrap();
+    let answered = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("the reply woke the waiting caller")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        answered.response,
+        Some(serde_json::json!({"reply": "hello"}))
+    );
+    let e = gpu
+        .reply_call(id, serde_json::json!({"reply": "again"}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(409), "answered once");
     // No credential at all: 401.
     let anon = Client::new(&a.url, &a.ca_pem, None).unwrap();
     assert_eq!(

@@ -11,8 +11,8 @@
 use flotilla_store::authority::testing;
 use flotilla_store::authority::{
     AnyAuthority, AuthorityStore, HostReportRecord, NewJoinToken, NewRevision, PostgresAuthority,
-    Principal, Redeem, RevisionRecord, RevisionSummary, SelectOutcome, Selection, SqliteAuthority,
-    AUTHORITY_DB_FILE, AUTHORITY_SCHEMA_VERSION,
+    Principal, QueuedCall, Redeem, RevisionRecord, RevisionSummary, SelectOutcome, Selection,
+    SqliteAuthority, AUTHORITY_DB_FILE, AUTHORITY_SCHEMA_VERSION,
 };
 use flotilla_store::StoreError;
 use std::collections::BTreeSet;
@@ -756,6 +756,243 @@ mod cases {
         assert_eq!(c.index, 3);
     }
 
+    pub async fn agent_calls_queue_per_host_and_answer_once(fx: &impl Fixture) {
+        let s = fx.open().await;
+        assert_eq!(s.last_call_id().await.unwrap(), 0);
+        assert_eq!(
+            s.pending_calls("studio".into(), 0, 10).await.unwrap(),
+            vec![]
+        );
+        assert_eq!(s.call(1).await.unwrap(), None);
+
+        // Ids increase across hosts: 1, 2, 3…
+        let mut ids = Vec::new();
+        for (i, host) in ["studio", "laptop", "studio", "studio", "laptop", "studio"]
+            .into_iter()
+            .enumerate()
+        {
+            let id = s
+                .enqueue_call(host.into(), format!(r#"{{"n":{i}}}"#), T0 + i as i64)
+                .await
+                .unwrap();
+            ids.push(id);
+        }
+        assert_eq!(ids, vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(s.last_call_id().await.unwrap(), 6);
+        let queued = |id: u64, host: &str, n: i64| QueuedCall {
+            id,
+            host: host.into(),
+            call: format!(r#"{{"n":{n}}}"#),
+            created_ms: T0 + n,
+            reply: None,
+            replied_ms: None,
+        };
+
+        // Per host, oldest first, after-filtered, limited.
+        let ids_of = |calls: Vec<QueuedCall>| calls.into_iter().map(|c| c.id).collect::<Vec<_>>();
+        assert_eq!(
+            s.pending_calls("studio".into(), 0, 10).await.unwrap(),
+            vec![
+                queued(1, "studio", 0),
+                queued(3, "studio", 2),
+                queued(4, "studio", 3),
+                queued(6, "studio", 5),
+            ]
+        );
+        assert_eq!(
+            ids_of(s.pending_calls("laptop".into(), 0, 10).await.unwrap()),
+            vec![2, 5]
+        );
+        assert_eq!(
+            ids_of(s.pending_calls("studio".into(), 3, 10).await.unwrap()),
+            vec![4, 6]
+        );
+        assert_eq!(
+            ids_of(s.pending_calls("studio".into(), 0, 2).await.unwrap()),
+            vec![1, 3]
+        );
+        assert_eq!(
+            s.pending_calls("studio".into(), 0, 0).await.unwrap(),
+            vec![]
+        );
+        assert_eq!(
+            s.pending_calls("studio".into(), 6, 10).await.unwrap(),
+            vec![]
+        );
+        assert_eq!(
+            s.pending_calls("studio".into(), u64::MAX, 10)
+                .await
+                .unwrap(),
+            vec![]
+        );
+        assert_eq!(
+            s.pending_calls("nobody".into(), 0, 10).await.unwrap(),
+            vec![]
+        );
+
+        // Answered once; another host's, unknown and second replies write nothing.
+        assert!(!s
+            .put_reply(3, "laptop".into(), r#""theirs""#.into(), T0 + 10)
+            .await
+            .unwrap());
+        assert!(!s
+            .put_reply(99, "studio".into(), r#""none""#.into(), T0 + 10)
+            .await
+            .unwrap());
+        assert!(!s
+            .put_reply(u64::MAX, "studio".into(), r#""none""#.into(), T0 + 10)
+            .await
+            .unwrap());
+        assert_eq!(s.call(3).await.unwrap(), Some(queued(3, "studio", 2)));
+        assert!(s
+            .put_reply(3, "studio".into(), r#"{"ok":true}"#.into(), T0 + 11)
+            .await
+            .unwrap());
+        assert!(!s
+            .put_reply(3, "studio".into(), r#"{"ok":false}"#.into(), T0 + 12)
+            .await
+            .unwrap());
+        let answered = QueuedCall {
+            reply: Some(r#"{"ok":true}"#.into()),
+            replied_ms: Some(T0 + 11),
+            ..queued(3, "studio", 2)
+        };
+        assert_eq!(s.call(3).await.unwrap(), Some(answered));
+        assert_eq!(s.call(u64::MAX).await.unwrap(), None);
+        assert_eq!(s.call(7).await.unwrap(), None);
+
+        // Answered calls are no longer pending.
+        assert_eq!(
+            ids_of(s.pending_calls("studio".into(), 0, 10).await.unwrap()),
+            vec![1, 4, 6]
+        );
+        assert_eq!(
+            ids_of(s.pending_calls("studio".into(), 0, 2).await.unwrap()),
+            vec![1, 4]
+        );
+        assert_eq!(
+            ids_of(s.pending_calls("laptop".into(), 0, 10).await.unwrap()),
+            vec![2, 5]
+        );
+        // The next id continues after the highest.
+        assert_eq!(
+            s.enqueue_call("laptop".into(), "{}".into(), T0 + 20)
+                .await
+                .unwrap(),
+            7
+        );
+        assert_eq!(s.last_call_id().await.unwrap(), 7);
+    }
+
+    pub async fn concurrent_agent_calls_and_replies(fx: &impl Fixture) {
+        const RACERS: usize = 8;
+        let s = fx.open().await;
+        // Two handles (as two authority processes sharing the database).
+        let handles = [s.clone(), fx.open().await];
+
+        // Concurrent enqueues: distinct ids 1..=RACERS.
+        let barrier = Arc::new(Barrier::new(RACERS));
+        let tasks: Vec<_> = (0..RACERS)
+            .map(|i| {
+                let store = handles[i % 2].clone();
+                let barrier = Arc::clone(&barrier);
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    store
+                        .enqueue_call("studio".into(), format!("{i}"), T0)
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let mut ids = BTreeSet::new();
+        for task in tasks {
+            ids.insert(task.await.unwrap());
+        }
+        assert_eq!(ids, (1..=RACERS as u64).collect::<BTreeSet<_>>());
+        assert_eq!(s.last_call_id().await.unwrap(), RACERS as u64);
+
+        // Concurrent replies to one call: exactly one is recorded.
+        let barrier = Arc::new(Barrier::new(RACERS));
+        let tasks: Vec<_> = (0..RACERS)
+            .map(|i| {
+                let store = handles[i % 2].clone();
+                let barrier = Arc::clone(&barrier);
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    let won = store
+                        .put_reply(1, "studio".into(), format!("{i}"), T0 + i as i64)
+                        .await
+                        .unwrap();
+                    (i, won)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for task in tasks {
+            let (i, won) = task.await.unwrap();
+            if won {
+                winners.push(i);
+            }
+        }
+        assert_eq!(winners.len(), 1, "exactly one reply wins: {winners:?}");
+        let call = s.call(1).await.unwrap().unwrap();
+        assert_eq!(
+            (call.reply, call.replied_ms),
+            (
+                Some(format!("{}", winners[0])),
+                Some(T0 + winners[0] as i64)
+            )
+        );
+    }
+
+    pub async fn agent_calls_survive_reopen(fx: &impl Fixture) {
+        {
+            let s = fx.open().await;
+            assert_eq!(
+                s.enqueue_call("studio".into(), "{}".into(), T0)
+                    .await
+                    .unwrap(),
+                1
+            );
+            assert_eq!(
+                s.enqueue_call("studio".into(), "[]".into(), T0 + 1)
+                    .await
+                    .unwrap(),
+                2
+            );
+            assert!(s
+                .put_reply(1, "studio".into(), "true".into(), T0 + 2)
+                .await
+                .unwrap());
+        }
+        let s = fx.open().await;
+        assert_eq!(s.last_call_id().await.unwrap(), 2);
+        assert_eq!(
+            s.call(1).await.unwrap(),
+            Some(QueuedCall {
+                id: 1,
+                host: "studio".into(),
+                call: "{}".into(),
+                created_ms: T0,
+                reply: Some("true".into()),
+                replied_ms: Some(T0 + 2),
+            })
+        );
+        let pending = s.pending_calls("studio".into(), 0, 10).await.unwrap();
+        assert_eq!(pending.iter().map(|c| c.id).collect::<Vec<_>>(), vec![2]);
+        assert!(!s
+            .put_reply(1, "studio".into(), "false".into(), T0 + 3)
+            .await
+            .unwrap());
+        assert_eq!(
+            s.enqueue_call("laptop".into(), "{}".into(), T0 + 4)
+                .await
+                .unwrap(),
+            3
+        );
+    }
+
     /// A child process publishes in a loop, printing each acknowledged digest; it
     /// is killed with SIGKILL mid-stream. Every acknowledged publish is there after
     /// reopening, and the selection log is whole (indexes 1..n, each naming a
@@ -883,6 +1120,9 @@ suite!(
     revisions_newest_first,
     data_survives_reopen,
     kill_9_loses_no_acknowledged_publish,
+    agent_calls_queue_per_host_and_answer_once,
+    concurrent_agent_calls_and_replies,
+    agent_calls_survive_reopen,
 );
 
 // Backend-specific checks.
@@ -939,4 +1179,20 @@ async fn any_authority_delegates() {
     let s: AnyAuthority = SqliteAuthority::open_in_memory().unwrap().into();
     selected(s.publish(rev("a", T0, "ada"), None).await.unwrap());
     assert_eq!(s.revisions().await.unwrap().len(), 1);
+    assert_eq!(
+        s.enqueue_call("studio".into(), "{}".into(), T0)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        s.pending_calls("studio".into(), 0, 5).await.unwrap().len(),
+        1
+    );
+    assert!(s
+        .put_reply(1, "studio".into(), "{}".into(), T0)
+        .await
+        .unwrap());
+    assert!(s.call(1).await.unwrap().unwrap().reply.is_some());
+    assert_eq!(s.last_call_id().await.unwrap(), 1);
 }

@@ -227,9 +227,21 @@ fn run_agent(cli: &Cli, a: &RunArgs) -> anyhow::Result<u8> {
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("/"));
         let source = AuthoritySource::new(Arc::clone(&client), &e.host, a.wait, home);
-        let reporter = AuthorityReporter::new(client, &e.host, local);
-        let cfg = config(cli, a, &e.host, log);
-        return finish(rt.block_on(Agent::new(cfg, source, reporter).run(shutdown())));
+        let reporter = AuthorityReporter::new(Arc::clone(&client), &e.host, local);
+        let cfg = config(cli, a, &e.host, Arc::clone(&log));
+        // Beside converging: the calls controllers queue for this host (`--server`).
+        let calls = flotilla_agent::authority::serve_calls(
+            client,
+            e.host.clone(),
+            cli.state_dir.clone(),
+            log,
+            shutdown(),
+        );
+        return finish(rt.block_on(async {
+            let (result, ()) =
+                tokio::join!(Agent::new(cfg, source, reporter).run(shutdown()), calls);
+            result
+        }));
     };
     let source = LocalInventory::new(inventory, &a.host, loader(project), a.poll)?;
     let cfg = config(cli, a, &a.host, log);

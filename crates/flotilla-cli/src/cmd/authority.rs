@@ -7,13 +7,20 @@ use std::path::PathBuf;
 /// Where the authority is and how to be trusted by it.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerArgs {
-    /// The authority's URL (default https://127.0.0.1:7443 for `config` and `serve
-    /// token`; other verbs go through the authority only when it is given).
-    #[arg(long, env = "FLOTILLA_SERVER", value_name = "URL")]
+    /// The desired-state authority's URL (default https://127.0.0.1:7443 for `config`
+    /// and `serve token`). With it, `status` shows the fleet as its agents report it,
+    /// and steps for components on `agent` hosts go through the authority to their
+    /// agents.
+    #[arg(long, global = true, env = "FLOTILLA_SERVER", value_name = "URL")]
     pub server: Option<String>,
     /// The operator credential file `flotilla serve init` wrote (credential and CA).
     /// Default: `<state dir>/authority/operator.json`.
-    #[arg(long, env = "FLOTILLA_OPERATOR_FILE", value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        env = "FLOTILLA_OPERATOR_FILE",
+        value_name = "FILE"
+    )]
     pub operator_file: Option<PathBuf>,
 }
 
@@ -27,7 +34,8 @@ pub fn base_state_dir(cli: &Cli) -> anyhow::Result<PathBuf> {
 }
 
 /// A client of the authority with the operator's credential.
-pub fn client(cli: &Cli, args: &ServerArgs) -> anyhow::Result<flotilla_server::Client> {
+pub fn client(cli: &Cli) -> anyhow::Result<flotilla_server::Client> {
+    let args = &cli.server;
     let path = match &args.operator_file {
         Some(p) => p.clone(),
         None => base_state_dir(cli)?
@@ -46,4 +54,28 @@ pub fn client(cli: &Cli, args: &ServerArgs) -> anyhow::Result<flotilla_server::C
         &file.ca_pem,
         Some(file.credential),
     )?)
+}
+
+/// How calls reach `topology`'s remote hosts: SSH, and with `--server` the authority
+/// for `agent` hosts (the `agent` transport).
+pub fn transport(
+    cli: &Cli,
+    topology: &flotilla_model::Topology,
+) -> anyhow::Result<std::sync::Arc<dyn flotilla_exec::transport::Transport>> {
+    let ssh: std::sync::Arc<dyn flotilla_exec::transport::Transport> =
+        std::sync::Arc::new(super::ssh_pool(cli, topology));
+    let agent_hosts: std::collections::BTreeSet<String> = topology
+        .hosts
+        .iter()
+        .filter(|(_, h)| h.transport == flotilla_model::inventory::TransportKind::Agent)
+        .map(|(n, _)| n.clone())
+        .collect();
+    if cli.server.server.is_none() || agent_hosts.is_empty() {
+        return Ok(ssh);
+    }
+    let queue: std::sync::Arc<dyn flotilla_exec::transport::agent::CallQueue> =
+        std::sync::Arc::new(client(cli)?);
+    Ok(std::sync::Arc::new(
+        flotilla_exec::transport::agent::AgentTransport::new(queue, agent_hosts, ssh),
+    ))
 }

@@ -1,7 +1,6 @@
 //! `flotilla config publish|history|show|diff|select`: the authority's revisions
 //! (immutable desired states named by their SHA-256) and which one is selected.
 
-use super::authority::ServerArgs;
 use crate::{Cli, EXIT_OK, EXIT_REFUSED};
 use flotilla_server::api::{PublishRequest, SelectRequest, SelectResponse};
 use flotilla_server::ClientError;
@@ -11,8 +10,6 @@ use flotilla_server::ClientError;
 pub struct Args {
     #[command(subcommand)]
     pub command: ConfigCommand,
-    #[command(flatten)]
-    pub server: ServerArgs,
 }
 
 /// `flotilla config` subcommands.
@@ -115,7 +112,7 @@ async fn resolve(client: &flotilla_server::Client, rev: &str) -> anyhow::Result<
 /// Runs the subcommand; returns the exit status.
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     let rt = super::runtime()?;
-    let client = super::authority::client(cli, &args.server)?;
+    let client = super::authority::client(cli)?;
     match &args.command {
         ConfigCommand::Publish { expect, json } => {
             let (_loaded, validated) = match super::topology_or_exit(cli)? {

@@ -114,7 +114,7 @@ fn run_checked(
     let progress = Arc::new(Progress::new(terminal));
     let p2 = Arc::clone(&progress);
     let json = opts.json;
-    let fleet = Arc::new(super::ssh_pool(cli, &validated.topology));
+    let fleet = super::authority::transport(cli, &validated.topology)?;
     let topology = Arc::new(validated.topology);
     let invocation = Invocation {
         fleet,

@@ -82,8 +82,6 @@ pub enum TokenCommand {
         /// How long the token can be used.
         #[arg(long, default_value = "1h", value_parser = humantime::parse_duration, value_name = "DURATION")]
         ttl: Duration,
-        #[command(flatten)]
-        server: super::authority::ServerArgs,
         /// Print JSON: {token, host, expires_ms, ca_hash}.
         #[arg(long)]
         json: bool,
@@ -135,15 +133,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             Ok(EXIT_OK)
         }
         Some(ServeCommand::Token {
-            command:
-                TokenCommand::Create {
-                    host,
-                    ttl,
-                    server,
-                    json,
-                },
+            command: TokenCommand::Create { host, ttl, json },
         }) => {
-            let client = super::authority::client(cli, server)?;
+            let client = super::authority::client(cli)?;
             let t = rt.block_on(client.create_token(&flotilla_server::api::TokenRequest {
                 host: host.clone(),
                 ttl_secs: Some(ttl.as_secs().max(1)),

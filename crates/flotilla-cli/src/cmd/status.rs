@@ -1,5 +1,7 @@
 //! `flotilla status [TARGET]`: what every component really is, measured now, each
-//! signal with its evidence. Read-only. Exit 0 when everything is as desired and
+//! signal with its evidence; with `--server`, the fleet as its agents last reported
+//! it through the authority (no inventory needed; a host whose agent is late is
+//! `unreachable` with its last-known state). Read-only. Exit 0 when everything is as desired and
 //! healthy, 1 otherwise.
 
 use crate::{render, Cli, EXIT_OK, EXIT_REFUSED};
@@ -27,16 +29,11 @@ pub struct Args {
     /// Also print each component's evidence.
     #[arg(long, short = 'v')]
     pub verbose: bool,
-    /// With `--server`: the fleet as its agents last reported it, through the authority
-    /// (no inventory needed; hosts whose agent is late are `unreachable` with their
-    /// last-known state).
-    #[command(flatten)]
-    pub server: super::authority::ServerArgs,
 }
 
 /// Runs the subcommand; returns the exit status.
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
-    if args.server.server.is_some() {
+    if cli.server.server.is_some() {
         return fleet(cli, args);
     }
     let (_, validated) = match super::topology_or_exit(cli)? {
@@ -91,7 +88,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
 /// `status --server`: the authority's merged, aged view of its agents' reports.
 fn fleet(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     let rt = super::runtime()?;
-    let client = super::authority::client(cli, &args.server)?;
+    let client = super::authority::client(cli)?;
     loop {
         let began = std::time::Instant::now();
         let fleet = rt.block_on(client.status())?;

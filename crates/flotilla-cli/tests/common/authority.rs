@@ -40,10 +40,12 @@ impl Authority {
         let ws = Workspace::new();
         ws.write("fleet/flotilla.toml", inventory);
         // The canary in the secrets file where a local `up` would read it.
-        ws.write(
+        let secrets = ws.write(
             ".flotilla-state/secrets.env",
             &format!("MODEL_KEY={CANARY}\n"),
         );
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
         let dir = ws.path().join("authority");
         let url = format!("https://127.0.0.1:{}", free_port());
         let mut a = Authority {

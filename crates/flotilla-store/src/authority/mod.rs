@@ -1,6 +1,7 @@
 //! The fleet authority's store (`flotilla serve`): revisions (immutable desired
 //! states), the selection log (which revision is current, with a compare-and-swap),
-//! one-time join tokens, credentials and the last report of each host.
+//! one-time join tokens, credentials, the last report of each host and the queue of
+//! calls (steps, observations) for each host's agent.
 //!
 //! One trait, [`AuthorityStore`], two implementations run against one test suite
 //! (`tests/authority.rs`):
@@ -48,10 +49,10 @@ pub use sqlite::{SqliteAuthority, AUTHORITY_APPLICATION_ID, AUTHORITY_DB_FILE};
 
 /// The authority's schema version this build creates and understands (the last
 /// migration's number; the same numbering on both backends).
-pub const AUTHORITY_SCHEMA_VERSION: i64 = 1;
+pub const AUTHORITY_SCHEMA_VERSION: i64 = 2;
 
 /// The authority's storage: revisions, the selection log, join tokens,
-/// credentials and host reports. See the [module docs](self) for time, secrets,
+/// credentials, host reports and the agents' call queue. See the [module docs](self) for time, secrets,
 /// durability and concurrency.
 ///
 /// Every method is one transaction. Errors are [`StoreError`]s: the ones named
@@ -169,6 +170,45 @@ pub trait AuthorityStore: Send + Sync + 'static {
 
     /// The last report of every host that reported, ordered by host name.
     fn reports(&self) -> impl Future<Output = Result<Vec<HostReportRecord>, StoreError>> + Send;
+
+    /// Queues `call` (opaque JSON text, stored as given) for `host`'s agent and
+    /// returns its id: 1, 2, 3… across all hosts, with no gaps, in commit order (a
+    /// reader that sees call `n` sees every call before it, so an agent's `after`
+    /// cursor never skips one).
+    fn enqueue_call(
+        &self,
+        host: String,
+        call: String,
+        created_ms: i64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// The calls queued for `host` with an id greater than `after` that have no
+    /// reply yet, oldest (lowest id) first, at most `limit` of them.
+    fn pending_calls(
+        &self,
+        host: String,
+        after: u64,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<QueuedCall>, StoreError>> + Send;
+
+    /// Records `reply` (opaque JSON text, stored as given) to call `id`, only if
+    /// the call is `host`'s and has no reply yet: `true`. Otherwise (unknown id,
+    /// another host's call, already answered) nothing is written: `false`. Of two
+    /// concurrent replies to one call, exactly one is recorded.
+    fn put_reply(
+        &self,
+        id: u64,
+        host: String,
+        reply: String,
+        replied_ms: i64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Call `id` whole (with its reply when there is one); `None` when unknown.
+    fn call(&self, id: u64) -> impl Future<Output = Result<Option<QueuedCall>, StoreError>> + Send;
+
+    /// The highest call id (0 before the first call): where an agent that starts
+    /// afresh begins its `after` cursor.
+    fn last_call_id(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// Checks that the database answers (for `/readyz`).
     fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
@@ -301,6 +341,25 @@ pub struct HostReportRecord {
     pub received_ms: i64,
 }
 
+/// A call queued for a host's agent ([`AuthorityStore::enqueue_call`]), with its
+/// reply once answered ([`AuthorityStore::put_reply`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedCall {
+    /// Its id: 1, 2, 3… across all hosts.
+    pub id: u64,
+    /// The host whose agent is to answer it.
+    pub host: String,
+    /// The call (a step or an observation) as JSON, stored as given.
+    pub call: String,
+    /// When it was queued, ms since the Unix epoch.
+    pub created_ms: i64,
+    /// The agent's reply as JSON, stored as given (`None`: not answered yet).
+    pub reply: Option<String>,
+    /// When the reply was recorded, ms since the Unix epoch (`Some` exactly when
+    /// `reply` is).
+    pub replied_ms: Option<i64>,
+}
+
 /// Either backend, chosen at run time (`flotilla serve` with or without
 /// `--database-url`). Implements [`AuthorityStore`] by delegating.
 #[derive(Debug, Clone)]
@@ -402,6 +461,42 @@ impl AuthorityStore for AnyAuthority {
         delegate!(self.reports())
     }
 
+    async fn enqueue_call(
+        &self,
+        host: String,
+        call: String,
+        created_ms: i64,
+    ) -> Result<u64, StoreError> {
+        delegate!(self.enqueue_call(host, call, created_ms))
+    }
+
+    async fn pending_calls(
+        &self,
+        host: String,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<QueuedCall>, StoreError> {
+        delegate!(self.pending_calls(host, after, limit))
+    }
+
+    async fn put_reply(
+        &self,
+        id: u64,
+        host: String,
+        reply: String,
+        replied_ms: i64,
+    ) -> Result<bool, StoreError> {
+        delegate!(self.put_reply(id, host, reply, replied_ms))
+    }
+
+    async fn call(&self, id: u64) -> Result<Option<QueuedCall>, StoreError> {
+        delegate!(self.call(id))
+    }
+
+    async fn last_call_id(&self) -> Result<u64, StoreError> {
+        delegate!(self.last_call_id())
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         delegate!(self.ping())
     }
@@ -463,6 +558,12 @@ pub(crate) fn refusal(row: Option<(Option<i64>, i64)>, now_ms: i64) -> Redeem {
         // rather than panicking.
         Some((None, _)) => Redeem::Used,
     }
+}
+
+/// A call id as stored (a signed 64-bit integer); `None` above `i64::MAX`, where
+/// no call is ever stored.
+pub(crate) fn stored_id(id: u64) -> Option<i64> {
+    i64::try_from(id).ok()
 }
 
 #[cfg(test)]

@@ -14,13 +14,18 @@
 //!   or several, are serialised and the second sees the first's selection. A
 //!   redeem is one conditional `UPDATE … RETURNING`: of two concurrent ones, the
 //!   second waits for the first's row lock and then finds the token used.
+//!   Queuing an agent call takes a transaction-scoped advisory lock
+//!   (key `FLTC`) and gives the next id (`MAX(id) + 1`), so ids have no
+//!   gaps and are visible in id order: an agent's `after` cursor never skips a
+//!   call committed late. A reply is one conditional `UPDATE` (exactly one of two
+//!   concurrent ones matches).
 //! - **Connections**: a small pool (at most [`POSTGRES_MAX_CONNECTIONS`]), opened
 //!   on demand; a connection found closed (server restarted, network cut) is
 //!   dropped and the next call opens a new one. The pool is shared by clones.
 
 use super::{
-    decide, principal_columns, principal_from_columns, refusal, AuthorityStore, Cas,
-    HostReportRecord, NewJoinToken, NewRevision, Principal, Redeem, RevisionRecord,
+    decide, principal_columns, principal_from_columns, refusal, stored_id, AuthorityStore, Cas,
+    HostReportRecord, NewJoinToken, NewRevision, Principal, QueuedCall, Redeem, RevisionRecord,
     RevisionSummary, SelectOutcome, Selection, AUTHORITY_SCHEMA_VERSION,
 };
 use crate::error::StoreError;
@@ -43,6 +48,9 @@ const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The advisory lock key held while migrating (`FLTA` in ASCII).
 const MIGRATION_LOCK_KEY: i64 = 0x464C_5441;
 
+/// The advisory lock key held while queuing an agent call (`FLTC` in ASCII).
+const ENQUEUE_LOCK_KEY: i64 = 0x464C_5443;
+
 /// One PostgreSQL migration.
 struct Migration {
     /// Its number: 1, 2, 3… (the same as the SQLite migration of that number).
@@ -55,10 +63,11 @@ struct Migration {
 
 /// Every migration, in order. Never edit a released entry: append (and the same
 /// version to the SQLite list).
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "revisions, selection log, join tokens, credentials, host reports",
-    sql: r#"
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "revisions, selection log, join tokens, credentials, host reports",
+        sql: r#"
 -- Immutable desired states, named by the SHA-256 of their canonical JSON. `seq`
 -- orders them by when they were stored. Times: ms since the Unix epoch, given by
 -- the caller.
@@ -106,7 +115,27 @@ CREATE TABLE host_reports (
     received_ms BIGINT NOT NULL
 );
 "#,
-}];
+    },
+    Migration {
+        version: 2,
+        description: "agent call queue",
+        sql: r#"
+-- Calls (steps, observations) queued for a host's agent, each answered at most
+-- once. id: 1, 2, 3… across all hosts, given as MAX(id) + 1 under an advisory
+-- lock (no gaps, visible in order). call and reply: JSON, stored as given.
+CREATE TABLE agent_calls (
+    id         BIGINT PRIMARY KEY CHECK (id >= 1),
+    host       TEXT   NOT NULL,
+    call       TEXT   NOT NULL,
+    created_ms BIGINT NOT NULL,
+    reply      TEXT,                       -- NULL until answered
+    replied_ms BIGINT,
+    CHECK ((reply IS NULL) = (replied_ms IS NULL))
+);
+CREATE INDEX agent_calls_pending ON agent_calls (host, id) WHERE reply IS NULL;
+"#,
+    },
+];
 
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == AUTHORITY_SCHEMA_VERSION);
 
@@ -315,6 +344,17 @@ fn selection_row(row: &Row) -> Selection {
         digest: row.get(1),
         selected_ms: row.get(2),
         selected_by: row.get(3),
+    }
+}
+
+fn call_row(row: &Row) -> QueuedCall {
+    QueuedCall {
+        id: row.get::<_, i64>(0) as u64,
+        host: row.get(1),
+        call: row.get(2),
+        created_ms: row.get(3),
+        reply: row.get(4),
+        replied_ms: row.get(5),
     }
 }
 
@@ -647,6 +687,104 @@ impl AuthorityStore for PostgresAuthority {
                 received_ms: row.get(3),
             })
             .collect())
+    }
+
+    async fn enqueue_call(
+        &self,
+        host: String,
+        call: String,
+        created_ms: i64,
+    ) -> Result<u64, StoreError> {
+        const CX: &str = "queue an agent call";
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await.map_err(pg(CX))?;
+        // Held until commit: the next enqueue reads MAX(id) after this one's
+        // insert is visible.
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&ENQUEUE_LOCK_KEY])
+            .await
+            .map_err(pg(CX))?;
+        let id: i64 = tx
+            .query_one(
+                "INSERT INTO agent_calls (id, host, call, created_ms)
+                 SELECT COALESCE(MAX(id), 0) + 1, $1, $2, $3 FROM agent_calls
+                 RETURNING id",
+                &[&host, &call, &created_ms],
+            )
+            .await
+            .map_err(pg(CX))?
+            .get(0);
+        tx.commit().await.map_err(pg(CX))?;
+        Ok(id as u64)
+    }
+
+    async fn pending_calls(
+        &self,
+        host: String,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<QueuedCall>, StoreError> {
+        let Some(after) = stored_id(after) else {
+            return Ok(Vec::new());
+        };
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT id, host, call, created_ms, reply, replied_ms FROM agent_calls
+                 WHERE host = $1 AND id > $2 AND reply IS NULL ORDER BY id LIMIT $3",
+                &[&host, &after, &i64::from(limit)],
+            )
+            .await
+            .map_err(pg("list pending agent calls"))?;
+        Ok(rows.iter().map(call_row).collect())
+    }
+
+    async fn put_reply(
+        &self,
+        id: u64,
+        host: String,
+        reply: String,
+        replied_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let Some(id) = stored_id(id) else {
+            return Ok(false);
+        };
+        let conn = self.conn().await?;
+        // A concurrent reply to the same call waits for this one's row lock, then
+        // re-checks `reply IS NULL` and matches nothing.
+        let n = conn
+            .execute(
+                "UPDATE agent_calls SET reply = $3, replied_ms = $4
+                 WHERE id = $1 AND host = $2 AND reply IS NULL",
+                &[&id, &host, &reply, &replied_ms],
+            )
+            .await
+            .map_err(pg("store an agent reply"))?;
+        Ok(n == 1)
+    }
+
+    async fn call(&self, id: u64) -> Result<Option<QueuedCall>, StoreError> {
+        let Some(id) = stored_id(id) else {
+            return Ok(None);
+        };
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT id, host, call, created_ms, reply, replied_ms FROM agent_calls WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(pg("read an agent call"))?;
+        Ok(row.map(|row| call_row(&row)))
+    }
+
+    async fn last_call_id(&self) -> Result<u64, StoreError> {
+        let conn = self.conn().await?;
+        let id: i64 = conn
+            .query_one("SELECT COALESCE(MAX(id), 0)::BIGINT FROM agent_calls", &[])
+            .await
+            .map_err(pg("read the last agent call id"))?
+            .get(0);
+        Ok(id as u64)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

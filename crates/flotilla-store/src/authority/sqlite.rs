@@ -5,8 +5,8 @@
 //! ([`AUTHORITY_APPLICATION_ID`]), so neither file can be opened as the other.
 
 use super::{
-    decide, principal_columns, principal_from_columns, refusal, AuthorityStore, Cas,
-    HostReportRecord, NewJoinToken, NewRevision, Principal, Redeem, RevisionRecord,
+    decide, principal_columns, principal_from_columns, refusal, stored_id, AuthorityStore, Cas,
+    HostReportRecord, NewJoinToken, NewRevision, Principal, QueuedCall, Redeem, RevisionRecord,
     RevisionSummary, SelectOutcome, Selection, AUTHORITY_SCHEMA_VERSION,
 };
 use crate::error::StoreError;
@@ -26,10 +26,11 @@ pub const AUTHORITY_APPLICATION_ID: i32 = 0x464C_5441;
 
 /// The authority's SQLite migrations. Never edit a released entry: append (and
 /// the same version to the PostgreSQL list).
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "revisions, selection log, join tokens, credentials, host reports",
-    sql: r#"
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "revisions, selection log, join tokens, credentials, host reports",
+        sql: r#"
 PRAGMA application_id = 1179407425;
 
 -- Immutable desired states, named by the SHA-256 of their canonical JSON. `seq`
@@ -79,7 +80,27 @@ CREATE TABLE host_reports (
     received_ms INTEGER NOT NULL
 ) STRICT;
 "#,
-}];
+    },
+    Migration {
+        version: 2,
+        description: "agent call queue",
+        sql: r#"
+-- Calls (steps, observations) queued for a host's agent, each answered at most
+-- once. id: 1, 2, 3… across all hosts (AUTOINCREMENT: never reused). call and
+-- reply: JSON, stored as given.
+CREATE TABLE agent_calls (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    host       TEXT    NOT NULL,
+    call       TEXT    NOT NULL,
+    created_ms INTEGER NOT NULL,
+    reply      TEXT,                       -- NULL until answered
+    replied_ms INTEGER,
+    CHECK ((reply IS NULL) = (replied_ms IS NULL))
+) STRICT;
+CREATE INDEX agent_calls_pending ON agent_calls (host, id) WHERE reply IS NULL;
+"#,
+    },
+];
 
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == AUTHORITY_SCHEMA_VERSION);
 
@@ -476,12 +497,104 @@ impl AuthorityStore for SqliteAuthority {
         })
     }
 
+    fn enqueue_call(
+        &self,
+        host: String,
+        call: String,
+        created_ms: i64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        // BEGIN IMMEDIATE serialises writers: ids are given in commit order.
+        self.run("queue an agent call", true, move |tx| {
+            let id: i64 = tx.query_row(
+                "INSERT INTO agent_calls (host, call, created_ms) VALUES (?1, ?2, ?3) RETURNING id",
+                (&host, &call, created_ms),
+                |row| row.get(0),
+            )?;
+            Ok(id as u64)
+        })
+    }
+
+    fn pending_calls(
+        &self,
+        host: String,
+        after: u64,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<QueuedCall>, StoreError>> + Send {
+        self.run("list pending agent calls", false, move |tx| {
+            let Some(after) = stored_id(after) else {
+                return Ok(Vec::new());
+            };
+            let mut stmt = tx.prepare(
+                "SELECT id, host, call, created_ms, reply, replied_ms FROM agent_calls
+                 WHERE host = ?1 AND id > ?2 AND reply IS NULL ORDER BY id LIMIT ?3",
+            )?;
+            let rows = stmt.query_map((&host, after, i64::from(limit)), call_row)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    fn put_reply(
+        &self,
+        id: u64,
+        host: String,
+        reply: String,
+        replied_ms: i64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        self.run("store an agent reply", true, move |tx| {
+            let Some(id) = stored_id(id) else {
+                return Ok(false);
+            };
+            let n = tx.execute(
+                "UPDATE agent_calls SET reply = ?3, replied_ms = ?4
+                 WHERE id = ?1 AND host = ?2 AND reply IS NULL",
+                (id, &host, &reply, replied_ms),
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    fn call(&self, id: u64) -> impl Future<Output = Result<Option<QueuedCall>, StoreError>> + Send {
+        self.run("read an agent call", false, move |tx| {
+            let Some(id) = stored_id(id) else {
+                return Ok(None);
+            };
+            Ok(tx
+                .query_row(
+                    "SELECT id, host, call, created_ms, reply, replied_ms FROM agent_calls WHERE id = ?1",
+                    [id],
+                    call_row,
+                )
+                .optional()?)
+        })
+    }
+
+    fn last_call_id(&self) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        self.run("read the last agent call id", false, |tx| {
+            let id: i64 =
+                tx.query_row("SELECT COALESCE(MAX(id), 0) FROM agent_calls", [], |row| {
+                    row.get(0)
+                })?;
+            Ok(id as u64)
+        })
+    }
+
     fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
         self.run("ping the database", false, |tx| {
             tx.query_row("SELECT 1", [], |_| Ok(()))?;
             Ok(())
         })
     }
+}
+
+fn call_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<QueuedCall> {
+    Ok(QueuedCall {
+        id: row.get::<_, i64>(0)? as u64,
+        host: row.get(1)?,
+        call: row.get(2)?,
+        created_ms: row.get(3)?,
+        reply: row.get(4)?,
+        replied_ms: row.get(5)?,
+    })
 }
 
 /// Inserts a credential; [`StoreError::AlreadyExists`] when its hash is taken.

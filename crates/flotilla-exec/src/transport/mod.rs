@@ -9,6 +9,8 @@
 //! this trait: an `agent` transport (a call queued on the authority for an
 //! outbound-only agent, answered on its next poll) implements it without touching them.
 
+pub mod agent;
+
 use crate::remote::{Call, Reply};
 use crate::ssh::{Pool, TransportError};
 use std::future::Future;
