@@ -8,7 +8,9 @@
 //!   (`process`, `ssh_tunnel`, `external`, `systemd`, `launchd`), looked up through
 //!   [`adapter::Adapters`]; the executor and observer know no adapter by name.
 //! - [`transport`]: the [`transport::Transport`] trait (how a call reaches a remote
-//!   host's executor) and its `ssh` implementation.
+//!   host's executor), implemented by the SSH pool and by
+//!   [`transport::agent::AgentTransport`] (calls for `agent` hosts queued on the
+//!   authority for their agents).
 //! - [`process`]: process mechanics behind the process-family adapters: [`process::start`] a component detached in its
 //!   own session and process group with output appended to its log;
 //!   [`process::stop`] its whole group, identity first (invariant 5);

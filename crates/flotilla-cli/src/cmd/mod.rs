@@ -102,8 +102,8 @@ pub fn observe_now(
     names: &[String],
 ) -> anyhow::Result<Observation> {
     let rt = runtime()?;
-    let fleet = ssh_pool(cli, topology);
-    observe_with(cli, &rt, &fleet, topology, names)
+    let fleet = authority::transport(cli, topology)?;
+    observe_with(cli, &rt, fleet.as_ref(), topology, names)
 }
 
 /// A tokio runtime for one command.
@@ -118,7 +118,7 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 pub fn observe_with(
     cli: &Cli,
     rt: &tokio::runtime::Runtime,
-    fleet: &flotilla_exec::ssh::Pool,
+    fleet: &dyn flotilla_exec::transport::Transport,
     topology: &flotilla_model::Topology,
     names: &[String],
 ) -> anyhow::Result<Observation> {
