@@ -258,6 +258,14 @@ fn an_agent_converges_reports_and_survives_partitions_of_its_authority() {
     assert_eq!(start.code, 0, "{start:?}\nagent log:\n{}", agent.log());
     let b_new = agent.pid("b").unwrap();
     assert!(b_new != b0 && alive(b_new));
+    // Its log, read on studio by its agent.
+    let logs = a.run(&["-f", "fleet/flotilla.toml", "logs", "b", "-n", "20"]);
+    assert_eq!(logs.code, 0, "{logs:?}");
+    assert!(
+        logs.stdout.contains(&format!("started pid {b_new}")),
+        "{}",
+        logs.stdout
+    );
     let ops = a.run(&["-f", "fleet/flotilla.toml", "operations", "--json"]);
     assert!(ops.stdout.contains("start b"), "{}", ops.stdout);
 

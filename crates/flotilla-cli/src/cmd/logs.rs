@@ -183,7 +183,10 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         if let Some(host) = host_of(name) {
             let (fleet, rt) = match &remote_ctx {
                 Some(ctx) => ctx,
-                None => remote_ctx.insert((super::ssh_pool(cli, topology), super::runtime()?)),
+                None => remote_ctx.insert((
+                    super::authority::transport(cli, topology)?,
+                    super::runtime()?,
+                )),
             };
             match remote_tail(cli, topology, fleet, rt, &host, name, tail) {
                 Ok(lines) => sources.push(lines),
@@ -232,7 +235,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
 fn remote_tail(
     cli: &Cli,
     topology: &flotilla_model::Topology,
-    fleet: &flotilla_exec::ssh::Pool,
+    fleet: &std::sync::Arc<dyn flotilla_exec::transport::Transport>,
     rt: &tokio::runtime::Runtime,
     host: &str,
     name: &str,
@@ -243,12 +246,7 @@ fn remote_tail(
         lines: tail,
         project: topology.project.clone(),
     };
-    match rt.block_on(flotilla_exec::remote::call(
-        fleet,
-        host,
-        call,
-        cli.host_timeout,
-    )) {
+    match rt.block_on(fleet.call(host, call, cli.host_timeout, None)) {
         Ok(flotilla_exec::remote::Reply::Logs {
             path,
             exists,
