@@ -225,6 +225,8 @@ fn an_agent_converges_reports_and_survives_partitions_of_its_authority() {
     let a1 = agent.pid("a").unwrap();
     assert!(alive(a1));
     let host = a.run(&["status"]);
+    assert_eq!(host.code, 0, "all as desired: {host:?}");
+    assert!(!host.stdout.contains("host local"), "{}", host.stdout);
     assert!(
         host.stdout.contains("host studio: observed")
             && host.stdout.contains("on the selected revision"),

@@ -245,8 +245,16 @@ impl Client {
     /// # Errors
     /// [`ClientError`]; another host's report is 403.
     pub async fn report(&self, host: &str, report: &AgentReport) -> Result<(), ClientError> {
+        // Short: an agent whose authority is away must get back to its checks.
+        let url = format!("{}/v1/hosts/{host}/report", self.base);
         let _: serde_json::Value = self
-            .post(&format!("/v1/hosts/{host}/report"), report)
+            .send(
+                self.http
+                    .post(&url)
+                    .json(report)
+                    .timeout(Duration::from_secs(10)),
+                &url,
+            )
             .await?;
         Ok(())
     }

@@ -798,7 +798,20 @@ pub async fn status<S: AuthorityStore>(
     let current = state.current();
     let mut hosts: std::collections::BTreeMap<String, api::HostStateDto> = Default::default();
     if let Some(c) = &current {
-        for name in c.topology.hosts.keys() {
+        // Hosts that run something or have an agent (not the implicit `local` host
+        // of an inventory that puts nothing there).
+        let used: std::collections::BTreeSet<&str> = c
+            .topology
+            .components
+            .iter()
+            .map(|x| x.host.as_str())
+            .collect();
+        for (name, h) in &c.topology.hosts {
+            if !used.contains(name.as_str())
+                && h.transport != flotilla_model::inventory::TransportKind::Agent
+            {
+                continue;
+            }
             hosts.insert(
                 name.clone(),
                 api::HostStateDto {
