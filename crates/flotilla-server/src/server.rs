@@ -222,6 +222,31 @@ impl<S: AuthorityStore> AppState<S> {
         }
     }
 
+    /// The caller, when it may act for `host`: that host's agent, or (when
+    /// `operator_too`) an operator. Otherwise 403, saying the agent may only `what`.
+    async fn for_host(
+        &self,
+        headers: &HeaderMap,
+        host: &str,
+        operator_too: bool,
+        what: &str,
+    ) -> Result<Principal, Failure> {
+        match self.caller(headers).await? {
+            Principal::Agent { host: own } if own == host => Ok(Principal::Agent { host: own }),
+            Principal::Agent { host: own } => Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("the agent of `{own}` may {what}"),
+            )),
+            p @ Principal::Operator { .. } if operator_too => Ok(p),
+            Principal::Operator { .. } => Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("only the host's agent may do this (an agent may {what})"),
+            )),
+        }
+    }
+
     /// Replaces the in-memory selection after a committed change and wakes polls.
     fn install(&self, selection: Selection, topology: Arc<Topology>) {
         let index = selection.index;
@@ -451,26 +476,10 @@ pub async fn snapshot<S: AuthorityStore>(
     Query(q): Query<PollQuery>,
     headers: HeaderMap,
 ) -> Answer<api::SnapshotResponse> {
-    if let Principal::Agent { host: own } = state.caller(&headers).await? {
-        if own != host {
-            return Err(Failure::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                format!("the agent of `{own}` may read only its own host's snapshot"),
-            ));
-        }
-    }
-    let wait = match &q.wait {
-        None => DEFAULT_WAIT,
-        Some(w) => humantime::parse_duration(w).map_err(|e| {
-            Failure::new(
-                StatusCode::BAD_REQUEST,
-                "invalid",
-                format!("wait `{w}`: {e}"),
-            )
-        })?,
-    }
-    .min(MAX_WAIT);
+    state
+        .for_host(&headers, &host, true, "read only its own host's snapshot")
+        .await?;
+    let wait = wait_of(&q.wait)?;
     let mut rx = state.index.subscribe();
     if *rx.borrow() <= q.index && !wait.is_zero() {
         // Consul adds up to wait/16 of jitter so that polls do not come back in step.
@@ -521,23 +530,9 @@ pub async fn report<S: AuthorityStore>(
     headers: HeaderMap,
     Json(report): Json<api::AgentReport>,
 ) -> Answer<serde_json::Value> {
-    match state.caller(&headers).await? {
-        Principal::Agent { host: own } if own == host => {}
-        Principal::Agent { host: own } => {
-            return Err(Failure::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                format!("the agent of `{own}` may write only its own host's reports"),
-            ))
-        }
-        Principal::Operator { .. } => {
-            return Err(Failure::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "only a host's agent reports for it",
-            ))
-        }
-    }
+    state
+        .for_host(&headers, &host, false, "write only its own host's reports")
+        .await?;
     let received_ms = now_ms();
     let text = serde_json::to_string(&report)
         .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
@@ -949,17 +944,9 @@ pub async fn pending_calls<S: AuthorityStore>(
     Query(q): Query<CallsQuery>,
     headers: HeaderMap,
 ) -> Answer<api::CallsResponse> {
-    match state.caller(&headers).await? {
-        Principal::Agent { host: own } if own == host => {}
-        Principal::Agent { host: own } => {
-            return Err(Failure::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                format!("the agent of `{own}` may read only its own host's calls"),
-            ))
-        }
-        Principal::Operator { .. } => {}
-    }
+    state
+        .for_host(&headers, &host, true, "read only its own host's calls")
+        .await?;
     let wait = wait_of(&q.wait)?;
     let mut rx = state.host_calls(&host);
     let deadline = Instant::now() + wait;
