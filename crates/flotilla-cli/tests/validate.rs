@@ -606,7 +606,16 @@ fn every_example_is_valid() {
     let mut seen = 0;
     for entry in std::fs::read_dir(root.join("examples")).unwrap() {
         let dir = entry.unwrap().path();
-        for name in ["flotilla.toml", "flotilla.json"] {
+        // Every inventory of the example: flotilla.toml / flotilla.json and its
+        // variants (two-hosts.toml, two-hosts-fleet.toml…).
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.ends_with(".toml") || n == "flotilla.json")
+            .collect();
+        names.sort();
+        for name in &names {
+            let name = name.as_str();
             let f = dir.join(name);
             if f.exists() {
                 seen += 1;
@@ -616,7 +625,10 @@ fn every_example_is_valid() {
             }
         }
     }
-    assert!(seen >= 2, "expected at least two examples, found {seen}");
+    assert!(
+        seen >= 4,
+        "expected at least four example inventories, found {seen}"
+    );
 }
 
 #[test]

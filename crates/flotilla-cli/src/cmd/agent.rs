@@ -72,8 +72,9 @@ pub struct RunArgs {
     /// How often to observe the components (supervision and drift look then).
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub check_every: Duration,
-    /// Report at least this often, even when nothing changed.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    /// Report at least this often, even when nothing changed (keep it well under the
+    /// authority's `serve --report-deadline`, 45 s by default).
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub report_every: Duration,
     /// How long each started component may take to become ready.
     #[arg(long, default_value = "120s", value_parser = humantime::parse_duration, value_name = "DURATION")]
