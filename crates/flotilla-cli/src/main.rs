@@ -30,8 +30,8 @@ Exit status:
      `status` found something not as desired or unhealthy
   2  usage error, or an unreadable or invalid inventory
 
-Global options (-f, -p, --state-dir, --host-timeout, --ssh-persist) go before or
-after the subcommand.
+Global options (-f, -p, --state-dir, --host-timeout, --ssh-persist, --server,
+--operator-file) go before or after the subcommand.
 
 Environment:
   FLOTILLA_FILE       inventory path (same as -f)
@@ -40,6 +40,10 @@ Environment:
                       $XDG_STATE_HOME/flotilla, else ~/.local/state/flotilla
   FLOTILLA_HOST_TIMEOUT  time per remote host (same as --host-timeout)
   FLOTILLA_SSH_PERSIST   keep SSH master connections this long (same as --ssh-persist)
+  FLOTILLA_SERVER     the fleet's authority (same as --server)
+  FLOTILLA_OPERATOR_FILE  the operator credential file (same as --operator-file)
+  FLOTILLA_AUTHORITY_DIR  `serve`: the authority directory (same as --authority-dir)
+  FLOTILLA_DATABASE_URL   `serve`: PostgreSQL instead of SQLite (same as --database-url)
   NO_COLOR            disable colour";
 
 /// Flotilla: declare a fleet of self-hosted AI services once, plan every change

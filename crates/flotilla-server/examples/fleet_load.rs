@@ -5,7 +5,11 @@
 //!
 //! 1. Publishes revision 1, an inventory of N hosts `h00001…` (`transport = "agent"`)
 //!    with one tiny `process` component each, with `flotilla config publish` (the
-//!    real CLI, when `--flotilla` is given; else through the client API).
+//!    real CLI, when `--flotilla` is given; else through the client API). Revisions 2
+//!    and 3 change one component's command: the selection index moves, so every
+//!    agent's poll wakes and gets its snapshot again. The publish request of 10,000
+//!    such hosts is ~2.06 MB, just under axum's default request body limit (2 MiB,
+//!    2.10 MB); the generator says so when a fleet is larger.
 //! 2. Makes N agent credentials by the real join flow: the operator's
 //!    `POST /v1/tokens` and the agent's `POST /v1/join` per host, a few at a time.
 //! 3. Gives every agent its own HTTP/1.1 connection (its own [`Client`], so its own

@@ -237,6 +237,19 @@ pub struct ServeOptions {
     pub report_deadline: Duration,
 }
 
+/// A listening socket with a backlog of 4096 (the standard library's is 128): a
+/// fleet's agents reconnect all at once after the authority restarts.
+fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(4096)?.into_std()
+}
+
 /// Runs the authority until SIGINT or SIGTERM. `ready` is called with the bound
 /// address once it accepts connections.
 ///
@@ -262,11 +275,10 @@ pub async fn serve(
         ca_hash: ca_hash.clone(),
         report_deadline: opts.report_deadline,
     };
-    let listener =
-        std::net::TcpListener::bind(opts.listen).map_err(|source| AuthorityError::Listen {
-            addr: opts.listen,
-            source,
-        })?;
+    let listener = bind(opts.listen).map_err(|source| AuthorityError::Listen {
+        addr: opts.listen,
+        source,
+    })?;
     let bound = listener
         .local_addr()
         .map_err(|source| AuthorityError::Listen {

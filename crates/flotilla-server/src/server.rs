@@ -37,6 +37,26 @@ use tokio::sync::watch;
 
 /// The longest a snapshot long poll waits (5 min).
 pub const MAX_WAIT: Duration = Duration::from_secs(300);
+/// The largest revision a publish may carry (64 MiB of JSON).
+pub const PUBLISH_LIMIT: usize = 64 << 20;
+
+/// Counts a waiting long poll for as long as it lives: a client that goes away
+/// mid-poll drops the handler at its `.await`, and the count still comes down.
+struct Waiting<'a>(&'a prometheus_client::metrics::gauge::Gauge);
+
+impl<'a> Waiting<'a> {
+    fn new(g: &'a prometheus_client::metrics::gauge::Gauge) -> Waiting<'a> {
+        g.inc();
+        Waiting(g)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// The wait when the request names none (30 s).
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 
@@ -271,7 +291,13 @@ pub fn router<S: AuthorityStore>(state: Arc<AppState<S>>) -> Router {
         .route("/v1/tokens", post(create_token::<S>))
         .route("/v1/hosts/{host}/snapshot", get(snapshot::<S>))
         .route("/v1/hosts/{host}/report", post(report::<S>))
-        .route("/v1/revisions", get(history::<S>).post(publish::<S>))
+        .route(
+            "/v1/revisions",
+            get(history::<S>)
+                .post(publish::<S>)
+                // A fleet's revision outgrows axum's 2 MiB default (10,000 hosts).
+                .layer(axum::extract::DefaultBodyLimit::max(PUBLISH_LIMIT)),
+        )
         .route("/v1/revisions/{rev}", get(revision::<S>))
         .route("/v1/revisions/{a}/diff/{b}", get(diff::<S>))
         .route("/v1/selection", put(select::<S>))
@@ -282,11 +308,42 @@ pub fn router<S: AuthorityStore>(state: Arc<AppState<S>>) -> Router {
         )
         .route("/v1/calls/{id}", get(call_status::<S>))
         .route("/v1/calls/{id}/reply", post(reply_call::<S>))
+        .layer(axum::middleware::from_fn(credential_first))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             measure::<S>,
         ))
         .with_state(state)
+}
+
+/// Routes anyone may call; every other one needs a bearer credential.
+const OPEN: &[&str] = &[
+    "/healthz",
+    "/readyz",
+    "/v1/ca.pem",
+    "/v1/openapi.json",
+    "/v1/join",
+];
+
+/// Refuses a request without a bearer credential (401) before its body is read, so
+/// that nobody learns anything of a route's shape without one.
+async fn credential_first(req: Request, next: Next) -> Response {
+    let open = OPEN.contains(&req.uri().path());
+    let has = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(auth::bearer)
+        .is_some();
+    if open || has {
+        return next.run(req).await;
+    }
+    Failure::new(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "no bearer credential (Authorization: Bearer …)",
+    )
+    .into_response()
 }
 
 async fn measure<S: AuthorityStore>(
@@ -435,6 +492,28 @@ pub async fn create_token<S: AuthorityStore>(
             format!("`{}` is not a host name", req.host),
         ));
     }
+    if req.host == "local" {
+        return Err(Failure::new(
+            StatusCode::BAD_REQUEST,
+            "invalid",
+            "`local` is each machine's own name for itself, not a fleet host: declare the host with `transport = \"agent\"` under its own name",
+        ));
+    }
+    if let Some(cur) = state.current() {
+        if let Some(h) = cur.topology.hosts.get(&req.host) {
+            if h.transport != flotilla_model::inventory::TransportKind::Agent {
+                return Err(Failure::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid",
+                    format!(
+                        "host `{}` has transport `{}` in the selected revision: only `agent` hosts join",
+                        req.host,
+                        h.transport.as_str()
+                    ),
+                ));
+            }
+        }
+    }
     let token = auth::new_secret(auth::JOIN_PREFIX);
     let created_ms = now_ms();
     let ttl = req.ttl_secs.unwrap_or(3600).clamp(1, 7 * 24 * 3600);
@@ -486,9 +565,8 @@ pub async fn snapshot<S: AuthorityStore>(
         let mut r = [0u8; 2];
         getrandom::fill(&mut r).ok();
         let jitter = (wait / 16).mul_f64(u16::from_le_bytes(r) as f64 / 65536.0);
-        state.metrics.longpoll_waiters.inc();
+        let _waiting = Waiting::new(&state.metrics.longpoll_waiters);
         let _ = tokio::time::timeout(wait + jitter, rx.wait_for(|i| *i > q.index)).await;
-        state.metrics.longpoll_waiters.dec();
     }
     let Some(cur) = state.current() else {
         return Ok(Json(api::SnapshotResponse {
@@ -968,9 +1046,8 @@ pub async fn pending_calls<S: AuthorityStore>(
             return Ok(Json(api::CallsResponse { calls }));
         }
         rx.borrow_and_update();
-        state.metrics.longpoll_waiters.inc();
+        let _waiting = Waiting::new(&state.metrics.longpoll_waiters);
         let _ = tokio::time::timeout(left, rx.changed()).await;
-        state.metrics.longpoll_waiters.dec();
     }
 }
 

@@ -358,6 +358,24 @@ async fn agents_reach_only_their_own_host<S: AuthorityStore + Clone>(store: S) {
             .status(),
         Some(401)
     );
+    // Nor does it learn a route's body shape without one.
+    assert_eq!(
+        anon.report("studio", &report(None))
+            .await
+            .unwrap_err()
+            .status(),
+        Some(401)
+    );
+    // Tokens only for fleet hosts: not `local`.
+    let e = a
+        .operator
+        .create_token(&TokenRequest {
+            host: "local".into(),
+            ttl_secs: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(400), "{e}");
     // Its own: allowed, filtered.
     let s = studio.snapshot("studio", 0, Duration::ZERO).await.unwrap();
     assert_eq!(s.revision.as_deref(), Some(published.revision.as_str()));

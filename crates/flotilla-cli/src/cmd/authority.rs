@@ -79,3 +79,31 @@ pub fn transport(
         flotilla_exec::transport::agent::AgentTransport::new(queue, agent_hosts, ssh),
     ))
 }
+
+/// With `--server` and `agent` hosts: warns when this inventory is not the revision
+/// the authority has selected (its agents converge to that one, and report what this
+/// invocation changes differently as drift).
+pub fn warn_unless_selected(cli: &Cli, topology: &flotilla_model::Topology) {
+    let agents = topology
+        .hosts
+        .values()
+        .any(|h| h.transport == flotilla_model::inventory::TransportKind::Agent);
+    if cli.server.server.is_none() || !agents {
+        return;
+    }
+    let selected = client(cli).ok().and_then(|c| {
+        let rt = super::runtime().ok()?;
+        rt.block_on(c.history()).ok()
+    });
+    let Some(history) = selected else {
+        return; // the operation itself says why the authority cannot be reached
+    };
+    let current = history.selections.first().map(|s| s.revision.as_str());
+    if current != Some(topology.digest()) {
+        eprintln!(
+            "warning: this inventory ({}) is not the revision the authority selected ({}): the agents converge to the selected one and report what differs as drift; publish it first (`flotilla config publish`)",
+            &topology.digest()[..19],
+            current.map(|c| &c[..c.len().min(19)]).unwrap_or("none")
+        );
+    }
+}

@@ -159,6 +159,24 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 ]);
             }
             print!("{}", crate::render::table(&rows));
+            if !h.selections.is_empty() {
+                println!();
+                let mut rows = vec![vec![
+                    "INDEX".to_string(),
+                    "SELECTED".into(),
+                    "WHEN".into(),
+                    "BY".into(),
+                ]];
+                for s in &h.selections {
+                    rows.push(vec![
+                        s.index.to_string(),
+                        s.revision.clone(),
+                        flotilla_exec::observe::age(now_ms - s.selected_ms) + " ago",
+                        s.selected_by.clone(),
+                    ]);
+                }
+                print!("{}", crate::render::table(&rows));
+            }
             Ok(EXIT_OK)
         }
         ConfigCommand::Show { revision } => {

@@ -115,6 +115,7 @@ fn run_checked(
     let p2 = Arc::clone(&progress);
     let json = opts.json;
     let fleet = super::authority::transport(cli, &validated.topology)?;
+    super::authority::warn_unless_selected(cli, &validated.topology);
     let topology = Arc::new(validated.topology);
     let invocation = Invocation {
         fleet,

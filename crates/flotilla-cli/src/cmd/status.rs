@@ -130,7 +130,14 @@ fn fleet(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             print!("{}", text(&report, args.verbose));
         }
         if !args.watch {
-            let hosts_ok = fleet.hosts.iter().all(|h| h.observability == "observed");
+            // With a target, only the hosts of what it names count.
+            let hosts_ok = fleet
+                .hosts
+                .iter()
+                .filter(|h| {
+                    args.target.is_none() || report.components.iter().any(|c| c.host == h.host)
+                })
+                .all(|h| h.observability == "observed");
             return Ok(if report.all_ok() && hosts_ok {
                 EXIT_OK
             } else {

@@ -101,9 +101,15 @@ async fn through_queue(
         .enqueue(host, request, now_ms() + timeout.as_millis() as i64)
         .await
         .map_err(|e| unreachable(format!("the authority did not queue the call: {e}")))?;
+    let mut last_error: Option<String> = None;
     loop {
         let left = timeout.saturating_sub(started.elapsed());
         if left.is_zero() {
+            if let Some(e) = last_error {
+                return Err(unreachable(format!(
+                    "the authority could not be asked for the answer to call {id} before its deadline: {e}"
+                )));
+            }
             return Err(TransportError::Timeout {
                 host: host.to_string(),
                 after: timeout,
@@ -116,9 +122,17 @@ async fn through_queue(
             Ok(Some(v)) => return crate::remote::interpret(host, v),
             Ok(None) => continue,
             Err(e) => {
-                return Err(unreachable(format!(
-                    "the authority could not be asked for the answer to call {id}: {e}"
-                )))
+                // The call is kept by the authority and answered by the agent once the
+                // authority is back (a restarted authority, a broken connection): ask
+                // again until the deadline rather than report a step that may well
+                // succeed as failed.
+                tracing::warn!(
+                    host,
+                    id,
+                    "the authority did not answer about call {id}: {e}; asking again"
+                );
+                last_error = Some(e);
+                tokio::time::sleep(Duration::from_millis(500).min(left)).await;
             }
         }
     }
