@@ -194,12 +194,37 @@ pub async fn serve_calls(
                         }
                     };
                     let value = serde_json::to_value(&response).unwrap_or_default();
-                    if let Err(e) = client.reply_call(c.id, value).await {
-                        log(&format!(
-                            "call {}: the answer was not taken: {}",
-                            c.id,
-                            one_line(&e).0
-                        ));
+                    // The answer is delivered even across an authority restart: tried
+                    // again (1 s doubling to 30 s) until taken, refused, or a minute
+                    // past the call's deadline, when nobody waits for it any more.
+                    let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+                    loop {
+                        match client.reply_call(c.id, value.clone()).await {
+                            Ok(()) => break,
+                            Err(e) if e.status().is_some() => {
+                                log(&format!(
+                                    "call {}: the answer was refused: {}",
+                                    c.id,
+                                    one_line(&e).0
+                                ));
+                                break;
+                            }
+                            Err(e) => {
+                                let now = std::time::SystemTime::now()
+                                    .duration_since(std::time::UNIX_EPOCH)
+                                    .map(|d| d.as_millis() as i64)
+                                    .unwrap_or(0);
+                                if now > c.deadline_ms + 60_000 {
+                                    log(&format!(
+                                        "call {}: the answer could not be delivered: {}",
+                                        c.id,
+                                        one_line(&e).0
+                                    ));
+                                    break;
+                                }
+                                tokio::time::sleep(jittered(backoff.next_delay(), 4)).await;
+                            }
+                        }
                     }
                 });
             }

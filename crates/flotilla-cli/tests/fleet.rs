@@ -330,3 +330,103 @@ fn an_agent_converges_reports_and_survives_partitions_of_its_authority() {
         "the canary secret leaked into the authority"
     );
 }
+
+#[test]
+fn killing_the_authority_during_an_operation_loses_and_repeats_nothing() {
+    let port = free_port();
+    let kit = flotilla_testkit::binary();
+    // `slow` listens 2.5 s after it starts: a restart is in flight that long.
+    let inv = format!(
+        r#"
+[hosts.studio]
+transport = "agent"
+
+[components.slow]
+host = "studio"
+command = [{kit:?}, "--pid-file", "slow.pid", "--listen", "127.0.0.1:{port}", "--listen-after", "2500"]
+endpoints = {{ api = "127.0.0.1:{port}" }}
+readiness = {{ tcp = {{ endpoint = "api" }}, period = "50ms" }}
+stop = {{ grace_period = "2s" }}
+"#
+    );
+    let mut a = Authority::with(&inv, &["--report-deadline", "3s"]);
+    let mut agent = AgentProc::new(a.ws.path());
+    let t = a
+        .run(&["serve", "token", "create", "--host", "studio", "--json"])
+        .json();
+    let out = agent.join(
+        &a.url,
+        t["token"].as_str().unwrap(),
+        t["ca_hash"].as_str().unwrap(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(a.publish(&[]).code, 0);
+    agent.start();
+    wait_for(&a, &agent, "slow to run", |s| {
+        component(s, "slow")["lifecycle"] == "running"
+    });
+    let before = agent.pid("slow").unwrap();
+
+    // `restart slow` through the authority; the authority is killed (-9) while the
+    // agent is in the middle of it, and started again.
+    let env = a.env();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
+    cmd.args(["-f", "fleet/flotilla.toml", "restart", "slow"])
+        .current_dir(a.ws.path())
+        .env("FLOTILLA_STATE_DIR", a.ws.path().join(".flotilla-state"))
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in &env {
+        cmd.env(k, v);
+    }
+    let restart = cmd.spawn().unwrap();
+    let mut during = None;
+    assert!(
+        wait_until(DEADLINE, || {
+            during = agent.pid("slow").filter(|p| *p != before && alive(*p));
+            during.is_some()
+        }),
+        "the agent never began the restart:\n{}",
+        agent.log()
+    );
+    a.kill9();
+    a.start();
+    let out = restart.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success(),
+        "the restart's answer survives the authority's restart:\n{stdout}\n{stderr}\nagent log:\n{}",
+        agent.log()
+    );
+    // Exactly one restart happened: the pid the agent started during it still runs.
+    assert_eq!(agent.pid("slow"), during);
+    assert!(!alive(before));
+    let journal = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args(["-f", "fleet/flotilla.toml", "operations", "--json"])
+        .current_dir(a.ws.path())
+        .env("FLOTILLA_STATE_DIR", &agent.state)
+        .env_remove("FLOTILLA_SERVER")
+        .output()
+        .unwrap();
+    let ops: serde_json::Value = serde_json::from_slice(&journal.stdout).unwrap();
+    let restarts = ops
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["verb"] == "restart" && o["target"] == "slow")
+        .count();
+    assert_eq!(restarts, 1, "the agent ran the restart once: {ops:#}");
+    // And the agent is connected again by itself.
+    wait_for(&a, &agent, "the agent to report again", |s| {
+        component(s, "slow")["observability"] == "observed"
+            && component(s, "slow")["lifecycle"] == "running"
+    });
+}

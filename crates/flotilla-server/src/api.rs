@@ -332,6 +332,11 @@ pub struct CallDto {
 pub struct CallsResponse {
     /// Oldest first.
     pub calls: Vec<CallDto>,
+    /// The highest call id queued so far, for any host: where an agent that starts
+    /// afresh begins (calls queued before it ran are not run late, and a call it was
+    /// running when it stopped is not run twice).
+    #[serde(default)]
+    pub latest: u64,
 }
 
 /// `POST /v1/calls/{id}/reply` (the agent of the call's host).

@@ -1043,7 +1043,8 @@ pub async fn pending_calls<S: AuthorityStore>(
                     })
                 })
                 .collect();
-            return Ok(Json(api::CallsResponse { calls }));
+            let latest = state.store.last_call_id().await?;
+            return Ok(Json(api::CallsResponse { calls, latest }));
         }
         rx.borrow_and_update();
         let _waiting = Waiting::new(&state.metrics.longpoll_waiters);
