@@ -95,6 +95,44 @@ pub struct AgentDir {
 }
 
 impl AgentDir {
+    /// Takes `agent.lock` in this directory (an exclusive `flock(2)`, without
+    /// waiting): one agent per state directory. Held for as long as the returned
+    /// value lives.
+    ///
+    /// # Errors
+    /// When another agent holds it (`WouldBlock`, naming its pid when it wrote it), or
+    /// the file cannot be opened.
+    pub fn lock(&self) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
+        use std::io::Write as _;
+        std::fs::create_dir_all(&self.dir)?;
+        let path = self.dir.join("agent.lock");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)?;
+        let mut lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|(f, _)| {
+            let holder = std::fs::read_to_string(&path).unwrap_or_default();
+            drop(f);
+            std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                format!(
+                    "another agent runs on this state directory ({}{}): one agent per host",
+                    path.display(),
+                    match holder.trim() {
+                        "" => String::new(),
+                        pid => format!(", pid {pid}"),
+                    }
+                ),
+            )
+        })?;
+        lock.set_len(0)?;
+        write!(lock, "{}", std::process::id())?;
+        Ok(lock)
+    }
+
     /// The agent directory below the base state directory `base`.
     pub fn new(base: &Path) -> AgentDir {
         AgentDir {

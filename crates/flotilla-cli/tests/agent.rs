@@ -482,6 +482,27 @@ fn holds_no_listening_socket_while_its_component_listens() {
 }
 
 #[test]
+fn one_agent_per_state_directory() {
+    let ws = Workspace::new();
+    let _kill = KillComponents(ws.path().to_path_buf());
+    ws.write("flotilla.toml", &service("web", ""));
+    let agent = AgentProc::start(&ws);
+    wait_for(&ws, &agent, "web to run", || {
+        component(&report(&ws), "web")["lifecycle"] == "running"
+    });
+    let second = ws.run(&["agent", "run", "--inventory", "flotilla.toml"]);
+    assert_eq!(second.code, 1, "{second:?}");
+    assert!(
+        second
+            .stderr
+            .contains("another agent runs on this state directory")
+            && second.stderr.contains(&format!("pid {}", agent.pid())),
+        "{}",
+        second.stderr
+    );
+}
+
+#[test]
 fn unit_runs_this_binary_with_the_absolute_inventory() {
     let ws = Workspace::new();
     ws.write("flotilla.toml", &service("a", ""));

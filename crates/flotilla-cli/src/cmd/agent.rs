@@ -208,6 +208,14 @@ fn run_agent(cli: &Cli, a: &RunArgs) -> anyhow::Result<u8> {
         let _ = writeln!(std::io::stderr(), "{line}");
     });
     let dir = AgentDir::resolve(cli.state_dir.as_deref())?;
+    let _one_agent = match dir.lock() {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            eprintln!("error: {e}");
+            return Ok(crate::EXIT_REFUSED);
+        }
+        Err(e) => return Err(e.into()),
+    };
     let local = LocalReporter::new(dir.status_file(), Arc::clone(&log));
     let rt = super::runtime()?;
     let Some(inventory) = a.inventory.as_ref().or(cli.file.as_ref()) else {
@@ -219,6 +227,15 @@ fn run_agent(cli: &Cli, a: &RunArgs) -> anyhow::Result<u8> {
             );
             return Ok(EXIT_USAGE);
         };
+        if a.host != "local" && a.host != e.host {
+            eprintln!(
+                "error: this agent joined as host `{}` ({}): --host {} does not apply (join again for another host)",
+                e.host,
+                dir.enrollment_file().display(),
+                a.host
+            );
+            return Ok(EXIT_USAGE);
+        }
         let client = Arc::new(flotilla_server::Client::new(
             &e.server,
             &e.ca_pem,
