@@ -5,7 +5,7 @@
 use super::{run_with_env, KillOnDrop, Run, Workspace};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A canary secret value: it must never appear in what the authority keeps or says.
 pub const CANARY: &str = "canary-secret-5f1d9a3e-never-leaves-the-host";
@@ -101,18 +101,14 @@ impl Authority {
         let guard = KillOnDrop(child.id());
         self.child = Some((child, guard));
         // Ready when it answers an operator request (deadline, not a fixed sleep).
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        let mut last = None;
+        let up = flotilla_testkit::wait_until(Duration::from_secs(30), || {
             let r = self.run(&["config", "history", "--json"]);
-            if r.code == 0 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the authority never answered: {r:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            let ok = r.code == 0;
+            last = Some(r);
+            ok
+        });
+        assert!(up, "the authority never answered: {last:?}");
     }
 
     pub fn kill9(&mut self) {
