@@ -20,12 +20,22 @@ pub struct Authority {
     child: Option<(Child, KillOnDrop)>,
 }
 
+/// A free port on 127.0.0.1 below the kernel's ephemeral range (20000–32767), for a
+/// server that these tests kill and start again on the same port: another test's
+/// `bind(:0)` (ephemeral, 32768 and up) can never be handed it while it is briefly
+/// free.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::hash::{BuildHasher, Hasher};
+    for attempt in 0u64.. {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(attempt ^ u64::from(std::process::id()));
+        let port = 20000 + (h.finish() % 12768) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+        assert!(attempt < 1000, "no free port in 20000-32767");
+    }
+    unreachable!()
 }
 
 impl Authority {
