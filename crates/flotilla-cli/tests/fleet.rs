@@ -141,7 +141,19 @@ impl AgentProc {
 impl Drop for AgentProc {
     fn drop(&mut self) {
         self.kill9();
-        for n in ["a", "b"] {
+        // Every component it started (each writes `<name>.pid` in the agent's home).
+        let names: Vec<String> = std::fs::read_dir(&self.home)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                e.file_name()
+                    .to_str()?
+                    .strip_suffix(".pid")
+                    .map(str::to_string)
+            })
+            .collect();
+        for n in &names {
             if let Some(p) = self.pid(n) {
                 let _ = nix::sys::signal::killpg(
                     nix::unistd::Pid::from_raw(p as i32),
