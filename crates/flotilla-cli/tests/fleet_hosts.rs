@@ -23,7 +23,7 @@
 
 mod common;
 
-use common::{run_with_env, KillOnDrop, Run};
+use common::{kill9, pids_with_arg, run_with_env, KillOnDrop, Run};
 use flotilla_testkit::testnet::{self, TestHost, Testnet};
 use flotilla_testkit::{alive, free_port, wait_until};
 use serde_json::Value;
@@ -60,37 +60,6 @@ fn q(s: impl AsRef<str>) -> String {
 /// A word for `sh`, single-quoted.
 fn sh_word(s: impl AsRef<str>) -> String {
     format!("'{}'", s.as_ref().replace('\'', "'\\''"))
-}
-
-/// The arguments of process `pid` as this machine numbers it (empty when gone).
-fn cmdline(pid: u32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            b.split(|&c| c == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The live processes (of this machine and of every host's PID namespace) one of whose
-/// arguments is exactly `marker`.
-fn pids_with_arg(marker: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| cmdline(pid).iter().any(|a| a == marker))
-        .collect()
-}
-
-fn kill9(pid: u32) {
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
 }
 
 /// A TCP port on the bridge address that was free when this returned.
@@ -695,8 +664,11 @@ fn three_agents_one_under_systemd_survive_a_60s_partition_without_restarts() {
         assert!(alive(pids[0]));
         last = s;
         looks += 1;
-        // Look again and again, but leave the CPU to the agents and the authority.
-        std::thread::sleep(LOOK_EVERY.saturating_sub(look.elapsed()));
+        // Look again every LOOK_EVERY (leaving the CPU to the agents and the
+        // authority), or as soon as the partition's time is up.
+        wait_until(LOOK_EVERY.saturating_sub(look.elapsed()), || {
+            cut.elapsed() >= PARTITION
+        });
     }
     let unreachable_after = unreachable_after.unwrap_or_else(|| {
         panic!(

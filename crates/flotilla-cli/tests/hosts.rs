@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::Run;
+use common::{cmdline, kill9, pids_with_arg, Run};
 use flotilla_testkit::testnet::{self, TestHost, Testnet};
 use flotilla_testkit::{alive, free_port, wait_until};
 use serde_json::Value;
@@ -34,36 +34,6 @@ fn q(s: impl AsRef<str>) -> String {
 
 fn testkit() -> String {
     flotilla_testkit::binary().display().to_string()
-}
-
-/// The arguments of process `pid` (empty when it is gone).
-fn cmdline(pid: u32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            b.split(|&c| c == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The live processes one of whose arguments is exactly `marker`.
-fn pids_with_arg(marker: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| cmdline(pid).iter().any(|a| a == marker))
-        .collect()
-}
-
-fn kill9(pid: u32) {
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
 }
 
 /// `GET /` on 127.0.0.1:`port` (this machine's loopback): the whole answer, or why not.

@@ -89,24 +89,8 @@ impl Store {
     }
 
     fn setup(mut conn: Connection, path: PathBuf, wal: bool) -> Result<Store, StoreError> {
+        prepare(&conn, &path, APPLICATION_ID, wal)?;
         let classify = |source: rusqlite::Error| classify_open(&path, source);
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(classify)?;
-        conn.pragma_update(None, "foreign_keys", true)
-            .map_err(classify)?;
-        // The first statement that reads the file: a non-SQLite or corrupted file
-        // is reported here.
-        let app_id: i32 = conn
-            .pragma_query_value(None, "application_id", |row| row.get(0))
-            .map_err(classify)?;
-        if app_id != 0 && app_id != APPLICATION_ID {
-            return Err(StoreError::ForeignDatabase {
-                path,
-                application_id: app_id,
-            });
-        }
-        if wal {
-            enable_wal(&conn).map_err(classify)?;
-        }
         schema::migrate(&mut conn, &path, classify)?;
         Ok(Store { conn, path })
     }
@@ -205,6 +189,38 @@ impl TxError {
 /// `SQLITE_BUSY` at once, without its busy handler, when another process is
 /// opening the same fresh file; so this retries with short sleeps, for at most
 /// [`BUSY_TIMEOUT`] of sleeping in total (counted, not read from a clock).
+/// What every Flotilla SQLite file gets when it is opened: the busy timeout, foreign
+/// keys, a check that it is ours (`application_id` 0 for a new file, or `ours`; the
+/// first statement that reads the file, so a non-SQLite or corrupted file is reported
+/// here) and, for files (`wal`), WAL mode.
+///
+/// # Errors
+/// [`StoreError::ForeignDatabase`], or what [`classify_open`] makes of SQLite's error.
+pub(crate) fn prepare(
+    conn: &Connection,
+    path: &Path,
+    ours: i32,
+    wal: bool,
+) -> Result<(), StoreError> {
+    let classify = |source: rusqlite::Error| classify_open(path, source);
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(classify)?;
+    conn.pragma_update(None, "foreign_keys", true)
+        .map_err(classify)?;
+    let app_id: i32 = conn
+        .pragma_query_value(None, "application_id", |row| row.get(0))
+        .map_err(classify)?;
+    if app_id != 0 && app_id != ours {
+        return Err(StoreError::ForeignDatabase {
+            path: path.to_path_buf(),
+            application_id: app_id,
+        });
+    }
+    if wal {
+        enable_wal(conn).map_err(classify)?;
+    }
+    Ok(())
+}
+
 pub(crate) fn enable_wal(conn: &Connection) -> rusqlite::Result<()> {
     let mut slept = Duration::ZERO;
     let mut pause = Duration::from_millis(1);

@@ -115,3 +115,35 @@ impl Drop for KillOnDrop {
         );
     }
 }
+
+/// The arguments of process `pid` as this machine numbers it (empty when it is gone).
+pub fn cmdline(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The live processes (of this machine and of every test host's PID namespace) one
+/// of whose arguments is exactly `marker`.
+pub fn pids_with_arg(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| cmdline(pid).iter().any(|a| a == marker))
+        .collect()
+}
+
+/// SIGKILLs `pid` (gone already is fine).
+pub fn kill9(pid: u32) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::error::StoreError;
 use crate::schema::{self, Migration};
-use crate::store::{classify_open, enable_wal, TxError, BUSY_TIMEOUT};
+use crate::store::{classify_open, TxError};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -162,22 +162,8 @@ impl SqliteAuthority {
     }
 
     fn setup(mut conn: Connection, path: PathBuf, wal: bool) -> Result<Self, StoreError> {
+        crate::store::prepare(&conn, &path, AUTHORITY_APPLICATION_ID, wal)?;
         let classify = |source: rusqlite::Error| classify_open(&path, source);
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(classify)?;
-        conn.pragma_update(None, "foreign_keys", true)
-            .map_err(classify)?;
-        let app_id: i32 = conn
-            .pragma_query_value(None, "application_id", |row| row.get(0))
-            .map_err(classify)?;
-        if app_id != 0 && app_id != AUTHORITY_APPLICATION_ID {
-            return Err(StoreError::ForeignDatabase {
-                path,
-                application_id: app_id,
-            });
-        }
-        if wal {
-            enable_wal(&conn).map_err(classify)?;
-        }
         // Per connection, not stored in the file: fsync the WAL at every commit.
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(classify)?;
