@@ -359,3 +359,127 @@ pub struct CallStatus {
     #[schema(value_type = Option<Object>)]
     pub response: Option<serde_json::Value>,
 }
+
+/// `POST /v1/releases` (operator): relay a release manifest signed offline. The
+/// authority stores the exact bytes and never signs anything: agents verify the
+/// signature against the keys they pinned (minisign format,
+/// <https://jedisct1.github.io/minisign/>).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PublishReleaseRequest {
+    /// The manifest (`flotilla_release::Manifest` as JSON), exactly the bytes signed.
+    pub manifest: String,
+    /// Its `.minisig` signature file's text.
+    pub signature: String,
+}
+
+/// One published release.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ReleaseDto {
+    /// `flotilla-agent`, or a component binary's name (`llama-server`).
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// The manifest's monotonic serial.
+    pub serial: u64,
+    /// When it expires (RFC 3339).
+    pub expires: String,
+    /// Its artifacts' platforms (`<os>-<arch>`) and SHA-256s (hex), in manifest order.
+    pub artifacts: Vec<ArtifactDto>,
+    /// When it was published (ms since the Unix epoch).
+    pub created_ms: i64,
+    /// Who published it (`operator`).
+    pub published_by: String,
+    /// The minisign key id (16 hex digits) that signed it, as the signature file says
+    /// (not verified by the authority: agents verify).
+    pub key_id: String,
+    /// The manifest text, exactly as signed.
+    pub manifest: String,
+    /// The signature file's text.
+    pub signature: String,
+}
+
+/// One artifact of a release, as listed.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ArtifactDto {
+    /// `<os>-<arch>`, e.g. `linux-x86_64`.
+    pub platform: String,
+    /// SHA-256 of the artifact, 64 hex digits.
+    pub sha256: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Where it comes from: `blob` (the authority's blob store) or the URL.
+    pub source: String,
+}
+
+/// `POST /v1/rollouts` (operator): roll a published release out to the agent hosts
+/// that match `selector`. Created `AwaitingApproval`; the host set is frozen now.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CreateRolloutRequest {
+    /// The release's name.
+    pub name: String,
+    /// The release's version.
+    pub version: String,
+    /// Host labels that must all match (`{}`: every agent host of the selected
+    /// revision).
+    #[serde(default)]
+    pub selector: std::collections::BTreeMap<String, String>,
+    /// How many hosts update at once after the canaries (at least 1).
+    pub max_in_flight: u32,
+    /// How many hosts update first, alone, before any other starts.
+    pub canary: u32,
+    /// How long a host must run the new release, measured, before it counts as
+    /// `Updated` (ms).
+    pub min_healthy_ms: u64,
+    /// How long a host may take from the step being sent to `Updated` (ms).
+    pub timeout_ms: u64,
+}
+
+/// `POST /v1/rollouts/{id}/{action}` answer and `GET /v1/rollouts/{id}`: the rollout
+/// (`flotilla_release::rollout::Rollout`: phase, `halted`, per-host phase, reason and
+/// times, events).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RolloutDto {
+    /// The rollout document.
+    #[schema(value_type = Object)]
+    pub rollout: serde_json::Value,
+}
+
+/// `GET /v1/rollouts`: every rollout, newest first.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RolloutsResponse {
+    /// Rollout documents (see [`RolloutDto`]).
+    #[schema(value_type = Vec<Object>)]
+    pub rollouts: Vec<serde_json::Value>,
+}
+
+/// What the agent of a host should apply: one release of one rollout, while the host
+/// is `Updating` in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Assignment {
+    /// The rollout's id.
+    pub rollout: u64,
+    /// The release's name.
+    pub name: String,
+    /// The release's version.
+    pub version: String,
+    /// The manifest, exactly the signed bytes (UTF-8 JSON).
+    pub manifest: String,
+    /// Its `.minisig` text.
+    pub signature: String,
+    /// The soak: how long the new release must run, measured, before success (ms).
+    pub min_healthy_ms: u64,
+    /// How long the host has from now to prove the new release (ms).
+    pub timeout_ms: u64,
+}
+
+/// `GET /v1/hosts/{host}/release?index=N&wait=30s` (the host's agent): its
+/// assignment, long-polled: answers when the assignments' index passes `N`, else
+/// after about `wait`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ReleaseAssignment {
+    /// The index of the rollouts' state this answer reflects.
+    pub index: u64,
+    /// The release to apply, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignment: Option<Assignment>,
+}

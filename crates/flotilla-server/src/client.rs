@@ -42,6 +42,15 @@ pub enum ClientError {
         /// The hash of what was served.
         found: String,
     },
+    /// A downloaded blob could not be written locally.
+    #[error("{}: {source}", .path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// A URL that is not `https://host[:port]`.
     #[error("`{0}` is not an https:// URL of the authority")]
     Url(String),
@@ -386,6 +395,189 @@ impl Client {
         let url = format!("{}/v1/calls/{id}?wait={}ms", self.base, wait.as_millis());
         let timeout = wait + Duration::from_secs(15);
         self.send(self.http.get(&url).timeout(timeout), &url).await
+    }
+
+    /// `PUT /v1/blobs/{sha256}` (operator): uploads an artifact to the authority's
+    /// blob store; the authority checks the bytes hash to `sha256` (64 hex digits).
+    /// Returns whether the blob was new.
+    ///
+    /// # Errors
+    /// [`ClientError`]; bytes that do not hash to `sha256` are 400 `invalid`.
+    pub async fn put_blob(&self, sha256: &str, bytes: Vec<u8>) -> Result<bool, ClientError> {
+        let url = format!("{}/v1/blobs/{sha256}", self.base);
+        let answer: serde_json::Value = self
+            .send(
+                self.http
+                    .put(&url)
+                    .header("content-type", "application/octet-stream")
+                    .body(bytes)
+                    .timeout(Duration::from_secs(600)),
+                &url,
+            )
+            .await?;
+        Ok(answer
+            .get("created")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false))
+    }
+
+    /// `GET /v1/blobs/{sha256}` (operator or any agent): streams the blob into `dest`
+    /// (created or truncated), unverified: the caller checks size and digest.
+    /// Returns the number of bytes written.
+    ///
+    /// # Errors
+    /// [`ClientError`]; an unknown blob is 404; a local write failure is
+    /// [`ClientError::Io`].
+    pub async fn download_blob(
+        &self,
+        sha256: &str,
+        dest: &std::path::Path,
+    ) -> Result<u64, ClientError> {
+        use std::io::Write;
+        let url = format!("{}/v1/blobs/{sha256}", self.base);
+        let http = |source| ClientError::Http {
+            url: url.clone(),
+            source,
+        };
+        let mut req = self.http.get(&url).timeout(Duration::from_secs(3600));
+        if let Some(c) = &self.credential {
+            req = req.bearer_auth(c);
+        }
+        let mut resp = req.send().await.map_err(http)?;
+        let status = resp.status().as_u16();
+        if !(200..300).contains(&status) {
+            let text = resp.text().await.map_err(http)?;
+            return Err(ClientError::Api {
+                url: url.clone(),
+                status,
+                error: serde_json::from_str(&text).unwrap_or(ApiError {
+                    code: "http".into(),
+                    message: text,
+                    current: None,
+                }),
+            });
+        }
+        let io = |source| ClientError::Io {
+            path: dest.to_path_buf(),
+            source,
+        };
+        let mut file = std::fs::File::create(dest).map_err(io)?;
+        let mut written = 0u64;
+        while let Some(chunk) = resp.chunk().await.map_err(http)? {
+            file.write_all(&chunk).map_err(io)?;
+            written += chunk.len() as u64;
+        }
+        file.sync_all().map_err(io)?;
+        Ok(written)
+    }
+
+    /// `POST /v1/releases` (operator): relays a signed manifest.
+    ///
+    /// # Errors
+    /// [`ClientError`]; an unparsable manifest or signature, or a blob the manifest
+    /// names that was not uploaded, is 400; the same name and version with other
+    /// bytes is 409.
+    pub async fn publish_release(
+        &self,
+        req: &crate::api::PublishReleaseRequest,
+    ) -> Result<crate::api::ReleaseDto, ClientError> {
+        self.post("/v1/releases", req).await
+    }
+
+    /// `GET /v1/releases` (operator): every release, newest first.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn releases(&self) -> Result<Vec<crate::api::ReleaseDto>, ClientError> {
+        self.get("/v1/releases").await
+    }
+
+    /// `POST /v1/rollouts` (operator).
+    ///
+    /// # Errors
+    /// [`ClientError`]; an unknown release is 404, another active rollout of the
+    /// same name 409, no matching host 400.
+    pub async fn create_rollout(
+        &self,
+        req: &crate::api::CreateRolloutRequest,
+    ) -> Result<crate::api::RolloutDto, ClientError> {
+        self.post("/v1/rollouts", req).await
+    }
+
+    /// `GET /v1/rollouts` (operator).
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn rollouts(&self) -> Result<crate::api::RolloutsResponse, ClientError> {
+        self.get("/v1/rollouts").await
+    }
+
+    /// `GET /v1/rollouts/{id}` (operator).
+    ///
+    /// # Errors
+    /// [`ClientError`]; an unknown id is 404.
+    pub async fn rollout(&self, id: u64) -> Result<crate::api::RolloutDto, ClientError> {
+        self.get(&format!("/v1/rollouts/{id}")).await
+    }
+
+    /// `POST /v1/rollouts/{id}/{action}` (operator): `approve`, `pause`, `resume` or
+    /// `abort`.
+    ///
+    /// # Errors
+    /// [`ClientError`]; an action the rollout's phase does not allow is 409.
+    pub async fn rollout_action(
+        &self,
+        id: u64,
+        action: &str,
+    ) -> Result<crate::api::RolloutDto, ClientError> {
+        self.post(
+            &format!("/v1/rollouts/{id}/{action}"),
+            &serde_json::json!({}),
+        )
+        .await
+    }
+
+    /// `GET /v1/hosts/{host}/release?index=N&wait=…` (the host's agent): its release
+    /// assignment, long-polled like [`Client::snapshot`].
+    ///
+    /// # Errors
+    /// [`ClientError`]; another host's assignment is 403.
+    pub async fn release_assignment(
+        &self,
+        host: &str,
+        index: u64,
+        wait: Duration,
+    ) -> Result<crate::api::ReleaseAssignment, ClientError> {
+        let url = format!(
+            "{}/v1/hosts/{host}/release?index={index}&wait={}ms",
+            self.base,
+            wait.as_millis()
+        );
+        let timeout = wait + wait / 8 + Duration::from_secs(15);
+        self.send(self.http.get(&url).timeout(timeout), &url).await
+    }
+
+    /// `POST /v1/hosts/{host}/release` (the host's agent): what it measured and where
+    /// its update stands (`flotilla_release::rollout::HostUpdate` as JSON).
+    ///
+    /// # Errors
+    /// [`ClientError`]; another host's is 403.
+    pub async fn report_update<T: serde::Serialize + ?Sized>(
+        &self,
+        host: &str,
+        update: &T,
+    ) -> Result<(), ClientError> {
+        let url = format!("{}/v1/hosts/{host}/release", self.base);
+        let _: serde_json::Value = self
+            .send(
+                self.http
+                    .post(&url)
+                    .json(update)
+                    .timeout(Duration::from_secs(10)),
+                &url,
+            )
+            .await?;
+        Ok(())
     }
 
     /// `GET` of any path, as text (for `/metrics`, `/healthz`).

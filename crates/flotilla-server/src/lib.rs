@@ -17,6 +17,8 @@
 //! - [`authority`]: the authority directory, `serve init`, backends, [`authority::serve`].
 //! - [`auth`]: secrets (tokens, credentials) and their hashes.
 //! - [`fleet`]: the fleet's status from agents' reports, aged (pure).
+//! - [`releases`]: signed releases relayed, the blob store, rollouts advanced
+//!   (`flotilla_release::rollout`), agents' release assignments and update reports.
 //! - [`diff`]: revision diffs as DTOs.
 //! - [`metrics`]: the Prometheus figures.
 //! - [`openapi`]: the generated OpenAPI document.
@@ -31,6 +33,7 @@ pub mod diff;
 pub mod fleet;
 pub mod metrics;
 pub mod openapi;
+pub mod releases;
 pub mod server;
 pub mod tls;
 

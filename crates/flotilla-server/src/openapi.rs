@@ -3,6 +3,7 @@
 //! writes it; a test keeps it equal).
 
 use crate::api;
+use crate::releases;
 use crate::server;
 use utoipa::OpenApi;
 
@@ -11,7 +12,7 @@ use utoipa::OpenApi;
 #[openapi(
     info(
         title = "Flotilla authority API",
-        description = "The desired-state authority that `flotilla serve` runs: revisions, selection, role-filtered host snapshots (long-polled), agent reports, join tokens.",
+        description = "The desired-state authority that `flotilla serve` runs: revisions, selection, role-filtered host snapshots (long-polled), agent reports, join tokens, signed releases relayed, blobs, rollouts and agents' release assignments.",
         license(name = "Apache-2.0")
     ),
     paths(
@@ -34,6 +35,16 @@ use utoipa::OpenApi;
         server::pending_calls,
         server::reply_call,
         server::call_status,
+        releases::put_blob,
+        releases::get_blob,
+        releases::publish_release,
+        releases::list_releases,
+        releases::create_rollout,
+        releases::list_rollouts,
+        releases::get_rollout,
+        releases::rollout_action,
+        releases::assignment,
+        releases::report_update,
     ),
     components(schemas(
         api::ApiError,
@@ -61,6 +72,14 @@ use utoipa::OpenApi;
         api::CallsResponse,
         api::ReplyRequest,
         api::CallStatus,
+        api::PublishReleaseRequest,
+        api::ReleaseDto,
+        api::ArtifactDto,
+        api::CreateRolloutRequest,
+        api::RolloutDto,
+        api::RolloutsResponse,
+        api::Assignment,
+        api::ReleaseAssignment,
     ))
 )]
 pub struct ApiDoc;

@@ -7,7 +7,9 @@
 //! | --- | --- | --- |
 //! | `GET /v1/hosts/{host}/snapshot` | any host | H only |
 //! | `POST /v1/hosts/{host}/report` | — | H only |
-//! | revisions, selection, tokens, status, `/metrics` | yes | — (403) |
+//! | `GET`/`POST /v1/hosts/{host}/release` | read any host's | H only |
+//! | `GET /v1/blobs/{sha256}` | yes | yes (artifacts are not secret; their signatures are what agents trust) |
+//! | revisions, selection, tokens, status, releases, blob uploads, rollouts, `/metrics` | yes | — (403) |
 //!
 //! The selection (which revision is desired) is kept in memory beside the store, so a
 //! long poll never touches the database; it is loaded at start and replaced after
@@ -17,6 +19,7 @@ use crate::api::{self, ApiError};
 use crate::auth;
 use crate::authority::AuthorityError;
 use crate::metrics::{AgentRevision, Metrics, Route, RouteLabels};
+use crate::releases;
 use axum::extract::{MatchedPath, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
@@ -42,10 +45,10 @@ pub const PUBLISH_LIMIT: usize = 64 << 20;
 
 /// Counts a waiting long poll for as long as it lives: a client that goes away
 /// mid-poll drops the handler at its `.await`, and the count still comes down.
-struct Waiting<'a>(&'a prometheus_client::metrics::gauge::Gauge);
+pub(crate) struct Waiting<'a>(&'a prometheus_client::metrics::gauge::Gauge);
 
 impl<'a> Waiting<'a> {
-    fn new(g: &'a prometheus_client::metrics::gauge::Gauge) -> Waiting<'a> {
+    pub(crate) fn new(g: &'a prometheus_client::metrics::gauge::Gauge) -> Waiting<'a> {
         g.inc();
         Waiting(g)
     }
@@ -71,7 +74,7 @@ pub struct Settings {
     pub report_deadline: Duration,
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -87,8 +90,9 @@ struct Current {
 
 /// Shared state of the service.
 pub struct AppState<S> {
-    store: S,
+    pub(crate) store: S,
     settings: Settings,
+    pub(crate) releases: crate::releases::Releases,
     current: RwLock<Option<Current>>,
     index: watch::Sender<u64>,
     principals: Mutex<HashMap<String, Principal>>,
@@ -106,7 +110,7 @@ pub struct AppState<S> {
 pub struct Failure(StatusCode, ApiError);
 
 impl Failure {
-    fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Failure {
+    pub(crate) fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Failure {
         Failure(
             status,
             ApiError {
@@ -115,6 +119,11 @@ impl Failure {
                 current: None,
             },
         )
+    }
+
+    /// The error's message.
+    pub(crate) fn message(&self) -> &str {
+        &self.1.message
     }
 }
 
@@ -135,7 +144,7 @@ impl From<StoreError> for Failure {
     }
 }
 
-type Answer<T> = Result<Json<T>, Failure>;
+pub(crate) type Answer<T> = Result<Json<T>, Failure>;
 
 fn selection_dto(s: &Selection) -> api::SelectionDto {
     api::SelectionDto {
@@ -175,8 +184,10 @@ impl<S: AuthorityStore> AppState<S> {
         let index = current.as_ref().map_or(0, |c| c.selection.index);
         let metrics = Metrics::default();
         metrics.selection_index.set(index);
+        let releases = crate::releases::Releases::load(&store).await?;
         Ok(Arc::new(AppState {
             store,
+            releases,
             settings,
             current: RwLock::new(current),
             index: watch::Sender::new(index),
@@ -197,11 +208,16 @@ impl<S: AuthorityStore> AppState<S> {
             .subscribe()
     }
 
+    /// The selected revision's topology, if any.
+    pub(crate) fn current_topology(&self) -> Option<Arc<Topology>> {
+        self.current().map(|c| c.topology)
+    }
+
     fn current(&self) -> Option<Current> {
         self.current.read().expect("not poisoned").clone()
     }
 
-    async fn caller(&self, headers: &HeaderMap) -> Result<Principal, Failure> {
+    pub(crate) async fn caller(&self, headers: &HeaderMap) -> Result<Principal, Failure> {
         let token = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -231,7 +247,7 @@ impl<S: AuthorityStore> AppState<S> {
         Ok(p)
     }
 
-    async fn operator(&self, headers: &HeaderMap) -> Result<String, Failure> {
+    pub(crate) async fn operator(&self, headers: &HeaderMap) -> Result<String, Failure> {
         match self.caller(headers).await? {
             Principal::Operator { name } => Ok(name),
             Principal::Agent { host } => Err(Failure::new(
@@ -244,7 +260,7 @@ impl<S: AuthorityStore> AppState<S> {
 
     /// The caller, when it may act for `host`: that host's agent, or (when
     /// `operator_too`) an operator. Otherwise 403, saying the agent may only `what`.
-    async fn for_host(
+    pub(crate) async fn for_host(
         &self,
         headers: &HeaderMap,
         host: &str,
@@ -308,6 +324,29 @@ pub fn router<S: AuthorityStore>(state: Arc<AppState<S>>) -> Router {
         )
         .route("/v1/calls/{id}", get(call_status::<S>))
         .route("/v1/calls/{id}/reply", post(reply_call::<S>))
+        .route(
+            "/v1/blobs/{sha256}",
+            get(releases::get_blob::<S>)
+                .put(releases::put_blob::<S>)
+                .layer(axum::extract::DefaultBodyLimit::max(releases::BLOB_LIMIT)),
+        )
+        .route(
+            "/v1/releases",
+            get(releases::list_releases::<S>).post(releases::publish_release::<S>),
+        )
+        .route(
+            "/v1/rollouts",
+            get(releases::list_rollouts::<S>).post(releases::create_rollout::<S>),
+        )
+        .route("/v1/rollouts/{id}", get(releases::get_rollout::<S>))
+        .route(
+            "/v1/rollouts/{id}/{action}",
+            post(releases::rollout_action::<S>),
+        )
+        .route(
+            "/v1/hosts/{host}/release",
+            get(releases::assignment::<S>).post(releases::report_update::<S>),
+        )
         .layer(axum::middleware::from_fn(credential_first))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -950,7 +989,7 @@ pub async fn status<S: AuthorityStore>(
     }))
 }
 
-fn wait_of(wait: &Option<String>) -> Result<Duration, Failure> {
+pub(crate) fn wait_of(wait: &Option<String>) -> Result<Duration, Failure> {
     match wait {
         None => Ok(DEFAULT_WAIT),
         Some(w) => humantime::parse_duration(w)
@@ -1144,6 +1183,7 @@ pub async fn run<S: AuthorityStore>(
         // Long polls are cut short: agents simply poll again.
         h.graceful_shutdown(Some(Duration::from_secs(2)));
     });
+    releases::spawn_ticker(&state);
     let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls));
     listener.set_nonblocking(true)?;
     axum_server::from_tcp_rustls(listener, config)?

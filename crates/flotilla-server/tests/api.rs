@@ -3,12 +3,16 @@
 //! `scripts/postgres` starts; `FLOTILLA_TEST_POSTGRES_URL`).
 
 use flotilla_model::{validate, Format, SourceFile, Sources, Topology};
+use flotilla_release::rollout::{HostPhase, HostUpdate, Phase, Rollout, UpdateReport, UpdateState};
+use flotilla_release::{Artifact, Manifest, Reason};
 use flotilla_server::api::{AgentReport, JoinRequest, PublishRequest, SelectRequest, TokenRequest};
+use flotilla_server::api::{CreateRolloutRequest, PublishReleaseRequest};
 use flotilla_server::server::{AppState, Settings};
 use flotilla_server::{Client, ClientError};
 use flotilla_store::authority::{
     AuthorityStore, NewJoinToken, PostgresAuthority, Principal, SqliteAuthority,
 };
+use sha2::{Digest, Sha256};
 use std::time::Duration;
 
 const FLEET: &str = r#"
@@ -557,6 +561,248 @@ async fn revisions_and_long_poll<S: AuthorityStore + Clone>(store: S) {
     assert_eq!(h.selections[0].revision, p1.revision);
 }
 
+fn update(host: &str, sha: &str, state: UpdateState, reason: Option<Reason>) -> HostUpdate {
+    HostUpdate {
+        host: host.into(),
+        platform: "linux-x86_64".into(),
+        running_sha256: Some(format!("sha256:{sha}")),
+        pid: Some(4242),
+        update: Some(UpdateReport {
+            name: "flotilla-agent".into(),
+            version: "2.0.0".into(),
+            sha256: sha.into(),
+            state,
+            reason,
+            detail: String::new(),
+            evidence: Vec::new(),
+            since_ms: now_ms(),
+        }),
+        received_ms: 0,
+    }
+}
+
+fn rollout_of(dto: flotilla_server::api::RolloutDto) -> Rollout {
+    serde_json::from_value(dto.rollout).unwrap()
+}
+
+/// Releases are relayed as signed, blobs checked by digest, rollouts advanced from
+/// agents' reports: canary first, approval honoured, the first failure halts.
+async fn releases_and_rollouts<S: AuthorityStore + Clone>(store: S) {
+    let b = start(store).await;
+    b.publish(&topology(FLEET), None).await.unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let k = flotilla_release::sign::keygen(keys.path(), "test", false).unwrap();
+    let secret = std::fs::read_to_string(&k.secret_path).unwrap();
+    let artifact = b"a new agent build".repeat(1000);
+    let sha = flotilla_release::artifact::hex(&Sha256::digest(&artifact));
+    let manifest = |version: &str| {
+        let m = Manifest {
+            name: "flotilla-agent".into(),
+            version: version.into(),
+            serial: 7,
+            expires: "2999-01-01T00:00:00Z".into(),
+            artifacts: vec![Artifact {
+                os: "linux".into(),
+                arch: "x86_64".into(),
+                url: None,
+                blob: Some(sha.clone()),
+                sha256: sha.clone(),
+                size: artifact.len() as u64,
+            }],
+        };
+        String::from_utf8(m.to_bytes()).unwrap()
+    };
+    let text = manifest("2.0.0");
+    let sig = flotilla_release::sign::sign(&secret, text.as_bytes(), "test").unwrap();
+    let studio = b.agent("studio").await;
+    let gpu = b.agent("gpu").await;
+    let ops = b.agent("ops").await;
+
+    // Blobs: operators upload (digest checked), agents may only read.
+    let e = studio.put_blob(&sha, artifact.clone()).await.unwrap_err();
+    assert_eq!(e.status(), Some(403), "{e}");
+    let e = b
+        .operator
+        .put_blob(&"0".repeat(64), artifact.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(400), "{e}");
+    let publish = |manifest: String, signature: String| {
+        let op = b.operator.clone();
+        async move {
+            op.publish_release(&PublishReleaseRequest {
+                manifest,
+                signature,
+            })
+            .await
+        }
+    };
+    let e = publish(text.clone(), sig.clone()).await.unwrap_err();
+    assert!(e.to_string().contains("was not uploaded"), "{e}");
+    assert!(b.operator.put_blob(&sha, artifact.clone()).await.unwrap());
+    assert!(!b.operator.put_blob(&sha, artifact.clone()).await.unwrap());
+    let e = publish(text.clone(), "not a signature".into())
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(400), "{e}");
+    let r = publish(text.clone(), sig.clone()).await.unwrap();
+    assert_eq!(
+        (r.name.as_str(), r.version.as_str(), r.serial),
+        ("flotilla-agent", "2.0.0", 7)
+    );
+    assert_eq!(r.key_id, k.key_id);
+    assert_eq!(r.manifest, text, "relayed byte for byte");
+    // Publishing again is a no-op; other bytes under the same version are refused.
+    publish(text.clone(), sig.clone()).await.unwrap();
+    let other = text.replace("\"serial\": 7", "\"serial\": 8");
+    assert_ne!(other, text);
+    let other_sig = flotilla_release::sign::sign(&secret, other.as_bytes(), "test").unwrap();
+    let e = publish(other, other_sig).await.unwrap_err();
+    assert_eq!(e.status(), Some(409), "{e}");
+    assert_eq!(b.operator.releases().await.unwrap().len(), 1);
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("artifact");
+    gpu.download_blob(&sha, &dest).await.unwrap();
+    assert_eq!(std::fs::read(&dest).unwrap(), artifact);
+
+    // Agents say what they run when they start (their platform comes from there).
+    for (host, agent) in [("studio", &studio), ("gpu", &gpu), ("ops", &ops)] {
+        let mut u = update(host, &"1".repeat(64), UpdateState::Updated, None);
+        u.update = None;
+        agent.report_update(host, &u).await.unwrap();
+    }
+    // A rollout waits for approval; its host set is frozen in name order.
+    let create = CreateRolloutRequest {
+        name: "flotilla-agent".into(),
+        version: "2.0.0".into(),
+        selector: Default::default(),
+        max_in_flight: 2,
+        canary: 1,
+        min_healthy_ms: 0,
+        timeout_ms: 600_000,
+    };
+    let e = b
+        .operator
+        .create_rollout(&CreateRolloutRequest {
+            version: "9.9.9".into(),
+            ..create.clone()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(404), "{e}");
+    let r = rollout_of(b.operator.create_rollout(&create).await.unwrap());
+    assert_eq!(r.phase, Phase::AwaitingApproval);
+    let hosts: Vec<_> = r
+        .hosts
+        .iter()
+        .map(|h| (h.host.as_str(), h.canary))
+        .collect();
+    assert_eq!(hosts, [("gpu", true), ("ops", false), ("studio", false)]);
+    let e = b.operator.create_rollout(&create).await.unwrap_err();
+    assert_eq!(
+        e.status(),
+        Some(409),
+        "one active rollout per release name: {e}"
+    );
+    let first = gpu
+        .release_assignment("gpu", 0, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(first.assignment, None, "nothing before approval");
+    let e = studio
+        .release_assignment("gpu", 0, Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(403), "{e}");
+    let e = studio
+        .report_update("gpu", &update("gpu", &sha, UpdateState::Updated, None))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(403), "{e}");
+
+    // The canary's long poll is woken by the approval.
+    let poll = {
+        let gpu = gpu.clone();
+        let index = first.index;
+        tokio::spawn(async move {
+            gpu.release_assignment("gpu", index, Duration::from_secs(60))
+                .await
+        })
+    };
+    b.operator.rollout_action(r.id, "approve").await.unwrap();
+    let woken = tokio::time::timeout(Duration::from_secs(30), poll)
+        .await
+        .expect("the approval wakes the canary's poll")
+        .unwrap()
+        .unwrap();
+    let a = woken
+        .assignment
+        .expect("the canary is assigned the release");
+    assert_eq!(
+        (a.rollout, a.manifest.as_str(), a.signature.as_str()),
+        (r.id, text.as_str(), sig.as_str())
+    );
+    assert_eq!(
+        studio
+            .release_assignment("studio", 0, Duration::ZERO)
+            .await
+            .unwrap()
+            .assignment,
+        None,
+        "the others wait for the canary"
+    );
+    let e = b
+        .operator
+        .rollout_action(r.id, "approve")
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(409), "{e}");
+
+    // The canary proves the new identity: the rest start, two at a time.
+    gpu.report_update("gpu", &update("gpu", &sha, UpdateState::Updated, None))
+        .await
+        .unwrap();
+    let r = rollout_of(b.operator.rollout(r.id).await.unwrap());
+    let phases: Vec<_> = r.hosts.iter().map(|h| h.phase).collect();
+    assert_eq!(
+        phases,
+        [HostPhase::Updated, HostPhase::Updating, HostPhase::Updating],
+        "{r:#?}"
+    );
+    assert!(studio
+        .release_assignment("studio", 0, Duration::ZERO)
+        .await
+        .unwrap()
+        .assignment
+        .is_some());
+
+    // The first rollback halts the rollout.
+    ops.report_update(
+        "ops",
+        &update(
+            "ops",
+            &sha,
+            UpdateState::RolledBack,
+            Some(Reason::CrashLoop),
+        ),
+    )
+    .await
+    .unwrap();
+    let r = rollout_of(b.operator.rollout(r.id).await.unwrap());
+    assert_eq!(r.phase, Phase::Failed, "{r:#?}");
+    assert!(r.halted.is_some(), "{r:#?}");
+    assert_eq!(r.hosts[1].phase, HostPhase::RolledBack);
+    assert_eq!(r.hosts[1].reason, Some(Reason::CrashLoop));
+    let e = b.operator.rollout_action(r.id, "resume").await.unwrap_err();
+    assert_eq!(e.status(), Some(409), "{e}");
+    let listed = b.operator.rollouts().await.unwrap();
+    assert_eq!(listed.rollouts.len(), 1);
+    // A finished rollout leaves room for the next one.
+    let again = rollout_of(b.operator.create_rollout(&create).await.unwrap());
+    assert_ne!(again.id, r.id);
+    assert_eq!(again.phase, Phase::AwaitingApproval);
+}
+
 fn sqlite() -> (SqliteAuthority, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     (
@@ -591,6 +837,7 @@ macro_rules! both {
 both!(joins_and_tokens);
 both!(agents_reach_only_their_own_host);
 both!(revisions_and_long_poll);
+both!(releases_and_rollouts);
 
 #[test]
 fn the_committed_openapi_document_is_current() {

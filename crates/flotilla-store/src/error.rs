@@ -174,6 +174,11 @@ pub enum StoreError {
         digest: String,
     },
 
+    /// No rollout has this id (the authority's store,
+    /// [`crate::authority::AuthorityStore::put_rollout`]); nothing was written.
+    #[error("no rollout {0} in the authority's store")]
+    UnknownRollout(u64),
+
     /// A row with this key already exists, e.g. a join token or credential with
     /// the same hash; nothing was written.
     #[error("{what} already exists")]

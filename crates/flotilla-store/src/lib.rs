@@ -18,7 +18,9 @@
 //! Code map:
 //! - [`authority`]: the authority's store (`flotilla serve`): the
 //!   [`AuthorityStore`](authority::AuthorityStore) trait (revisions, selection
-//!   log with compare-and-swap, join tokens, credentials, host reports) and its
+//!   log with compare-and-swap, join tokens, credentials, host reports, the
+//!   agents' call queue, and for signed releases: blobs, releases, rollouts,
+//!   host updates) and its
 //!   two backends, [`SqliteAuthority`](authority::SqliteAuthority) and
 //!   [`PostgresAuthority`](authority::PostgresAuthority), each with its own
 //!   migrations. Async; everything else in the crate is blocking.

@@ -10,9 +10,10 @@
 
 use flotilla_store::authority::testing;
 use flotilla_store::authority::{
-    AnyAuthority, AuthorityStore, HostReportRecord, NewJoinToken, NewRevision, PostgresAuthority,
-    Principal, QueuedCall, Redeem, RevisionRecord, RevisionSummary, SelectOutcome, Selection,
-    SqliteAuthority, AUTHORITY_DB_FILE, AUTHORITY_SCHEMA_VERSION,
+    AnyAuthority, AuthorityStore, HostReportRecord, HostUpdateRecord, NewJoinToken, NewRelease,
+    NewRevision, PostgresAuthority, Principal, QueuedCall, Redeem, ReleasePut, ReleaseRecord,
+    RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection, SqliteAuthority,
+    AUTHORITY_DB_FILE, AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
 use flotilla_store::StoreError;
 use std::collections::BTreeSet;
@@ -169,6 +170,65 @@ fn report(host: &str, revision: Option<&str>, body: &str, received_ms: i64) -> H
         host: host.into(),
         revision: revision.map(digest),
         report: body.into(),
+        received_ms,
+    }
+}
+
+/// `len` pseudo-random bytes (xorshift64 from `seed`): every chunk of a blob
+/// differs, so a chunk read out of order or twice is caught.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// A stand-in blob digest (64 hex; the store does not hash).
+fn blob_name(n: u64) -> String {
+    format!("{n:064x}")
+}
+
+/// A release whose manifest and signature are derived from `name`, `version` and
+/// `body` (bytes that are not UTF-8 included: the store keeps bytes).
+fn release(name: &str, version: &str, serial: u64, body: &str) -> NewRelease {
+    let mut manifest = format!(
+        "{{\"name\":\"{name}\",\"version\":\"{version}\",\"serial\":{serial},\"body\":\"{body}\"}}\r\n"
+    )
+    .into_bytes();
+    manifest.extend_from_slice(&[0, 0xff, 0xfe]);
+    NewRelease {
+        name: name.into(),
+        version: version.into(),
+        serial,
+        manifest,
+        signature: format!("untrusted comment: signature\nRWQ{name}{version}{body}\n"),
+        published_by: "ada".into(),
+        created_ms: T0 + serial.min(1_000) as i64,
+    }
+}
+
+fn record(r: &NewRelease) -> ReleaseRecord {
+    ReleaseRecord {
+        name: r.name.clone(),
+        version: r.version.clone(),
+        serial: r.serial,
+        manifest: r.manifest.clone(),
+        signature: r.signature.clone(),
+        published_by: r.published_by.clone(),
+        created_ms: r.created_ms,
+    }
+}
+
+fn host_update(host: &str, doc: &str, received_ms: i64) -> HostUpdateRecord {
+    HostUpdateRecord {
+        host: host.into(),
+        doc: doc.into(),
         received_ms,
     }
 }
@@ -993,6 +1053,398 @@ mod cases {
         );
     }
 
+    /// Blobs of every size around the chunk boundaries (and some tens of MiB)
+    /// come back byte for byte; a second put of a digest is not new and changes
+    /// nothing.
+    pub async fn blobs_are_stored_once_and_read_back_whole(fx: &impl Fixture) {
+        let s = fx.open().await;
+        assert!(!s.has_blob(blob_name(0)).await.unwrap());
+        assert_eq!(s.blob(blob_name(0)).await.unwrap(), None);
+
+        let sizes = [
+            0,
+            1,
+            BLOB_CHUNK_BYTES - 1,
+            BLOB_CHUNK_BYTES,
+            BLOB_CHUNK_BYTES + 1,
+            3 * BLOB_CHUNK_BYTES + 12_345,
+        ];
+        for (i, &len) in sizes.iter().enumerate() {
+            let name = blob_name(i as u64);
+            let bytes = noise(i as u64, len);
+            assert!(
+                s.put_blob(name.clone(), bytes.clone()).await.unwrap(),
+                "{len}"
+            );
+            assert!(s.has_blob(name.clone()).await.unwrap());
+            let back = s.blob(name.clone()).await.unwrap().expect("stored");
+            assert!(back == bytes, "blob of {len} bytes differs when read back");
+            // Again: not new, whatever the bytes (a digest names its content).
+            assert!(!s.put_blob(name.clone(), bytes.clone()).await.unwrap());
+            assert!(!s.put_blob(name.clone(), vec![7; 3]).await.unwrap());
+            assert!(s.blob(name).await.unwrap().unwrap() == bytes);
+        }
+        // Another handle (another authority process) sees them all.
+        let other = fx.open().await;
+        for (i, &len) in sizes.iter().enumerate() {
+            let back = other.blob(blob_name(i as u64)).await.unwrap().unwrap();
+            assert!(back == noise(i as u64, len), "{len}");
+        }
+        assert!(!other.has_blob(blob_name(99)).await.unwrap());
+    }
+
+    /// Concurrent puts of one new blob from two handles: exactly one is new, and
+    /// the blob is whole.
+    pub async fn concurrent_puts_of_one_blob_one_is_new(fx: &impl Fixture) {
+        const RACERS: usize = 4;
+        let handles = [fx.open().await, fx.open().await];
+        let bytes = Arc::new(noise(42, BLOB_CHUNK_BYTES + 17));
+        let barrier = Arc::new(Barrier::new(RACERS));
+        let tasks: Vec<_> = (0..RACERS)
+            .map(|i| {
+                let store = handles[i % 2].clone();
+                let barrier = Arc::clone(&barrier);
+                let bytes = Arc::clone(&bytes);
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    store
+                        .put_blob(blob_name(42), bytes.as_ref().clone())
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let mut new = 0;
+        for task in tasks {
+            new += usize::from(task.await.unwrap());
+        }
+        assert_eq!(new, 1, "exactly one put stores the blob");
+        assert!(handles[0].blob(blob_name(42)).await.unwrap().unwrap() == *bytes);
+    }
+
+    /// A release is unique by (name, version): the same bytes again exist,
+    /// other bytes conflict, and nothing but the first is ever stored.
+    pub async fn releases_are_unique_by_name_and_version(fx: &impl Fixture) {
+        let s = fx.open().await;
+        assert!(s.releases().await.unwrap().is_empty());
+        assert_eq!(
+            s.release("flotilla".into(), "1.0.0".into()).await.unwrap(),
+            None
+        );
+
+        let first = release("flotilla", "1.0.0", 1, "a");
+        assert_eq!(
+            s.put_release(first.clone()).await.unwrap(),
+            ReleasePut::Created
+        );
+        assert_eq!(
+            s.release("flotilla".into(), "1.0.0".into()).await.unwrap(),
+            Some(record(&first))
+        );
+
+        // The same manifest and signature, later and by someone else: exists, and
+        // the stored one keeps its own fields.
+        let retry = NewRelease {
+            published_by: "bob".into(),
+            created_ms: T0 + 1000,
+            ..first.clone()
+        };
+        assert_eq!(s.put_release(retry).await.unwrap(), ReleasePut::Exists);
+        // Other manifest bytes (one byte more), or the same manifest signed
+        // otherwise, under the same name and version: conflict.
+        let mut longer = first.clone();
+        longer.manifest.push(b' ');
+        assert_eq!(s.put_release(longer).await.unwrap(), ReleasePut::Conflict);
+        let resigned = NewRelease {
+            signature: format!("{}x", first.signature),
+            ..first.clone()
+        };
+        assert_eq!(s.put_release(resigned).await.unwrap(), ReleasePut::Conflict);
+        let other = release("flotilla", "1.0.0", 2, "b");
+        assert_eq!(s.put_release(other).await.unwrap(), ReleasePut::Conflict);
+        assert_eq!(s.releases().await.unwrap(), vec![record(&first)]);
+
+        // Other versions and names are other releases; names are case-sensitive.
+        let second = release("flotilla", "1.1.0", 2, "c");
+        let third = release("Flotilla", "1.0.0", 3, "d");
+        let fourth = release("tool", "1.0.0", 4, "e");
+        for r in [&second, &third, &fourth] {
+            assert_eq!(s.put_release(r.clone()).await.unwrap(), ReleasePut::Created);
+        }
+        assert_eq!(
+            s.release("Flotilla".into(), "1.0.0".into()).await.unwrap(),
+            Some(record(&third))
+        );
+        assert_eq!(
+            s.release("flotilla".into(), "1.1".into()).await.unwrap(),
+            None
+        );
+        // Newest (most recently stored) first.
+        assert_eq!(
+            s.releases().await.unwrap(),
+            vec![
+                record(&fourth),
+                record(&third),
+                record(&second),
+                record(&first)
+            ]
+        );
+
+        // Serials up to i64::MAX are kept; above, refused with nothing written.
+        let big = release("flotilla", "9.0.0", i64::MAX as u64, "f");
+        assert_eq!(
+            s.put_release(big.clone()).await.unwrap(),
+            ReleasePut::Created
+        );
+        assert_eq!(
+            s.release("flotilla".into(), "9.0.0".into())
+                .await
+                .unwrap()
+                .unwrap()
+                .serial,
+            i64::MAX as u64
+        );
+        let err = s
+            .put_release(release("flotilla", "9.1.0", u64::MAX, "g"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::OutOfRange {
+                    field: "serial",
+                    value: u64::MAX
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            s.release("flotilla".into(), "9.1.0".into()).await.unwrap(),
+            None
+        );
+        assert_eq!(s.releases().await.unwrap().len(), 5);
+    }
+
+    /// Concurrent puts of one release (the same bytes) from two handles: exactly
+    /// one creates it, the others find it.
+    pub async fn concurrent_puts_of_one_release_one_is_created(fx: &impl Fixture) {
+        const RACERS: usize = 8;
+        let handles = [fx.open().await, fx.open().await];
+        let r = release("flotilla", "2.0.0", 7, "race");
+        let barrier = Arc::new(Barrier::new(RACERS));
+        let tasks: Vec<_> = (0..RACERS)
+            .map(|i| {
+                let store = handles[i % 2].clone();
+                let barrier = Arc::clone(&barrier);
+                let r = r.clone();
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    store.put_release(r).await.unwrap()
+                })
+            })
+            .collect();
+        let mut outcomes = Vec::new();
+        for task in tasks {
+            outcomes.push(task.await.unwrap());
+        }
+        let created = outcomes
+            .iter()
+            .filter(|o| **o == ReleasePut::Created)
+            .count();
+        assert_eq!(created, 1, "{outcomes:?}");
+        assert!(
+            outcomes
+                .iter()
+                .all(|o| matches!(o, ReleasePut::Created | ReleasePut::Exists)),
+            "{outcomes:?}"
+        );
+        assert_eq!(handles[1].releases().await.unwrap(), vec![record(&r)]);
+    }
+
+    /// Rollouts get ids 1, 2, 3…; a put replaces the document and its
+    /// `updated_ms`; an unknown id is an error; lists are newest first.
+    pub async fn rollouts_get_ids_and_documents_are_replaced(fx: &impl Fixture) {
+        let s = fx.open().await;
+        assert!(s.rollouts().await.unwrap().is_empty());
+        assert_eq!(s.rollout(1).await.unwrap(), None);
+
+        let rollout = |id: u64, doc: &str, created_ms: i64, updated_ms: i64| RolloutRecord {
+            id,
+            name: format!("r{id}"),
+            doc: doc.into(),
+            created_ms,
+            updated_ms,
+        };
+        for id in 1..=3u64 {
+            let got = s
+                .create_rollout(format!(r#"{{"n":{id}}}"#), format!("r{id}"), T0 + id as i64)
+                .await
+                .unwrap();
+            assert_eq!(got, id);
+        }
+        assert_eq!(
+            s.rollout(2).await.unwrap(),
+            Some(rollout(2, r#"{"n":2}"#, T0 + 2, T0 + 2))
+        );
+
+        s.put_rollout(2, r#"{"n":2,"phase":"InProgress"}"#.into(), T0 + 50)
+            .await
+            .unwrap();
+        s.put_rollout(2, r#"{"n":2,"phase":"Succeeded"}"#.into(), T0 + 60)
+            .await
+            .unwrap();
+        let updated = rollout(2, r#"{"n":2,"phase":"Succeeded"}"#, T0 + 2, T0 + 60);
+        assert_eq!(s.rollout(2).await.unwrap(), Some(updated.clone()));
+
+        for id in [0, 4, 99, i64::MAX as u64, u64::MAX] {
+            let err = s.put_rollout(id, "{}".into(), T0 + 70).await.unwrap_err();
+            assert!(
+                matches!(err, StoreError::UnknownRollout(n) if n == id),
+                "{err:?}"
+            );
+            assert_eq!(s.rollout(id).await.unwrap(), None);
+        }
+
+        assert_eq!(
+            s.rollouts().await.unwrap(),
+            vec![
+                rollout(3, r#"{"n":3}"#, T0 + 3, T0 + 3),
+                updated,
+                rollout(1, r#"{"n":1}"#, T0 + 1, T0 + 1),
+            ]
+        );
+        assert_eq!(
+            s.create_rollout("{}".into(), "r4".into(), T0 + 80)
+                .await
+                .unwrap(),
+            4
+        );
+    }
+
+    /// Concurrent creations from two handles get distinct ids, 1..=n.
+    pub async fn concurrent_rollout_creations_get_distinct_ids(fx: &impl Fixture) {
+        const RACERS: usize = 8;
+        let handles = [fx.open().await, fx.open().await];
+        let barrier = Arc::new(Barrier::new(RACERS));
+        let tasks: Vec<_> = (0..RACERS)
+            .map(|i| {
+                let store = handles[i % 2].clone();
+                let barrier = Arc::clone(&barrier);
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    let id = store
+                        .create_rollout(format!("{i}"), "race".into(), T0)
+                        .await
+                        .unwrap();
+                    (id, i)
+                })
+            })
+            .collect();
+        let mut ids = BTreeSet::new();
+        for task in tasks {
+            let (id, i) = task.await.unwrap();
+            ids.insert(id);
+            assert_eq!(
+                handles[0].rollout(id).await.unwrap().unwrap().doc,
+                format!("{i}")
+            );
+        }
+        assert_eq!(ids, (1..=RACERS as u64).collect::<BTreeSet<_>>());
+    }
+
+    /// One update per host, the last written; most recently received first.
+    pub async fn host_updates_keep_the_last_per_host(fx: &impl Fixture) {
+        let s = fx.open().await;
+        assert!(s.host_updates().await.unwrap().is_empty());
+        s.put_host_update("studio".into(), r#"{"v":1}"#.into(), T0)
+            .await
+            .unwrap();
+        s.put_host_update("laptop".into(), r#"{"v":1}"#.into(), T0 + 1)
+            .await
+            .unwrap();
+        s.put_host_update("studio".into(), r#"{"v":2}"#.into(), T0 + 2)
+            .await
+            .unwrap();
+        assert_eq!(
+            s.host_updates().await.unwrap(),
+            vec![
+                host_update("studio", r#"{"v":2}"#, T0 + 2),
+                host_update("laptop", r#"{"v":1}"#, T0 + 1),
+            ]
+        );
+        // The last write wins even with an older time; ties by host name.
+        s.put_host_update("studio".into(), r#"{"v":3}"#.into(), T0 - 5)
+            .await
+            .unwrap();
+        s.put_host_update("attic".into(), r#"{"v":1}"#.into(), T0 + 1)
+            .await
+            .unwrap();
+        assert_eq!(
+            s.host_updates().await.unwrap(),
+            vec![
+                host_update("attic", r#"{"v":1}"#, T0 + 1),
+                host_update("laptop", r#"{"v":1}"#, T0 + 1),
+                host_update("studio", r#"{"v":3}"#, T0 - 5),
+            ]
+        );
+    }
+
+    /// Blobs, releases, rollouts and host updates survive reopening; rollout ids
+    /// continue.
+    pub async fn release_data_survives_reopen(fx: &impl Fixture) {
+        let r = release("flotilla", "1.0.0", 1, "a");
+        let bytes = noise(5, 2 * BLOB_CHUNK_BYTES + 3);
+        {
+            let s = fx.open().await;
+            assert!(s.put_blob(blob_name(5), bytes.clone()).await.unwrap());
+            assert_eq!(s.put_release(r.clone()).await.unwrap(), ReleasePut::Created);
+            assert_eq!(
+                s.create_rollout("{}".into(), "flotilla".into(), T0)
+                    .await
+                    .unwrap(),
+                1
+            );
+            assert_eq!(
+                s.create_rollout("[]".into(), "flotilla".into(), T0 + 1)
+                    .await
+                    .unwrap(),
+                2
+            );
+            s.put_rollout(1, r#"{"done":true}"#.into(), T0 + 2)
+                .await
+                .unwrap();
+            s.put_host_update("studio".into(), "{}".into(), T0 + 3)
+                .await
+                .unwrap();
+        }
+        let s = fx.open().await;
+        assert!(s.blob(blob_name(5)).await.unwrap().unwrap() == bytes);
+        assert!(!s.put_blob(blob_name(5), Vec::new()).await.unwrap());
+        assert_eq!(s.releases().await.unwrap(), vec![record(&r)]);
+        assert_eq!(s.put_release(r).await.unwrap(), ReleasePut::Exists);
+        assert_eq!(
+            s.rollout(1).await.unwrap(),
+            Some(RolloutRecord {
+                id: 1,
+                name: "flotilla".into(),
+                doc: r#"{"done":true}"#.into(),
+                created_ms: T0,
+                updated_ms: T0 + 2,
+            })
+        );
+        assert_eq!(s.rollouts().await.unwrap().len(), 2);
+        assert_eq!(
+            s.host_updates().await.unwrap(),
+            vec![host_update("studio", "{}", T0 + 3)]
+        );
+        assert_eq!(
+            s.create_rollout("{}".into(), "flotilla".into(), T0 + 4)
+                .await
+                .unwrap(),
+            3
+        );
+    }
+
     /// A child process publishes in a loop, printing each acknowledged digest; it
     /// is killed with SIGKILL mid-stream. Every acknowledged publish is there after
     /// reopening, and the selection log is whole (indexes 1..n, each naming a
@@ -1123,6 +1575,14 @@ suite!(
     agent_calls_queue_per_host_and_answer_once,
     concurrent_agent_calls_and_replies,
     agent_calls_survive_reopen,
+    blobs_are_stored_once_and_read_back_whole,
+    concurrent_puts_of_one_blob_one_is_new,
+    releases_are_unique_by_name_and_version,
+    concurrent_puts_of_one_release_one_is_created,
+    rollouts_get_ids_and_documents_are_replaced,
+    concurrent_rollout_creations_get_distinct_ids,
+    host_updates_keep_the_last_per_host,
+    release_data_survives_reopen,
 );
 
 // Backend-specific checks.
@@ -1195,4 +1655,53 @@ async fn any_authority_delegates() {
         .unwrap());
     assert!(s.call(1).await.unwrap().unwrap().reply.is_some());
     assert_eq!(s.last_call_id().await.unwrap(), 1);
+
+    assert!(s.put_blob(blob_name(1), vec![1, 2]).await.unwrap());
+    assert!(s.has_blob(blob_name(1)).await.unwrap());
+    assert_eq!(s.blob(blob_name(1)).await.unwrap(), Some(vec![1, 2]));
+    let r = release("flotilla", "1.0.0", 1, "a");
+    assert_eq!(s.put_release(r.clone()).await.unwrap(), ReleasePut::Created);
+    assert_eq!(
+        s.release("flotilla".into(), "1.0.0".into()).await.unwrap(),
+        Some(record(&r))
+    );
+    assert_eq!(s.releases().await.unwrap().len(), 1);
+    let id = s
+        .create_rollout("{}".into(), "flotilla".into(), T0)
+        .await
+        .unwrap();
+    s.put_rollout(id, "[]".into(), T0 + 1).await.unwrap();
+    assert_eq!(s.rollout(id).await.unwrap().unwrap().doc, "[]");
+    assert_eq!(s.rollouts().await.unwrap().len(), 1);
+    s.put_host_update("studio".into(), "{}".into(), T0)
+        .await
+        .unwrap();
+    assert_eq!(s.host_updates().await.unwrap().len(), 1);
+}
+
+/// A blob of 1 GiB (more than SQLite's 10^9-byte value limit) is stored and read
+/// back on SQLite. Ignored by default (writes 1 GiB, needs ~3 GiB of memory): run
+/// with `--run-ignored only`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "writes 1 GiB"]
+async fn sqlite_one_gib_blob() {
+    let fx = SqliteFixture::new().await;
+    one_gib_blob(&fx).await;
+}
+
+/// As `sqlite_one_gib_blob`, on PostgreSQL (above bytea's 1 GB limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "writes 1 GiB"]
+async fn postgres_one_gib_blob() {
+    let fx = PostgresFixture::new().await;
+    one_gib_blob(&fx).await;
+}
+
+async fn one_gib_blob(fx: &impl Fixture) {
+    const GIB: usize = 1 << 30;
+    let s = fx.open().await;
+    let bytes = noise(1, GIB);
+    assert!(s.put_blob(blob_name(1), bytes.clone()).await.unwrap());
+    let back = s.blob(blob_name(1)).await.unwrap().unwrap();
+    assert!(back == bytes, "the 1 GiB blob differs when read back");
 }

@@ -14,6 +14,7 @@ pub mod man;
 pub mod operations;
 pub mod plan;
 pub mod ps;
+pub mod release;
 pub mod restart;
 pub mod schema;
 pub mod serve;

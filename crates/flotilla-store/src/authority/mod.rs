@@ -1,7 +1,10 @@
 //! The fleet authority's store (`flotilla serve`): revisions (immutable desired
 //! states), the selection log (which revision is current, with a compare-and-swap),
-//! one-time join tokens, credentials, the last report of each host and the queue of
-//! calls (steps, observations) for each host's agent.
+//! one-time join tokens, credentials, the last report of each host, the queue of
+//! calls (steps, observations) for each host's agent and, for signed releases
+//! (issue 11), blobs (release artifacts by SHA-256), releases (signed manifests,
+//! unique by name and version), rollouts (JSON documents with store-given ids)
+//! and each host's last update report.
 //!
 //! One trait, [`AuthorityStore`], two implementations run against one test suite
 //! (`tests/authority.rs`):
@@ -28,6 +31,10 @@
 //! - **Atomicity**: every mutating method is one transaction; concurrent
 //!   [`AuthorityStore::publish`] / [`AuthorityStore::select`] calls with the same
 //!   `expect` (from one process or several sharing the database) cannot both win.
+//! - **Opaque documents**: rollouts, host updates, agent calls and reports are
+//!   JSON text the store keeps as given and never parses; release manifests and
+//!   blobs are bytes kept exactly (this crate does not depend on
+//!   `flotilla-release`, where their meaning lives).
 //! - **Async**: methods return `Send` futures that must run inside a Tokio runtime
 //!   (SQLite work runs in `tokio::task::spawn_blocking`; PostgreSQL's connections
 //!   are driven by tasks spawned on the runtime).
@@ -49,10 +56,18 @@ pub use sqlite::{SqliteAuthority, AUTHORITY_APPLICATION_ID, AUTHORITY_DB_FILE};
 
 /// The authority's schema version this build creates and understands (the last
 /// migration's number; the same numbering on both backends).
-pub const AUTHORITY_SCHEMA_VERSION: i64 = 2;
+pub const AUTHORITY_SCHEMA_VERSION: i64 = 3;
+
+/// Blobs are stored in chunks of this many bytes (8 MiB; the last chunk may be
+/// shorter), one row each, so that no single value nears a backend's limit
+/// (SQLite: 10^9 bytes per value; PostgreSQL: 1 GB per `bytea`) and a blob of
+/// 1 GiB or more can be stored on either backend. A storage detail: callers see
+/// whole blobs.
+pub const BLOB_CHUNK_BYTES: usize = 8 * 1024 * 1024;
 
 /// The authority's storage: revisions, the selection log, join tokens,
-/// credentials, host reports and the agents' call queue. See the [module docs](self) for time, secrets,
+/// credentials, host reports, the agents' call queue, blobs, releases, rollouts
+/// and host updates. See the [module docs](self) for time, secrets,
 /// durability and concurrency.
 ///
 /// Every method is one transaction. Errors are [`StoreError`]s: the ones named
@@ -210,6 +225,126 @@ pub trait AuthorityStore: Send + Sync + 'static {
     /// afresh begins its `after` cursor.
     fn last_call_id(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
+    // Signed releases (issue 11).
+
+    /// Stores a blob (e.g. a release artifact) under `sha256`, its SHA-256 as 64
+    /// lowercase hex (no `sha256:` prefix). The caller computes and checks the
+    /// digest; the store does not hash `bytes`. Idempotent: `true` when the blob
+    /// was stored by this call, `false` when a blob with this digest was already
+    /// stored (nothing is written and `bytes` is not compared: a digest names its
+    /// content). Of two concurrent puts of one new digest, exactly one returns
+    /// `true`.
+    ///
+    /// `bytes` may be large (hundreds of MiB up to 1 GiB and more): it is written
+    /// in chunks of [`BLOB_CHUNK_BYTES`], all in one transaction, so a blob is
+    /// either wholly stored or not at all. On SQLite the call holds the
+    /// database's one connection (and its write lock) for the whole write.
+    fn put_blob(
+        &self,
+        sha256: String,
+        bytes: Vec<u8>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// The bytes of the blob `sha256` (64 lowercase hex), whole, exactly as
+    /// stored; `None` when no blob has this digest. Holds the whole blob in
+    /// memory.
+    fn blob(
+        &self,
+        sha256: String,
+    ) -> impl Future<Output = Result<Option<Vec<u8>>, StoreError>> + Send;
+
+    /// Whether a blob with this digest (64 lowercase hex) is stored, without
+    /// reading it.
+    fn has_blob(&self, sha256: String) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Stores a release, unique by (`name`, `version`):
+    /// - none stored under that name and version: stored,
+    ///   [`ReleasePut::Created`];
+    /// - one stored with byte-identical `manifest` and an identical `signature`
+    ///   (e.g. a retried publish): [`ReleasePut::Exists`], nothing written (the
+    ///   stored one keeps its `serial`, `published_by` and `created_ms`);
+    /// - one stored with another `manifest` or `signature`:
+    ///   [`ReleasePut::Conflict`], nothing written (a published version is never
+    ///   replaced; publish a new version).
+    ///
+    /// The store does not parse the manifest nor check the signature: the caller
+    /// (`flotilla-release`) does, and fills `name`, `version` and `serial` from it.
+    ///
+    /// # Errors
+    /// [`StoreError::OutOfRange`] (field `serial`) when `serial` exceeds
+    /// `i64::MAX`; nothing is written.
+    fn put_release(
+        &self,
+        release: NewRelease,
+    ) -> impl Future<Output = Result<ReleasePut, StoreError>> + Send;
+
+    /// The release `name` `version` (exact, case-sensitive match); `None` when
+    /// unknown.
+    fn release(
+        &self,
+        name: String,
+        version: String,
+    ) -> impl Future<Output = Result<Option<ReleaseRecord>, StoreError>> + Send;
+
+    /// Every stored release (with its manifest and signature), most recently
+    /// stored first.
+    fn releases(&self) -> impl Future<Output = Result<Vec<ReleaseRecord>, StoreError>> + Send;
+
+    /// Stores a new rollout and returns its id: 1, 2, 3… as rollouts are
+    /// created; ids only increase and are never reused, even across restarts
+    /// (on PostgreSQL a creation that failed may leave a gap).
+    /// `doc` is the rollout as JSON (`flotilla_release::rollout::Rollout`), stored
+    /// as given: a document that holds its own id is written again with
+    /// [`AuthorityStore::put_rollout`] once the id is known. `name` is a label
+    /// stored as given (the release's name). `updated_ms` starts equal to
+    /// `created_ms` (ms since the Unix epoch).
+    fn create_rollout(
+        &self,
+        doc: String,
+        name: String,
+        created_ms: i64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Replaces rollout `id`'s document with `doc` (JSON, stored as given) and
+    /// sets its `updated_ms`. Unconditional: the last write wins (callers
+    /// serialise a rollout's updates themselves).
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownRollout`] when no rollout has this id (nothing is
+    /// written).
+    fn put_rollout(
+        &self,
+        id: u64,
+        doc: String,
+        updated_ms: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Rollout `id` with its document; `None` when unknown.
+    fn rollout(
+        &self,
+        id: u64,
+    ) -> impl Future<Output = Result<Option<RolloutRecord>, StoreError>> + Send;
+
+    /// Every rollout with its document, newest (highest id) first.
+    fn rollouts(&self) -> impl Future<Output = Result<Vec<RolloutRecord>, StoreError>> + Send;
+
+    /// Stores what `host`'s agent last said about its release (`doc`: JSON,
+    /// `flotilla_release::rollout::HostUpdate`, stored as given), replacing that
+    /// host's previous one: the last write wins, whatever its `received_ms` (ms
+    /// since the Unix epoch, when the authority received it).
+    fn put_host_update(
+        &self,
+        host: String,
+        doc: String,
+        received_ms: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The last update of every host that sent one (one per host), most recently
+    /// received (highest `received_ms`) first, ties by host name.
+    fn host_updates(
+        &self,
+    ) -> impl Future<Output = Result<Vec<HostUpdateRecord>, StoreError>> + Send;
+
     /// Checks that the database answers (for `/readyz`).
     fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
@@ -360,6 +495,89 @@ pub struct QueuedCall {
     pub replied_ms: Option<i64>,
 }
 
+/// A release to store ([`AuthorityStore::put_release`]): a signed manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRelease {
+    /// The release's name (the manifest's `name`, e.g. `flotilla`).
+    pub name: String,
+    /// Its version (the manifest's `version`, e.g. `1.4.0`); with `name`, the
+    /// release's key.
+    pub version: String,
+    /// The manifest's `serial` (anti-rollback counter); at most `i64::MAX`.
+    pub serial: u64,
+    /// The manifest exactly as signed (JSON bytes; stored and returned
+    /// byte-for-byte, never re-encoded: the signature covers these bytes).
+    pub manifest: Vec<u8>,
+    /// The minisign signature of `manifest` (the `.minisig` file's text).
+    pub signature: String,
+    /// Who published it (the operator's name).
+    pub published_by: String,
+    /// When it was published, ms since the Unix epoch.
+    pub created_ms: i64,
+}
+
+/// A stored release ([`AuthorityStore::release`], [`AuthorityStore::releases`]);
+/// the same fields as the [`NewRelease`] that first stored it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseRecord {
+    /// The release's name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// The manifest's `serial`.
+    pub serial: u64,
+    /// The manifest, byte-for-byte as published.
+    pub manifest: Vec<u8>,
+    /// The minisign signature of `manifest` (`.minisig` text), as published.
+    pub signature: String,
+    /// Who published it.
+    pub published_by: String,
+    /// When it was published, ms since the Unix epoch.
+    pub created_ms: i64,
+}
+
+/// What [`AuthorityStore::put_release`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleasePut {
+    /// The release was stored.
+    Created,
+    /// The same release (identical manifest bytes and signature) was already
+    /// stored; nothing was written.
+    Exists,
+    /// Another release (other manifest bytes or another signature) is stored
+    /// under this name and version; nothing was written.
+    Conflict,
+}
+
+/// A stored rollout ([`AuthorityStore::rollout`], [`AuthorityStore::rollouts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolloutRecord {
+    /// Its id (1, 2, 3…), given by [`AuthorityStore::create_rollout`].
+    pub id: u64,
+    /// Its label, as given at creation (the release's name).
+    pub name: String,
+    /// The rollout as JSON (`flotilla_release::rollout::Rollout`), as last
+    /// stored.
+    pub doc: String,
+    /// When it was created, ms since the Unix epoch.
+    pub created_ms: i64,
+    /// When its document was last stored (`created_ms` until the first
+    /// [`AuthorityStore::put_rollout`]), ms since the Unix epoch.
+    pub updated_ms: i64,
+}
+
+/// A host's last update report ([`AuthorityStore::host_updates`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostUpdateRecord {
+    /// The reporting host.
+    pub host: String,
+    /// Its report as JSON (`flotilla_release::rollout::HostUpdate`), stored as
+    /// given.
+    pub doc: String,
+    /// When the authority received it, ms since the Unix epoch.
+    pub received_ms: i64,
+}
+
 /// Either backend, chosen at run time (`flotilla serve` with or without
 /// `--database-url`). Implements [`AuthorityStore`] by delegating.
 #[derive(Debug, Clone)]
@@ -497,6 +715,68 @@ impl AuthorityStore for AnyAuthority {
         delegate!(self.last_call_id())
     }
 
+    async fn put_blob(&self, sha256: String, bytes: Vec<u8>) -> Result<bool, StoreError> {
+        delegate!(self.put_blob(sha256, bytes))
+    }
+
+    async fn blob(&self, sha256: String) -> Result<Option<Vec<u8>>, StoreError> {
+        delegate!(self.blob(sha256))
+    }
+
+    async fn has_blob(&self, sha256: String) -> Result<bool, StoreError> {
+        delegate!(self.has_blob(sha256))
+    }
+
+    async fn put_release(&self, release: NewRelease) -> Result<ReleasePut, StoreError> {
+        delegate!(self.put_release(release))
+    }
+
+    async fn release(
+        &self,
+        name: String,
+        version: String,
+    ) -> Result<Option<ReleaseRecord>, StoreError> {
+        delegate!(self.release(name, version))
+    }
+
+    async fn releases(&self) -> Result<Vec<ReleaseRecord>, StoreError> {
+        delegate!(self.releases())
+    }
+
+    async fn create_rollout(
+        &self,
+        doc: String,
+        name: String,
+        created_ms: i64,
+    ) -> Result<u64, StoreError> {
+        delegate!(self.create_rollout(doc, name, created_ms))
+    }
+
+    async fn put_rollout(&self, id: u64, doc: String, updated_ms: i64) -> Result<(), StoreError> {
+        delegate!(self.put_rollout(id, doc, updated_ms))
+    }
+
+    async fn rollout(&self, id: u64) -> Result<Option<RolloutRecord>, StoreError> {
+        delegate!(self.rollout(id))
+    }
+
+    async fn rollouts(&self) -> Result<Vec<RolloutRecord>, StoreError> {
+        delegate!(self.rollouts())
+    }
+
+    async fn put_host_update(
+        &self,
+        host: String,
+        doc: String,
+        received_ms: i64,
+    ) -> Result<(), StoreError> {
+        delegate!(self.put_host_update(host, doc, received_ms))
+    }
+
+    async fn host_updates(&self) -> Result<Vec<HostUpdateRecord>, StoreError> {
+        delegate!(self.host_updates())
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         delegate!(self.ping())
     }
@@ -560,10 +840,35 @@ pub(crate) fn refusal(row: Option<(Option<i64>, i64)>, now_ms: i64) -> Redeem {
     }
 }
 
-/// A call id as stored (a signed 64-bit integer); `None` above `i64::MAX`, where
-/// no call is ever stored.
+/// A call or rollout id as stored (a signed 64-bit integer); `None` above
+/// `i64::MAX`, where none is ever stored.
 pub(crate) fn stored_id(id: u64) -> Option<i64> {
     i64::try_from(id).ok()
+}
+
+/// A release's `serial` as stored (a signed 64-bit integer).
+///
+/// # Errors
+/// [`StoreError::OutOfRange`] above `i64::MAX`.
+pub(crate) fn stored_serial(serial: u64) -> Result<i64, StoreError> {
+    i64::try_from(serial).map_err(|_| StoreError::OutOfRange {
+        field: "serial",
+        value: serial,
+    })
+}
+
+/// What [`AuthorityStore::put_release`] answers when a release is already stored
+/// under the name and version: the same one or another.
+pub(crate) fn existing_release(
+    new: &NewRelease,
+    stored_manifest: &[u8],
+    stored_signature: &str,
+) -> ReleasePut {
+    if stored_manifest == new.manifest.as_slice() && stored_signature == new.signature {
+        ReleasePut::Exists
+    } else {
+        ReleasePut::Conflict
+    }
 }
 
 #[cfg(test)]

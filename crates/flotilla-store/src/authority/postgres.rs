@@ -19,14 +19,23 @@
 //!   gaps and are visible in id order: an agent's `after` cursor never skips a
 //!   call committed late. A reply is one conditional `UPDATE` (exactly one of two
 //!   concurrent ones matches).
+//! - **Blobs and releases**: a blob's `blobs` row is inserted first, with `ON
+//!   CONFLICT DO NOTHING`, then its chunks, in one transaction: a concurrent put
+//!   of the same digest waits on that row until the first commits, then inserts
+//!   nothing (exactly one is new). A release is one `INSERT … ON CONFLICT DO
+//!   NOTHING` on (name, version), then a read of the row that won. Rollout ids
+//!   come from an identity column (only increasing, never reused; a failed
+//!   creation may leave a gap).
 //! - **Connections**: a small pool (at most [`POSTGRES_MAX_CONNECTIONS`]), opened
 //!   on demand; a connection found closed (server restarted, network cut) is
 //!   dropped and the next call opens a new one. The pool is shared by clones.
 
 use super::{
-    decide, principal_columns, principal_from_columns, refusal, stored_id, AuthorityStore, Cas,
-    HostReportRecord, NewJoinToken, NewRevision, Principal, QueuedCall, Redeem, RevisionRecord,
-    RevisionSummary, SelectOutcome, Selection, AUTHORITY_SCHEMA_VERSION,
+    decide, existing_release, principal_columns, principal_from_columns, refusal, stored_id,
+    stored_serial, AuthorityStore, Cas, HostReportRecord, HostUpdateRecord, NewJoinToken,
+    NewRelease, NewRevision, Principal, QueuedCall, Redeem, ReleasePut, ReleaseRecord,
+    RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection,
+    AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
 use crate::error::StoreError;
 use std::sync::{Arc, Mutex};
@@ -133,6 +142,60 @@ CREATE TABLE agent_calls (
     CHECK ((reply IS NULL) = (replied_ms IS NULL))
 );
 CREATE INDEX agent_calls_pending ON agent_calls (host, id) WHERE reply IS NULL;
+"#,
+    },
+    Migration {
+        version: 3,
+        description: "signed releases: blobs, releases, rollouts, host updates",
+        sql: r#"
+-- Blobs (release artifacts), named by the SHA-256 of their bytes (64 lowercase
+-- hex, computed by the caller). size: total bytes. The bytes are in blob_chunks,
+-- n = 0, 1, 2… of BLOB_CHUNK_BYTES each (the last may be shorter; none for an
+-- empty blob), so no value nears bytea's 1 GB limit.
+CREATE TABLE blobs (
+    sha256 TEXT   PRIMARY KEY,
+    size   BIGINT NOT NULL CHECK (size >= 0)
+);
+CREATE TABLE blob_chunks (
+    sha256 TEXT   NOT NULL REFERENCES blobs (sha256),
+    n      BIGINT NOT NULL CHECK (n >= 0),
+    bytes  BYTEA  NOT NULL,
+    PRIMARY KEY (sha256, n)
+);
+-- Out of line, uncompressed: artifacts rarely compress, and trying costs time.
+ALTER TABLE blob_chunks ALTER COLUMN bytes SET STORAGE EXTERNAL;
+
+-- Signed release manifests, one per (name, version), never replaced. manifest:
+-- the exact bytes signed; signature: minisign text. seq orders them by when they
+-- were stored.
+CREATE TABLE releases (
+    seq          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name         TEXT   NOT NULL,
+    version      TEXT   NOT NULL,
+    serial       BIGINT NOT NULL CHECK (serial >= 0),
+    manifest     BYTEA  NOT NULL,
+    signature    TEXT   NOT NULL,
+    published_by TEXT   NOT NULL,
+    created_ms   BIGINT NOT NULL,
+    UNIQUE (name, version)
+);
+
+-- Rollouts: JSON documents (the state machine lives in flotilla-release).
+-- id: 1, 2, 3… from an identity column (only increasing, never reused).
+CREATE TABLE rollouts (
+    id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name       TEXT   NOT NULL,
+    doc        TEXT   NOT NULL,
+    created_ms BIGINT NOT NULL,
+    updated_ms BIGINT NOT NULL
+);
+
+-- The last update report of each host's agent (JSON, as received).
+CREATE TABLE host_updates (
+    host        TEXT   PRIMARY KEY,
+    doc         TEXT   NOT NULL,
+    received_ms BIGINT NOT NULL
+);
 "#,
     },
 ];
@@ -295,6 +358,13 @@ fn pg(context: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreError + C
 
 /// Applies the pending migrations in one transaction, under an advisory lock.
 async fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    migrate_with(client, MIGRATIONS).await
+}
+
+/// Applies the pending ones of `migrations` (a prefix of [`MIGRATIONS`]) in one
+/// transaction, under an advisory lock.
+async fn migrate_with(client: &mut Client, migrations: &[Migration]) -> Result<(), StoreError> {
+    let supported = migrations.last().map_or(0, |m| m.version);
     let e = pg("migrate the schema");
     let tx = client.transaction().await.map_err(e)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK_KEY])
@@ -316,13 +386,10 @@ async fn migrate(client: &mut Client) -> Result<(), StoreError> {
         .await
         .map_err(e)?
         .get(0);
-    if found > AUTHORITY_SCHEMA_VERSION {
-        return Err(StoreError::PostgresSchemaTooNew {
-            found,
-            supported: AUTHORITY_SCHEMA_VERSION,
-        });
+    if found > supported {
+        return Err(StoreError::PostgresSchemaTooNew { found, supported });
     }
-    for m in MIGRATIONS.iter().filter(|m| m.version > found) {
+    for m in migrations.iter().filter(|m| m.version > found) {
         let failed = |source| StoreError::PostgresMigration {
             version: m.version,
             source,
@@ -355,6 +422,28 @@ fn call_row(row: &Row) -> QueuedCall {
         created_ms: row.get(3),
         reply: row.get(4),
         replied_ms: row.get(5),
+    }
+}
+
+fn release_row(row: &Row) -> ReleaseRecord {
+    ReleaseRecord {
+        name: row.get(0),
+        version: row.get(1),
+        serial: row.get::<_, i64>(2) as u64,
+        manifest: row.get(3),
+        signature: row.get(4),
+        published_by: row.get(5),
+        created_ms: row.get(6),
+    }
+}
+
+fn rollout_row(row: &Row) -> RolloutRecord {
+    RolloutRecord {
+        id: row.get::<_, i64>(0) as u64,
+        name: row.get(1),
+        doc: row.get(2),
+        created_ms: row.get(3),
+        updated_ms: row.get(4),
     }
 }
 
@@ -787,6 +876,263 @@ impl AuthorityStore for PostgresAuthority {
         Ok(id as u64)
     }
 
+    async fn put_blob(&self, sha256: String, bytes: Vec<u8>) -> Result<bool, StoreError> {
+        const CX: &str = "store a blob";
+        let mut conn = self.conn().await?;
+        // A known blob's bytes are not sent to the server again.
+        let known: bool = conn
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM blobs WHERE sha256 = $1)",
+                &[&sha256],
+            )
+            .await
+            .map_err(pg(CX))?
+            .get(0);
+        if known {
+            return Ok(false);
+        }
+        let tx = conn.transaction().await.map_err(pg(CX))?;
+        // A concurrent put of the same digest waits here until this one commits,
+        // then inserts nothing. A Vec never holds more than isize::MAX bytes.
+        let n = tx
+            .execute(
+                "INSERT INTO blobs (sha256, size) VALUES ($1, $2) ON CONFLICT (sha256) DO NOTHING",
+                &[&sha256, &(bytes.len() as i64)],
+            )
+            .await
+            .map_err(pg(CX))?;
+        if n == 0 {
+            return Ok(false);
+        }
+        let insert = tx
+            .prepare("INSERT INTO blob_chunks (sha256, n, bytes) VALUES ($1, $2, $3)")
+            .await
+            .map_err(pg(CX))?;
+        for (n, chunk) in bytes.chunks(BLOB_CHUNK_BYTES).enumerate() {
+            tx.execute(&insert, &[&sha256, &(n as i64), &chunk])
+                .await
+                .map_err(pg(CX))?;
+        }
+        tx.commit().await.map_err(pg(CX))?;
+        Ok(true)
+    }
+
+    async fn blob(&self, sha256: String) -> Result<Option<Vec<u8>>, StoreError> {
+        const CX: &str = "read a blob";
+        let conn = self.conn().await?;
+        // No transaction needed: a blob is committed whole and never changes.
+        let size: Option<i64> = conn
+            .query_opt("SELECT size FROM blobs WHERE sha256 = $1", &[&sha256])
+            .await
+            .map_err(pg(CX))?
+            .map(|row| row.get(0));
+        let Some(size) = size else {
+            return Ok(None);
+        };
+        // Chunk by chunk: at most one chunk besides the blob in memory.
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        let select = conn
+            .prepare("SELECT bytes FROM blob_chunks WHERE sha256 = $1 AND n = $2")
+            .await
+            .map_err(pg(CX))?;
+        for n in 0i64.. {
+            let Some(row) = conn
+                .query_opt(&select, &[&sha256, &n])
+                .await
+                .map_err(pg(CX))?
+            else {
+                break;
+            };
+            bytes.extend_from_slice(row.get::<_, &[u8]>(0));
+        }
+        Ok(Some(bytes))
+    }
+
+    async fn has_blob(&self, sha256: String) -> Result<bool, StoreError> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM blobs WHERE sha256 = $1)",
+                &[&sha256],
+            )
+            .await
+            .map_err(pg("look up a blob"))?
+            .get(0))
+    }
+
+    async fn put_release(&self, release: NewRelease) -> Result<ReleasePut, StoreError> {
+        const CX: &str = "store a release";
+        let serial = stored_serial(release.serial)?;
+        let conn = self.conn().await?;
+        // A concurrent insert of the same name and version waits for the first
+        // to commit, then inserts nothing.
+        let n = conn
+            .execute(
+                "INSERT INTO releases (name, version, serial, manifest, signature, published_by, created_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (name, version) DO NOTHING",
+                &[
+                    &release.name,
+                    &release.version,
+                    &serial,
+                    &release.manifest,
+                    &release.signature,
+                    &release.published_by,
+                    &release.created_ms,
+                ],
+            )
+            .await
+            .map_err(pg(CX))?;
+        if n == 1 {
+            return Ok(ReleasePut::Created);
+        }
+        // The row that won is committed (and releases are never deleted): this
+        // statement's snapshot sees it.
+        let row = conn
+            .query_one(
+                "SELECT manifest, signature FROM releases WHERE name = $1 AND version = $2",
+                &[&release.name, &release.version],
+            )
+            .await
+            .map_err(pg(CX))?;
+        Ok(existing_release(
+            &release,
+            row.get::<_, &[u8]>(0),
+            row.get::<_, &str>(1),
+        ))
+    }
+
+    async fn release(
+        &self,
+        name: String,
+        version: String,
+    ) -> Result<Option<ReleaseRecord>, StoreError> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT name, version, serial, manifest, signature, published_by, created_ms
+                 FROM releases WHERE name = $1 AND version = $2",
+                &[&name, &version],
+            )
+            .await
+            .map_err(pg("read a release"))?;
+        Ok(row.map(|row| release_row(&row)))
+    }
+
+    async fn releases(&self) -> Result<Vec<ReleaseRecord>, StoreError> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT name, version, serial, manifest, signature, published_by, created_ms
+                 FROM releases ORDER BY seq DESC",
+                &[],
+            )
+            .await
+            .map_err(pg("list releases"))?;
+        Ok(rows.iter().map(release_row).collect())
+    }
+
+    async fn create_rollout(
+        &self,
+        doc: String,
+        name: String,
+        created_ms: i64,
+    ) -> Result<u64, StoreError> {
+        let conn = self.conn().await?;
+        let id: i64 = conn
+            .query_one(
+                "INSERT INTO rollouts (name, doc, created_ms, updated_ms) VALUES ($1, $2, $3, $3)
+                 RETURNING id",
+                &[&name, &doc, &created_ms],
+            )
+            .await
+            .map_err(pg("create a rollout"))?
+            .get(0);
+        Ok(id as u64)
+    }
+
+    async fn put_rollout(&self, id: u64, doc: String, updated_ms: i64) -> Result<(), StoreError> {
+        let Some(stored) = stored_id(id) else {
+            return Err(StoreError::UnknownRollout(id));
+        };
+        let conn = self.conn().await?;
+        let n = conn
+            .execute(
+                "UPDATE rollouts SET doc = $2, updated_ms = $3 WHERE id = $1",
+                &[&stored, &doc, &updated_ms],
+            )
+            .await
+            .map_err(pg("store a rollout"))?;
+        if n == 0 {
+            return Err(StoreError::UnknownRollout(id));
+        }
+        Ok(())
+    }
+
+    async fn rollout(&self, id: u64) -> Result<Option<RolloutRecord>, StoreError> {
+        let Some(id) = stored_id(id) else {
+            return Ok(None);
+        };
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT id, name, doc, created_ms, updated_ms FROM rollouts WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(pg("read a rollout"))?;
+        Ok(row.map(|row| rollout_row(&row)))
+    }
+
+    async fn rollouts(&self) -> Result<Vec<RolloutRecord>, StoreError> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT id, name, doc, created_ms, updated_ms FROM rollouts ORDER BY id DESC",
+                &[],
+            )
+            .await
+            .map_err(pg("list rollouts"))?;
+        Ok(rows.iter().map(rollout_row).collect())
+    }
+
+    async fn put_host_update(
+        &self,
+        host: String,
+        doc: String,
+        received_ms: i64,
+    ) -> Result<(), StoreError> {
+        let conn = self.conn().await?;
+        conn.execute(
+            "INSERT INTO host_updates (host, doc, received_ms) VALUES ($1, $2, $3)
+             ON CONFLICT (host) DO UPDATE SET doc = excluded.doc,
+                 received_ms = excluded.received_ms",
+            &[&host, &doc, &received_ms],
+        )
+        .await
+        .map_err(pg("store a host update"))?;
+        Ok(())
+    }
+
+    async fn host_updates(&self) -> Result<Vec<HostUpdateRecord>, StoreError> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT host, doc, received_ms FROM host_updates ORDER BY received_ms DESC, host",
+                &[],
+            )
+            .await
+            .map_err(pg("list host updates"))?;
+        Ok(rows
+            .iter()
+            .map(|row| HostUpdateRecord {
+                host: row.get(0),
+                doc: row.get(1),
+                received_ms: row.get(2),
+            })
+            .collect())
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         let conn = self.conn().await?;
         conn.simple_query("SELECT 1")
@@ -805,6 +1151,56 @@ mod tests {
         for (i, m) in MIGRATIONS.iter().enumerate() {
             assert_eq!(m.version, i as i64 + 1, "{}", m.description);
         }
+    }
+
+    /// A database made by an older build (schema 2, with data) is brought up to
+    /// the current schema on connect, keeping its data. Needs the tests'
+    /// PostgreSQL server (`FLOTILLA_TEST_POSTGRES_URL`, `scripts/postgres`).
+    #[test]
+    fn schema_2_is_upgraded_in_place() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let admin_url = crate::authority::testing::admin_url();
+            let db = crate::authority::testing::create_database(&admin_url)
+                .await
+                .unwrap();
+            {
+                let config: Config = db.url.parse().unwrap();
+                let mut client = open(&config).await.unwrap();
+                migrate_with(&mut client, &MIGRATIONS[..2]).await.unwrap();
+                client
+                    .execute(
+                        "INSERT INTO agent_calls (id, host, call, created_ms) VALUES (1, 'studio', '{}', 1)",
+                        &[],
+                    )
+                    .await
+                    .unwrap();
+            }
+            let authority = PostgresAuthority::connect(&db.url).await.unwrap();
+            assert_eq!(
+                authority.schema_version().await.unwrap(),
+                AUTHORITY_SCHEMA_VERSION
+            );
+            assert_eq!(authority.last_call_id().await.unwrap(), 1);
+            assert!(authority
+                .put_blob("ab".repeat(32), vec![1, 2, 3])
+                .await
+                .unwrap());
+            assert_eq!(
+                authority
+                    .create_rollout("{}".into(), "flotilla".into(), 2)
+                    .await
+                    .unwrap(),
+                1
+            );
+            drop(authority);
+            crate::authority::testing::drop_database(&admin_url, &db.name)
+                .await
+                .unwrap();
+        });
     }
 
     #[test]

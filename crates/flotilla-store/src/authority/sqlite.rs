@@ -5,9 +5,11 @@
 //! ([`AUTHORITY_APPLICATION_ID`]), so neither file can be opened as the other.
 
 use super::{
-    decide, principal_columns, principal_from_columns, refusal, stored_id, AuthorityStore, Cas,
-    HostReportRecord, NewJoinToken, NewRevision, Principal, QueuedCall, Redeem, RevisionRecord,
-    RevisionSummary, SelectOutcome, Selection, AUTHORITY_SCHEMA_VERSION,
+    decide, existing_release, principal_columns, principal_from_columns, refusal, stored_id,
+    stored_serial, AuthorityStore, Cas, HostReportRecord, HostUpdateRecord, NewJoinToken,
+    NewRelease, NewRevision, Principal, QueuedCall, Redeem, ReleasePut, ReleaseRecord,
+    RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection,
+    AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
 use crate::error::StoreError;
 use crate::schema::{self, Migration};
@@ -100,6 +102,58 @@ CREATE TABLE agent_calls (
 CREATE INDEX agent_calls_pending ON agent_calls (host, id) WHERE reply IS NULL;
 "#,
     },
+    Migration {
+        version: 3,
+        description: "signed releases: blobs, releases, rollouts, host updates",
+        sql: r#"
+-- Blobs (release artifacts), named by the SHA-256 of their bytes (64 lowercase
+-- hex, computed by the caller). size: total bytes. The bytes are in blob_chunks,
+-- n = 0, 1, 2… of BLOB_CHUNK_BYTES each (the last may be shorter; none for an
+-- empty blob), so no value nears SQLite's 10^9-byte limit.
+CREATE TABLE blobs (
+    sha256 TEXT    PRIMARY KEY,
+    size   INTEGER NOT NULL CHECK (size >= 0)
+) STRICT;
+CREATE TABLE blob_chunks (
+    sha256 TEXT    NOT NULL REFERENCES blobs (sha256),
+    n      INTEGER NOT NULL CHECK (n >= 0),
+    bytes  BLOB    NOT NULL,
+    PRIMARY KEY (sha256, n)
+) STRICT;
+
+-- Signed release manifests, one per (name, version), never replaced. manifest:
+-- the exact bytes signed; signature: minisign text. seq orders them by when they
+-- were stored.
+CREATE TABLE releases (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    name         TEXT    NOT NULL,
+    version      TEXT    NOT NULL,
+    serial       INTEGER NOT NULL CHECK (serial >= 0),
+    manifest     BLOB    NOT NULL,
+    signature    TEXT    NOT NULL,
+    published_by TEXT    NOT NULL,
+    created_ms   INTEGER NOT NULL,
+    UNIQUE (name, version)
+) STRICT;
+
+-- Rollouts: JSON documents (the state machine lives in flotilla-release).
+-- id: 1, 2, 3… (AUTOINCREMENT: never reused).
+CREATE TABLE rollouts (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    name       TEXT    NOT NULL,
+    doc        TEXT    NOT NULL,
+    created_ms INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL
+) STRICT;
+
+-- The last update report of each host's agent (JSON, as received).
+CREATE TABLE host_updates (
+    host        TEXT    PRIMARY KEY,
+    doc         TEXT    NOT NULL,
+    received_ms INTEGER NOT NULL
+) STRICT;
+"#,
+    },
 ];
 
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == AUTHORITY_SCHEMA_VERSION);
@@ -113,7 +167,7 @@ const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == AUTHORITY_SCHE
 ///   blocking pool (`spawn_blocking`), so calls from many tasks are serialised and
 ///   never block the async workers. Several processes may share the file: every
 ///   mutating call is one `BEGIN IMMEDIATE` transaction and waits up to
-///   [`BUSY_TIMEOUT`] for another's.
+///   [`BUSY_TIMEOUT`](crate::BUSY_TIMEOUT) for another's.
 /// - Cheap to clone (an `Arc`): clones share the connection.
 #[derive(Debug, Clone)]
 pub struct SqliteAuthority {
@@ -131,8 +185,8 @@ impl SqliteAuthority {
     /// dir>/`[`AUTHORITY_DB_FILE`]), creating the file if it does not exist (its
     /// directory must), and brings its schema up to [`AUTHORITY_SCHEMA_VERSION`].
     /// Sets WAL mode, `synchronous=FULL`, foreign keys on and a busy timeout of
-    /// [`BUSY_TIMEOUT`]. Blocks (briefly): from async code, call it in
-    /// `spawn_blocking` or accept the short block at start-up.
+    /// [`BUSY_TIMEOUT`](crate::BUSY_TIMEOUT). Blocks (briefly): from async code,
+    /// call it in `spawn_blocking` or accept the short block at start-up.
     ///
     /// # Errors
     /// All name `path`: [`StoreError::Open`] (cannot open or create the file),
@@ -564,6 +618,233 @@ impl AuthorityStore for SqliteAuthority {
         })
     }
 
+    fn put_blob(
+        &self,
+        sha256: String,
+        bytes: Vec<u8>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        self.run("store a blob", true, move |tx| {
+            // A Vec never holds more than isize::MAX bytes.
+            let size = bytes.len() as i64;
+            // BEGIN IMMEDIATE holds the write lock: nobody stores it in between.
+            let n = tx.execute(
+                "INSERT INTO blobs (sha256, size) VALUES (?1, ?2) ON CONFLICT (sha256) DO NOTHING",
+                (&sha256, size),
+            )?;
+            if n == 0 {
+                return Ok(false);
+            }
+            let mut insert =
+                tx.prepare("INSERT INTO blob_chunks (sha256, n, bytes) VALUES (?1, ?2, ?3)")?;
+            for (n, chunk) in bytes.chunks(BLOB_CHUNK_BYTES).enumerate() {
+                insert.execute((&sha256, n as i64, chunk))?;
+            }
+            Ok(true)
+        })
+    }
+
+    fn blob(
+        &self,
+        sha256: String,
+    ) -> impl Future<Output = Result<Option<Vec<u8>>, StoreError>> + Send {
+        self.run("read a blob", false, move |tx| {
+            let size: Option<i64> = tx
+                .query_row(
+                    "SELECT size FROM blobs WHERE sha256 = ?1",
+                    [&sha256],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            let Some(size) = size else {
+                return Ok(None);
+            };
+            let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+            let mut stmt =
+                tx.prepare("SELECT bytes FROM blob_chunks WHERE sha256 = ?1 ORDER BY n")?;
+            let mut rows = stmt.query([&sha256])?;
+            while let Some(row) = rows.next()? {
+                let chunk = row.get_ref(0)?;
+                let chunk = chunk.as_blob().map_err(|e| {
+                    rusqlite::Error::FromSqlConversionFailure(0, chunk.data_type(), Box::new(e))
+                })?;
+                bytes.extend_from_slice(chunk);
+            }
+            Ok(Some(bytes))
+        })
+    }
+
+    fn has_blob(&self, sha256: String) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        self.run("look up a blob", false, move |tx| {
+            Ok(tx.query_row(
+                "SELECT EXISTS (SELECT 1 FROM blobs WHERE sha256 = ?1)",
+                [&sha256],
+                |row| row.get(0),
+            )?)
+        })
+    }
+
+    fn put_release(
+        &self,
+        release: NewRelease,
+    ) -> impl Future<Output = Result<ReleasePut, StoreError>> + Send {
+        self.run("store a release", true, move |tx| {
+            let serial = stored_serial(release.serial)?;
+            let stored: Option<(Vec<u8>, String)> = tx
+                .query_row(
+                    "SELECT manifest, signature FROM releases WHERE name = ?1 AND version = ?2",
+                    (&release.name, &release.version),
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .optional()?;
+            if let Some((manifest, signature)) = stored {
+                return Ok(existing_release(&release, &manifest, &signature));
+            }
+            tx.execute(
+                "INSERT INTO releases (name, version, serial, manifest, signature, published_by, created_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                (
+                    &release.name,
+                    &release.version,
+                    serial,
+                    &release.manifest,
+                    &release.signature,
+                    &release.published_by,
+                    release.created_ms,
+                ),
+            )?;
+            Ok(ReleasePut::Created)
+        })
+    }
+
+    fn release(
+        &self,
+        name: String,
+        version: String,
+    ) -> impl Future<Output = Result<Option<ReleaseRecord>, StoreError>> + Send {
+        self.run("read a release", false, move |tx| {
+            Ok(tx
+                .query_row(
+                    "SELECT name, version, serial, manifest, signature, published_by, created_ms
+                     FROM releases WHERE name = ?1 AND version = ?2",
+                    (&name, &version),
+                    release_row,
+                )
+                .optional()?)
+        })
+    }
+
+    fn releases(&self) -> impl Future<Output = Result<Vec<ReleaseRecord>, StoreError>> + Send {
+        self.run("list releases", false, |tx| {
+            let mut stmt = tx.prepare(
+                "SELECT name, version, serial, manifest, signature, published_by, created_ms
+                 FROM releases ORDER BY seq DESC",
+            )?;
+            let rows = stmt.query_map([], release_row)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    fn create_rollout(
+        &self,
+        doc: String,
+        name: String,
+        created_ms: i64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        self.run("create a rollout", true, move |tx| {
+            let id: i64 = tx.query_row(
+                "INSERT INTO rollouts (name, doc, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?3)
+                 RETURNING id",
+                (&name, &doc, created_ms),
+                |row| row.get(0),
+            )?;
+            Ok(id as u64)
+        })
+    }
+
+    fn put_rollout(
+        &self,
+        id: u64,
+        doc: String,
+        updated_ms: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.run("store a rollout", true, move |tx| {
+            let n = match stored_id(id) {
+                Some(stored) => tx.execute(
+                    "UPDATE rollouts SET doc = ?2, updated_ms = ?3 WHERE id = ?1",
+                    (stored, &doc, updated_ms),
+                )?,
+                None => 0,
+            };
+            if n == 0 {
+                return Err(StoreError::UnknownRollout(id).into());
+            }
+            Ok(())
+        })
+    }
+
+    fn rollout(
+        &self,
+        id: u64,
+    ) -> impl Future<Output = Result<Option<RolloutRecord>, StoreError>> + Send {
+        self.run("read a rollout", false, move |tx| {
+            let Some(id) = stored_id(id) else {
+                return Ok(None);
+            };
+            Ok(tx
+                .query_row(
+                    "SELECT id, name, doc, created_ms, updated_ms FROM rollouts WHERE id = ?1",
+                    [id],
+                    rollout_row,
+                )
+                .optional()?)
+        })
+    }
+
+    fn rollouts(&self) -> impl Future<Output = Result<Vec<RolloutRecord>, StoreError>> + Send {
+        self.run("list rollouts", false, |tx| {
+            let mut stmt = tx.prepare(
+                "SELECT id, name, doc, created_ms, updated_ms FROM rollouts ORDER BY id DESC",
+            )?;
+            let rows = stmt.query_map([], rollout_row)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    fn put_host_update(
+        &self,
+        host: String,
+        doc: String,
+        received_ms: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.run("store a host update", true, move |tx| {
+            tx.execute(
+                "INSERT INTO host_updates (host, doc, received_ms) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (host) DO UPDATE SET doc = excluded.doc,
+                     received_ms = excluded.received_ms",
+                (&host, &doc, received_ms),
+            )?;
+            Ok(())
+        })
+    }
+
+    fn host_updates(
+        &self,
+    ) -> impl Future<Output = Result<Vec<HostUpdateRecord>, StoreError>> + Send {
+        self.run("list host updates", false, |tx| {
+            let mut stmt = tx.prepare(
+                "SELECT host, doc, received_ms FROM host_updates ORDER BY received_ms DESC, host",
+            )?;
+            let rows = stmt.query_map([], |row| {
+                Ok(HostUpdateRecord {
+                    host: row.get(0)?,
+                    doc: row.get(1)?,
+                    received_ms: row.get(2)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
     fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
         self.run("ping the database", false, |tx| {
             tx.query_row("SELECT 1", [], |_| Ok(()))?;
@@ -580,6 +861,28 @@ fn call_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<QueuedCall> {
         created_ms: row.get(3)?,
         reply: row.get(4)?,
         replied_ms: row.get(5)?,
+    })
+}
+
+fn release_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ReleaseRecord> {
+    Ok(ReleaseRecord {
+        name: row.get(0)?,
+        version: row.get(1)?,
+        serial: row.get::<_, i64>(2)? as u64,
+        manifest: row.get(3)?,
+        signature: row.get(4)?,
+        published_by: row.get(5)?,
+        created_ms: row.get(6)?,
+    })
+}
+
+fn rollout_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RolloutRecord> {
+    Ok(RolloutRecord {
+        id: row.get::<_, i64>(0)? as u64,
+        name: row.get(1)?,
+        doc: row.get(2)?,
+        created_ms: row.get(3)?,
+        updated_ms: row.get(4)?,
     })
 }
 
@@ -631,6 +934,50 @@ mod tests {
         assert_eq!(mode, "wal");
         let version = schema::current_version(&conn).unwrap();
         assert_eq!(version, AUTHORITY_SCHEMA_VERSION);
+    }
+
+    /// A database made by an older build (schema 2, with data) is brought up to
+    /// the current schema on open, keeping its data.
+    #[test]
+    fn schema_2_is_upgraded_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(AUTHORITY_DB_FILE);
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            crate::store::prepare(&conn, &path, AUTHORITY_APPLICATION_ID, true).unwrap();
+            let classify = |source: rusqlite::Error| classify_open(&path, source);
+            schema::apply(&mut conn, &path, classify, &MIGRATIONS[..2]).unwrap();
+            assert_eq!(schema::current_version(&conn).unwrap(), 2);
+            conn.execute(
+                "INSERT INTO agent_calls (host, call, created_ms) VALUES ('studio', '{}', 1)",
+                [],
+            )
+            .unwrap();
+        }
+        let authority = SqliteAuthority::open(&path).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            assert_eq!(authority.last_call_id().await.unwrap(), 1);
+            assert!(authority
+                .put_blob("ab".repeat(32), vec![1, 2, 3])
+                .await
+                .unwrap());
+            assert_eq!(
+                authority
+                    .create_rollout("{}".into(), "flotilla".into(), 2)
+                    .await
+                    .unwrap(),
+                1
+            );
+        });
+        let conn = authority.inner.conn.lock().unwrap();
+        assert_eq!(
+            schema::current_version(&conn).unwrap(),
+            AUTHORITY_SCHEMA_VERSION
+        );
     }
 
     #[test]

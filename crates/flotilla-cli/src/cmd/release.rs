@@ -1,0 +1,599 @@
+//! `flotilla release`: signed releases and their rollouts.
+//!
+//! Offline (no authority): `keygen` (a minisign key pair), `manifest` (describe
+//! artifacts), `sign` (a `.minisig` for a manifest), `verify` (check a manifest and an
+//! artifact as an agent would). Through the authority (`--server`): `publish`,
+//! `list`, `rollout`, `approve`, `pause`, `resume`, `abort`, `status`.
+
+use crate::{Cli, EXIT_OK, EXIT_REFUSED};
+use flotilla_release::rollout::Rollout;
+use flotilla_server::api::{CreateRolloutRequest, PublishReleaseRequest};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Arguments of `flotilla release`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: ReleaseCommand,
+}
+
+/// `flotilla release` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum ReleaseCommand {
+    /// Make a minisign key pair for signing releases: NAME.pub (give it to agents:
+    /// `agent run --trusted-key`) and NAME.key (keep it offline; mode 0600).
+    Keygen {
+        /// Where to write the two files.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The files' base name.
+        #[arg(long, default_value = "flotilla-release")]
+        name: String,
+        /// Overwrite existing files.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print a release manifest (JSON) describing local artifact files.
+    Manifest {
+        /// The release's name: `flotilla-agent`, or a component binary's (`llama-server`).
+        #[arg(long)]
+        name: String,
+        /// Its version.
+        #[arg(long)]
+        version: String,
+        /// Its serial: higher than every release signed before with the same key
+        /// (agents refuse a lower one).
+        #[arg(long)]
+        serial: u64,
+        /// When agents stop accepting it: a duration from now (`30d`) or an RFC 3339 time.
+        #[arg(long, default_value = "30d")]
+        expires: String,
+        /// An artifact: `PLATFORM=FILE` (`linux-x86_64=target/release/flotilla`);
+        /// kept in the authority's blob store (publish uploads it).
+        #[arg(long = "artifact", value_name = "PLATFORM=FILE")]
+        artifacts: Vec<String>,
+        /// An artifact fetched from a URL instead: `PLATFORM=FILE=URL` (FILE gives
+        /// the digest and size).
+        #[arg(long = "url-artifact", value_name = "PLATFORM=FILE=URL")]
+        url_artifacts: Vec<String>,
+        /// Write it here instead of standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Sign a manifest with a secret key: writes MANIFEST.minisig.
+    Sign {
+        /// The manifest file.
+        manifest: PathBuf,
+        /// The minisign secret key file.
+        #[arg(long)]
+        key: PathBuf,
+        /// The signature file (default MANIFEST.minisig).
+        #[arg(long)]
+        output: Option<PathBuf>,
+    },
+    /// Check a signed manifest (and an artifact) as an agent would; exit 1 with the
+    /// reason when an agent would refuse it.
+    Verify {
+        /// The manifest, or its `.minisig`.
+        manifest: PathBuf,
+        /// A trusted public key file (one or two: current and next).
+        #[arg(long = "trusted-key", required = true)]
+        trusted_keys: Vec<PathBuf>,
+        /// The platform to pick the artifact for (default: this machine's).
+        #[arg(long)]
+        platform: Option<String>,
+        /// An artifact file to check against the manifest's digest and size.
+        #[arg(long)]
+        artifact: Option<PathBuf>,
+    },
+    /// Upload a signed release's artifacts and relay it to the authority.
+    Publish {
+        /// The manifest's signature (`MANIFEST.minisig`), or the manifest.
+        signature: PathBuf,
+        /// Artifact files to upload (matched to the manifest by digest); every
+        /// artifact the manifest keeps in the blob store must be given once.
+        #[arg(long = "artifact", value_name = "FILE")]
+        artifacts: Vec<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The releases the authority holds, newest first.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create a rollout of a release to the agent hosts matching the selector; it
+    /// waits for `release approve`.
+    Rollout {
+        /// The release's name.
+        name: String,
+        /// The release's version.
+        version: String,
+        /// Host labels that must match: `key=value[,key=value]` (default: every agent host).
+        #[arg(long, value_name = "LABELS")]
+        selector: Option<String>,
+        /// Hosts updating at once after the canaries.
+        #[arg(long, default_value_t = 1)]
+        max_in_flight: u32,
+        /// Hosts updated first, alone.
+        #[arg(long, default_value_t = 1)]
+        canary: u32,
+        /// How long a host must run the new release, measured, to count as updated.
+        #[arg(long, default_value = "60s")]
+        min_healthy: humantime::Duration,
+        /// How long a host may take, from the step being sent, to be updated.
+        #[arg(long, default_value = "10m")]
+        timeout: humantime::Duration,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a rollout: its canaries start.
+    Approve {
+        /// The rollout's id.
+        id: u64,
+    },
+    /// Pause a rollout: no further host starts (hosts updating go on).
+    Pause {
+        /// The rollout's id.
+        id: u64,
+    },
+    /// Resume a paused or halted rollout (clears the halt; failed hosts stay failed).
+    Resume {
+        /// The rollout's id.
+        id: u64,
+    },
+    /// Abort a rollout: it ends `Failed`, halted `Aborted`; no further host starts.
+    Abort {
+        /// The rollout's id.
+        id: u64,
+    },
+    /// A rollout's phase and every host's, with reasons (default: the newest).
+    Status {
+        /// The rollout's id.
+        id: Option<u64>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+fn read_text(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// `(manifest, signature)` paths from either of them.
+fn pair(path: &Path) -> (PathBuf, PathBuf) {
+    match path.to_str().and_then(|s| s.strip_suffix(".minisig")) {
+        Some(m) => (PathBuf::from(m), path.to_path_buf()),
+        None => {
+            let mut sig = path.as_os_str().to_owned();
+            sig.push(".minisig");
+            (path.to_path_buf(), PathBuf::from(sig))
+        }
+    }
+}
+
+fn platform_parts(p: &str) -> anyhow::Result<(String, String)> {
+    p.split_once('-')
+        .map(|(o, a)| (o.to_string(), a.to_string()))
+        .ok_or_else(|| anyhow::anyhow!("`{p}` is not a platform: `<os>-<arch>`, e.g. linux-x86_64"))
+}
+
+fn selector(s: &Option<String>) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for part in s
+        .iter()
+        .flat_map(|s| s.split(','))
+        .filter(|p| !p.is_empty())
+    {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("selector `{part}`: expected key=value"))?;
+        out.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    Ok(out)
+}
+
+fn expires_at(s: &str) -> anyhow::Result<String> {
+    if let Ok(d) = humantime::parse_duration(s) {
+        let t = std::time::SystemTime::now() + d;
+        return Ok(humantime::format_rfc3339_seconds(t).to_string());
+    }
+    humantime::parse_rfc3339_weak(s).map_err(|e| {
+        anyhow::anyhow!("--expires `{s}`: neither a duration nor an RFC 3339 time ({e})")
+    })?;
+    Ok(s.to_string())
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn print_rollout(r: &Rollout, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+        return Ok(());
+    }
+    let now = now_ms();
+    println!(
+        "rollout {}: {} {} (serial {}) — {:?}{}",
+        r.id,
+        r.spec.name,
+        r.spec.version,
+        r.spec.serial,
+        r.phase,
+        r.halted
+            .as_ref()
+            .map(|h| format!(", halted: {h}"))
+            .unwrap_or_default()
+    );
+    println!(
+        "  canary {}, max in flight {}, min healthy {}, timeout {}; created {} ago{}",
+        r.spec.canary,
+        r.spec.max_in_flight,
+        humantime::format_duration(Duration::from_millis(r.spec.min_healthy_ms)),
+        humantime::format_duration(Duration::from_millis(r.spec.timeout_ms)),
+        flotilla_exec::observe::age(now - r.created_ms),
+        r.approved_ms
+            .map(|t| format!(", approved {} ago", flotilla_exec::observe::age(now - t)))
+            .unwrap_or_else(|| ", awaiting approval (`flotilla release approve`)".into()),
+    );
+    let mut rows = vec![vec![
+        "HOST".to_string(),
+        "PHASE".into(),
+        "REASON".into(),
+        "RUNNING (MEASURED)".into(),
+        "RELEASE".into(),
+        "DETAIL".into(),
+    ]];
+    for h in &r.hosts {
+        let target = r
+            .artifact_sha256
+            .get(&h.platform)
+            .map(|s| short(s))
+            .unwrap_or_else(|| format!("none for {}", h.platform));
+        let running = h
+            .running_sha256
+            .as_deref()
+            .map(short)
+            .unwrap_or_else(|| "-".into());
+        rows.push(vec![
+            format!("{}{}", h.host, if h.canary { " (canary)" } else { "" }),
+            format!("{:?}", h.phase),
+            h.reason.map(|r| r.as_str().to_string()).unwrap_or_default(),
+            running,
+            target,
+            h.detail.clone(),
+        ]);
+    }
+    print!("{}", crate::render::table(&rows));
+    Ok(())
+}
+
+/// The first 12 hex digits of a digest given with or without `sha256:`.
+fn short(s: &str) -> String {
+    let hex = s.strip_prefix("sha256:").unwrap_or(s);
+    format!("sha256:{}", &hex[..hex.len().min(12)])
+}
+
+fn rollout_of(dto: flotilla_server::api::RolloutDto) -> anyhow::Result<Rollout> {
+    Ok(serde_json::from_value(dto.rollout)?)
+}
+
+/// Runs the subcommand; returns the exit status.
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
+    match &args.command {
+        ReleaseCommand::Keygen { dir, name, force } => {
+            let k = flotilla_release::sign::keygen(dir, name, *force)?;
+            println!(
+                "key {}: public {} (give it to agents: `flotilla agent run --trusted-key`), secret {} (keep it offline)",
+                k.key_id,
+                k.public_path.display(),
+                k.secret_path.display()
+            );
+            Ok(EXIT_OK)
+        }
+        ReleaseCommand::Manifest {
+            name,
+            version,
+            serial,
+            expires,
+            artifacts,
+            url_artifacts,
+            output,
+        } => {
+            let mut list = Vec::new();
+            for a in artifacts {
+                let (platform, file) = a
+                    .split_once('=')
+                    .ok_or_else(|| anyhow::anyhow!("--artifact `{a}`: expected PLATFORM=FILE"))?;
+                let (os, arch) = platform_parts(platform)?;
+                list.push(flotilla_release::manifest::Artifact::of_file(
+                    Path::new(file),
+                    &os,
+                    &arch,
+                    None,
+                )?);
+            }
+            for a in url_artifacts {
+                let mut parts = a.splitn(3, '=');
+                let (Some(platform), Some(file), Some(url)) =
+                    (parts.next(), parts.next(), parts.next())
+                else {
+                    anyhow::bail!("--url-artifact `{a}`: expected PLATFORM=FILE=URL");
+                };
+                let (os, arch) = platform_parts(platform)?;
+                list.push(flotilla_release::manifest::Artifact::of_file(
+                    Path::new(file),
+                    &os,
+                    &arch,
+                    Some(url.to_string()),
+                )?);
+            }
+            let m = flotilla_release::Manifest {
+                name: name.clone(),
+                version: version.clone(),
+                serial: *serial,
+                expires: expires_at(expires)?,
+                artifacts: list,
+            };
+            let mut text = serde_json::to_string_pretty(&m)?;
+            text.push('\n');
+            // What agents will parse must parse here first.
+            flotilla_release::Manifest::parse(text.as_bytes())?;
+            match output {
+                Some(p) => {
+                    std::fs::write(p, &text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
+                }
+                None => print!("{text}"),
+            }
+            Ok(EXIT_OK)
+        }
+        ReleaseCommand::Sign {
+            manifest,
+            key,
+            output,
+        } => {
+            let bytes = read(manifest)?;
+            let m = flotilla_release::Manifest::parse(&bytes)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", manifest.display()))?;
+            let secret = read_text(key)?;
+            let sig = flotilla_release::sign::sign(
+                &secret,
+                &bytes,
+                &format!("{} {} serial {}", m.name, m.version, m.serial),
+            )?;
+            let out = output.clone().unwrap_or_else(|| pair(manifest).1);
+            std::fs::write(&out, sig).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
+            println!("signed {} {}: {}", m.name, m.version, out.display());
+            Ok(EXIT_OK)
+        }
+        ReleaseCommand::Verify {
+            manifest,
+            trusted_keys,
+            platform,
+            artifact,
+        } => {
+            let (mpath, spath) = pair(manifest);
+            let bytes = read(&mpath)?;
+            let sig = std::fs::read_to_string(&spath).unwrap_or_default();
+            let texts = trusted_keys
+                .iter()
+                .map(|p| read_text(p))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let keys = flotilla_release::verify::TrustedKeys::from_texts(&refs)?;
+            let (os, arch) = match platform {
+                Some(p) => platform_parts(p)?,
+                None => {
+                    let (o, a) = flotilla_release::manifest::Platform::current();
+                    (o.to_string(), a.to_string())
+                }
+            };
+            let checked = keys.verify(&bytes, &sig).and_then(|(key_id, m)| {
+                let a = flotilla_release::verify::Acceptance::default()
+                    .check(&key_id, &m, &os, &arch, now_ms())?
+                    .clone();
+                Ok((key_id, m, a))
+            });
+            let (key_id, m, a) = match checked {
+                Ok(v) => v,
+                Err(refusal) => {
+                    eprintln!("refused: {refusal}");
+                    return Ok(EXIT_REFUSED);
+                }
+            };
+            if let Some(file) = artifact {
+                if let Err(refusal) =
+                    flotilla_release::artifact::verify_file(file, &a.sha256, a.size)
+                {
+                    eprintln!("refused: {}: {refusal}", file.display());
+                    return Ok(EXIT_REFUSED);
+                }
+            }
+            println!(
+                "ok: {} {} serial {} signed by key {key_id}; {os}-{arch}: sha256:{} ({} bytes){}",
+                m.name,
+                m.version,
+                m.serial,
+                a.sha256,
+                a.size,
+                if artifact.is_some() {
+                    ", artifact verified"
+                } else {
+                    ""
+                }
+            );
+            Ok(EXIT_OK)
+        }
+        ReleaseCommand::Publish {
+            signature,
+            artifacts,
+            json,
+        } => {
+            let (mpath, spath) = pair(signature);
+            let manifest_text = read_text(&mpath)?;
+            let signature_text = read_text(&spath)?;
+            let m = flotilla_release::Manifest::parse(manifest_text.as_bytes())
+                .map_err(|e| anyhow::anyhow!("{}: {e}", mpath.display()))?;
+            let rt = super::runtime()?;
+            let client = super::authority::client(cli)?;
+            // Match the files given to the manifest's blob artifacts by digest.
+            let mut files = BTreeMap::new();
+            for f in artifacts {
+                let sha = flotilla_release::artifact::sha256_file(f)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+                files.insert(sha, f.clone());
+            }
+            for a in m.artifacts.iter().filter(|a| a.blob.is_some()) {
+                let Some(f) = files.get(&a.sha256) else {
+                    anyhow::bail!(
+                        "artifact {}-{} (sha256:{}) is kept in the authority's blob store: give its file with --artifact",
+                        a.os,
+                        a.arch,
+                        a.sha256
+                    );
+                };
+                let created = rt.block_on(client.put_blob(&a.sha256, read(f)?))?;
+                if !*json {
+                    println!(
+                        "{} {}-{}: {} ({} bytes)",
+                        if created { "uploaded" } else { "already held" },
+                        a.os,
+                        a.arch,
+                        f.display(),
+                        a.size
+                    );
+                }
+            }
+            let r = rt.block_on(client.publish_release(&PublishReleaseRequest {
+                manifest: manifest_text,
+                signature: signature_text,
+            }))?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                println!(
+                    "published {} {} (serial {}, key {}), {} artifact(s)",
+                    r.name,
+                    r.version,
+                    r.serial,
+                    r.key_id,
+                    r.artifacts.len()
+                );
+            }
+            Ok(EXIT_OK)
+        }
+        ReleaseCommand::List { json } => {
+            let rt = super::runtime()?;
+            let client = super::authority::client(cli)?;
+            let list = rt.block_on(client.releases())?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&list)?);
+                return Ok(EXIT_OK);
+            }
+            let mut rows = vec![vec![
+                "NAME".to_string(),
+                "VERSION".into(),
+                "SERIAL".into(),
+                "KEY".into(),
+                "EXPIRES".into(),
+                "ARTIFACTS".into(),
+            ]];
+            for r in &list {
+                rows.push(vec![
+                    r.name.clone(),
+                    r.version.clone(),
+                    r.serial.to_string(),
+                    r.key_id.clone(),
+                    r.expires.clone(),
+                    r.artifacts
+                        .iter()
+                        .map(|a| format!("{} {}", a.platform, short(&a.sha256)))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ]);
+            }
+            print!("{}", crate::render::table(&rows));
+            Ok(EXIT_OK)
+        }
+        ReleaseCommand::Rollout {
+            name,
+            version,
+            selector: sel,
+            max_in_flight,
+            canary,
+            min_healthy,
+            timeout,
+            json,
+        } => {
+            let rt = super::runtime()?;
+            let client = super::authority::client(cli)?;
+            let dto = rt.block_on(client.create_rollout(&CreateRolloutRequest {
+                name: name.clone(),
+                version: version.clone(),
+                selector: selector(sel)?,
+                max_in_flight: *max_in_flight,
+                canary: *canary,
+                min_healthy_ms: Duration::from(*min_healthy).as_millis() as u64,
+                timeout_ms: Duration::from(*timeout).as_millis() as u64,
+            }))?;
+            print_rollout(&rollout_of(dto)?, *json)?;
+            Ok(EXIT_OK)
+        }
+        ReleaseCommand::Approve { id }
+        | ReleaseCommand::Pause { id }
+        | ReleaseCommand::Resume { id }
+        | ReleaseCommand::Abort { id } => {
+            let action = match &args.command {
+                ReleaseCommand::Approve { .. } => "approve",
+                ReleaseCommand::Pause { .. } => "pause",
+                ReleaseCommand::Resume { .. } => "resume",
+                _ => "abort",
+            };
+            let rt = super::runtime()?;
+            let client = super::authority::client(cli)?;
+            match rt.block_on(client.rollout_action(*id, action)) {
+                Ok(dto) => {
+                    print_rollout(&rollout_of(dto)?, false)?;
+                    Ok(EXIT_OK)
+                }
+                Err(flotilla_server::ClientError::Api {
+                    status: 409, error, ..
+                }) => {
+                    eprintln!("refused: {}", error.message);
+                    Ok(EXIT_REFUSED)
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
+        ReleaseCommand::Status { id, json } => {
+            let rt = super::runtime()?;
+            let client = super::authority::client(cli)?;
+            let r = match id {
+                Some(id) => rollout_of(rt.block_on(client.rollout(*id))?)?,
+                None => {
+                    let all = rt.block_on(client.rollouts())?;
+                    let Some(first) = all.rollouts.into_iter().next() else {
+                        println!("no rollouts (`flotilla release rollout NAME VERSION`)");
+                        return Ok(EXIT_OK);
+                    };
+                    serde_json::from_value(first)?
+                }
+            };
+            print_rollout(&r, *json)?;
+            Ok(EXIT_OK)
+        }
+    }
+}

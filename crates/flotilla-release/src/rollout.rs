@@ -1,0 +1,606 @@
+//! The authority's rollout state machine (pure: no IO, no clock; `now_ms` arguments are
+//! milliseconds since the Unix epoch on the authority's clock).
+//!
+//! A [`Rollout`] applies one release to a host set frozen at creation:
+//!
+//! - created [`Phase::AwaitingApproval`]; [`Rollout::approve`] makes it
+//!   [`Phase::InProgress`] and fails (at once) every host whose platform has no artifact;
+//! - canaries (the first `canary` hosts, in the order given) go first: no other host
+//!   starts before every canary is [`HostPhase::Updated`]; at most `max_in_flight` hosts
+//!   are [`HostPhase::Updating`] at once, canaries included;
+//! - an Updating host becomes Updated when its latest [`HostUpdate`] shows the artifact's
+//!   digest as the **measured** running identity and has for `min_healthy_ms` (the soak
+//!   clock starts at the first report carrying that identity, not when the step was
+//!   sent), and its update report for this artifact (if it sent one since the step was
+//!   sent) says [`UpdateState::Updated`]. A host that already runs the artifact needs no
+//!   update report: it soaks from the report that showed it;
+//! - RolledBack / Failed come from the agent's report ([`UpdateState::RolledBack`],
+//!   [`UpdateState::Refused`]) or from the timeout ([`Reason::HealthTimeout`]: no
+//!   measured identity `timeout_ms` after the step was sent, or the soak not confirmed
+//!   `timeout_ms` after it should have ended);
+//! - the first failure or rollback halts the rollout ([`Phase::Failed`], `halted` = the
+//!   reason): nothing more starts, hosts already Updating go on to their end
+//!   ([`Rollout::is_settled`] tells when they all have); [`Rollout::abort`] halts with
+//!   `Aborted`; [`Phase::Paused`] starts nothing; all hosts Updated is
+//!   [`Phase::Succeeded`].
+//!
+//! Digests: artifact digests are 64 lowercase hex (the manifest's form); measured
+//! identities are `sha256:<hex>`. Comparisons ignore the prefix and case.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::reason::Reason;
+
+/// What to roll out, where and how fast (the operator's request).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutSpec {
+    /// Release name (the manifest's `name`).
+    pub name: String,
+    /// Release version (the manifest's `version`).
+    pub version: String,
+    /// The release's serial (from its manifest).
+    pub serial: u64,
+    /// Host label selector (`key = value`, all must match) that chose the frozen host set.
+    #[serde(default)]
+    pub selector: BTreeMap<String, String>,
+    /// Most hosts Updating at once, canaries included; 0 is treated as 1.
+    pub max_in_flight: u32,
+    /// How many hosts (the first ones, in host order) are canaries.
+    pub canary: u32,
+    /// Soak: how long a host must run the measured new identity, in ms.
+    pub min_healthy_ms: u64,
+    /// How long a host may take to show the measured new identity after the step was sent, in ms.
+    pub timeout_ms: u64,
+}
+
+/// A rollout's phase (serialised PascalCase).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Phase {
+    /// Not produced by this state machine (kept for the wire vocabulary).
+    Pending,
+    /// Created, waiting for [`Rollout::approve`].
+    AwaitingApproval,
+    /// Approved: hosts are being updated.
+    InProgress,
+    /// Paused: no host starts; hosts already Updating go on.
+    Paused,
+    /// Every host is Updated.
+    Succeeded,
+    /// Halted by a failure, a rollback or an abort (see `halted`).
+    Failed,
+}
+
+/// One host's phase in a rollout (serialised PascalCase).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HostPhase {
+    /// Not started.
+    Pending,
+    /// Assigned: the agent should be applying the release.
+    Updating,
+    /// Runs the artifact (measured) and soaked.
+    Updated,
+    /// Refused, timed out, or no artifact for its platform (`reason`).
+    Failed,
+    /// The agent rolled back to its previous version (`reason`).
+    RolledBack,
+}
+
+macro_rules! display_as_debug {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Debug::fmt(self, f)
+            }
+        }
+    )*};
+}
+display_as_debug!(Phase, HostPhase, UpdateState);
+
+/// One host of a rollout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostRollout {
+    /// Host name.
+    pub host: String,
+    /// The host's platform word when the rollout was created (`linux-x86_64`).
+    pub platform: String,
+    /// Whether it is a canary.
+    pub canary: bool,
+    /// Its phase.
+    pub phase: HostPhase,
+    /// Why it Failed or RolledBack.
+    pub reason: Option<Reason>,
+    /// What was seen (the agent's detail, or what the timeout saw).
+    pub detail: String,
+    /// When it was started (became Updating), ms.
+    pub sent_ms: Option<i64>,
+    /// Soak clock: `received_ms` of the first report whose measured identity is the
+    /// artifact's (reset when a later report shows another identity), ms.
+    pub measured_ms: Option<i64>,
+    /// When it reached Updated, Failed or RolledBack, ms.
+    pub finished_ms: Option<i64>,
+    /// The last measured running digest reported, `sha256:<hex>`.
+    pub running_sha256: Option<String>,
+}
+
+/// A rollout of one release to a frozen host set (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rollout {
+    /// The authority's id.
+    pub id: u64,
+    /// What was asked.
+    pub spec: RolloutSpec,
+    /// The release's artifact digests by platform word (`linux-x86_64` → 64 hex).
+    pub artifact_sha256: BTreeMap<String, String>,
+    /// The phase.
+    pub phase: Phase,
+    /// Why it halted: a [`Reason`] word (`CrashLoop`, `Aborted`, …).
+    pub halted: Option<String>,
+    /// The frozen host set, in order (canaries first).
+    pub hosts: Vec<HostRollout>,
+    /// Created, ms.
+    pub created_ms: i64,
+    /// Approved, ms.
+    pub approved_ms: Option<i64>,
+    /// Reached Succeeded or Failed, ms.
+    pub finished_ms: Option<i64>,
+    /// What happened, one short line each, oldest first (`web-1: Updating`,
+    /// `web-1: RolledBack (CrashLoop: …)`).
+    pub events: Vec<String>,
+}
+
+/// What an agent last said about its release state (`POST /v1/hosts/{host}/release`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostUpdate {
+    /// Host name.
+    pub host: String,
+    /// Its platform word (`linux-x86_64`).
+    pub platform: String,
+    /// The agent's measured executable digest, `sha256:<hex>`.
+    #[serde(default)]
+    pub running_sha256: Option<String>,
+    /// The agent's pid.
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// The agent's current or last update, if any.
+    #[serde(default)]
+    pub update: Option<UpdateReport>,
+    /// When the authority received it, ms (set by the authority; ignored from agents).
+    #[serde(default)]
+    pub received_ms: i64,
+}
+
+/// An agent's update record, as reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateReport {
+    /// Release name.
+    pub name: String,
+    /// Release version.
+    pub version: String,
+    /// The target artifact's digest, 64 lowercase hex.
+    pub sha256: String,
+    /// Where the update is.
+    pub state: UpdateState,
+    /// Why it was refused or rolled back.
+    #[serde(default)]
+    pub reason: Option<Reason>,
+    /// What was seen.
+    #[serde(default)]
+    pub detail: String,
+    /// Evidence lines (measured pids, digests, timings).
+    #[serde(default)]
+    pub evidence: Vec<String>,
+    /// When the agent entered `state`, ms on the agent's clock.
+    pub since_ms: i64,
+}
+
+/// An agent's update state (serialised PascalCase).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UpdateState {
+    /// Fetching the artifact (signature already verified).
+    Downloading,
+    /// Verified and staged in `versions/`.
+    Staged,
+    /// Flipped; restarting through the supervisor.
+    Restarting,
+    /// The new process proved its identity; soaking.
+    Soaking,
+    /// Soaked: the new version runs.
+    Updated,
+    /// Rolled back to the previous version (`reason`).
+    RolledBack,
+    /// Refused before anything was applied (`reason`).
+    Refused,
+}
+
+/// An operator action that the rollout's phase does not allow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RolloutError {
+    /// `action` (approve, pause, resume, abort) is not allowed in `phase`.
+    #[error("cannot {action} a rollout that is {phase}")]
+    NotAllowed {
+        /// The action.
+        action: &'static str,
+        /// The rollout's phase.
+        phase: Phase,
+    },
+}
+
+fn bare_sha(s: &str) -> String {
+    let s = s.trim();
+    s.strip_prefix("sha256:").unwrap_or(s).to_ascii_lowercase()
+}
+
+fn ms_text(ms: u64) -> String {
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+impl Rollout {
+    /// A rollout [`Phase::AwaitingApproval`] of `spec` to `hosts` (`(host, platform word)`,
+    /// frozen here, in order); the first `spec.canary` hosts are canaries.
+    /// `artifact_sha256` maps platform words to the release's artifact digests (64 hex).
+    pub fn new(
+        id: u64,
+        spec: RolloutSpec,
+        artifact_sha256: BTreeMap<String, String>,
+        hosts: Vec<(String, String)>,
+        now_ms: i64,
+    ) -> Rollout {
+        let canaries = spec.canary as usize;
+        let hosts: Vec<HostRollout> = hosts
+            .into_iter()
+            .enumerate()
+            .map(|(i, (host, platform))| HostRollout {
+                host,
+                platform,
+                canary: i < canaries,
+                phase: HostPhase::Pending,
+                reason: None,
+                detail: String::new(),
+                sent_ms: None,
+                measured_ms: None,
+                finished_ms: None,
+                running_sha256: None,
+            })
+            .collect();
+        let events = vec![format!(
+            "created: {} {} to {} hosts ({} canaries), awaiting approval",
+            spec.name,
+            spec.version,
+            hosts.len(),
+            hosts.iter().filter(|h| h.canary).count()
+        )];
+        Rollout {
+            id,
+            spec,
+            artifact_sha256,
+            phase: Phase::AwaitingApproval,
+            halted: None,
+            hosts,
+            created_ms: now_ms,
+            approved_ms: None,
+            finished_ms: None,
+            events,
+        }
+    }
+
+    /// Approves: [`Phase::InProgress`]; hosts without an artifact for their platform fail
+    /// ([`Reason::NoMatchingArtifact`], which halts the rollout); the first hosts start.
+    ///
+    /// # Errors
+    /// [`RolloutError::NotAllowed`] unless [`Phase::AwaitingApproval`].
+    pub fn approve(&mut self, now_ms: i64) -> Result<(), RolloutError> {
+        self.require("approve", &[Phase::AwaitingApproval])?;
+        self.approved_ms = Some(now_ms);
+        self.phase = Phase::InProgress;
+        self.events.push("approved".into());
+        for i in 0..self.hosts.len() {
+            let h = &self.hosts[i];
+            if !self.artifact_sha256.contains_key(&h.platform) {
+                let have: Vec<&str> = self.artifact_sha256.keys().map(String::as_str).collect();
+                let detail = format!(
+                    "{} {} has no artifact for {}; it has {}",
+                    self.spec.name,
+                    self.spec.version,
+                    h.platform,
+                    have.join(", ")
+                );
+                self.finish_host(
+                    i,
+                    HostPhase::Failed,
+                    Some(Reason::NoMatchingArtifact),
+                    detail,
+                    now_ms,
+                );
+            }
+        }
+        self.step(&BTreeMap::new(), now_ms);
+        Ok(())
+    }
+
+    /// Pauses: no more hosts start; hosts Updating go on.
+    ///
+    /// # Errors
+    /// [`RolloutError::NotAllowed`] unless [`Phase::InProgress`].
+    pub fn pause(&mut self, now_ms: i64) -> Result<(), RolloutError> {
+        let _ = now_ms;
+        self.require("pause", &[Phase::InProgress])?;
+        self.phase = Phase::Paused;
+        self.events.push("paused".into());
+        Ok(())
+    }
+
+    /// Resumes a paused rollout and starts hosts as allowed.
+    ///
+    /// # Errors
+    /// [`RolloutError::NotAllowed`] unless [`Phase::Paused`].
+    pub fn resume(&mut self, now_ms: i64) -> Result<(), RolloutError> {
+        self.require("resume", &[Phase::Paused])?;
+        self.phase = Phase::InProgress;
+        self.events.push("resumed".into());
+        self.step(&BTreeMap::new(), now_ms);
+        Ok(())
+    }
+
+    /// Aborts: [`Phase::Failed`], halted `Aborted`; nothing more starts. Hosts already
+    /// Updating stay as reported (the agent finishes or rolls back; [`Rollout::advance`]
+    /// keeps recording them).
+    ///
+    /// # Errors
+    /// [`RolloutError::NotAllowed`] when already Succeeded or Failed.
+    pub fn abort(&mut self, now_ms: i64) -> Result<(), RolloutError> {
+        self.require(
+            "abort",
+            &[
+                Phase::Pending,
+                Phase::AwaitingApproval,
+                Phase::InProgress,
+                Phase::Paused,
+            ],
+        )?;
+        self.events.push("aborted".into());
+        self.halt(Reason::Aborted, now_ms);
+        Ok(())
+    }
+
+    /// Applies the latest [`HostUpdate`] per host (keyed by host name) at `now_ms`:
+    /// records measured identities, finishes Updating hosts (Updated, Failed, RolledBack,
+    /// timeouts), halts on the first failure, starts hosts as the rules allow, and
+    /// detects success. Call it whenever a report arrives and periodically (timeouts).
+    /// Returns whether anything changed.
+    pub fn advance(&mut self, updates: &BTreeMap<String, HostUpdate>, now_ms: i64) -> bool {
+        let before = self.clone();
+        self.step(updates, now_ms);
+        *self != before
+    }
+
+    /// Whether `host` is Updating in this rollout (its agent should be applying the
+    /// release). True even after a halt while the host has not reached its end.
+    pub fn assigned(&self, host: &str) -> bool {
+        self.hosts
+            .iter()
+            .any(|h| h.host == host && h.phase == HostPhase::Updating)
+    }
+
+    /// Whether the rollout is neither Succeeded nor Failed.
+    pub fn is_active(&self) -> bool {
+        !matches!(self.phase, Phase::Succeeded | Phase::Failed)
+    }
+
+    /// Whether nothing can change any more: not active and no host Updating. Keep calling
+    /// [`Rollout::advance`] until this holds.
+    pub fn is_settled(&self) -> bool {
+        !self.is_active() && !self.hosts.iter().any(|h| h.phase == HostPhase::Updating)
+    }
+
+    /// The host named `host`.
+    pub fn host(&self, host: &str) -> Option<&HostRollout> {
+        self.hosts.iter().find(|h| h.host == host)
+    }
+
+    fn require(&self, action: &'static str, allowed: &[Phase]) -> Result<(), RolloutError> {
+        if allowed.contains(&self.phase) {
+            Ok(())
+        } else {
+            Err(RolloutError::NotAllowed {
+                action,
+                phase: self.phase,
+            })
+        }
+    }
+
+    fn halt(&mut self, reason: Reason, now_ms: i64) {
+        if self.halted.is_none() {
+            self.halted = Some(reason.as_str().to_string());
+            self.events.push(format!("halted: {reason}"));
+        }
+        if self.is_active() {
+            self.phase = Phase::Failed;
+            self.finished_ms = Some(now_ms);
+        }
+    }
+
+    fn finish_host(
+        &mut self,
+        i: usize,
+        phase: HostPhase,
+        reason: Option<Reason>,
+        detail: String,
+        now_ms: i64,
+    ) {
+        let h = &mut self.hosts[i];
+        h.phase = phase;
+        h.reason = reason;
+        h.finished_ms = Some(now_ms);
+        let event = match reason {
+            Some(r) if detail.is_empty() => format!("{}: {phase} ({r})", h.host),
+            Some(r) => format!("{}: {phase} ({r}: {detail})", h.host),
+            None => format!("{}: {phase}", h.host),
+        };
+        h.detail = detail;
+        self.events.push(event);
+        if let Some(r) = reason {
+            if phase != HostPhase::Updated {
+                self.halt(r, now_ms);
+            }
+        }
+    }
+
+    /// One full step: record, finish, start, repeated until no host changes phase (a
+    /// host started here may already run the artifact and be done at once).
+    fn step(&mut self, updates: &BTreeMap<String, HostUpdate>, now_ms: i64) {
+        for h in &mut self.hosts {
+            if let Some(u) = updates.get(&h.host) {
+                if u.running_sha256.is_some() {
+                    h.running_sha256.clone_from(&u.running_sha256);
+                }
+            }
+        }
+        loop {
+            let mut moved = false;
+            for i in 0..self.hosts.len() {
+                if self.hosts[i].phase == HostPhase::Updating {
+                    let u = updates.get(&self.hosts[i].host);
+                    moved |= self.evaluate(i, u, now_ms);
+                }
+            }
+            moved |= self.start(now_ms);
+            if !moved {
+                break;
+            }
+        }
+        if matches!(self.phase, Phase::InProgress | Phase::Paused)
+            && self.hosts.iter().all(|h| h.phase == HostPhase::Updated)
+        {
+            self.phase = Phase::Succeeded;
+            self.finished_ms = Some(now_ms);
+            self.events.push("succeeded".into());
+        }
+    }
+
+    /// Starts hosts as the rules allow; returns whether any started.
+    fn start(&mut self, now_ms: i64) -> bool {
+        if self.phase != Phase::InProgress || self.halted.is_some() {
+            return false;
+        }
+        let max = self.spec.max_in_flight.max(1) as usize;
+        let mut in_flight = self
+            .hosts
+            .iter()
+            .filter(|h| h.phase == HostPhase::Updating)
+            .count();
+        let canaries_done = self
+            .hosts
+            .iter()
+            .filter(|h| h.canary)
+            .all(|h| h.phase == HostPhase::Updated);
+        let mut started = false;
+        for h in &mut self.hosts {
+            if in_flight >= max {
+                break;
+            }
+            if h.phase == HostPhase::Pending && (h.canary || canaries_done) {
+                h.phase = HostPhase::Updating;
+                h.sent_ms = Some(now_ms);
+                in_flight += 1;
+                started = true;
+                self.events.push(format!(
+                    "{}: Updating{}",
+                    h.host,
+                    if h.canary { " (canary)" } else { "" }
+                ));
+            }
+        }
+        started
+    }
+
+    /// Evaluates one Updating host against its latest report; returns whether it finished.
+    fn evaluate(&mut self, i: usize, update: Option<&HostUpdate>, now_ms: i64) -> bool {
+        let spec = &self.spec;
+        let h = &mut self.hosts[i];
+        let Some(target) = self.artifact_sha256.get(&h.platform).map(|s| bare_sha(s)) else {
+            return false; // cannot happen: hosts without an artifact never start
+        };
+        let sent = h.sent_ms.unwrap_or(now_ms);
+        let mut report = None;
+        if let Some(u) = update {
+            let runs_target = u
+                .running_sha256
+                .as_deref()
+                .is_some_and(|s| bare_sha(s) == target);
+            if !runs_target {
+                h.measured_ms = None;
+            } else if h.measured_ms.is_none() {
+                h.measured_ms = Some(u.received_ms);
+            }
+            report = u
+                .update
+                .as_ref()
+                .filter(|r| bare_sha(&r.sha256) == target && u.received_ms >= sent);
+        }
+        if let Some(r) = report {
+            let (phase, default) = match r.state {
+                UpdateState::RolledBack => (HostPhase::RolledBack, Reason::InstallFailed),
+                UpdateState::Refused => (HostPhase::Failed, Reason::InstallFailed),
+                _ => (HostPhase::Updating, Reason::InstallFailed),
+            };
+            if phase != HostPhase::Updating {
+                let detail = r.detail.clone();
+                self.finish_host(i, phase, Some(r.reason.unwrap_or(default)), detail, now_ms);
+                return true;
+            }
+        }
+        let soak = spec.min_healthy_ms as i64;
+        let timeout = spec.timeout_ms as i64;
+        let h = &self.hosts[i];
+        let soaked = h.measured_ms.is_some_and(|m| now_ms - m >= soak);
+        let agent_agrees = report.is_none_or(|r| r.state == UpdateState::Updated);
+        if soaked && agent_agrees {
+            let detail = format!(
+                "running sha256:{target} (measured), soaked {}",
+                ms_text(spec.min_healthy_ms)
+            );
+            self.finish_host(i, HostPhase::Updated, None, String::new(), now_ms);
+            self.hosts[i].detail = detail;
+            return true;
+        }
+        let deadline = match h.measured_ms {
+            None => sent + timeout,
+            Some(m) => (sent + timeout).max(m + soak + timeout),
+        };
+        if now_ms > deadline {
+            let seen = match (&h.running_sha256, h.measured_ms) {
+                (_, Some(m)) => format!(
+                    "measured sha256:{target} since {}ms after the step, but the agent never reported Updated",
+                    m - sent
+                ),
+                (Some(running), None) => format!("still measured {running}"),
+                (None, None) => "no measured identity reported".into(),
+            };
+            let state = report
+                .map(|r| format!(", agent state {}", r.state))
+                .unwrap_or_default();
+            let detail = format!(
+                "no proof of sha256:{target} within {}: {seen}{state}",
+                ms_text(spec.timeout_ms)
+            );
+            self.finish_host(
+                i,
+                HostPhase::Failed,
+                Some(Reason::HealthTimeout),
+                detail,
+                now_ms,
+            );
+            return true;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests;

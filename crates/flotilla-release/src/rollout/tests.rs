@@ -1,0 +1,489 @@
+//! Table tests and properties of the rollout state machine.
+
+use super::*;
+use proptest::prelude::*;
+
+const NEW: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+const MAC: &str = "2222222222222222222222222222222222222222222222222222222222222222";
+const OLD: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+const SOAK: u64 = 60_000;
+const TIMEOUT: u64 = 600_000;
+
+fn spec(max_in_flight: u32, canary: u32) -> RolloutSpec {
+    RolloutSpec {
+        name: "flotilla-agent".into(),
+        version: "2.0.0".into(),
+        serial: 9,
+        selector: BTreeMap::from([("role".into(), "gpu".into())]),
+        max_in_flight,
+        canary,
+        min_healthy_ms: SOAK,
+        timeout_ms: TIMEOUT,
+    }
+}
+
+fn artifacts() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("linux-x86_64".to_string(), NEW.to_string()),
+        ("darwin-aarch64".to_string(), MAC.to_string()),
+    ])
+}
+
+fn rollout(n: usize, max_in_flight: u32, canary: u32) -> Rollout {
+    let hosts = (0..n)
+        .map(|i| (format!("h{i}"), "linux-x86_64".to_string()))
+        .collect();
+    Rollout::new(1, spec(max_in_flight, canary), artifacts(), hosts, 0)
+}
+
+/// A report from `host` received at `at`: measured `running`, update `state` for NEW.
+fn report(host: &str, at: i64, running: &str, state: Option<UpdateState>) -> HostUpdate {
+    HostUpdate {
+        host: host.into(),
+        platform: "linux-x86_64".into(),
+        running_sha256: Some(running.into()),
+        pid: Some(100),
+        update: state.map(|state| UpdateReport {
+            name: "flotilla-agent".into(),
+            version: "2.0.0".into(),
+            sha256: NEW.into(),
+            state,
+            reason: None,
+            detail: String::new(),
+            evidence: vec![],
+            since_ms: at,
+        }),
+        received_ms: at,
+    }
+}
+
+fn new_running() -> String {
+    format!("sha256:{NEW}")
+}
+
+fn phases(r: &Rollout) -> Vec<HostPhase> {
+    r.hosts.iter().map(|h| h.phase).collect()
+}
+
+fn updates(list: Vec<HostUpdate>) -> BTreeMap<String, HostUpdate> {
+    list.into_iter().map(|u| (u.host.clone(), u)).collect()
+}
+
+use HostPhase::{Pending as P, RolledBack as RB, Updated as OK, Updating as U};
+
+#[test]
+fn canary_first_then_max_in_flight_then_success() {
+    let mut r = rollout(4, 2, 1);
+    assert_eq!(r.phase, Phase::AwaitingApproval);
+    assert!(
+        !r.advance(&BTreeMap::new(), 10),
+        "nothing happens before approval"
+    );
+    assert_eq!(phases(&r), [P, P, P, P]);
+    r.approve(100).unwrap();
+    assert_eq!(r.phase, Phase::InProgress);
+    assert_eq!(
+        phases(&r),
+        [U, P, P, P],
+        "only the canary starts, even with max 2"
+    );
+    assert!(r.assigned("h0") && !r.assigned("h1"));
+
+    // The canary restarts into the new identity at 1000 and reports Updated later.
+    let rep = |at, st| updates(vec![report("h0", at, &new_running(), Some(st))]);
+    assert!(r.advance(&rep(1_000, UpdateState::Soaking), 1_000));
+    assert_eq!(r.hosts[0].measured_ms, Some(1_000));
+    // The agent says Updated, but the authority's soak (from 1000) is not over.
+    r.advance(&rep(1_000, UpdateState::Updated), 1_000 + SOAK as i64 - 1);
+    assert_eq!(phases(&r), [U, P, P, P]);
+    r.advance(&rep(1_000, UpdateState::Updated), 1_000 + SOAK as i64);
+    assert_eq!(phases(&r), [OK, U, U, P]);
+
+    let t = 100_000;
+    let some = |hosts: std::ops::Range<usize>, at, st| {
+        updates(
+            hosts
+                .map(|i| report(&format!("h{i}"), at, &new_running(), Some(st)))
+                .collect(),
+        )
+    };
+    r.advance(&some(1..3, t, UpdateState::Updated), t + SOAK as i64);
+    assert_eq!(phases(&r), [OK, OK, OK, U]);
+    assert_eq!(r.hosts[3].sent_ms, Some(t + SOAK as i64));
+    // h3 restarts into the new identity and soaks from there.
+    let t3 = t + SOAK as i64 + 5;
+    r.advance(&some(3..4, t3, UpdateState::Soaking), t3);
+    assert_eq!(r.hosts[3].measured_ms, Some(t3));
+    r.advance(&some(3..4, t3, UpdateState::Updated), t3 + SOAK as i64);
+    assert_eq!(phases(&r), [OK, OK, OK, OK]);
+    assert_eq!(r.phase, Phase::Succeeded);
+    assert!(r.is_settled());
+    assert!(!r.advance(&BTreeMap::new(), t + 10 * SOAK as i64));
+    assert!(
+        r.events.contains(&"h0: Updating (canary)".to_string()),
+        "{:?}",
+        r.events
+    );
+    assert_eq!(r.events.last().unwrap(), "succeeded");
+    assert!(r.pause(0).is_err() && r.abort(0).is_err());
+}
+
+#[test]
+fn soak_starts_at_the_measured_identity_not_at_sending() {
+    let mut r = rollout(1, 1, 0);
+    r.approve(0).unwrap();
+    // Still the old binary at 50_000 (downloading).
+    r.advance(
+        &updates(vec![report(
+            "h0",
+            50_000,
+            OLD,
+            Some(UpdateState::Downloading),
+        )]),
+        50_000,
+    );
+    assert_eq!(r.hosts[0].measured_ms, None);
+    // The new identity is measured at 70_000.
+    r.advance(
+        &updates(vec![report(
+            "h0",
+            70_000,
+            &new_running(),
+            Some(UpdateState::Updated),
+        )]),
+        70_000,
+    );
+    assert_eq!(r.hosts[0].measured_ms, Some(70_000));
+    r.advance(&BTreeMap::new(), 70_000 + SOAK as i64 - 1);
+    assert_eq!(phases(&r), [U]);
+    r.advance(&BTreeMap::new(), 70_000 + SOAK as i64);
+    assert_eq!(phases(&r), [OK]);
+    assert_eq!(r.phase, Phase::Succeeded);
+}
+
+#[test]
+fn a_claim_without_measured_identity_times_out() {
+    let mut r = rollout(1, 1, 0);
+    r.approve(0).unwrap();
+    // The agent says Updated but its measured identity is still the old one.
+    let u = updates(vec![report("h0", 10, OLD, Some(UpdateState::Updated))]);
+    r.advance(&u, TIMEOUT as i64);
+    assert_eq!(phases(&r), [U]);
+    r.advance(&u, TIMEOUT as i64 + 1);
+    assert_eq!(phases(&r), [HostPhase::Failed]);
+    assert_eq!(r.hosts[0].reason, Some(Reason::HealthTimeout));
+    assert!(
+        r.hosts[0].detail.contains(&format!("still measured {OLD}")),
+        "{}",
+        r.hosts[0].detail
+    );
+    assert_eq!(r.phase, Phase::Failed);
+    assert_eq!(r.halted.as_deref(), Some("HealthTimeout"));
+}
+
+#[test]
+fn a_silent_host_times_out() {
+    let mut r = rollout(2, 1, 1);
+    r.approve(0).unwrap();
+    r.advance(&BTreeMap::new(), TIMEOUT as i64 + 1);
+    assert_eq!(phases(&r), [HostPhase::Failed, P]);
+    assert!(r.hosts[0].detail.contains("no measured identity reported"));
+    assert!(r.is_settled());
+}
+
+#[test]
+fn a_canary_rollback_halts_and_nothing_else_starts() {
+    let mut r = rollout(3, 3, 1);
+    r.approve(0).unwrap();
+    let mut rep = report("h0", 5_000, OLD, Some(UpdateState::RolledBack));
+    let upd = rep.update.as_mut().unwrap();
+    upd.reason = Some(Reason::CrashLoop);
+    upd.detail = "3 pids in 20s".into();
+    assert!(r.advance(&updates(vec![rep]), 5_000));
+    assert_eq!(phases(&r), [RB, P, P]);
+    assert_eq!(r.hosts[0].reason, Some(Reason::CrashLoop));
+    assert_eq!(r.phase, Phase::Failed);
+    assert_eq!(r.halted.as_deref(), Some("CrashLoop"));
+    assert!(
+        r.events
+            .contains(&"h0: RolledBack (CrashLoop: 3 pids in 20s)".to_string()),
+        "{:?}",
+        r.events
+    );
+    r.advance(&BTreeMap::new(), 10 * TIMEOUT as i64);
+    assert_eq!(phases(&r), [RB, P, P], "the other hosts are never touched");
+    assert!(r.resume(1).is_err());
+}
+
+#[test]
+fn a_refusal_fails_the_host_with_its_reason() {
+    let mut r = rollout(2, 2, 0);
+    r.approve(0).unwrap();
+    assert_eq!(phases(&r), [U, U]);
+    let mut rep = report("h1", 10, OLD, Some(UpdateState::Refused));
+    rep.update.as_mut().unwrap().reason = Some(Reason::DigestMismatch);
+    r.advance(&updates(vec![rep]), 10);
+    assert_eq!(phases(&r), [U, HostPhase::Failed]);
+    assert_eq!(r.hosts[1].reason, Some(Reason::DigestMismatch));
+    assert_eq!(r.phase, Phase::Failed);
+    // h0 was already Updating: it goes on to its end.
+    assert!(r.assigned("h0") && !r.is_settled());
+    r.advance(
+        &updates(vec![report(
+            "h0",
+            20,
+            &new_running(),
+            Some(UpdateState::Updated),
+        )]),
+        20 + SOAK as i64,
+    );
+    assert_eq!(phases(&r), [OK, HostPhase::Failed]);
+    assert_eq!(r.phase, Phase::Failed);
+    assert!(r.is_settled());
+}
+
+#[test]
+fn a_host_already_running_the_artifact_soaks_from_its_report() {
+    let mut r = rollout(2, 1, 0);
+    // h0 was installed by hand with the new binary long ago; no update report.
+    let before = updates(vec![report("h0", -1_000_000, &new_running(), None)]);
+    r.advance(&before, 0);
+    r.approve(1).unwrap();
+    assert!(r.advance(&before, 2));
+    assert_eq!(r.hosts[0].measured_ms, Some(-1_000_000));
+    assert_eq!(
+        phases(&r),
+        [OK, U],
+        "soaked from that report; the next host starts"
+    );
+    assert_eq!(
+        r.hosts[0].running_sha256.as_deref(),
+        Some(new_running().as_str())
+    );
+}
+
+#[test]
+fn reports_older_than_the_step_are_ignored() {
+    let mut r = rollout(1, 1, 0);
+    // From an earlier rollout of the same artifact: rolled back.
+    let old = updates(vec![report("h0", 5, OLD, Some(UpdateState::RolledBack))]);
+    r.approve(10).unwrap();
+    r.advance(&old, 11);
+    assert_eq!(phases(&r), [U]);
+}
+
+#[test]
+fn no_matching_artifact_fails_at_approval() {
+    let hosts = vec![
+        ("a".to_string(), "linux-x86_64".to_string()),
+        ("b".to_string(), "linux-riscv64".to_string()),
+    ];
+    let mut r = Rollout::new(2, spec(2, 0), artifacts(), hosts, 0);
+    r.approve(5).unwrap();
+    assert_eq!(phases(&r), [P, HostPhase::Failed]);
+    assert_eq!(r.hosts[1].reason, Some(Reason::NoMatchingArtifact));
+    assert!(
+        r.hosts[1].detail.contains("no artifact for linux-riscv64"),
+        "{}",
+        r.hosts[1].detail
+    );
+    assert_eq!(r.phase, Phase::Failed);
+    assert!(r.is_settled());
+}
+
+#[test]
+fn pause_resume_abort() {
+    let mut r = rollout(3, 1, 0);
+    assert_eq!(
+        r.pause(0).unwrap_err().to_string(),
+        "cannot pause a rollout that is AwaitingApproval"
+    );
+    assert!(r.resume(0).is_err());
+    r.approve(0).unwrap();
+    assert!(r.approve(0).is_err());
+    r.pause(1).unwrap();
+    assert_eq!(r.phase, Phase::Paused);
+    // h0 finishes while paused; nothing new starts.
+    let ok = updates(vec![report(
+        "h0",
+        2,
+        &new_running(),
+        Some(UpdateState::Updated),
+    )]);
+    r.advance(&ok, 2 + SOAK as i64);
+    assert_eq!(phases(&r), [OK, P, P]);
+    r.resume(3 + SOAK as i64).unwrap();
+    assert_eq!(phases(&r), [OK, U, P]);
+    r.abort(4 + SOAK as i64).unwrap();
+    assert_eq!(r.phase, Phase::Failed);
+    assert_eq!(r.halted.as_deref(), Some("Aborted"));
+    assert_eq!(phases(&r), [OK, U, P], "Updating hosts stay as reported");
+    assert!(r.assigned("h1"));
+    assert!(r.abort(5).is_err());
+}
+
+#[test]
+fn empty_host_set_succeeds_on_approval() {
+    let mut r = Rollout::new(3, spec(1, 1), artifacts(), vec![], 0);
+    r.approve(1).unwrap();
+    assert_eq!(r.phase, Phase::Succeeded);
+}
+
+#[test]
+fn serialises_with_pascal_case_phases() {
+    let mut r = rollout(2, 1, 1);
+    r.approve(1).unwrap();
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(json.contains("\"phase\":\"InProgress\""), "{json}");
+    assert!(json.contains("\"phase\":\"Updating\""), "{json}");
+    assert_eq!(serde_json::from_str::<Rollout>(&json).unwrap(), r);
+    let u = report("h0", 1, OLD, Some(UpdateState::Soaking));
+    let json = serde_json::to_string(&u).unwrap();
+    assert!(json.contains("\"state\":\"Soaking\""), "{json}");
+    assert_eq!(serde_json::from_str::<HostUpdate>(&json).unwrap(), u);
+    // An agent's body without received_ms parses (the authority sets it).
+    let minimal = r#"{"host":"h0","platform":"linux-x86_64"}"#;
+    assert_eq!(
+        serde_json::from_str::<HostUpdate>(minimal)
+            .unwrap()
+            .received_ms,
+        0
+    );
+}
+
+// ---- properties ----------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+enum Op {
+    Approve,
+    Pause,
+    Resume,
+    Abort,
+    /// Time passes by `dt` ms, then these reports (host index, running, update state).
+    Advance(u32, Vec<(usize, u8, Option<UpdateState>)>),
+    /// Time passes by `dt` ms, then every assigned host reports the new identity, Updated.
+    Healthy(u32),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let state = prop_oneof![
+        Just(None),
+        Just(Some(UpdateState::Downloading)),
+        Just(Some(UpdateState::Soaking)),
+        Just(Some(UpdateState::Updated)),
+        Just(Some(UpdateState::Updated)),
+        Just(Some(UpdateState::RolledBack)),
+        Just(Some(UpdateState::Refused)),
+    ];
+    prop_oneof![
+        1 => Just(Op::Approve),
+        1 => Just(Op::Pause),
+        1 => Just(Op::Resume),
+        1 => Just(Op::Abort),
+        12 => (0u32..40_000, prop::collection::vec((0usize..8, 0u8..3, state), 0..4))
+            .prop_map(|(dt, reps)| Op::Advance(dt, reps)),
+        6 => (0u32..30_000).prop_map(Op::Healthy),
+    ]
+}
+
+fn started(r: &Rollout) -> Vec<bool> {
+    r.hosts.iter().map(|h| h.sent_ms.is_some()).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn rollout_invariants(
+        n in 0usize..8,
+        max_in_flight in 0u32..4,
+        canary in 0u32..4,
+        mac in prop::collection::vec(prop::bool::weighted(0.15), 8),
+        ops in prop::collection::vec(op(), 0..60),
+    ) {
+        let hosts: Vec<(String, String)> = (0..n)
+            .map(|i| (format!("h{i}"), if mac[i] { "darwin-x86_64" } else { "linux-x86_64" }.to_string()))
+            .collect();
+        let mut spec = spec(max_in_flight, canary);
+        spec.min_healthy_ms = 20_000;
+        spec.timeout_ms = 100_000;
+        let mut r = Rollout::new(7, spec, artifacts(), hosts, 0);
+        let mut now = 0i64;
+        let mut reports: BTreeMap<String, HostUpdate> = BTreeMap::new();
+        let mut started_at_failure: Option<Vec<bool>> = None;
+        let mut finished_phase: Option<Phase> = None;
+        for op in ops {
+            match op {
+                Op::Approve => { let _ = r.approve(now); }
+                Op::Pause => { let _ = r.pause(now); }
+                Op::Resume => { let _ = r.resume(now); }
+                Op::Abort => { let _ = r.abort(now); }
+                Op::Advance(dt, reps) => {
+                    now += i64::from(dt);
+                    for (i, running, state) in reps {
+                        if i >= n { continue; }
+                        let running = if running == 0 { OLD.to_string() } else { new_running() };
+                        let mut u = report(&format!("h{i}"), now, &running, state);
+                        if let Some(up) = u.update.as_mut() {
+                            if matches!(up.state, UpdateState::RolledBack | UpdateState::Refused) {
+                                up.reason = Some(Reason::CrashLoop);
+                            }
+                        }
+                        reports.insert(u.host.clone(), u);
+                    }
+                    r.advance(&reports, now);
+                }
+                Op::Healthy(dt) => {
+                    now += i64::from(dt);
+                    for i in 0..n {
+                        let host = format!("h{i}");
+                        if r.assigned(&host) {
+                            let u = report(&host, now, &new_running(), Some(UpdateState::Updated));
+                            reports.insert(host, u);
+                        }
+                    }
+                    r.advance(&reports, now);
+                }
+            }
+            let max = r.spec.max_in_flight.max(1) as usize;
+            // Never more than max_in_flight Updating.
+            let updating = r.hosts.iter().filter(|h| h.phase == HostPhase::Updating).count();
+            prop_assert!(updating <= max, "{updating} > {max}: {:?}", phases(&r));
+            // No non-canary starts before all canaries are Updated.
+            if r.hosts.iter().any(|h| !h.canary && h.sent_ms.is_some()) {
+                prop_assert!(r.hosts.iter().filter(|h| h.canary).all(|h| h.phase == HostPhase::Updated),
+                    "{:?}", r.hosts);
+            }
+            // Nothing starts before approval.
+            if r.approved_ms.is_none() {
+                prop_assert!(r.hosts.iter().all(|h| h.phase == HostPhase::Pending && h.sent_ms.is_none()));
+            }
+            // Nothing starts after a failure (or an abort).
+            let failed = r.halted.is_some()
+                || r.hosts.iter().any(|h| matches!(h.phase, HostPhase::Failed | HostPhase::RolledBack));
+            match &started_at_failure {
+                Some(s) => prop_assert_eq!(s, &started(&r)),
+                None if failed => started_at_failure = Some(started(&r)),
+                None => {}
+            }
+            if failed {
+                prop_assert_eq!(r.phase, Phase::Failed);
+            }
+            // Succeeded / Failed are final.
+            if let Some(p) = finished_phase {
+                prop_assert_eq!(p, r.phase);
+            } else if !r.is_active() {
+                finished_phase = Some(r.phase);
+            }
+            if r.phase == Phase::Succeeded {
+                prop_assert!(r.hosts.iter().all(|h| h.phase == HostPhase::Updated));
+            }
+            // Updated always rests on a measured identity held for the soak.
+            for h in &r.hosts {
+                if h.phase == HostPhase::Updated {
+                    prop_assert!(h.measured_ms.is_some_and(|m| h.finished_ms.unwrap() - m >= 20_000));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,568 @@
+//! Releases and rollouts on the authority.
+//!
+//! The authority *relays* releases: it stores each manifest and its minisign signature
+//! exactly as the operator published them (signed offline), keeps the artifacts in its
+//! blob store, and never signs anything, so whoever takes it over still cannot make an
+//! agent run an unsigned binary: every agent verifies the signature against the keys
+//! it pinned, before it downloads, and the digest and size after.
+//!
+//! A rollout (`flotilla_release::rollout::Rollout`, a pure state machine) is advanced
+//! here: after every agent's update report, every action (`approve`, `pause`,
+//! `resume`, `abort`) and every second (timeouts, soaks). Each change is persisted
+//! before it is acted on, and the assignments' index is bumped so that the long polls
+//! of the hosts concerned (`GET /v1/hosts/{host}/release`) answer at once.
+
+use crate::api::{self, ApiError};
+use crate::server::{now_ms, wait_of, Answer, AppState, Failure, PollQuery, Waiting};
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use flotilla_model::inventory::TransportKind;
+use flotilla_release::rollout::{HostUpdate, Rollout, RolloutSpec};
+use flotilla_release::Manifest;
+use flotilla_store::authority::{AuthorityStore, NewRelease, ReleasePut, ReleaseRecord};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The largest artifact `PUT /v1/blobs/{sha256}` takes (1 GiB).
+pub const BLOB_LIMIT: usize = 1 << 30;
+
+/// How often the authority advances its active rollouts on its own (timeouts, soaks).
+pub const TICK: Duration = Duration::from_secs(1);
+
+/// The rollouts and what each agent last said about its release, in memory beside
+/// the store (loaded at start; every change is written to the store first).
+pub struct Releases {
+    rollouts: tokio::sync::Mutex<BTreeMap<u64, Rollout>>,
+    updates: std::sync::Mutex<BTreeMap<String, HostUpdate>>,
+    index: watch::Sender<u64>,
+}
+
+impl Releases {
+    /// Loads every rollout and the latest update report of every host from `store`.
+    ///
+    /// # Errors
+    /// The store's; a stored document that does not parse is skipped with an error
+    /// logged (it cannot be advanced, and nothing is assigned from it).
+    pub async fn load<S: AuthorityStore>(
+        store: &S,
+    ) -> Result<Releases, flotilla_store::StoreError> {
+        let mut rollouts = BTreeMap::new();
+        for r in store.rollouts().await? {
+            match serde_json::from_str::<Rollout>(&r.doc) {
+                Ok(doc) => {
+                    rollouts.insert(r.id, doc);
+                }
+                Err(e) => tracing::error!("rollout {}: stored document does not parse: {e}", r.id),
+            }
+        }
+        let mut updates = BTreeMap::new();
+        for u in store.host_updates().await? {
+            if let Ok(doc) = serde_json::from_str::<HostUpdate>(&u.doc) {
+                updates.insert(u.host, doc);
+            }
+        }
+        Ok(Releases {
+            rollouts: tokio::sync::Mutex::new(rollouts),
+            updates: std::sync::Mutex::new(updates),
+            index: watch::Sender::new(1),
+        })
+    }
+
+    fn bump(&self) {
+        self.index.send_modify(|i| *i += 1);
+    }
+}
+
+fn invalid(message: impl Into<String>) -> Failure {
+    Failure::new(StatusCode::BAD_REQUEST, "invalid", message)
+}
+
+fn not_found(message: impl Into<String>) -> Failure {
+    Failure::new(StatusCode::NOT_FOUND, "not-found", message)
+}
+
+fn conflict(message: impl Into<String>) -> Failure {
+    Failure::new(StatusCode::CONFLICT, "conflict", message)
+}
+
+fn internal(e: impl std::fmt::Display) -> Failure {
+    Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+}
+
+fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// `PUT /v1/blobs/{sha256}` (operator): store an artifact; its bytes must hash to the
+/// path's SHA-256 (64 lowercase hex digits).
+#[utoipa::path(put, path = "/v1/blobs/{sha256}", params(("sha256" = String, Path, description = "the artifact's SHA-256, 64 hex digits")),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    responses((status = 200, body = Object, description = "`{\"created\": bool}`"), (status = 400, body = ApiError), (status = 403, body = ApiError)))]
+pub async fn put_blob<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(sha256): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer<serde_json::Value> {
+    state.operator(&headers).await?;
+    if !is_sha256_hex(&sha256) {
+        return Err(invalid(format!(
+            "`{sha256}` is not a SHA-256 (64 lowercase hex digits)"
+        )));
+    }
+    let found = hex(&Sha256::digest(&body));
+    if found != sha256 {
+        return Err(invalid(format!(
+            "the {} bytes sent hash to {found}, not {sha256}",
+            body.len()
+        )));
+    }
+    let created = state.store.put_blob(sha256, body.to_vec()).await?;
+    Ok(Json(serde_json::json!({ "created": created })))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `GET /v1/blobs/{sha256}` (an operator or any agent): an artifact's bytes.
+#[utoipa::path(get, path = "/v1/blobs/{sha256}", params(("sha256" = String, Path, description = "the artifact's SHA-256")),
+    responses((status = 200, body = Vec<u8>, content_type = "application/octet-stream"), (status = 404, body = ApiError)))]
+pub async fn get_blob<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(sha256): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, Failure> {
+    state.caller(&headers).await?;
+    let bytes = state
+        .store
+        .blob(sha256.clone())
+        .await?
+        .ok_or_else(|| not_found(format!("no blob {sha256}")))?;
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+}
+
+fn release_dto(r: &ReleaseRecord) -> Result<api::ReleaseDto, Failure> {
+    let manifest = Manifest::parse(&r.manifest).map_err(internal)?;
+    Ok(api::ReleaseDto {
+        name: manifest.name.clone(),
+        version: manifest.version.clone(),
+        serial: manifest.serial,
+        expires: manifest.expires.clone(),
+        artifacts: manifest
+            .artifacts
+            .iter()
+            .map(|a| api::ArtifactDto {
+                platform: format!("{}-{}", a.os, a.arch),
+                sha256: a.sha256.clone(),
+                size: a.size,
+                source: a.url.clone().unwrap_or_else(|| "blob".into()),
+            })
+            .collect(),
+        created_ms: r.created_ms,
+        published_by: r.published_by.clone(),
+        key_id: flotilla_release::verify::signature_key_id(&r.signature).unwrap_or_default(),
+        manifest: String::from_utf8_lossy(&r.manifest).into_owned(),
+        signature: r.signature.clone(),
+    })
+}
+
+/// `POST /v1/releases` (operator): relay a release signed offline. The manifest must
+/// parse, the signature file must be a minisign signature, and every artifact kept in
+/// the blob store must have been uploaded first. The authority does not verify the
+/// signature (it holds no trusted key): agents do.
+#[utoipa::path(post, path = "/v1/releases", request_body = api::PublishReleaseRequest,
+    responses((status = 200, body = api::ReleaseDto), (status = 400, body = ApiError), (status = 409, body = ApiError)))]
+pub async fn publish_release<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+    Json(req): Json<api::PublishReleaseRequest>,
+) -> Answer<api::ReleaseDto> {
+    let by = state.operator(&headers).await?;
+    let manifest =
+        Manifest::parse(req.manifest.as_bytes()).map_err(|e| invalid(format!("manifest: {e}")))?;
+    flotilla_release::verify::signature_key_id(&req.signature)
+        .map_err(|e| invalid(format!("signature: {e}")))?;
+    for a in &manifest.artifacts {
+        if let Some(blob) = &a.blob {
+            if !state.store.has_blob(blob.clone()).await? {
+                return Err(invalid(format!(
+                    "artifact {}-{}: blob {blob} was not uploaded (`flotilla release publish --artifact FILE` uploads it)",
+                    a.os, a.arch
+                )));
+            }
+        }
+    }
+    let created_ms = now_ms();
+    let put = state
+        .store
+        .put_release(NewRelease {
+            name: manifest.name.clone(),
+            version: manifest.version.clone(),
+            serial: manifest.serial,
+            manifest: req.manifest.clone().into_bytes(),
+            signature: req.signature.clone(),
+            published_by: by,
+            created_ms,
+        })
+        .await?;
+    if let ReleasePut::Conflict = put {
+        return Err(conflict(format!(
+            "release {} {} was published before with another manifest or signature: releases are immutable (publish a new version)",
+            manifest.name, manifest.version
+        )));
+    }
+    let record = state
+        .store
+        .release(manifest.name.clone(), manifest.version.clone())
+        .await?
+        .ok_or_else(|| internal("the release just stored is gone"))?;
+    Ok(Json(release_dto(&record)?))
+}
+
+/// `GET /v1/releases` (operator): every release, newest first.
+#[utoipa::path(get, path = "/v1/releases", responses((status = 200, body = Vec<api::ReleaseDto>), (status = 403, body = ApiError)))]
+pub async fn list_releases<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+) -> Answer<Vec<api::ReleaseDto>> {
+    state.operator(&headers).await?;
+    let records = state.store.releases().await?;
+    Ok(Json(
+        records.iter().map(release_dto).collect::<Result<_, _>>()?,
+    ))
+}
+
+fn rollout_dto(r: &Rollout) -> Result<api::RolloutDto, Failure> {
+    Ok(api::RolloutDto {
+        rollout: serde_json::to_value(r).map_err(internal)?,
+    })
+}
+
+/// `POST /v1/rollouts` (operator): a rollout of a published release to the agent
+/// hosts of the selected revision whose labels match the selector, created
+/// `AwaitingApproval` with its host set frozen (in host-name order; the first
+/// `canary` are the canaries).
+#[utoipa::path(post, path = "/v1/rollouts", request_body = api::CreateRolloutRequest,
+    responses((status = 200, body = api::RolloutDto), (status = 400, body = ApiError), (status = 404, body = ApiError), (status = 409, body = ApiError)))]
+pub async fn create_rollout<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+    Json(req): Json<api::CreateRolloutRequest>,
+) -> Answer<api::RolloutDto> {
+    state.operator(&headers).await?;
+    if req.max_in_flight == 0 {
+        return Err(invalid("max_in_flight must be at least 1"));
+    }
+    let record = state
+        .store
+        .release(req.name.clone(), req.version.clone())
+        .await?
+        .ok_or_else(|| {
+            not_found(format!(
+                "no release {} {} (`flotilla release list`)",
+                req.name, req.version
+            ))
+        })?;
+    let manifest = Manifest::parse(&record.manifest).map_err(internal)?;
+    let Some(current) = state.current_topology() else {
+        return Err(invalid(
+            "no revision is selected: there are no agent hosts to roll out to",
+        ));
+    };
+    let reported: BTreeMap<String, String> = state
+        .releases
+        .updates
+        .lock()
+        .expect("not poisoned")
+        .iter()
+        .map(|(h, u)| (h.clone(), u.platform.clone()))
+        .collect();
+    let hosts: Vec<(String, String)> = current
+        .hosts
+        .iter()
+        .filter(|(_, h)| h.transport == TransportKind::Agent)
+        .filter(|(_, h)| req.selector.iter().all(|(k, v)| h.labels.get(k) == Some(v)))
+        .map(|(name, h)| {
+            let platform = reported
+                .get(name)
+                .cloned()
+                .or_else(|| h.platform.clone())
+                .unwrap_or_else(|| "unknown".into());
+            (name.clone(), platform)
+        })
+        .collect();
+    if hosts.is_empty() {
+        return Err(invalid(format!(
+            "no agent host of the selected revision matches the selector {:?}",
+            req.selector
+        )));
+    }
+    let artifacts: BTreeMap<String, String> = manifest
+        .artifacts
+        .iter()
+        .map(|a| (format!("{}-{}", a.os, a.arch), a.sha256.clone()))
+        .collect();
+    let mut rollouts = state.releases.rollouts.lock().await;
+    if let Some((id, _)) = rollouts
+        .iter()
+        .find(|(_, r)| r.spec.name == req.name && r.is_active())
+    {
+        return Err(conflict(format!(
+            "rollout {id} of {} is still active: abort it or let it finish first",
+            req.name
+        )));
+    }
+    let now = now_ms();
+    let id = state
+        .store
+        .create_rollout("{}".into(), req.name.clone(), now)
+        .await?;
+    let rollout = Rollout::new(
+        id,
+        RolloutSpec {
+            name: req.name,
+            version: req.version,
+            serial: manifest.serial,
+            selector: req.selector,
+            max_in_flight: req.max_in_flight,
+            canary: req.canary,
+            min_healthy_ms: req.min_healthy_ms,
+            timeout_ms: req.timeout_ms,
+        },
+        artifacts,
+        hosts,
+        now,
+    );
+    let doc = serde_json::to_string(&rollout).map_err(internal)?;
+    state.store.put_rollout(id, doc, now).await?;
+    let dto = rollout_dto(&rollout)?;
+    rollouts.insert(id, rollout);
+    Ok(Json(dto))
+}
+
+/// `GET /v1/rollouts` (operator): every rollout, newest first.
+#[utoipa::path(get, path = "/v1/rollouts", responses((status = 200, body = api::RolloutsResponse), (status = 403, body = ApiError)))]
+pub async fn list_rollouts<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+) -> Answer<api::RolloutsResponse> {
+    state.operator(&headers).await?;
+    let rollouts = state.releases.rollouts.lock().await;
+    Ok(Json(api::RolloutsResponse {
+        rollouts: rollouts
+            .values()
+            .rev()
+            .map(|r| serde_json::to_value(r).map_err(internal))
+            .collect::<Result<_, _>>()?,
+    }))
+}
+
+/// `GET /v1/rollouts/{id}` (operator).
+#[utoipa::path(get, path = "/v1/rollouts/{id}", params(("id" = u64, Path, description = "the rollout")),
+    responses((status = 200, body = api::RolloutDto), (status = 404, body = ApiError)))]
+pub async fn get_rollout<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(id): Path<u64>,
+    headers: HeaderMap,
+) -> Answer<api::RolloutDto> {
+    state.operator(&headers).await?;
+    let rollouts = state.releases.rollouts.lock().await;
+    let r = rollouts
+        .get(&id)
+        .ok_or_else(|| not_found(format!("no rollout {id}")))?;
+    Ok(Json(rollout_dto(r)?))
+}
+
+/// `POST /v1/rollouts/{id}/{action}` (operator): `approve`, `pause`, `resume` or
+/// `abort`. 409 when the rollout's phase does not allow it.
+#[utoipa::path(post, path = "/v1/rollouts/{id}/{action}", params(("id" = u64, Path, description = "the rollout"), ("action" = String, Path, description = "approve, pause, resume or abort")),
+    responses((status = 200, body = api::RolloutDto), (status = 404, body = ApiError), (status = 409, body = ApiError)))]
+pub async fn rollout_action<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path((id, action)): Path<(u64, String)>,
+    headers: HeaderMap,
+) -> Answer<api::RolloutDto> {
+    state.operator(&headers).await?;
+    let mut rollouts = state.releases.rollouts.lock().await;
+    let mut r = rollouts
+        .get(&id)
+        .cloned()
+        .ok_or_else(|| not_found(format!("no rollout {id}")))?;
+    let now = now_ms();
+    let done = match action.as_str() {
+        "approve" => r.approve(now),
+        "pause" => r.pause(now),
+        "resume" => r.resume(now),
+        "abort" => r.abort(now),
+        other => {
+            return Err(not_found(format!(
+                "no action `{other}`: approve, pause, resume or abort"
+            )))
+        }
+    };
+    done.map_err(|e| conflict(format!("rollout {id}: {e}")))?;
+    let updates = state.releases.updates.lock().expect("not poisoned").clone();
+    r.advance(&updates, now);
+    let doc = serde_json::to_string(&r).map_err(internal)?;
+    state.store.put_rollout(id, doc, now).await?;
+    let dto = rollout_dto(&r)?;
+    rollouts.insert(id, r);
+    drop(rollouts);
+    state.releases.bump();
+    Ok(Json(dto))
+}
+
+/// Advances every active rollout against the latest updates; persists and bumps the
+/// assignments' index when anything changed.
+pub async fn advance_all<S: AuthorityStore>(state: &AppState<S>) -> Result<(), Failure> {
+    let now = now_ms();
+    let updates = state.releases.updates.lock().expect("not poisoned").clone();
+    let mut rollouts = state.releases.rollouts.lock().await;
+    let mut changed = false;
+    let ids: Vec<u64> = rollouts
+        .iter()
+        .filter(|(_, r)| r.is_active())
+        .map(|(id, _)| *id)
+        .collect();
+    for id in ids {
+        let mut r = rollouts[&id].clone();
+        if r.advance(&updates, now) {
+            let doc = serde_json::to_string(&r).map_err(internal)?;
+            state.store.put_rollout(id, doc, now).await?;
+            rollouts.insert(id, r);
+            changed = true;
+        }
+    }
+    drop(rollouts);
+    if changed {
+        state.releases.bump();
+    }
+    Ok(())
+}
+
+/// Runs [`advance_all`] every [`TICK`] for as long as `state` lives elsewhere.
+pub fn spawn_ticker<S: AuthorityStore>(state: &Arc<AppState<S>>) {
+    let weak = Arc::downgrade(state);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(state) = weak.upgrade() else { return };
+            if let Err(e) = advance_all(&state).await {
+                tracing::error!("advancing rollouts: {}", e.message());
+            }
+        }
+    });
+}
+
+async fn assignment_of<S: AuthorityStore>(
+    state: &AppState<S>,
+    host: &str,
+) -> Result<Option<api::Assignment>, Failure> {
+    let found = {
+        let rollouts = state.releases.rollouts.lock().await;
+        rollouts
+            .values()
+            .find(|r| r.assigned(host))
+            .map(|r| (r.id, r.spec.clone()))
+    };
+    let Some((id, spec)) = found else {
+        return Ok(None);
+    };
+    let Some(record) = state
+        .store
+        .release(spec.name.clone(), spec.version.clone())
+        .await?
+    else {
+        return Ok(None);
+    };
+    Ok(Some(api::Assignment {
+        rollout: id,
+        name: spec.name,
+        version: spec.version,
+        manifest: String::from_utf8_lossy(&record.manifest).into_owned(),
+        signature: record.signature,
+        min_healthy_ms: spec.min_healthy_ms,
+        timeout_ms: spec.timeout_ms,
+    }))
+}
+
+/// `GET /v1/hosts/{host}/release` (the host's agent, or an operator): the release the
+/// host should run now, long-polled: answers when the assignments' index passes
+/// `index`, else after about `wait`.
+#[utoipa::path(get, path = "/v1/hosts/{host}/release", params(("host" = String, Path, description = "the host"), PollQuery),
+    responses((status = 200, body = api::ReleaseAssignment), (status = 403, body = ApiError)))]
+pub async fn assignment<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(host): Path<String>,
+    Query(q): Query<PollQuery>,
+    headers: HeaderMap,
+) -> Answer<api::ReleaseAssignment> {
+    state
+        .for_host(&headers, &host, true, "read only its own host's release")
+        .await?;
+    let wait = wait_of(&q.wait)?;
+    let mut rx = state.releases.index.subscribe();
+    if *rx.borrow() <= q.index && !wait.is_zero() {
+        let _waiting = Waiting::new(&state.metrics.longpoll_waiters);
+        let _ = tokio::time::timeout(wait, rx.wait_for(|i| *i > q.index)).await;
+    }
+    let index = *state.releases.index.borrow();
+    Ok(Json(api::ReleaseAssignment {
+        index,
+        assignment: assignment_of(&state, &host).await?,
+    }))
+}
+
+/// `POST /v1/hosts/{host}/release` (the host's agent): what it measured (its running
+/// executable's digest, pid) and where its update stands
+/// (`flotilla_release::rollout::HostUpdate`). The authority stamps the time it
+/// received it; the rollouts are advanced at once.
+#[utoipa::path(post, path = "/v1/hosts/{host}/release", params(("host" = String, Path, description = "the host")),
+    request_body = Object, responses((status = 200, body = Object), (status = 403, body = ApiError)))]
+pub async fn report_update<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(host): Path<String>,
+    headers: HeaderMap,
+    Json(mut update): Json<HostUpdate>,
+) -> Answer<serde_json::Value> {
+    state
+        .for_host(
+            &headers,
+            &host,
+            false,
+            "write only its own host's release reports",
+        )
+        .await?;
+    let received_ms = now_ms();
+    update.host = host.clone();
+    update.received_ms = received_ms;
+    let doc = serde_json::to_string(&update).map_err(internal)?;
+    state
+        .store
+        .put_host_update(host.clone(), doc, received_ms)
+        .await?;
+    state
+        .releases
+        .updates
+        .lock()
+        .expect("not poisoned")
+        .insert(host, update);
+    advance_all(&state).await?;
+    Ok(Json(serde_json::json!({ "received_ms": received_ms })))
+}
+
+/// The latest update report of every host (for the status table's runtime identity).
+pub fn host_updates<S: AuthorityStore>(state: &AppState<S>) -> BTreeMap<String, HostUpdate> {
+    state.releases.updates.lock().expect("not poisoned").clone()
+}
