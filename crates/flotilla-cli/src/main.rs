@@ -133,6 +133,8 @@ pub enum Command {
     Serve(cmd::serve::Args),
     /// The authority's revisions: publish the inventory, history, show, diff, select.
     Config(cmd::config::Args),
+    /// Signed releases: keygen, manifest, sign, verify; publish, rollout, approve, status.
+    Release(cmd::release::Args),
     /// This host's agent: join an authority, converge, supervise, report (see `agent run`).
     Agent(cmd::agent::Args),
     /// Print the JSON Schema (draft 2020-12) of the inventory or of a template.
@@ -214,6 +216,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => cmd::serve::run(&cli, a),
         Command::Config(a) => cmd::config::run(&cli, a),
         Command::Agent(a) => cmd::agent::run(&cli, a),
+        Command::Release(a) => cmd::release::run(&cli, a),
         Command::Schema(a) => cmd::schema::run(a),
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),
