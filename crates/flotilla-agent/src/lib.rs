@@ -25,6 +25,14 @@
 //!   applied desired state; `status.json`; `agent.json`), written atomically.
 //! - [`unit`]: `flotilla agent unit`: the systemd user unit / launchd plist that
 //!   starts the agent at boot.
+//! - [`update`]: self-update, the agent's side: what every start does (`running.json`,
+//!   the measured identity reported, `reported.json`, an orphaned update resumed), the
+//!   updater (assignment → signature → download → digest and size → stage → watchdog),
+//!   the update record (`<root>/update.json`) and the [`update::ReleaseSource`] trait.
+//! - [`watch`]: the self-update watchdog (`flotilla agent update-watch`): flip, restart
+//!   through the supervisor, prove by measured identity, soak, automatic rollback.
+//! - [`supervisor`]: what supervises the agent (systemd, launchd, none), detected or
+//!   named, and its restart verbs.
 
 #![warn(missing_docs)]
 
@@ -36,7 +44,10 @@ pub mod report;
 pub mod source;
 pub mod state;
 pub mod supervise;
+pub mod supervisor;
 pub mod unit;
+pub mod update;
+pub mod watch;
 
 pub use agent::{Agent, AgentConfig, AgentError};
 pub use local::{InventoryLoader, LoadError, LoadedInventory, LocalInventory};

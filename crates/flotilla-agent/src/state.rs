@@ -6,6 +6,12 @@
 //! | `snapshot.json` | [`AgentDir::save_applied`] | the last desired state the agent fully applied ([`Applied`]): after a restart the agent knows what it runs, so it stops what a new revision removed and restarts nothing that did not change |
 //! | `status.json` | [`crate::report::LocalReporter`] | the last [`AgentReport`](crate::report::AgentReport): measured status, drift, recent events |
 //! | `agent.json` | `flotilla agent join` (with the authority client) | [`Enrollment`]: the authority's URL, this host's name, its credential and the authority's CA (mode 0600) |
+//! | `running.json` | every agent start ([`crate::update::Started`]) | [`crate::update::Running`]: this process's pid, start time and measured executable digest |
+//! | `reported.json` | every agent start, once the authority accepted its report | [`crate::update::Reported`]: the same, and when; what the self-update watchdog waits for |
+//! | `acceptance.json` | the updater | `flotilla_release::Acceptance`: the highest release serial accepted per signing key |
+//! | `trusted-keys/*.pub` | the operator | the minisign public keys releases must be signed with (when `--trusted-key` is not given) |
+//! | `agent.log` | the self-update watchdog | the output of an agent it started itself (no supervisor) |
+//! | `update-watch.log` | the self-update watchdog | its own output (no supervisor, or launchd) |
 //!
 //! Every file is written atomically: a temporary file in the same directory, flushed
 //! to disk, renamed over the old one, then the directory flushed; a reader (or an
@@ -172,6 +178,36 @@ impl AgentDir {
     /// `agent.json`.
     pub fn enrollment_file(&self) -> PathBuf {
         self.dir.join("agent.json")
+    }
+
+    /// `running.json` (see the module docs).
+    pub fn running_file(&self) -> PathBuf {
+        self.dir.join("running.json")
+    }
+
+    /// `reported.json`.
+    pub fn reported_file(&self) -> PathBuf {
+        self.dir.join("reported.json")
+    }
+
+    /// `acceptance.json`.
+    pub fn acceptance_file(&self) -> PathBuf {
+        self.dir.join("acceptance.json")
+    }
+
+    /// `trusted-keys/`.
+    pub fn trusted_keys_dir(&self) -> PathBuf {
+        self.dir.join("trusted-keys")
+    }
+
+    /// `agent.log`.
+    pub fn log_file(&self) -> PathBuf {
+        self.dir.join("agent.log")
+    }
+
+    /// `update-watch.log`.
+    pub fn watch_log_file(&self) -> PathBuf {
+        self.dir.join("update-watch.log")
     }
 
     /// The last applied desired state; `None` when the agent never applied one.

@@ -538,10 +538,16 @@ impl Rollout {
             } else if h.measured_ms.is_none() {
                 h.measured_ms = Some(u.received_ms);
             }
-            report = u
-                .update
-                .as_ref()
-                .filter(|r| bare_sha(&r.sha256) == target && u.received_ms >= sent);
+            // A refusal before the signature was checked names no trusted digest: it
+            // is matched by the release's name and version.
+            report = u.update.as_ref().filter(|r| {
+                let this = if r.sha256.is_empty() {
+                    r.name == spec.name && r.version == spec.version
+                } else {
+                    bare_sha(&r.sha256) == target
+                };
+                this && u.received_ms >= sent
+            });
         }
         if let Some(r) = report {
             let (phase, default) = match r.state {

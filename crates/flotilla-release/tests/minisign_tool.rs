@@ -1,6 +1,7 @@
 //! Interoperability with the reference `minisign` tool (<https://jedisct1.github.io/minisign/>):
-//! keys and signatures made here work with it, and its own work here. Runs when
-//! `minisign` is on PATH (Debian: `apt-get install minisign`); says so and passes otherwise.
+//! keys and signatures made here work with it, and its own work here. Needs `minisign`
+//! on PATH (Debian: `apt-get install minisign`; `scripts/test` installs it) and fails
+//! without it.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -22,9 +23,10 @@ fn have_minisign() -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok();
-    if !found {
-        eprintln!("minisign is not on PATH: interoperability not checked");
-    }
+    assert!(
+        found,
+        "minisign is not on PATH: install it (apt-get install minisign; scripts/test does)"
+    );
     found
 }
 

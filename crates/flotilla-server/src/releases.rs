@@ -430,7 +430,9 @@ pub async fn advance_all<S: AuthorityStore>(state: &AppState<S>) -> Result<(), F
     let mut changed = false;
     let ids: Vec<u64> = rollouts
         .iter()
-        .filter(|(_, r)| r.is_active())
+        // Hosts already updating when a rollout halts or is aborted are still followed
+        // to their end.
+        .filter(|(_, r)| !r.is_settled())
         .map(|(id, _)| *id)
         .collect();
     for id in ids {

@@ -1,16 +1,21 @@
-//! `flotilla agent join|run|unit`: join an authority, run the agent (desired state
-//! from the authority or from a local inventory), or print the systemd unit / launchd
-//! plist that starts it at boot. The agent itself
-//! is `flotilla_agent`; this file parses arguments and hands it the CLI's inventory
-//! loader.
+//! `flotilla agent join|run|unit|install|uninstall`: join an authority, run the agent
+//! (desired state from the authority or from a local inventory; self-update from the
+//! authority's release assignments), print the systemd unit / launchd plist that
+//! starts it at boot, or install this binary into an install root (and remove it). The
+//! hidden `agent update-watch` is the self-update watchdog the agent starts. The agent
+//! itself is `flotilla_agent`; this file parses arguments and hands it the CLI's
+//! inventory loader.
 
 use crate::{load, render, Cli, EXIT_OK, EXIT_USAGE};
 use flotilla_agent::authority::{AuthorityReporter, AuthoritySource};
 use flotilla_agent::state::AgentDir;
+use flotilla_agent::supervisor::Supervisor;
+use flotilla_agent::update::{self, NoAuthority, ReleaseSource, Updater, UpdaterConfig};
 use flotilla_agent::{
     Agent, AgentConfig, AgentError, InventoryLoader, LoadError, LoadedInventory, LocalInventory,
     LocalReporter,
 };
+use flotilla_release::InstallRoot;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,8 +41,52 @@ pub enum AgentCommand {
     /// keep running after it. Never listens on a port.
     Run(RunArgs),
     /// Print the systemd user unit (Linux) or launchd plist (macOS, --launchd) that
-    /// runs `flotilla agent run` at boot with this binary.
+    /// runs `flotilla agent run` at boot with this binary (`<root>/current/flotilla`
+    /// when this binary runs from an install root, so that self-updates take effect).
     Unit(UnitArgs),
+    /// Copy this binary into an install root as its current version
+    /// (<root>/versions/<version>-<sha12>/flotilla, <root>/current → it), the layout
+    /// self-update works in; prints how to run the agent from it.
+    Install(InstallArgs),
+    /// Remove what `agent install` and self-updates put in an install root (versions,
+    /// current, previous, downloads, skip list, update record) and nothing else; the
+    /// agent's state and logs (<state>/agent/) are kept unless --purge.
+    Uninstall(UninstallArgs),
+    /// The self-update watchdog (started by the agent): flip, restart through the
+    /// supervisor, prove the new process by measured identity, soak, roll back.
+    #[command(hide = true)]
+    UpdateWatch(UpdateWatchArgs),
+}
+
+/// Arguments of `flotilla agent install`.
+#[derive(clap::Args, Debug)]
+pub struct InstallArgs {
+    /// The install root.
+    #[arg(long, value_name = "DIR")]
+    pub root: PathBuf,
+}
+
+/// Arguments of `flotilla agent uninstall`.
+#[derive(clap::Args, Debug)]
+pub struct UninstallArgs {
+    /// The install root.
+    #[arg(long, value_name = "DIR")]
+    pub root: PathBuf,
+    /// Also remove the agent's state and logs (<state>/agent/).
+    #[arg(long)]
+    pub purge: bool,
+}
+
+/// Arguments of `flotilla agent update-watch`.
+#[derive(clap::Args, Debug)]
+pub struct UpdateWatchArgs {
+    /// The install root whose update.json to carry out.
+    #[arg(long, value_name = "DIR")]
+    pub root: PathBuf,
+    /// What supervises the agent (as `agent run --supervisor`; `auto` detects it in
+    /// this process's own environment).
+    #[arg(long, default_value = "none", value_name = "SUPERVISOR")]
+    pub supervisor: String,
 }
 
 /// Arguments of `flotilla agent join`.
@@ -79,6 +128,21 @@ pub struct RunArgs {
     /// How long each started component may take to become ready.
     #[arg(long, default_value = "120s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
+    /// Self-update: the install root this agent runs from (default: the root of this
+    /// binary when it is `<root>/versions/<v>/flotilla`; without one, releases are
+    /// refused).
+    #[arg(long, value_name = "DIR")]
+    pub install_root: Option<PathBuf>,
+    /// Self-update: a minisign public key releases must be signed with (once or twice:
+    /// current and next). Default: <state>/agent/trusted-keys/*.pub.
+    #[arg(long, value_name = "FILE")]
+    pub trusted_key: Vec<PathBuf>,
+    /// Self-update: what supervises this agent, to restart it through:
+    /// `auto` (systemd when INVOCATION_ID is set, launchd when XPC_SERVICE_NAME is,
+    /// else none), `systemd:UNIT`, `systemd:user:UNIT`, `launchd:DOMAIN/LABEL`, `none`
+    /// (run by hand: the update watchdog starts the new agent itself).
+    #[arg(long, default_value = "auto", value_name = "SUPERVISOR")]
+    pub supervisor: String,
 }
 
 /// Arguments of `flotilla agent unit`.
@@ -106,6 +170,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         AgentCommand::Join(a) => join(cli, a),
         AgentCommand::Run(a) => run_agent(cli, a),
         AgentCommand::Unit(a) => unit(cli, a),
+        AgentCommand::Install(a) => install(a),
+        AgentCommand::Uninstall(a) => uninstall(cli, a),
+        AgentCommand::UpdateWatch(a) => update_watch(cli, a),
     }
 }
 
@@ -217,6 +284,10 @@ fn run_agent(cli: &Cli, a: &RunArgs) -> anyhow::Result<u8> {
         Err(e) => return Err(e.into()),
     };
     let local = LocalReporter::new(dir.status_file(), Arc::clone(&log));
+    let updates = match updater_config(a, &dir, Arc::clone(&log)) {
+        Ok(u) => u,
+        Err(code) => return Ok(code),
+    };
     let rt = super::runtime()?;
     let Some(inventory) = a.inventory.as_ref().or(cli.file.as_ref()) else {
         // Authority mode: the enrollment `agent join` wrote.
@@ -247,6 +318,7 @@ fn run_agent(cli: &Cli, a: &RunArgs) -> anyhow::Result<u8> {
         let source = AuthoritySource::new(Arc::clone(&client), &e.host, a.wait, home);
         let reporter = AuthorityReporter::new(Arc::clone(&client), &e.host, local);
         let cfg = config(cli, a, &e.host, Arc::clone(&log));
+        let updater = start_updater(updates, &e.host, Arc::clone(&client), &log);
         // Beside converging: the calls controllers queue for this host (`--server`).
         let calls = flotilla_agent::authority::serve_calls(
             client,
@@ -256,14 +328,117 @@ fn run_agent(cli: &Cli, a: &RunArgs) -> anyhow::Result<u8> {
             shutdown(),
         );
         return finish(rt.block_on(async {
-            let (result, ()) =
-                tokio::join!(Agent::new(cfg, source, reporter).run(shutdown()), calls);
+            let (result, (), ()) = tokio::join!(
+                Agent::new(cfg, source, reporter).run(shutdown()),
+                calls,
+                run_updater(updater)
+            );
             result
         }));
     };
     let source = LocalInventory::new(inventory, &a.host, loader(project), a.poll)?;
-    let cfg = config(cli, a, &a.host, log);
-    finish(rt.block_on(Agent::new(cfg, source, local).run(shutdown())))
+    let cfg = config(cli, a, &a.host, Arc::clone(&log));
+    // No authority: nothing is assigned; running.json and reported.json are written.
+    let updater = start_updater(updates, &a.host, Arc::new(NoAuthority), &log);
+    finish(rt.block_on(async {
+        let (result, ()) = tokio::join!(
+            Agent::new(cfg, source, local).run(shutdown()),
+            run_updater(updater)
+        );
+        result
+    }))
+}
+
+/// The self-update settings of `agent run` (the host is set later); the exit status
+/// when an argument is unusable.
+fn updater_config(
+    a: &RunArgs,
+    dir: &AgentDir,
+    log: flotilla_agent::Log,
+) -> Result<UpdaterConfig, u8> {
+    let supervisor = match Supervisor::parse(&a.supervisor) {
+        Ok(Some(s)) => s,
+        Ok(None) => Supervisor::detect(),
+        Err(e) => {
+            eprintln!("error: --supervisor: {e}");
+            return Err(EXIT_USAGE);
+        }
+    };
+    let keys = match update::load_trusted_keys(&a.trusted_key, dir) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: trusted keys: {e}");
+            return Err(EXIT_USAGE);
+        }
+    };
+    let root = match &a.install_root {
+        Some(r) => match std::path::absolute(r) {
+            Ok(r) => Some(InstallRoot::new(r, update::BINARY)),
+            Err(e) => {
+                eprintln!("error: --install-root {}: {e}", r.display());
+                return Err(EXIT_USAGE);
+            }
+        },
+        None => std::fs::read_link("/proc/self/exe")
+            .ok()
+            .and_then(|exe| InstallRoot::of_exe(&exe, update::BINARY)),
+    };
+    let base = dir.path().parent().unwrap_or(dir.path());
+    Ok(UpdaterConfig {
+        host: String::new(),
+        dir: dir.clone(),
+        state_dir: std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf()),
+        root,
+        keys,
+        supervisor,
+        wait: a.wait,
+        report_every: a.report_every,
+        log,
+        watchdog_program: None,
+    })
+}
+
+/// The every-start duties (running.json, an orphaned update resumed); `None` when this
+/// process cannot measure itself (no `/proc`): the agent runs without self-update.
+fn start_updater<S: ReleaseSource>(
+    mut cfg: UpdaterConfig,
+    host: &str,
+    source: Arc<S>,
+    log: &flotilla_agent::Log,
+) -> Option<Updater<S>> {
+    cfg.host = host.to_string();
+    let what = format!(
+        "self-update: {}; supervisor {}; {}",
+        match &cfg.root {
+            Some(r) => format!("install root {}", r.root().display()),
+            None => "no install root (releases are refused)".into(),
+        },
+        cfg.supervisor,
+        match &cfg.keys {
+            Some(k) => format!("trusted keys {}", k.key_ids().join(", ")),
+            None => "no trusted key (releases are refused)".into(),
+        }
+    );
+    match Updater::start(cfg, source) {
+        Ok(u) => {
+            log(&what);
+            Some(u)
+        }
+        Err(e) => {
+            log(&format!(
+                "warning: self-update is off: {}",
+                update::chain(&e)
+            ));
+            None
+        }
+    }
+}
+
+async fn run_updater<S: ReleaseSource>(u: Option<Updater<S>>) {
+    match u {
+        Some(u) => u.run(shutdown()).await,
+        None => shutdown().await,
+    }
 }
 
 fn config(cli: &Cli, a: &RunArgs, host: &str, log: flotilla_agent::Log) -> AgentConfig {
@@ -355,8 +530,15 @@ fn unit(cli: &Cli, a: &UnitArgs) -> anyhow::Result<u8> {
         .map(std::path::absolute)
         .transpose()?;
     let executable = std::env::current_exe()?;
+    let executable = executable.canonicalize().unwrap_or(executable);
+    // From an install root, the unit runs `<root>/current/flotilla`: a self-update
+    // flips `current`, and the supervisor's restart starts the new version.
+    let executable = match InstallRoot::of_exe(&executable, update::BINARY) {
+        Some(root) => root.root().join("current").join(update::BINARY),
+        None => executable,
+    };
     let spec = flotilla_agent::unit::UnitSpec {
-        executable: executable.canonicalize().unwrap_or(executable),
+        executable,
         args: flotilla_agent::unit::run_args(
             inventory.as_deref(),
             &a.host,
@@ -378,4 +560,140 @@ fn unit(cli: &Cli, a: &UnitArgs) -> anyhow::Result<u8> {
     };
     print!("{text}");
     Ok(EXIT_OK)
+}
+
+fn install(a: &InstallArgs) -> anyhow::Result<u8> {
+    let root = InstallRoot::new(std::path::absolute(&a.root)?, update::BINARY);
+    let exe = std::env::current_exe()?;
+    let exe = exe.canonicalize().unwrap_or(exe);
+    let v = root.install_binary(&exe, flotilla_exec::remote::VERSION)?;
+    let current = root.root().join("current").join(update::BINARY);
+    println!(
+        "installed flotilla {} in {} (current)",
+        flotilla_exec::remote::VERSION,
+        v.dir.display()
+    );
+    println!(
+        "run the agent as {} so that self-updates take effect; its service definition:",
+        current.display()
+    );
+    println!("  {} agent unit", current.display());
+    Ok(EXIT_OK)
+}
+
+fn uninstall(cli: &Cli, a: &UninstallArgs) -> anyhow::Result<u8> {
+    let root = InstallRoot::new(std::path::absolute(&a.root)?, update::BINARY);
+    let dir = AgentDir::resolve(cli.state_dir.as_deref())?;
+    // Nothing is removed from under a running agent or watchdog.
+    let _agent = match dir.lock() {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            eprintln!("error: {e}: stop the agent first");
+            return Ok(crate::EXIT_REFUSED);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let r = root.root();
+    if r.is_dir() && update::try_lock(&root)?.is_none() {
+        eprintln!(
+            "error: an update watchdog works in {} ({}): wait for it to finish",
+            r.display(),
+            update::lock_path(&root).display()
+        );
+        return Ok(crate::EXIT_REFUSED);
+    }
+    let mut removed = Vec::new();
+    for name in [
+        "current",
+        "previous",
+        "update.json",
+        "update.lock",
+        "skip.json",
+    ] {
+        let p = r.join(name);
+        if p.symlink_metadata().is_ok() {
+            std::fs::remove_file(&p)?;
+            removed.push(p);
+        }
+    }
+    for name in ["versions", "downloads"] {
+        let p = r.join(name);
+        if p.is_dir() {
+            std::fs::remove_dir_all(&p)?;
+            removed.push(p);
+        }
+    }
+    // The root itself only when nothing else is in it.
+    if r.is_dir() && std::fs::read_dir(r)?.next().is_none() {
+        std::fs::remove_dir(r)?;
+        removed.push(r.to_path_buf());
+    }
+    if a.purge && dir.path().is_dir() {
+        drop(_agent);
+        std::fs::remove_dir_all(dir.path())?;
+        removed.push(dir.path().to_path_buf());
+    }
+    if removed.is_empty() {
+        println!("nothing installed in {}", r.display());
+    }
+    for p in &removed {
+        println!("removed {}", p.display());
+    }
+    if !a.purge {
+        println!(
+            "kept the agent's state and logs in {} (--purge removes them)",
+            dir.path().display()
+        );
+    }
+    Ok(EXIT_OK)
+}
+
+fn update_watch(cli: &Cli, a: &UpdateWatchArgs) -> anyhow::Result<u8> {
+    let supervisor = match Supervisor::parse(&a.supervisor) {
+        Ok(Some(s)) => s,
+        Ok(None) => Supervisor::detect(),
+        Err(e) => {
+            eprintln!("error: --supervisor: {e}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let dir = AgentDir::resolve(cli.state_dir.as_deref())?;
+    let log: flotilla_agent::Log = Arc::new(|line: &str| {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "{} {line}",
+            humantime::format_rfc3339_millis(std::time::SystemTime::now())
+        );
+    });
+    let cfg = flotilla_agent::watch::WatchConfig {
+        root: InstallRoot::new(std::path::absolute(&a.root)?, update::BINARY),
+        dir,
+        supervisor,
+        poll: flotilla_agent::watch::POLL,
+        stable_polls: flotilla_agent::watch::STABLE_POLLS,
+        log: Arc::clone(&log),
+    };
+    match flotilla_agent::watch::run(cfg) {
+        Ok(rec) => {
+            log(&format!(
+                "update {} {}: {:?}{}",
+                rec.name,
+                rec.version,
+                rec.state,
+                rec.reason
+                    .map(|r| format!(" ({r}: {})", rec.detail))
+                    .unwrap_or_default()
+            ));
+            Ok(EXIT_OK)
+        }
+        Err(flotilla_agent::watch::WatchError::Locked(l)) => {
+            log(&format!("another watchdog holds {l}: nothing to do"));
+            Ok(EXIT_OK)
+        }
+        Err(e) => {
+            log(&format!("error: {}", update::chain(&e)));
+            Ok(crate::EXIT_REFUSED)
+        }
+    }
 }

@@ -38,11 +38,10 @@ pub enum ReleaseCommand {
     /// Print a release manifest (JSON) describing local artifact files.
     Manifest {
         /// The release's name: `flotilla-agent`, or a component binary's (`llama-server`).
-        #[arg(long)]
         name: String,
         /// Its version.
-        #[arg(long)]
-        version: String,
+        #[arg(value_name = "VERSION")]
+        release_version: String,
         /// Its serial: higher than every release signed before with the same key
         /// (agents refuse a lower one).
         #[arg(long)]
@@ -112,7 +111,8 @@ pub enum ReleaseCommand {
         /// The release's name.
         name: String,
         /// The release's version.
-        version: String,
+        #[arg(value_name = "VERSION")]
+        release_version: String,
         /// Host labels that must match: `key=value[,key=value]` (default: every agent host).
         #[arg(long, value_name = "LABELS")]
         selector: Option<String>,
@@ -306,7 +306,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         }
         ReleaseCommand::Manifest {
             name,
-            version,
+            release_version: version,
             serial,
             expires,
             artifacts,
@@ -530,7 +530,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         }
         ReleaseCommand::Rollout {
             name,
-            version,
+            release_version: version,
             selector: sel,
             max_in_flight,
             canary,

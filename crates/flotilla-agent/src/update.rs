@@ -1,0 +1,1635 @@
+//! Self-update, the agent's side: what every agent start does, the updater that takes a
+//! release assignment to a staged binary and a running watchdog, and the update record
+//! they share with the watchdog ([`crate::watch`]).
+//!
+//! # Every start ([`Updater::start`], then [`Updater::run`])
+//!
+//! 1. Measures this process (`flotilla_exec::identity::measure`: the SHA-256 of the
+//!    image `/proc/self/exe` really is, not of a path) and writes
+//!    `<state>/agent/running.json` ([`Running`]).
+//! 2. Finds an update in progress in `<root>/update.json` whose watchdog is gone (nobody
+//!    holds `<root>/update.lock`: the agent was killed and restarted mid-update, or the
+//!    watchdog was) and starts a watchdog again, from the binary the update started from;
+//!    it continues from the recorded step.
+//! 3. Posts a `HostUpdate` (the measured digest and pid, and the update record) to the
+//!    authority until it is accepted, then writes `<state>/agent/reported.json`
+//!    ([`Reported`]): the watchdog proves a restart only by a new pid that wrote it. It
+//!    posts again whenever `update.json` changes, and at least every `report_every`.
+//!    Without an authority ([`NoAuthority`], `agent run --inventory`) the report is
+//!    accepted at once and nothing is ever assigned.
+//!
+//! # Applying an assignment ([`Updater::run`])
+//!
+//! The updater long-polls `GET /v1/hosts/{host}/release` ([`ReleaseSource`]). For an
+//! assigned `flotilla-agent` release it has not handled yet (a replayed assignment of
+//! the same rollout and version changes nothing):
+//!
+//! 1. The signature, FIRST, against the pinned keys (`--trusted-key`, else
+//!    `<state>/agent/trusted-keys/*.pub`): nothing is downloaded for an unsigned or
+//!    foreign manifest. Then expiry, serial (not lower than the highest accepted from that
+//!    key, kept in `<state>/agent/acceptance.json`) and this platform's artifact.
+//! 2. An artifact whose digest this process already runs is `Updated` at once (nothing
+//!    to restart; the authority still soaks it). One in `<root>/skip.json` (rolled back
+//!    here before) is refused `Skipped`, whichever rollout assigns it.
+//! 3. Download into `<root>/downloads/` (the authority's blob store, or the artifact's
+//!    URL), then size and SHA-256 checked, then staged as `versions/<version>-<sha12>/`.
+//! 4. `update.json` written `Staged` (what runs now, what to run, this process's pid,
+//!    start time, argv and working directory, the supervisor), then the watchdog started
+//!    detached from the binary running now: `flotilla agent update-watch` (see
+//!    [`crate::supervisor::Supervisor::watchdog_command`]). From there on the watchdog
+//!    owns the update.
+//!
+//! A refusal is written to `update.json` as `Refused` with its reason (in memory only
+//! when there is no install root) and reported; nothing was applied.
+
+use crate::authority::{jittered, Backoff, ClientError};
+use crate::state::AgentDir;
+use crate::supervisor::Supervisor;
+use crate::Log;
+use flotilla_release::install::InstallError;
+use flotilla_release::{
+    Acceptance, HostUpdate, InstallRoot, Reason, Refusal, TrustedKeys, UpdateReport, UpdateState,
+    VersionDir,
+};
+use flotilla_server::api::{Assignment, ReleaseAssignment};
+use serde::{Deserialize, Serialize};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Version of [`UpdateRecord`]'s JSON.
+pub const UPDATE_FORMAT: u32 = 1;
+
+/// The release name of the agent's own binary.
+pub const AGENT_RELEASE: &str = "flotilla-agent";
+
+/// The binary's file name in an install root's version directories.
+pub const BINARY: &str = "flotilla";
+
+/// How many old versions an install root keeps besides `current` and `previous`.
+pub const KEEP_OLD: usize = 3;
+
+/// `<state>/agent/running.json`: the agent process as it measured itself at start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Running {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time (clock ticks since boot, `/proc/<pid>/stat` field 22).
+    pub start_time_ticks: u64,
+    /// `sha256:<hex>` of its executable image (measured through `/proc/<pid>/exe`).
+    pub exe_sha256: String,
+}
+
+/// `<state>/agent/reported.json`: [`Running`], written once the authority accepted this
+/// process's first report, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reported {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time (clock ticks since boot).
+    pub start_time_ticks: u64,
+    /// `sha256:<hex>` of its executable image.
+    pub exe_sha256: String,
+    /// When the report was accepted (ms since the Unix epoch).
+    pub at_ms: i64,
+}
+
+/// One side of an update: a version directory of the install root and the SHA-256 of
+/// its binary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Side {
+    /// The version (`1.4.0`).
+    pub version: String,
+    /// Its directory, `<root>/versions/<version>-<sha12>`.
+    pub dir: PathBuf,
+    /// The binary in it.
+    pub binary: PathBuf,
+    /// SHA-256 of the binary, 64 hex digits.
+    pub sha256: String,
+}
+
+impl Side {
+    /// The side of version directory `v` whose binary has SHA-256 `sha256` (hex).
+    pub fn of(v: &VersionDir, sha256: &str) -> Side {
+        Side {
+            version: v.version.clone(),
+            dir: v.dir.clone(),
+            binary: v.binary.clone(),
+            sha256: sha256.to_string(),
+        }
+    }
+
+    /// As the install root names it.
+    pub fn version_dir(&self) -> VersionDir {
+        VersionDir {
+            version: self.version.clone(),
+            sha12: self.sha256.chars().take(12).collect(),
+            dir: self.dir.clone(),
+            binary: self.binary.clone(),
+        }
+    }
+
+    /// The measured form of its digest, `sha256:<hex>`.
+    pub fn measured(&self) -> String {
+        format!("sha256:{}", self.sha256)
+    }
+}
+
+/// The agent process an update started from, as the watchdog needs it: to signal it
+/// (identity before signal), to tell it from a new process, and (no supervisor) to start
+/// the new one the same way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OldAgent {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time (clock ticks since boot).
+    pub start_time_ticks: u64,
+    /// `sha256:<hex>` of its executable image.
+    pub exe_sha256: String,
+    /// Its argv (`/proc/<pid>/cmdline`), `argv[0]` included.
+    pub argv: Vec<String>,
+    /// Its working directory.
+    pub cwd: PathBuf,
+}
+
+/// Where an update stands: what was done last, so that a watchdog started again goes on
+/// from there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "step")]
+pub enum Step {
+    /// The agent is downloading and verifying the artifact.
+    Downloading,
+    /// Staged; the watchdog flips `current` next.
+    Staged,
+    /// `current` points at the new version; the watchdog restarts the agent next.
+    Flipped,
+    /// Restarted at `since_ms`; the watchdog proves the new process.
+    Proving {
+        /// When the restart was asked (ms since the Unix epoch).
+        since_ms: i64,
+        /// The supervisor's start count then (systemd `NRestarts`, launchd `runs`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        starts_before: Option<u64>,
+    },
+    /// Proven; the new process soaks.
+    Soaking {
+        /// The proven process.
+        pid: u32,
+        /// Its start time.
+        start_time_ticks: u64,
+        /// When it was proven (ms since the Unix epoch).
+        since_ms: i64,
+    },
+    /// Failed (reason in the record): the watchdog points `current` back and restarts.
+    RollBack,
+    /// Rolled back and restarted at `since_ms`; the watchdog proves the old version.
+    ProvingRollback {
+        /// When the restart was asked.
+        since_ms: i64,
+    },
+    /// Finished: [`UpdateRecord::state`] says how.
+    Done,
+}
+
+/// One action of the watchdog or updater, for the record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// When (ms since the Unix epoch).
+    pub at_ms: i64,
+    /// What: `flip`, `restart: systemctl …`, `started pid N`, `rollback`…
+    pub what: String,
+}
+
+/// A process seen running for the agent after the restart (not the old one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeenPid {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time.
+    pub start_time_ticks: u64,
+    /// Its measured digest, `sha256:<hex>` (empty when it could not be measured).
+    pub exe_sha256: String,
+    /// When it was first seen.
+    pub first_ms: i64,
+    /// How it ended, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
+}
+
+/// `<root>/update.json`: one update of the agent's binary, from assignment to its end.
+/// Written by the updater up to `Staged` and by the watchdog after.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateRecord {
+    /// [`UPDATE_FORMAT`].
+    pub format: u32,
+    /// The authority's rollout id.
+    pub rollout: u64,
+    /// The release's name.
+    pub name: String,
+    /// The release's version.
+    pub version: String,
+    /// The manifest's serial (0 when refused before the manifest was read).
+    pub serial: u64,
+    /// The minisign key id that signed it (empty when refused before that).
+    pub key_id: String,
+    /// The artifact's SHA-256 for this platform, hex (empty when refused before that).
+    pub sha256: String,
+    /// What ran when the update started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Side>,
+    /// What it updates to, once staged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<Side>,
+    /// Where it stands, as reported.
+    pub state: UpdateState,
+    /// Where it stands, for the watchdog.
+    #[serde(flatten)]
+    pub step: Step,
+    /// The soak (ms).
+    pub min_healthy_ms: u64,
+    /// Time allowed to prove the new process after the restart (ms).
+    pub timeout_ms: u64,
+    /// When it started (ms since the Unix epoch).
+    pub started_ms: i64,
+    /// When the record last changed.
+    pub updated_ms: i64,
+    /// What was done, in order.
+    #[serde(default)]
+    pub attempts: Vec<Attempt>,
+    /// Why it failed, was refused or rolled back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
+    /// The reason's detail.
+    #[serde(default)]
+    pub detail: String,
+    /// What was measured on the way (pids, digests, exits).
+    #[serde(default)]
+    pub evidence: Vec<String>,
+    /// The agent process it started from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<OldAgent>,
+    /// The supervisor (`--supervisor` form).
+    #[serde(default)]
+    pub supervisor: String,
+    /// New processes seen since the restart.
+    #[serde(default)]
+    pub seen: Vec<SeenPid>,
+    /// How many times the rollback restart was tried.
+    #[serde(default)]
+    pub rollbacks: u32,
+}
+
+/// Why an update record or agent file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum UpdateError {
+    /// A file could not be read or written.
+    #[error("{}", .path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file holds something else.
+    #[error("{} is not an update record of this agent: {why}", .path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// The install root refused.
+    #[error(transparent)]
+    Install(#[from] InstallError),
+    /// This process could not be measured.
+    #[error("measuring this process: {0}")]
+    Measure(String),
+}
+
+impl UpdateRecord {
+    /// The record in `root`; `None` when there is none.
+    ///
+    /// # Errors
+    /// [`UpdateError::Io`], [`UpdateError::Corrupt`].
+    pub fn load(root: &InstallRoot) -> Result<Option<UpdateRecord>, UpdateError> {
+        let path = root.update_path();
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(UpdateError::Io { path, source }),
+        };
+        let rec: UpdateRecord =
+            serde_json::from_slice(&bytes).map_err(|e| UpdateError::Corrupt {
+                path: path.clone(),
+                why: e.to_string(),
+            })?;
+        if rec.format != UPDATE_FORMAT {
+            return Err(UpdateError::Corrupt {
+                path,
+                why: format!("format {} (this agent reads {UPDATE_FORMAT})", rec.format),
+            });
+        }
+        Ok(Some(rec))
+    }
+
+    /// Writes it to `root` atomically (0644), `updated_ms` set to now.
+    ///
+    /// # Errors
+    /// [`UpdateError::Io`].
+    pub fn save(&mut self, root: &InstallRoot) -> Result<(), UpdateError> {
+        self.updated_ms = now_ms();
+        let mut bytes = serde_json::to_vec_pretty(self).expect("serialisable");
+        bytes.push(b'\n');
+        let path = root.update_path();
+        flotilla_release::install::write_atomic(&path, &bytes, 0o644)
+            .map_err(|source| UpdateError::Io { path, source })
+    }
+
+    /// Whether a watchdog has work left (staged and not finished).
+    pub fn needs_watchdog(&self) -> bool {
+        !matches!(self.step, Step::Downloading | Step::Done)
+    }
+
+    /// Whether it ended (updated, rolled back or refused).
+    pub fn finished(&self) -> bool {
+        self.step == Step::Done
+    }
+
+    /// Whether it is the update of `a` (same rollout, name and version).
+    pub fn is_for(&self, a: &Assignment) -> bool {
+        self.rollout == a.rollout && self.name == a.name && self.version == a.version
+    }
+
+    /// Appends an attempt line (now).
+    pub fn attempt(&mut self, what: impl Into<String>) {
+        self.attempts.push(Attempt {
+            at_ms: now_ms(),
+            what: what.into(),
+        });
+    }
+
+    /// What the agent reports of it.
+    pub fn report(&self) -> UpdateReport {
+        UpdateReport {
+            name: self.name.clone(),
+            version: self.version.clone(),
+            sha256: self.sha256.clone(),
+            state: self.state,
+            reason: self.reason,
+            detail: self.detail.clone(),
+            evidence: self.evidence.clone(),
+            since_ms: self.started_ms,
+        }
+    }
+
+    /// A record of assignment `a` refused for `refusal` before anything was applied.
+    pub fn refused(a: &Assignment, refusal: &Refusal) -> UpdateRecord {
+        let now = now_ms();
+        UpdateRecord {
+            format: UPDATE_FORMAT,
+            rollout: a.rollout,
+            name: a.name.clone(),
+            version: a.version.clone(),
+            serial: 0,
+            key_id: String::new(),
+            sha256: String::new(),
+            from: None,
+            to: None,
+            state: UpdateState::Refused,
+            step: Step::Done,
+            min_healthy_ms: a.min_healthy_ms,
+            timeout_ms: a.timeout_ms,
+            started_ms: now,
+            updated_ms: now,
+            attempts: Vec::new(),
+            reason: Some(refusal.reason),
+            detail: refusal.detail.clone(),
+            evidence: Vec::new(),
+            agent: None,
+            supervisor: String::new(),
+            seen: Vec::new(),
+            rollbacks: 0,
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Reads a JSON file; `None` when missing or unreadable as `T` (these files are
+/// rewritten whole, atomically, so a partial one is never seen).
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), UpdateError> {
+    let mut bytes = serde_json::to_vec_pretty(value).expect("serialisable");
+    bytes.push(b'\n');
+    crate::state::write_atomic(path, &bytes, 0o644).map_err(|e| match e {
+        crate::state::StateError::Io { path, source } => UpdateError::Io { path, source },
+        crate::state::StateError::Corrupt { path, why } => UpdateError::Corrupt { path, why },
+    })
+}
+
+/// `<root>/update.lock`, held (an exclusive `flock`) by the watchdog working on the
+/// update.
+pub fn lock_path(root: &InstallRoot) -> PathBuf {
+    root.lock_path()
+}
+
+/// Takes `<root>/update.lock` without waiting; `Ok(None)` when another process holds
+/// it.
+///
+/// # Errors
+/// When the file cannot be opened.
+pub fn try_lock(root: &InstallRoot) -> std::io::Result<Option<nix::fcntl::Flock<std::fs::File>>> {
+    let path = lock_path(root);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(l) => Ok(Some(l)),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, e)) => Err(std::io::Error::from(e)),
+    }
+}
+
+/// The calls the updater makes to its authority (what `flotilla_server::Client`
+/// provides).
+pub trait ReleaseSource: Send + Sync + 'static {
+    /// `GET /v1/hosts/{host}/release?index={index}&wait={wait}`: the host's release
+    /// assignment, long-polled.
+    ///
+    /// # Errors
+    /// [`ClientError`]: unreachable, refused, unreadable answer.
+    fn release_assignment(
+        &self,
+        host: &str,
+        index: u64,
+        wait: Duration,
+    ) -> impl Future<Output = Result<ReleaseAssignment, ClientError>> + Send;
+
+    /// `POST /v1/hosts/{host}/release`: what this agent measured and where its update
+    /// stands.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    fn report_update(
+        &self,
+        host: &str,
+        update: &HostUpdate,
+    ) -> impl Future<Output = Result<(), ClientError>> + Send;
+
+    /// `GET /v1/blobs/{sha256}` into `dest` (unverified); the bytes written.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    fn download_blob(
+        &self,
+        sha256: &str,
+        dest: &Path,
+    ) -> impl Future<Output = Result<u64, ClientError>> + Send;
+}
+
+fn one_line(e: &flotilla_server::ClientError) -> ClientError {
+    let mut s = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    ClientError(s)
+}
+
+impl ReleaseSource for flotilla_server::Client {
+    async fn release_assignment(
+        &self,
+        host: &str,
+        index: u64,
+        wait: Duration,
+    ) -> Result<ReleaseAssignment, ClientError> {
+        flotilla_server::Client::release_assignment(self, host, index, wait)
+            .await
+            .map_err(|e| one_line(&e))
+    }
+
+    async fn report_update(&self, host: &str, update: &HostUpdate) -> Result<(), ClientError> {
+        flotilla_server::Client::report_update(self, host, update)
+            .await
+            .map_err(|e| one_line(&e))
+    }
+
+    async fn download_blob(&self, sha256: &str, dest: &Path) -> Result<u64, ClientError> {
+        flotilla_server::Client::download_blob(self, sha256, dest)
+            .await
+            .map_err(|e| one_line(&e))
+    }
+}
+
+/// No authority (`agent run --inventory`): nothing is ever assigned, reports are
+/// accepted at once (so `reported.json` is written as soon as the agent started), no
+/// blob can be fetched.
+pub struct NoAuthority;
+
+impl ReleaseSource for NoAuthority {
+    async fn release_assignment(
+        &self,
+        _host: &str,
+        _index: u64,
+        _wait: Duration,
+    ) -> Result<ReleaseAssignment, ClientError> {
+        std::future::pending().await
+    }
+
+    async fn report_update(&self, _host: &str, _update: &HostUpdate) -> Result<(), ClientError> {
+        Ok(())
+    }
+
+    async fn download_blob(&self, _sha256: &str, _dest: &Path) -> Result<u64, ClientError> {
+        Err(ClientError("no authority to fetch a blob from".into()))
+    }
+}
+
+/// Reads the trusted public keys: `files` when given (1 or 2), else every `*.pub` in
+/// `<state>/agent/trusted-keys/` (by name). `Ok(None)` when none is pinned.
+///
+/// # Errors
+/// A file that cannot be read, more than two keys, a text that is not a minisign public
+/// key: one line.
+pub fn load_trusted_keys(files: &[PathBuf], dir: &AgentDir) -> Result<Option<TrustedKeys>, String> {
+    let paths: Vec<PathBuf> = if files.is_empty() {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(dir.trusted_keys_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "pub"))
+            .collect();
+        found.sort();
+        found
+    } else {
+        files.to_vec()
+    };
+    if paths.is_empty() {
+        return Ok(None);
+    }
+    let texts = paths
+        .iter()
+        .map(|p| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display())))
+        .collect::<Result<Vec<String>, String>>()?;
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    TrustedKeys::from_texts(&refs).map(Some).map_err(|e| {
+        format!(
+            "{e} ({})",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+/// Settings of the updater.
+#[derive(Clone)]
+pub struct UpdaterConfig {
+    /// The host it runs for.
+    pub host: String,
+    /// The agent's directory.
+    pub dir: AgentDir,
+    /// The base state directory, absolute (given to the watchdog as `--state-dir`).
+    pub state_dir: PathBuf,
+    /// The install root this agent runs from (`None`: not installed in one; releases
+    /// are refused `InstallFailed`).
+    pub root: Option<InstallRoot>,
+    /// The keys releases must be signed with (`None`: none pinned, releases are
+    /// refused `SignatureInvalid`).
+    pub keys: Option<TrustedKeys>,
+    /// What supervises this agent.
+    pub supervisor: Supervisor,
+    /// How long each assignment long poll may wait.
+    pub wait: Duration,
+    /// Report at least this often.
+    pub report_every: Duration,
+    /// Where log lines go.
+    pub log: Log,
+    /// The program that runs `agent update-watch` (`None`: the binary of the version
+    /// the update starts from, else this one).
+    pub watchdog_program: Option<PathBuf>,
+}
+
+/// The updater of one agent process.
+pub struct Updater<S> {
+    cfg: UpdaterConfig,
+    source: Arc<S>,
+    running: Running,
+    /// A refusal that could not be written to `update.json` (no install root).
+    refusal: Mutex<Option<UpdateRecord>>,
+    /// Wakes the report loop.
+    changed: tokio::sync::Notify,
+    /// The last line logged (not repeated).
+    last_logged: Mutex<Option<String>>,
+}
+
+impl<S: ReleaseSource> Updater<S> {
+    /// The every-start duties that need no authority: measures this process, writes
+    /// `running.json`, clears interrupted downloads, and starts a watchdog again for
+    /// an update in progress whose watchdog is gone. Then [`Updater::run`].
+    ///
+    /// # Errors
+    /// This process cannot be measured, `running.json` cannot be written.
+    pub fn start(cfg: UpdaterConfig, source: Arc<S>) -> Result<Updater<S>, UpdateError> {
+        let me = std::process::id();
+        let id = flotilla_exec::identity::measure(me)
+            .map_err(|e| UpdateError::Measure(e.to_string()))?
+            .ok_or_else(|| UpdateError::Measure("no /proc entry for this process".into()))?;
+        let running = Running {
+            pid: me,
+            start_time_ticks: id.start_time_ticks,
+            exe_sha256: id.exe_sha256.clone(),
+        };
+        write_json(&cfg.dir.running_file(), &running)?;
+        let u = Updater {
+            cfg,
+            source,
+            running,
+            refusal: Mutex::new(None),
+            changed: tokio::sync::Notify::new(),
+            last_logged: Mutex::new(None),
+        };
+        if let Some(root) = &u.cfg.root {
+            match UpdateRecord::load(root) {
+                Ok(Some(rec)) if rec.needs_watchdog() => match try_lock(root) {
+                    Ok(Some(lock)) => {
+                        drop(lock);
+                        (u.cfg.log)(&format!(
+                            "update to {} {} stopped at {:?} without its watchdog: starting it again",
+                            rec.name, rec.version, rec.step
+                        ));
+                        if let Err(e) = u.spawn_watchdog(&rec) {
+                            (u.cfg.log)(&format!("update: the watchdog cannot be started: {e}"));
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => (u.cfg.log)(&format!("update: {}: {e}", lock_path(root).display())),
+                },
+                Ok(_) => {}
+                Err(e) => (u.cfg.log)(&format!("update: {}", chain(&e))),
+            }
+            // Downloads of a process that died are of no use to anyone.
+            if let Ok(entries) = std::fs::read_dir(root.downloads_dir()) {
+                for e in entries.flatten() {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        Ok(u)
+    }
+
+    /// What this process measured of itself at start.
+    pub fn running(&self) -> &Running {
+        &self.running
+    }
+
+    fn log_once(&self, line: &str) {
+        let mut last = self.last_logged.lock().expect("not poisoned");
+        if last.as_deref() != Some(line) {
+            (self.cfg.log)(line);
+            *last = Some(line.to_string());
+        }
+    }
+
+    /// The record reported now: `update.json`, else a refusal kept in memory.
+    fn current_record(&self) -> Option<UpdateRecord> {
+        let from_file = self
+            .cfg
+            .root
+            .as_ref()
+            .and_then(|r| UpdateRecord::load(r).ok().flatten());
+        from_file.or_else(|| self.refusal.lock().expect("not poisoned").clone())
+    }
+
+    /// The `HostUpdate` this agent posts now.
+    pub fn host_update(&self) -> HostUpdate {
+        HostUpdate {
+            host: self.cfg.host.clone(),
+            platform: flotilla_exec::remote::this_platform(),
+            running_sha256: Some(self.running.exe_sha256.clone()),
+            pid: Some(self.running.pid),
+            update: self.current_record().map(|r| r.report()),
+            received_ms: now_ms(),
+        }
+    }
+
+    /// Reports and applies assignments until `shutdown` completes.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let me = Arc::new(self);
+        let reporting = Arc::clone(&me).report_loop();
+        let assigning = Arc::clone(&me).assignment_loop();
+        tokio::select! {
+            _ = shutdown => {}
+            _ = reporting => {}
+            _ = assigning => {}
+        }
+    }
+
+    /// Posts the `HostUpdate` at start (then writes `reported.json`), whenever the
+    /// record changes, and at least every `report_every`.
+    async fn report_loop(self: Arc<Self>) {
+        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+        let mut reported = false;
+        let mut last: Option<(String, std::time::Instant)> = None;
+        loop {
+            let update = self.host_update();
+            let fingerprint = serde_json::to_string(&update.update).unwrap_or_default();
+            let due = match &last {
+                None => true,
+                Some((fp, at)) => *fp != fingerprint || at.elapsed() >= self.cfg.report_every,
+            };
+            if due {
+                match self.source.report_update(&self.cfg.host, &update).await {
+                    Ok(()) => {
+                        backoff.reset();
+                        last = Some((fingerprint, std::time::Instant::now()));
+                        if !reported {
+                            reported = true;
+                            let r = Reported {
+                                pid: self.running.pid,
+                                start_time_ticks: self.running.start_time_ticks,
+                                exe_sha256: self.running.exe_sha256.clone(),
+                                at_ms: now_ms(),
+                            };
+                            if let Err(e) = write_json(&self.cfg.dir.reported_file(), &r) {
+                                self.log_once(&format!("update: {}", chain(&e)));
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        self.log_once(&format!("release report: {}", e.0));
+                        tokio::time::sleep(jittered(backoff.next_delay(), 4)).await;
+                        continue;
+                    }
+                }
+            }
+            // The watchdog changes update.json without telling: look twice a second.
+            let _ = tokio::time::timeout(Duration::from_millis(500), self.changed.notified()).await;
+        }
+    }
+
+    async fn assignment_loop(self: Arc<Self>) {
+        let mut index = 0u64;
+        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+        let mut pending: Option<Assignment> = None;
+        loop {
+            let answer = self
+                .source
+                .release_assignment(&self.cfg.host, index, jittered(self.cfg.wait, 16))
+                .await;
+            match answer {
+                Ok(a) => {
+                    backoff.reset();
+                    index = a.index;
+                    pending = a.assignment;
+                }
+                Err(e) => {
+                    self.log_once(&format!("release assignment: {}", e.0));
+                    tokio::time::sleep(jittered(backoff.next_delay(), 4)).await;
+                }
+            }
+            if let Some(a) = &pending {
+                if self.consider(a).await {
+                    self.changed.notify_one();
+                }
+            }
+        }
+    }
+
+    fn record_refusal(&self, a: &Assignment, mut rec: UpdateRecord) {
+        (self.cfg.log)(&format!(
+            "release {} {} (rollout {}) refused: {}: {}",
+            a.name,
+            a.version,
+            a.rollout,
+            rec.reason.map(|r| r.as_str()).unwrap_or("?"),
+            rec.detail
+        ));
+        match &self.cfg.root {
+            Some(root) => {
+                if let Err(e) = rec.save(root) {
+                    self.log_once(&format!("update: {}", chain(&e)));
+                    *self.refusal.lock().expect("not poisoned") = Some(rec);
+                }
+            }
+            None => *self.refusal.lock().expect("not poisoned") = Some(rec),
+        }
+    }
+
+    /// Takes assignment `a` as far as this process goes (see the module docs); whether
+    /// the record changed.
+    pub async fn consider(&self, a: &Assignment) -> bool {
+        if a.name != AGENT_RELEASE {
+            self.log_once(&format!(
+                "release {} {} is not the agent's ({AGENT_RELEASE}): not applied by the agent",
+                a.name, a.version
+            ));
+            return false;
+        }
+        let existing = self.current_record();
+        if let Some(rec) = &existing {
+            if rec.is_for(a) && rec.step != Step::Downloading {
+                // Handled already (finished, or a watchdog owns it): a replay changes
+                // nothing.
+                return false;
+            }
+            if rec.needs_watchdog() {
+                self.log_once(&format!(
+                    "release {} {} waits: the update to {} {} is still in progress",
+                    a.name, a.version, rec.name, rec.version
+                ));
+                return false;
+            }
+        }
+        match self.apply(a).await {
+            Ok(()) => true,
+            Err(rec) => {
+                self.record_refusal(a, *rec);
+                true
+            }
+        }
+    }
+
+    /// Verifies, downloads, stages and hands over to the watchdog; the refusal record
+    /// otherwise.
+    async fn apply(&self, a: &Assignment) -> Result<(), Box<UpdateRecord>> {
+        let refuse = |r: Refusal| Box::new(UpdateRecord::refused(a, &r));
+        // 1. The signature, before anything else.
+        let Some(keys) = &self.cfg.keys else {
+            return Err(refuse(Refusal::new(
+                Reason::SignatureInvalid,
+                format!(
+                    "no trusted key is pinned (agent run --trusted-key FILE, or {}/*.pub)",
+                    self.cfg.dir.trusted_keys_dir().display()
+                ),
+            )));
+        };
+        let (key_id, manifest) = keys
+            .verify(a.manifest.as_bytes(), &a.signature)
+            .map_err(&refuse)?;
+        if manifest.name != a.name || manifest.version != a.version {
+            return Err(refuse(Refusal::new(
+                Reason::SignatureInvalid,
+                format!(
+                    "the assignment names {} {} but the signed manifest is {} {}",
+                    a.name, a.version, manifest.name, manifest.version
+                ),
+            )));
+        }
+        let with_manifest = |r: Refusal| {
+            let mut rec = UpdateRecord::refused(a, &r);
+            rec.serial = manifest.serial;
+            rec.key_id = key_id.clone();
+            Box::new(rec)
+        };
+        let acceptance_path = self.cfg.dir.acceptance_file();
+        let mut acceptance: Acceptance = read_json(&acceptance_path).unwrap_or_default();
+        let (os, arch) = flotilla_release::Platform::current();
+        let artifact = acceptance
+            .check(&key_id, &manifest, os, arch, now_ms())
+            .map_err(with_manifest)?
+            .clone();
+        acceptance.accept(&key_id, manifest.serial);
+        if let Err(e) = write_json(&acceptance_path, &acceptance) {
+            self.log_once(&format!("update: {}", chain(&e)));
+        }
+        let sha = artifact.sha256.clone();
+        let with_sha = |r: Refusal| {
+            let mut rec = with_manifest(r);
+            rec.sha256 = sha.clone();
+            rec
+        };
+        let now = now_ms();
+        let mut rec = UpdateRecord {
+            format: UPDATE_FORMAT,
+            rollout: a.rollout,
+            name: a.name.clone(),
+            version: a.version.clone(),
+            serial: manifest.serial,
+            key_id: key_id.clone(),
+            sha256: sha.clone(),
+            from: None,
+            to: None,
+            state: UpdateState::Downloading,
+            step: Step::Downloading,
+            min_healthy_ms: a.min_healthy_ms,
+            timeout_ms: a.timeout_ms,
+            started_ms: now,
+            updated_ms: now,
+            attempts: Vec::new(),
+            reason: None,
+            detail: String::new(),
+            evidence: Vec::new(),
+            agent: None,
+            supervisor: self.cfg.supervisor.to_string(),
+            seen: Vec::new(),
+            rollbacks: 0,
+        };
+        // 2. Already running it: nothing to restart.
+        if self.running.exe_sha256 == format!("sha256:{sha}") {
+            rec.state = UpdateState::Updated;
+            rec.step = Step::Done;
+            rec.evidence.push(format!(
+                "pid {} already runs sha256:{sha} (measured): nothing to restart",
+                self.running.pid
+            ));
+            (self.cfg.log)(&format!(
+                "release {} {}: this agent already runs it",
+                a.name, a.version
+            ));
+            match &self.cfg.root {
+                Some(root) => {
+                    if let Err(e) = rec.save(root) {
+                        self.log_once(&format!("update: {}", chain(&e)));
+                    }
+                }
+                None => *self.refusal.lock().expect("not poisoned") = Some(rec),
+            }
+            return Ok(());
+        }
+        let Some(root) = &self.cfg.root else {
+            return Err(with_sha(Refusal::new(
+                Reason::InstallFailed,
+                "this agent does not run from an install root (flotilla agent install --root DIR, or agent run --install-root DIR)",
+            )));
+        };
+        match root.skipped(&sha) {
+            Ok(Some(skip)) => {
+                return Err(with_sha(Refusal::new(
+                    Reason::Skipped,
+                    format!(
+                        "{} {} (sha256:{sha}) was rolled back here ({}): never applied again",
+                        skip.name, skip.version, skip.reason
+                    ),
+                )))
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Err(with_sha(Refusal::new(
+                    Reason::InstallFailed,
+                    format!("skip list: {e}"),
+                )))
+            }
+        }
+        let Some(from) = self.running_side(root) else {
+            return Err(with_sha(Refusal::new(
+                Reason::InstallFailed,
+                format!(
+                    "this agent's binary is not one of {}'s versions: it cannot be rolled back to",
+                    root.root().display()
+                ),
+            )));
+        };
+        rec.from = Some(from);
+        if let Err(e) = rec.save(root) {
+            return Err(with_sha(Refusal::new(Reason::InstallFailed, chain(&e))));
+        }
+        self.changed.notify_one();
+        (self.cfg.log)(&format!(
+            "release {} {} (rollout {}, serial {}, signed by {key_id}): downloading sha256:{sha}",
+            a.name, a.version, a.rollout, manifest.serial
+        ));
+        // 3. Download, verify, stage.
+        let tmp = self.download(root, &artifact).await.map_err(&with_sha)?;
+        let staged = root.stage(&a.version, &sha, &tmp);
+        let _ = std::fs::remove_file(&tmp);
+        let staged = staged
+            .map_err(|e| with_sha(Refusal::new(Reason::InstallFailed, format!("staging: {e}"))))?;
+        rec.to = Some(Side::of(&staged, &sha));
+        rec.agent = Some(self.old_agent());
+        rec.state = UpdateState::Staged;
+        rec.step = Step::Staged;
+        rec.attempt(format!("staged {}", staged.dir.display()));
+        rec.save(root)
+            .map_err(|e| with_sha(Refusal::new(Reason::InstallFailed, chain(&e))))?;
+        // 4. The watchdog takes over.
+        if let Err(e) = self.spawn_watchdog(&rec) {
+            return Err(with_sha(Refusal::new(
+                Reason::InstallFailed,
+                format!("the update watchdog cannot be started: {e}"),
+            )));
+        }
+        (self.cfg.log)(&format!(
+            "release {} {} staged in {}; the watchdog flips and restarts through {}",
+            a.name,
+            a.version,
+            staged.dir.display(),
+            self.cfg.supervisor
+        ));
+        Ok(())
+    }
+
+    /// The version directory this process runs from, with its measured digest.
+    fn running_side(&self, root: &InstallRoot) -> Option<Side> {
+        let exe = std::fs::read_link("/proc/self/exe").ok()?;
+        let exe = flotilla_exec::identity::strip_deleted(&exe).to_path_buf();
+        let sha = self.running.exe_sha256.strip_prefix("sha256:")?.to_string();
+        for v in [root.current(), root.previous()].into_iter().flatten() {
+            if v.binary.canonicalize().ok().as_deref() == Some(exe.as_path()) {
+                return Some(Side::of(&v, &sha));
+            }
+        }
+        let versions = root.root().join("versions").canonicalize().ok()?;
+        let dir = exe.parent()?;
+        if dir.parent()? != versions || exe.file_name()? != root.binary_name() {
+            return None;
+        }
+        let name = dir.file_name()?.to_string_lossy().into_owned();
+        let (version, sha12) = name.rsplit_once('-')?;
+        Some(Side::of(
+            &VersionDir {
+                version: version.to_string(),
+                sha12: sha12.to_string(),
+                dir: dir.to_path_buf(),
+                binary: exe.clone(),
+            },
+            &sha,
+        ))
+    }
+
+    fn old_agent(&self) -> OldAgent {
+        let argv: Vec<String> = std::fs::read("/proc/self/cmdline")
+            .map(|b| {
+                b.strip_suffix(&[0])
+                    .unwrap_or(&b)
+                    .split(|c| *c == 0)
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect()
+            })
+            .unwrap_or_else(|_| std::env::args().collect());
+        OldAgent {
+            pid: self.running.pid,
+            start_time_ticks: self.running.start_time_ticks,
+            exe_sha256: self.running.exe_sha256.clone(),
+            argv,
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        }
+    }
+
+    /// Downloads `artifact` into `<root>/downloads/` and checks size and digest; the
+    /// temporary file. Tried three times (1 s, 2 s apart) when the transfer fails; a
+    /// file that arrives whole with the wrong digest or size is not tried again.
+    async fn download(
+        &self,
+        root: &InstallRoot,
+        artifact: &flotilla_release::Artifact,
+    ) -> Result<PathBuf, Refusal> {
+        let mut delay = Duration::from_secs(1);
+        let mut last = String::new();
+        for attempt in 1..=3 {
+            let (file, tmp) = root.temp_download().map_err(|e| {
+                Refusal::new(Reason::InstallFailed, format!("downloads directory: {e}"))
+            })?;
+            drop(file);
+            let fetched = match (&artifact.blob, &artifact.url) {
+                (Some(blob), _) => self
+                    .source
+                    .download_blob(blob, &tmp)
+                    .await
+                    .map_err(|e| Refusal::new(Reason::DownloadFailed, e.0)),
+                (None, Some(url)) => fetch_url(url, &tmp, artifact.size).await,
+                (None, None) => Err(Refusal::new(
+                    Reason::DownloadFailed,
+                    "the artifact names neither a blob nor a URL",
+                )),
+            };
+            match fetched {
+                Ok(_) => {
+                    let verified = {
+                        let (tmp, sha, size) =
+                            (tmp.clone(), artifact.sha256.clone(), artifact.size);
+                        tokio::task::spawn_blocking(move || {
+                            flotilla_release::artifact::verify_file(&tmp, &sha, size)
+                        })
+                        .await
+                        .unwrap_or_else(|e| {
+                            Err(Refusal::new(Reason::DownloadFailed, e.to_string()))
+                        })
+                    };
+                    return match verified {
+                        Ok(_) => Ok(tmp),
+                        Err(r) => {
+                            let _ = std::fs::remove_file(&tmp);
+                            Err(r)
+                        }
+                    };
+                }
+                Err(r) if r.reason == Reason::SizeMismatch => {
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(r);
+                }
+                Err(r) => {
+                    let _ = std::fs::remove_file(&tmp);
+                    last = r.detail;
+                    if attempt < 3 {
+                        self.log_once(&format!("download attempt {attempt} of 3 failed: {last}"));
+                        tokio::time::sleep(delay).await;
+                        delay *= 2;
+                    }
+                }
+            }
+        }
+        Err(Refusal::new(
+            Reason::DownloadFailed,
+            format!("3 attempts failed, the last: {last}"),
+        ))
+    }
+
+    /// Starts the watchdog for `rec` from the binary the update started from (else this
+    /// one), detached so that it outlives this process.
+    fn spawn_watchdog(&self, rec: &UpdateRecord) -> std::io::Result<()> {
+        let root = self
+            .cfg
+            .root
+            .as_ref()
+            .ok_or_else(|| std::io::Error::other("no install root"))?;
+        let program = match &self.cfg.watchdog_program {
+            Some(p) => p.clone(),
+            None => rec
+                .from
+                .as_ref()
+                .map(|f| f.binary.clone())
+                .filter(|b| b.is_file())
+                .map_or_else(std::env::current_exe, Ok)?,
+        };
+        let supervisor = Supervisor::parse(&rec.supervisor)
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| self.cfg.supervisor.clone());
+        let args: Vec<std::ffi::OsString> = vec![
+            "agent".into(),
+            "update-watch".into(),
+            "--root".into(),
+            root.root().as_os_str().to_owned(),
+            "--state-dir".into(),
+            self.cfg.state_dir.as_os_str().to_owned(),
+            "--supervisor".into(),
+            supervisor.to_string().into(),
+        ];
+        let tag = format!("{}-{}", rec.rollout, now_ms());
+        let mut cmd =
+            supervisor.watchdog_command(&program, &args, &tag, &self.cfg.dir.watch_log_file())?;
+        let mut child = cmd.spawn()?;
+        if matches!(supervisor, Supervisor::Systemd { .. }) {
+            // systemd-run returns once the transient unit started.
+            let status = child.wait()?;
+            if !status.success() {
+                return Err(std::io::Error::other(format!("systemd-run: {status}")));
+            }
+        } else {
+            // Reaped when it ends (while this process lives); it never waits on us.
+            std::thread::spawn(move || {
+                let _ = child.wait();
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Fetches `url` into `dest`, refusing as soon as more than `size` bytes arrive. HTTPS
+/// is verified against the system's roots (the digest is checked after anyway).
+async fn fetch_url(url: &str, dest: &Path, size: u64) -> Result<u64, Refusal> {
+    use std::io::Write;
+    let failed = |m: String| Refusal::new(Reason::DownloadFailed, format!("{url}: {m}"));
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(c);
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| failed(e.to_string()))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let http = reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .connect_timeout(Duration::from_secs(10))
+        .read_timeout(Duration::from_secs(60))
+        .build()
+        .map_err(|e| failed(e.to_string()))?;
+    let mut resp = http
+        .get(url)
+        .send()
+        .await
+        .and_then(|r| r.error_for_status())
+        .map_err(|e| failed(chain(&e)))?;
+    let mut file = std::fs::File::create(dest).map_err(|e| failed(e.to_string()))?;
+    let mut written = 0u64;
+    while let Some(chunk) = resp.chunk().await.map_err(|e| failed(chain(&e)))? {
+        written += chunk.len() as u64;
+        if written > size {
+            return Err(Refusal::new(
+                Reason::SizeMismatch,
+                format!("{url} sent more than the manifest's {size} bytes"),
+            ));
+        }
+        file.write_all(&chunk).map_err(|e| failed(e.to_string()))?;
+    }
+    file.sync_all().map_err(|e| failed(e.to_string()))?;
+    Ok(written)
+}
+
+/// An error and its causes, one line.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flotilla_release::{Artifact, Manifest, Platform};
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// The authority, as far as the updater sees it: blobs by digest, reports kept.
+    #[derive(Default)]
+    struct Fake {
+        blobs: Mutex<HashMap<String, Vec<u8>>>,
+        downloads: AtomicUsize,
+        reports: Mutex<Vec<HostUpdate>>,
+    }
+
+    impl ReleaseSource for Fake {
+        async fn release_assignment(
+            &self,
+            _host: &str,
+            _index: u64,
+            _wait: Duration,
+        ) -> Result<ReleaseAssignment, ClientError> {
+            std::future::pending().await
+        }
+
+        async fn report_update(&self, _host: &str, u: &HostUpdate) -> Result<(), ClientError> {
+            self.reports.lock().unwrap().push(u.clone());
+            Ok(())
+        }
+
+        async fn download_blob(&self, sha256: &str, dest: &Path) -> Result<u64, ClientError> {
+            self.downloads.fetch_add(1, Ordering::SeqCst);
+            let bytes = self
+                .blobs
+                .lock()
+                .unwrap()
+                .get(sha256)
+                .cloned()
+                .ok_or_else(|| ClientError(format!("404: no blob {sha256}")))?;
+            std::fs::write(dest, &bytes).unwrap();
+            Ok(bytes.len() as u64)
+        }
+    }
+
+    const NEW: &[u8] = b"#!/bin/sh\necho the new build\n";
+
+    fn sha(bytes: &[u8]) -> String {
+        use sha2::Digest;
+        flotilla_release::artifact::hex(&sha2::Sha256::digest(bytes))
+    }
+
+    /// A host whose install root's current version is this test binary (a symlink to
+    /// it), trusting one key; a second key it does not trust.
+    struct Fixture {
+        t: tempfile::TempDir,
+        root: InstallRoot,
+        dir: AgentDir,
+        secret: String,
+        foreign_secret: String,
+        keys: TrustedKeys,
+        fake: Arc<Fake>,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let t = tempfile::tempdir().unwrap();
+            let root = InstallRoot::new(t.path().join("root"), BINARY);
+            let me = std::fs::read_link("/proc/self/exe").unwrap();
+            let v = root.version_dir("0.1.0", &"a".repeat(64)).unwrap();
+            std::fs::create_dir_all(&v.dir).unwrap();
+            std::os::unix::fs::symlink(&me, &v.binary).unwrap();
+            std::os::unix::fs::symlink(
+                format!("versions/{}", v.name()),
+                root.root().join("current"),
+            )
+            .unwrap();
+            let keys_dir = t.path().join("keys");
+            std::fs::create_dir_all(&keys_dir).unwrap();
+            let k = flotilla_release::keygen(&keys_dir, "ours", false).unwrap();
+            let f = flotilla_release::keygen(&keys_dir, "theirs", false).unwrap();
+            let keys =
+                TrustedKeys::from_texts(&[&std::fs::read_to_string(&k.public_path).unwrap()])
+                    .unwrap();
+            Fixture {
+                dir: AgentDir::new(&t.path().join("state")),
+                root,
+                secret: std::fs::read_to_string(&k.secret_path).unwrap(),
+                foreign_secret: std::fs::read_to_string(&f.secret_path).unwrap(),
+                keys,
+                fake: Arc::new(Fake::default()),
+                t,
+            }
+        }
+
+        fn updater(&self, keys: bool) -> Updater<Fake> {
+            let cfg = UpdaterConfig {
+                host: "h".into(),
+                dir: self.dir.clone(),
+                state_dir: self.t.path().join("state"),
+                root: Some(self.root.clone()),
+                keys: keys.then(|| self.keys.clone()),
+                supervisor: Supervisor::None,
+                wait: Duration::from_secs(30),
+                report_every: Duration::from_secs(30),
+                log: Arc::new(|_| {}),
+                watchdog_program: Some("/bin/true".into()),
+            };
+            Updater::start(cfg, Arc::clone(&self.fake)).unwrap()
+        }
+
+        fn manifest(&self, version: &str, serial: u64, bytes: &[u8]) -> Manifest {
+            let (os, arch) = Platform::current();
+            self.fake
+                .blobs
+                .lock()
+                .unwrap()
+                .insert(sha(bytes), bytes.to_vec());
+            Manifest {
+                name: AGENT_RELEASE.into(),
+                version: version.into(),
+                serial,
+                expires: "2099-01-01T00:00:00Z".into(),
+                artifacts: vec![Artifact {
+                    os: os.into(),
+                    arch: arch.into(),
+                    url: None,
+                    blob: Some(sha(bytes)),
+                    sha256: sha(bytes),
+                    size: bytes.len() as u64,
+                }],
+            }
+        }
+
+        fn assignment(&self, m: &Manifest, rollout: u64, secret: Option<&str>) -> Assignment {
+            let bytes = m.to_bytes();
+            Assignment {
+                rollout,
+                name: m.name.clone(),
+                version: m.version.clone(),
+                manifest: String::from_utf8(bytes.clone()).unwrap(),
+                signature: secret
+                    .map(|s| flotilla_release::sign(s, &bytes, "test").unwrap())
+                    .unwrap_or_default(),
+                min_healthy_ms: 1000,
+                timeout_ms: 10_000,
+            }
+        }
+
+        fn record(&self) -> UpdateRecord {
+            UpdateRecord::load(&self.root)
+                .unwrap()
+                .expect("update.json")
+        }
+
+        fn staged_versions(&self) -> usize {
+            self.root.versions().unwrap().len()
+        }
+    }
+
+    async fn refused(f: &Fixture, u: &Updater<Fake>, a: &Assignment, reason: Reason) {
+        assert!(u.consider(a).await);
+        let rec = f.record();
+        assert_eq!(rec.state, UpdateState::Refused, "{rec:#?}");
+        assert_eq!(rec.reason, Some(reason), "{rec:#?}");
+        assert_eq!(f.staged_versions(), 1, "nothing staged");
+        assert!(std::fs::read_dir(f.root.downloads_dir())
+            .map(|d| d.count() == 0)
+            .unwrap_or(true));
+    }
+
+    #[tokio::test]
+    async fn the_signature_is_checked_before_anything_is_downloaded() {
+        let f = Fixture::new();
+        let u = f.updater(true);
+        let m = f.manifest("0.2.0", 5, NEW);
+        refused(&f, &u, &f.assignment(&m, 1, None), Reason::SignatureInvalid).await;
+        assert!(
+            f.record().detail.contains("unsigned"),
+            "{}",
+            f.record().detail
+        );
+        refused(
+            &f,
+            &u,
+            &f.assignment(&m, 2, Some(&f.foreign_secret)),
+            Reason::SignatureInvalid,
+        )
+        .await;
+        assert!(
+            f.record().detail.contains("signed by key"),
+            "{}",
+            f.record().detail
+        );
+        // A manifest edited after signing.
+        let mut a = f.assignment(&m, 3, Some(&f.secret));
+        a.manifest = a.manifest.replace("0.2.0", "0.2.1");
+        a.version = "0.2.1".into();
+        refused(&f, &u, &a, Reason::SignatureInvalid).await;
+        // No key pinned at all.
+        let none = f.updater(false);
+        refused(
+            &f,
+            &none,
+            &f.assignment(&m, 4, Some(&f.secret)),
+            Reason::SignatureInvalid,
+        )
+        .await;
+        assert_eq!(f.fake.downloads.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn expired_rolled_back_serials_and_other_platforms_are_refused() {
+        let f = Fixture::new();
+        let u = f.updater(true);
+        let mut m = f.manifest("0.2.0", 5, NEW);
+        m.expires = "2001-01-01T00:00:00Z".into();
+        refused(
+            &f,
+            &u,
+            &f.assignment(&m, 1, Some(&f.secret)),
+            Reason::Expired,
+        )
+        .await;
+        let mut m = f.manifest("0.2.0", 5, NEW);
+        m.artifacts[0].os = "plan9".into();
+        refused(
+            &f,
+            &u,
+            &f.assignment(&m, 2, Some(&f.secret)),
+            Reason::NoMatchingArtifact,
+        )
+        .await;
+        // A higher serial accepted before from this key: a lower one is a rollback attack.
+        let mut acc = Acceptance::default();
+        acc.accept(&f.keys.key_ids()[0], 9);
+        write_json(&f.dir.acceptance_file(), &acc).unwrap();
+        let m = f.manifest("0.2.0", 5, NEW);
+        refused(
+            &f,
+            &u,
+            &f.assignment(&m, 3, Some(&f.secret)),
+            Reason::SerialRollback,
+        )
+        .await;
+        assert_eq!(f.fake.downloads.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_or_wrongly_sized_artifact_is_refused_after_download() {
+        let f = Fixture::new();
+        let u = f.updater(true);
+        let m = f.manifest("0.2.0", 5, NEW);
+        // The authority serves other bytes under the digest.
+        f.fake
+            .blobs
+            .lock()
+            .unwrap()
+            .insert(sha(NEW), b"#!/bin/sh\necho evil!!!!!!!!!\n".to_vec());
+        refused(
+            &f,
+            &u,
+            &f.assignment(&m, 1, Some(&f.secret)),
+            Reason::DigestMismatch,
+        )
+        .await;
+        let mut m = f.manifest("0.2.1", 6, NEW);
+        m.artifacts[0].size += 1;
+        refused(
+            &f,
+            &u,
+            &f.assignment(&m, 2, Some(&f.secret)),
+            Reason::SizeMismatch,
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn a_signed_release_is_staged_and_handed_to_the_watchdog_once() {
+        let f = Fixture::new();
+        let u = f.updater(true);
+        let m = f.manifest("0.2.0", 5, NEW);
+        let a = f.assignment(&m, 1, Some(&f.secret));
+        assert!(u.consider(&a).await);
+        let rec = f.record();
+        assert_eq!(rec.state, UpdateState::Staged, "{rec:#?}");
+        assert_eq!(rec.sha256, sha(NEW));
+        assert_eq!(rec.key_id, f.keys.key_ids()[0]);
+        let to = rec.to.clone().unwrap();
+        assert_eq!(std::fs::read(&to.binary).unwrap(), NEW);
+        let from = rec.from.clone().unwrap();
+        assert_eq!(from.version, "0.1.0");
+        assert_eq!(from.measured(), u.running().exe_sha256);
+        let agent = rec.agent.clone().unwrap();
+        assert_eq!(agent.pid, std::process::id());
+        assert!(!agent.argv.is_empty());
+        // The serial is remembered for this key.
+        let acc: Acceptance = read_json(&f.dir.acceptance_file()).unwrap();
+        assert_eq!(acc.highest[&f.keys.key_ids()[0]], 5);
+        // A replay of the same assignment changes nothing.
+        assert!(!u.consider(&a).await);
+        assert_eq!(f.fake.downloads.load(Ordering::SeqCst), 1);
+        // Another release waits while this one is in progress.
+        let m2 = f.manifest("0.3.0", 6, b"#!/bin/sh\n");
+        assert!(!u.consider(&f.assignment(&m2, 2, Some(&f.secret))).await);
+        assert_eq!(f.record().version, "0.2.0");
+    }
+
+    #[tokio::test]
+    async fn a_skipped_version_is_never_applied_again() {
+        let f = Fixture::new();
+        let u = f.updater(true);
+        f.root
+            .add_skip(flotilla_release::SkipEntry {
+                name: AGENT_RELEASE.into(),
+                version: "0.2.0".into(),
+                sha256: sha(NEW),
+                reason: Reason::CrashLoop,
+                at_ms: 1,
+            })
+            .unwrap();
+        let m = f.manifest("0.2.0", 5, NEW);
+        refused(
+            &f,
+            &u,
+            &f.assignment(&m, 7, Some(&f.secret)),
+            Reason::Skipped,
+        )
+        .await;
+        assert!(f.record().detail.contains("CrashLoop"));
+        assert_eq!(f.fake.downloads.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_release_already_running_is_updated_without_a_restart() {
+        let f = Fixture::new();
+        let u = f.updater(true);
+        let me = std::fs::read(std::fs::read_link("/proc/self/exe").unwrap()).unwrap();
+        let m = f.manifest("0.1.0", 5, &me);
+        assert!(u.consider(&f.assignment(&m, 1, Some(&f.secret))).await);
+        let rec = f.record();
+        assert_eq!(rec.state, UpdateState::Updated);
+        assert_eq!(f.fake.downloads.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn every_start_writes_running_then_reported_once_the_report_is_accepted() {
+        let f = Fixture::new();
+        let u = f.updater(true);
+        let running: Running = read_json(&f.dir.running_file()).unwrap();
+        assert_eq!(running.pid, std::process::id());
+        assert_eq!(&running, u.running());
+        assert!(read_json::<Reported>(&f.dir.reported_file()).is_none());
+        let reported = f.dir.reported_file();
+        let done = async {
+            while read_json::<Reported>(&reported).is_none() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), u.run(done))
+            .await
+            .unwrap();
+        let r: Reported = read_json(&reported).unwrap();
+        assert_eq!(r.pid, running.pid);
+        assert_eq!(r.exe_sha256, running.exe_sha256);
+        let reports = f.fake.reports.lock().unwrap();
+        assert_eq!(
+            reports[0].running_sha256.as_ref(),
+            Some(&running.exe_sha256)
+        );
+        assert_eq!(reports[0].pid, Some(running.pid));
+    }
+}

@@ -1,0 +1,451 @@
+//! Releases end to end on this machine: a real `flotilla serve`, three real agents
+//! (run by hand, each from its own install root, pinning the release key), a release
+//! signed with `flotilla release sign` and relayed by `release publish`, rolled out
+//! with `release rollout` / `approve`: canary first, approval honoured, every host
+//! proven `Updated` by the digest measured from its running agent's `/proc/<pid>/exe`;
+//! a bad build halts the rollout after the canary, which is back on the previous
+//! version (measured) while the other hosts were never touched; refused releases
+//! change nothing.
+
+mod common;
+
+use common::authority::Authority;
+use common::{pids_with_arg, KillOnDrop};
+use flotilla_testkit::wait_until;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const DEADLINE: Duration = Duration::from_secs(90);
+
+const HOSTS: [&str; 3] = ["r1", "r2", "r3"];
+
+fn inventory() -> String {
+    let mut t = String::new();
+    for h in HOSTS {
+        t.push_str(&format!(
+            "[hosts.{h}]\ntransport = \"agent\"\nplatform = \"linux-x86_64\"\nlabels = {{ pool = \"test\" }}\n\n"
+        ));
+    }
+    t
+}
+
+/// One agent host: an install root with this `flotilla` installed, a state dir.
+struct Host {
+    name: &'static str,
+    dir: PathBuf,
+    root: PathBuf,
+    state: PathBuf,
+}
+
+impl Host {
+    fn new(base: &Path, name: &'static str, a: &Authority, public_key: &Path) -> Host {
+        let dir = base.join(name);
+        let root = dir.join("install");
+        let state = dir.join("state");
+        std::fs::create_dir_all(&dir).unwrap();
+        let h = Host {
+            name,
+            dir,
+            root,
+            state,
+        };
+        let out = h
+            .command(Path::new(env!("CARGO_BIN_EXE_flotilla")))
+            .args(["agent", "install", "--root"])
+            .arg(&h.root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "agent install: {out:?}");
+        let token = a.run(&["serve", "token", "create", "--host", name, "--json"]);
+        assert_eq!(token.code, 0, "{token:?}");
+        let t = token.json();
+        let out = h
+            .command(&h.current())
+            .args([
+                "agent",
+                "join",
+                &a.url,
+                t["token"].as_str().unwrap(),
+                "--ca-hash",
+                t["ca_hash"].as_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "agent join: {out:?}");
+        let keys = h.state.join("agent").join("trusted-keys");
+        std::fs::create_dir_all(&keys).unwrap();
+        std::fs::copy(public_key, keys.join("release.pub")).unwrap();
+        h
+    }
+
+    fn current(&self) -> PathBuf {
+        self.root.join("current").join("flotilla")
+    }
+
+    fn command(&self, program: &Path) -> Command {
+        let mut c = Command::new(program);
+        c.current_dir(&self.dir)
+            .env_remove("FLOTILLA_FILE")
+            .env_remove("FLOTILLA_SERVER")
+            .env("HOME", &self.dir)
+            .env("FLOTILLA_STATE_DIR", &self.state)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Starts `<root>/current/flotilla agent run` by hand.
+    fn start(&self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("agent.log"))
+            .unwrap();
+        let child = self
+            .command(&self.current())
+            .args([
+                "agent",
+                "run",
+                "--host",
+                self.name,
+                "--supervisor",
+                "none",
+                "--check-every",
+                "500ms",
+                "--report-every",
+                "1s",
+            ])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        // Reaped by a thread: the watchdog kills it during an update.
+        std::thread::spawn(move || {
+            let mut child = child;
+            let _ = child.wait();
+        });
+    }
+
+    /// The pids of this host's `agent run` processes (its state directory is in their
+    /// environment, not in their arguments).
+    fn agent_pids(&self) -> Vec<u32> {
+        let marker = format!("FLOTILLA_STATE_DIR={}", self.state.display());
+        pids_with_arg("run")
+            .into_iter()
+            .filter(|p| {
+                std::fs::read(format!("/proc/{p}/environ"))
+                    .map(|e| e.split(|&c| c == 0).any(|v| v == marker.as_bytes()))
+                    .unwrap_or(false)
+            })
+            .collect()
+    }
+
+    /// The measured digest (`sha256:<hex>`) of the one agent running for this host.
+    fn measured(&self) -> Option<String> {
+        let pids = self.agent_pids();
+        let [pid] = pids.as_slice() else {
+            return None;
+        };
+        flotilla_exec::identity::measure(*pid)
+            .ok()
+            .flatten()
+            .map(|i| i.exe_sha256)
+    }
+
+    fn log(&self) -> String {
+        let mut s = std::fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default();
+        s.push_str(
+            &std::fs::read_to_string(self.state.join("agent").join("agent.log"))
+                .unwrap_or_default(),
+        );
+        s
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        for p in self.agent_pids() {
+            let _ = KillOnDrop(p);
+        }
+    }
+}
+
+fn sha256_of(path: &Path) -> String {
+    format!(
+        "sha256:{}",
+        flotilla_release::artifact::sha256_file(path).unwrap()
+    )
+}
+
+struct Fleet {
+    a: Authority,
+    hosts: Vec<Host>,
+    key: PathBuf,
+}
+
+impl Fleet {
+    fn new() -> Fleet {
+        let a = Authority::new(&inventory());
+        assert_eq!(a.publish(&[]).code, 0);
+        let keygen = a.run(&["release", "keygen", "--dir", "keys", "--name", "release"]);
+        assert_eq!(keygen.code, 0, "{keygen:?}");
+        let public = a.ws.path().join("keys/release.pub");
+        let base = a.ws.path().join("hosts");
+        let hosts: Vec<Host> = HOSTS
+            .iter()
+            .map(|h| Host::new(&base, h, &a, &public))
+            .collect();
+        for h in &hosts {
+            h.start();
+        }
+        let f = Fleet {
+            key: a.ws.path().join("keys/release.key"),
+            a,
+            hosts,
+        };
+        // Every agent said what it runs (the rollout takes each host's platform there).
+        f.wait("every agent to report its identity", |f| {
+            let s = f.a.run(&["status", "--json"]);
+            s.code == 0 && f.hosts.iter().all(|h| h.measured().is_some())
+        });
+        f
+    }
+
+    fn wait(&self, what: &str, mut cond: impl FnMut(&Fleet) -> bool) {
+        if !wait_until(DEADLINE, || cond(self)) {
+            let logs: Vec<String> = self
+                .hosts
+                .iter()
+                .map(|h| format!("--- {} ---\n{}", h.name, h.log()))
+                .collect();
+            let status = self.a.run(&["release", "status", "--json"]);
+            panic!(
+                "timed out waiting for {what}\nrollout: {}\n{}",
+                status.stdout,
+                logs.join("\n")
+            );
+        }
+    }
+
+    /// Writes `bytes` as an artifact, makes, signs and publishes release `version`.
+    fn release(&self, version: &str, serial: u64, bytes: &[u8]) -> (PathBuf, String) {
+        let file = self.a.ws.path().join(format!("flotilla-{version}"));
+        std::fs::write(&file, bytes).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let manifest = format!("release-{version}.json");
+        let r = self.a.run(&[
+            "release",
+            "manifest",
+            "flotilla-agent",
+            version,
+            "--serial",
+            &serial.to_string(),
+            "--artifact",
+            &format!("linux-x86_64={}", file.display()),
+            "-o",
+            &manifest,
+        ]);
+        assert_eq!(r.code, 0, "{r:?}");
+        let r = self.a.run(&[
+            "release",
+            "sign",
+            &manifest,
+            "--key",
+            self.key.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, 0, "{r:?}");
+        let r = self.a.run(&[
+            "release",
+            "publish",
+            &format!("{manifest}.minisig"),
+            "--artifact",
+            file.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, 0, "{r:?}");
+        let sha = sha256_of(&file);
+        (file, sha)
+    }
+
+    fn rollout(&self, version: &str, min_healthy: &str, timeout: &str) -> serde_json::Value {
+        let r = self.a.run(&[
+            "release",
+            "rollout",
+            "flotilla-agent",
+            version,
+            "--selector",
+            "pool=test",
+            "--canary",
+            "1",
+            "--max-in-flight",
+            "2",
+            "--min-healthy",
+            min_healthy,
+            "--timeout",
+            timeout,
+            "--json",
+        ]);
+        assert_eq!(r.code, 0, "{r:?}");
+        r.json()
+    }
+
+    fn status(&self, id: u64) -> serde_json::Value {
+        let r = self
+            .a
+            .run(&["release", "status", &id.to_string(), "--json"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        r.json()
+    }
+}
+
+fn host_phase(r: &serde_json::Value, host: &str) -> String {
+    r["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["host"] == host)
+        .map(|h| h["phase"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default()
+}
+
+/// The test binary with bytes appended: another digest, the same program.
+fn new_build(tag: &str) -> Vec<u8> {
+    let mut b = std::fs::read(env!("CARGO_BIN_EXE_flotilla")).unwrap();
+    b.extend_from_slice(format!("\nflotilla-test-build:{tag}\n").as_bytes());
+    b
+}
+
+#[test]
+fn a_signed_release_rolls_out_canary_first_and_every_host_runs_its_measured_digest() {
+    let f = Fleet::new();
+    let old: Vec<String> = f.hosts.iter().map(|h| h.measured().unwrap()).collect();
+    let (_file, sha) = f.release("2.0.0", 2, &new_build("2.0.0"));
+    let r = f.rollout("2.0.0", "2s", "60s");
+    let id = r["id"].as_u64().unwrap();
+    assert_eq!(r["phase"], "AwaitingApproval");
+    assert_eq!(r["hosts"][0]["canary"], true);
+    // Approval honoured: nothing moves before it (the agents poll and report meanwhile).
+    let reported_before = f.a.run(&["status", "--json"]);
+    assert_eq!(reported_before.code, 0);
+    for (h, old) in f.hosts.iter().zip(&old) {
+        assert_eq!(
+            h.measured().as_ref(),
+            Some(old),
+            "{} changed before approval",
+            h.name
+        );
+    }
+    let r = f.a.run(&["release", "approve", &id.to_string()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    f.wait("the rollout to succeed", |f| {
+        f.status(id)["phase"] == "Succeeded"
+    });
+    let r = f.status(id);
+    let events: Vec<String> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap().to_string())
+        .collect();
+    let canary = r["hosts"][0]["host"].as_str().unwrap().to_string();
+    let canary_done = events
+        .iter()
+        .position(|e| e.contains(&canary) && e.contains("Updated"))
+        .unwrap_or_else(|| panic!("no canary Updated event: {events:#?}"));
+    let first_other = events
+        .iter()
+        .position(|e| !e.contains(&canary) && e.contains("Updating"))
+        .unwrap_or_else(|| panic!("no other host Updating: {events:#?}"));
+    assert!(canary_done < first_other, "canary first: {events:#?}");
+    for h in &f.hosts {
+        assert_eq!(host_phase(&r, h.name), "Updated", "{r:#}");
+        assert_eq!(
+            h.measured().as_deref(),
+            Some(sha.as_str()),
+            "{}: measured digest",
+            h.name
+        );
+    }
+}
+
+#[test]
+fn a_bad_build_halts_after_the_canary_which_is_rolled_back_and_the_rest_is_untouched() {
+    let f = Fleet::new();
+    let old: Vec<String> = f.hosts.iter().map(|h| h.measured().unwrap()).collect();
+    f.release(
+        "3.0.0",
+        3,
+        b"#!/bin/sh\necho this build exits at once >&2\nexit 3\n",
+    );
+    let r = f.rollout("3.0.0", "2s", "30s");
+    let id = r["id"].as_u64().unwrap();
+    let canary = r["hosts"][0]["host"].as_str().unwrap().to_string();
+    assert_eq!(f.a.run(&["release", "approve", &id.to_string()]).code, 0);
+    f.wait("the rollout to halt", |f| f.status(id)["phase"] == "Failed");
+    let r = f.status(id);
+    assert_eq!(host_phase(&r, &canary), "RolledBack", "{r:#}");
+    assert!(r["halted"].is_string(), "{r:#}");
+    for (h, old) in f.hosts.iter().zip(&old) {
+        if h.name == canary {
+            f.wait("the canary's old agent to run again", |_| {
+                h.measured().as_ref() == Some(old)
+            });
+        } else {
+            assert_eq!(host_phase(&r, h.name), "Pending", "{r:#}");
+            assert_eq!(h.measured().as_ref(), Some(old), "{} was touched", h.name);
+        }
+    }
+}
+
+#[test]
+fn refused_releases_change_nothing() {
+    let f = Fleet::new();
+    let old = f.hosts[0].measured().unwrap();
+    // Signed by a key the agents do not trust.
+    let r =
+        f.a.run(&["release", "keygen", "--dir", "other", "--name", "other"]);
+    assert_eq!(r.code, 0);
+    let file = f.a.ws.path().join("flotilla-9");
+    std::fs::write(&file, new_build("9")).unwrap();
+    let manifest = "release-9.json";
+    for args in [
+        vec![
+            "release",
+            "manifest",
+            "flotilla-agent",
+            "9.0.0",
+            "--serial",
+            "9",
+            "--artifact",
+            &format!("linux-x86_64={}", file.display()),
+            "-o",
+            manifest,
+        ],
+        vec!["release", "sign", manifest, "--key", "other/other.key"],
+        vec![
+            "release",
+            "publish",
+            "release-9.json.minisig",
+            "--artifact",
+            file.to_str().unwrap(),
+        ],
+    ] {
+        let r = f.a.run(&args);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let r = f.rollout("9.0.0", "1s", "30s");
+    let id = r["id"].as_u64().unwrap();
+    assert_eq!(f.a.run(&["release", "approve", &id.to_string()]).code, 0);
+    f.wait("the rollout to fail", |f| f.status(id)["phase"] == "Failed");
+    let r = f.status(id);
+    let canary = &r["hosts"][0];
+    assert_eq!(canary["phase"], "Failed", "{r:#}");
+    assert_eq!(canary["reason"], "SignatureInvalid", "{r:#}");
+    assert_eq!(f.hosts[0].measured().as_deref(), Some(old.as_str()));
+    // Nothing was downloaded or staged.
+    let versions: Vec<_> = std::fs::read_dir(f.hosts[0].root.join("versions"))
+        .unwrap()
+        .collect();
+    assert_eq!(versions.len(), 1, "only the installed version");
+}
