@@ -10,7 +10,8 @@
 //! 2. Finds an update in progress in `<root>/update.json` whose watchdog is gone (nobody
 //!    holds `<root>/update.lock`: the agent was killed and restarted mid-update, or the
 //!    watchdog was) and starts a watchdog again, from the binary the update started from;
-//!    it continues from the recorded step.
+//!    it continues from the recorded step. A running agent looks again every
+//!    [`ORPHAN_CHECK`] (a watchdog killed while the agent lives).
 //! 3. Posts a `HostUpdate` (the measured digest and pid, and the update record) to the
 //!    authority until it is accepted, then writes `<state>/agent/reported.json`
 //!    ([`Reported`]): the watchdog proves a restart only by a new pid that wrote it. It
@@ -640,7 +641,16 @@ pub struct Updater<S> {
     changed: tokio::sync::Notify,
     /// The last line logged (not repeated).
     last_logged: Mutex<Option<String>>,
+    /// When this process last started a watchdog.
+    last_spawn: Mutex<Option<std::time::Instant>>,
 }
+
+/// How often a running agent looks for an unfinished update whose watchdog is gone.
+pub const ORPHAN_CHECK: Duration = Duration::from_secs(5);
+
+/// How long after starting a watchdog the agent waits before it counts it as gone
+/// when the lock is free (it may not have taken it yet).
+pub const WATCHDOG_GRACE: Duration = Duration::from_secs(10);
 
 impl<S: ReleaseSource> Updater<S> {
     /// The every-start duties that need no authority: measures this process, writes
@@ -667,26 +677,10 @@ impl<S: ReleaseSource> Updater<S> {
             refusal: Mutex::new(None),
             changed: tokio::sync::Notify::new(),
             last_logged: Mutex::new(None),
+            last_spawn: Mutex::new(None),
         };
+        u.resume_orphan();
         if let Some(root) = &u.cfg.root {
-            match UpdateRecord::load(root) {
-                Ok(Some(rec)) if rec.needs_watchdog() => match try_lock(root) {
-                    Ok(Some(lock)) => {
-                        drop(lock);
-                        (u.cfg.log)(&format!(
-                            "update to {} {} stopped at {:?} without its watchdog: starting it again",
-                            rec.name, rec.version, rec.step
-                        ));
-                        if let Err(e) = u.spawn_watchdog(&rec) {
-                            (u.cfg.log)(&format!("update: the watchdog cannot be started: {e}"));
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(e) => (u.cfg.log)(&format!("update: {}: {e}", lock_path(root).display())),
-                },
-                Ok(_) => {}
-                Err(e) => (u.cfg.log)(&format!("update: {}", chain(&e))),
-            }
             // Downloads of a process that died are of no use to anyone.
             if let Ok(entries) = std::fs::read_dir(root.downloads_dir()) {
                 for e in entries.flatten() {
@@ -695,6 +689,41 @@ impl<S: ReleaseSource> Updater<S> {
             }
         }
         Ok(u)
+    }
+
+    /// Starts a watchdog again for an unfinished update whose watchdog is gone (nobody
+    /// holds `update.lock`), unless this process started one less than
+    /// [`WATCHDOG_GRACE`] ago. At start, and every [`ORPHAN_CHECK`] after.
+    fn resume_orphan(&self) {
+        let Some(root) = &self.cfg.root else {
+            return;
+        };
+        if self
+            .last_spawn
+            .lock()
+            .expect("not poisoned")
+            .is_some_and(|t| t.elapsed() < WATCHDOG_GRACE)
+        {
+            return;
+        }
+        match UpdateRecord::load(root) {
+            Ok(Some(rec)) if rec.needs_watchdog() => match try_lock(root) {
+                Ok(Some(lock)) => {
+                    drop(lock);
+                    (self.cfg.log)(&format!(
+                        "update to {} {} stopped at {:?} without its watchdog: starting it again",
+                        rec.name, rec.version, rec.step
+                    ));
+                    if let Err(e) = self.spawn_watchdog(&rec) {
+                        self.log_once(&format!("update: the watchdog cannot be started: {e}"));
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => self.log_once(&format!("update: {}: {e}", lock_path(root).display())),
+            },
+            Ok(_) => {}
+            Err(e) => self.log_once(&format!("update: {}", chain(&e))),
+        }
     }
 
     /// What this process measured of itself at start.
@@ -750,7 +779,12 @@ impl<S: ReleaseSource> Updater<S> {
         let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
         let mut reported = false;
         let mut last: Option<(String, std::time::Instant)> = None;
+        let mut orphan_check = std::time::Instant::now();
         loop {
+            if orphan_check.elapsed() >= ORPHAN_CHECK {
+                orphan_check = std::time::Instant::now();
+                self.resume_orphan();
+            }
             let update = self.host_update();
             let fingerprint = serde_json::to_string(&update.update).unwrap_or_default();
             let due = match &last {
@@ -1189,6 +1223,7 @@ impl<S: ReleaseSource> Updater<S> {
         let mut cmd =
             supervisor.watchdog_command(&program, &args, &tag, &self.cfg.dir.watch_log_file())?;
         let mut child = cmd.spawn()?;
+        *self.last_spawn.lock().expect("not poisoned") = Some(std::time::Instant::now());
         if matches!(supervisor, Supervisor::Systemd { .. }) {
             // systemd-run returns once the transient unit started.
             let status = child.wait()?;

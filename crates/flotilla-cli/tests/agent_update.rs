@@ -18,7 +18,12 @@
 //! published with its blob, rolled out and approved, is applied by an agent joined to
 //! the authority (rollout `Succeeded`, the host `Updated` with the measured digest); a
 //! release whose binary exits at once halts the rollout with the host `RolledBack`
-//! (`CrashLoop`) and the agent back on its version.
+//! (`CrashLoop`) and the agent back on its version; an agent killed with `kill -9`
+//! during the download stays on its version, and once started again applies the
+//! release. Under the real systemd of the systemd test host: a unit running
+//! `<root>/current/flotilla` is updated through `systemctl restart`, with the watchdog
+//! in a transient unit of its own; a unit pointed at a versioned (stale) path is
+//! `RestartHadNoEffect` and rolled back.
 
 mod common;
 
@@ -45,7 +50,12 @@ struct Host {
 
 impl Host {
     fn new() -> Host {
-        let dir = tempfile::tempdir().expect("temp dir");
+        Host::new_in(&std::env::temp_dir())
+    }
+
+    /// [`Host::new`] in a temporary directory below `parent`.
+    fn new_in(parent: &Path) -> Host {
+        let dir = tempfile::tempdir_in(parent).expect("temp dir");
         std::fs::write(dir.path().join("flotilla.toml"), "").unwrap();
         let state = dir.path().join("state");
         let root_dir = dir.path().join("root");
@@ -704,6 +714,9 @@ struct Fleet {
     secret: String,
     client: flotilla_server::Client,
     rt: tokio::runtime::Runtime,
+    /// The agent's arguments, and its pid.
+    args: Vec<String>,
+    pid: u32,
 }
 
 impl Fleet {
@@ -749,7 +762,7 @@ impl Fleet {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        h.start_agent_with(&args);
+        let pid = h.start_agent_with(&args);
         let op =
             flotilla_server::authority::OperatorFile::read(&a.dir.join("operator.json")).unwrap();
         let client = flotilla_server::Client::new(&a.url, &op.ca_pem, Some(op.credential)).unwrap();
@@ -762,6 +775,8 @@ impl Fleet {
                 .enable_all()
                 .build()
                 .unwrap(),
+            args,
+            pid,
         }
     }
 
@@ -864,4 +879,255 @@ fn a_release_that_exits_at_once_halts_the_rollout_and_the_host_rolls_back() {
     let running = f.h.running_agent();
     assert_eq!(running.exe_sha256, format!("sha256:{}", f.h.old.1));
     drop(f.a);
+}
+
+#[test]
+fn kill_9_of_the_agent_during_the_download_leaves_it_on_its_version_until_it_restarts() {
+    let f = Fleet::new();
+    let (id, sha) = f.roll_out("0.2.0", &good_build("download"));
+    f.h.wait("the download", || {
+        f.h.record().is_some_and(|r| r.step == Step::Downloading)
+    });
+    common::kill9(f.pid);
+    f.h.wait("the agent to die", || !alive(f.pid));
+    // Nothing was switched: current is the version that ran, nothing is staged.
+    assert_eq!(f.h.current_name(), f.h.old.0.name());
+    assert_eq!(f.h.root.versions().unwrap().len(), 1);
+    // Started again (as its supervisor would), it takes the assignment from the start.
+    f.h.start_agent_with(&f.args);
+    let r = f.finished(id);
+    assert_eq!(r["phase"], "Succeeded", "{r:#}\n{}", f.h.logs());
+    assert_eq!(r["hosts"][0]["running_sha256"], format!("sha256:{sha}"));
+    assert_eq!(f.h.running_agent().exe_sha256, format!("sha256:{sha}"));
+    assert!(
+        std::fs::read_dir(f.h.root.downloads_dir())
+            .map(|d| d.count() == 0)
+            .unwrap_or(true),
+        "the interrupted download was cleared"
+    );
+}
+
+/// Under the real systemd of the testnet's systemd host (serial: `hosts::` tests).
+mod hosts {
+    use super::*;
+    use flotilla_testkit::testnet::{self, TestHost, Testnet};
+
+    /// A transient service unit on the systemd host running this host's agent; stopped
+    /// when dropped.
+    struct Unit<'a> {
+        sd: &'a TestHost,
+        name: String,
+    }
+
+    impl Drop for Unit<'_> {
+        fn drop(&mut self) {
+            let _ = self.sd.exec(&["systemctl", "stop", &self.name]);
+            let _ = self.sd.exec(&["systemctl", "reset-failed", &self.name]);
+        }
+    }
+
+    fn ok(out: std::process::Output) -> String {
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Starts `program agent run …` as unit `name` (Restart=always, as the unit `agent
+    /// unit` prints), waits for it to report; its pid (in the host's numbering).
+    fn start<'a>(sd: &'a TestHost, h: &Host, program: &Path, tag: &str) -> (Unit<'a>, u64) {
+        let name = format!("flotilla-agent-{tag}-{}.service", std::process::id());
+        let inventory = h.path().join("flotilla.toml");
+        ok(sd.exec(&[
+            "systemd-run",
+            "--unit",
+            &name,
+            "--property=Restart=always",
+            "--property=RestartSec=500ms",
+            "--property=KillMode=process",
+            "--setenv=NO_COLOR=1",
+            program.to_str().unwrap(),
+            "agent",
+            "run",
+            "--inventory",
+            inventory.to_str().unwrap(),
+            "--state-dir",
+            h.state.to_str().unwrap(),
+            "--check-every",
+            "500ms",
+        ]));
+        let unit = Unit { sd, name };
+        let mut pid = 0;
+        h.wait("the unit's agent to report", || {
+            let main = ok(sd.exec(&["systemctl", "show", "-p", "MainPID", "--value", &unit.name]));
+            pid = main.trim().parse().unwrap_or(0);
+            pid != 0 && h.reported().is_some_and(|r| r["pid"] == pid)
+        });
+        (unit, pid)
+    }
+
+    /// `update.json` for the agent of `running.json` (numbered in the host's PID
+    /// namespace, so taken as the agent wrote it).
+    fn write_update(h: &Host, to: &(VersionDir, String), supervisor: &str) {
+        let r = h.agent_file("running.json").unwrap();
+        let now = now_ms();
+        let mut rec = UpdateRecord {
+            format: UPDATE_FORMAT,
+            rollout: 1,
+            name: "flotilla-agent".into(),
+            version: to.0.version.clone(),
+            serial: 1,
+            key_id: "0123456789ABCDEF".into(),
+            sha256: to.1.clone(),
+            from: Some(Side::of(&h.old.0, &h.old.1)),
+            to: Some(Side::of(&to.0, &to.1)),
+            state: UpdateState::Staged,
+            step: Step::Staged,
+            min_healthy_ms: 1000,
+            timeout_ms: 20_000,
+            started_ms: now,
+            updated_ms: now,
+            attempts: Vec::new(),
+            reason: None,
+            detail: String::new(),
+            evidence: Vec::new(),
+            agent: Some(OldAgent {
+                pid: r["pid"].as_u64().unwrap() as u32,
+                start_time_ticks: r["start_time_ticks"].as_u64().unwrap(),
+                exe_sha256: r["exe_sha256"].as_str().unwrap().into(),
+                argv: Vec::new(),
+                cwd: "/".into(),
+            }),
+            supervisor: supervisor.into(),
+            seen: Vec::new(),
+            rollbacks: 0,
+        };
+        rec.save(&h.root).unwrap();
+    }
+
+    /// Runs the watchdog on the systemd host as the agent starts it: a transient unit
+    /// of its own (here waited for).
+    fn watch(sd: &TestHost, h: &Host, supervisor: &str) -> UpdateRecord {
+        let unit = format!("flotilla-agent-update-test-{}", std::process::id());
+        let out = sd.exec(&[
+            "systemd-run",
+            "--unit",
+            &unit,
+            "--collect",
+            "--wait",
+            "--quiet",
+            "--property=KillMode=process",
+            "--property=RuntimeMaxSec=120",
+            h.old.0.binary.to_str().unwrap(),
+            "agent",
+            "update-watch",
+            "--root",
+            h.root.root().to_str().unwrap(),
+            "--state-dir",
+            h.state.to_str().unwrap(),
+            "--supervisor",
+            supervisor,
+        ]);
+        let rec = h.record().expect("update.json");
+        assert!(
+            out.status.success(),
+            "update-watch: {out:?}\n{}",
+            serde_json::to_string_pretty(&rec).unwrap()
+        );
+        rec
+    }
+
+    #[test]
+    fn a_systemd_unit_running_current_is_updated_through_systemctl_restart() {
+        let _serial = testnet::lock();
+        let net = Testnet::get();
+        let sd = net.systemd_host();
+        let h = Host::new_in(Path::new(env!("CARGO_TARGET_TMPDIR")));
+        let (unit, pid) = start(sd, &h, &h.current_binary(), "current");
+        // Detected from INVOCATION_ID and the cgroup.
+        let journal = ok(sd.exec(&["journalctl", "-u", &unit.name, "--no-pager", "-o", "cat"]));
+        let supervisor = format!("systemd:{}", unit.name);
+        assert!(
+            journal.contains(&format!("supervisor {supervisor}")),
+            "{journal}"
+        );
+        let new = h.stage("0.2.0", &good_build("systemd"));
+        write_update(&h, &new, &supervisor);
+        let rec = watch(sd, &h, &supervisor);
+        assert_eq!(
+            rec.state,
+            UpdateState::Updated,
+            "{}",
+            serde_json::to_string_pretty(&rec).unwrap()
+        );
+        let main: u64 = ok(sd.exec(&["systemctl", "show", "-p", "MainPID", "--value", &unit.name]))
+            .trim()
+            .parse()
+            .unwrap();
+        assert_ne!(main, pid);
+        let reported = h.reported().unwrap();
+        assert_eq!(reported["pid"], main);
+        assert_eq!(reported["exe_sha256"], format!("sha256:{}", new.1));
+        assert!(
+            rec.attempts
+                .iter()
+                .any(|a| a.what.contains("restart --no-block")),
+            "{:#?}",
+            rec.attempts
+        );
+    }
+
+    #[test]
+    fn a_systemd_unit_pointed_at_a_stale_path_is_restart_had_no_effect() {
+        let _serial = testnet::lock();
+        let net = Testnet::get();
+        let sd = net.systemd_host();
+        let h = Host::new_in(Path::new(env!("CARGO_TARGET_TMPDIR")));
+        let (unit, _) = start(sd, &h, &h.old.0.binary, "stale");
+        let supervisor = format!("systemd:{}", unit.name);
+        let new = h.stage("0.2.0", &good_build("systemd-stale"));
+        write_update(&h, &new, &supervisor);
+        let rec = watch(sd, &h, &supervisor);
+        assert_eq!(rec.state, UpdateState::RolledBack);
+        assert_eq!(
+            rec.reason,
+            Some(Reason::RestartHadNoEffect),
+            "{}",
+            serde_json::to_string_pretty(&rec).unwrap()
+        );
+        assert_eq!(h.current_name(), h.old.0.name());
+        assert!(h.root.skipped(&new.1).unwrap().is_some());
+        let reported = h.reported().unwrap();
+        assert_eq!(reported["exe_sha256"], format!("sha256:{}", h.old.1));
+    }
+}
+
+#[test]
+fn a_running_agent_restarts_a_watchdog_killed_during_the_soak() {
+    let h = Host::new();
+    let pid = h.start_agent();
+    let new = h.stage("0.2.0", &good_build("orphan"));
+    h.write_update(&new, pid, "none", 2000, 30_000);
+    let w = h.start_watch("none", &[]);
+    let w_pid = w.id();
+    reap(w);
+    let mut soaking = None;
+    h.wait("the soak", || {
+        soaking = match h.record().map(|r| r.step) {
+            Some(Step::Soaking { pid, .. }) => Some(pid),
+            _ => None,
+        };
+        soaking.is_some()
+    });
+    common::kill9(w_pid);
+    // The new agent (alive) notices the unfinished update and its free lock.
+    h.wait("the update to finish", || {
+        h.record().is_some_and(|r| r.step == Step::Done)
+    });
+    let rec = h.record().unwrap();
+    assert_eq!(rec.state, UpdateState::Updated, "{}", h.logs());
+    assert_eq!(h.running_agent().pid, soaking.unwrap());
 }

@@ -295,10 +295,73 @@ impl HostAgent {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// `flotilla agent install --root <root>/install` on the host; from then on the
+    /// agent runs as `<root>/install/current/flotilla` (what a self-update flips).
+    fn install(&mut self) {
+        let root = self.root.join("install");
+        let root_arg = root.to_string_lossy().into_owned();
+        let args = ["agent", "install", "--root", root_arg.as_str()];
+        if self.host.is_systemd() {
+            self.over_ssh(&args);
+        } else {
+            let out = self.netns_command(&args).output().expect("agent install");
+            assert!(out.status.success(), "agent install: {out:?}");
+        }
+        self.flotilla = root.join("current").join("flotilla");
+        assert!(
+            self.flotilla.exists(),
+            "{} installed",
+            self.flotilla.display()
+        );
+    }
+
+    /// Pins the release signing key `public` (`<state>/agent/trusted-keys/`).
+    fn trust(&self, public: &Path) {
+        let keys = self.state.join("agent").join("trusted-keys");
+        std::fs::create_dir_all(&keys).expect("mkdir trusted-keys");
+        std::fs::copy(public, keys.join("release.pub")).expect("copy the public key");
+    }
+
+    /// The pids (as this machine numbers them) of this host's `agent run` processes:
+    /// its state directory is in their arguments (the unit) or environment.
+    fn agent_pids(&self) -> Vec<u32> {
+        let state = self.state.to_string_lossy().into_owned();
+        let env = format!("FLOTILLA_STATE_DIR={state}");
+        pids_with_arg("run")
+            .into_iter()
+            .filter(|&p| {
+                let args = common::cmdline(p);
+                args.iter().any(|a| a == "agent")
+                    && (args.iter().any(|a| a == &state)
+                        || std::fs::read(format!("/proc/{p}/environ"))
+                            .map(|e| e.split(|&c| c == 0).any(|v| v == env.as_bytes()))
+                            .unwrap_or(false))
+            })
+            .collect()
+    }
+
+    /// `sha256:<hex>` of the executable image of this host's one running agent,
+    /// measured through `/proc/<pid>/exe` (None unless exactly one runs).
+    fn measured(&self) -> Option<String> {
+        match self.agent_pids().as_slice() {
+            [pid] => flotilla_exec::identity::measure(*pid)
+                .ok()
+                .flatten()
+                .map(|i| i.exe_sha256),
+            _ => None,
+        }
+    }
+
     fn stop(&mut self) {
         if let Some((mut child, _guard)) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        if !self.unit {
+            // An agent a self-update started in its place is not our child.
+            for p in self.agent_pids() {
+                kill9(p);
+            }
         }
         if self.unit {
             remove_unit(&self.host);
@@ -742,4 +805,273 @@ fn three_agents_one_under_systemd_survive_a_60s_partition_without_restarts() {
         "fleet_hosts: converged in {converged:?}; h1 unreachable {unreachable_after:?} into its \
          partition ({looks} looks over {PARTITION:?}); observed again {back_after:?} after the link returned"
     );
+}
+
+/// Hosts h1, h2, h4 driven by their agents, labelled by what supervises the agent.
+fn release_inventory() -> String {
+    let mut t = String::new();
+    for h in HOSTS {
+        let init = if h == "h4" { "systemd" } else { "none" };
+        t.push_str(&format!(
+            "[hosts.{h}]\ntransport = \"agent\"\nplatform = \"linux-x86_64\"\nlabels = {{ init = \"{init}\" }}\n\n"
+        ));
+    }
+    t
+}
+
+impl Fleet {
+    /// Writes `bytes` as the artifact of release `version` (serial `serial`), makes its
+    /// manifest, signs it with `key` and publishes it; returns its `sha256:<hex>`.
+    fn release(&self, key: &Path, version: &str, serial: u64, bytes: &[u8]) -> String {
+        let file = self.path().join(format!("flotilla-{version}"));
+        std::fs::write(&file, bytes).expect("write the artifact");
+        let manifest = format!("release-{version}.json");
+        let artifact = format!("linux-x86_64={}", file.display());
+        let serial = serial.to_string();
+        for args in [
+            vec![
+                "release",
+                "manifest",
+                "flotilla-agent",
+                version,
+                "--serial",
+                &serial,
+                "--artifact",
+                &artifact,
+                "-o",
+                &manifest,
+            ],
+            vec!["release", "sign", &manifest, "--key", key.to_str().unwrap()],
+            vec![
+                "release",
+                "publish",
+                &manifest,
+                "--artifact",
+                file.to_str().unwrap(),
+            ],
+        ] {
+            let r = self.run(&args);
+            assert_eq!(r.code, 0, "{r:?}");
+        }
+        format!(
+            "sha256:{}",
+            flotilla_release::artifact::sha256_file(&file).unwrap()
+        )
+    }
+
+    /// `release rollout flotilla-agent VERSION …` then `release approve`: its id.
+    fn roll_out(&self, version: &str, selector: &str, min_healthy: &str, timeout: &str) -> u64 {
+        let r = self.run(&[
+            "release",
+            "rollout",
+            "flotilla-agent",
+            version,
+            "--selector",
+            selector,
+            "--canary",
+            "1",
+            "--max-in-flight",
+            "2",
+            "--min-healthy",
+            min_healthy,
+            "--timeout",
+            timeout,
+            "--json",
+        ]);
+        assert_eq!(r.code, 0, "{r:?}");
+        let r = r.json();
+        assert_eq!(r["phase"], "AwaitingApproval", "{r:#}");
+        let id = r["id"].as_u64().expect("an id");
+        let a = self.run(&["release", "approve", &id.to_string()]);
+        assert_eq!(a.code, 0, "{a:?}");
+        id
+    }
+
+    fn rollout(&self, id: u64) -> Value {
+        let r = self.run(&["release", "status", &id.to_string(), "--json"]);
+        serde_json::from_str(&r.stdout).unwrap_or(Value::Null)
+    }
+
+    /// Waits until rollout `id` is in `phase` with every host settled; returns it.
+    fn wait_rollout(&self, id: u64, phase: &str) -> Value {
+        let mut last = Value::Null;
+        if !wait_until(Duration::from_secs(120), || {
+            last = self.rollout(id);
+            last["phase"] == phase
+                && last["hosts"]
+                    .as_array()
+                    .is_some_and(|h| h.iter().all(|h| h["phase"] != "Updating"))
+        }) {
+            panic!(
+                "timed out waiting for rollout {id} to be {phase}:\n{last:#}\n{}",
+                self.logs()
+            );
+        }
+        last
+    }
+}
+
+fn rollout_host<'a>(r: &'a Value, host: &str) -> &'a Value {
+    r["hosts"]
+        .as_array()
+        .and_then(|h| h.iter().find(|h| h["host"] == host))
+        .unwrap_or(&Value::Null)
+}
+
+/// The issue's acceptance, on real agents (h4's under its real systemd): a signed
+/// release of a new agent build reaches all three hosts canary first, after approval,
+/// each proven by the digest measured from its running agent; a build that exits at
+/// once (on the systemd host), one that crash-loops after 5 s and one that never
+/// reports each halt their rollout after the canary, which is back on the previous
+/// version (measured) within 30 s, and no other host was touched.
+#[test]
+fn signed_releases_roll_out_to_three_hosts_and_bad_builds_roll_back_on_the_canary() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let test = format!("release-hosts-{}", std::process::id());
+    let mut fleet = Fleet::start(&test);
+    std::fs::write(fleet.path().join("flotilla.toml"), release_inventory()).unwrap();
+    let p = fleet.run(&["-f", "flotilla.toml", "config", "publish"]);
+    assert_eq!(p.code, 0, "{p:?}");
+    let k = fleet.run(&["release", "keygen", "--dir", "keys", "--name", "release"]);
+    assert_eq!(k.code, 0, "{k:?}");
+    let key = fleet.path().join("keys/release.key");
+    let public = fleet.path().join("keys/release.pub");
+    for h in HOSTS {
+        let mut a = HostAgent::new(net.host(h), &test);
+        a.install();
+        a.trust(&public);
+        fleet.agents.push(a);
+    }
+    for a in &fleet.agents {
+        let t = fleet.run(&["serve", "token", "create", "--host", &a.host.name, "--json"]);
+        assert_eq!(t.code, 0, "{t:?}");
+        let t = t.json();
+        a.join(
+            &fleet.url,
+            t["token"].as_str().unwrap(),
+            t["ca_hash"].as_str().unwrap(),
+        );
+    }
+    for a in fleet.agents.iter_mut() {
+        a.start();
+    }
+    let installed: Vec<String> = {
+        let mut v = Vec::new();
+        for a in &fleet.agents {
+            let mut m = None;
+            assert!(
+                wait_until(DEADLINE, || {
+                    m = a.measured();
+                    m.is_some() && a.state.join("agent/reported.json").exists()
+                }),
+                "agent on {} never ran and reported\n{}",
+                a.host.name,
+                fleet.logs()
+            );
+            v.push(m.unwrap());
+        }
+        v
+    };
+
+    // A good new build everywhere: canary first, each proven by measured digest.
+    let mut good = std::fs::read(env!("CARGO_BIN_EXE_flotilla")).unwrap();
+    good.extend_from_slice(b"\nflotilla-release-hosts-test: 2.0.0\n");
+    let good_sha = fleet.release(&key, "2.0.0", 2, &good);
+    assert!(!installed.contains(&good_sha));
+    let approved = Instant::now();
+    let id = fleet.roll_out("2.0.0", "", "3s", "90s");
+    let r = fleet.wait_rollout(id, "Succeeded");
+    let all_updated = approved.elapsed();
+    let events: Vec<&str> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.as_str())
+        .collect();
+    let canary = r["hosts"][0]["host"].as_str().unwrap();
+    let canary_updated = events
+        .iter()
+        .position(|e| e.starts_with(&format!("{canary}: Updated")))
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    assert!(
+        events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| !e.starts_with(canary) && e.contains(": Updating"))
+            .all(|(i, _)| i > canary_updated),
+        "canary first: {events:#?}"
+    );
+    for a in &fleet.agents {
+        assert_eq!(rollout_host(&r, &a.host.name)["phase"], "Updated", "{r:#}");
+        assert_eq!(
+            a.measured().as_deref(),
+            Some(good_sha.as_str()),
+            "{}'s running agent",
+            a.host.name
+        );
+    }
+    let h4 = &fleet.agents[2];
+    let active = on(&h4.host, &format!("systemctl is-active {UNIT}"));
+    assert_eq!(active, "active", "h4's agent still runs as its unit");
+
+    // Bad builds: each halts after its canary, which is back on 2.0.0, measured.
+    let cases: [(&str, u64, &[u8], &str, &str, &str, &str); 3] = [
+        // On the systemd host alone: systemd restarts it until its start limit.
+        (
+            "3.0.0",
+            3,
+            b"#!/bin/sh\necho this build exits at once >&2\nexit 3\n",
+            "init=systemd",
+            "3s",
+            "60s",
+            "h4",
+        ),
+        (
+            "4.0.0",
+            4,
+            b"#!/bin/sh\nsleep 5\necho crashed >&2\nexit 1\n",
+            "",
+            "10s",
+            "60s",
+            "h1",
+        ),
+        (
+            "5.0.0",
+            5,
+            b"#!/bin/sh\nexec sleep 3600\n",
+            "",
+            "3s",
+            "15s",
+            "h1",
+        ),
+    ];
+    let mut timings = Vec::new();
+    for (version, serial, bytes, selector, soak, timeout, canary) in cases {
+        let before: Vec<Option<String>> = fleet.agents.iter().map(|a| a.measured()).collect();
+        fleet.release(&key, version, serial, bytes);
+        let id = fleet.roll_out(version, selector, soak, timeout);
+        let r = fleet.wait_rollout(id, "Failed");
+        let detected = Instant::now();
+        let c = rollout_host(&r, canary);
+        assert_eq!(c["canary"], true, "{r:#}");
+        assert_eq!(c["phase"], "RolledBack", "{version}: {r:#}");
+        assert!(r["halted"].is_string(), "{r:#}");
+        let a = fleet.agents.iter().find(|a| a.host.name == canary).unwrap();
+        assert!(
+            wait_until(Duration::from_secs(30), || a.measured().as_deref()
+                == Some(good_sha.as_str())),
+            "{version}: {canary} not back on 2.0.0 within 30 s: {:?}\n{}",
+            a.measured(),
+            fleet.logs()
+        );
+        timings.push((version, c["reason"].clone(), detected.elapsed()));
+        for (a, was) in fleet.agents.iter().zip(&before) {
+            if a.host.name != canary {
+                assert_ne!(rollout_host(&r, &a.host.name)["phase"], "Updating");
+                assert_eq!(&a.measured(), was, "{version}: {} was touched", a.host.name);
+            }
+        }
+    }
+    eprintln!("release_hosts: approve → all three Updated in {all_updated:?} (soak 3 s per wave); rollbacks: {timings:?}");
 }

@@ -16,8 +16,10 @@
 //!   update report: it soaks from the report that showed it;
 //! - RolledBack / Failed come from the agent's report ([`UpdateState::RolledBack`],
 //!   [`UpdateState::Refused`]) or from the timeout ([`Reason::HealthTimeout`]: no
-//!   measured identity `timeout_ms` after the step was sent, or the soak not confirmed
-//!   `timeout_ms` after it should have ended);
+//!   measured identity `2 × timeout_ms + min_healthy_ms` after the step was sent — the
+//!   agent holds `timeout_ms` itself and rolls back on its own, this is the backstop
+//!   for an agent that says nothing — or the soak not confirmed `timeout_ms` after it
+//!   should have ended);
 //! - the first failure or rollback halts the rollout ([`Phase::Failed`], `halted` = the
 //!   reason): nothing more starts, hosts already Updating go on to their end
 //!   ([`Rollout::is_settled`] tells when they all have); [`Rollout::abort`] halts with
@@ -575,8 +577,11 @@ impl Rollout {
             self.hosts[i].detail = detail;
             return true;
         }
+        // The agent holds its own `timeout` for the proof and rolls back by itself
+        // when it fails; the authority's deadline is the backstop for an agent that
+        // says nothing at all: a timeout for the proof, one more for a rollback.
         let deadline = match h.measured_ms {
-            None => sent + timeout,
+            None => sent + 2 * timeout + soak,
             Some(m) => (sent + timeout).max(m + soak + timeout),
         };
         if now_ms > deadline {

@@ -166,10 +166,12 @@ fn a_claim_without_measured_identity_times_out() {
     let mut r = rollout(1, 1, 0);
     r.approve(0).unwrap();
     // The agent says Updated but its measured identity is still the old one.
+    // The backstop: a timeout for the proof, one more for a rollback, and the soak.
+    let backstop = (2 * TIMEOUT + SOAK) as i64;
     let u = updates(vec![report("h0", 10, OLD, Some(UpdateState::Updated))]);
-    r.advance(&u, TIMEOUT as i64);
+    r.advance(&u, backstop);
     assert_eq!(phases(&r), [U]);
-    r.advance(&u, TIMEOUT as i64 + 1);
+    r.advance(&u, backstop + 1);
     assert_eq!(phases(&r), [HostPhase::Failed]);
     assert_eq!(r.hosts[0].reason, Some(Reason::HealthTimeout));
     assert!(
@@ -186,6 +188,12 @@ fn a_silent_host_times_out() {
     let mut r = rollout(2, 1, 1);
     r.approve(0).unwrap();
     r.advance(&BTreeMap::new(), TIMEOUT as i64 + 1);
+    assert_eq!(
+        phases(&r),
+        [U, P],
+        "the agent's own timeout and rollback come first"
+    );
+    r.advance(&BTreeMap::new(), (2 * TIMEOUT + SOAK) as i64 + 1);
     assert_eq!(phases(&r), [HostPhase::Failed, P]);
     assert!(r.hosts[0].detail.contains("no measured identity reported"));
     assert!(r.is_settled());
