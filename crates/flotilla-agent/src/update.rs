@@ -1603,6 +1603,61 @@ mod tests {
         assert_eq!(f.record().version, "0.2.0");
     }
 
+    /// Serves `body` to every request on a loopback port; the URL.
+    async fn serve(body: Vec<u8>) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/artifact", l.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut c, _)) = l.accept().await {
+                let body = body.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = c.read(&mut buf).await;
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = c.write_all(head.as_bytes()).await;
+                    let _ = c.write_all(&body).await;
+                });
+            }
+        });
+        url
+    }
+
+    #[tokio::test]
+    async fn an_artifact_named_by_url_is_fetched_and_checked() {
+        let f = Fixture::new();
+        let u = f.updater(true);
+        let mut m = f.manifest("0.2.0", 5, NEW);
+        m.artifacts[0].blob = None;
+        m.artifacts[0].url = Some(serve(NEW.to_vec()).await);
+        assert!(u.consider(&f.assignment(&m, 1, Some(&f.secret))).await);
+        let rec = f.record();
+        assert_eq!(rec.state, UpdateState::Staged, "{rec:#?}");
+        assert_eq!(std::fs::read(&rec.to.unwrap().binary).unwrap(), NEW);
+        assert_eq!(f.fake.downloads.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_url_that_sends_more_than_the_manifest_says_is_refused() {
+        let f = Fixture::new();
+        let u = f.updater(true);
+        let mut m = f.manifest("0.2.0", 5, NEW);
+        m.artifacts[0].blob = None;
+        let mut more = NEW.to_vec();
+        more.extend_from_slice(&[b'x'; 100_000]);
+        m.artifacts[0].url = Some(serve(more).await);
+        refused(
+            &f,
+            &u,
+            &f.assignment(&m, 1, Some(&f.secret)),
+            Reason::SizeMismatch,
+        )
+        .await;
+    }
+
     #[tokio::test]
     async fn a_skipped_version_is_never_applied_again() {
         let f = Fixture::new();

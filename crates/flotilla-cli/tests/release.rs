@@ -358,6 +358,16 @@ fn a_signed_release_rolls_out_canary_first_and_every_host_runs_its_measured_dige
         .position(|e| !e.contains(&canary) && e.contains("Updating"))
         .unwrap_or_else(|| panic!("no other host Updating: {events:#?}"));
     assert!(canary_done < first_other, "canary first: {events:#?}");
+    // The status shows each agent's measured digest against the selected release.
+    let text = f.a.run(&["status"]);
+    assert_eq!(
+        text.stdout
+            .matches("(measured) = release flotilla-agent 2.0.0")
+            .count(),
+        3,
+        "{}",
+        text.stdout
+    );
     for h in &f.hosts {
         assert_eq!(host_phase(&r, h.name), "Updated", "{r:#}");
         assert_eq!(

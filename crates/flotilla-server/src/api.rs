@@ -273,6 +273,46 @@ pub struct HostStateDto {
     /// The last report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<AgentReport>,
+    /// The agent's runtime identity: what it measured of its own executable, against
+    /// the release selected for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_identity: Option<AgentIdentityDto>,
+}
+
+/// An agent's runtime identity as the status shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AgentIdentityDto {
+    /// `sha256:<hex>` of the agent's running executable, measured by the agent through
+    /// `/proc/self/exe` (never a version string compiled in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_sha256: Option<String>,
+    /// The agent's pid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// When that was reported (ms since the Unix epoch).
+    pub reported_ms: i64,
+    /// The release selected for this host: the newest one a rollout updated it to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<SelectedReleaseDto>,
+    /// A release a rollout is updating it to now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updating_to: Option<SelectedReleaseDto>,
+    /// `matches` (the measured digest is the selected release's), `differs`, or
+    /// `no-release` (no rollout has updated this host).
+    pub runtime_identity: String,
+}
+
+/// A release as selected for one host.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SelectedReleaseDto {
+    /// The release's name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// The artifact's SHA-256 for the host's platform (64 hex digits).
+    pub sha256: String,
+    /// The rollout that selected it.
+    pub rollout: u64,
 }
 
 /// `GET /v1/status`: every host's last report, with its age.

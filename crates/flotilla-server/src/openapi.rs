@@ -80,6 +80,8 @@ use utoipa::OpenApi;
         api::RolloutsResponse,
         api::Assignment,
         api::ReleaseAssignment,
+        api::AgentIdentityDto,
+        api::SelectedReleaseDto,
     ))
 )]
 pub struct ApiDoc;

@@ -564,7 +564,51 @@ pub async fn report_update<S: AuthorityStore>(
     Ok(Json(serde_json::json!({ "received_ms": received_ms })))
 }
 
-/// The latest update report of every host (for the status table's runtime identity).
-pub fn host_updates<S: AuthorityStore>(state: &AppState<S>) -> BTreeMap<String, HostUpdate> {
-    state.releases.updates.lock().expect("not poisoned").clone()
+/// Every reporting agent's runtime identity: the digest it measured of its own
+/// executable against the release selected for its host (the newest rollout that
+/// updated it) and the one a rollout is updating it to, if any.
+pub async fn agent_identities<S: AuthorityStore>(
+    state: &AppState<S>,
+) -> BTreeMap<String, api::AgentIdentityDto> {
+    use flotilla_release::rollout::HostPhase;
+    let updates = state.releases.updates.lock().expect("not poisoned").clone();
+    let rollouts = state.releases.rollouts.lock().await;
+    let mut out = BTreeMap::new();
+    for (host, u) in updates {
+        let pick = |phase: HostPhase| {
+            rollouts.values().rev().find_map(|r| {
+                let h = r.host(&host).filter(|h| h.phase == phase)?;
+                Some(api::SelectedReleaseDto {
+                    name: r.spec.name.clone(),
+                    version: r.spec.version.clone(),
+                    sha256: r.artifact_sha256.get(&h.platform)?.clone(),
+                    rollout: r.id,
+                })
+            })
+        };
+        let release = pick(HostPhase::Updated);
+        let updating_to = pick(HostPhase::Updating);
+        let runtime_identity = match (&release, &u.running_sha256) {
+            (None, _) => "no-release",
+            (Some(r), Some(running))
+                if running.strip_prefix("sha256:").unwrap_or(running) == r.sha256 =>
+            {
+                "matches"
+            }
+            (Some(_), _) => "differs",
+        }
+        .to_string();
+        out.insert(
+            host,
+            api::AgentIdentityDto {
+                running_sha256: u.running_sha256,
+                pid: u.pid,
+                reported_ms: u.received_ms,
+                release,
+                updating_to,
+                runtime_identity,
+            },
+        );
+    }
+    out
 }

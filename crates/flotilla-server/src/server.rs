@@ -933,6 +933,7 @@ pub async fn status<S: AuthorityStore>(
                     age_ms: None,
                     revision: None,
                     report: None,
+                    agent_identity: None,
                 },
             );
         }
@@ -977,8 +978,14 @@ pub async fn status<S: AuthorityStore>(
                 age_ms: Some(age),
                 revision: r.revision,
                 report,
+                agent_identity: None,
             },
         );
+    }
+    for (host, id) in releases::agent_identities(&state).await {
+        if let Some(h) = hosts.get_mut(&host) {
+            h.agent_identity = Some(id);
+        }
     }
     Ok(Json(api::FleetStatus {
         selection: current.as_ref().map(|c| selection_dto(&c.selection)),

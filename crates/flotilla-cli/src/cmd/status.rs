@@ -120,6 +120,9 @@ fn fleet(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                     (None, _) => String::new(),
                 };
                 println!("host {}: {}{age}{rev}", h.host, h.observability);
+                if let Some(id) = &h.agent_identity {
+                    println!("  agent: {}", agent_identity(id));
+                }
                 if let Some(rep) = &h.report {
                     for d in &rep.drift {
                         let saw: Vec<&str> = d.evidence.iter().map(|e| e.saw.as_str()).collect();
@@ -286,4 +289,39 @@ mod tests {
         assert!(interval("99ms").unwrap_err().contains("at least 100ms"));
         assert!(interval("soon").is_err());
     }
+}
+
+/// The first 12 hex digits of a digest, `sha256:`-prefixed.
+fn short_digest(s: &str) -> String {
+    let hex = s.strip_prefix("sha256:").unwrap_or(s);
+    format!("sha256:{}", &hex[..hex.len().min(12)])
+}
+
+/// One line: the agent's measured executable digest against its selected release.
+fn agent_identity(id: &flotilla_server::api::AgentIdentityDto) -> String {
+    let running = id
+        .running_sha256
+        .as_deref()
+        .map(short_digest)
+        .unwrap_or_else(|| "not measured".into());
+    let mut line = match &id.release {
+        Some(r) if id.runtime_identity == "matches" => format!(
+            "runs {running} (measured) = release {} {}",
+            r.name, r.version
+        ),
+        Some(r) => format!(
+            "runs {running} (measured), NOT release {} {} ({})",
+            r.name,
+            r.version,
+            short_digest(&r.sha256)
+        ),
+        None => format!("runs {running} (measured); no release rolled out to it"),
+    };
+    if let Some(u) = &id.updating_to {
+        line.push_str(&format!(
+            "; updating to {} {} (rollout {})",
+            u.name, u.version, u.rollout
+        ));
+    }
+    line
 }
