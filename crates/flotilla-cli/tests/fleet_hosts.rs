@@ -1016,7 +1016,9 @@ fn signed_releases_roll_out_to_three_hosts_and_bad_builds_roll_back_on_the_canar
     assert_eq!(active, "active", "h4's agent still runs as its unit");
 
     // Bad builds: each halts after its canary, which is back on 2.0.0, measured.
-    let cases: [(&str, u64, &[u8], &str, &str, &str, &str); 3] = [
+    // (version, serial, artifact, selector, min healthy, timeout, the canary)
+    type Case<'a> = (&'a str, u64, &'a [u8], &'a str, &'a str, &'a str, &'a str);
+    let cases: [Case; 3] = [
         // On the systemd host alone: systemd restarts it until its start limit.
         (
             "3.0.0",

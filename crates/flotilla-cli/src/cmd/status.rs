@@ -267,30 +267,6 @@ fn seen(c: &flotilla_exec::observe::ComponentStatus, now_ms: i64) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn time_of_day_is_utc() {
-        assert_eq!(utc_time_of_day(0), "00:00:00");
-        // 2024-03-01T13:04:05.999Z
-        assert_eq!(utc_time_of_day(1_709_298_245_999), "13:04:05");
-        assert_eq!(
-            watch_header(1_709_298_245_000, Duration::from_millis(500)),
-            "status at 13:04:05 UTC, every 500ms (Ctrl-C to stop)"
-        );
-    }
-
-    #[test]
-    fn interval_has_a_floor() {
-        assert_eq!(interval("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(interval("100ms"), Ok(Duration::from_millis(100)));
-        assert!(interval("99ms").unwrap_err().contains("at least 100ms"));
-        assert!(interval("soon").is_err());
-    }
-}
-
 /// The first 12 hex digits of a digest, `sha256:`-prefixed.
 fn short_digest(s: &str) -> String {
     let hex = s.strip_prefix("sha256:").unwrap_or(s);
@@ -324,4 +300,28 @@ fn agent_identity(id: &flotilla_server::api::AgentIdentityDto) -> String {
         ));
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_of_day_is_utc() {
+        assert_eq!(utc_time_of_day(0), "00:00:00");
+        // 2024-03-01T13:04:05.999Z
+        assert_eq!(utc_time_of_day(1_709_298_245_999), "13:04:05");
+        assert_eq!(
+            watch_header(1_709_298_245_000, Duration::from_millis(500)),
+            "status at 13:04:05 UTC, every 500ms (Ctrl-C to stop)"
+        );
+    }
+
+    #[test]
+    fn interval_has_a_floor() {
+        assert_eq!(interval("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(interval("100ms"), Ok(Duration::from_millis(100)));
+        assert!(interval("99ms").unwrap_err().contains("at least 100ms"));
+        assert!(interval("soon").is_err());
+    }
 }
