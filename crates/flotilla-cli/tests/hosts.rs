@@ -1369,6 +1369,77 @@ fn a_broken_binary_is_never_switched_to() {
     assert_eq!(comp(&status, "c")["observability"], "observed");
 }
 
+/// 12b. `host install --release`: a signed release's artifact for the host's platform
+///     is installed once its signature (a pinned key), expiry, size and digest are
+///     checked; signed by another key, it is refused and nothing is copied.
+#[test]
+fn a_signed_release_is_installed_and_an_untrusted_one_is_refused() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h3 = net.host("h3");
+    let fx = Fixture::new("signed");
+    fx.one_service(h3, "c");
+    fx.install(&["h3"]);
+    let current = install_root(h3).join("current");
+    let before = std::fs::read_link(&current).expect("current link");
+    // This flotilla with bytes appended: the same program, another digest.
+    let build = fx.path().join("flotilla-signed");
+    let mut bytes = std::fs::read(env!("CARGO_BIN_EXE_flotilla")).unwrap();
+    bytes.extend_from_slice(b"\nflotilla-signed-install-test\n");
+    std::fs::write(&build, &bytes).unwrap();
+    let artifact = format!("linux-x86_64={}", build.display());
+    for args in [
+        vec!["release", "keygen", "--dir", "keys", "--name", "good"],
+        vec!["release", "keygen", "--dir", "keys", "--name", "other"],
+        vec![
+            "release",
+            "manifest",
+            "flotilla-agent",
+            "7.0.0",
+            "--serial",
+            "7",
+            "--artifact",
+            &artifact,
+            "-o",
+            "m.json",
+        ],
+    ] {
+        fx.ok(&args);
+    }
+    let install = || {
+        fx.run(&[
+            "host",
+            "install",
+            "h3",
+            "--release",
+            "m.json",
+            "--trusted-key",
+            "keys/good.pub",
+            "--artifact",
+            build.to_str().unwrap(),
+            "--json",
+        ])
+    };
+    // Signed by a key h3's operator does not trust: refused, nothing copied.
+    fx.ok(&["release", "sign", "m.json", "--key", "keys/other.key"]);
+    let run = install();
+    assert_eq!(run.code, 1, "{}", both(&run));
+    assert!(both(&run).contains("SignatureInvalid"), "{}", both(&run));
+    assert!(both(&run).contains("nothing was copied"), "{}", both(&run));
+    assert_eq!(std::fs::read_link(&current).expect("current link"), before);
+    // Signed by the trusted key: installed, and the host runs exactly that artifact.
+    fx.ok(&["release", "sign", "m.json", "--key", "keys/good.key"]);
+    let run = install();
+    assert_eq!(run.code, 0, "{}", both(&run));
+    let r = run.json();
+    assert_eq!(r["sha256"], sha256_of(&build).as_str(), "{r:#}");
+    assert_ne!(std::fs::read_link(&current).expect("current link"), before);
+    assert_eq!(
+        sha256_of(&install_root(h3).join("current/flotilla")),
+        sha256_of(&build)
+    );
+}
+
 /// 13. `--ssh-persist`: the first invocation makes one handshake per host and leaves
 ///     the master running (its control socket recorded under the state directory);
 ///     the next invocations reuse it and make none.

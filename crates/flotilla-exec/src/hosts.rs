@@ -100,6 +100,18 @@ pub fn platform_from_uname(uname: &str) -> String {
     format!("{os}-{arch}")
 }
 
+/// The platform of `host` (`<os>-<arch>`), measured there with `uname -sm`.
+///
+/// # Errors
+/// [`InstallError`]: transport, or `uname` failing there.
+pub async fn platform(fleet: &Pool, host: &str) -> Result<String, InstallError> {
+    let out = fleet.run(host, "uname -sm", b"", COMMAND_TIMEOUT).await?;
+    if out.code != Some(0) {
+        return Err(remote_err(host, "uname -sm", &out));
+    }
+    Ok(platform_from_uname(&String::from_utf8_lossy(&out.stdout)))
+}
+
 const SHA_FN: &str = "digest() { if command -v sha256sum >/dev/null 2>&1; then sha256sum \"$1\" | cut -d' ' -f1; else shasum -a 256 \"$1\" | cut -d' ' -f1; fi; }";
 
 /// Installs `binary` (this flotilla, or a build for the host's platform) on `host`:

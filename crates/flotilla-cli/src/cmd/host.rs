@@ -38,8 +38,21 @@ pub enum HostCommand {
         host: String,
         /// Install this binary instead of the running one (e.g. a build for the
         /// host's platform); the platform check is skipped.
-        #[arg(long, value_name = "PATH")]
+        #[arg(long, value_name = "PATH", conflicts_with = "release")]
         binary: Option<PathBuf>,
+        /// Install a signed release instead (its manifest or `.minisig`): the
+        /// signature is checked against --trusted-key, then the artifact for the
+        /// host's platform (measured there with `uname -sm`) is taken from --artifact
+        /// and checked by size and SHA-256 before it is copied. Refused with the reason
+        /// otherwise, and nothing is copied.
+        #[arg(long, value_name = "MANIFEST", requires = "trusted_key")]
+        release: Option<PathBuf>,
+        /// A minisign public key the release must be signed with (once or twice).
+        #[arg(long = "trusted-key", value_name = "FILE")]
+        trusted_key: Vec<PathBuf>,
+        /// The release's artifact files (the one for the host's platform is used).
+        #[arg(long = "artifact", value_name = "FILE")]
+        artifacts: Vec<PathBuf>,
         /// Print JSON: {host, release, sha256, copied_bytes, previous, facts}.
         #[arg(long)]
         json: bool,
@@ -155,16 +168,40 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             }
             Ok(if report.ok() { EXIT_OK } else { EXIT_REFUSED })
         }
-        HostCommand::Install { host, binary, json } => {
+        HostCommand::Install {
+            host,
+            binary,
+            release,
+            trusted_key,
+            artifacts,
+            json,
+        } => {
             if let Some(code) = ssh_host(host) {
                 return Ok(code);
             }
             let fleet = super::ssh_pool(cli, &topology);
-            let path = match binary {
-                Some(p) => p.clone(),
-                None => std::env::current_exe()?,
+            let path = match (binary, release) {
+                (Some(p), _) => p.clone(),
+                (None, Some(manifest)) => {
+                    let platform = rt()?.block_on(hosts::platform(&fleet, host))?;
+                    let (os, arch) = platform.split_once('-').unwrap_or((&platform, ""));
+                    match signed_artifact(manifest, trusted_key, artifacts, os, arch)? {
+                        Ok((path, what)) => {
+                            if !*json {
+                                println!("{what}");
+                            }
+                            path
+                        }
+                        Err(refusal) => {
+                            eprintln!("refused: {refusal}; nothing was copied to `{host}`");
+                            return Ok(EXIT_REFUSED);
+                        }
+                    }
+                }
+                (None, None) => std::env::current_exe()?,
             };
-            let result = rt()?.block_on(hosts::install(&fleet, host, &path, binary.is_none()));
+            let check_platform = binary.is_none() && release.is_none();
+            let result = rt()?.block_on(hosts::install(&fleet, host, &path, check_platform));
             match result {
                 Ok(r) => {
                     if *json {
@@ -202,6 +239,54 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         }
         HostCommand::Serve => unreachable!("handled above"),
     }
+}
+
+/// The artifact file of a signed release for `os`-`arch`, verified: the manifest's
+/// signature by a trusted key, its expiry, and the file among `artifacts` whose size
+/// and SHA-256 are the manifest's. With a line saying what was verified.
+fn signed_artifact(
+    manifest: &std::path::Path,
+    trusted_keys: &[PathBuf],
+    artifacts: &[PathBuf],
+    os: &str,
+    arch: &str,
+) -> anyhow::Result<Result<(PathBuf, String), flotilla_release::Refusal>> {
+    let (key_id, m, a) = match super::release::verify_offline(manifest, trusted_keys, os, arch)? {
+        Ok(v) => v,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    let mut last = None;
+    for f in artifacts {
+        match flotilla_release::artifact::verify_file(f, &a.sha256, a.size) {
+            Ok(_) => {
+                return Ok(Ok((
+                    f.clone(),
+                    format!(
+                        "verified {} {} (serial {}, signed by key {key_id}): {} is its {os}-{arch} artifact, sha256:{}",
+                        m.name,
+                        m.version,
+                        m.serial,
+                        f.display(),
+                        a.sha256
+                    ),
+                )))
+            }
+            Err(refusal) => last = Some(format!("{}: {refusal}", f.display())),
+        }
+    }
+    Ok(Err(flotilla_release::Refusal::new(
+        flotilla_release::Reason::DigestMismatch,
+        match last {
+            Some(l) => format!(
+                "no --artifact file is the {os}-{arch} artifact (sha256:{}, {} bytes); last: {l}",
+                a.sha256, a.size
+            ),
+            None => format!(
+                "give the {os}-{arch} artifact file with --artifact (sha256:{}, {} bytes)",
+                a.sha256, a.size
+            ),
+        },
+    )))
 }
 
 fn serve(cli: &Cli) -> anyhow::Result<u8> {

@@ -214,6 +214,43 @@ fn expires_at(s: &str) -> anyhow::Result<String> {
     Ok(s.to_string())
 }
 
+/// Checks a signed manifest (`manifest` or its `.minisig`) as an agent would, offline:
+/// the signature by one of `trusted_keys` (public key files), expiry, and an artifact
+/// for `os`-`arch` (no serial history here). `Ok(Err(refusal))` when an agent would
+/// refuse it; `Err` when a file cannot be read.
+pub(crate) fn verify_offline(
+    manifest: &Path,
+    trusted_keys: &[PathBuf],
+    os: &str,
+    arch: &str,
+) -> anyhow::Result<
+    Result<
+        (
+            String,
+            flotilla_release::Manifest,
+            flotilla_release::Artifact,
+        ),
+        flotilla_release::Refusal,
+    >,
+> {
+    let (mpath, spath) = pair(manifest);
+    let bytes = read(&mpath)?;
+    // A missing signature file is an unsigned manifest: refused like any other.
+    let sig = std::fs::read_to_string(&spath).unwrap_or_default();
+    let texts = trusted_keys
+        .iter()
+        .map(|p| read_text(p))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let keys = flotilla_release::verify::TrustedKeys::from_texts(&refs)?;
+    Ok(keys.verify(&bytes, &sig).and_then(|(key_id, m)| {
+        let a = flotilla_release::verify::Acceptance::default()
+            .check(&key_id, &m, os, arch, now_ms())?
+            .clone();
+        Ok((key_id, m, a))
+    }))
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -385,15 +422,6 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             platform,
             artifact,
         } => {
-            let (mpath, spath) = pair(manifest);
-            let bytes = read(&mpath)?;
-            let sig = std::fs::read_to_string(&spath).unwrap_or_default();
-            let texts = trusted_keys
-                .iter()
-                .map(|p| read_text(p))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            let keys = flotilla_release::verify::TrustedKeys::from_texts(&refs)?;
             let (os, arch) = match platform {
                 Some(p) => platform_parts(p)?,
                 None => {
@@ -401,13 +429,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                     (o.to_string(), a.to_string())
                 }
             };
-            let checked = keys.verify(&bytes, &sig).and_then(|(key_id, m)| {
-                let a = flotilla_release::verify::Acceptance::default()
-                    .check(&key_id, &m, &os, &arch, now_ms())?
-                    .clone();
-                Ok((key_id, m, a))
-            });
-            let (key_id, m, a) = match checked {
+            let (key_id, m, a) = match verify_offline(manifest, trusted_keys, &os, &arch)? {
                 Ok(v) => v,
                 Err(refusal) => {
                     eprintln!("refused: {refusal}");
