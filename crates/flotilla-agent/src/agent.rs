@@ -114,11 +114,11 @@ struct Converged {
 
 /// Why an operation did not succeed.
 #[derive(Debug)]
-struct OpFailure {
+pub(crate) struct OpFailure {
     /// One line: the operation, where and why.
-    message: String,
+    pub(crate) message: String,
     /// It did not run: another invocation holds the lifecycle lock.
-    locked: bool,
+    pub(crate) locked: bool,
 }
 
 /// The desired state being converged to, ready to plan against.
@@ -400,17 +400,7 @@ impl<R: Reporter> Runner<R> {
         state: &StateDir,
         names: &[String],
     ) -> Result<(StatusReport, flotilla_store::Store), String> {
-        let mut store = operate::open_store(state).map_err(|e| error_chain(&e))?;
-        let secrets = operate::secrets(state).map_err(|e| error_chain(&e))?;
-        let pool = flotilla_exec::ssh::Pool::new(topology.hosts.clone(), self.cfg.host_timeout);
-        let remote = RemoteObservation {
-            transport: &pool,
-            host_timeout: self.cfg.host_timeout,
-        };
-        let (status, _) = operate::observe(topology, &mut store, state, &secrets, names, remote)
-            .await
-            .map_err(|e| error_chain(&e))?;
-        Ok((status, store))
+        observe_components(self.cfg.host_timeout, topology, state, names).await
     }
 
     /// Runs one journaled operation; its id when it succeeded.
@@ -422,59 +412,12 @@ impl<R: Reporter> Runner<R> {
         op: Operation,
         command_line: String,
     ) -> Result<String, OpFailure> {
-        let log = Arc::clone(&self.cfg.log);
-        let invocation = Invocation {
-            topology: Arc::clone(topology),
-            state: state.clone(),
-            base_dir: base_dir.to_path_buf(),
+        let settings = OperationSettings {
             ready_timeout: self.cfg.ready_timeout,
-            command_line,
-            events: Arc::new(move |e| match e {
-                Event::StepFinished(r) if r.action != Action::Noop => log(&format!(
-                    "  {} {}: {} ({} ms): {}",
-                    r.action.as_str(),
-                    r.component,
-                    if r.outcome == flotilla_store::Outcome::Succeeded {
-                        "ok"
-                    } else {
-                        "FAILED"
-                    },
-                    r.took.as_millis(),
-                    r.summary
-                )),
-                Event::Note(t) => log(&format!("  note: {t}")),
-                _ => {}
-            }),
-            show_plan: Box::new(|_| {}),
-            fleet: Arc::new(flotilla_exec::ssh::Pool::new(
-                topology.hosts.clone(),
-                self.cfg.host_timeout,
-            )),
             host_timeout: self.cfg.host_timeout,
+            log: Arc::clone(&self.cfg.log),
         };
-        let what = op.to_string();
-        let failed = |message: String| OpFailure {
-            message,
-            locked: false,
-        };
-        match invocation.run(Some(&op), None, false).await {
-            Ok(InvocationOutcome::Applied {
-                report, operation, ..
-            }) => match &report.failed {
-                None => Ok(operation),
-                Some(f) => Err(failed(format!(
-                    "{operation} `{what}` failed at `{}`: {}",
-                    f.component, f.summary
-                ))),
-            },
-            Ok(InvocationOutcome::Refused(r)) => Err(failed(format!("`{what}` {r}"))),
-            Ok(InvocationOutcome::Planned(_)) => unreachable!("not a dry run"),
-            Err(OperateError::Locked(e)) => Err(OpFailure {
-                message: format!("`{what}`: {e}"),
-                locked: true,
-            }),
-            Err(e) => Err(failed(format!("`{what}`: {}", error_chain(&e)))),
-        }
+        run_operation(&settings, topology, state, base_dir, op, command_line).await
     }
 
     async fn converge(
@@ -539,6 +482,9 @@ impl<R: Reporter> Runner<R> {
             }
             if runs_selected(s) {
                 continue;
+            }
+            if crate::component_release::in_progress(c) {
+                continue; // a release update owns it until it ends
             }
             if !changed && self.supervisor.gave_up(&c.name).is_some() {
                 // A crash loop supervision gave up on waits for a person or a new
@@ -771,6 +717,10 @@ impl<R: Reporter> Runner<R> {
             else {
                 continue;
             };
+            if crate::component_release::in_progress(c) {
+                // Its release update restarts, proves and rolls it back itself.
+                continue;
+            }
             let Some(s) = status.components.iter().find(|s| s.name == c.name) else {
                 continue;
             };
@@ -871,7 +821,7 @@ fn fingerprint(
 }
 
 /// The project of a topology rebuilt from a snapshot.
-fn project(t: &Topology) -> &str {
+pub(crate) fn project(t: &Topology) -> &str {
     t.project
         .as_deref()
         .unwrap_or(flotilla_exec::remote::DEFAULT_PROJECT)
@@ -880,4 +830,105 @@ fn project(t: &Topology) -> &str {
 /// `sha256:1234abcd5678` (the first 12 hex digits).
 fn short_revision(r: &str) -> String {
     r.get(..19).unwrap_or(r).to_string()
+}
+
+/// What a journaled operation of the agent needs besides its topology.
+#[derive(Clone)]
+pub struct OperationSettings {
+    /// Readiness deadline of each started component.
+    pub ready_timeout: Duration,
+    /// Time allowed to a remote host to answer an observation.
+    pub host_timeout: Duration,
+    /// Where step lines go.
+    pub log: crate::Log,
+}
+
+/// Observes `names` (all when empty) of `topology`, as `flotilla status` does (probes
+/// run, runtime identities measured through `/proc`); the report and the store it read.
+///
+/// # Errors
+/// One line: the journal, the secrets or an observation failed.
+pub(crate) async fn observe_components(
+    host_timeout: Duration,
+    topology: &Topology,
+    state: &StateDir,
+    names: &[String],
+) -> Result<(StatusReport, flotilla_store::Store), String> {
+    let mut store = operate::open_store(state).map_err(|e| error_chain(&e))?;
+    let secrets = operate::secrets(state).map_err(|e| error_chain(&e))?;
+    let pool = flotilla_exec::ssh::Pool::new(topology.hosts.clone(), host_timeout);
+    let remote = RemoteObservation {
+        transport: &pool,
+        host_timeout,
+    };
+    let (status, _) = operate::observe(topology, &mut store, state, &secrets, names, remote)
+        .await
+        .map_err(|e| error_chain(&e))?;
+    Ok((status, store))
+}
+
+/// Runs one journaled operation (`flotilla_exec::operate::Invocation`: lifecycle lock,
+/// reconcile, observe, plan, journaled apply) with `command_line` in the journal; its
+/// id when it succeeded.
+pub(crate) async fn run_operation(
+    settings: &OperationSettings,
+    topology: &Arc<Topology>,
+    state: &StateDir,
+    base_dir: &std::path::Path,
+    op: Operation,
+    command_line: String,
+) -> Result<String, OpFailure> {
+    let log = Arc::clone(&settings.log);
+    let invocation = Invocation {
+        topology: Arc::clone(topology),
+        state: state.clone(),
+        base_dir: base_dir.to_path_buf(),
+        ready_timeout: settings.ready_timeout,
+        command_line,
+        events: Arc::new(move |e| match e {
+            Event::StepFinished(r) if r.action != Action::Noop => log(&format!(
+                "  {} {}: {} ({} ms): {}",
+                r.action.as_str(),
+                r.component,
+                if r.outcome == flotilla_store::Outcome::Succeeded {
+                    "ok"
+                } else {
+                    "FAILED"
+                },
+                r.took.as_millis(),
+                r.summary
+            )),
+            Event::Note(t) => log(&format!("  note: {t}")),
+            _ => {}
+        }),
+        show_plan: Box::new(|_| {}),
+        fleet: Arc::new(flotilla_exec::ssh::Pool::new(
+            topology.hosts.clone(),
+            settings.host_timeout,
+        )),
+        host_timeout: settings.host_timeout,
+    };
+    let what = op.to_string();
+    let failed = |message: String| OpFailure {
+        message,
+        locked: false,
+    };
+    match invocation.run(Some(&op), None, false).await {
+        Ok(InvocationOutcome::Applied {
+            report, operation, ..
+        }) => match &report.failed {
+            None => Ok(operation),
+            Some(f) => Err(failed(format!(
+                "{operation} `{what}` failed at `{}`: {}",
+                f.component, f.summary
+            ))),
+        },
+        Ok(InvocationOutcome::Refused(r)) => Err(failed(format!("`{what}` {r}"))),
+        Ok(InvocationOutcome::Planned(_)) => unreachable!("not a dry run"),
+        Err(OperateError::Locked(e)) => Err(OpFailure {
+            message: format!("`{what}`: {e}"),
+            locked: true,
+        }),
+        Err(e) => Err(failed(format!("`{what}`: {}", error_chain(&e)))),
+    }
 }

@@ -74,7 +74,8 @@ pub fn to_api(r: &AgentReport) -> flotilla_server::api::AgentReport {
     }
 }
 
-fn one_line(e: &flotilla_server::ClientError) -> ClientError {
+/// `e` and its causes on one line, as the agent's [`ClientError`].
+pub(crate) fn one_line(e: &flotilla_server::ClientError) -> ClientError {
     let mut s = e.to_string();
     let mut cause = std::error::Error::source(e);
     while let Some(c) = cause {

@@ -29,6 +29,11 @@
 //!   the measured identity reported, `reported.json`, an orphaned update resumed), the
 //!   updater (assignment → signature → download → digest and size → stage → watchdog),
 //!   the update record (`<root>/update.json`) and the [`update::ReleaseSource`] trait.
+//! - [`component_release`]: component releases (a release other than the agent's,
+//!   for the components that declare `release = { name, root }`): the same checks,
+//!   download and staging as self-update, then flip, restart each component through
+//!   its adapter as a journaled operation, prove its measured identity and readiness,
+//!   soak, roll back on failure; resumed at start after a `kill -9`.
 //! - [`watch`]: the self-update watchdog (`flotilla agent update-watch`): flip, restart
 //!   through the supervisor, prove by measured identity, soak, automatic rollback.
 //! - [`supervisor`]: what supervises the agent (systemd, launchd, none), detected or
@@ -38,6 +43,7 @@
 
 pub mod agent;
 pub mod authority;
+pub mod component_release;
 pub mod drift;
 pub mod local;
 pub mod report;

@@ -43,7 +43,7 @@
 //! A refusal is written to `update.json` as `Refused` with its reason (in memory only
 //! when there is no install root) and reported; nothing was applied.
 
-use crate::authority::{jittered, Backoff, ClientError};
+use crate::authority::{jittered, one_line, Backoff, ClientError};
 use crate::state::AgentDir;
 use crate::supervisor::Supervisor;
 use crate::Log;
@@ -385,6 +385,24 @@ impl UpdateRecord {
         }
     }
 
+    /// A record of assignment `a` whose signed `manifest` (signed by `key_id`) passed
+    /// the checks, about to download artifact `sha256` (hex).
+    pub fn downloading(
+        a: &Assignment,
+        manifest: &flotilla_release::Manifest,
+        key_id: &str,
+        sha256: &str,
+    ) -> UpdateRecord {
+        let mut rec = UpdateRecord::refused(a, &Refusal::new(Reason::Aborted, ""));
+        rec.serial = manifest.serial;
+        rec.key_id = key_id.to_string();
+        rec.sha256 = sha256.to_string();
+        rec.state = UpdateState::Downloading;
+        rec.step = Step::Downloading;
+        rec.reason = None;
+        rec
+    }
+
     /// A record of assignment `a` refused for `refusal` before anything was applied.
     pub fn refused(a: &Assignment, refusal: &Refusal) -> UpdateRecord {
         let now = now_ms();
@@ -502,17 +520,6 @@ pub trait ReleaseSource: Send + Sync + 'static {
     ) -> impl Future<Output = Result<u64, ClientError>> + Send;
 }
 
-fn one_line(e: &flotilla_server::ClientError) -> ClientError {
-    let mut s = e.to_string();
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    ClientError(s)
-}
-
 impl ReleaseSource for flotilla_server::Client {
     async fn release_assignment(
         &self,
@@ -602,6 +609,16 @@ pub fn load_trusted_keys(files: &[PathBuf], dir: &AgentDir) -> Result<Option<Tru
     })
 }
 
+/// A release assignment that passed every check made before downloading.
+pub(crate) struct Verified {
+    /// The minisign key id that signed it.
+    pub(crate) key_id: String,
+    /// The signed manifest.
+    pub(crate) manifest: flotilla_release::Manifest,
+    /// Its artifact for this platform.
+    pub(crate) artifact: flotilla_release::Artifact,
+}
+
 /// Settings of the updater.
 #[derive(Clone)]
 pub struct UpdaterConfig {
@@ -628,17 +645,29 @@ pub struct UpdaterConfig {
     /// The program that runs `agent update-watch` (`None`: the binary of the version
     /// the update starts from, else this one).
     pub watchdog_program: Option<PathBuf>,
+    /// How component releases restart and observe this host's components (`None`:
+    /// component releases are refused `InstallFailed`).
+    pub components: Option<crate::component_release::ComponentSettings>,
 }
 
 /// The updater of one agent process.
 pub struct Updater<S> {
-    cfg: UpdaterConfig,
-    source: Arc<S>,
+    pub(crate) cfg: UpdaterConfig,
+    pub(crate) source: Arc<S>,
     running: Running,
     /// A refusal that could not be written to `update.json` (no install root).
     refusal: Mutex<Option<UpdateRecord>>,
     /// Wakes the report loop.
-    changed: tokio::sync::Notify,
+    pub(crate) changed: tokio::sync::Notify,
+    /// Component releases' refusals that no install root could keep, by release name.
+    pub(crate) component_refusals: Mutex<std::collections::BTreeMap<String, UpdateRecord>>,
+    /// The components' measured digests by release name, and when they were measured.
+    pub(crate) component_measured: Mutex<
+        Option<(
+            std::time::Instant,
+            std::collections::BTreeMap<String, String>,
+        )>,
+    >,
     /// The last line logged (not repeated).
     last_logged: Mutex<Option<String>>,
     /// When this process last started a watchdog.
@@ -678,6 +707,8 @@ impl<S: ReleaseSource> Updater<S> {
             changed: tokio::sync::Notify::new(),
             last_logged: Mutex::new(None),
             last_spawn: Mutex::new(None),
+            component_refusals: Mutex::new(std::collections::BTreeMap::new()),
+            component_measured: Mutex::new(None),
         };
         u.resume_orphan();
         if let Some(root) = &u.cfg.root {
@@ -731,7 +762,7 @@ impl<S: ReleaseSource> Updater<S> {
         &self.running
     }
 
-    fn log_once(&self, line: &str) {
+    pub(crate) fn log_once(&self, line: &str) {
         let mut last = self.last_logged.lock().expect("not poisoned");
         if last.as_deref() != Some(line) {
             (self.cfg.log)(line);
@@ -757,6 +788,8 @@ impl<S: ReleaseSource> Updater<S> {
             running_sha256: Some(self.running.exe_sha256.clone()),
             pid: Some(self.running.pid),
             update: self.current_record().map(|r| r.report()),
+            releases: self.component_digests(),
+            updates: self.component_reports(),
             received_ms: now_ms(),
         }
     }
@@ -822,6 +855,11 @@ impl<S: ReleaseSource> Updater<S> {
     }
 
     async fn assignment_loop(self: Arc<Self>) {
+        // Component updates a killed agent left unfinished end first (finished or
+        // rolled back), whatever is assigned now.
+        if self.resume_components().await {
+            self.changed.notify_one();
+        }
         let mut index = 0u64;
         let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
         let mut pending: Option<Assignment> = None;
@@ -873,11 +911,8 @@ impl<S: ReleaseSource> Updater<S> {
     /// the record changed.
     pub async fn consider(&self, a: &Assignment) -> bool {
         if a.name != AGENT_RELEASE {
-            self.log_once(&format!(
-                "release {} {} is not the agent's ({AGENT_RELEASE}): not applied by the agent",
-                a.name, a.version
-            ));
-            return false;
+            // A component's release: its own install roots, its own path.
+            return self.consider_component(a).await;
         }
         let existing = self.current_record();
         if let Some(rec) = &existing {
@@ -906,78 +941,25 @@ impl<S: ReleaseSource> Updater<S> {
     /// Verifies, downloads, stages and hands over to the watchdog; the refusal record
     /// otherwise.
     async fn apply(&self, a: &Assignment) -> Result<(), Box<UpdateRecord>> {
-        let refuse = |r: Refusal| Box::new(UpdateRecord::refused(a, &r));
-        // 1. The signature, before anything else.
-        let Some(keys) = &self.cfg.keys else {
-            return Err(refuse(Refusal::new(
-                Reason::SignatureInvalid,
-                format!(
-                    "no trusted key is pinned (agent run --trusted-key FILE, or {}/*.pub)",
-                    self.cfg.dir.trusted_keys_dir().display()
-                ),
-            )));
-        };
-        let (key_id, manifest) = keys
-            .verify(a.manifest.as_bytes(), &a.signature)
-            .map_err(&refuse)?;
-        if manifest.name != a.name || manifest.version != a.version {
-            return Err(refuse(Refusal::new(
-                Reason::SignatureInvalid,
-                format!(
-                    "the assignment names {} {} but the signed manifest is {} {}",
-                    a.name, a.version, manifest.name, manifest.version
-                ),
-            )));
-        }
+        let Verified {
+            key_id,
+            manifest,
+            artifact,
+        } = self.verify_assignment(a, &self.cfg.dir.acceptance_file())?;
         let with_manifest = |r: Refusal| {
             let mut rec = UpdateRecord::refused(a, &r);
             rec.serial = manifest.serial;
             rec.key_id = key_id.clone();
             Box::new(rec)
         };
-        let acceptance_path = self.cfg.dir.acceptance_file();
-        let mut acceptance: Acceptance = read_json(&acceptance_path).unwrap_or_default();
-        let (os, arch) = flotilla_release::Platform::current();
-        let artifact = acceptance
-            .check(&key_id, &manifest, os, arch, now_ms())
-            .map_err(with_manifest)?
-            .clone();
-        acceptance.accept(&key_id, manifest.serial);
-        if let Err(e) = write_json(&acceptance_path, &acceptance) {
-            self.log_once(&format!("update: {}", chain(&e)));
-        }
         let sha = artifact.sha256.clone();
         let with_sha = |r: Refusal| {
             let mut rec = with_manifest(r);
             rec.sha256 = sha.clone();
             rec
         };
-        let now = now_ms();
-        let mut rec = UpdateRecord {
-            format: UPDATE_FORMAT,
-            rollout: a.rollout,
-            name: a.name.clone(),
-            version: a.version.clone(),
-            serial: manifest.serial,
-            key_id: key_id.clone(),
-            sha256: sha.clone(),
-            from: None,
-            to: None,
-            state: UpdateState::Downloading,
-            step: Step::Downloading,
-            min_healthy_ms: a.min_healthy_ms,
-            timeout_ms: a.timeout_ms,
-            started_ms: now,
-            updated_ms: now,
-            attempts: Vec::new(),
-            reason: None,
-            detail: String::new(),
-            evidence: Vec::new(),
-            agent: None,
-            supervisor: self.cfg.supervisor.to_string(),
-            seen: Vec::new(),
-            rollbacks: 0,
-        };
+        let mut rec = UpdateRecord::downloading(a, &manifest, &key_id, &sha);
+        rec.supervisor = self.cfg.supervisor.to_string();
         // 2. Already running it: nothing to restart.
         if self.running.exe_sha256 == format!("sha256:{sha}") {
             rec.state = UpdateState::Updated;
@@ -1072,6 +1054,60 @@ impl<S: ReleaseSource> Updater<S> {
         Ok(())
     }
 
+    /// The checks before anything is downloaded, in order: the signature FIRST (against
+    /// the pinned keys; the signed manifest must be the assignment's release), expiry,
+    /// serial (not lower than the highest accepted from that key, kept in
+    /// `acceptance_path`, updated here) and this platform's artifact. The refusal
+    /// record otherwise.
+    pub(crate) fn verify_assignment(
+        &self,
+        a: &Assignment,
+        acceptance_path: &Path,
+    ) -> Result<Verified, Box<UpdateRecord>> {
+        let refuse = |r: Refusal| Box::new(UpdateRecord::refused(a, &r));
+        let Some(keys) = &self.cfg.keys else {
+            return Err(refuse(Refusal::new(
+                Reason::SignatureInvalid,
+                format!(
+                    "no trusted key is pinned (agent run --trusted-key FILE, or {}/*.pub)",
+                    self.cfg.dir.trusted_keys_dir().display()
+                ),
+            )));
+        };
+        let (key_id, manifest) = keys
+            .verify(a.manifest.as_bytes(), &a.signature)
+            .map_err(&refuse)?;
+        if manifest.name != a.name || manifest.version != a.version {
+            return Err(refuse(Refusal::new(
+                Reason::SignatureInvalid,
+                format!(
+                    "the assignment names {} {} but the signed manifest is {} {}",
+                    a.name, a.version, manifest.name, manifest.version
+                ),
+            )));
+        }
+        let mut acceptance: Acceptance = read_json(acceptance_path).unwrap_or_default();
+        let (os, arch) = flotilla_release::Platform::current();
+        let artifact = match acceptance.check(&key_id, &manifest, os, arch, now_ms()) {
+            Ok(artifact) => artifact.clone(),
+            Err(r) => {
+                let mut rec = UpdateRecord::refused(a, &r);
+                rec.serial = manifest.serial;
+                rec.key_id = key_id.clone();
+                return Err(Box::new(rec));
+            }
+        };
+        acceptance.accept(&key_id, manifest.serial);
+        if let Err(e) = write_json(acceptance_path, &acceptance) {
+            self.log_once(&format!("update: {}", chain(&e)));
+        }
+        Ok(Verified {
+            key_id,
+            manifest,
+            artifact,
+        })
+    }
+
     /// The version directory this process runs from, with its measured digest.
     fn running_side(&self, root: &InstallRoot) -> Option<Side> {
         let exe = std::fs::read_link("/proc/self/exe").ok()?;
@@ -1122,7 +1158,7 @@ impl<S: ReleaseSource> Updater<S> {
     /// Downloads `artifact` into `<root>/downloads/` and checks size and digest; the
     /// temporary file. Tried three times (1 s, 2 s apart) when the transfer fails; a
     /// file that arrives whole with the wrong digest or size is not tried again.
-    async fn download(
+    pub(crate) async fn download(
         &self,
         root: &InstallRoot,
         artifact: &flotilla_release::Artifact,
@@ -1401,6 +1437,7 @@ mod tests {
                 wait: Duration::from_secs(30),
                 report_every: Duration::from_secs(30),
                 log: Arc::new(|_| {}),
+                components: None,
                 watchdog_program: Some("/bin/true".into()),
             };
             Updater::start(cfg, Arc::clone(&self.fake)).unwrap()

@@ -242,12 +242,7 @@ impl Watchdog {
             "update to {} failed: {}: {}; rolling back to {}",
             rec.version, f.reason, f.detail, self.from.version
         ));
-        rec.evidence
-            .push(format!("{}: {}: {}", stamp(), f.reason, f.detail));
-        rec.reason = Some(f.reason);
-        rec.detail = f.detail;
-        rec.state = UpdateState::Restarting;
-        rec.step = Step::RollBack;
+        set_rolling_back(rec, f.reason, f.detail);
     }
 
     fn flip(&mut self, rec: &mut UpdateRecord) {
@@ -801,13 +796,7 @@ impl Watchdog {
                     Some(id) => format!("pid {} runs {}", id.pid, id.exe_sha256),
                     None => "no agent process runs".into(),
                 };
-                rec.evidence.push(format!(
-                    "{}: rollback restart {} of {ROLLBACK_TRIES}: the previous version ({want}) is not proven back: {seen}",
-                    stamp(),
-                    rec.rollbacks
-                ));
-                if rec.rollbacks < ROLLBACK_TRIES {
-                    rec.step = Step::RollBack;
+                if rollback_not_proven(rec, &want, &seen) {
                     return;
                 }
                 return self.finish_rollback(rec);
@@ -817,23 +806,55 @@ impl Watchdog {
     }
 
     fn finish_rollback(&mut self, rec: &mut UpdateRecord) {
-        let entry = SkipEntry {
-            name: rec.name.clone(),
-            version: rec.version.clone(),
-            sha256: rec.sha256.clone(),
-            reason: rec.reason.unwrap_or(Reason::HealthTimeout),
-            at_ms: now_ms(),
-        };
-        if let Err(e) = self.cfg.root.add_skip(entry) {
-            rec.evidence.push(format!("{}: skip list: {e}", stamp()));
-        }
-        rec.state = UpdateState::RolledBack;
-        rec.step = Step::Done;
+        end_rolled_back(&self.cfg.root, rec);
         self.log(&format!(
             "rolled back to {}; {} {} is skipped from now on",
             self.from.version, rec.name, rec.version
         ));
     }
+}
+
+/// Records failure `reason` (`detail`) in `rec`, whose next step is the rollback.
+pub(crate) fn set_rolling_back(rec: &mut UpdateRecord, reason: Reason, detail: String) {
+    rec.evidence
+        .push(format!("{}: {reason}: {detail}", stamp()));
+    rec.reason = Some(reason);
+    rec.detail = detail;
+    rec.state = UpdateState::Restarting;
+    rec.step = Step::RollBack;
+}
+
+/// Records that the previous version (`want`) was not proven back in time (`seen`:
+/// what runs instead) and, while tries are left ([`ROLLBACK_TRIES`]), sets the record
+/// to roll back again; whether it did (else the caller ends the rollback as it is).
+pub(crate) fn rollback_not_proven(rec: &mut UpdateRecord, want: &str, seen: &str) -> bool {
+    rec.evidence.push(format!(
+        "{}: rollback restart {} of {ROLLBACK_TRIES}: the previous version ({want}) is not proven back: {seen}",
+        stamp(),
+        rec.rollbacks
+    ));
+    if rec.rollbacks < ROLLBACK_TRIES {
+        rec.step = Step::RollBack;
+        return true;
+    }
+    false
+}
+
+/// Ends a rolled-back update: the bad version added to `root`'s skip list (never
+/// applied again), the record `RolledBack`, done.
+pub(crate) fn end_rolled_back(root: &InstallRoot, rec: &mut UpdateRecord) {
+    let entry = SkipEntry {
+        name: rec.name.clone(),
+        version: rec.version.clone(),
+        sha256: rec.sha256.clone(),
+        reason: rec.reason.unwrap_or(Reason::HealthTimeout),
+        at_ms: now_ms(),
+    };
+    if let Err(e) = root.add_skip(entry) {
+        rec.evidence.push(format!("{}: skip list: {e}", stamp()));
+    }
+    rec.state = UpdateState::RolledBack;
+    rec.step = Step::Done;
 }
 
 /// Counts consecutive looks at the same process; the count now.
@@ -900,6 +921,6 @@ fn stop_process(pid: u32, ticks: u64, child: Option<&mut Child>) -> String {
 }
 
 /// Now, RFC 3339 (evidence lines start with it).
-fn stamp() -> String {
+pub(crate) fn stamp() -> String {
     flotilla_release::manifest::format_rfc3339_ms(now_ms())
 }

@@ -248,6 +248,24 @@ pub struct ComponentSpec {
     /// components, nor for a unit or plist Flotilla does not write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart: Option<RestartSpec>,
+    /// The release its program comes from (`flotilla release rollout NAME …`): the
+    /// program is kept in the install root `root` (`<root>/versions/<version>-<sha12>/<name>`,
+    /// `<root>/current`, `<root>/previous`) and the command runs
+    /// `<root>/current/<name>`, so that a rollout of release `name` switches it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<ReleaseSpec>,
+}
+
+/// Where a component's program comes from: a release and the install root that keeps
+/// its versions on the component's host.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseSpec {
+    /// The release name (a manifest's `name`, e.g. `llama-server`), also the program's
+    /// file name in each version directory: `[A-Za-z0-9._+-]`, not `flotilla-agent`.
+    pub name: String,
+    /// The install root, an absolute path on the component's host (e.g. `/opt/llama`).
+    pub root: String,
 }
 
 /// When a component that exits while it should run is restarted.

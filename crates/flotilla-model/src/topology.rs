@@ -293,6 +293,11 @@ pub struct Component {
     /// Readiness probe.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub readiness: Option<Probe>,
+    /// The release its program comes from and the install root that keeps it (not
+    /// part of the runtime config: switching a release changes the measured runtime
+    /// identity, not the config identity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<crate::inventory::ReleaseSpec>,
     /// Restart policy (managed components only; absent: never restarted on its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart: Option<Restart>,
@@ -360,6 +365,14 @@ impl Component {
             systemd: &self.systemd,
             tunnel: &self.tunnel,
         }
+    }
+
+    /// The path its command should start with when it declares a release:
+    /// `<root>/current/<name>`.
+    pub fn release_program(&self) -> Option<String> {
+        self.release
+            .as_ref()
+            .map(|r| format!("{}/current/{}", r.root.trim_end_matches('/'), r.name))
     }
 
     /// Whether Flotilla may start, stop or restart it.

@@ -1349,3 +1349,63 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn component_releases_are_checked_where_declared() {
+    use Code::*;
+    table(&[
+        (
+            "release root relative, name not a file name, the agent's release",
+            "[components.a]\ncommand = [\"/opt/a/current/a\"]\nrelease = { name = \"a\", root = \"opt/a\" }\n[components.b]\ncommand = [\"b\"]\nrelease = { name = \"b/c\", root = \"/opt/b\" }\n[components.c]\ncommand = [\"c\"]\nrelease = { name = \"flotilla-agent\", root = \"/opt/c\" }\n",
+            &[],
+            &[
+                (InvalidValue, "\"opt/a\""),
+                (InvalidValue, "\"b/c\""),
+                (InvalidValue, "\"flotilla-agent\""),
+            ],
+        ),
+        (
+            "release on an external component",
+            "[components.db]\nowner = \"external\"\nrelease = { name = \"pg\", root = \"/opt/pg\" }\n",
+            &[],
+            &[(ExternalLifecycle, "release =")],
+        ),
+    ]);
+    // A command that does not run `<root>/current/<name>`: a warning at the program,
+    // still valid; the release resolved into the topology; the config digest unmoved.
+    let ok = "[components.llm]\ncommand = [\"/opt/llama/current/llama-server\", \"--port\", \"1\"]\nrelease = { name = \"llama-server\", root = \"/opt/llama\" }\n";
+    let (_, t) = run(ok, &[]);
+    let t = t.expect("valid");
+    let c = t.component(t.id("llm").unwrap());
+    assert_eq!(c.release.as_ref().unwrap().name, "llama-server");
+    assert_eq!(
+        c.release_program().as_deref(),
+        Some("/opt/llama/current/llama-server")
+    );
+    let (_, plain) = run(
+        "[components.llm]\ncommand = [\"/opt/llama/current/llama-server\", \"--port\", \"1\"]\n",
+        &[],
+    );
+    let plain = plain.unwrap();
+    assert_eq!(
+        plain.component(plain.id("llm").unwrap()).config_digest(),
+        c.config_digest(),
+        "declaring a release does not change the config identity"
+    );
+    let stale = "[components.llm]\ncommand = [\"/usr/bin/llama-server\"]\nrelease = { name = \"llama-server\", root = \"/opt/llama\" }\n";
+    let mut sources = Sources::new();
+    let id = sources.add(SourceFile::new("flotilla.toml", Format::Toml, stale));
+    let v = validate(&sources, id, &[]).expect("a warning, not an error");
+    let w: Vec<_> = v
+        .warnings
+        .iter()
+        .filter(|d| d.code == Suspicious && d.message.contains("/opt/llama/current/llama-server"))
+        .collect();
+    assert_eq!(w.len(), 1, "{:#?}", v.warnings);
+    let at = w[0].locate(&sources).location.unwrap();
+    assert_eq!(
+        (at.start.line, at.start.column),
+        (2, 12),
+        "at the program in `command`"
+    );
+}

@@ -26,6 +26,11 @@
 //!   `Aborted`; [`Phase::Paused`] starts nothing; all hosts Updated is
 //!   [`Phase::Succeeded`].
 //!
+//! Component releases: a release whose name is not [`AGENT_RELEASE`] updates the
+//! components of each host that declare it (`release = { name, root }`); the measured
+//! identity is then [`HostUpdate::releases`]`[name]` and the agent's report of it is in
+//! [`HostUpdate::updates`] (one per install root: the worst one decides).
+//!
 //! Digests: artifact digests are 64 lowercase hex (the manifest's form); measured
 //! identities are `sha256:<hex>`. Comparisons ignore the prefix and case.
 
@@ -165,12 +170,50 @@ pub struct HostUpdate {
     /// The agent's pid.
     #[serde(default)]
     pub pid: Option<u32>,
-    /// The agent's current or last update, if any.
+    /// The agent's current or last update of its own binary, if any.
     #[serde(default)]
     pub update: Option<UpdateReport>,
+    /// The measured executable digest (`sha256:<hex>`) of the components of this host
+    /// that run each release (by release name), for component releases. A release whose
+    /// components run different digests, or that none runs, is left out.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub releases: BTreeMap<String, String>,
+    /// The current or last update of each component install root of this host (one
+    /// per root; several may name the same release).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub updates: Vec<UpdateReport>,
     /// When the authority received it, ms (set by the authority; ignored from agents).
     #[serde(default)]
     pub received_ms: i64,
+}
+
+/// The release name of the agent's own binary: its running digest is
+/// [`HostUpdate::running_sha256`] and its update [`HostUpdate::update`]; any other name
+/// is a component release ([`HostUpdate::releases`], [`HostUpdate::updates`]).
+pub const AGENT_RELEASE: &str = "flotilla-agent";
+
+impl HostUpdate {
+    /// The measured running digest (`sha256:<hex>`) of release `name` on this host.
+    pub fn running_of(&self, name: &str) -> Option<&str> {
+        if name == AGENT_RELEASE {
+            self.running_sha256.as_deref()
+        } else {
+            self.releases.get(name).map(String::as_str)
+        }
+    }
+
+    /// The update reports of release `name`: the agent's own for [`AGENT_RELEASE`],
+    /// else the component install roots' that name it.
+    pub fn reports_of<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> Box<dyn Iterator<Item = &'a UpdateReport> + 'a> {
+        if name == AGENT_RELEASE {
+            Box::new(self.update.iter())
+        } else {
+            Box::new(self.updates.iter().filter(move |r| r.name == name))
+        }
+    }
 }
 
 /// An agent's update record, as reported.
@@ -232,6 +275,18 @@ pub enum RolloutError {
 fn bare_sha(s: &str) -> String {
     let s = s.trim();
     s.strip_prefix("sha256:").unwrap_or(s).to_ascii_lowercase()
+}
+
+/// Of several reports of one release (one per install root), the one that decides: a
+/// rollback, else a refusal, else one still in progress, else (all Updated) the first.
+fn worst<'a>(reports: &[&'a UpdateReport]) -> Option<&'a UpdateReport> {
+    let rank = |r: &UpdateReport| match r.state {
+        UpdateState::RolledBack => 0,
+        UpdateState::Refused => 1,
+        UpdateState::Updated => 3,
+        _ => 2,
+    };
+    reports.iter().copied().min_by_key(|r| rank(r))
 }
 
 fn ms_text(ms: u64) -> String {
@@ -457,10 +512,11 @@ impl Rollout {
     /// host started here may already run the artifact and be done at once).
     fn step(&mut self, updates: &BTreeMap<String, HostUpdate>, now_ms: i64) {
         for h in &mut self.hosts {
-            if let Some(u) = updates.get(&h.host) {
-                if u.running_sha256.is_some() {
-                    h.running_sha256.clone_from(&u.running_sha256);
-                }
+            if let Some(running) = updates
+                .get(&h.host)
+                .and_then(|u| u.running_of(&self.spec.name))
+            {
+                h.running_sha256 = Some(running.to_string());
             }
         }
         loop {
@@ -532,8 +588,7 @@ impl Rollout {
         let mut report = None;
         if let Some(u) = update {
             let runs_target = u
-                .running_sha256
-                .as_deref()
+                .running_of(&spec.name)
                 .is_some_and(|s| bare_sha(s) == target);
             if !runs_target {
                 h.measured_ms = None;
@@ -542,14 +597,18 @@ impl Rollout {
             }
             // A refusal before the signature was checked names no trusted digest: it
             // is matched by the release's name and version.
-            report = u.update.as_ref().filter(|r| {
-                let this = if r.sha256.is_empty() {
-                    r.name == spec.name && r.version == spec.version
-                } else {
-                    bare_sha(&r.sha256) == target
-                };
-                this && u.received_ms >= sent
-            });
+            let mine: Vec<&UpdateReport> = u
+                .reports_of(&spec.name)
+                .filter(|r| {
+                    let this = if r.sha256.is_empty() {
+                        r.name == spec.name && r.version == spec.version
+                    } else {
+                        bare_sha(&r.sha256) == target
+                    };
+                    this && u.received_ms >= sent
+                })
+                .collect();
+            report = worst(&mine);
         }
         if let Some(r) = report {
             let (phase, default) = match r.state {

@@ -219,6 +219,26 @@ impl Client {
         .await
     }
 
+    /// An agent's POST of what it measured: short (10 s), since an agent whose
+    /// authority is away must get back to its checks; the answer is ignored.
+    async fn post_short<B: serde::Serialize + ?Sized>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<(), ClientError> {
+        let url = format!("{}{path}", self.base);
+        let _: serde_json::Value = self
+            .send(
+                self.http
+                    .post(&url)
+                    .json(body)
+                    .timeout(Duration::from_secs(10)),
+                &url,
+            )
+            .await?;
+        Ok(())
+    }
+
     /// `POST /v1/join`.
     ///
     /// # Errors
@@ -254,18 +274,8 @@ impl Client {
     /// # Errors
     /// [`ClientError`]; another host's report is 403.
     pub async fn report(&self, host: &str, report: &AgentReport) -> Result<(), ClientError> {
-        // Short: an agent whose authority is away must get back to its checks.
-        let url = format!("{}/v1/hosts/{host}/report", self.base);
-        let _: serde_json::Value = self
-            .send(
-                self.http
-                    .post(&url)
-                    .json(report)
-                    .timeout(Duration::from_secs(10)),
-                &url,
-            )
-            .await?;
-        Ok(())
+        self.post_short(&format!("/v1/hosts/{host}/report"), report)
+            .await
     }
 
     /// `POST /v1/tokens` (operator).
@@ -567,17 +577,8 @@ impl Client {
         host: &str,
         update: &T,
     ) -> Result<(), ClientError> {
-        let url = format!("{}/v1/hosts/{host}/release", self.base);
-        let _: serde_json::Value = self
-            .send(
-                self.http
-                    .post(&url)
-                    .json(update)
-                    .timeout(Duration::from_secs(10)),
-                &url,
-            )
-            .await?;
-        Ok(())
+        self.post_short(&format!("/v1/hosts/{host}/release"), update)
+            .await
     }
 
     /// `GET` of any path, as text (for `/metrics`, `/healthz`).

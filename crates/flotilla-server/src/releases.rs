@@ -248,7 +248,9 @@ fn rollout_dto(r: &Rollout) -> Result<api::RolloutDto, Failure> {
 }
 
 /// `POST /v1/rollouts` (operator): a rollout of a published release to the agent
-/// hosts of the selected revision whose labels match the selector, created
+/// hosts of the selected revision whose labels match the selector (for a component
+/// release, a release not named `flotilla-agent`: those of them that run a component
+/// declaring `release = { name = NAME, … }`), created
 /// `AwaitingApproval` with its host set frozen (in host-name order; the first
 /// `canary` are the canaries).
 #[utoipa::path(post, path = "/v1/rollouts", request_body = api::CreateRolloutRequest,
@@ -286,11 +288,21 @@ pub async fn create_rollout<S: AuthorityStore>(
         .iter()
         .map(|(h, u)| (h.clone(), u.platform.clone()))
         .collect();
+    // A component release goes to the hosts that run a component declaring it.
+    let component_release = req.name != flotilla_release::AGENT_RELEASE;
+    let runs_it = |host: &str| {
+        !component_release
+            || current
+                .components
+                .iter()
+                .any(|c| c.host == host && c.release.as_ref().is_some_and(|r| r.name == req.name))
+    };
     let hosts: Vec<(String, String)> = current
         .hosts
         .iter()
         .filter(|(_, h)| h.transport == TransportKind::Agent)
         .filter(|(_, h)| req.selector.iter().all(|(k, v)| h.labels.get(k) == Some(v)))
+        .filter(|(name, _)| runs_it(name))
         .map(|(name, h)| {
             let platform = reported
                 .get(name)
@@ -301,10 +313,17 @@ pub async fn create_rollout<S: AuthorityStore>(
         })
         .collect();
     if hosts.is_empty() {
-        return Err(invalid(format!(
-            "no agent host of the selected revision matches the selector {:?}",
-            req.selector
-        )));
+        return Err(invalid(if component_release {
+            format!(
+                "no agent host of the selected revision that matches the selector {:?} runs a component of release {} (a component declares it with release = {{ name = \"{}\", root = \"…\" }})",
+                req.selector, req.name, req.name
+            )
+        } else {
+            format!(
+                "no agent host of the selected revision matches the selector {:?}",
+                req.selector
+            )
+        }));
     }
     let artifacts: BTreeMap<String, String> = manifest
         .artifacts
@@ -577,6 +596,9 @@ pub async fn agent_identities<S: AuthorityStore>(
     for (host, u) in updates {
         let pick = |phase: HostPhase| {
             rollouts.values().rev().find_map(|r| {
+                if r.spec.name != flotilla_release::AGENT_RELEASE {
+                    return None; // a component's release, not the agent's
+                }
                 let h = r.host(&host).filter(|h| h.phase == phase)?;
                 Some(api::SelectedReleaseDto {
                     name: r.spec.name.clone(),

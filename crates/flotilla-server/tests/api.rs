@@ -577,6 +577,8 @@ fn update(host: &str, sha: &str, state: UpdateState, reason: Option<Reason>) -> 
             evidence: Vec::new(),
             since_ms: now_ms(),
         }),
+        releases: std::collections::BTreeMap::new(),
+        updates: Vec::new(),
         received_ms: 0,
     }
 }

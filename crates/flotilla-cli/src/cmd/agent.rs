@@ -284,7 +284,7 @@ fn run_agent(cli: &Cli, a: &RunArgs) -> anyhow::Result<u8> {
         Err(e) => return Err(e.into()),
     };
     let local = LocalReporter::new(dir.status_file(), Arc::clone(&log));
-    let updates = match updater_config(a, &dir, Arc::clone(&log)) {
+    let updates = match updater_config(cli, a, &dir, Arc::clone(&log)) {
         Ok(u) => u,
         Err(code) => return Ok(code),
     };
@@ -352,6 +352,7 @@ fn run_agent(cli: &Cli, a: &RunArgs) -> anyhow::Result<u8> {
 /// The self-update settings of `agent run` (the host is set later); the exit status
 /// when an argument is unusable.
 fn updater_config(
+    cli: &Cli,
     a: &RunArgs,
     dir: &AgentDir,
     log: flotilla_agent::Log,
@@ -395,6 +396,11 @@ fn updater_config(
         report_every: a.report_every,
         log,
         watchdog_program: None,
+        components: Some(flotilla_agent::component_release::ComponentSettings {
+            state_dir: cli.state_dir.clone(),
+            ready_timeout: a.timeout,
+            host_timeout: cli.host_timeout,
+        }),
     })
 }
 

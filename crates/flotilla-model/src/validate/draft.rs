@@ -4,7 +4,7 @@
 use super::references::LoadedTemplate;
 use super::{any_broken, help_for, hints, index_str, Located, Validator, START_KEYS};
 use crate::diag::{Code, Diagnostic, Location};
-use crate::inventory::{AdapterKind, ComponentSpec, Owner, ProbeSpec, StackSpec};
+use crate::inventory::{AdapterKind, ComponentSpec, Owner, ProbeSpec, ReleaseSpec, StackSpec};
 use crate::node::{from_node, Entry, Node};
 use crate::template::TemplateOutput;
 use crate::topology::{Connection, Host, Probe, Restart, Tunnel};
@@ -31,6 +31,8 @@ pub(super) struct Draft<'a> {
     pub(super) stop: Option<crate::inventory::StopSpec>,
     /// The restart policy, resolved (managed components only).
     pub(super) restart: Option<Restart>,
+    /// The release its program comes from, checked (managed components only).
+    pub(super) release: Option<ReleaseSpec>,
     pub(super) tunnel: Option<Located<crate::inventory::TunnelSpec>>,
     // Filled in the cross-reference phase.
     pub(super) parsed_endpoints: BTreeMap<String, Endpoint>,
@@ -266,7 +268,7 @@ impl Validator {
                 let explicit = |k: &str| node.get(k).is_some();
                 for k in [
                     "command", "adapter", "stop", "cwd", "env", "tunnel", "launchd", "systemd",
-                    "restart",
+                    "restart", "release",
                 ] {
                     if explicit(k) {
                         lifecycle_keys.push(k);
@@ -382,6 +384,11 @@ impl Validator {
         } else {
             None
         };
+        let release = if owner == Owner::Managed {
+            self.release(name, node, &spec, &command)
+        } else {
+            None
+        };
         // A draft is kept even when something above was wrong, so its dependencies,
         // connections and probes are still checked (errors already fail validation).
         Some(Draft {
@@ -404,6 +411,7 @@ impl Validator {
             liveness,
             stop,
             restart,
+            release,
             tunnel,
             parsed_endpoints: BTreeMap::new(),
             deps: BTreeMap::new(),
@@ -497,6 +505,103 @@ impl Validator {
             max_backoff_ms,
             max_restarts: r.max_restarts.unwrap_or(10),
         })
+    }
+}
+
+impl Validator {
+    /// Checks a managed component's `release` table: a release name of
+    /// `[A-Za-z0-9._+-]` other than `flotilla-agent`, an absolute `root`; warns when the
+    /// command does not run `<root>/current/<name>` (a rollout would then switch files
+    /// the component never runs: `RestartHadNoEffect`).
+    fn release(
+        &mut self,
+        name: &str,
+        node: &Node,
+        spec: &ComponentSpec,
+        command: &[Located<String>],
+    ) -> Option<ReleaseSpec> {
+        let r = spec.release.as_ref()?;
+        let file = self.file;
+        let at = |key: &str| Location {
+            file,
+            span: node.span_at(&["release", key]),
+        };
+        let mut ok = true;
+        let word = |s: &str| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'+' | b'-'))
+                && s != "."
+                && s != ".."
+        };
+        if !word(&r.name) {
+            ok = false;
+            self.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    format!(
+                        "component `{name}`: release name `{}` must be letters, digits and `._+-` (it is the program's file name)",
+                        r.name
+                    ),
+                    at("name"),
+                )
+                .with_help("the name of the release as its manifest says, e.g. name = \"llama-server\""),
+            );
+        } else if r.name == "flotilla-agent" {
+            ok = false;
+            self.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    format!("component `{name}`: release `flotilla-agent` is the agent's own binary, not a component's"),
+                    at("name"),
+                )
+                .with_help("agents update themselves from their own install root (flotilla agent install --root DIR)"),
+            );
+        }
+        if !r.root.starts_with('/') {
+            ok = false;
+            self.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    format!(
+                        "component `{name}`: release root `{}` must be an absolute path on its host",
+                        r.root
+                    ),
+                    at("root"),
+                )
+                .with_help("e.g. root = \"/opt/llama\""),
+            );
+        }
+        if !ok {
+            return None;
+        }
+        let want = format!("{}/current/{}", r.root.trim_end_matches('/'), r.name);
+        match command.first() {
+            Some(c) if c.value == want || c.value.contains("${") => {}
+            Some(c) => self.push(
+                Diagnostic::warning(
+                    Code::Suspicious,
+                    format!(
+                        "component `{name}` declares release `{}` but its command runs `{}`, not `{want}`: a rollout would switch a program it does not run",
+                        r.name, c.value
+                    ),
+                    c.loc,
+                )
+                .with_help(format!("make the command's first element \"{want}\"")),
+            ),
+            None => self.push(
+                Diagnostic::warning(
+                    Code::Suspicious,
+                    format!(
+                        "component `{name}` declares release `{}` but has no command that runs `{want}`",
+                        r.name
+                    ),
+                    self.loc(node.key_span_at(&["release"])),
+                )
+                .with_help(format!("make the command's first element \"{want}\"")),
+            ),
+        }
+        Some(r.clone())
     }
 }
 

@@ -833,6 +833,7 @@ impl Validator {
             inherit_env: d.spec.inherit_env,
             env_file: d.spec.env_file,
             identity_files: d.spec.identity_files,
+            release: d.release,
         };
         Some(c)
     }

@@ -53,6 +53,8 @@ fn report(host: &str, at: i64, running: &str, state: Option<UpdateState>) -> Hos
             evidence: vec![],
             since_ms: at,
         }),
+        releases: BTreeMap::new(),
+        updates: Vec::new(),
         received_ms: at,
     }
 }
@@ -357,6 +359,155 @@ fn serialises_with_pascal_case_phases() {
             .received_ms,
         0
     );
+}
+
+// ---- component releases --------------------------------------------------------
+
+fn component_rollout(n: usize) -> Rollout {
+    let hosts = (0..n)
+        .map(|i| (format!("h{i}"), "linux-x86_64".to_string()))
+        .collect();
+    let spec = RolloutSpec {
+        name: "llama-server".into(),
+        ..spec(1, 1)
+    };
+    Rollout::new(1, spec, artifacts(), hosts, 0)
+}
+
+/// A report from `host` at `at`: its agent measured `agent`, its `llama-server`
+/// components `component` (absent: `None`), and the component updates `states` (one per
+/// install root) for NEW.
+fn component_report(
+    host: &str,
+    at: i64,
+    agent: &str,
+    component: Option<&str>,
+    states: &[UpdateState],
+) -> HostUpdate {
+    let mut u = report(host, at, agent, None);
+    if let Some(c) = component {
+        u.releases.insert("llama-server".into(), c.into());
+    }
+    u.updates = states
+        .iter()
+        .map(|&state| UpdateReport {
+            name: "llama-server".into(),
+            version: "2.0.0".into(),
+            sha256: NEW.into(),
+            state,
+            reason: (state == UpdateState::RolledBack).then_some(Reason::CrashLoop),
+            detail: String::new(),
+            evidence: vec![],
+            since_ms: at,
+        })
+        .collect();
+    u
+}
+
+/// One row: the reports of h0 (at 10, then at `10 + SOAK`) → h0's phase and reason.
+struct ComponentCase {
+    what: &'static str,
+    first: HostUpdate,
+    later: HostUpdate,
+    phase: HostPhase,
+    reason: Option<Reason>,
+}
+
+#[test]
+fn component_releases_are_judged_by_the_components_measured_digest_and_reports() {
+    use UpdateState::{RolledBack as RBS, Soaking, Updated as Done};
+    let new = new_running();
+    let cases = [
+        ComponentCase {
+            what: "component measured on the artifact and Updated: soaked",
+            first: component_report("h0", 10, OLD, Some(&new), &[Soaking]),
+            later: component_report("h0", 10 + SOAK as i64, OLD, Some(&new), &[Done]),
+            phase: OK,
+            reason: None,
+        },
+        ComponentCase {
+            what: "the agent's own digest is not the component's",
+            first: component_report("h0", 10, &new, Some(OLD), &[Soaking]),
+            later: component_report("h0", 10 + SOAK as i64, &new, Some(OLD), &[Done]),
+            phase: U,
+            reason: None,
+        },
+        ComponentCase {
+            what: "no measured component digest (mixed or not running): not Updated",
+            first: component_report("h0", 10, OLD, None, &[Soaking]),
+            later: component_report("h0", 10 + SOAK as i64, OLD, None, &[Done]),
+            phase: U,
+            reason: None,
+        },
+        ComponentCase {
+            what: "a component rollback halts with its reason",
+            first: component_report("h0", 10, OLD, Some(OLD), &[Soaking]),
+            later: component_report("h0", 20, OLD, Some(OLD), &[RBS]),
+            phase: RB,
+            reason: Some(Reason::CrashLoop),
+        },
+        ComponentCase {
+            what: "of two install roots, one rolled back: RolledBack",
+            first: component_report("h0", 10, OLD, Some(&new), &[Soaking, Soaking]),
+            later: component_report("h0", 10 + SOAK as i64, OLD, Some(&new), &[Done, RBS]),
+            phase: RB,
+            reason: Some(Reason::CrashLoop),
+        },
+        ComponentCase {
+            what: "of two install roots, one still soaking: not Updated yet",
+            first: component_report("h0", 10, OLD, Some(&new), &[Soaking, Soaking]),
+            later: component_report("h0", 10 + SOAK as i64, OLD, Some(&new), &[Done, Soaking]),
+            phase: U,
+            reason: None,
+        },
+        ComponentCase {
+            what: "the agent's own update report does not count for a component",
+            first: {
+                let mut u = report("h0", 10, OLD, Some(UpdateState::RolledBack));
+                u.releases.insert("llama-server".into(), new.clone());
+                u
+            },
+            later: {
+                let mut u = report("h0", 10 + SOAK as i64, OLD, Some(UpdateState::RolledBack));
+                u.releases.insert("llama-server".into(), new.clone());
+                u
+            },
+            phase: OK,
+            reason: None,
+        },
+    ];
+    for c in cases {
+        let mut r = component_rollout(2);
+        r.approve(1).unwrap();
+        assert_eq!(phases(&r), [U, P], "{}", c.what);
+        r.advance(&updates(vec![c.first]), 10);
+        r.advance(&updates(vec![c.later]), 10 + SOAK as i64);
+        let h = r.host("h0").unwrap();
+        assert_eq!(
+            (h.phase, h.reason),
+            (c.phase, c.reason),
+            "{}: {r:#?}",
+            c.what
+        );
+    }
+}
+
+#[test]
+fn a_component_rollout_records_the_components_digest_not_the_agents() {
+    let mut r = component_rollout(1);
+    r.approve(1).unwrap();
+    let u = component_report("h0", 5, OLD, Some("sha256:abc"), &[]);
+    r.advance(&updates(vec![u]), 5);
+    assert_eq!(r.hosts[0].running_sha256.as_deref(), Some("sha256:abc"));
+}
+
+#[test]
+fn an_old_agents_report_without_component_fields_parses() {
+    let old = r#"{"host":"h0","platform":"linux-x86_64","running_sha256":"sha256:00","pid":1,"update":null,"received_ms":3}"#;
+    let u: HostUpdate = serde_json::from_str(old).unwrap();
+    assert!(u.releases.is_empty() && u.updates.is_empty());
+    assert_eq!(u.running_of("flotilla-agent"), Some("sha256:00"));
+    assert_eq!(u.running_of("llama-server"), None);
 }
 
 // ---- properties ----------------------------------------------------------------
