@@ -313,6 +313,19 @@ fn a_component_release_is_switched_restarted_proven_by_measured_digest_and_healt
     assert_eq!(s.measured().as_deref(), Some(sha.as_str()), "{svc:#}");
     assert_ne!(s.pid(), Some(pid_before), "restarted: {svc:#}");
     assert_eq!(svc["health"], "healthy", "{svc:#}");
+    // The status shows the measured digest against the selected release.
+    assert_eq!(
+        svc["runtime_identity"]["release"]["version"], "2.0.0",
+        "{svc:#}"
+    );
+    let hex = sha.trim_start_matches("sha256:");
+    let text = s.a.run(&["status"]);
+    assert!(
+        text.stdout
+            .contains(&format!("sha256:{} = svc 2.0.0", &hex[..12])),
+        "{}",
+        text.stdout
+    );
     // The install root switched: current is the new version, previous the old one.
     let root = InstallRoot::new(&s.root, "svc");
     assert_eq!(root.current().unwrap().version, "2.0.0");

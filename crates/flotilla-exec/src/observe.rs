@@ -1036,6 +1036,7 @@ fn running_instance(
         on_disk_sha256: on_disk,
         started_at_ms: r.started_at_ms,
         started_by_operation: r.operation.to_string(),
+        release: None,
     });
 }
 

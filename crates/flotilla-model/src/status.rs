@@ -423,6 +423,38 @@ pub struct RuntimeStatus {
     pub started_at_ms: i64,
     /// The operation that started it.
     pub started_by_operation: String,
+    /// The release selected for it, when its program comes from a release's install
+    /// root and a rollout updated it (filled by the authority; `None` elsewhere):
+    /// `measured.exe_sha256` is compared with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<SelectedRelease>,
+}
+
+/// A release selected for a component or an agent by a rollout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelectedRelease {
+    /// The release's name (`llama-server`).
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// The artifact's SHA-256 for the host's platform (64 hex digits).
+    pub sha256: String,
+    /// The rollout that selected it.
+    pub rollout: u64,
+}
+
+impl RuntimeStatus {
+    /// Whether the measured executable is the selected release's artifact (`None`:
+    /// no release selected).
+    pub fn runs_release(&self) -> Option<bool> {
+        self.release.as_ref().map(|r| {
+            self.measured
+                .exe_sha256
+                .strip_prefix("sha256:")
+                .unwrap_or(&self.measured.exe_sha256)
+                == r.sha256
+        })
+    }
 }
 
 /// What was last seen of a component on a host that cannot be reached now.

@@ -583,6 +583,43 @@ pub async fn report_update<S: AuthorityStore>(
     Ok(Json(serde_json::json!({ "received_ms": received_ms })))
 }
 
+/// The release selected for each component of `report` whose program comes from a
+/// release's install root: the newest rollout of that release that updated the
+/// component's host (its measured digest is then compared with it).
+pub async fn annotate_component_releases<S: AuthorityStore>(
+    state: &AppState<S>,
+    topology: &flotilla_model::Topology,
+    report: &mut flotilla_model::status::StatusReport,
+) {
+    use flotilla_release::rollout::HostPhase;
+    let rollouts = state.releases.rollouts.lock().await;
+    for c in &mut report.components {
+        let Some(spec) = topology
+            .components
+            .iter()
+            .find(|t| t.name == c.name)
+            .and_then(|t| t.release.as_ref())
+        else {
+            continue;
+        };
+        let Some(rt) = c.runtime_identity.as_mut() else {
+            continue;
+        };
+        rt.release = rollouts.values().rev().find_map(|r| {
+            if r.spec.name != spec.name {
+                return None;
+            }
+            let h = r.host(&c.host).filter(|h| h.phase == HostPhase::Updated)?;
+            Some(flotilla_model::status::SelectedRelease {
+                name: r.spec.name.clone(),
+                version: r.spec.version.clone(),
+                sha256: r.artifact_sha256.get(&h.platform)?.clone(),
+                rollout: r.id,
+            })
+        });
+    }
+}
+
 /// Every reporting agent's runtime identity: the digest it measured of its own
 /// executable against the release selected for its host (the newest rollout that
 /// updated it) and the one a rollout is updating it to, if any.

@@ -955,12 +955,15 @@ pub async fn status<S: AuthorityStore>(
             report,
         })
         .collect();
-    let merged = crate::fleet::merged(
+    let mut merged = crate::fleet::merged(
         current.as_ref().map(|c| &*c.topology),
         &received,
         now,
         deadline,
     );
+    if let Some(c) = &current {
+        releases::annotate_component_releases(&state, &c.topology, &mut merged).await;
+    }
     for r in stored {
         let age = now - r.received_ms;
         let report: Option<api::AgentReport> = serde_json::from_str(&r.report).ok();

@@ -192,6 +192,7 @@ fn text(r: &StatusReport, verbose: bool) -> String {
         "CONDITION".into(),
         "OWNER".into(),
         "PID".into(),
+        "RUNTIME".into(),
         "OBSERVED".into(),
     ]];
     for c in &r.components {
@@ -206,6 +207,10 @@ fn text(r: &StatusReport, verbose: bool) -> String {
             c.runtime_identity
                 .as_ref()
                 .map(|i| i.measured.pid.to_string())
+                .unwrap_or_else(|| "-".into()),
+            c.runtime_identity
+                .as_ref()
+                .map(runtime_column)
                 .unwrap_or_else(|| "-".into()),
             seen(c, r.observed_at_ms),
         ]);
@@ -271,6 +276,22 @@ fn seen(c: &flotilla_exec::observe::ComponentStatus, now_ms: i64) -> String {
 fn short_digest(s: &str) -> String {
     let hex = s.strip_prefix("sha256:").unwrap_or(s);
     format!("sha256:{}", &hex[..hex.len().min(12)])
+}
+
+/// The RUNTIME column: the measured executable digest, and against the selected
+/// release when there is one (`= llama-server 2.0.0`, `!= llama-server 2.0.0`).
+fn runtime_column(rt: &flotilla_model::status::RuntimeStatus) -> String {
+    let measured = short_digest(&rt.measured.exe_sha256);
+    match (&rt.release, rt.runs_release()) {
+        (Some(r), Some(true)) => format!("{measured} = {} {}", r.name, r.version),
+        (Some(r), _) => format!(
+            "{measured} != {} {} ({})",
+            r.name,
+            r.version,
+            short_digest(&r.sha256)
+        ),
+        (None, _) => measured,
+    }
 }
 
 /// One line: the agent's measured executable digest against its selected release.
