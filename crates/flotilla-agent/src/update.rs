@@ -1097,7 +1097,7 @@ impl<S: ReleaseSource> Updater<S> {
                 return Err(Box::new(rec));
             }
         };
-        acceptance.accept(&key_id, manifest.serial);
+        acceptance.accept_manifest(&key_id, &manifest);
         if let Err(e) = write_json(acceptance_path, &acceptance) {
             self.log_once(&format!("update: {}", chain(&e)));
         }

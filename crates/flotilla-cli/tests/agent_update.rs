@@ -1045,7 +1045,9 @@ mod hosts {
         let _serial = testnet::lock();
         let net = Testnet::get();
         let sd = net.systemd_host();
-        let h = Host::new_in(Path::new(env!("CARGO_TARGET_TMPDIR")));
+        // In the systemd host's home: its /tmp is its own, and the workspace may be
+        // under this machine's /tmp.
+        let h = Host::new_in(&sd.home);
         let (unit, pid) = start(sd, &h, &h.current_binary(), "current");
         // Detected from INVOCATION_ID and the cgroup.
         let journal = ok(sd.exec(&["journalctl", "-u", &unit.name, "--no-pager", "-o", "cat"]));
@@ -1085,7 +1087,9 @@ mod hosts {
         let _serial = testnet::lock();
         let net = Testnet::get();
         let sd = net.systemd_host();
-        let h = Host::new_in(Path::new(env!("CARGO_TARGET_TMPDIR")));
+        // In the systemd host's home: its /tmp is its own, and the workspace may be
+        // under this machine's /tmp.
+        let h = Host::new_in(&sd.home);
         let (unit, _) = start(sd, &h, &h.old.0.binary, "stale");
         let supervisor = format!("systemd:{}", unit.name);
         let new = h.stage("0.2.0", &good_build("systemd-stale"));

@@ -200,6 +200,13 @@ impl Manifest {
                 ));
             }
         }
+        // Stores (SQLite, PostgreSQL) keep serials as signed 64-bit integers.
+        if self.serial > i64::MAX as u64 {
+            return Err(field_error(
+                "serial",
+                format!("{} is above the largest serial, {}", self.serial, i64::MAX),
+            ));
+        }
         parse_rfc3339_ms(&self.expires).map_err(|m| field_error("expires", m))?;
         if self.artifacts.is_empty() {
             return Err(field_error(

@@ -11,9 +11,10 @@
 //! - an Updating host becomes Updated when its latest [`HostUpdate`] shows the artifact's
 //!   digest as the **measured** running identity and has for `min_healthy_ms` (the soak
 //!   clock starts at the first report carrying that identity, not when the step was
-//!   sent), and its update report for this artifact (if it sent one since the step was
-//!   sent) says [`UpdateState::Updated`]. A host that already runs the artifact needs no
-//!   update report: it soaks from the report that showed it;
+//!   sent), and its update report for this artifact, sent since the step was sent, says
+//!   [`UpdateState::Updated`] — the agent's word that it verified the release (signature
+//!   by a pinned key, expiry, serial, skip list): a host that already runs the
+//!   artifact's digest still needs it (it soaks from the report that showed the digest);
 //! - RolledBack / Failed come from the agent's report ([`UpdateState::RolledBack`],
 //!   [`UpdateState::Refused`]) or from the timeout ([`Reason::HealthTimeout`]: no
 //!   measured identity `2 × timeout_ms + min_healthy_ms` after the step was sent — the
@@ -626,7 +627,10 @@ impl Rollout {
         let timeout = spec.timeout_ms as i64;
         let h = &self.hosts[i];
         let soaked = h.measured_ms.is_some_and(|m| now_ms - m >= soak);
-        let agent_agrees = report.is_none_or(|r| r.state == UpdateState::Updated);
+        // The agent's own word is required: it says `Updated` only after it verified the
+        // release (signature by a pinned key, expiry, serial, skip list) — a host that
+        // happens to run the artifact's digest already proves nothing about the release.
+        let agent_agrees = report.is_some_and(|r| r.state == UpdateState::Updated);
         if soaked && agent_agrees {
             let detail = format!(
                 "running sha256:{target} (measured), soaked {}",

@@ -40,7 +40,7 @@ pub struct KeyFiles {
 #[derive(Debug, thiserror::Error)]
 pub enum SignError {
     /// [`keygen`] would overwrite a file and `force` was not given.
-    #[error("{0} already exists (pass force to overwrite it)")]
+    #[error("{0} already exists (`--force` overwrites it)")]
     Exists(PathBuf),
     /// The key name is not usable as a file name.
     #[error("key name {0:?} must be non-empty letters, digits and `._+-`, starting with a letter or digit")]

@@ -142,6 +142,11 @@ pub struct Acceptance {
     /// Highest accepted serial per key id (16 uppercase hex).
     #[serde(default)]
     pub highest: BTreeMap<String, u64>,
+    /// The version accepted with that serial, per key id: the same serial again is
+    /// fine for the same release, refused for another version (a downgrade signed
+    /// with a reused serial).
+    #[serde(default)]
+    pub versions: BTreeMap<String, String>,
 }
 
 impl Acceptance {
@@ -178,6 +183,19 @@ impl Acceptance {
             ));
         }
         if let Some(&highest) = self.highest.get(key_id) {
+            if manifest.serial == highest {
+                if let Some(v) = self.versions.get(key_id) {
+                    if v != &manifest.version {
+                        return Err(Refusal::new(
+                            Reason::SerialRollback,
+                            format!(
+                                "{} {} has serial {}, which key {key_id} already gave {} {v}: a new release needs a higher serial",
+                                manifest.name, manifest.version, manifest.serial, manifest.name
+                            ),
+                        ));
+                    }
+                }
+            }
             if manifest.serial < highest {
                 return Err(Refusal::new(
                     Reason::SerialRollback,
@@ -207,6 +225,17 @@ impl Acceptance {
     pub fn accept(&mut self, key_id: &str, serial: u64) {
         let e = self.highest.entry(key_id.to_string()).or_insert(serial);
         *e = (*e).max(serial);
+    }
+
+    /// [`Acceptance::accept`] of `manifest`, remembering its version with its serial
+    /// when that is the highest.
+    pub fn accept_manifest(&mut self, key_id: &str, manifest: &Manifest) {
+        let before = self.highest.get(key_id).copied();
+        self.accept(key_id, manifest.serial);
+        if before.is_none_or(|h| manifest.serial >= h) {
+            self.versions
+                .insert(key_id.to_string(), manifest.version.clone());
+        }
     }
 }
 
@@ -378,6 +407,20 @@ mod tests {
         let r = acc.check(&id, &m, "linux", "x86_64", NOW).unwrap_err();
         assert_eq!(r.reason, Reason::SerialRollback);
         assert!(r.detail.contains("serial 4, lower than 5"), "{r}");
+        // The same serial again: fine for the same version, refused for another one.
+        let mut acc = Acceptance::default();
+        acc.accept_manifest(&id, &m);
+        assert!(acc.check(&id, &m, "linux", "x86_64", NOW).is_ok());
+        let mut other_version = m.clone();
+        other_version.version = "0.9.0".into();
+        let r = acc
+            .check(&id, &other_version, "linux", "x86_64", NOW)
+            .unwrap_err();
+        assert_eq!(r.reason, Reason::SerialRollback);
+        assert!(
+            r.detail.contains("a new release needs a higher serial"),
+            "{r}"
+        );
         // The serial is per key: another key's history does not matter.
         let mut other = Acceptance::default();
         other.accept("0000000000000000", 99);

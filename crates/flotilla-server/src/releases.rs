@@ -32,6 +32,9 @@ use tokio::sync::watch;
 /// The largest artifact `PUT /v1/blobs/{sha256}` takes (1 GiB).
 pub const BLOB_LIMIT: usize = 1 << 30;
 
+/// The shortest rollout timeout accepted (10 s).
+pub const MIN_TIMEOUT_MS: u64 = 10_000;
+
 /// How often the authority advances its active rollouts on its own (timeouts, soaks).
 pub const TICK: Duration = Duration::from_secs(1);
 
@@ -191,6 +194,14 @@ pub async fn publish_release<S: AuthorityStore>(
         Manifest::parse(req.manifest.as_bytes()).map_err(|e| invalid(format!("manifest: {e}")))?;
     flotilla_release::verify::signature_key_id(&req.signature)
         .map_err(|e| invalid(format!("signature: {e}")))?;
+    // The authority trusts no key, but it can tell an expired manifest: agents would
+    // refuse it.
+    if manifest.expires_ms().is_ok_and(|e| e <= now_ms()) {
+        return Err(invalid(format!(
+            "manifest: {} {} expired at {}: agents refuse it (sign it again with a later --expires)",
+            manifest.name, manifest.version, manifest.expires
+        )));
+    }
     for a in &manifest.artifacts {
         if let Some(blob) = &a.blob {
             if !state.store.has_blob(blob.clone()).await? {
@@ -264,6 +275,15 @@ pub async fn create_rollout<S: AuthorityStore>(
     if req.max_in_flight == 0 {
         return Err(invalid("max_in_flight must be at least 1"));
     }
+    // A timeout a host cannot meet would roll a good build back and keep it off that
+    // host for good (its agent records a rolled-back version as skipped).
+    if req.timeout_ms < MIN_TIMEOUT_MS {
+        return Err(invalid(format!(
+            "timeout {} ms is too short: at least {} s (a host needs it to download, restart and prove the new version)",
+            req.timeout_ms,
+            MIN_TIMEOUT_MS / 1000
+        )));
+    }
     let record = state
         .store
         .release(req.name.clone(), req.version.clone())
@@ -275,6 +295,12 @@ pub async fn create_rollout<S: AuthorityStore>(
             ))
         })?;
     let manifest = Manifest::parse(&record.manifest).map_err(internal)?;
+    if manifest.expires_ms().is_ok_and(|e| e <= now_ms()) {
+        return Err(invalid(format!(
+            "release {} {} expired at {}: every agent would refuse it (sign a new one)",
+            req.name, req.version, manifest.expires
+        )));
+    }
     let Some(current) = state.current_topology() else {
         return Err(invalid(
             "no revision is selected: there are no agent hosts to roll out to",
@@ -428,7 +454,14 @@ pub async fn rollout_action<S: AuthorityStore>(
             )))
         }
     };
-    done.map_err(|e| conflict(format!("rollout {id}: {e}")))?;
+    done.map_err(|e| {
+        let hint = if r.phase == flotilla_release::rollout::Phase::Failed {
+            " (it has ended: roll the corrected release out again with a new rollout)"
+        } else {
+            ""
+        };
+        conflict(format!("rollout {id}: {e}{hint}"))
+    })?;
     let updates = state.releases.updates.lock().expect("not poisoned").clone();
     r.advance(&updates, now);
     let doc = serde_json::to_string(&r).map_err(internal)?;

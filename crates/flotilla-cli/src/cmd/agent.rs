@@ -600,6 +600,33 @@ fn uninstall(cli: &Cli, a: &UninstallArgs) -> anyhow::Result<u8> {
         Err(e) => return Err(e.into()),
     };
     let r = root.root();
+    // Only what `agent install` makes: `current` pointing into `versions/`, each
+    // version a directory holding the binary, nothing else in `versions/`.
+    if r.is_dir() {
+        if let Err(why) = looks_installed(&root) {
+            eprintln!(
+                "error: {} is not an install root made by `flotilla agent install` ({why}): nothing removed",
+                r.display()
+            );
+            return Ok(crate::EXIT_REFUSED);
+        }
+    }
+    // Nor from under any process running one of its versions, whichever state
+    // directory that agent uses.
+    let running = processes_running_from(r);
+    if !running.is_empty() {
+        eprintln!(
+            "error: {} runs from {} (pid {}): stop it first; nothing removed",
+            running[0].1.display(),
+            r.display(),
+            running
+                .iter()
+                .map(|(p, _)| p.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return Ok(crate::EXIT_REFUSED);
+    }
     if r.is_dir() && update::try_lock(&root)?.is_none() {
         eprintln!(
             "error: an update watchdog works in {} ({}): wait for it to finish",
@@ -652,6 +679,64 @@ fn uninstall(cli: &Cli, a: &UninstallArgs) -> anyhow::Result<u8> {
         );
     }
     Ok(EXIT_OK)
+}
+
+/// Whether `root` has only what `agent install` and self-update make: `Err` says what
+/// is not.
+fn looks_installed(root: &InstallRoot) -> Result<(), String> {
+    let r = root.root();
+    let versions = r.join("versions");
+    let Ok(entries) = std::fs::read_dir(&versions) else {
+        return Err(format!("no {} directory", versions.display()));
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if !p.join(root.binary_name()).is_file() {
+            return Err(format!(
+                "{} is not a version directory holding `{}`",
+                p.display(),
+                root.binary_name()
+            ));
+        }
+        let extra = std::fs::read_dir(&p)
+            .map(|d| d.flatten().count())
+            .unwrap_or(0);
+        if extra != 1 {
+            return Err(format!(
+                "{} holds other files besides `{}`",
+                p.display(),
+                root.binary_name()
+            ));
+        }
+    }
+    match std::fs::read_link(r.join("current")) {
+        Ok(t) if t.starts_with("versions") || t.starts_with(&versions) => Ok(()),
+        Ok(t) => Err(format!(
+            "current points at {}, not into versions/",
+            t.display()
+        )),
+        Err(_) => Err("no `current` link".into()),
+    }
+}
+
+/// Live processes whose executable lies under `root` (pid, executable), as `/proc`
+/// shows them (a deleted file still counts: it is running).
+fn processes_running_from(root: &std::path::Path) -> Vec<(u32, PathBuf)> {
+    let Ok(root) = std::fs::canonicalize(root) else {
+        return Vec::new();
+    };
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+            let text = exe.to_string_lossy();
+            let path = PathBuf::from(text.strip_suffix(" (deleted)").unwrap_or(&text));
+            (pid != std::process::id() && path.starts_with(&root)).then_some((pid, path))
+        })
+        .collect()
 }
 
 fn update_watch(cli: &Cli, a: &UpdateWatchArgs) -> anyhow::Result<u8> {

@@ -142,7 +142,8 @@ pub enum ReleaseCommand {
         /// The rollout's id.
         id: u64,
     },
-    /// Resume a paused or halted rollout (clears the halt; failed hosts stay failed).
+    /// Resume a paused rollout. A halted rollout (`Failed`) stays ended: roll the
+    /// corrected release out again (a new rollout starts every host afresh).
     Resume {
         /// The rollout's id.
         id: u64,
@@ -182,6 +183,20 @@ fn pair(path: &Path) -> (PathBuf, PathBuf) {
     }
 }
 
+/// `PLATFORM` of an artifact being described: Flotilla's words only, so that a typo
+/// (`linux-amd64`) is caught here and not as `NoMatchingArtifact` on every host.
+fn known_platform(p: &str) -> anyhow::Result<(String, String)> {
+    let (os, arch) = platform_parts(p)?;
+    if !["linux", "darwin"].contains(&os.as_str())
+        || !["x86_64", "aarch64"].contains(&arch.as_str())
+    {
+        anyhow::bail!(
+            "`{p}` is not a platform agents report: use linux-x86_64, linux-aarch64, darwin-x86_64 or darwin-aarch64"
+        );
+    }
+    Ok((os, arch))
+}
+
 fn platform_parts(p: &str) -> anyhow::Result<(String, String)> {
     p.split_once('-')
         .map(|(o, a)| (o.to_string(), a.to_string()))
@@ -190,27 +205,40 @@ fn platform_parts(p: &str) -> anyhow::Result<(String, String)> {
 
 fn selector(s: &Option<String>) -> anyhow::Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
-    for part in s
-        .iter()
-        .flat_map(|s| s.split(','))
-        .filter(|p| !p.is_empty())
-    {
-        let (k, v) = part
-            .split_once('=')
-            .ok_or_else(|| anyhow::anyhow!("selector `{part}`: expected key=value"))?;
-        out.insert(k.trim().to_string(), v.trim().to_string());
+    let Some(s) = s else { return Ok(out) };
+    for part in s.split(',') {
+        let (k, v) = part.split_once('=').ok_or_else(|| {
+            anyhow::anyhow!(
+                "--selector `{s}`: `{part}` is not key=value (labels: key=value[,key=value])"
+            )
+        })?;
+        let (k, v) = (k.trim(), v.trim());
+        if k.is_empty() {
+            anyhow::bail!("--selector `{s}`: `{part}` has no label key");
+        }
+        if let Some(before) = out.insert(k.to_string(), v.to_string()) {
+            anyhow::bail!(
+                "--selector `{s}`: label `{k}` is given twice (`{before}` and `{v}`): a host has one value per label"
+            );
+        }
     }
     Ok(out)
 }
 
 fn expires_at(s: &str) -> anyhow::Result<String> {
     if let Ok(d) = humantime::parse_duration(s) {
+        if d.is_zero() {
+            anyhow::bail!("--expires `{s}`: the release would be expired at once");
+        }
         let t = std::time::SystemTime::now() + d;
         return Ok(humantime::format_rfc3339_seconds(t).to_string());
     }
-    humantime::parse_rfc3339_weak(s).map_err(|e| {
-        anyhow::anyhow!("--expires `{s}`: neither a duration nor an RFC 3339 time ({e})")
+    let t = humantime::parse_rfc3339_weak(s).map_err(|e| {
+        anyhow::anyhow!("--expires `{s}`: neither a duration (`30d`) nor an RFC 3339 time (`2027-01-01T00:00:00Z`) ({e})")
     })?;
+    if t <= std::time::SystemTime::now() {
+        anyhow::bail!("--expires `{s}` is in the past: agents would refuse the release as expired");
+    }
     Ok(s.to_string())
 }
 
@@ -236,7 +264,16 @@ pub(crate) fn verify_offline(
     let (mpath, spath) = pair(manifest);
     let bytes = read(&mpath)?;
     // A missing signature file is an unsigned manifest: refused like any other.
-    let sig = std::fs::read_to_string(&spath).unwrap_or_default();
+    let Ok(sig) = std::fs::read_to_string(&spath) else {
+        return Ok(Err(flotilla_release::Refusal::new(
+            flotilla_release::Reason::SignatureInvalid,
+            format!(
+                "unsigned: no signature file {} (`flotilla release sign {}`)",
+                spath.display(),
+                mpath.display()
+            ),
+        )));
+    };
     let texts = trusted_keys
         .iter()
         .map(|p| read_text(p))
@@ -249,6 +286,22 @@ pub(crate) fn verify_offline(
             .clone();
         Ok((key_id, m, a))
     }))
+}
+
+/// The authority's refusals (409: a conflict with what it holds; 400: a request it
+/// will not take) are exit 1 with its message; other errors bubble up.
+fn refused(e: flotilla_server::ClientError) -> anyhow::Result<u8> {
+    match &e {
+        flotilla_server::ClientError::Api {
+            status: 400 | 409,
+            error,
+            ..
+        } => {
+            eprintln!("refused: {}", error.message);
+            Ok(EXIT_REFUSED)
+        }
+        _ => Err(e.into()),
+    }
 }
 
 fn now_ms() -> i64 {
@@ -355,7 +408,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 let (platform, file) = a
                     .split_once('=')
                     .ok_or_else(|| anyhow::anyhow!("--artifact `{a}`: expected PLATFORM=FILE"))?;
-                let (os, arch) = platform_parts(platform)?;
+                let (os, arch) = known_platform(platform)?;
                 list.push(flotilla_release::manifest::Artifact::of_file(
                     Path::new(file),
                     &os,
@@ -370,7 +423,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 else {
                     anyhow::bail!("--url-artifact `{a}`: expected PLATFORM=FILE=URL");
                 };
-                let (os, arch) = platform_parts(platform)?;
+                let (os, arch) = known_platform(platform)?;
                 list.push(flotilla_release::manifest::Artifact::of_file(
                     Path::new(file),
                     &os,
@@ -480,11 +533,20 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             }
             for a in m.artifacts.iter().filter(|a| a.blob.is_some()) {
                 let Some(f) = files.get(&a.sha256) else {
+                    let given: Vec<String> = files
+                        .iter()
+                        .map(|(sha, f)| format!("{} is sha256:{sha}", f.display()))
+                        .collect();
                     anyhow::bail!(
-                        "artifact {}-{} (sha256:{}) is kept in the authority's blob store: give its file with --artifact",
+                        "artifact {}-{} (sha256:{}) is kept in the authority's blob store: give its file with --artifact{}",
                         a.os,
                         a.arch,
-                        a.sha256
+                        a.sha256,
+                        if given.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (none of those given is it: {})", given.join(", "))
+                        }
                     );
                 };
                 let created = rt.block_on(client.put_blob(&a.sha256, read(f)?))?;
@@ -499,10 +561,13 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                     );
                 }
             }
-            let r = rt.block_on(client.publish_release(&PublishReleaseRequest {
+            let r = match rt.block_on(client.publish_release(&PublishReleaseRequest {
                 manifest: manifest_text,
                 signature: signature_text,
-            }))?;
+            })) {
+                Ok(r) => r,
+                Err(e) => return refused(e),
+            };
             if *json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
@@ -562,7 +627,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         } => {
             let rt = super::runtime()?;
             let client = super::authority::client(cli)?;
-            let dto = rt.block_on(client.create_rollout(&CreateRolloutRequest {
+            let dto = match rt.block_on(client.create_rollout(&CreateRolloutRequest {
                 name: name.clone(),
                 version: version.clone(),
                 selector: selector(sel)?,
@@ -570,7 +635,10 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 canary: *canary,
                 min_healthy_ms: Duration::from(*min_healthy).as_millis() as u64,
                 timeout_ms: Duration::from(*timeout).as_millis() as u64,
-            }))?;
+            })) {
+                Ok(dto) => dto,
+                Err(e) => return refused(e),
+            };
             print_rollout(&rollout_of(dto)?, *json)?;
             Ok(EXIT_OK)
         }
@@ -591,13 +659,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                     print_rollout(&rollout_of(dto)?, false)?;
                     Ok(EXIT_OK)
                 }
-                Err(flotilla_server::ClientError::Api {
-                    status: 409, error, ..
-                }) => {
-                    eprintln!("refused: {}", error.message);
-                    Ok(EXIT_REFUSED)
-                }
-                Err(e) => Err(e.into()),
+                Err(e) => refused(e),
             }
         }
         ReleaseCommand::Status { id, json } => {

@@ -145,20 +145,18 @@ fn soak_starts_at_the_measured_identity_not_at_sending() {
         50_000,
     );
     assert_eq!(r.hosts[0].measured_ms, None);
-    // The new identity is measured at 70_000.
-    r.advance(
-        &updates(vec![report(
-            "h0",
-            70_000,
-            &new_running(),
-            Some(UpdateState::Updated),
-        )]),
+    // The new identity is measured at 70_000 (the authority keeps the latest report).
+    let latest = updates(vec![report(
+        "h0",
         70_000,
-    );
+        &new_running(),
+        Some(UpdateState::Updated),
+    )]);
+    r.advance(&latest, 70_000);
     assert_eq!(r.hosts[0].measured_ms, Some(70_000));
-    r.advance(&BTreeMap::new(), 70_000 + SOAK as i64 - 1);
+    r.advance(&latest, 70_000 + SOAK as i64 - 1);
     assert_eq!(phases(&r), [U]);
-    r.advance(&BTreeMap::new(), 70_000 + SOAK as i64);
+    r.advance(&latest, 70_000 + SOAK as i64);
     assert_eq!(phases(&r), [OK]);
     assert_eq!(r.phase, Phase::Succeeded);
 }
@@ -253,18 +251,31 @@ fn a_refusal_fails_the_host_with_its_reason() {
 }
 
 #[test]
-fn a_host_already_running_the_artifact_soaks_from_its_report() {
+fn a_host_already_running_the_artifact_still_needs_its_agents_word() {
     let mut r = rollout(2, 1, 0);
     // h0 was installed by hand with the new binary long ago; no update report.
     let before = updates(vec![report("h0", -1_000_000, &new_running(), None)]);
     r.advance(&before, 0);
     r.approve(1).unwrap();
-    assert!(r.advance(&before, 2));
+    r.advance(&before, 2);
     assert_eq!(r.hosts[0].measured_ms, Some(-1_000_000));
     assert_eq!(
         phases(&r),
+        [U, P],
+        "a digest alone proves nothing about the release: the agent must have verified it"
+    );
+    // The agent verified the release and found it already running: soaked already.
+    let said = updates(vec![report(
+        "h0",
+        3,
+        &new_running(),
+        Some(UpdateState::Updated),
+    )]);
+    assert!(r.advance(&said, 4));
+    assert_eq!(
+        phases(&r),
         [OK, U],
-        "soaked from that report; the next host starts"
+        "soaked from the first report; the next host starts"
     );
     assert_eq!(
         r.hosts[0].running_sha256.as_deref(),
@@ -461,7 +472,7 @@ fn component_releases_are_judged_by_the_components_measured_digest_and_reports()
             reason: None,
         },
         ComponentCase {
-            what: "the agent's own update report does not count for a component",
+            what: "the agent's own update report does not count for a component (nor make it Updated without the component's)",
             first: {
                 let mut u = report("h0", 10, OLD, Some(UpdateState::RolledBack));
                 u.releases.insert("llama-server".into(), new.clone());
@@ -472,7 +483,7 @@ fn component_releases_are_judged_by_the_components_measured_digest_and_reports()
                 u.releases.insert("llama-server".into(), new.clone());
                 u
             },
-            phase: OK,
+            phase: U,
             reason: None,
         },
     ];
