@@ -205,7 +205,10 @@ fn platform_parts(p: &str) -> anyhow::Result<(String, String)> {
 
 fn selector(s: &Option<String>) -> anyhow::Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
-    let Some(s) = s else { return Ok(out) };
+    // None or empty: every agent host.
+    let Some(s) = s.as_deref().filter(|s| !s.trim().is_empty()) else {
+        return Ok(out);
+    };
     for part in s.split(',') {
         let (k, v) = part.split_once('=').ok_or_else(|| {
             anyhow::anyhow!(
