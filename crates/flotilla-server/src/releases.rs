@@ -371,7 +371,7 @@ pub async fn create_rollout<S: AuthorityStore>(
         .store
         .create_rollout("{}".into(), req.name.clone(), now)
         .await?;
-    let rollout = Rollout::new(
+    let mut rollout = Rollout::new(
         id,
         RolloutSpec {
             name: req.name,
@@ -387,6 +387,16 @@ pub async fn create_rollout<S: AuthorityStore>(
         hosts,
         now,
     );
+    // What each host runs now, measured, as its agent last said: shown from the start.
+    {
+        let updates = state.releases.updates.lock().expect("not poisoned");
+        for h in &mut rollout.hosts {
+            h.running_sha256 = updates
+                .get(&h.host)
+                .and_then(|u| u.running_of(&rollout.spec.name))
+                .map(str::to_string);
+        }
+    }
     let doc = serde_json::to_string(&rollout).map_err(internal)?;
     state.store.put_rollout(id, doc, now).await?;
     let dto = rollout_dto(&rollout)?;

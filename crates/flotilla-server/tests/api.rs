@@ -700,6 +700,13 @@ async fn releases_and_rollouts<S: AuthorityStore + Clone>(store: S) {
         .map(|h| (h.host.as_str(), h.canary))
         .collect();
     assert_eq!(hosts, [("gpu", true), ("ops", false), ("studio", false)]);
+    let measured = format!("sha256:{}", "1".repeat(64));
+    assert!(
+        r.hosts
+            .iter()
+            .all(|h| h.running_sha256.as_deref() == Some(measured.as_str())),
+        "what each host runs is shown from the start: {r:#?}"
+    );
     let e = b.operator.create_rollout(&create).await.unwrap_err();
     assert_eq!(
         e.status(),
