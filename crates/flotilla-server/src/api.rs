@@ -300,6 +300,10 @@ pub struct AgentIdentityDto {
     /// `matches` (the measured digest is the selected release's), `differs`, or
     /// `no-release` (no rollout has updated this host).
     pub runtime_identity: String,
+    /// Set when two agent processes report for this host, alternating, within the
+    /// report deadline: what the authority saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<String>,
 }
 
 /// A release as selected for one host.

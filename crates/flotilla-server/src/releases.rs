@@ -43,7 +43,38 @@ pub const TICK: Duration = Duration::from_secs(1);
 pub struct Releases {
     rollouts: tokio::sync::Mutex<BTreeMap<u64, Rollout>>,
     updates: std::sync::Mutex<BTreeMap<String, HostUpdate>>,
+    /// Per host, the pids of its last reports (oldest first, at most [`PIDS_KEPT`]) and
+    /// when each arrived: two agents reporting for one host alternate.
+    pids: std::sync::Mutex<BTreeMap<String, std::collections::VecDeque<(u32, i64)>>>,
     index: watch::Sender<u64>,
+}
+
+/// How many of a host's last reporting pids are kept to tell two agents apart.
+const PIDS_KEPT: usize = 6;
+
+/// Two agents report for one host when, among its reports within `window_ms` of `now`,
+/// a pid reported, then another, then the first again (a self-update or a restart
+/// changes the pid once and the old one falls silent). Returns the two pids.
+pub fn two_agents(
+    pids: &std::collections::VecDeque<(u32, i64)>,
+    now: i64,
+    window_ms: i64,
+) -> Option<(u32, u32)> {
+    let recent: Vec<u32> = pids
+        .iter()
+        .filter(|(_, at)| now - at <= window_ms)
+        .map(|(p, _)| *p)
+        .collect();
+    for (i, a) in recent.iter().enumerate() {
+        let Some(j) = recent[i + 1..].iter().position(|b| b != a) else {
+            continue;
+        };
+        let b = recent[i + 1 + j];
+        if recent[i + 1 + j + 1..].contains(a) {
+            return Some((*a, b));
+        }
+    }
+    None
 }
 
 impl Releases {
@@ -73,6 +104,7 @@ impl Releases {
         Ok(Releases {
             rollouts: tokio::sync::Mutex::new(rollouts),
             updates: std::sync::Mutex::new(updates),
+            pids: std::sync::Mutex::new(BTreeMap::new()),
             index: watch::Sender::new(1),
         })
     }
@@ -616,6 +648,14 @@ pub async fn report_update<S: AuthorityStore>(
         .store
         .put_host_update(host.clone(), doc, received_ms)
         .await?;
+    if let Some(pid) = update.pid {
+        let mut pids = state.releases.pids.lock().expect("not poisoned");
+        let seen = pids.entry(host.clone()).or_default();
+        seen.push_back((pid, received_ms));
+        while seen.len() > PIDS_KEPT {
+            seen.pop_front();
+        }
+    }
     state
         .releases
         .updates
@@ -689,6 +729,14 @@ pub async fn agent_identities<S: AuthorityStore>(
             })
         };
         let release = pick(HostPhase::Updated);
+        let window = state.settings_report_deadline_ms();
+        let two = state
+            .releases
+            .pids
+            .lock()
+            .expect("not poisoned")
+            .get(&host)
+            .and_then(|p| two_agents(p, crate::server::now_ms(), window));
         let updating_to = pick(HostPhase::Updating);
         let runtime_identity = match (&release, &u.running_sha256) {
             (None, _) => "no-release",
@@ -709,8 +757,54 @@ pub async fn agent_identities<S: AuthorityStore>(
                 release,
                 updating_to,
                 runtime_identity,
+                conflict: two.map(|(a, b)| {
+                    format!(
+                        "two agents report for this host (pids {a} and {b}): one credential used by two agents (two state directories, or copied to another machine); stop one"
+                    )
+                }),
             },
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::two_agents;
+    use std::collections::VecDeque;
+
+    fn seen(pids: &[(u32, i64)]) -> VecDeque<(u32, i64)> {
+        pids.iter().copied().collect()
+    }
+
+    #[test]
+    fn two_agents_alternate_a_restart_does_not() {
+        // One agent, reporting on: nothing.
+        assert_eq!(
+            two_agents(&seen(&[(1, 0), (1, 10), (1, 20)]), 30, 45_000),
+            None
+        );
+        // Restarted (a self-update): the old pid falls silent.
+        assert_eq!(
+            two_agents(&seen(&[(1, 0), (1, 10), (2, 20), (2, 30)]), 40, 45_000),
+            None
+        );
+        // Two agents on one credential: 1, 2, 1.
+        assert_eq!(
+            two_agents(&seen(&[(1, 0), (2, 10), (1, 20)]), 30, 45_000),
+            Some((1, 2))
+        );
+        // Outside the window it is history, not a conflict.
+        assert_eq!(
+            two_agents(&seen(&[(1, 0), (2, 10), (1, 20)]), 100_000, 45_000),
+            None
+        );
+        // Rolled back: the old version's agent is back after the new one: 1, 2, 1 too,
+        // but spread over a restart each; within the window it reads as two agents
+        // only while both report.
+        assert_eq!(
+            two_agents(&seen(&[(1, 0), (2, 50_000), (3, 100_000)]), 100_001, 45_000),
+            None
+        );
+    }
 }

@@ -208,6 +208,11 @@ impl<S: AuthorityStore> AppState<S> {
             .subscribe()
     }
 
+    /// The report deadline, in ms.
+    pub(crate) fn settings_report_deadline_ms(&self) -> i64 {
+        self.settings.report_deadline.as_millis() as i64
+    }
+
     /// The selected revision's topology, if any.
     pub(crate) fn current_topology(&self) -> Option<Arc<Topology>> {
         self.current().map(|c| c.topology)

@@ -673,6 +673,24 @@ async fn releases_and_rollouts<S: AuthorityStore + Clone>(store: S) {
         u.update = None;
         agent.report_update(host, &u).await.unwrap();
     }
+    // Two agents on one credential (one host) report alternately: the status says so.
+    for pid in [4242, 5555, 4242] {
+        let mut u = update("ops", &"1".repeat(64), UpdateState::Updated, None);
+        u.update = None;
+        u.pid = Some(pid);
+        ops.report_update("ops", &u).await.unwrap();
+    }
+    let st = b.operator.status().await.unwrap();
+    let conflict = |st: &flotilla_server::api::FleetStatus, host: &str| {
+        st.hosts
+            .iter()
+            .find(|h| h.host == host)
+            .and_then(|h| h.agent_identity.as_ref())
+            .and_then(|a| a.conflict.clone())
+    };
+    let c = conflict(&st, "ops").expect("two agents for ops are seen");
+    assert!(c.contains("pids 4242 and 5555"), "{c}");
+    assert_eq!(conflict(&st, "gpu"), None);
     // A rollout waits for approval; its host set is frozen in name order.
     let create = CreateRolloutRequest {
         name: "flotilla-agent".into(),

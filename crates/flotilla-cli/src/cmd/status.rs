@@ -122,6 +122,9 @@ fn fleet(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 println!("host {}: {}{age}{rev}", h.host, h.observability);
                 if let Some(id) = &h.agent_identity {
                     println!("  agent: {}", agent_identity(id));
+                    if let Some(c) = &id.conflict {
+                        println!("  agent: WARNING: {c}");
+                    }
                 }
                 if let Some(rep) = &h.report {
                     for d in &rep.drift {
