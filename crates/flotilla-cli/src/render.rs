@@ -146,3 +146,10 @@ pub fn plan(p: &flotilla_plan::Plan) -> String {
     }
     out
 }
+
+/// The first 12 hex digits of a digest given with or without `sha256:`, as
+/// `sha256:<12 hex>`.
+pub fn short_digest(s: &str) -> String {
+    let hex = s.strip_prefix("sha256:").unwrap_or(s);
+    format!("sha256:{}", &hex[..hex.len().min(12)])
+}

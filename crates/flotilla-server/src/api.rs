@@ -319,6 +319,17 @@ pub struct SelectedReleaseDto {
     pub rollout: u64,
 }
 
+impl From<flotilla_model::status::SelectedRelease> for SelectedReleaseDto {
+    fn from(r: flotilla_model::status::SelectedRelease) -> Self {
+        SelectedReleaseDto {
+            name: r.name,
+            version: r.version,
+            sha256: r.sha256,
+            rollout: r.rollout,
+        }
+    }
+}
+
 /// `GET /v1/status`: every host's last report, with its age.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct FleetStatus {

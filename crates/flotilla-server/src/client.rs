@@ -259,14 +259,14 @@ impl Client {
         index: u64,
         wait: Duration,
     ) -> Result<SnapshotResponse, ClientError> {
-        let url = format!(
-            "{}/v1/hosts/{host}/snapshot?index={index}&wait={}ms",
-            self.base,
-            wait.as_millis()
-        );
-        // The server answers within wait + wait/16; allow for that and the network.
-        let timeout = wait + wait / 8 + Duration::from_secs(15);
-        self.send(self.http.get(&url).timeout(timeout), &url).await
+        self.long_poll(
+            &format!(
+                "/v1/hosts/{host}/snapshot?index={index}&wait={}ms",
+                wait.as_millis()
+            ),
+            wait,
+        )
+        .await
     }
 
     /// `POST /v1/hosts/{host}/report`.
@@ -445,35 +445,17 @@ impl Client {
     ) -> Result<u64, ClientError> {
         use std::io::Write;
         let url = format!("{}/v1/blobs/{sha256}", self.base);
-        let http = |source| ClientError::Http {
-            url: url.clone(),
-            source,
-        };
-        let mut req = self.http.get(&url).timeout(Duration::from_secs(3600));
-        if let Some(c) = &self.credential {
-            req = req.bearer_auth(c);
-        }
-        let mut resp = req.send().await.map_err(http)?;
-        let status = resp.status().as_u16();
-        if !(200..300).contains(&status) {
-            let text = resp.text().await.map_err(http)?;
-            return Err(ClientError::Api {
-                url: url.clone(),
-                status,
-                error: serde_json::from_str(&text).unwrap_or(ApiError {
-                    code: "http".into(),
-                    message: text,
-                    current: None,
-                }),
-            });
-        }
+        let mut resp = self.raw_get(&url, Duration::from_secs(3600)).await?;
         let io = |source| ClientError::Io {
             path: dest.to_path_buf(),
             source,
         };
         let mut file = std::fs::File::create(dest).map_err(io)?;
         let mut written = 0u64;
-        while let Some(chunk) = resp.chunk().await.map_err(http)? {
+        while let Some(chunk) = resp.chunk().await.map_err(|source| ClientError::Http {
+            url: url.clone(),
+            source,
+        })? {
             file.write_all(&chunk).map_err(io)?;
             written += chunk.len() as u64;
         }
@@ -558,13 +540,14 @@ impl Client {
         index: u64,
         wait: Duration,
     ) -> Result<crate::api::ReleaseAssignment, ClientError> {
-        let url = format!(
-            "{}/v1/hosts/{host}/release?index={index}&wait={}ms",
-            self.base,
-            wait.as_millis()
-        );
-        let timeout = wait + wait / 8 + Duration::from_secs(15);
-        self.send(self.http.get(&url).timeout(timeout), &url).await
+        self.long_poll(
+            &format!(
+                "/v1/hosts/{host}/release?index={index}&wait={}ms",
+                wait.as_millis()
+            ),
+            wait,
+        )
+        .await
     }
 
     /// `POST /v1/hosts/{host}/release` (the host's agent): what it measured and where
@@ -587,29 +570,56 @@ impl Client {
     /// [`ClientError`].
     pub async fn get_text(&self, path: &str) -> Result<String, ClientError> {
         let url = format!("{}{path}", self.base);
+        self.raw_get(&url, Duration::from_secs(30))
+            .await?
+            .text()
+            .await
+            .map_err(|source| ClientError::Http { url, source })
+    }
+
+    /// `GET url` with the credential: the response when it is a success, else its
+    /// error body as [`ClientError::Api`] (the body's text when it is not an
+    /// [`ApiError`]).
+    async fn raw_get(
+        &self,
+        url: &str,
+        timeout: Duration,
+    ) -> Result<reqwest::Response, ClientError> {
         let http = |source| ClientError::Http {
-            url: url.clone(),
+            url: url.to_string(),
             source,
         };
-        let mut req = self.http.get(&url).timeout(Duration::from_secs(30));
+        let mut req = self.http.get(url).timeout(timeout);
         if let Some(c) = &self.credential {
             req = req.bearer_auth(c);
         }
         let resp = req.send().await.map_err(http)?;
         let status = resp.status().as_u16();
-        let text = resp.text().await.map_err(http)?;
-        if !(200..300).contains(&status) {
-            return Err(ClientError::Api {
-                url: url.clone(),
-                status,
-                error: serde_json::from_str(&text).unwrap_or(ApiError {
-                    code: "http".into(),
-                    message: text,
-                    current: None,
-                }),
-            });
+        if (200..300).contains(&status) {
+            return Ok(resp);
         }
-        Ok(text)
+        let text = resp.text().await.map_err(http)?;
+        Err(ClientError::Api {
+            url: url.to_string(),
+            status,
+            error: serde_json::from_str(&text).unwrap_or(ApiError {
+                code: "http".into(),
+                message: text,
+                current: None,
+            }),
+        })
+    }
+
+    /// A long poll of `path_and_query` (which names `wait`): the server answers within
+    /// `wait` + `wait`/16; allowed for, with the network.
+    async fn long_poll<T: serde::de::DeserializeOwned>(
+        &self,
+        path_and_query: &str,
+        wait: Duration,
+    ) -> Result<T, ClientError> {
+        let url = format!("{}{path_and_query}", self.base);
+        let timeout = wait + wait / 8 + Duration::from_secs(15);
+        self.send(self.http.get(&url).timeout(timeout), &url).await
     }
 }
 

@@ -13,7 +13,7 @@
 //! of the hosts concerned (`GET /v1/hosts/{host}/release`) answer at once.
 
 use crate::api::{self, ApiError};
-use crate::server::{now_ms, wait_of, Answer, AppState, Failure, PollQuery, Waiting};
+use crate::server::{now_ms, park, wait_of, Answer, AppState, Failure, PollQuery};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -130,12 +130,6 @@ fn internal(e: impl std::fmt::Display) -> Failure {
     Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
 }
 
-fn is_sha256_hex(s: &str) -> bool {
-    s.len() == 64
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
 /// `PUT /v1/blobs/{sha256}` (operator): store an artifact; its bytes must hash to the
 /// path's SHA-256 (64 lowercase hex digits).
 #[utoipa::path(put, path = "/v1/blobs/{sha256}", params(("sha256" = String, Path, description = "the artifact's SHA-256, 64 hex digits")),
@@ -148,12 +142,12 @@ pub async fn put_blob<S: AuthorityStore>(
     body: Bytes,
 ) -> Answer<serde_json::Value> {
     state.operator(&headers).await?;
-    if !is_sha256_hex(&sha256) {
+    if !flotilla_release::manifest::is_sha256_hex(&sha256) {
         return Err(invalid(format!(
             "`{sha256}` is not a SHA-256 (64 lowercase hex digits)"
         )));
     }
-    let found = hex(&Sha256::digest(&body));
+    let found = flotilla_release::artifact::hex(&Sha256::digest(&body));
     if found != sha256 {
         return Err(invalid(format!(
             "the {} bytes sent hash to {found}, not {sha256}",
@@ -162,10 +156,6 @@ pub async fn put_blob<S: AuthorityStore>(
     }
     let created = state.store.put_blob(sha256, body.to_vec()).await?;
     Ok(Json(serde_json::json!({ "created": created })))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `GET /v1/blobs/{sha256}` (an operator or any agent): an artifact's bytes.
@@ -608,11 +598,7 @@ pub async fn assignment<S: AuthorityStore>(
         .for_host(&headers, &host, true, "read only its own host's release")
         .await?;
     let wait = wait_of(&q.wait)?;
-    let mut rx = state.releases.index.subscribe();
-    if *rx.borrow() <= q.index && !wait.is_zero() {
-        let _waiting = Waiting::new(&state.metrics.longpoll_waiters);
-        let _ = tokio::time::timeout(wait, rx.wait_for(|i| *i > q.index)).await;
-    }
+    park(&state.releases.index, q.index, wait, &state.metrics).await;
     let index = *state.releases.index.borrow();
     Ok(Json(api::ReleaseAssignment {
         index,
@@ -666,6 +652,28 @@ pub async fn report_update<S: AuthorityStore>(
     Ok(Json(serde_json::json!({ "received_ms": received_ms })))
 }
 
+/// The release the newest rollout of `name` gave `host` in `phase` (`Updated`: the one
+/// selected for it; `Updating`: the one it is being updated to).
+fn selected(
+    rollouts: &BTreeMap<u64, Rollout>,
+    name: &str,
+    host: &str,
+    phase: flotilla_release::rollout::HostPhase,
+) -> Option<flotilla_model::status::SelectedRelease> {
+    rollouts.values().rev().find_map(|r| {
+        if r.spec.name != name {
+            return None;
+        }
+        let h = r.host(host).filter(|h| h.phase == phase)?;
+        Some(flotilla_model::status::SelectedRelease {
+            name: r.spec.name.clone(),
+            version: r.spec.version.clone(),
+            sha256: r.artifact_sha256.get(&h.platform)?.clone(),
+            rollout: r.id,
+        })
+    })
+}
+
 /// The release selected for each component of `report` whose program comes from a
 /// release's install root: the newest rollout of that release that updated the
 /// component's host (its measured digest is then compared with it).
@@ -688,18 +696,7 @@ pub async fn annotate_component_releases<S: AuthorityStore>(
         let Some(rt) = c.runtime_identity.as_mut() else {
             continue;
         };
-        rt.release = rollouts.values().rev().find_map(|r| {
-            if r.spec.name != spec.name {
-                return None;
-            }
-            let h = r.host(&c.host).filter(|h| h.phase == HostPhase::Updated)?;
-            Some(flotilla_model::status::SelectedRelease {
-                name: r.spec.name.clone(),
-                version: r.spec.version.clone(),
-                sha256: r.artifact_sha256.get(&h.platform)?.clone(),
-                rollout: r.id,
-            })
-        });
+        rt.release = selected(&rollouts, &spec.name, &c.host, HostPhase::Updated);
     }
 }
 
@@ -714,19 +711,9 @@ pub async fn agent_identities<S: AuthorityStore>(
     let rollouts = state.releases.rollouts.lock().await;
     let mut out = BTreeMap::new();
     for (host, u) in updates {
-        let pick = |phase: HostPhase| {
-            rollouts.values().rev().find_map(|r| {
-                if r.spec.name != flotilla_release::AGENT_RELEASE {
-                    return None; // a component's release, not the agent's
-                }
-                let h = r.host(&host).filter(|h| h.phase == phase)?;
-                Some(api::SelectedReleaseDto {
-                    name: r.spec.name.clone(),
-                    version: r.spec.version.clone(),
-                    sha256: r.artifact_sha256.get(&h.platform)?.clone(),
-                    rollout: r.id,
-                })
-            })
+        let pick = |phase| {
+            selected(&rollouts, flotilla_release::AGENT_RELEASE, &host, phase)
+                .map(api::SelectedReleaseDto::from)
         };
         let release = pick(HostPhase::Updated);
         let window = state.settings_report_deadline_ms();

@@ -603,15 +603,11 @@ pub async fn snapshot<S: AuthorityStore>(
         .for_host(&headers, &host, true, "read only its own host's snapshot")
         .await?;
     let wait = wait_of(&q.wait)?;
-    let mut rx = state.index.subscribe();
-    if *rx.borrow() <= q.index && !wait.is_zero() {
-        // Consul adds up to wait/16 of jitter so that polls do not come back in step.
-        let mut r = [0u8; 2];
-        getrandom::fill(&mut r).ok();
-        let jitter = (wait / 16).mul_f64(u16::from_le_bytes(r) as f64 / 65536.0);
-        let _waiting = Waiting::new(&state.metrics.longpoll_waiters);
-        let _ = tokio::time::timeout(wait + jitter, rx.wait_for(|i| *i > q.index)).await;
-    }
+    // Consul adds up to wait/16 of jitter so that polls do not come back in step.
+    let mut r = [0u8; 2];
+    getrandom::fill(&mut r).ok();
+    let jitter = (wait / 16).mul_f64(u16::from_le_bytes(r) as f64 / 65536.0);
+    park(&state.index, q.index, wait + jitter, &state.metrics).await;
     let Some(cur) = state.current() else {
         return Ok(Json(api::SnapshotResponse {
             index: 0,
@@ -1002,6 +998,21 @@ pub async fn status<S: AuthorityStore>(
         hosts: hosts.into_values().collect(),
         report: merged,
     }))
+}
+
+/// A long poll's wait: returns once `index` passes `after`, or after `wait` (at once
+/// when it has passed already or `wait` is zero), counted as a waiter meanwhile.
+pub(crate) async fn park(
+    index: &watch::Sender<u64>,
+    after: u64,
+    wait: Duration,
+    metrics: &Metrics,
+) {
+    let mut rx = index.subscribe();
+    if *rx.borrow() <= after && !wait.is_zero() {
+        let _waiting = Waiting::new(&metrics.longpoll_waiters);
+        let _ = tokio::time::timeout(wait, rx.wait_for(|i| *i > after)).await;
+    }
 }
 
 pub(crate) fn wait_of(wait: &Option<String>) -> Result<Duration, Failure> {

@@ -354,12 +354,12 @@ fn print_rollout(r: &Rollout, json: bool) -> anyhow::Result<()> {
         let target = r
             .artifact_sha256
             .get(&h.platform)
-            .map(|s| short(s))
+            .map(|s| crate::render::short_digest(s))
             .unwrap_or_else(|| format!("none for {}", h.platform));
         let running = h
             .running_sha256
             .as_deref()
-            .map(short)
+            .map(crate::render::short_digest)
             .unwrap_or_else(|| "-".into());
         rows.push(vec![
             format!("{}{}", h.host, if h.canary { " (canary)" } else { "" }),
@@ -372,12 +372,6 @@ fn print_rollout(r: &Rollout, json: bool) -> anyhow::Result<()> {
     }
     print!("{}", crate::render::table(&rows));
     Ok(())
-}
-
-/// The first 12 hex digits of a digest given with or without `sha256:`.
-fn short(s: &str) -> String {
-    let hex = s.strip_prefix("sha256:").unwrap_or(s);
-    format!("sha256:{}", &hex[..hex.len().min(12)])
 }
 
 fn rollout_of(dto: flotilla_server::api::RolloutDto) -> anyhow::Result<Rollout> {
@@ -610,7 +604,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                     r.expires.clone(),
                     r.artifacts
                         .iter()
-                        .map(|a| format!("{} {}", a.platform, short(&a.sha256)))
+                        .map(|a| {
+                            format!("{} {}", a.platform, crate::render::short_digest(&a.sha256))
+                        })
                         .collect::<Vec<_>>()
                         .join(", "),
                 ]);

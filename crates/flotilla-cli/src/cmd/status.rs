@@ -275,23 +275,17 @@ fn seen(c: &flotilla_exec::observe::ComponentStatus, now_ms: i64) -> String {
     }
 }
 
-/// The first 12 hex digits of a digest, `sha256:`-prefixed.
-fn short_digest(s: &str) -> String {
-    let hex = s.strip_prefix("sha256:").unwrap_or(s);
-    format!("sha256:{}", &hex[..hex.len().min(12)])
-}
-
 /// The RUNTIME column: the measured executable digest, and against the selected
 /// release when there is one (`= llama-server 2.0.0`, `!= llama-server 2.0.0`).
 fn runtime_column(rt: &flotilla_model::status::RuntimeStatus) -> String {
-    let measured = short_digest(&rt.measured.exe_sha256);
+    let measured = render::short_digest(&rt.measured.exe_sha256);
     match (&rt.release, rt.runs_release()) {
         (Some(r), Some(true)) => format!("{measured} = {} {}", r.name, r.version),
         (Some(r), _) => format!(
             "{measured} != {} {} ({})",
             r.name,
             r.version,
-            short_digest(&r.sha256)
+            render::short_digest(&r.sha256)
         ),
         (None, _) => measured,
     }
@@ -302,7 +296,7 @@ fn agent_identity(id: &flotilla_server::api::AgentIdentityDto) -> String {
     let running = id
         .running_sha256
         .as_deref()
-        .map(short_digest)
+        .map(render::short_digest)
         .unwrap_or_else(|| "not measured".into());
     let mut line = match &id.release {
         Some(r) if id.runtime_identity == "matches" => format!(
@@ -313,7 +307,7 @@ fn agent_identity(id: &flotilla_server::api::AgentIdentityDto) -> String {
             "runs {running} (measured), NOT release {} {} ({})",
             r.name,
             r.version,
-            short_digest(&r.sha256)
+            render::short_digest(&r.sha256)
         ),
         None => format!("runs {running} (measured); no release rolled out to it"),
     };
