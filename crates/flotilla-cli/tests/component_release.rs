@@ -13,7 +13,7 @@ mod common;
 use common::authority::{free_port, Authority};
 use flotilla_release::InstallRoot;
 use flotilla_testkit::wait_until;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -115,7 +115,8 @@ stop = {{ grace_period = "2s" }}
         );
         s.wait("svc to run, healthy, on the installed version", |s| {
             s.svc()["health"] == "healthy"
-                && s.measured().as_deref() == Some(sha256_of(&installed.binary).as_str())
+                && s.measured().as_deref()
+                    == Some(common::release::sha256_of(&installed.binary).as_str())
         });
         s
     }
@@ -182,65 +183,23 @@ stop = {{ grace_period = "2s" }}
     /// Writes `bytes` as build `version` of `svc`, makes a manifest, signs it with
     /// `key` and publishes it; the artifact's measured form `sha256:<hex>`.
     fn release(&self, version: &str, serial: u64, bytes: &[u8], key: &str) -> String {
-        let file = self.a.ws.path().join(format!("svc-{version}"));
-        std::fs::write(&file, bytes).unwrap();
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let manifest = format!("svc-{version}.json");
-        for args in [
-            vec![
-                "release".to_string(),
-                "manifest".into(),
-                "svc".into(),
-                version.into(),
-                "--serial".into(),
-                serial.to_string(),
-                "--artifact".into(),
-                format!("{}={}", platform(), file.display()),
-                "-o".into(),
-                manifest.clone(),
-            ],
-            vec![
-                "release".into(),
-                "sign".into(),
-                manifest.clone(),
-                "--key".into(),
-                key.into(),
-            ],
-            vec![
-                "release".into(),
-                "publish".into(),
-                format!("{manifest}.minisig"),
-                "--artifact".into(),
-                file.display().to_string(),
-            ],
-        ] {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let r = self.a.run(&args);
-            assert_eq!(r.code, 0, "{r:?}");
-        }
-        sha256_of(&file)
+        common::release::publish(
+            |a| self.a.run(a),
+            self.a.ws.path(),
+            "svc",
+            version,
+            serial,
+            &platform(),
+            bytes,
+            key,
+        )
+        .1
     }
 
     /// Creates and approves a rollout of `svc` `version`; its id.
     fn roll_out(&self, version: &str) -> u64 {
-        let r = self.a.run(&[
-            "release",
-            "rollout",
-            "svc",
-            version,
-            "--canary",
-            "1",
-            "--max-in-flight",
-            "1",
-            "--min-healthy",
-            "2s",
-            "--timeout",
-            "20s",
-            "--json",
-        ]);
-        assert_eq!(r.code, 0, "{r:?}");
-        let r = r.json();
+        let r =
+            common::release::create_rollout(|a| self.a.run(a), "svc", version, "", 1, "2s", "20s");
         let hosts: Vec<&str> = r["hosts"]
             .as_array()
             .unwrap()
@@ -281,13 +240,6 @@ impl Drop for Setup {
             );
         }
     }
-}
-
-fn sha256_of(path: &Path) -> String {
-    format!(
-        "sha256:{}",
-        flotilla_release::artifact::sha256_file(path).unwrap()
-    )
 }
 
 /// The stand-in service with bytes appended: another digest, the same program.

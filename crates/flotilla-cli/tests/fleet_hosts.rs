@@ -823,63 +823,30 @@ impl Fleet {
     /// Writes `bytes` as the artifact of release `version` (serial `serial`), makes its
     /// manifest, signs it with `key` and publishes it; returns its `sha256:<hex>`.
     fn release(&self, key: &Path, version: &str, serial: u64, bytes: &[u8]) -> String {
-        let file = self.path().join(format!("flotilla-{version}"));
-        std::fs::write(&file, bytes).expect("write the artifact");
-        let manifest = format!("release-{version}.json");
-        let artifact = format!("linux-x86_64={}", file.display());
-        let serial = serial.to_string();
-        for args in [
-            vec![
-                "release",
-                "manifest",
-                "flotilla-agent",
-                version,
-                "--serial",
-                &serial,
-                "--artifact",
-                &artifact,
-                "-o",
-                &manifest,
-            ],
-            vec!["release", "sign", &manifest, "--key", key.to_str().unwrap()],
-            vec![
-                "release",
-                "publish",
-                &manifest,
-                "--artifact",
-                file.to_str().unwrap(),
-            ],
-        ] {
-            let r = self.run(&args);
-            assert_eq!(r.code, 0, "{r:?}");
-        }
-        format!(
-            "sha256:{}",
-            flotilla_release::artifact::sha256_file(&file).unwrap()
+        common::release::publish(
+            |a| self.run(a),
+            self.path(),
+            "flotilla-agent",
+            version,
+            serial,
+            "linux-x86_64",
+            bytes,
+            key.to_str().unwrap(),
         )
+        .1
     }
 
     /// `release rollout flotilla-agent VERSION …` then `release approve`: its id.
     fn roll_out(&self, version: &str, selector: &str, min_healthy: &str, timeout: &str) -> u64 {
-        let r = self.run(&[
-            "release",
-            "rollout",
+        let r = common::release::create_rollout(
+            |a| self.run(a),
             "flotilla-agent",
             version,
-            "--selector",
             selector,
-            "--canary",
-            "1",
-            "--max-in-flight",
-            "2",
-            "--min-healthy",
+            2,
             min_healthy,
-            "--timeout",
             timeout,
-            "--json",
-        ]);
-        assert_eq!(r.code, 0, "{r:?}");
-        let r = r.json();
+        );
         assert_eq!(r["phase"], "AwaitingApproval", "{r:#}");
         let id = r["id"].as_u64().expect("an id");
         let a = self.run(&["release", "approve", &id.to_string()]);

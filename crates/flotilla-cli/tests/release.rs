@@ -171,13 +171,6 @@ impl Drop for Host {
     }
 }
 
-fn sha256_of(path: &Path) -> String {
-    format!(
-        "sha256:{}",
-        flotilla_release::artifact::sha256_file(path).unwrap()
-    )
-}
-
 struct Fleet {
     a: Authority,
     hosts: Vec<Host>,
@@ -230,64 +223,28 @@ impl Fleet {
 
     /// Writes `bytes` as an artifact, makes, signs and publishes release `version`.
     fn release(&self, version: &str, serial: u64, bytes: &[u8]) -> (PathBuf, String) {
-        let file = self.a.ws.path().join(format!("flotilla-{version}"));
-        std::fs::write(&file, bytes).unwrap();
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let manifest = format!("release-{version}.json");
-        let r = self.a.run(&[
-            "release",
-            "manifest",
+        common::release::publish(
+            |a| self.a.run(a),
+            self.a.ws.path(),
             "flotilla-agent",
             version,
-            "--serial",
-            &serial.to_string(),
-            "--artifact",
-            &format!("linux-x86_64={}", file.display()),
-            "-o",
-            &manifest,
-        ]);
-        assert_eq!(r.code, 0, "{r:?}");
-        let r = self.a.run(&[
-            "release",
-            "sign",
-            &manifest,
-            "--key",
+            serial,
+            "linux-x86_64",
+            bytes,
             self.key.to_str().unwrap(),
-        ]);
-        assert_eq!(r.code, 0, "{r:?}");
-        let r = self.a.run(&[
-            "release",
-            "publish",
-            &format!("{manifest}.minisig"),
-            "--artifact",
-            file.to_str().unwrap(),
-        ]);
-        assert_eq!(r.code, 0, "{r:?}");
-        let sha = sha256_of(&file);
-        (file, sha)
+        )
     }
 
     fn rollout(&self, version: &str, min_healthy: &str, timeout: &str) -> serde_json::Value {
-        let r = self.a.run(&[
-            "release",
-            "rollout",
+        common::release::create_rollout(
+            |a| self.a.run(a),
             "flotilla-agent",
             version,
-            "--selector",
             "pool=test",
-            "--canary",
-            "1",
-            "--max-in-flight",
-            "2",
-            "--min-healthy",
+            2,
             min_healthy,
-            "--timeout",
             timeout,
-            "--json",
-        ]);
-        assert_eq!(r.code, 0, "{r:?}");
-        r.json()
+        )
     }
 
     fn status(&self, id: u64) -> serde_json::Value {

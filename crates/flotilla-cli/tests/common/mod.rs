@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod authority;
+pub mod release;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
