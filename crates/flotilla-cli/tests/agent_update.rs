@@ -304,6 +304,27 @@ impl Host {
         found.unwrap()
     }
 
+    /// Starts the agent by hand, stages a good build (tagged `tag`) as version 0.2.0,
+    /// starts the watchdog on it and waits until it soaks: the watchdog's pid, the pid
+    /// of the new agent it proved, and the staged version with its digest.
+    fn soaking_update(&self, tag: &str) -> (u32, u32, (VersionDir, String)) {
+        let pid = self.start_agent();
+        let new = self.stage("0.2.0", &good_build(tag));
+        self.write_update(&new, pid, "none", 2000, 30_000);
+        let w = self.start_watch("none", &[]);
+        let w_pid = w.id();
+        reap(w);
+        let mut soaking = None;
+        self.wait("the soak", || {
+            soaking = match self.record().map(|r| r.step) {
+                Some(Step::Soaking { pid, .. }) => Some(pid),
+                _ => None,
+            };
+            soaking.is_some()
+        });
+        (w_pid, soaking.expect("soaking"), new)
+    }
+
     fn current_name(&self) -> String {
         self.root.current().map(|v| v.name()).unwrap_or_default()
     }
@@ -531,23 +552,10 @@ fn kill_9_of_the_agent_before_the_flip_and_during_the_soak_ends_updated() {
 #[test]
 fn an_agent_started_after_its_watchdog_died_resumes_the_update() {
     let h = Host::new();
-    let pid = h.start_agent();
-    let new = h.stage("0.2.0", &good_build("resume"));
-    h.write_update(&new, pid, "none", 2000, 30_000);
-    let w = h.start_watch("none", &[]);
-    let w_pid = w.id();
-    reap(w);
-    let mut soaking = None;
-    h.wait("the soak", || {
-        soaking = match h.record().map(|r| r.step) {
-            Some(Step::Soaking { pid, .. }) => Some(pid),
-            _ => None,
-        };
-        soaking.is_some()
-    });
+    let (w_pid, soaking, new) = h.soaking_update("resume");
     // The watchdog and the agent it proved both die mid-soak.
     common::kill9(w_pid);
-    common::kill9(soaking.unwrap());
+    common::kill9(soaking);
     h.wait("the watchdog to die", || !alive(w_pid));
     // An agent started again (the new version: current) finds the update unfinished
     // and its lock free, and starts a watchdog that carries it to its end.
@@ -1112,20 +1120,7 @@ mod hosts {
 #[test]
 fn a_running_agent_restarts_a_watchdog_killed_during_the_soak() {
     let h = Host::new();
-    let pid = h.start_agent();
-    let new = h.stage("0.2.0", &good_build("orphan"));
-    h.write_update(&new, pid, "none", 2000, 30_000);
-    let w = h.start_watch("none", &[]);
-    let w_pid = w.id();
-    reap(w);
-    let mut soaking = None;
-    h.wait("the soak", || {
-        soaking = match h.record().map(|r| r.step) {
-            Some(Step::Soaking { pid, .. }) => Some(pid),
-            _ => None,
-        };
-        soaking.is_some()
-    });
+    let (w_pid, soaking, _) = h.soaking_update("orphan");
     common::kill9(w_pid);
     // The new agent (alive) notices the unfinished update and its free lock.
     h.wait("the update to finish", || {
@@ -1133,5 +1128,5 @@ fn a_running_agent_restarts_a_watchdog_killed_during_the_soak() {
     });
     let rec = h.record().unwrap();
     assert_eq!(rec.state, UpdateState::Updated, "{}", h.logs());
-    assert_eq!(h.running_agent().pid, soaking.unwrap());
+    assert_eq!(h.running_agent().pid, soaking);
 }
