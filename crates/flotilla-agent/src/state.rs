@@ -94,6 +94,10 @@ impl std::fmt::Debug for Enrollment {
     }
 }
 
+/// How long [`AgentDir::lock`] waits for the lock of an agent that is dead but still
+/// exiting (10 s).
+pub const LOCK_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The agent's directory, `<base>/agent/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentDir {
@@ -101,9 +105,12 @@ pub struct AgentDir {
 }
 
 impl AgentDir {
-    /// Takes `agent.lock` in this directory (an exclusive `flock(2)`, without
-    /// waiting): one agent per state directory. Held for as long as the returned
-    /// value lives.
+    /// Takes `agent.lock` in this directory (an exclusive `flock(2)`): one agent per
+    /// state directory. Held for as long as the returned value lives. When the agent
+    /// that holds it is already dead but still exiting (killed while a thread was in
+    /// uninterruptible IO: its pid is a zombie or gone while its descriptors are not
+    /// yet closed), waits for the kernel to release it, up to [`LOCK_RELEASE_WAIT`];
+    /// a live holder is refused at once.
     ///
     /// # Errors
     /// When another agent holds it (`WouldBlock`, naming its pid when it wrote it), or
@@ -112,28 +119,41 @@ impl AgentDir {
         use std::io::Write as _;
         std::fs::create_dir_all(&self.dir)?;
         let path = self.dir.join("agent.lock");
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)?;
-        let mut lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
-            .map_err(|(f, _)| {
-            let holder = std::fs::read_to_string(&path).unwrap_or_default();
-            drop(f);
-            std::io::Error::new(
-                std::io::ErrorKind::WouldBlock,
-                format!(
-                    "another agent runs on this state directory ({}{}): one agent per host",
-                    path.display(),
-                    match holder.trim() {
-                        "" => String::new(),
-                        pid => format!(", pid {pid}"),
+        let deadline = std::time::Instant::now() + LOCK_RELEASE_WAIT;
+        let mut lock = loop {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)?;
+            match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => break lock,
+                Err((f, _)) => {
+                    drop(f);
+                    let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                    let dying = holder
+                        .trim()
+                        .parse::<u32>()
+                        .is_ok_and(|pid| !flotilla_exec::identity::alive(pid));
+                    if dying && std::time::Instant::now() < deadline {
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                        continue;
                     }
-                ),
-            )
-        })?;
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::WouldBlock,
+                        format!(
+                            "another agent runs on this state directory ({}{}): one agent per host",
+                            path.display(),
+                            match holder.trim() {
+                                "" => String::new(),
+                                pid => format!(", pid {pid}"),
+                            }
+                        ),
+                    ));
+                }
+            }
+        };
         lock.set_len(0)?;
         write!(lock, "{}", std::process::id())?;
         Ok(lock)
