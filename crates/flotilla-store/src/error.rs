@@ -179,6 +179,14 @@ pub enum StoreError {
     #[error("no rollout {0} in the authority's store")]
     UnknownRollout(u64),
 
+    /// No agent session has this id; nothing was written.
+    #[error("no session {0} in the authority's store")]
+    UnknownSession(u64),
+
+    /// No question has this id; nothing was written.
+    #[error("no question {0} in the authority's store")]
+    UnknownQuestion(u64),
+
     /// A row with this key already exists, e.g. a join token or credential with
     /// the same hash; nothing was written.
     #[error("{what} already exists")]

@@ -11,9 +11,10 @@
 use flotilla_store::authority::testing;
 use flotilla_store::authority::{
     AnyAuthority, AuthorityStore, HostReportRecord, HostUpdateRecord, NewJoinToken, NewRelease,
-    NewRevision, PostgresAuthority, Principal, QueuedCall, Redeem, ReleasePut, ReleaseRecord,
-    RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection, SqliteAuthority,
-    AUTHORITY_DB_FILE, AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
+    NewRevision, PostgresAuthority, Principal, QuestionRecord, QueuedCall, Redeem, ReleasePut,
+    ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection,
+    SessionCreated, SessionRecord, SqliteAuthority, AUTHORITY_DB_FILE, AUTHORITY_SCHEMA_VERSION,
+    BLOB_CHUNK_BYTES,
 };
 use flotilla_store::StoreError;
 use std::collections::BTreeSet;
@@ -683,6 +684,18 @@ mod cases {
             })
         );
         assert_eq!(s.principal("sha256:OP".into()).await.unwrap(), None);
+        for p in [
+            Principal::Session { id: 7 },
+            Principal::Alerts {
+                name: "alertmanager".into(),
+            },
+        ] {
+            let hash = format!("sha256:{p:?}");
+            s.create_credential(hash.clone(), p.clone(), T0)
+                .await
+                .unwrap();
+            assert_eq!(s.principal(hash).await.unwrap(), Some(p));
+        }
     }
 
     pub async fn reports_replace_the_hosts_last(fx: &impl Fixture) {
@@ -1352,6 +1365,141 @@ mod cases {
         assert_eq!(ids, (1..=RACERS as u64).collect::<BTreeSet<_>>());
     }
 
+    /// Sessions get ids 1, 2, 3…, documents are replaced, events are appended in
+    /// order per session, questions belong to a session; unknown ids are errors.
+    pub async fn sessions_events_and_questions(fx: &impl Fixture) {
+        let s = fx.open().await;
+        assert!(s.sessions().await.unwrap().is_empty());
+        assert_eq!(s.session(1).await.unwrap(), None);
+        for id in 1..=2u64 {
+            let got = s
+                .create_session(format!(r#"{{"n":{id}}}"#), None, T0 + id as i64)
+                .await
+                .unwrap();
+            assert_eq!(got, SessionCreated { id, created: true });
+        }
+        s.put_session(2, r#"{"n":2,"mode":"plan"}"#.into(), T0 + 9)
+            .await
+            .unwrap();
+        assert_eq!(
+            s.session(2).await.unwrap(),
+            Some(SessionRecord {
+                id: 2,
+                doc: r#"{"n":2,"mode":"plan"}"#.into(),
+                created_ms: T0 + 2,
+                updated_ms: T0 + 9,
+            })
+        );
+        let ids: Vec<u64> = s.sessions().await.unwrap().iter().map(|r| r.id).collect();
+        assert_eq!(ids, vec![2, 1]);
+        for id in [0, 3, u64::MAX] {
+            assert!(matches!(
+                s.put_session(id, "{}".into(), T0).await.unwrap_err(),
+                StoreError::UnknownSession(i) if i == id
+            ));
+            assert!(matches!(
+                s.append_session_event(id, "{}".into(), T0).await.unwrap_err(),
+                StoreError::UnknownSession(i) if i == id
+            ));
+            assert!(matches!(
+                s.create_question(id, "{}".into(), T0).await.unwrap_err(),
+                StoreError::UnknownSession(i) if i == id
+            ));
+        }
+
+        let a = s
+            .append_session_event(1, "a".into(), T0 + 10)
+            .await
+            .unwrap();
+        let b = s
+            .append_session_event(2, "b".into(), T0 + 11)
+            .await
+            .unwrap();
+        let c = s
+            .append_session_event(1, "c".into(), T0 + 12)
+            .await
+            .unwrap();
+        assert!(a < b && b < c);
+        let docs = |v: Vec<flotilla_store::authority::SessionEventRecord>| {
+            v.into_iter()
+                .map(|e| (e.session, e.doc))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            docs(s.session_events(1, 0).await.unwrap()),
+            vec![(1, "a".to_string()), (1, "c".to_string())]
+        );
+        assert_eq!(
+            docs(s.session_events(1, a).await.unwrap()),
+            vec![(1, "c".to_string())]
+        );
+        assert!(s.session_events(1, c).await.unwrap().is_empty());
+        assert!(s.session_events(9, 0).await.unwrap().is_empty());
+
+        let q1 = s.create_question(1, "q1".into(), T0 + 20).await.unwrap();
+        let q2 = s.create_question(2, "q2".into(), T0 + 21).await.unwrap();
+        assert_eq!((q1, q2), (1, 2));
+        s.put_question(1, "q1 answered".into(), T0 + 30)
+            .await
+            .unwrap();
+        assert_eq!(
+            s.question(1).await.unwrap(),
+            Some(QuestionRecord {
+                id: 1,
+                session: 1,
+                doc: "q1 answered".into(),
+                created_ms: T0 + 20,
+                updated_ms: T0 + 30,
+            })
+        );
+        let ids: Vec<u64> = s.questions().await.unwrap().iter().map(|q| q.id).collect();
+        assert_eq!(ids, vec![2, 1]);
+        assert!(matches!(
+            s.put_question(3, "x".into(), T0).await.unwrap_err(),
+            StoreError::UnknownQuestion(3)
+        ));
+        assert_eq!(s.question(3).await.unwrap(), None);
+    }
+
+    /// Concurrent session creations claiming one alert key make one session; the
+    /// others get its id with `created: false`; other keys get their own.
+    pub async fn concurrent_alert_sessions_are_created_once(fx: &impl Fixture) {
+        const RACERS: usize = 8;
+        let handles = [fx.open().await, fx.open().await];
+        let barrier = Arc::new(Barrier::new(RACERS));
+        let tasks: Vec<_> = (0..RACERS)
+            .map(|i| {
+                let store = handles[i % 2].clone();
+                let barrier = Arc::clone(&barrier);
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    store
+                        .create_session(format!("{i}"), Some("fp:2026".into()), T0)
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let mut created = Vec::new();
+        let mut ids = BTreeSet::new();
+        for task in tasks {
+            let got = task.await.unwrap();
+            ids.insert(got.id);
+            if got.created {
+                created.push(got.id);
+            }
+        }
+        assert_eq!(created.len(), 1, "{created:?}");
+        assert_eq!(ids.len(), 1);
+        assert_eq!(handles[0].sessions().await.unwrap().len(), 1);
+        let other = handles[1]
+            .create_session("x".into(), Some("fp:other".into()), T0)
+            .await
+            .unwrap();
+        assert!(other.created);
+        assert_ne!(other.id, created[0]);
+    }
+
     /// One update per host, the last written; most recently received first.
     pub async fn host_updates_keep_the_last_per_host(fx: &impl Fixture) {
         let s = fx.open().await;
@@ -1583,6 +1731,8 @@ suite!(
     concurrent_rollout_creations_get_distinct_ids,
     host_updates_keep_the_last_per_host,
     release_data_survives_reopen,
+    sessions_events_and_questions,
+    concurrent_alert_sessions_are_created_once,
 );
 
 // Backend-specific checks.

@@ -56,7 +56,7 @@ pub use sqlite::{SqliteAuthority, AUTHORITY_APPLICATION_ID, AUTHORITY_DB_FILE};
 
 /// The authority's schema version this build creates and understands (the last
 /// migration's number; the same numbering on both backends).
-pub const AUTHORITY_SCHEMA_VERSION: i64 = 3;
+pub const AUTHORITY_SCHEMA_VERSION: i64 = 4;
 
 /// Blobs are stored in chunks of this many bytes (8 MiB; the last chunk may be
 /// shorter), one row each, so that no single value nears a backend's limit
@@ -345,6 +345,92 @@ pub trait AuthorityStore: Send + Sync + 'static {
         &self,
     ) -> impl Future<Output = Result<Vec<HostUpdateRecord>, StoreError>> + Send;
 
+    /// Creates an agent session (`doc`: JSON, `flotilla_server::sessions::Session`,
+    /// stored as given) and returns its id (1, 2, 3…, never reused).
+    ///
+    /// With `alert_key` (an alert's deduplication key), the key is claimed in
+    /// the same transaction: when a session already holds it, nothing is written
+    /// and that session's id is returned with `created: false`. Concurrent calls
+    /// with one key create one session.
+    fn create_session(
+        &self,
+        doc: String,
+        alert_key: Option<String>,
+        created_ms: i64,
+    ) -> impl Future<Output = Result<SessionCreated, StoreError>> + Send;
+
+    /// Replaces session `id`'s document.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownSession`] when there is no such session.
+    fn put_session(
+        &self,
+        id: u64,
+        doc: String,
+        updated_ms: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Session `id`, if it exists.
+    fn session(
+        &self,
+        id: u64,
+    ) -> impl Future<Output = Result<Option<SessionRecord>, StoreError>> + Send;
+
+    /// Every session, newest (highest id) first.
+    fn sessions(&self) -> impl Future<Output = Result<Vec<SessionRecord>, StoreError>> + Send;
+
+    /// Appends an event (`doc`: JSON, stored as given) to session `session`'s log
+    /// and returns its sequence number (increasing across all sessions).
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownSession`] when there is no such session.
+    fn append_session_event(
+        &self,
+        session: u64,
+        doc: String,
+        at_ms: i64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Session `session`'s events with a sequence number above `after` (0: all),
+    /// oldest first.
+    fn session_events(
+        &self,
+        session: u64,
+        after: u64,
+    ) -> impl Future<Output = Result<Vec<SessionEventRecord>, StoreError>> + Send;
+
+    /// Creates a question of session `session` (`doc`: JSON, stored as given)
+    /// and returns its id (1, 2, 3…, never reused).
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownSession`] when there is no such session.
+    fn create_question(
+        &self,
+        session: u64,
+        doc: String,
+        created_ms: i64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Replaces question `id`'s document.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownQuestion`] when there is no such question.
+    fn put_question(
+        &self,
+        id: u64,
+        doc: String,
+        updated_ms: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Question `id`, if it exists.
+    fn question(
+        &self,
+        id: u64,
+    ) -> impl Future<Output = Result<Option<QuestionRecord>, StoreError>> + Send;
+
+    /// Every question, newest (highest id) first.
+    fn questions(&self) -> impl Future<Output = Result<Vec<QuestionRecord>, StoreError>> + Send;
+
     /// Checks that the database answers (for `/readyz`).
     fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
@@ -461,6 +547,17 @@ pub enum Principal {
         /// The host.
         host: String,
     },
+    /// The runtime of one agent session: may ask the gate about its own tool calls
+    /// and the executor to run commands for it, nothing else.
+    Session {
+        /// The session's id.
+        id: u64,
+    },
+    /// A webhook sender (Alertmanager): may post alerts, nothing else.
+    Alerts {
+        /// The sender's name (e.g. `alertmanager`).
+        name: String,
+    },
 }
 
 /// A host's last report ([`AuthorityStore::put_report`]).
@@ -563,6 +660,56 @@ pub struct RolloutRecord {
     pub created_ms: i64,
     /// When its document was last stored (`created_ms` until the first
     /// [`AuthorityStore::put_rollout`]), ms since the Unix epoch.
+    pub updated_ms: i64,
+}
+
+/// What [`AuthorityStore::create_session`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionCreated {
+    /// The new session's id, or the one that already held the alert key.
+    pub id: u64,
+    /// `false` when the alert key was already held (nothing was written).
+    pub created: bool,
+}
+
+/// A stored agent session ([`AuthorityStore::session`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRecord {
+    /// Its id (1, 2, 3…).
+    pub id: u64,
+    /// The session as JSON, as last stored.
+    pub doc: String,
+    /// When it was created, ms since the Unix epoch.
+    pub created_ms: i64,
+    /// When its document was last stored, ms since the Unix epoch.
+    pub updated_ms: i64,
+}
+
+/// One event of a session's log ([`AuthorityStore::session_events`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionEventRecord {
+    /// Its sequence number (increasing across all sessions).
+    pub seq: u64,
+    /// The session it belongs to.
+    pub session: u64,
+    /// The event as JSON, as given.
+    pub doc: String,
+    /// When it happened, ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// A stored question ([`AuthorityStore::question`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuestionRecord {
+    /// Its id (1, 2, 3…).
+    pub id: u64,
+    /// The session that asked it.
+    pub session: u64,
+    /// The question as JSON, as last stored.
+    pub doc: String,
+    /// When it was asked, ms since the Unix epoch.
+    pub created_ms: i64,
+    /// When its document was last stored, ms since the Unix epoch.
     pub updated_ms: i64,
 }
 
@@ -777,6 +924,65 @@ impl AuthorityStore for AnyAuthority {
         delegate!(self.host_updates())
     }
 
+    async fn create_session(
+        &self,
+        doc: String,
+        alert_key: Option<String>,
+        created_ms: i64,
+    ) -> Result<SessionCreated, StoreError> {
+        delegate!(self.create_session(doc, alert_key, created_ms))
+    }
+
+    async fn put_session(&self, id: u64, doc: String, updated_ms: i64) -> Result<(), StoreError> {
+        delegate!(self.put_session(id, doc, updated_ms))
+    }
+
+    async fn session(&self, id: u64) -> Result<Option<SessionRecord>, StoreError> {
+        delegate!(self.session(id))
+    }
+
+    async fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        delegate!(self.sessions())
+    }
+
+    async fn append_session_event(
+        &self,
+        session: u64,
+        doc: String,
+        at_ms: i64,
+    ) -> Result<u64, StoreError> {
+        delegate!(self.append_session_event(session, doc, at_ms))
+    }
+
+    async fn session_events(
+        &self,
+        session: u64,
+        after: u64,
+    ) -> Result<Vec<SessionEventRecord>, StoreError> {
+        delegate!(self.session_events(session, after))
+    }
+
+    async fn create_question(
+        &self,
+        session: u64,
+        doc: String,
+        created_ms: i64,
+    ) -> Result<u64, StoreError> {
+        delegate!(self.create_question(session, doc, created_ms))
+    }
+
+    async fn put_question(&self, id: u64, doc: String, updated_ms: i64) -> Result<(), StoreError> {
+        delegate!(self.put_question(id, doc, updated_ms))
+    }
+
+    async fn question(&self, id: u64) -> Result<Option<QuestionRecord>, StoreError> {
+        delegate!(self.question(id))
+    }
+
+    async fn questions(&self) -> Result<Vec<QuestionRecord>, StoreError> {
+        delegate!(self.questions())
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         delegate!(self.ping())
     }
@@ -811,10 +1017,12 @@ pub(crate) fn decide(current: Option<Selection>, digest: &str, expect: Option<&s
 }
 
 /// `principal` as stored: (kind, name).
-pub(crate) fn principal_columns(principal: &Principal) -> (&'static str, &str) {
+pub(crate) fn principal_columns(principal: &Principal) -> (&'static str, String) {
     match principal {
-        Principal::Operator { name } => ("operator", name),
-        Principal::Agent { host } => ("agent", host),
+        Principal::Operator { name } => ("operator", name.clone()),
+        Principal::Agent { host } => ("agent", host.clone()),
+        Principal::Session { id } => ("session", id.to_string()),
+        Principal::Alerts { name } => ("alerts", name.clone()),
     }
 }
 
@@ -824,6 +1032,8 @@ pub(crate) fn principal_from_columns(kind: &str, name: String) -> Option<Princip
     match kind {
         "operator" => Some(Principal::Operator { name }),
         "agent" => Some(Principal::Agent { host: name }),
+        "session" => name.parse().ok().map(|id| Principal::Session { id }),
+        "alerts" => Some(Principal::Alerts { name }),
         _ => None,
     }
 }

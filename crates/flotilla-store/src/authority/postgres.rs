@@ -33,9 +33,9 @@
 use super::{
     decide, existing_release, principal_columns, principal_from_columns, refusal, stored_id,
     stored_serial, AuthorityStore, Cas, HostReportRecord, HostUpdateRecord, NewJoinToken,
-    NewRelease, NewRevision, Principal, QueuedCall, Redeem, ReleasePut, ReleaseRecord,
-    RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection,
-    AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
+    NewRelease, NewRevision, Principal, QuestionRecord, QueuedCall, Redeem, ReleasePut,
+    ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection,
+    SessionCreated, SessionEventRecord, SessionRecord, AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
 use crate::error::StoreError;
 use std::sync::{Arc, Mutex};
@@ -195,6 +195,48 @@ CREATE TABLE host_updates (
     host        TEXT   PRIMARY KEY,
     doc         TEXT   NOT NULL,
     received_ms BIGINT NOT NULL
+);
+"#,
+    },
+    Migration {
+        version: 4,
+        description: "agent sessions: sessions, their events, questions, alert keys",
+        sql: r#"
+-- Credentials gain two kinds: a session's runtime and an alert sender.
+ALTER TABLE credentials DROP CONSTRAINT credentials_kind_check;
+ALTER TABLE credentials ADD CONSTRAINT credentials_kind_check
+    CHECK (kind IN ('operator', 'agent', 'session', 'alerts'));
+
+-- Agent sessions: JSON documents (their meaning lives in flotilla-server).
+CREATE TABLE sessions (
+    id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    doc        TEXT   NOT NULL,
+    created_ms BIGINT NOT NULL,
+    updated_ms BIGINT NOT NULL
+);
+
+-- Each session's log, append-only.
+CREATE TABLE session_events (
+    seq     BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session BIGINT NOT NULL REFERENCES sessions (id),
+    doc     TEXT   NOT NULL,
+    at_ms   BIGINT NOT NULL
+);
+CREATE INDEX session_events_by_session ON session_events (session, seq);
+
+-- Durable questions asked of a human.
+CREATE TABLE questions (
+    id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session    BIGINT NOT NULL REFERENCES sessions (id),
+    doc        TEXT   NOT NULL,
+    created_ms BIGINT NOT NULL,
+    updated_ms BIGINT NOT NULL
+);
+
+-- The alert (deduplication key) that opened each alert session.
+CREATE TABLE alert_sessions (
+    alert_key TEXT   PRIMARY KEY,
+    session   BIGINT NOT NULL REFERENCES sessions (id)
 );
 "#,
     },
@@ -434,6 +476,25 @@ fn release_row(row: &Row) -> ReleaseRecord {
         signature: row.get(4),
         published_by: row.get(5),
         created_ms: row.get(6),
+    }
+}
+
+fn session_row(row: &Row) -> SessionRecord {
+    SessionRecord {
+        id: row.get::<_, i64>(0) as u64,
+        doc: row.get(1),
+        created_ms: row.get(2),
+        updated_ms: row.get(3),
+    }
+}
+
+fn question_row(row: &Row) -> QuestionRecord {
+    QuestionRecord {
+        id: row.get::<_, i64>(0) as u64,
+        session: row.get::<_, i64>(1) as u64,
+        doc: row.get(2),
+        created_ms: row.get(3),
+        updated_ms: row.get(4),
     }
 }
 
@@ -724,7 +785,7 @@ impl AuthorityStore for PostgresAuthority {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await.map_err(pg(CX))?;
         let (kind, name) = principal_columns(&principal);
-        insert_credential(&tx, &credential_hash, kind, name, created_ms, CX).await?;
+        insert_credential(&tx, &credential_hash, kind, &name, created_ms, CX).await?;
         tx.commit().await.map_err(pg(CX))
     }
 
@@ -1131,6 +1192,224 @@ impl AuthorityStore for PostgresAuthority {
                 received_ms: row.get(2),
             })
             .collect())
+    }
+
+    async fn create_session(
+        &self,
+        doc: String,
+        alert_key: Option<String>,
+        created_ms: i64,
+    ) -> Result<SessionCreated, StoreError> {
+        const CX: &str = "create a session";
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await.map_err(pg(CX))?;
+        let id: i64 = tx
+            .query_one(
+                "INSERT INTO sessions (doc, created_ms, updated_ms) VALUES ($1, $2, $2)
+                 RETURNING id",
+                &[&doc, &created_ms],
+            )
+            .await
+            .map_err(pg(CX))?
+            .get(0);
+        if let Some(key) = &alert_key {
+            // A concurrent claim of the same key waits here on the unique index
+            // until the other transaction ends, then sees its row.
+            let claimed = tx
+                .execute(
+                    "INSERT INTO alert_sessions (alert_key, session) VALUES ($1, $2)
+                     ON CONFLICT (alert_key) DO NOTHING",
+                    &[key, &id],
+                )
+                .await
+                .map_err(pg(CX))?;
+            if claimed == 0 {
+                tx.rollback().await.map_err(pg(CX))?;
+                let held: i64 = conn
+                    .query_one(
+                        "SELECT session FROM alert_sessions WHERE alert_key = $1",
+                        &[key],
+                    )
+                    .await
+                    .map_err(pg(CX))?
+                    .get(0);
+                return Ok(SessionCreated {
+                    id: held as u64,
+                    created: false,
+                });
+            }
+        }
+        tx.commit().await.map_err(pg(CX))?;
+        Ok(SessionCreated {
+            id: id as u64,
+            created: true,
+        })
+    }
+
+    async fn put_session(&self, id: u64, doc: String, updated_ms: i64) -> Result<(), StoreError> {
+        let Some(stored) = stored_id(id) else {
+            return Err(StoreError::UnknownSession(id));
+        };
+        let conn = self.conn().await?;
+        let n = conn
+            .execute(
+                "UPDATE sessions SET doc = $2, updated_ms = $3 WHERE id = $1",
+                &[&stored, &doc, &updated_ms],
+            )
+            .await
+            .map_err(pg("store a session"))?;
+        if n == 0 {
+            return Err(StoreError::UnknownSession(id));
+        }
+        Ok(())
+    }
+
+    async fn session(&self, id: u64) -> Result<Option<SessionRecord>, StoreError> {
+        let Some(id) = stored_id(id) else {
+            return Ok(None);
+        };
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT id, doc, created_ms, updated_ms FROM sessions WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(pg("read a session"))?;
+        Ok(row.map(|row| session_row(&row)))
+    }
+
+    async fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT id, doc, created_ms, updated_ms FROM sessions ORDER BY id DESC",
+                &[],
+            )
+            .await
+            .map_err(pg("list sessions"))?;
+        Ok(rows.iter().map(session_row).collect())
+    }
+
+    async fn append_session_event(
+        &self,
+        session: u64,
+        doc: String,
+        at_ms: i64,
+    ) -> Result<u64, StoreError> {
+        let Some(stored) = stored_id(session) else {
+            return Err(StoreError::UnknownSession(session));
+        };
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "INSERT INTO session_events (session, doc, at_ms)
+                 SELECT id, $2, $3 FROM sessions WHERE id = $1 RETURNING seq",
+                &[&stored, &doc, &at_ms],
+            )
+            .await
+            .map_err(pg("append a session event"))?;
+        match row {
+            Some(row) => Ok(row.get::<_, i64>(0) as u64),
+            None => Err(StoreError::UnknownSession(session)),
+        }
+    }
+
+    async fn session_events(
+        &self,
+        session: u64,
+        after: u64,
+    ) -> Result<Vec<SessionEventRecord>, StoreError> {
+        let (Some(session), Some(after)) = (stored_id(session), stored_id(after)) else {
+            return Ok(Vec::new());
+        };
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT seq, session, doc, at_ms FROM session_events
+                 WHERE session = $1 AND seq > $2 ORDER BY seq",
+                &[&session, &after],
+            )
+            .await
+            .map_err(pg("read session events"))?;
+        Ok(rows
+            .iter()
+            .map(|row| SessionEventRecord {
+                seq: row.get::<_, i64>(0) as u64,
+                session: row.get::<_, i64>(1) as u64,
+                doc: row.get(2),
+                at_ms: row.get(3),
+            })
+            .collect())
+    }
+
+    async fn create_question(
+        &self,
+        session: u64,
+        doc: String,
+        created_ms: i64,
+    ) -> Result<u64, StoreError> {
+        let Some(stored) = stored_id(session) else {
+            return Err(StoreError::UnknownSession(session));
+        };
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "INSERT INTO questions (session, doc, created_ms, updated_ms)
+                 SELECT id, $2, $3, $3 FROM sessions WHERE id = $1 RETURNING id",
+                &[&stored, &doc, &created_ms],
+            )
+            .await
+            .map_err(pg("create a question"))?;
+        match row {
+            Some(row) => Ok(row.get::<_, i64>(0) as u64),
+            None => Err(StoreError::UnknownSession(session)),
+        }
+    }
+
+    async fn put_question(&self, id: u64, doc: String, updated_ms: i64) -> Result<(), StoreError> {
+        let Some(stored) = stored_id(id) else {
+            return Err(StoreError::UnknownQuestion(id));
+        };
+        let conn = self.conn().await?;
+        let n = conn
+            .execute(
+                "UPDATE questions SET doc = $2, updated_ms = $3 WHERE id = $1",
+                &[&stored, &doc, &updated_ms],
+            )
+            .await
+            .map_err(pg("store a question"))?;
+        if n == 0 {
+            return Err(StoreError::UnknownQuestion(id));
+        }
+        Ok(())
+    }
+
+    async fn question(&self, id: u64) -> Result<Option<QuestionRecord>, StoreError> {
+        let Some(id) = stored_id(id) else {
+            return Ok(None);
+        };
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT id, session, doc, created_ms, updated_ms FROM questions WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(pg("read a question"))?;
+        Ok(row.map(|row| question_row(&row)))
+    }
+
+    async fn questions(&self) -> Result<Vec<QuestionRecord>, StoreError> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT id, session, doc, created_ms, updated_ms FROM questions ORDER BY id DESC",
+                &[],
+            )
+            .await
+            .map_err(pg("list questions"))?;
+        Ok(rows.iter().map(question_row).collect())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

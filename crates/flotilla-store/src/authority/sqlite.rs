@@ -7,9 +7,9 @@
 use super::{
     decide, existing_release, principal_columns, principal_from_columns, refusal, stored_id,
     stored_serial, AuthorityStore, Cas, HostReportRecord, HostUpdateRecord, NewJoinToken,
-    NewRelease, NewRevision, Principal, QueuedCall, Redeem, ReleasePut, ReleaseRecord,
-    RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection,
-    AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
+    NewRelease, NewRevision, Principal, QuestionRecord, QueuedCall, Redeem, ReleasePut,
+    ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection,
+    SessionCreated, SessionEventRecord, SessionRecord, AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
 use crate::error::StoreError;
 use crate::schema::{self, Migration};
@@ -151,6 +151,56 @@ CREATE TABLE host_updates (
     host        TEXT    PRIMARY KEY,
     doc         TEXT    NOT NULL,
     received_ms INTEGER NOT NULL
+) STRICT;
+"#,
+    },
+    Migration {
+        version: 4,
+        description: "agent sessions: sessions, their events, questions, alert keys",
+        sql: r#"
+-- Credentials gain two kinds: a session's runtime and an alert sender. SQLite
+-- cannot alter a CHECK: the table is rebuilt (nothing references it).
+CREATE TABLE credentials_v4 (
+    credential_hash TEXT    PRIMARY KEY,
+    kind            TEXT    NOT NULL
+                    CHECK (kind IN ('operator', 'agent', 'session', 'alerts')),
+    name            TEXT    NOT NULL,      -- operator, host, session id or sender
+    created_ms      INTEGER NOT NULL
+) STRICT;
+INSERT INTO credentials_v4 SELECT credential_hash, kind, name, created_ms FROM credentials;
+DROP TABLE credentials;
+ALTER TABLE credentials_v4 RENAME TO credentials;
+
+-- Agent sessions: JSON documents (their meaning lives in flotilla-server).
+CREATE TABLE sessions (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    doc        TEXT    NOT NULL,
+    created_ms INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL
+) STRICT;
+
+-- Each session's log, append-only.
+CREATE TABLE session_events (
+    seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+    session INTEGER NOT NULL REFERENCES sessions (id),
+    doc     TEXT    NOT NULL,
+    at_ms   INTEGER NOT NULL
+) STRICT;
+CREATE INDEX session_events_by_session ON session_events (session, seq);
+
+-- Durable questions asked of a human.
+CREATE TABLE questions (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    session    INTEGER NOT NULL REFERENCES sessions (id),
+    doc        TEXT    NOT NULL,
+    created_ms INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL
+) STRICT;
+
+-- The alert (deduplication key) that opened each alert session.
+CREATE TABLE alert_sessions (
+    alert_key TEXT    PRIMARY KEY,
+    session   INTEGER NOT NULL REFERENCES sessions (id)
 ) STRICT;
 "#,
     },
@@ -485,7 +535,7 @@ impl AuthorityStore for SqliteAuthority {
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         self.run("create a credential", true, move |tx| {
             let (kind, name) = principal_columns(&principal);
-            insert_credential(tx, &credential_hash, kind, name, created_ms)
+            insert_credential(tx, &credential_hash, kind, &name, created_ms)
         })
     }
 
@@ -845,12 +895,248 @@ impl AuthorityStore for SqliteAuthority {
         })
     }
 
+    fn create_session(
+        &self,
+        doc: String,
+        alert_key: Option<String>,
+        created_ms: i64,
+    ) -> impl Future<Output = Result<SessionCreated, StoreError>> + Send {
+        self.run("create a session", true, move |tx| {
+            if let Some(key) = &alert_key {
+                let held: Option<i64> = tx
+                    .query_row(
+                        "SELECT session FROM alert_sessions WHERE alert_key = ?1",
+                        [key],
+                        |row| row.get(0),
+                    )
+                    .optional()?;
+                if let Some(id) = held {
+                    return Ok(SessionCreated {
+                        id: id as u64,
+                        created: false,
+                    });
+                }
+            }
+            let id: i64 = tx.query_row(
+                "INSERT INTO sessions (doc, created_ms, updated_ms) VALUES (?1, ?2, ?2)
+                 RETURNING id",
+                (&doc, created_ms),
+                |row| row.get(0),
+            )?;
+            if let Some(key) = &alert_key {
+                tx.execute(
+                    "INSERT INTO alert_sessions (alert_key, session) VALUES (?1, ?2)",
+                    (key, id),
+                )?;
+            }
+            Ok(SessionCreated {
+                id: id as u64,
+                created: true,
+            })
+        })
+    }
+
+    fn put_session(
+        &self,
+        id: u64,
+        doc: String,
+        updated_ms: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.run("store a session", true, move |tx| {
+            let n = match stored_id(id) {
+                Some(stored) => tx.execute(
+                    "UPDATE sessions SET doc = ?2, updated_ms = ?3 WHERE id = ?1",
+                    (stored, &doc, updated_ms),
+                )?,
+                None => 0,
+            };
+            if n == 0 {
+                return Err(StoreError::UnknownSession(id).into());
+            }
+            Ok(())
+        })
+    }
+
+    fn session(
+        &self,
+        id: u64,
+    ) -> impl Future<Output = Result<Option<SessionRecord>, StoreError>> + Send {
+        self.run("read a session", false, move |tx| {
+            let Some(id) = stored_id(id) else {
+                return Ok(None);
+            };
+            Ok(tx
+                .query_row(
+                    "SELECT id, doc, created_ms, updated_ms FROM sessions WHERE id = ?1",
+                    [id],
+                    session_row,
+                )
+                .optional()?)
+        })
+    }
+
+    fn sessions(&self) -> impl Future<Output = Result<Vec<SessionRecord>, StoreError>> + Send {
+        self.run("list sessions", false, |tx| {
+            let mut stmt = tx
+                .prepare("SELECT id, doc, created_ms, updated_ms FROM sessions ORDER BY id DESC")?;
+            let rows = stmt.query_map([], session_row)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    fn append_session_event(
+        &self,
+        session: u64,
+        doc: String,
+        at_ms: i64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        self.run("append a session event", true, move |tx| {
+            let exists = match stored_id(session) {
+                Some(id) => tx
+                    .query_row("SELECT 1 FROM sessions WHERE id = ?1", [id], |_| Ok(()))
+                    .optional()?
+                    .is_some(),
+                None => false,
+            };
+            if !exists {
+                return Err(StoreError::UnknownSession(session).into());
+            }
+            let seq: i64 = tx.query_row(
+                "INSERT INTO session_events (session, doc, at_ms) VALUES (?1, ?2, ?3)
+                 RETURNING seq",
+                (session as i64, &doc, at_ms),
+                |row| row.get(0),
+            )?;
+            Ok(seq as u64)
+        })
+    }
+
+    fn session_events(
+        &self,
+        session: u64,
+        after: u64,
+    ) -> impl Future<Output = Result<Vec<SessionEventRecord>, StoreError>> + Send {
+        self.run("read session events", false, move |tx| {
+            let (Some(session), Some(after)) = (stored_id(session), stored_id(after)) else {
+                return Ok(Vec::new());
+            };
+            let mut stmt = tx.prepare(
+                "SELECT seq, session, doc, at_ms FROM session_events
+                 WHERE session = ?1 AND seq > ?2 ORDER BY seq",
+            )?;
+            let rows = stmt.query_map([session, after], |row| {
+                Ok(SessionEventRecord {
+                    seq: row.get::<_, i64>(0)? as u64,
+                    session: row.get::<_, i64>(1)? as u64,
+                    doc: row.get(2)?,
+                    at_ms: row.get(3)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    fn create_question(
+        &self,
+        session: u64,
+        doc: String,
+        created_ms: i64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        self.run("create a question", true, move |tx| {
+            let exists = match stored_id(session) {
+                Some(id) => tx
+                    .query_row("SELECT 1 FROM sessions WHERE id = ?1", [id], |_| Ok(()))
+                    .optional()?
+                    .is_some(),
+                None => false,
+            };
+            if !exists {
+                return Err(StoreError::UnknownSession(session).into());
+            }
+            let id: i64 = tx.query_row(
+                "INSERT INTO questions (session, doc, created_ms, updated_ms)
+                 VALUES (?1, ?2, ?3, ?3) RETURNING id",
+                (session as i64, &doc, created_ms),
+                |row| row.get(0),
+            )?;
+            Ok(id as u64)
+        })
+    }
+
+    fn put_question(
+        &self,
+        id: u64,
+        doc: String,
+        updated_ms: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.run("store a question", true, move |tx| {
+            let n = match stored_id(id) {
+                Some(stored) => tx.execute(
+                    "UPDATE questions SET doc = ?2, updated_ms = ?3 WHERE id = ?1",
+                    (stored, &doc, updated_ms),
+                )?,
+                None => 0,
+            };
+            if n == 0 {
+                return Err(StoreError::UnknownQuestion(id).into());
+            }
+            Ok(())
+        })
+    }
+
+    fn question(
+        &self,
+        id: u64,
+    ) -> impl Future<Output = Result<Option<QuestionRecord>, StoreError>> + Send {
+        self.run("read a question", false, move |tx| {
+            let Some(id) = stored_id(id) else {
+                return Ok(None);
+            };
+            Ok(tx
+                .query_row(
+                    "SELECT id, session, doc, created_ms, updated_ms FROM questions WHERE id = ?1",
+                    [id],
+                    question_row,
+                )
+                .optional()?)
+        })
+    }
+
+    fn questions(&self) -> impl Future<Output = Result<Vec<QuestionRecord>, StoreError>> + Send {
+        self.run("list questions", false, |tx| {
+            let mut stmt = tx.prepare(
+                "SELECT id, session, doc, created_ms, updated_ms FROM questions ORDER BY id DESC",
+            )?;
+            let rows = stmt.query_map([], question_row)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
     fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
         self.run("ping the database", false, |tx| {
             tx.query_row("SELECT 1", [], |_| Ok(()))?;
             Ok(())
         })
     }
+}
+
+fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRecord> {
+    Ok(SessionRecord {
+        id: row.get::<_, i64>(0)? as u64,
+        doc: row.get(1)?,
+        created_ms: row.get(2)?,
+        updated_ms: row.get(3)?,
+    })
+}
+
+fn question_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<QuestionRecord> {
+    Ok(QuestionRecord {
+        id: row.get::<_, i64>(0)? as u64,
+        session: row.get::<_, i64>(1)? as u64,
+        doc: row.get(2)?,
+        created_ms: row.get(3)?,
+        updated_ms: row.get(4)?,
+    })
 }
 
 fn call_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<QueuedCall> {
