@@ -135,6 +135,16 @@ pub enum Command {
     Config(cmd::config::Args),
     /// Signed releases: keygen, manifest, sign, verify; publish, rollout, approve, status.
     Release(cmd::release::Args),
+    /// Coding-agent sessions: create, list, show, send, stop, events (`--server`).
+    Session(cmd::session::Args),
+    /// The questions the permission gate asked of a human.
+    Questions(cmd::questions::Args),
+    /// Answer a question: `question answer ID allow|deny`.
+    Question(cmd::question::Args),
+    /// The permission gate as a Claude Code hook (`gate hook`, run by sessions).
+    Gate(cmd::gate::Args),
+    /// A whole tool or executor output that was shown capped.
+    Output(cmd::output::Args),
     /// This host's agent: join an authority, converge, supervise, report (see `agent run`).
     Agent(cmd::agent::Args),
     /// Print the JSON Schema (draft 2020-12) of the inventory or of a template.
@@ -217,6 +227,11 @@ fn main() -> ExitCode {
         Command::Config(a) => cmd::config::run(&cli, a),
         Command::Agent(a) => cmd::agent::run(&cli, a),
         Command::Release(a) => cmd::release::run(&cli, a),
+        Command::Session(a) => cmd::session::run(&cli, a),
+        Command::Questions(a) => cmd::questions::run(&cli, a),
+        Command::Question(a) => cmd::question::run(&cli, a),
+        Command::Gate(a) => cmd::gate::run(&cli, a),
+        Command::Output(a) => cmd::output::run(&cli, a),
         Command::Schema(a) => cmd::schema::run(a),
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),

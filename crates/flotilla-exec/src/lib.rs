@@ -102,3 +102,15 @@ pub use logs::{rotate_if_needed, tail_log};
 pub use probe::{ProbeContext, ProbeOutcome, WaitError, WaitFailure, WaitOptions};
 pub use process::{ProcessSpec, StartedProcess, StopOutcome};
 pub use secrets::{SecretError, SecretResolver};
+
+/// The start time of process `pid` (clock ticks since boot, field 22 of
+/// `/proc/<pid>/stat`, proc(5)) while it exists and has not exited; `None` when it
+/// is gone, a zombie, or cannot be read (no `/proc`: not Linux). With the pid, it
+/// names one process for good: a reused pid has another start time.
+pub fn process_start_ticks(pid: u32) -> Option<u64> {
+    sys::read_stat(pid)
+        .ok()
+        .flatten()
+        .filter(|s| !s.is_dead())
+        .map(|s| s.start_time_ticks)
+}

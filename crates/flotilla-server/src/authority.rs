@@ -24,6 +24,13 @@ pub const OPERATOR_FILE: &str = "operator.json";
 /// What can go wrong running an authority.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthorityError {
+    /// Agent sessions cannot be set up (`sessions.toml`, Claude Code, the runtime
+    /// user).
+    #[error("agent sessions: {0}")]
+    Sessions(String),
+    /// `sessions.toml` is not valid.
+    #[error(transparent)]
+    SessionsConfig(#[from] crate::sessions::SessionsConfigError),
     /// TLS files.
     #[error(transparent)]
     Tls(#[from] TlsError),
@@ -270,10 +277,11 @@ pub async fn serve(
     }
     let config = tls::server_config(&cert, &key)?;
     let (ca_hash, ca_pem) = tls::chain_pin(&cert)?;
-    let settings = Settings {
-        ca_pem,
-        ca_hash: ca_hash.clone(),
-        report_deadline: opts.report_deadline,
+    let sessions_file = opts.dir.join(crate::sessions::SESSIONS_CONFIG_FILE);
+    let sessions_config = if sessions_file.exists() {
+        Some(crate::sessions::SessionsConfig::load(&sessions_file)?)
+    } else {
+        None
     };
     let listener = bind(opts.listen).map_err(|source| AuthorityError::Listen {
         addr: opts.listen,
@@ -285,6 +293,18 @@ pub async fn serve(
             addr: opts.listen,
             source,
         })?;
+    let sessions = sessions_config.map(|config| crate::sessions::SessionsSetup {
+        config,
+        authority_dir: opts.dir.clone(),
+        url: format!("https://127.0.0.1:{}", bound.port()),
+        ca_pem: ca_pem.clone(),
+    });
+    let settings = Settings {
+        ca_pem,
+        ca_hash: ca_hash.clone(),
+        report_deadline: opts.report_deadline,
+        sessions,
+    };
     let shutdown = async {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate()).expect("signal handler");

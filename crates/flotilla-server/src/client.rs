@@ -197,13 +197,22 @@ impl Client {
         resp.json().await.map_err(http)
     }
 
-    async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+    /// `GET {path}` (60 s), its JSON answer.
+    ///
+    /// # Errors
+    /// [`ClientError::Http`] (transport), [`ClientError::Api`] (an error status, with
+    /// the authority's error).
+    pub async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         let url = format!("{}{path}", self.base);
         self.send(self.http.get(&url).timeout(Duration::from_secs(60)), &url)
             .await
     }
 
-    async fn post<B: serde::Serialize, T: serde::de::DeserializeOwned>(
+    /// `POST {path}` with a JSON body (60 s), its JSON answer.
+    ///
+    /// # Errors
+    /// As [`Client::get`].
+    pub async fn post<B: serde::Serialize, T: serde::de::DeserializeOwned>(
         &self,
         path: &str,
         body: &B,
@@ -217,6 +226,44 @@ impl Client {
             &url,
         )
         .await
+    }
+
+    /// `DELETE {path}` (60 s), its JSON answer.
+    ///
+    /// # Errors
+    /// As [`Client::get`].
+    pub async fn delete<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+    ) -> Result<T, ClientError> {
+        let url = format!("{}{path}", self.base);
+        self.send(
+            self.http.delete(&url).timeout(Duration::from_secs(60)),
+            &url,
+        )
+        .await
+    }
+
+    /// `POST {path}` with raw bytes as a JSON body, within `timeout`; the answer's
+    /// bytes (a success status only).
+    ///
+    /// # Errors
+    /// As [`Client::get`].
+    pub async fn post_bytes(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, ClientError> {
+        let url = format!("{}{path}", self.base);
+        let req = self
+            .http
+            .post(&url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .timeout(timeout);
+        let bytes: serde_json::Value = self.send(req, &url).await?;
+        Ok(serde_json::to_vec(&bytes).expect("serialises"))
     }
 
     /// An agent's POST of what it measured: short (10 s), since an agent whose

@@ -19,6 +19,8 @@
 //! - [`fleet`]: the fleet's status from agents' reports, aged (pure).
 //! - [`releases`]: signed releases relayed, the blob store, rollouts advanced
 //!   (`flotilla_release::rollout`), agents' release assignments and update reports.
+//! - [`sessions`]: agent sessions, their runtimes, the gate's HTTP hook, questions,
+//!   Alertmanager's webhook, the executor and capped outputs.
 //! - [`diff`]: revision diffs as DTOs.
 //! - [`metrics`]: the Prometheus figures.
 //! - [`openapi`]: the generated OpenAPI document.
@@ -35,6 +37,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod releases;
 pub mod server;
+pub mod sessions;
 pub mod tls;
 
 pub use client::{Client, ClientError};

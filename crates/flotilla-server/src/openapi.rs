@@ -5,6 +5,7 @@
 use crate::api;
 use crate::releases;
 use crate::server;
+use crate::sessions;
 use utoipa::OpenApi;
 
 /// The document's definition.
@@ -45,8 +46,43 @@ use utoipa::OpenApi;
         releases::rollout_action,
         releases::assignment,
         releases::report_update,
+        sessions::create_session,
+        sessions::list_sessions,
+        sessions::get_session,
+        sessions::session_events,
+        sessions::send_message,
+        sessions::switch_mode,
+        sessions::stop_runtime,
+        sessions::list_questions,
+        sessions::answer_question,
+        sessions::gate_hook,
+        sessions::exec,
+        sessions::get_output,
+        sessions::alertmanager,
+        sessions::create_alerts_credential,
     ),
     components(schemas(
+        sessions::SessionDoc,
+        sessions::RuntimeRecord,
+        sessions::RuntimeEnd,
+        sessions::SessionState,
+        sessions::QuestionDoc,
+        sessions::AnswerDoc,
+        sessions::CreateSessionRequest,
+        sessions::SessionDto,
+        sessions::SessionsResponse,
+        sessions::SessionEventDto,
+        sessions::SessionEventsResponse,
+        sessions::MessageRequest,
+        sessions::ModeRequest,
+        sessions::QuestionDto,
+        sessions::QuestionsResponse,
+        sessions::AnswerRequest,
+        sessions::ExecRequest,
+        sessions::ExecResponse,
+        sessions::AlertsResponse,
+        sessions::AlertsCredentialRequest,
+        sessions::AlertsCredentialResponse,
         api::ApiError,
         api::JoinRequest,
         api::JoinResponse,

@@ -20,6 +20,7 @@ use crate::auth;
 use crate::authority::AuthorityError;
 use crate::metrics::{AgentRevision, Metrics, Route, RouteLabels};
 use crate::releases;
+use crate::sessions;
 use axum::extract::{MatchedPath, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
@@ -72,6 +73,8 @@ pub struct Settings {
     pub ca_hash: String,
     /// A host whose agent has not reported for this long is `unreachable`.
     pub report_deadline: Duration,
+    /// Agent sessions (`sessions.toml`), or `None`: off.
+    pub sessions: Option<crate::sessions::SessionsSetup>,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -93,6 +96,7 @@ pub struct AppState<S> {
     pub(crate) store: S,
     settings: Settings,
     pub(crate) releases: crate::releases::Releases,
+    pub(crate) sessions: Option<crate::sessions::Sessions>,
     current: RwLock<Option<Current>>,
     index: watch::Sender<u64>,
     principals: Mutex<HashMap<String, Principal>>,
@@ -185,9 +189,16 @@ impl<S: AuthorityStore> AppState<S> {
         let metrics = Metrics::default();
         metrics.selection_index.set(index);
         let releases = crate::releases::Releases::load(&store).await?;
+        let sessions = match settings.sessions.clone() {
+            None => None,
+            Some(setup) => {
+                Some(crate::sessions::Sessions::new(setup).map_err(AuthorityError::Sessions)?)
+            }
+        };
         Ok(Arc::new(AppState {
             store,
             releases,
+            sessions,
             settings,
             current: RwLock::new(current),
             index: watch::Sender::new(index),
@@ -260,6 +271,16 @@ impl<S: AuthorityStore> AppState<S> {
                 "forbidden",
                 format!("the agent of `{host}` may not do this: operators only"),
             )),
+            Principal::Session { id } => Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("the runtime of session {id} may not do this: operators only"),
+            )),
+            Principal::Alerts { name } => Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("the alert sender `{name}` may not do this: operators only"),
+            )),
         }
     }
 
@@ -284,6 +305,11 @@ impl<S: AuthorityStore> AppState<S> {
                 StatusCode::FORBIDDEN,
                 "forbidden",
                 format!("only the host's agent may do this (an agent may {what})"),
+            )),
+            Principal::Session { .. } | Principal::Alerts { .. } => Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "only the host's agent or an operator may do this",
             )),
         }
     }
@@ -352,6 +378,37 @@ pub fn router<S: AuthorityStore>(state: Arc<AppState<S>>) -> Router {
             "/v1/hosts/{host}/release",
             get(releases::assignment::<S>).post(releases::report_update::<S>),
         )
+        .route(
+            "/v1/sessions",
+            get(sessions::list_sessions::<S>).post(sessions::create_session::<S>),
+        )
+        .route("/v1/sessions/{id}", get(sessions::get_session::<S>))
+        .route(
+            "/v1/sessions/{id}/events",
+            get(sessions::session_events::<S>),
+        )
+        .route(
+            "/v1/sessions/{id}/messages",
+            post(sessions::send_message::<S>),
+        )
+        .route("/v1/sessions/{id}/mode", post(sessions::switch_mode::<S>))
+        .route(
+            "/v1/sessions/{id}/runtime",
+            axum::routing::delete(sessions::stop_runtime::<S>),
+        )
+        .route("/v1/questions", get(sessions::list_questions::<S>))
+        .route(
+            "/v1/questions/{id}/answer",
+            post(sessions::answer_question::<S>),
+        )
+        .route("/v1/gate/hook", post(sessions::gate_hook::<S>))
+        .route(
+            "/v1/credentials/alerts",
+            post(sessions::create_alerts_credential::<S>),
+        )
+        .route("/v1/exec", post(sessions::exec::<S>))
+        .route("/v1/outputs/{id}", get(sessions::get_output::<S>))
+        .route("/v1/alerts/alertmanager", post(sessions::alertmanager::<S>))
         .layer(axum::middleware::from_fn(credential_first))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -367,6 +424,9 @@ const OPEN: &[&str] = &[
     "/v1/ca.pem",
     "/v1/openapi.json",
     "/v1/join",
+    // Fails closed on its own: answers a deny, never an error status, which Claude
+    // Code would take as "go ahead".
+    "/v1/gate/hook",
 ];
 
 /// Refuses a request without a bearer credential (401) before its body is read, so
@@ -1210,6 +1270,7 @@ pub async fn run<S: AuthorityStore>(
         h.graceful_shutdown(Some(Duration::from_secs(2)));
     });
     releases::spawn_ticker(&state);
+    crate::sessions::spawn_reconciler(&state);
     let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls));
     listener.set_nonblocking(true)?;
     axum_server::from_tcp_rustls(listener, config)?

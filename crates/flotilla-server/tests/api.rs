@@ -102,6 +102,7 @@ async fn start<S: AuthorityStore + Clone>(store: S) -> Running<S> {
             ca_pem: ca.ca_pem.clone(),
             ca_hash: ca.ca_hash.clone(),
             report_deadline: Duration::from_secs(45),
+            sessions: None,
         },
     )
     .await

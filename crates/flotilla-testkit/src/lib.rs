@@ -16,6 +16,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+pub mod anthropic_stub;
 pub mod testnet;
 
 pub use testnet::{TestHost, Testnet};

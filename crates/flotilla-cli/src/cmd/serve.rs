@@ -67,6 +67,13 @@ pub enum ServeCommand {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Make a credential that may only post alerts (Alertmanager's webhook,
+    /// `POST /v1/alerts/alertmanager`); printed once, stored hashed.
+    AlertsCredential {
+        /// The sender's name.
+        #[arg(long, default_value = "alertmanager")]
+        name: String,
+    },
     /// Print the API's OpenAPI document (JSON).
     Openapi,
 }
@@ -130,6 +137,21 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 }
             );
             println!("next: flotilla serve --authority-dir {}", dir.display());
+            Ok(EXIT_OK)
+        }
+        Some(ServeCommand::AlertsCredential { name }) => {
+            let client = super::authority::client(cli)?;
+            let r: flotilla_server::sessions::AlertsCredentialResponse =
+                rt.block_on(client.post(
+                    "/v1/credentials/alerts",
+                    &flotilla_server::sessions::AlertsCredentialRequest { name: name.clone() },
+                ))?;
+            println!("credential for alert sender `{}` (shown once):", r.name);
+            println!("  {}", r.credential);
+            println!(
+                "Alertmanager: webhook_configs: [{{url: {}/v1/alerts/alertmanager, http_config: {{authorization: {{credentials: <it>}}}}}}]",
+                client.url()
+            );
             Ok(EXIT_OK)
         }
         Some(ServeCommand::Token {

@@ -47,6 +47,14 @@ impl Authority {
 
     /// [`Authority::new`], `flotilla serve` given `serve_args` too.
     pub fn with(inventory: &str, serve_args: &[&str]) -> Authority {
+        let mut a = Authority::initialised(inventory, serve_args);
+        a.start();
+        a
+    }
+
+    /// An initialised authority, not started yet (files can be added to its
+    /// directory first; then [`Authority::start`]).
+    pub fn initialised(inventory: &str, serve_args: &[&str]) -> Authority {
         let ws = Workspace::new();
         ws.write("fleet/flotilla.toml", inventory);
         // The canary in the secrets file where a local `up` would read it.
@@ -58,7 +66,7 @@ impl Authority {
         std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
         let dir = ws.path().join("authority");
         let url = format!("https://127.0.0.1:{}", free_port());
-        let mut a = Authority {
+        let a = Authority {
             ws,
             dir,
             url,
@@ -68,7 +76,6 @@ impl Authority {
         let init = a.run(&["serve", "init"]);
         assert_eq!(init.code, 0, "{init:?}");
         assert!(init.stdout.contains("CA pin: sha256:"), "{}", init.stdout);
-        a.start();
         a
     }
 

@@ -5,6 +5,7 @@
 
 pub mod authority;
 pub mod release;
+pub mod sessions;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

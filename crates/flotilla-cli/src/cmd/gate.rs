@@ -1,0 +1,81 @@
+//! `flotilla gate hook`: the permission gate as a Claude Code command hook
+//! (`PreToolUse`, `PermissionRequest`; <https://code.claude.com/docs/en/hooks>).
+//!
+//! Reads the hook's input JSON on stdin, asks the authority's gate
+//! (`POST /v1/gate/hook`, with the session's own credential), prints the answer
+//! JSON on stdout and exits 0. **Fails closed**: any error (no or bad input, no
+//! credential, the authority unreachable or slow, an answer without a decision)
+//! exits 2 with the reason on stderr, which Claude Code treats as a block; never
+//! 1, which it would treat as "go ahead".
+//!
+//! Environment (set by the session's runtime): `FLOTILLA_SERVER` (the authority's
+//! URL), `FLOTILLA_CA` (its CA, PEM file), `FLOTILLA_SESSION_TOKEN` (the session's
+//! credential).
+
+use crate::{Cli, EXIT_OK};
+use std::io::{Read, Write};
+use std::time::Duration;
+
+/// Exit status of a denied or failed hook (Claude Code: a blocking error).
+pub const EXIT_BLOCK: u8 = 2;
+
+/// Arguments of `flotilla gate`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: GateCommand,
+}
+
+/// `flotilla gate` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum GateCommand {
+    /// Answer one Claude Code hook call (stdin: its JSON; stdout: the decision).
+    Hook {
+        /// How long to wait for the authority.
+        #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+    },
+}
+
+/// Runs the subcommand; returns the exit status (never fails: errors deny).
+pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<u8> {
+    let GateCommand::Hook { timeout } = &args.command;
+    match hook(*timeout) {
+        Ok(answer) => {
+            let mut out = std::io::stdout();
+            let _ = out.write_all(&answer);
+            let _ = out.write_all(b"\n");
+            Ok(EXIT_OK)
+        }
+        Err(why) => {
+            eprintln!("flotilla gate: denied (the gate failed closed): {why:#}");
+            Ok(EXIT_BLOCK)
+        }
+    }
+}
+
+fn hook(timeout: Duration) -> anyhow::Result<Vec<u8>> {
+    let mut input = Vec::new();
+    std::io::stdin().read_to_end(&mut input)?;
+    flotilla_sessions::hook::HookInput::parse(&input)?;
+    let var = |k: &str| std::env::var(k).map_err(|_| anyhow::anyhow!("{k} is not set"));
+    let url = var("FLOTILLA_SERVER")?;
+    let ca_path = var("FLOTILLA_CA")?;
+    let token = var("FLOTILLA_SESSION_TOKEN")?;
+    let ca = std::fs::read_to_string(&ca_path).map_err(|e| anyhow::anyhow!("{ca_path}: {e}"))?;
+    let client = flotilla_server::Client::new(&url, &ca, Some(token))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let answer = rt.block_on(async {
+        tokio::time::timeout(timeout, client.post_bytes("/v1/gate/hook", input, timeout))
+            .await
+            .map_err(|_| anyhow::anyhow!("the authority did not answer within {timeout:?}"))?
+            .map_err(anyhow::Error::from)
+    })?;
+    let v: serde_json::Value = serde_json::from_slice(&answer)?;
+    if v.get("hookSpecificOutput").is_none() {
+        anyhow::bail!("the authority's answer has no decision: {v}");
+    }
+    Ok(answer)
+}

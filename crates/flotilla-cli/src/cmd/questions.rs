@@ -1,0 +1,47 @@
+//! `flotilla questions`: the durable questions the permission gate asked of a
+//! human, open ones first (`--all` for answered ones too).
+
+use crate::{Cli, EXIT_OK};
+use flotilla_server::sessions::QuestionsResponse;
+
+/// Arguments of `flotilla questions`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Answered questions too.
+    #[arg(long)]
+    pub all: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs the command; returns the exit status.
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
+    let client = super::authority::client(cli)?;
+    let rt = super::runtime()?;
+    let mut all: QuestionsResponse = rt.block_on(client.get("/v1/questions"))?;
+    if !args.all {
+        all.questions.retain(|q| q.doc.answer.is_none());
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(EXIT_OK);
+    }
+    println!("ID    SESSION  TOOL       ANSWER  REASON / INPUT");
+    for q in &all.questions {
+        let answer = q
+            .doc
+            .answer
+            .as_ref()
+            .map_or("-".to_string(), |a| a.decision.clone());
+        let input = match q.doc.tool_input.get("command").and_then(|c| c.as_str()) {
+            Some(c) => c.to_string(),
+            None => q.doc.tool_input.to_string(),
+        };
+        println!(
+            "{:<5} {:<8} {:<10} {:<7} {}\n{:<34}{}",
+            q.id, q.session, q.doc.tool_name, answer, q.doc.reason, "", input
+        );
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,230 @@
+//! `flotilla session`: agent sessions on the authority (`--server`): create, list,
+//! show, send a message, ask for a mode switch (always refused: modes are launch
+//! profiles), tear the runtime down, read the event log.
+
+use crate::{Cli, EXIT_OK, EXIT_REFUSED};
+use flotilla_server::sessions::{
+    CreateSessionRequest, MessageRequest, ModeRequest, SessionDto, SessionEventsResponse,
+    SessionsResponse,
+};
+use flotilla_sessions::Mode;
+
+/// Arguments of `flotilla session`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: SessionCommand,
+}
+
+/// `flotilla session` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum SessionCommand {
+    /// Create a session (a row; `--prompt` boots its runtime at once).
+    Create {
+        /// The repository (a name in the authority's sessions.toml).
+        #[arg(long)]
+        repo: String,
+        /// Where its runtime runs (`local`: the authority's host).
+        #[arg(long)]
+        host: Option<String>,
+        /// The launch mode: default, acceptEdits, plan or bypassPermissions (never
+        /// switched later).
+        #[arg(long, value_parser = parse_mode, default_value = "default")]
+        mode: Mode,
+        /// The first message.
+        #[arg(long)]
+        prompt: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every session, its derived state and runtime (reconciled now).
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One session.
+    Show {
+        /// The session's id.
+        id: u64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send a message (boots a runtime if none runs; else it starts the next turn).
+    Send {
+        /// The session's id.
+        id: u64,
+        /// The message.
+        text: String,
+    },
+    /// Ask to switch the session's mode: always refused and recorded (modes are
+    /// chosen at creation); exits 1.
+    Mode {
+        /// The session's id.
+        id: u64,
+        /// The mode asked for.
+        mode: String,
+    },
+    /// Tear the session's runtime down (the next message boots a new one).
+    Stop {
+        /// The session's id.
+        id: u64,
+    },
+    /// The session's event log, oldest first.
+    Events {
+        /// The session's id.
+        id: u64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_mode(s: &str) -> Result<Mode, String> {
+    Mode::parse(s).ok_or_else(|| {
+        format!("`{s}` is not a mode: default, acceptEdits, plan or bypassPermissions")
+    })
+}
+
+/// One line per session: id, state, mode (and what the runtime reported), repo,
+/// runtime pid, open questions.
+fn line(s: &SessionDto) -> String {
+    let mode = match (&s.doc.observed_mode, s.mode_mismatch) {
+        (Some(o), true) => format!("{} (runtime reports {o}: MISMATCH)", s.doc.mode),
+        _ => s.doc.mode.to_string(),
+    };
+    let runtime = match (&s.doc.runtime, s.runtime_alive) {
+        (Some(r), true) => format!("pid {}", r.pid),
+        _ => "-".into(),
+    };
+    let state = serde_json::to_value(s.state)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    format!(
+        "{:<5} {:<19} {:<10} {:<9} {:<3} {}",
+        s.id, state, s.doc.repo, runtime, s.open_questions, mode
+    )
+}
+
+const HEADER: &str = "ID    STATE               REPO       RUNTIME   Q   MODE";
+
+/// Runs the subcommand; returns the exit status.
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
+    let client = super::authority::client(cli)?;
+    let rt = super::runtime()?;
+    match &args.command {
+        SessionCommand::Create {
+            repo,
+            host,
+            mode,
+            prompt,
+            json,
+        } => {
+            let s: SessionDto = rt.block_on(client.post(
+                "/v1/sessions",
+                &CreateSessionRequest {
+                    repo: repo.clone(),
+                    host: host.clone(),
+                    mode: Some(*mode),
+                    prompt: prompt.clone(),
+                },
+            ))?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+            } else {
+                println!(
+                    "session {} created ({} on {})",
+                    s.id, s.doc.mode, s.doc.repo
+                );
+            }
+            Ok(EXIT_OK)
+        }
+        SessionCommand::List { json } => {
+            let all: SessionsResponse = rt.block_on(client.get("/v1/sessions"))?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&all)?);
+            } else {
+                println!("{HEADER}");
+                for s in &all.sessions {
+                    println!("{}", line(s));
+                }
+            }
+            Ok(EXIT_OK)
+        }
+        SessionCommand::Show { id, json } => {
+            let s: SessionDto = rt.block_on(client.get(&format!("/v1/sessions/{id}")))?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+            } else {
+                println!("{HEADER}");
+                println!("{}", line(&s));
+                if let Some(t) = &s.doc.tree {
+                    println!(
+                        "tree: {t} (base {})",
+                        s.doc.base_commit.as_deref().unwrap_or("-")
+                    );
+                }
+                if let Some(e) = &s.doc.last_end {
+                    println!(
+                        "last runtime: {} (exit {})",
+                        e.how,
+                        e.code.map_or("-".into(), |c| c.to_string())
+                    );
+                }
+            }
+            Ok(EXIT_OK)
+        }
+        SessionCommand::Send { id, text } => {
+            let s: SessionDto = rt.block_on(client.post(
+                &format!("/v1/sessions/{id}/messages"),
+                &MessageRequest { text: text.clone() },
+            ))?;
+            println!("{HEADER}");
+            println!("{}", line(&s));
+            Ok(EXIT_OK)
+        }
+        SessionCommand::Mode { id, mode } => {
+            let r: Result<serde_json::Value, _> = rt.block_on(client.post(
+                &format!("/v1/sessions/{id}/mode"),
+                &ModeRequest { mode: mode.clone() },
+            ));
+            match r {
+                Err(flotilla_server::ClientError::Api {
+                    status: 409, error, ..
+                }) => {
+                    eprintln!("refused: {}", error.message);
+                    Ok(EXIT_REFUSED)
+                }
+                Err(e) => Err(e.into()),
+                Ok(_) => anyhow::bail!("the authority accepted a mode switch: it never should"),
+            }
+        }
+        SessionCommand::Stop { id } => {
+            let s: SessionDto =
+                rt.block_on(client.delete(&format!("/v1/sessions/{id}/runtime")))?;
+            println!("{HEADER}");
+            println!("{}", line(&s));
+            Ok(EXIT_OK)
+        }
+        SessionCommand::Events { id, json } => {
+            let ev: SessionEventsResponse =
+                rt.block_on(client.get(&format!("/v1/sessions/{id}/events")))?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&ev)?);
+            } else {
+                for e in &ev.events {
+                    let kind = e.event.get("kind").and_then(|k| k.as_str()).unwrap_or("?");
+                    let mut rest = e.event.clone();
+                    if let Some(o) = rest.as_object_mut() {
+                        o.remove("kind");
+                    }
+                    println!("{:<6} {:<20} {}", e.seq, kind, rest);
+                }
+            }
+            Ok(EXIT_OK)
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! An authority with agent sessions for CLI tests: a real `flotilla serve` whose
+//! `sessions.toml` names a real git repository (a bare `origin.git` with one
+//! commit) and a runtime program (Claude Code, or a stand-in script), run in
+//! bubblewrap as `nobody`.
+
+use super::authority::Authority;
+use super::Run;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// An authority with sessions on.
+pub struct SessionsAuthority {
+    pub a: Authority,
+    /// The bare repository sessions clone (and may push to).
+    pub origin: PathBuf,
+}
+
+/// Runs `git ARGS` in `dir`, asserting success; its stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Makes every directory from `path` up to `/` traversable by others (the runtime
+/// runs as `nobody`; test directories are 0700).
+pub fn open_up(path: &Path) {
+    let mut p = Some(path);
+    while let Some(d) = p {
+        if let Ok(meta) = std::fs::metadata(d) {
+            let mode = meta.permissions().mode();
+            if mode & 0o011 != 0o011 {
+                let _ = std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode | 0o711));
+            }
+        }
+        p = d.parent();
+    }
+}
+
+impl SessionsAuthority {
+    /// An authority whose `sessions.toml` runs `claude` (its `[runtime] claude`)
+    /// with `env` given to it, `runtime` more lines of the `[runtime]` table and
+    /// `extra` appended to the file.
+    pub fn new(
+        claude: &Path,
+        env: &[(&str, &str)],
+        runtime: &str,
+        extra: &str,
+    ) -> SessionsAuthority {
+        let mut a = Authority::initialised("", &[]);
+        let ws = a.ws.path().to_path_buf();
+        open_up(&ws);
+        // The repository: one commit, in a bare origin the agent may push to.
+        let src = ws.join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        git(&src, &["init", "-q", "-b", "main"]);
+        std::fs::write(src.join("README.md"), "infra\n").unwrap();
+        git(&src, &["add", "."]);
+        git(&src, &["commit", "-qm", "first"]);
+        let origin = ws.join("origin.git");
+        git(
+            &ws,
+            &[
+                "clone",
+                "-q",
+                "--bare",
+                src.to_str().unwrap(),
+                origin.to_str().unwrap(),
+            ],
+        );
+        // Root's, writable by the agent (`nobody`): new objects stay writable.
+        git(&origin, &["config", "core.sharedRepository", "world"]);
+        let st = Command::new("chmod")
+            .args(["-R", "a+rwX"])
+            .arg(&origin)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        // The agent's git trusts that repository of root's (git's safe.directory,
+        // from protected "command" configuration in the environment).
+        let mut env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        env.extend([
+            ("GIT_CONFIG_COUNT".to_string(), "1".to_string()),
+            ("GIT_CONFIG_KEY_0".into(), "safe.directory".into()),
+            ("GIT_CONFIG_VALUE_0".into(), origin.display().to_string()),
+        ]);
+        let env = env
+            .iter()
+            .map(|(k, v)| format!("{k} = {v:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sessions_dir = ws.join("sessions");
+        std::fs::create_dir_all(&sessions_dir).unwrap();
+        std::fs::set_permissions(&sessions_dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+        let toml = format!(
+            r#"dir = "{dir}"
+reconcile_every = "1s"
+
+[runtime]
+claude = "{claude}"
+user = "nobody"
+writable = ["{origin}"]
+env = {{ {env} }}
+{runtime}
+
+[repos.infra]
+url = "{origin}"
+
+{extra}
+"#,
+            dir = sessions_dir.display(),
+            claude = claude.display(),
+            origin = origin.display(),
+        );
+        std::fs::write(a.dir.join("sessions.toml"), toml).unwrap();
+        a.start();
+        SessionsAuthority { a, origin }
+    }
+
+    /// Runs `flotilla ARGS` as the operator.
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.a.run(args)
+    }
+
+    /// `session show ID --json`.
+    pub fn show(&self, id: u64) -> serde_json::Value {
+        let r = self.run(&["session", "show", &id.to_string(), "--json"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        r.json()
+    }
+
+    /// `session events ID --json`: the events.
+    pub fn events(&self, id: u64) -> Vec<serde_json::Value> {
+        let r = self.run(&["session", "events", &id.to_string(), "--json"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        r.json()["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["event"].clone())
+            .collect()
+    }
+
+    /// The events of `kind`.
+    pub fn events_of(&self, id: u64, kind: &str) -> Vec<serde_json::Value> {
+        self.events(id)
+            .into_iter()
+            .filter(|e| e["kind"] == kind)
+            .collect()
+    }
+
+    /// Waits until session `id`'s state is `state` (deadline `within`).
+    pub fn wait_state(&self, id: u64, state: &str, within: Duration) -> serde_json::Value {
+        let mut last = serde_json::Value::Null;
+        let ok = flotilla_testkit::wait_until(within, || {
+            last = self.show(id);
+            last["state"] == state
+        });
+        assert!(ok, "session {id} never became {state}: {last:#}");
+        last
+    }
+
+    /// `session create --repo infra` with `args`; the new session's id.
+    pub fn create(&self, args: &[&str]) -> u64 {
+        let mut all = vec!["session", "create", "--repo", "infra", "--json"];
+        all.extend_from_slice(args);
+        let r = self.run(&all);
+        assert_eq!(r.code, 0, "{r:?}");
+        r.json()["id"].as_u64().unwrap()
+    }
+}

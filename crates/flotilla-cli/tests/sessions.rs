@@ -1,0 +1,470 @@
+//! Agent sessions through a real authority: sessions are rows until their first
+//! message, one runtime at most (bubblewrap, as `nobody`), liveness reconciled
+//! against the process, modes that cannot be switched, the gate's two front doors
+//! failing closed, Alertmanager's webhook, the executor and capped output.
+//!
+//! The runtime program here is a stand-in for Claude Code (a shell script that
+//! records its arguments and credential and waits), so that the runtime's
+//! machinery is tested on its own; `tests/claude_code.rs` runs the real one.
+
+mod common;
+
+use common::sessions::SessionsAuthority;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The stand-in agent: records its arguments and its credential in its home, then
+/// waits (as a turn that takes long would).
+const FAKE_AGENT: &str = r#"#!/bin/sh
+printf '%s\n' "$@" >> "$HOME/args"
+echo "$FLOTILLA_SESSION_TOKEN" > "$HOME/token.tmp" && mv "$HOME/token.tmp" "$HOME/token"
+exec sleep 600
+"#;
+
+fn fake_agent(dir: &std::path::Path) -> PathBuf {
+    let p = dir.join("fake-agent");
+    std::fs::write(&p, FAKE_AGENT).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+/// An authority whose runtime is the stand-in agent.
+fn authority(extra: &str) -> (SessionsAuthority, tempfile::TempDir) {
+    let bin = tempfile::tempdir().unwrap();
+    common::sessions::open_up(bin.path());
+    let agent = fake_agent(bin.path());
+    (SessionsAuthority::new(&agent, &[], "", extra), bin)
+}
+
+fn alive(pid: u64) -> bool {
+    flotilla_exec::process_start_ticks(pid as u32).is_some()
+}
+
+/// The session's own credential, as its runtime received it.
+fn token(s: &SessionsAuthority, id: u64) -> String {
+    let home = s.a.ws.path().join(format!("sessions/{id}/home/token"));
+    assert!(
+        flotilla_testkit::wait_until(Duration::from_secs(30), || home.exists()),
+        "the runtime never started: {:#}",
+        s.show(id)
+    );
+    std::fs::read_to_string(home).unwrap().trim().to_string()
+}
+
+/// A client of the authority with `credential`.
+fn client(s: &SessionsAuthority, credential: &str) -> flotilla_server::Client {
+    let op: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(s.a.dir.join("operator.json")).unwrap()).unwrap();
+    flotilla_server::Client::new(
+        &s.a.url,
+        op["ca_pem"].as_str().unwrap(),
+        Some(credential.to_string()),
+    )
+    .unwrap()
+}
+
+fn post(c: &flotilla_server::Client, path: &str, body: &serde_json::Value) -> serde_json::Value {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let bytes = rt
+        .block_on(c.post_bytes(path, body.to_string().into_bytes(), Duration::from_secs(30)))
+        .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+#[test]
+fn a_session_is_a_row_until_its_first_message_and_a_killed_runtime_is_never_shown_working() {
+    let (s, _bin) = authority("");
+    let id = s.create(&[]);
+    let shown = s.show(id);
+    assert_eq!(shown["state"], "new", "{shown:#}");
+    assert_eq!(shown["runtime_alive"], false);
+    assert!(shown["doc"]["tree"].is_null(), "creating makes no tree");
+    assert!(!s.a.ws.path().join(format!("sessions/{id}")).exists());
+
+    let r = s.run(&["session", "send", &id.to_string(), "look at the disk alert"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let shown = s.wait_state(id, "working", Duration::from_secs(30));
+    let pid = shown["doc"]["runtime"]["pid"].as_u64().unwrap();
+    assert!(alive(pid));
+    // The runtime runs as nobody, inside bubblewrap, in the session's tree.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("Uid:") && l.contains("65534")),
+        "{status}"
+    );
+    let tree = shown["doc"]["tree"].as_str().unwrap().to_string();
+    assert!(PathBuf::from(&tree).join("README.md").exists());
+    let _ = token(&s, id);
+    let args =
+        std::fs::read_to_string(s.a.ws.path().join(format!("sessions/{id}/home/args"))).unwrap();
+    assert!(args.contains("look at the disk alert"), "{args}");
+    assert!(args.contains("--session-id"), "{args}");
+
+    // Killed: within one reconcile (1 s here) it is not shown working, ever again.
+    common::kill9(pid as u32);
+    let shown = s.wait_state(id, "failed", Duration::from_secs(5));
+    assert_eq!(shown["runtime_alive"], false, "{shown:#}");
+    assert!(shown["doc"]["runtime"].is_null());
+
+    // The next message boots a new runtime that resumes the conversation.
+    let r = s.run(&["session", "send", &id.to_string(), "and now?"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let shown = s.wait_state(id, "working", Duration::from_secs(30));
+    assert_eq!(shown["doc"]["runtime"]["boot"], 2);
+    assert_ne!(shown["doc"]["runtime"]["pid"].as_u64().unwrap(), pid);
+    let args =
+        std::fs::read_to_string(s.a.ws.path().join(format!("sessions/{id}/home/args"))).unwrap();
+    assert!(args.contains("--resume"), "{args}");
+}
+
+#[test]
+fn twenty_concurrent_messages_boot_one_runtime() {
+    let (s, _bin) = authority("");
+    let id = s.create(&[]);
+    let threads: Vec<_> = (0..20)
+        .map(|i| {
+            let env: Vec<(String, String)> =
+                s.a.env()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect();
+            let dir = s.a.ws.path().to_path_buf();
+            std::thread::spawn(move || {
+                let env: Vec<(&str, &str)> =
+                    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                common::run_with_env(
+                    &dir,
+                    &["session", "send", &id.to_string(), &format!("message {i}")],
+                    &env,
+                )
+            })
+        })
+        .collect();
+    for t in threads {
+        let r = t.join().unwrap();
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let shown = s.wait_state(id, "working", Duration::from_secs(30));
+    assert_eq!(s.events_of(id, "runtime-booted").len(), 1);
+    assert_eq!(s.events_of(id, "message").len(), 20);
+    // The first message booted it; the other 19 wait for the next turn.
+    assert_eq!(shown["doc"]["pending"].as_array().unwrap().len(), 19);
+    let pid = shown["doc"]["runtime"]["pid"].as_u64().unwrap();
+
+    // When the turn ends, one runtime takes all 19.
+    common::kill9(pid as u32);
+    let ok = flotilla_testkit::wait_until(Duration::from_secs(30), || {
+        let v = s.show(id);
+        v["state"] == "working" && v["doc"]["runtime"]["boot"] == 2
+    });
+    assert!(ok, "{:#}", s.show(id));
+    let booted = s.events_of(id, "runtime-booted");
+    assert_eq!(booted.len(), 2);
+    assert_eq!(booted[1]["messages"], 19);
+    assert!(s.show(id)["doc"]["pending"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_mode_switch_is_refused_and_shown_refused() {
+    let (s, _bin) = authority("");
+    let id = s.create(&["--mode", "bypassPermissions"]);
+    let r = s.run(&["session", "mode", &id.to_string(), "default"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("refused"), "{}", r.stderr);
+    let refused = s.events_of(id, "mode-switch-refused");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["requested"], "default");
+    assert_eq!(s.show(id)["doc"]["mode"], "bypassPermissions");
+    let bad = s.run(&["session", "create", "--repo", "infra", "--mode", "yolo"]);
+    assert_eq!(bad.code, 2, "{bad:?}");
+    let bad = s.run(&["session", "create", "--repo", "nope"]);
+    assert_ne!(bad.code, 0);
+    assert!(
+        bad.stderr.contains("no repository `nope`"),
+        "{}",
+        bad.stderr
+    );
+}
+
+#[test]
+fn the_http_hook_asks_once_per_exact_call_and_fails_closed() {
+    let (s, _bin) = authority("");
+    let id = s.create(&["--prompt", "push it"]);
+    let tok = token(&s, id);
+    let session = client(&s, &tok);
+    let payload = |command: &str| {
+        serde_json::json!({
+            "session_id": "00000000-0000-4000-8000-000000000000",
+            "transcript_path": "/dev/null",
+            "cwd": "/tmp",
+            "permission_mode": "default",
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": command, "description": "d"},
+            "tool_use_id": "toolu_01"
+        })
+    };
+    let decision = |v: &serde_json::Value| {
+        v["hookSpecificOutput"]["permissionDecision"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    // An always-ask command: deferred, and a question opened (once, however often
+    // the same call comes back unanswered).
+    let a = post(&session, "/v1/gate/hook", &payload("git push origin main"));
+    assert_eq!(decision(&a), "defer", "{a:#}");
+    let again = post(&session, "/v1/gate/hook", &payload("git push origin main"));
+    assert_eq!(decision(&again), "defer");
+    let q = s.run(&["questions", "--json"]).json();
+    let qs = q["questions"].as_array().unwrap();
+    assert_eq!(qs.len(), 1, "{q:#}");
+    let qid = qs[0]["id"].as_u64().unwrap();
+    assert_eq!(
+        qs[0]["doc"]["tool_input"]["command"],
+        "git push origin main"
+    );
+
+    // Answered allow: that exact call goes ahead, once; another input still asks.
+    let r = s.run(&[
+        "question",
+        "answer",
+        &qid.to_string(),
+        "allow",
+        "--note",
+        "ok",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let other = post(
+        &session,
+        "/v1/gate/hook",
+        &payload("git push origin main --force"),
+    );
+    assert_eq!(decision(&other), "defer");
+    let yes = post(&session, "/v1/gate/hook", &payload("git push origin main"));
+    assert_eq!(decision(&yes), "allow", "{yes:#}");
+    let once = post(&session, "/v1/gate/hook", &payload("git push origin main"));
+    assert_eq!(decision(&once), "defer", "an answer applies once");
+    let twice = s.run(&["question", "answer", &qid.to_string(), "deny"]);
+    assert_eq!(twice.code, 1, "{twice:?}");
+
+    // Fails closed: an operator's credential is not a session's; a bad body.
+    let op: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(s.a.dir.join("operator.json")).unwrap()).unwrap();
+    let operator = client(&s, op["credential"].as_str().unwrap());
+    let no = post(&operator, "/v1/gate/hook", &payload("ls"));
+    assert_eq!(decision(&no), "deny", "{no:#}");
+    let nobody = client(&s, "flt-session-0000");
+    let no = post(&nobody, "/v1/gate/hook", &payload("ls"));
+    assert_eq!(decision(&no), "deny", "{no:#}");
+    let bad = post(
+        &session,
+        "/v1/gate/hook",
+        &serde_json::json!({"tool_name": 3}),
+    );
+    assert_eq!(decision(&bad), "deny", "{bad:#}");
+
+    // The command hook: the same answer on stdout, exit 0; unreachable: exit 2.
+    let ca = s.a.ws.path().join("ca.pem");
+    std::fs::write(&ca, op["ca_pem"].as_str().unwrap()).unwrap();
+    let hook = |server: &str| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args(["gate", "hook", "--timeout", "5s"])
+            .env("FLOTILLA_SERVER", server)
+            .env("FLOTILLA_CA", &ca)
+            .env("FLOTILLA_SESSION_TOKEN", &tok)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(payload("rm -rf build").to_string().as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = hook(&s.a.url);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(decision(&v), "defer", "{v:#}");
+    let port = common::authority::free_port();
+    let out = hook(&format!("https://127.0.0.1:{port}"));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("failed closed"));
+}
+
+#[test]
+fn the_executor_runs_reads_asks_for_the_rest_and_caps_output() {
+    let (s, _bin) = authority(
+        r#"[executor]
+allow = [["journalctl"], ["seq"]]
+"#,
+    );
+    let id = s.create(&["--prompt", "investigate"]);
+    let session = client(&s, &token(&s, id));
+    // A read: runs at once.
+    let r = post(
+        &session,
+        "/v1/exec",
+        &serde_json::json!({"argv": ["seq", "3"]}),
+    );
+    assert_eq!(r["outcome"], "ran", "{r:#}");
+    assert_eq!(r["stdout"], "1\n2\n3\n");
+    // Long output: capped, the whole kept and retrievable.
+    let r = post(
+        &session,
+        "/v1/exec",
+        &serde_json::json!({"argv": ["seq", "100000"]}),
+    );
+    assert_eq!(r["outcome"], "ran");
+    let shown = r["stdout"].as_str().unwrap();
+    assert!(shown.len() < 20 * 1024, "{}", shown.len());
+    assert!(shown.starts_with("1\n2\n"));
+    assert!(shown.ends_with("99999\n100000\n"));
+    let oid = r["outputs"][0].as_str().unwrap();
+    assert!(shown.contains(&format!("flotilla output {oid}")), "{shown}");
+    let whole = s.run(&["output", oid]);
+    assert_eq!(whole.code, 0);
+    let expected: String = (1..=100000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(whole.stdout, expected);
+
+    // Anything else: a question for that exact argv; runs once answered allow.
+    let marker = s.a.ws.path().join("executed");
+    let argv = serde_json::json!({"argv": ["touch", marker.to_str().unwrap()]});
+    let r = post(&session, "/v1/exec", &argv);
+    assert_eq!(r["outcome"], "asked", "{r:#}");
+    assert!(!marker.exists());
+    let qid = r["question"].as_u64().unwrap();
+    let a = s.run(&["question", "answer", &qid.to_string(), "allow"]);
+    assert_eq!(a.code, 0, "{a:?}");
+    let r = post(&session, "/v1/exec", &argv);
+    assert_eq!(r["outcome"], "ran", "{r:#}");
+    assert!(marker.exists());
+    let r = post(&session, "/v1/exec", &argv);
+    assert_eq!(r["outcome"], "asked", "an answer applies once");
+    let journaled = s.events_of(id, "exec");
+    assert_eq!(journaled.len(), 5, "{journaled:#?}");
+}
+
+#[test]
+fn an_alertmanager_payload_posted_five_times_makes_one_session() {
+    let (s, _bin) = authority(
+        r#"[alerts]
+repo = "infra"
+"#,
+    );
+    let r = s.run(&["serve", "alerts-credential"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let cred = r
+        .stdout
+        .split_whitespace()
+        .find(|w| w.starts_with("flt-alerts-"))
+        .unwrap()
+        .to_string();
+    let am = client(&s, &cred);
+    let alert = |name: &str, severity: &str, status: &str, fp: &str| {
+        serde_json::json!({
+            "status": status,
+            "labels": {"alertname": name, "severity": severity, "instance": "gpu-1"},
+            "annotations": {"summary": format!("{name} on gpu-1")},
+            "startsAt": "2026-12-01T10:00:00Z",
+            "endsAt": if status == "resolved" { "2026-12-01T11:00:00Z" } else { "0001-01-01T00:00:00Z" },
+            "generatorURL": "http://prometheus.example.invalid/graph",
+            "fingerprint": fp
+        })
+    };
+    let payload = |status: &str, alerts: Vec<serde_json::Value>| {
+        serde_json::json!({
+            "version": "4",
+            "groupKey": "{}:{alertname=\"DiskFull\"}",
+            "truncatedAlerts": 0,
+            "status": status,
+            "receiver": "flotilla",
+            "groupLabels": {"alertname": "DiskFull"},
+            "commonLabels": {"severity": "critical"},
+            "commonAnnotations": {},
+            "externalURL": "http://alertmanager.example.invalid",
+            "alerts": alerts
+        })
+    };
+    let disk = alert("DiskFull", "critical", "firing", "a1b2c3");
+    let first = post(
+        &am,
+        "/v1/alerts/alertmanager",
+        &payload("firing", vec![disk.clone()]),
+    );
+    assert_eq!(first["opened"].as_array().unwrap().len(), 1, "{first:#}");
+    let id = first["opened"][0].as_u64().unwrap();
+    let repeat = post(
+        &am,
+        "/v1/alerts/alertmanager",
+        &payload("firing", vec![disk.clone()]),
+    );
+    assert!(
+        repeat["opened"].as_array().unwrap().is_empty(),
+        "{repeat:#}"
+    );
+    let warn = alert("DiskSlow", "warning", "firing", "d4e5f6");
+    let added = post(
+        &am,
+        "/v1/alerts/alertmanager",
+        &payload("firing", vec![disk.clone(), warn.clone()]),
+    );
+    assert!(added["opened"].as_array().unwrap().is_empty(), "{added:#}");
+    let again = post(
+        &am,
+        "/v1/alerts/alertmanager",
+        &payload("firing", vec![disk.clone(), warn.clone()]),
+    );
+    assert!(again["opened"].as_array().unwrap().is_empty());
+    let resolved = post(
+        &am,
+        "/v1/alerts/alertmanager",
+        &payload(
+            "resolved",
+            vec![
+                alert("DiskFull", "critical", "resolved", "a1b2c3"),
+                alert("DiskSlow", "warning", "resolved", "d4e5f6"),
+            ],
+        ),
+    );
+    assert_eq!(resolved["updated"], serde_json::json!([id]), "{resolved:#}");
+
+    let all = s.run(&["session", "list", "--json"]).json();
+    assert_eq!(all["sessions"].as_array().unwrap().len(), 1, "{all:#}");
+    let alerts = s.events_of(id, "alert");
+    assert_eq!(alerts.len(), 2, "{alerts:#?}");
+    assert_eq!(alerts[0]["status"], "firing");
+    assert_eq!(alerts[1]["status"], "resolved");
+    let messages = s.events_of(id, "message");
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    let text = messages[0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("DiskFull") && text.contains("gpu-1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("http://prometheus.example.invalid/graph"),
+        "{text}"
+    );
+    assert_eq!(s.show(id)["doc"]["created_by"], "alertmanager");
+
+    // Only an alert sender (or an operator) may post; a session may not.
+    let session = client(&s, &token(&s, id));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let err = rt
+        .block_on(session.post_bytes(
+            "/v1/alerts/alertmanager",
+            payload("firing", vec![disk]).to_string().into_bytes(),
+            Duration::from_secs(10),
+        ))
+        .unwrap_err();
+    assert!(err.to_string().contains("403"), "{err}");
+}

@@ -1,0 +1,2010 @@
+//! Agent sessions on the authority: sessions, their runtimes, the gate's HTTP
+//! front door, durable questions, Alertmanager's webhook, the executor and capped
+//! outputs (DESIGN.md: session / gate / question).
+//!
+//! - A session is a row; **the first message boots its runtime** (the agent's
+//!   process, `claude -p`, in a bubblewrap sandbox, see
+//!   [`flotilla_sessions::runtime`]). There is no queue, no lease and no
+//!   heartbeat: whether a runtime runs is **reconciled** against the process
+//!   itself (pid and start time) on every read and every
+//!   [`SessionsConfig::reconcile_every`]; the child's exit is also seen at once by
+//!   the task that reaps it. One lock per session makes concurrent messages boot
+//!   at most one runtime; a message that arrives while one runs waits in the
+//!   session's `pending` list and starts the next turn when this one ends.
+//! - Session states are derived from facts ([`derive_state`]): a runtime alive,
+//!   an open question, the last turn's end. Nothing writes a state.
+//! - Every tool call of the agent reaches [`gate_hook`] (through `flotilla gate
+//!   hook`, the command hook, or directly as Claude Code's HTTP hook). `Ask`
+//!   becomes a question and the turn parks (`defer`); the answer boots a runtime
+//!   that resumes the conversation, and applies to that exact input, once.
+//! - The mode is a launch profile: a switch is refused and recorded; the mode
+//!   every hook payload reports is compared with the launch mode.
+
+use crate::api::ApiError;
+use crate::server::{now_ms, Answer, AppState, Failure};
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use flotilla_sessions::alerts::Matcher;
+use flotilla_sessions::clone_cache::CloneCache;
+use flotilla_sessions::executor::Allowlist;
+use flotilla_sessions::hook::{HookAnswer, HookEvent, HookHandler, HookInput};
+use flotilla_sessions::output;
+use flotilla_sessions::policy::{AlwaysAsk, Policy};
+use flotilla_sessions::rules::Rules;
+use flotilla_sessions::runtime::{bwrap_argv, Network, SandboxSpec};
+use flotilla_sessions::{Decision, Mode, ToolCall};
+use flotilla_store::authority::{AuthorityStore, Principal};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use utoipa::ToSchema;
+
+/// The sessions configuration file in the authority's directory.
+pub const SESSIONS_CONFIG_FILE: &str = "sessions.toml";
+
+/// `sessions.toml`: what the authority needs to run agent sessions. Absent file:
+/// sessions are off (every session route answers 409 saying so).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsConfig {
+    /// Where session trees, agents' homes and outputs live (default:
+    /// `<authority dir>/sessions`). Must be traversable by [`RuntimeConfig::user`].
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+    /// The runtime.
+    pub runtime: RuntimeConfig,
+    /// Repositories sessions may work on, by name.
+    #[serde(default)]
+    pub repos: BTreeMap<String, RepoConfig>,
+    /// The gate's rules.
+    #[serde(default)]
+    pub gate: GateConfig,
+    /// Sessions opened by alerts.
+    #[serde(default)]
+    pub alerts: Option<AlertsConfig>,
+    /// The executor.
+    #[serde(default)]
+    pub executor: ExecutorConfig,
+    /// How often runtimes are reconciled on their own (default 60 s), besides
+    /// every read.
+    #[serde(default = "default_reconcile", with = "humantime_serde_compat")]
+    pub reconcile_every: Duration,
+    /// Tool and executor output beyond this many bytes is capped (default 16 KiB).
+    #[serde(default = "default_cap")]
+    pub output_cap: usize,
+}
+
+fn default_reconcile() -> Duration {
+    Duration::from_secs(60)
+}
+
+fn default_cap() -> usize {
+    output::DEFAULT_CAP
+}
+
+/// `[runtime]` of `sessions.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeConfig {
+    /// The Claude Code executable (absolute; default `claude` found on `PATH`).
+    #[serde(default)]
+    pub claude: Option<PathBuf>,
+    /// The unprivileged user the sandbox runs as (default `nobody`).
+    #[serde(default = "default_user")]
+    pub user: String,
+    /// A runtime that has written nothing and asked nothing for this long is torn
+    /// down (default 10 min); the next message boots a new one.
+    #[serde(default = "default_idle", with = "humantime_serde_compat")]
+    pub idle_timeout: Duration,
+    /// The sandbox's network (`host` or `none`).
+    #[serde(default)]
+    pub network: Network,
+    /// Environment given to the agent (its model API's URL and key…); nothing
+    /// else of the authority's environment reaches it.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// More paths the agent may write (e.g. a remote on this host).
+    #[serde(default)]
+    pub writable: Vec<PathBuf>,
+    /// More arguments for Claude Code (e.g. `--model`).
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+fn default_user() -> String {
+    "nobody".into()
+}
+
+fn default_idle() -> Duration {
+    Duration::from_secs(600)
+}
+
+/// `[repos.<name>]` of `sessions.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepoConfig {
+    /// Where to fetch it from (any URL or path `git clone` takes).
+    pub url: String,
+    /// The commit, branch or tag sessions start from (default: its HEAD).
+    #[serde(default)]
+    pub base: Option<String>,
+}
+
+/// `[gate]` of `sessions.toml`: Claude Code permission rules and the always-ask
+/// list (default: [`AlwaysAsk::default_list`]).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateConfig {
+    /// Commands no mode may run without a human's answer.
+    #[serde(default)]
+    pub always_ask: Option<Vec<String>>,
+    /// Allow rules.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Ask rules.
+    #[serde(default)]
+    pub ask: Vec<String>,
+    /// Deny rules.
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
+
+/// `[alerts]` of `sessions.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertsConfig {
+    /// The repository alert sessions work on.
+    pub repo: String,
+    /// Alertmanager matchers an alert's own labels must all match (default
+    /// `severity="critical"`).
+    #[serde(default)]
+    pub matchers: Option<Vec<String>>,
+    /// The mode of alert sessions (default `default`).
+    #[serde(default)]
+    pub mode: Mode,
+}
+
+/// `[executor]` of `sessions.toml`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorConfig {
+    /// Argv prefixes run at once (default: [`Allowlist::default_reads`]).
+    #[serde(default)]
+    pub allow: Option<Vec<Vec<String>>>,
+    /// How long one command may run (default 60 s).
+    #[serde(default, with = "humantime_serde_compat::option")]
+    pub timeout: Option<Duration>,
+}
+
+/// `humantime` durations in TOML strings (`"60s"`, `"10m"`).
+mod humantime_serde_compat {
+    use serde::{Deserialize, Deserializer};
+    use std::time::Duration;
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        humantime::parse_duration(&s).map_err(serde::de::Error::custom)
+    }
+    pub mod option {
+        use super::*;
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+            super::deserialize(d).map(Some)
+        }
+    }
+}
+
+/// Why `sessions.toml` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionsConfigError {
+    /// It cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It is not valid (the message gives line and column).
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What and where.
+        message: String,
+    },
+}
+
+impl SessionsConfig {
+    /// Reads and checks `path` (TOML): rules, always-ask entries, matchers and
+    /// the executor's allowlist parse; the runtime user exists.
+    ///
+    /// # Errors
+    /// [`SessionsConfigError`], naming the file and line:column or the entry.
+    pub fn load(path: &std::path::Path) -> Result<SessionsConfig, SessionsConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SessionsConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let invalid = |message: String| SessionsConfigError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let config: SessionsConfig = toml::from_str(&text).map_err(|e| {
+            let at = e
+                .span()
+                .map(|s| {
+                    let before = &text[..s.start.min(text.len())];
+                    let line = before.matches('\n').count() + 1;
+                    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                    format!("{line}:{col}: ")
+                })
+                .unwrap_or_default();
+            invalid(format!("{at}{}", e.message()))
+        })?;
+        config.policy().map_err(invalid)?;
+        config.matchers().map_err(invalid)?;
+        if let Some(list) = &config.executor.allow {
+            Allowlist::new(list.clone()).map_err(|e| invalid(format!("[executor] allow: {e}")))?;
+        }
+        if let Some(a) = &config.alerts {
+            if !config.repos.contains_key(&a.repo) {
+                return Err(invalid(format!(
+                    "[alerts] repo `{}` is not one of [repos]",
+                    a.repo
+                )));
+            }
+        }
+        nix::unistd::User::from_name(&config.runtime.user)
+            .ok()
+            .flatten()
+            .ok_or_else(|| {
+                invalid(format!(
+                    "[runtime] user `{}` does not exist on this host",
+                    config.runtime.user
+                ))
+            })?;
+        Ok(config)
+    }
+
+    fn policy(&self) -> Result<Policy, String> {
+        let rules = Rules::parse(&self.gate.allow, &self.gate.ask, &self.gate.deny)
+            .map_err(|e| format!("[gate]: {e}"))?;
+        let always_ask = match &self.gate.always_ask {
+            None => AlwaysAsk::default_list(),
+            Some(list) => {
+                AlwaysAsk::new(list.clone()).map_err(|e| format!("[gate] always_ask: {e}"))?
+            }
+        };
+        Ok(Policy { rules, always_ask })
+    }
+
+    fn matchers(&self) -> Result<Vec<Matcher>, String> {
+        let list = self
+            .alerts
+            .as_ref()
+            .and_then(|a| a.matchers.clone())
+            .unwrap_or_else(|| vec![r#"severity="critical""#.to_string()]);
+        list.iter()
+            .map(|m| Matcher::parse(m).map_err(|e| format!("[alerts] matcher `{m}`: {e}")))
+            .collect()
+    }
+}
+
+/// The authority's sessions, when `sessions.toml` is present.
+pub struct Sessions {
+    config: SessionsConfig,
+    policy: Policy,
+    matchers: Vec<Matcher>,
+    allowlist: Allowlist,
+    dir: PathBuf,
+    hidden: Vec<PathBuf>,
+    /// The authority's URL as the sandbox reaches it, and its CA (PEM).
+    url: String,
+    ca_pem: String,
+    flotilla_exe: PathBuf,
+    claude: PathBuf,
+    uid: u32,
+    gid: u32,
+    clones: CloneCache,
+    /// One lock per session: boots and turn ends are serialised per session.
+    locks: std::sync::Mutex<HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
+    /// Live runtimes this process started: session → (pid, last activity ms).
+    live: std::sync::Mutex<HashMap<u64, Live>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Live {
+    pid: u32,
+    activity_ms: i64,
+}
+
+/// Where the sessions machinery is set up from (`flotilla serve`).
+#[derive(Debug, Clone)]
+pub struct SessionsSetup {
+    /// The parsed `sessions.toml`.
+    pub config: SessionsConfig,
+    /// The authority's directory (hidden from runtimes).
+    pub authority_dir: PathBuf,
+    /// The authority's URL as seen from the sandbox (`https://127.0.0.1:<port>`).
+    pub url: String,
+    /// The CA (PEM) the runtime's hook pins.
+    pub ca_pem: String,
+}
+
+impl Sessions {
+    /// Sets up from `setup`: finds the Claude Code executable, the runtime user,
+    /// and this program (run inside the sandbox as the command hook).
+    ///
+    /// # Errors
+    /// A message when one of them cannot be found.
+    pub fn new(setup: SessionsSetup) -> Result<Sessions, String> {
+        let config = setup.config;
+        let policy = config.policy()?;
+        let matchers = config.matchers()?;
+        let allowlist = match &config.executor.allow {
+            None => Allowlist::default_reads(),
+            Some(list) => {
+                Allowlist::new(list.clone()).map_err(|e| format!("[executor] allow: {e}"))?
+            }
+        };
+        let dir = config
+            .dir
+            .clone()
+            .unwrap_or_else(|| setup.authority_dir.join("sessions"));
+        let claude = match &config.runtime.claude {
+            Some(p) => p.clone(),
+            None => {
+                which("claude").ok_or("[runtime] claude is not set and `claude` is not on PATH")?
+            }
+        };
+        let user = nix::unistd::User::from_name(&config.runtime.user)
+            .ok()
+            .flatten()
+            .ok_or_else(|| format!("no user `{}`", config.runtime.user))?;
+        let flotilla_exe =
+            std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+        let mut hidden = vec![setup.authority_dir.clone()];
+        if let Some(home) = std::env::var_os("HOME") {
+            hidden.push(PathBuf::from(home));
+        }
+        hidden.push("/root".into());
+        hidden.dedup();
+        Ok(Sessions {
+            clones: CloneCache::new(dir.join("mirrors")),
+            policy,
+            matchers,
+            allowlist,
+            hidden,
+            url: setup.url,
+            ca_pem: setup.ca_pem,
+            flotilla_exe,
+            claude,
+            uid: user.uid.as_raw(),
+            gid: user.gid.as_raw(),
+            dir,
+            config,
+            locks: std::sync::Mutex::new(HashMap::new()),
+            live: std::sync::Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn lock_of(&self, id: u64) -> Arc<tokio::sync::Mutex<()>> {
+        self.locks
+            .lock()
+            .expect("not poisoned")
+            .entry(id)
+            .or_default()
+            .clone()
+    }
+
+    fn session_dir(&self, id: u64) -> PathBuf {
+        self.dir.join(id.to_string())
+    }
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// A session as stored (JSON in the store's `sessions.doc`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SessionDoc {
+    /// The repository (a name from `sessions.toml`).
+    pub repo: String,
+    /// Where its runtime runs (`local`: the authority's host).
+    pub host: String,
+    /// The launch mode (never changed after creation).
+    #[schema(value_type = String)]
+    pub mode: Mode,
+    /// Who created it (an operator, or `alertmanager`).
+    pub created_by: String,
+    /// Claude Code's session id (a UUID), resumed by every later runtime.
+    pub agent_session: String,
+    /// The first message, if given at creation.
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// The session's tree, once made.
+    #[serde(default)]
+    pub tree: Option<String>,
+    /// The commit the tree started from.
+    #[serde(default)]
+    pub base_commit: Option<String>,
+    /// The runtime believed to run (reconciled against the process).
+    #[serde(default)]
+    pub runtime: Option<RuntimeRecord>,
+    /// Runtimes booted so far.
+    #[serde(default)]
+    pub boots: u64,
+    /// How the last runtime ended.
+    #[serde(default)]
+    pub last_end: Option<RuntimeEnd>,
+    /// Messages not yet given to a runtime (they start the next turn).
+    #[serde(default)]
+    pub pending: Vec<String>,
+    /// The permission mode the runtime reported in its last hook payload.
+    #[serde(default)]
+    pub observed_mode: Option<String>,
+    /// The alert that opened it (its deduplication key).
+    #[serde(default)]
+    pub alert: Option<String>,
+}
+
+/// A runtime's process.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+pub struct RuntimeRecord {
+    /// Its pid (bwrap's).
+    pub pid: u32,
+    /// Its start time, clock ticks since boot (with the pid, its identity).
+    pub start_ticks: u64,
+    /// When it was booted, ms since the Unix epoch.
+    pub booted_ms: i64,
+    /// Its number (1, 2, 3…).
+    pub boot: u64,
+}
+
+/// How a runtime ended.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+pub struct RuntimeEnd {
+    /// When, ms since the Unix epoch (when it was noticed).
+    pub at_ms: i64,
+    /// Its exit code, when it was reaped here.
+    pub code: Option<i32>,
+    /// `exited`, `gone` (found not running), `idle` or `stopped` (torn down).
+    pub how: String,
+}
+
+/// A session's state, derived from facts (never stored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SessionState {
+    /// No message yet.
+    New,
+    /// A runtime runs.
+    Working,
+    /// A question is open: the turn is parked until it is answered.
+    WaitingForAnswer,
+    /// No runtime; the last turn ended (the next message boots one).
+    Idle,
+    /// No runtime; the last one did not end well (non-zero exit, or gone).
+    Failed,
+}
+
+/// The state of a session from its facts: a live runtime wins (`Working`), then an
+/// open question, then how the last runtime ended.
+pub fn derive_state(doc: &SessionDoc, runtime_alive: bool, open_questions: usize) -> SessionState {
+    if runtime_alive {
+        SessionState::Working
+    } else if open_questions > 0 {
+        SessionState::WaitingForAnswer
+    } else {
+        match &doc.last_end {
+            None => SessionState::New,
+            Some(RuntimeEnd { code: Some(0), .. }) => SessionState::Idle,
+            Some(RuntimeEnd { how, .. }) if how == "idle" || how == "stopped" => SessionState::Idle,
+            Some(_) => SessionState::Failed,
+        }
+    }
+}
+
+/// A question as stored.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct QuestionDoc {
+    /// The tool (`Bash`, `Edit`…, or `Executor` for an executor call).
+    pub tool_name: String,
+    /// Its exact input.
+    #[schema(value_type = Object)]
+    pub tool_input: serde_json::Value,
+    /// Why the gate asked.
+    pub reason: String,
+    /// The answer, once given.
+    #[serde(default)]
+    pub answer: Option<AnswerDoc>,
+    /// Whether the answer was applied (to the one call it answers).
+    #[serde(default)]
+    pub used: bool,
+}
+
+/// A human's answer.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AnswerDoc {
+    /// `allow` or `deny`.
+    pub decision: String,
+    /// A note for the agent.
+    #[serde(default)]
+    pub note: Option<String>,
+    /// Who answered.
+    pub by: String,
+    /// When, ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// `POST /v1/sessions`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CreateSessionRequest {
+    /// The repository (a name in `sessions.toml`).
+    pub repo: String,
+    /// Where the runtime runs (`local`, the default).
+    #[serde(default)]
+    pub host: Option<String>,
+    /// The launch mode (default `default`).
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub mode: Option<Mode>,
+    /// A first message (boots the runtime at once).
+    #[serde(default)]
+    pub prompt: Option<String>,
+}
+
+/// A session as the API shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SessionDto {
+    /// Its id.
+    pub id: u64,
+    /// Its derived state.
+    pub state: SessionState,
+    /// Whether a runtime runs (reconciled now).
+    pub runtime_alive: bool,
+    /// Open questions.
+    pub open_questions: usize,
+    /// The launch mode and what the runtime reported, with a flag when they
+    /// differ.
+    pub mode_mismatch: bool,
+    /// The stored document.
+    pub doc: SessionDoc,
+    /// When it was created, ms since the Unix epoch.
+    pub created_ms: i64,
+}
+
+/// `GET /v1/sessions`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SessionsResponse {
+    /// Newest first.
+    pub sessions: Vec<SessionDto>,
+}
+
+/// One event of a session's log.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SessionEventDto {
+    /// Its sequence number.
+    pub seq: u64,
+    /// When, ms since the Unix epoch.
+    pub at_ms: i64,
+    /// The event (`{"kind": "…", …}`).
+    #[schema(value_type = Object)]
+    pub event: serde_json::Value,
+}
+
+/// `GET /v1/sessions/{id}/events`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SessionEventsResponse {
+    /// Oldest first.
+    pub events: Vec<SessionEventDto>,
+}
+
+/// `POST /v1/sessions/{id}/messages`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MessageRequest {
+    /// The message.
+    pub text: String,
+}
+
+/// `POST /v1/sessions/{id}/mode`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ModeRequest {
+    /// The mode asked for.
+    pub mode: String,
+}
+
+/// A question as the API shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct QuestionDto {
+    /// Its id.
+    pub id: u64,
+    /// The session that asked.
+    pub session: u64,
+    /// When it was asked, ms since the Unix epoch.
+    pub asked_ms: i64,
+    /// The question.
+    pub doc: QuestionDoc,
+}
+
+/// `GET /v1/questions`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct QuestionsResponse {
+    /// Newest first.
+    pub questions: Vec<QuestionDto>,
+}
+
+/// `POST /v1/questions/{id}/answer`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AnswerRequest {
+    /// `allow` or `deny`.
+    pub decision: String,
+    /// A note for the agent.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// `POST /v1/exec`: run an argv list for the calling session.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ExecRequest {
+    /// The program and its arguments (never a shell string).
+    pub argv: Vec<String>,
+}
+
+/// What the executor did.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ExecResponse {
+    /// `ran`, or `asked` (a question was opened: nothing ran).
+    pub outcome: String,
+    /// The question, when asked.
+    pub question: Option<u64>,
+    /// The exit status (`None`: killed by a signal or the timeout).
+    pub status: Option<i32>,
+    /// Whether the executor's timeout ended it.
+    pub timed_out: bool,
+    /// Standard output, capped.
+    pub stdout: String,
+    /// Standard error, capped.
+    pub stderr: String,
+    /// The whole outputs' ids, when capped (`GET /v1/outputs/{id}`).
+    pub outputs: Vec<String>,
+}
+
+/// `POST /v1/alerts/alertmanager`'s answer.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AlertsResponse {
+    /// Sessions opened.
+    pub opened: Vec<u64>,
+    /// Sessions that got an event (resolved).
+    pub updated: Vec<u64>,
+    /// Alerts that changed nothing (repeats, not matching).
+    pub unchanged: usize,
+}
+
+fn off() -> Failure {
+    Failure::new(
+        StatusCode::CONFLICT,
+        "sessions-off",
+        format!("agent sessions are off: the authority has no {SESSIONS_CONFIG_FILE}"),
+    )
+}
+
+fn invalid(message: impl Into<String>) -> Failure {
+    Failure::new(StatusCode::BAD_REQUEST, "invalid", message)
+}
+
+fn not_found(message: impl Into<String>) -> Failure {
+    Failure::new(StatusCode::NOT_FOUND, "not-found", message)
+}
+
+fn sessions_of<S>(state: &AppState<S>) -> Result<&Sessions, Failure> {
+    state.sessions.as_ref().ok_or_else(off)
+}
+
+async fn event<S: AuthorityStore>(
+    state: &AppState<S>,
+    id: u64,
+    ev: serde_json::Value,
+) -> Result<(), Failure> {
+    state
+        .store
+        .append_session_event(id, ev.to_string(), now_ms())
+        .await?;
+    Ok(())
+}
+
+async fn load_session<S: AuthorityStore>(
+    state: &AppState<S>,
+    id: u64,
+) -> Result<(SessionDoc, i64), Failure> {
+    let rec = state
+        .store
+        .session(id)
+        .await?
+        .ok_or_else(|| not_found(format!("no session {id}")))?;
+    let doc = serde_json::from_str(&rec.doc).map_err(|e| {
+        Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "corrupt",
+            format!("session {id}'s document does not parse: {e}"),
+        )
+    })?;
+    Ok((doc, rec.created_ms))
+}
+
+async fn save_session<S: AuthorityStore>(
+    state: &AppState<S>,
+    id: u64,
+    doc: &SessionDoc,
+) -> Result<(), Failure> {
+    state
+        .store
+        .put_session(
+            id,
+            serde_json::to_string(doc).expect("serialises"),
+            now_ms(),
+        )
+        .await?;
+    Ok(())
+}
+
+fn alive(r: &RuntimeRecord) -> bool {
+    flotilla_exec::process_start_ticks(r.pid) == Some(r.start_ticks)
+}
+
+/// Reconciles session `id` against its runtime's process (under its lock): a
+/// runtime that no longer runs is cleared (`gone`), one idle too long is torn
+/// down. Returns the document and whether a runtime runs.
+async fn reconcile<S: AuthorityStore>(
+    state: &AppState<S>,
+    id: u64,
+) -> Result<(SessionDoc, i64, bool), Failure> {
+    let sessions = sessions_of(state)?;
+    let lock = sessions.lock_of(id);
+    let _held = lock.lock().await;
+    let (mut doc, created_ms) = load_session(state, id).await?;
+    let Some(rt) = doc.runtime else {
+        return Ok((doc, created_ms, false));
+    };
+    if !alive(&rt) {
+        doc.runtime = None;
+        doc.last_end = Some(RuntimeEnd {
+            at_ms: now_ms(),
+            code: None,
+            how: "gone".into(),
+        });
+        sessions.live.lock().expect("not poisoned").remove(&id);
+        save_session(state, id, &doc).await?;
+        event(
+            state,
+            id,
+            serde_json::json!({"kind": "runtime-gone", "pid": rt.pid, "boot": rt.boot}),
+        )
+        .await?;
+        return Ok((doc, created_ms, false));
+    }
+    let activity = sessions
+        .live
+        .lock()
+        .expect("not poisoned")
+        .get(&id)
+        .map(|l| l.activity_ms)
+        .unwrap_or(rt.booted_ms);
+    let idle = sessions.config.runtime.idle_timeout.as_millis() as i64;
+    if now_ms() - activity > idle {
+        kill_runtime(&rt);
+        doc.runtime = None;
+        doc.last_end = Some(RuntimeEnd {
+            at_ms: now_ms(),
+            code: None,
+            how: "idle".into(),
+        });
+        sessions.live.lock().expect("not poisoned").remove(&id);
+        save_session(state, id, &doc).await?;
+        event(
+            state,
+            id,
+            serde_json::json!({"kind": "runtime-torn-down", "why": "idle", "pid": rt.pid}),
+        )
+        .await?;
+        return Ok((doc, created_ms, false));
+    }
+    Ok((doc, created_ms, true))
+}
+
+fn kill_runtime(rt: &RuntimeRecord) {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    if alive(rt) {
+        // The sandbox dies with bwrap (--die-with-parent), and with it every
+        // process inside (--unshare-pid: its pid 1 is gone).
+        let _ = kill(Pid::from_raw(rt.pid as i32), Signal::SIGKILL);
+    }
+}
+
+async fn open_questions<S: AuthorityStore>(
+    state: &AppState<S>,
+) -> Result<Vec<(u64, u64, i64, QuestionDoc)>, Failure> {
+    Ok(state
+        .store
+        .questions()
+        .await?
+        .into_iter()
+        .filter_map(|q| {
+            serde_json::from_str::<QuestionDoc>(&q.doc)
+                .ok()
+                .map(|d| (q.id, q.session, q.created_ms, d))
+        })
+        .collect())
+}
+
+async fn dto<S: AuthorityStore>(state: &AppState<S>, id: u64) -> Result<SessionDto, Failure> {
+    let (doc, created_ms, runtime_alive) = reconcile(state, id).await?;
+    let open = open_questions(state)
+        .await?
+        .iter()
+        .filter(|(_, s, _, q)| *s == id && q.answer.is_none())
+        .count();
+    Ok(SessionDto {
+        id,
+        state: derive_state(&doc, runtime_alive, open),
+        runtime_alive,
+        open_questions: open,
+        mode_mismatch: doc
+            .observed_mode
+            .as_deref()
+            .is_some_and(|m| m != doc.mode.as_str()),
+        doc,
+        created_ms,
+    })
+}
+
+/// A random UUID (version 4, RFC 9562) for Claude Code's `--session-id`.
+fn new_uuid() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the OS random source works");
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+async fn create<S: AuthorityStore>(
+    state: &Arc<AppState<S>>,
+    req: CreateSessionRequest,
+    by: String,
+    alert: Option<String>,
+) -> Result<(u64, bool), Failure> {
+    let sessions = sessions_of(state)?;
+    if !sessions.config.repos.contains_key(&req.repo) {
+        return Err(invalid(format!(
+            "no repository `{}` in {SESSIONS_CONFIG_FILE} (known: {})",
+            req.repo,
+            sessions
+                .config
+                .repos
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let host = req.host.unwrap_or_else(|| "local".into());
+    if host != "local" {
+        return Err(invalid(format!(
+            "runtimes run on the authority's host only (`--host local`), not `{host}`"
+        )));
+    }
+    let doc = SessionDoc {
+        repo: req.repo,
+        host,
+        mode: req.mode.unwrap_or_default(),
+        created_by: by.clone(),
+        agent_session: new_uuid(),
+        prompt: req.prompt.clone(),
+        tree: None,
+        base_commit: None,
+        runtime: None,
+        boots: 0,
+        last_end: None,
+        pending: Vec::new(),
+        observed_mode: None,
+        alert: alert.clone(),
+    };
+    let created = state
+        .store
+        .create_session(
+            serde_json::to_string(&doc).expect("serialises"),
+            alert,
+            now_ms(),
+        )
+        .await?;
+    if !created.created {
+        return Ok((created.id, false));
+    }
+    event(
+        state,
+        created.id,
+        serde_json::json!({"kind": "created", "by": by, "mode": doc.mode, "repo": doc.repo}),
+    )
+    .await?;
+    if let Some(p) = req.prompt {
+        deliver(state, created.id, Some(p)).await?;
+    }
+    Ok((created.id, true))
+}
+
+/// Gives session `id` a message (or, with `None`, resumes it after an answer):
+/// boots a runtime when none runs, else keeps the message for the next turn.
+async fn deliver<S: AuthorityStore>(
+    state: &Arc<AppState<S>>,
+    id: u64,
+    text: Option<String>,
+) -> Result<(), Failure> {
+    // Reconciled first (a dead runtime cleared), then decided under the
+    // session's lock on the runtime's liveness now.
+    reconcile(state, id).await?;
+    let sessions = sessions_of(state)?;
+    let lock = sessions.lock_of(id);
+    let _held = lock.lock().await;
+    let (mut doc, _) = load_session(state, id).await?;
+    if let Some(t) = &text {
+        event(state, id, serde_json::json!({"kind": "message", "text": t})).await?;
+    }
+    if doc.runtime.as_ref().is_some_and(alive) {
+        if let Some(t) = text {
+            doc.pending.push(t);
+            save_session(state, id, &doc).await?;
+        }
+        return Ok(());
+    }
+    let mut messages = std::mem::take(&mut doc.pending);
+    messages.extend(text);
+    boot(state, id, &mut doc, messages).await
+}
+
+/// Boots a runtime for session `id` (its lock held, none running): makes the tree
+/// and home on the first boot, writes the hook's settings, starts the sandbox and
+/// a task that reaps it.
+async fn boot<S: AuthorityStore>(
+    state: &Arc<AppState<S>>,
+    id: u64,
+    doc: &mut SessionDoc,
+    messages: Vec<String>,
+) -> Result<(), Failure> {
+    let sessions = sessions_of(state)?;
+    let sdir = sessions.session_dir(id);
+    let home = sdir.join("home");
+    let tree = sdir.join("tree");
+    let internal = |what: &str, e: &dyn std::fmt::Display| {
+        Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "runtime",
+            format!("session {id}: {what}: {e}"),
+        )
+    };
+    if doc.tree.is_none() {
+        let repo = sessions.config.repos[&doc.repo].clone();
+        let clones = sessions.clones.clone();
+        let name = doc.repo.clone();
+        let dest = tree.clone();
+        let sid = id.to_string();
+        let made = tokio::task::spawn_blocking(move || {
+            clones.session_tree(&name, &repo.url, &sid, &dest, repo.base.as_deref())
+        })
+        .await
+        .map_err(|e| internal("making its tree", &e))?
+        .map_err(|e| internal("making its tree", &e))?;
+        doc.tree = Some(made.path.display().to_string());
+        doc.base_commit = Some(made.base_commit.clone());
+        save_session(state, id, doc).await?;
+        event(
+            state,
+            id,
+            serde_json::json!({"kind": "tree", "path": made.path, "base": made.base_commit}),
+        )
+        .await?;
+    }
+    // The home: the hook's settings, the CA and the session's own credential.
+    let token = crate::auth::new_secret("flt-session-");
+    state
+        .store
+        .create_credential(
+            crate::auth::hash_secret(&token),
+            Principal::Session { id },
+            now_ms(),
+        )
+        .await?;
+    let fl = home.join(".flotilla");
+    std::fs::create_dir_all(&fl).map_err(|e| internal("making its home", &e))?;
+    std::fs::write(fl.join("ca.pem"), &sessions.ca_pem)
+        .map_err(|e| internal("writing the CA", &e))?;
+    let settings = flotilla_sessions::hook::gate_settings(&HookHandler::Command {
+        program: sessions.flotilla_exe.display().to_string(),
+        args: vec!["gate".into(), "hook".into()],
+        timeout_secs: 120,
+    });
+    let settings_path = fl.join("settings.json");
+    std::fs::write(&settings_path, settings.to_string())
+        .map_err(|e| internal("writing the hook settings", &e))?;
+    chown_tree(&sdir, sessions.uid, sessions.gid).map_err(|e| internal("chown", &e))?;
+
+    // Claude Code's headless command line (measured against 2.1.328): the first
+    // runtime names the conversation (`--session-id`), later ones `--resume` it; a
+    // resume with no message settles the call a question deferred (the hook fires
+    // again for it). `--setting-sources ""` ignores the tree's and the home's
+    // settings files (a `.claude/settings.json` with `disableAllHooks` would turn
+    // the gate off) and keeps `--settings`; the mode is given on every launch
+    // (a resume does not remember it).
+    let first = doc.boots == 0;
+    let mut args = vec!["-p".to_string()];
+    if !messages.is_empty() {
+        args.push(messages.join("\n\n"));
+    } else if first {
+        args.push(doc.prompt.clone().unwrap_or_else(|| "Begin.".into()));
+    }
+    if first {
+        args.extend(["--session-id".into(), doc.agent_session.clone()]);
+    } else {
+        args.extend(["--resume".into(), doc.agent_session.clone()]);
+    }
+    args.extend([
+        "--permission-mode".into(),
+        doc.mode.as_str().into(),
+        "--setting-sources".into(),
+        String::new(),
+        "--settings".into(),
+        settings_path.display().to_string(),
+        "--output-format".into(),
+        "stream-json".into(),
+        "--verbose".into(),
+    ]);
+    args.extend(sessions.config.runtime.args.iter().cloned());
+    // No traffic but to the model API (measured: without this, Claude Code looks
+    // up its vendor's hosts); the configured environment may override it.
+    let mut env: Vec<(String, String)> = vec![(
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+        "1".into(),
+    )];
+    env.extend(
+        sessions
+            .config
+            .runtime
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone())),
+    );
+    env.extend([
+        (
+            "PATH".into(),
+            "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin".into(),
+        ),
+        ("FLOTILLA_SERVER".into(), sessions.url.clone()),
+        (
+            "FLOTILLA_CA".into(),
+            fl.join("ca.pem").display().to_string(),
+        ),
+        ("FLOTILLA_SESSION_TOKEN".into(), token),
+        ("FLOTILLA_SESSION".into(), id.to_string()),
+    ]);
+    let mut writable = sessions.config.runtime.writable.clone();
+    writable.push(sessions.clones.root().to_path_buf());
+    let spec = SandboxSpec {
+        program: sessions.claude.clone(),
+        args,
+        env,
+        tree: tree.clone(),
+        home: home.clone(),
+        writable,
+        readable: vec![sessions.flotilla_exe.clone(), sessions.claude.clone()],
+        hidden: sessions.hidden.clone(),
+        network: sessions.config.runtime.network,
+    };
+    let argv = bwrap_argv(&spec);
+    let boot_no = doc.boots + 1;
+    let out = std::fs::File::create(sdir.join(format!("runtime-{boot_no}.jsonl")))
+        .map_err(|e| internal("opening its output", &e))?;
+    let err = std::fs::File::create(sdir.join(format!("runtime-{boot_no}.stderr")))
+        .map_err(|e| internal("opening its output", &e))?;
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .uid(sessions.uid)
+        .gid(sessions.gid)
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    // std drops the authority's supplementary groups (setgroups) before it
+    // switches to the runtime user.
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| internal("starting bwrap (is bubblewrap installed?)", &e))?;
+    let pid = child.id().unwrap_or(0);
+    let start_ticks = flotilla_exec::process_start_ticks(pid).unwrap_or(0);
+    let rt = RuntimeRecord {
+        pid,
+        start_ticks,
+        booted_ms: now_ms(),
+        boot: boot_no,
+    };
+    doc.runtime = Some(rt);
+    doc.boots = boot_no;
+    save_session(state, id, doc).await?;
+    sessions.live.lock().expect("not poisoned").insert(
+        id,
+        Live {
+            pid,
+            activity_ms: now_ms(),
+        },
+    );
+    event(
+        state,
+        id,
+        serde_json::json!({"kind": "runtime-booted", "pid": pid, "boot": boot_no, "resume": !first, "messages": messages.len()}),
+    )
+    .await?;
+    let weak = Arc::downgrade(state);
+    tokio::spawn(async move {
+        let status = child.wait().await.ok();
+        let Some(state) = weak.upgrade() else { return };
+        if let Err(e) = ended(&state, id, rt, status.and_then(|s| s.code())).await {
+            tracing::error!("session {id}: recording its runtime's end: {}", e.message());
+        }
+    });
+    Ok(())
+}
+
+fn chown_tree(root: &std::path::Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    let (u, g) = (
+        Some(nix::unistd::Uid::from_raw(uid)),
+        Some(nix::unistd::Gid::from_raw(gid)),
+    );
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&p)?;
+        use std::os::unix::fs::MetadataExt;
+        if meta.uid() != uid || meta.gid() != gid {
+            nix::unistd::fchownat(
+                nix::fcntl::AT_FDCWD,
+                &p,
+                u,
+                g,
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .map_err(std::io::Error::from)?;
+        }
+        if meta.is_dir() {
+            for e in std::fs::read_dir(&p)? {
+                stack.push(e?.path());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Records that runtime `rt` of session `id` exited with `code`; boots the next
+/// turn when messages arrived meanwhile.
+///
+/// Boxed with its `Send` bound declared: booting spawns a task that awaits this,
+/// and the compiler cannot infer `Send` through that cycle.
+fn ended<S: AuthorityStore>(
+    state: &Arc<AppState<S>>,
+    id: u64,
+    rt: RuntimeRecord,
+    code: Option<i32>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Failure>> + Send + '_>> {
+    Box::pin(async move {
+        let sessions = sessions_of(state)?;
+        let lock = sessions.lock_of(id);
+        let _held = lock.lock().await;
+        let (mut doc, _) = load_session(state, id).await?;
+        {
+            let mut live = sessions.live.lock().expect("not poisoned");
+            if live.get(&id).is_some_and(|l| l.pid == rt.pid) {
+                live.remove(&id);
+            }
+        }
+        if doc.runtime != Some(rt) {
+            // Already reconciled away (killed, idle, gone).
+            return Ok(());
+        }
+        doc.runtime = None;
+        doc.last_end = Some(RuntimeEnd {
+            at_ms: now_ms(),
+            code,
+            how: "exited".into(),
+        });
+        save_session(state, id, &doc).await?;
+        event(
+        state,
+        id,
+        serde_json::json!({"kind": "runtime-exited", "pid": rt.pid, "boot": rt.boot, "code": code}),
+    )
+    .await?;
+        if !doc.pending.is_empty() {
+            let messages = std::mem::take(&mut doc.pending);
+            boot(state, id, &mut doc, messages).await?;
+        }
+        Ok(())
+    })
+}
+
+/// Reconciles every session with a runtime every [`SessionsConfig::reconcile_every`].
+pub fn spawn_reconciler<S: AuthorityStore>(state: &Arc<AppState<S>>) {
+    let Some(sessions) = state.sessions.as_ref() else {
+        return;
+    };
+    let every = sessions.config.reconcile_every;
+    let weak = Arc::downgrade(state);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(state) = weak.upgrade() else { return };
+            let Ok(all) = state.store.sessions().await else {
+                continue;
+            };
+            for rec in all {
+                if rec.doc.contains("\"runtime\":{") {
+                    if let Err(e) = reconcile(&state, rec.id).await {
+                        tracing::error!("reconciling session {}: {}", rec.id, e.message());
+                    }
+                }
+            }
+        }
+    });
+}
+
+// ---- routes -------------------------------------------------------------------
+
+/// `POST /v1/sessions`: creates a session (a row; a `prompt` boots its runtime).
+#[utoipa::path(post, path = "/v1/sessions", request_body = CreateSessionRequest,
+    responses((status = 200, body = SessionDto), (status = 400, body = ApiError), (status = 409, body = ApiError)))]
+pub async fn create_session<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+    Json(req): Json<CreateSessionRequest>,
+) -> Answer<SessionDto> {
+    let by = state.operator(&headers).await?;
+    let (id, _) = create(&state, req, by, None).await?;
+    Ok(Json(dto(&state, id).await?))
+}
+
+/// `GET /v1/sessions`: every session, reconciled, newest first.
+#[utoipa::path(get, path = "/v1/sessions", responses((status = 200, body = SessionsResponse)))]
+pub async fn list_sessions<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+) -> Answer<SessionsResponse> {
+    state.operator(&headers).await?;
+    sessions_of(&state)?;
+    let mut out = Vec::new();
+    for rec in state.store.sessions().await? {
+        out.push(dto(&state, rec.id).await?);
+    }
+    Ok(Json(SessionsResponse { sessions: out }))
+}
+
+/// `GET /v1/sessions/{id}`: one session, reconciled.
+#[utoipa::path(get, path = "/v1/sessions/{id}", params(("id" = u64, Path, description = "the session")),
+    responses((status = 200, body = SessionDto), (status = 404, body = ApiError)))]
+pub async fn get_session<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(id): Path<u64>,
+    headers: HeaderMap,
+) -> Answer<SessionDto> {
+    state.operator(&headers).await?;
+    Ok(Json(dto(&state, id).await?))
+}
+
+/// Query of `GET /v1/sessions/{id}/events`.
+#[derive(Debug, Deserialize)]
+pub struct EventsQuery {
+    /// Only events after this sequence number.
+    #[serde(default)]
+    pub after: u64,
+}
+
+/// `GET /v1/sessions/{id}/events`: the session's log, oldest first.
+#[utoipa::path(get, path = "/v1/sessions/{id}/events", params(("id" = u64, Path, description = "the session"), ("after" = Option<u64>, Query, description = "only events after this sequence number")),
+    responses((status = 200, body = SessionEventsResponse), (status = 404, body = ApiError)))]
+pub async fn session_events<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(id): Path<u64>,
+    Query(q): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> Answer<SessionEventsResponse> {
+    state.operator(&headers).await?;
+    load_session(&state, id).await?;
+    let events = state
+        .store
+        .session_events(id, q.after)
+        .await?
+        .into_iter()
+        .map(|e| SessionEventDto {
+            seq: e.seq,
+            at_ms: e.at_ms,
+            event: serde_json::from_str(&e.doc).unwrap_or(serde_json::Value::String(e.doc)),
+        })
+        .collect();
+    Ok(Json(SessionEventsResponse { events }))
+}
+
+/// `POST /v1/sessions/{id}/messages`: a message; boots a runtime if none runs.
+#[utoipa::path(post, path = "/v1/sessions/{id}/messages", params(("id" = u64, Path, description = "the session")), request_body = MessageRequest,
+    responses((status = 200, body = SessionDto), (status = 404, body = ApiError)))]
+pub async fn send_message<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(id): Path<u64>,
+    headers: HeaderMap,
+    Json(req): Json<MessageRequest>,
+) -> Answer<SessionDto> {
+    state.operator(&headers).await?;
+    if req.text.trim().is_empty() {
+        return Err(invalid("an empty message"));
+    }
+    deliver(&state, id, Some(req.text)).await?;
+    Ok(Json(dto(&state, id).await?))
+}
+
+/// `POST /v1/sessions/{id}/mode`: always refused (modes are launch profiles), and
+/// recorded as refused.
+#[utoipa::path(post, path = "/v1/sessions/{id}/mode", params(("id" = u64, Path, description = "the session")), request_body = ModeRequest,
+    responses((status = 409, body = ApiError), (status = 404, body = ApiError)))]
+pub async fn switch_mode<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(id): Path<u64>,
+    headers: HeaderMap,
+    Json(req): Json<ModeRequest>,
+) -> Result<Response, Failure> {
+    let by = state.operator(&headers).await?;
+    let (doc, _) = load_session(&state, id).await?;
+    event(
+        &state,
+        id,
+        serde_json::json!({"kind": "mode-switch-refused", "requested": req.mode, "mode": doc.mode, "by": by}),
+    )
+    .await?;
+    Err(Failure::new(
+        StatusCode::CONFLICT,
+        "mode-switch-refused",
+        format!(
+            "session {id} runs in `{}`, chosen at launch: modes are never switched at runtime \
+             (the request to switch to `{}` is recorded as refused); create a new session instead",
+            doc.mode, req.mode
+        ),
+    ))
+}
+
+/// `DELETE /v1/sessions/{id}/runtime`: tears the runtime down (the next message
+/// boots a new one).
+#[utoipa::path(delete, path = "/v1/sessions/{id}/runtime", params(("id" = u64, Path, description = "the session")),
+    responses((status = 200, body = SessionDto), (status = 404, body = ApiError)))]
+pub async fn stop_runtime<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(id): Path<u64>,
+    headers: HeaderMap,
+) -> Answer<SessionDto> {
+    state.operator(&headers).await?;
+    let sessions = sessions_of(&state)?;
+    {
+        let lock = sessions.lock_of(id);
+        let _held = lock.lock().await;
+        let (mut doc, _) = load_session(&state, id).await?;
+        if let Some(rt) = doc.runtime.take() {
+            kill_runtime(&rt);
+            doc.last_end = Some(RuntimeEnd {
+                at_ms: now_ms(),
+                code: None,
+                how: "stopped".into(),
+            });
+            sessions.live.lock().expect("not poisoned").remove(&id);
+            save_session(&state, id, &doc).await?;
+            event(
+                &state,
+                id,
+                serde_json::json!({"kind": "runtime-torn-down", "why": "stopped", "pid": rt.pid}),
+            )
+            .await?;
+        }
+    }
+    Ok(Json(dto(&state, id).await?))
+}
+
+/// `GET /v1/questions`: every question, newest first.
+#[utoipa::path(get, path = "/v1/questions", responses((status = 200, body = QuestionsResponse)))]
+pub async fn list_questions<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+) -> Answer<QuestionsResponse> {
+    state.operator(&headers).await?;
+    let questions = open_questions(&state)
+        .await?
+        .into_iter()
+        .map(|(id, session, asked_ms, doc)| QuestionDto {
+            id,
+            session,
+            asked_ms,
+            doc,
+        })
+        .collect();
+    Ok(Json(QuestionsResponse { questions }))
+}
+
+/// `POST /v1/questions/{id}/answer`: answers a question (once) and resumes its
+/// session: a runtime boots, the same call reaches the gate again, and the answer
+/// applies to that exact input.
+#[utoipa::path(post, path = "/v1/questions/{id}/answer", params(("id" = u64, Path, description = "the question")), request_body = AnswerRequest,
+    responses((status = 200, body = QuestionDto), (status = 404, body = ApiError), (status = 409, body = ApiError)))]
+pub async fn answer_question<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(id): Path<u64>,
+    headers: HeaderMap,
+    Json(req): Json<AnswerRequest>,
+) -> Answer<QuestionDto> {
+    let by = state.operator(&headers).await?;
+    sessions_of(&state)?;
+    if req.decision != "allow" && req.decision != "deny" {
+        return Err(invalid(format!(
+            "the answer is `allow` or `deny`, not `{}`",
+            req.decision
+        )));
+    }
+    let rec = state
+        .store
+        .question(id)
+        .await?
+        .ok_or_else(|| not_found(format!("no question {id}")))?;
+    let mut doc: QuestionDoc = serde_json::from_str(&rec.doc)
+        .map_err(|e| invalid(format!("question {id} does not parse: {e}")))?;
+    if let Some(a) = &doc.answer {
+        return Err(Failure::new(
+            StatusCode::CONFLICT,
+            "answered",
+            format!(
+                "question {id} was already answered `{}` by {}",
+                a.decision, a.by
+            ),
+        ));
+    }
+    doc.answer = Some(AnswerDoc {
+        decision: req.decision.clone(),
+        note: req.note.clone(),
+        by: by.clone(),
+        at_ms: now_ms(),
+    });
+    state
+        .store
+        .put_question(
+            id,
+            serde_json::to_string(&doc).expect("serialises"),
+            now_ms(),
+        )
+        .await?;
+    event(
+        &state,
+        rec.session,
+        serde_json::json!({"kind": "answer", "question": id, "decision": req.decision, "by": by, "note": req.note}),
+    )
+    .await?;
+    if doc.tool_name != EXECUTOR_TOOL {
+        deliver(&state, rec.session, None).await?;
+    }
+    Ok(Json(QuestionDto {
+        id,
+        session: rec.session,
+        asked_ms: rec.created_ms,
+        doc,
+    }))
+}
+
+/// The tool name of executor questions.
+pub const EXECUTOR_TOOL: &str = "Executor";
+
+/// The canonical text of a tool input (keys sorted), for "exact input" matching.
+fn canonical(v: &serde_json::Value) -> String {
+    serde_jcs::to_string(v).unwrap_or_else(|_| v.to_string())
+}
+
+/// The answered, unused question of session `session` for exactly this call, if
+/// any; or the open one (to reuse rather than ask twice).
+async fn find_question<S: AuthorityStore>(
+    state: &AppState<S>,
+    session: u64,
+    tool_name: &str,
+    input: &serde_json::Value,
+) -> Result<(Option<(u64, QuestionDoc)>, Option<u64>), Failure> {
+    let want = canonical(input);
+    let mut answered = None;
+    let mut open = None;
+    for (id, s, _, q) in open_questions(state).await? {
+        if s != session || q.tool_name != tool_name || canonical(&q.tool_input) != want {
+            continue;
+        }
+        match &q.answer {
+            Some(_) if !q.used => answered = Some((id, q)),
+            None => open = Some(id),
+            _ => {}
+        }
+    }
+    Ok((answered, open))
+}
+
+async fn session_caller<S: AuthorityStore>(
+    state: &AppState<S>,
+    headers: &HeaderMap,
+) -> Result<u64, Failure> {
+    match state.caller(headers).await? {
+        Principal::Session { id } => Ok(id),
+        _ => Err(Failure::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "only a session's runtime may do this",
+        )),
+    }
+}
+
+/// The gate on one hook payload of session `id`: an answered question for this
+/// exact call first (used once), else the policy; `Ask` opens (or reuses) a
+/// question and parks the turn.
+async fn gate<S: AuthorityStore>(
+    state: &AppState<S>,
+    id: u64,
+    input: &HookInput,
+) -> Result<HookAnswer, Failure> {
+    let sessions = sessions_of(state)?;
+    if let Some(l) = sessions.live.lock().expect("not poisoned").get_mut(&id) {
+        l.activity_ms = now_ms();
+    }
+    let (mut doc, _) = load_session(state, id).await?;
+    if let Some(m) = &input.permission_mode {
+        if doc.observed_mode.as_deref() != Some(m.as_str()) {
+            let mismatch = m != doc.mode.as_str();
+            doc.observed_mode = Some(m.clone());
+            save_session(state, id, &doc).await?;
+            event(
+                state,
+                id,
+                serde_json::json!({"kind": "mode-observed", "observed": m, "mode": doc.mode, "mismatch": mismatch}),
+            )
+            .await?;
+        }
+    }
+    let call: ToolCall = input.tool_call();
+    let (answered, open) = find_question(state, id, &call.tool_name, &call.tool_input).await?;
+    if let Some((qid, mut q)) = answered {
+        q.used = true;
+        state
+            .store
+            .put_question(
+                qid,
+                serde_json::to_string(&q).expect("serialises"),
+                now_ms(),
+            )
+            .await?;
+        let a = q.answer.expect("answered");
+        let reason = format!(
+            "question {qid} answered `{}` by {}{}",
+            a.decision,
+            a.by,
+            a.note.map(|n| format!(": {n}")).unwrap_or_default()
+        );
+        event(
+            state,
+            id,
+            serde_json::json!({"kind": "gate", "tool": call.tool_name, "decision": a.decision, "reason": reason, "question": qid}),
+        )
+        .await?;
+        return Ok(if a.decision == "allow" {
+            HookAnswer::Allow(reason)
+        } else {
+            HookAnswer::Deny(reason)
+        });
+    }
+    let decision = flotilla_sessions::policy::decide(doc.mode, &sessions.policy, &call);
+    let answer = match &decision {
+        Decision::Allow { reason } => HookAnswer::Allow(reason.clone()),
+        Decision::Deny { reason } => HookAnswer::Deny(reason.clone()),
+        Decision::Ask { reason } => {
+            let qid = match open {
+                Some(q) => q,
+                None => {
+                    let q = QuestionDoc {
+                        tool_name: call.tool_name.clone(),
+                        tool_input: call.tool_input.clone(),
+                        reason: reason.clone(),
+                        answer: None,
+                        used: false,
+                    };
+                    let qid = state
+                        .store
+                        .create_question(
+                            id,
+                            serde_json::to_string(&q).expect("serialises"),
+                            now_ms(),
+                        )
+                        .await?;
+                    event(
+                        state,
+                        id,
+                        serde_json::json!({"kind": "question", "question": qid, "tool": call.tool_name, "input": call.tool_input, "reason": reason}),
+                    )
+                    .await?;
+                    qid
+                }
+            };
+            HookAnswer::Defer(format!(
+                "{reason}: question {qid} waits for a human (`flotilla question answer {qid} allow|deny`)"
+            ))
+        }
+    };
+    event(
+        state,
+        id,
+        serde_json::json!({"kind": "gate", "tool": call.tool_name, "decision": decision.as_str(), "reason": decision.reason()}),
+    )
+    .await?;
+    Ok(answer)
+}
+
+/// `POST /v1/gate/hook`: the gate as a Claude Code hook endpoint. The body is the
+/// hook's input JSON (`PreToolUse` or `PermissionRequest`,
+/// <https://code.claude.com/docs/en/hooks>); the answer is the hook's output JSON.
+/// **Fails closed**: a missing or unknown credential, a body that does not parse,
+/// a store error — every failure answers 200 with a deny, because Claude Code
+/// treats an HTTP hook's error status as "go ahead".
+#[utoipa::path(post, path = "/v1/gate/hook", request_body(content = Object, description = "Claude Code's hook input"),
+    responses((status = 200, body = Object, description = "Claude Code's hook output")))]
+pub async fn gate_hook<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let event_name = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| HookEvent::parse(v.get("hook_event_name")?.as_str()?))
+        .unwrap_or(HookEvent::PreToolUse);
+    let answer = async {
+        let id = session_caller(&state, &headers).await?;
+        let input = HookInput::parse(&body).map_err(|e| invalid(e.to_string()))?;
+        gate(&state, id, &input).await
+    }
+    .await
+    .unwrap_or_else(|f| HookAnswer::Deny(format!("the gate failed closed: {}", f.message())));
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        flotilla_sessions::hook::render(event_name, &answer).to_string(),
+    )
+        .into_response()
+}
+
+/// `POST /v1/exec`: the executor runs an argv list for the calling session's
+/// runtime: an allowlisted read at once; anything else only once a question for
+/// that exact argv was answered `allow` (else a question is opened and nothing
+/// runs). Every call is journaled in the session's events; output is capped.
+#[utoipa::path(post, path = "/v1/exec", request_body = ExecRequest,
+    responses((status = 200, body = ExecResponse), (status = 403, body = ApiError)))]
+pub async fn exec<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+    Json(req): Json<ExecRequest>,
+) -> Answer<ExecResponse> {
+    let id = session_caller(&state, &headers).await?;
+    let sessions = sessions_of(&state)?;
+    if req.argv.is_empty() {
+        return Err(invalid("an empty argv"));
+    }
+    let input = serde_json::json!({ "argv": req.argv });
+    let allowed_by = if sessions.allowlist.allows(&req.argv) {
+        Some("the executor's read allowlist".to_string())
+    } else {
+        let (answered, open) = find_question(&state, id, EXECUTOR_TOOL, &input).await?;
+        match answered {
+            Some((qid, mut q)) => {
+                q.used = true;
+                state
+                    .store
+                    .put_question(
+                        qid,
+                        serde_json::to_string(&q).expect("serialises"),
+                        now_ms(),
+                    )
+                    .await?;
+                let a = q.answer.expect("answered");
+                if a.decision != "allow" {
+                    event(
+                        &state,
+                        id,
+                        serde_json::json!({"kind": "exec", "argv": req.argv, "outcome": "denied", "question": qid}),
+                    )
+                    .await?;
+                    return Err(Failure::new(
+                        StatusCode::FORBIDDEN,
+                        "denied",
+                        format!("question {qid} was answered deny by {}", a.by),
+                    ));
+                }
+                Some(format!("question {qid} answered allow by {}", a.by))
+            }
+            None => {
+                let qid = match open {
+                    Some(q) => q,
+                    None => {
+                        let q = QuestionDoc {
+                            tool_name: EXECUTOR_TOOL.into(),
+                            tool_input: input.clone(),
+                            reason: "not an allowlisted read".into(),
+                            answer: None,
+                            used: false,
+                        };
+                        state
+                            .store
+                            .create_question(
+                                id,
+                                serde_json::to_string(&q).expect("serialises"),
+                                now_ms(),
+                            )
+                            .await?
+                    }
+                };
+                event(
+                    &state,
+                    id,
+                    serde_json::json!({"kind": "exec", "argv": req.argv, "outcome": "asked", "question": qid}),
+                )
+                .await?;
+                return Ok(Json(ExecResponse {
+                    outcome: "asked".into(),
+                    question: Some(qid),
+                    status: None,
+                    timed_out: false,
+                    stdout: String::new(),
+                    stderr: String::new(),
+                    outputs: Vec::new(),
+                }));
+            }
+        }
+    };
+    let timeout = sessions
+        .config
+        .executor
+        .timeout
+        .unwrap_or(Duration::from_secs(60));
+    let argv = req.argv.clone();
+    let ran =
+        tokio::task::spawn_blocking(move || flotilla_sessions::executor::run(&argv, None, timeout))
+            .await
+            .map_err(|e| invalid(e.to_string()))?
+            .map_err(|e| invalid(e.to_string()))?;
+    let cap = sessions.config.output_cap;
+    let mut outputs = Vec::new();
+    let mut shown = |bytes: Vec<u8>| -> (String, Vec<u8>) {
+        let oid = hex_sha256(&bytes);
+        let c = output::cap(&bytes, cap, &oid);
+        if c.truncated {
+            outputs.push(oid);
+            (c.text, bytes)
+        } else {
+            (c.text, Vec::new())
+        }
+    };
+    let status = match ran.status {
+        flotilla_sessions::executor::ExecStatus::Exited { code } => Some(code),
+        flotilla_sessions::executor::ExecStatus::Signaled { .. } => None,
+    };
+    let (stdout, keep_out) = shown(ran.stdout);
+    let (stderr, keep_err) = shown(ran.stderr);
+    for whole in [keep_out, keep_err] {
+        if !whole.is_empty() {
+            let oid = hex_sha256(&whole);
+            state.store.put_blob(oid, whole).await?;
+        }
+    }
+    event(
+        &state,
+        id,
+        serde_json::json!({"kind": "exec", "argv": req.argv, "outcome": "ran", "by": allowed_by, "status": status, "timed_out": ran.timed_out, "outputs": outputs}),
+    )
+    .await?;
+    Ok(Json(ExecResponse {
+        outcome: "ran".into(),
+        question: None,
+        status,
+        timed_out: ran.timed_out,
+        stdout,
+        stderr,
+        outputs,
+    }))
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `GET /v1/outputs/{id}`: a whole output that was shown capped.
+#[utoipa::path(get, path = "/v1/outputs/{id}", params(("id" = String, Path, description = "the output's id (its SHA-256)")),
+    responses((status = 200, body = Vec<u8>, content_type = "application/octet-stream"), (status = 404, body = ApiError)))]
+pub async fn get_output<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, Failure> {
+    state.caller(&headers).await?;
+    let bytes = state
+        .store
+        .blob(id.clone())
+        .await?
+        .ok_or_else(|| not_found(format!("no output {id}")))?;
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+}
+
+/// `POST /v1/alerts/alertmanager`: Alertmanager's webhook (version 4,
+/// <https://prometheus.io/docs/alerting/latest/configuration/#webhook_config>),
+/// with an `alerts` credential as bearer token. Each firing alert whose own labels
+/// match opens one session (deduplicated on fingerprint and `startsAt`: repeats
+/// change nothing); a resolved one is appended to its session. Answers at once:
+/// sessions boot in the background.
+#[utoipa::path(post, path = "/v1/alerts/alertmanager", request_body(content = Object, description = "Alertmanager's webhook payload, version 4"),
+    responses((status = 200, body = AlertsResponse), (status = 400, body = ApiError), (status = 403, body = ApiError)))]
+pub async fn alertmanager<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer<AlertsResponse> {
+    match state.caller(&headers).await? {
+        Principal::Alerts { .. } | Principal::Operator { .. } => {}
+        _ => {
+            return Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "only an alert sender may post alerts",
+            ))
+        }
+    }
+    let sessions = sessions_of(&state)?;
+    let Some(cfg) = sessions.config.alerts.clone() else {
+        return Err(Failure::new(
+            StatusCode::CONFLICT,
+            "alerts-off",
+            format!("alerts are off: {SESSIONS_CONFIG_FILE} has no [alerts]"),
+        ));
+    };
+    let hook = flotilla_sessions::alerts::parse(&body).map_err(|e| invalid(e.to_string()))?;
+    let mut out = AlertsResponse {
+        opened: Vec::new(),
+        updated: Vec::new(),
+        unchanged: 0,
+    };
+    for alert in &hook.alerts {
+        if !sessions.matchers.iter().all(|m| m.matches(&alert.labels)) {
+            out.unchanged += 1;
+            continue;
+        }
+        let key = alert.dedup_key();
+        let firing = alert.is_firing();
+        if firing {
+            let req = CreateSessionRequest {
+                repo: cfg.repo.clone(),
+                host: None,
+                mode: Some(cfg.mode),
+                prompt: None,
+            };
+            let (id, created) = create(&state, req, "alertmanager".into(), Some(key)).await?;
+            if created {
+                event(
+                    &state,
+                    id,
+                    serde_json::json!({"kind": "alert", "status": "firing", "fingerprint": alert.fingerprint}),
+                )
+                .await?;
+                out.opened.push(id);
+                let state2 = state.clone();
+                let message = alert.message();
+                tokio::spawn(async move {
+                    if let Err(e) = deliver(&state2, id, Some(message)).await {
+                        tracing::error!("session {id}: booting for an alert: {}", e.message());
+                    }
+                });
+            } else {
+                out.unchanged += 1;
+            }
+        } else {
+            // Resolved: append to the session it opened, if any (never a new one).
+            let found = state.store.sessions().await?.into_iter().find(|r| {
+                serde_json::from_str::<SessionDoc>(&r.doc)
+                    .is_ok_and(|d| d.alert.as_deref() == Some(key.as_str()))
+            });
+            match found {
+                Some(r) => {
+                    let already = state
+                        .store
+                        .session_events(r.id, 0)
+                        .await?
+                        .iter()
+                        .any(|e| e.doc.contains("\"status\":\"resolved\""));
+                    if already {
+                        out.unchanged += 1;
+                    } else {
+                        event(
+                            &state,
+                            r.id,
+                            serde_json::json!({"kind": "alert", "status": "resolved", "fingerprint": alert.fingerprint, "message": alert.resolved_message()}),
+                        )
+                        .await?;
+                        out.updated.push(r.id);
+                    }
+                }
+                None => out.unchanged += 1,
+            }
+        }
+    }
+    Ok(Json(out))
+}
+
+/// `POST /v1/credentials/alerts`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AlertsCredentialRequest {
+    /// The sender's name (e.g. `alertmanager`).
+    pub name: String,
+}
+
+/// A new alert sender's credential (shown once; stored hashed).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AlertsCredentialResponse {
+    /// The sender's name.
+    pub name: String,
+    /// The bearer token for Alertmanager's `http_config.authorization.credentials`.
+    pub credential: String,
+}
+
+/// `POST /v1/credentials/alerts`: makes a credential that may only post alerts.
+#[utoipa::path(post, path = "/v1/credentials/alerts", request_body = AlertsCredentialRequest,
+    responses((status = 200, body = AlertsCredentialResponse), (status = 403, body = ApiError)))]
+pub async fn create_alerts_credential<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+    Json(req): Json<AlertsCredentialRequest>,
+) -> Answer<AlertsCredentialResponse> {
+    state.operator(&headers).await?;
+    if req.name.trim().is_empty() {
+        return Err(invalid("an empty sender name"));
+    }
+    let credential = crate::auth::new_secret("flt-alerts-");
+    state
+        .store
+        .create_credential(
+            crate::auth::hash_secret(&credential),
+            Principal::Alerts {
+                name: req.name.clone(),
+            },
+            now_ms(),
+        )
+        .await?;
+    Ok(Json(AlertsCredentialResponse {
+        name: req.name,
+        credential,
+    }))
+}

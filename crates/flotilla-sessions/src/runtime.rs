@@ -1,0 +1,181 @@
+//! Session runtimes: where a session's agent process runs.
+//!
+//! A runtime is the agent's process for one session (at most one at a time). The
+//! `local` runtime runs it in a bubblewrap sandbox (`bwrap`, Debian's
+//! `bubblewrap`, <https://github.com/containers/bubblewrap>) on the authority's
+//! host: the whole file system read-only, the session's tree and the agent's home
+//! writable, the authority's directory (its database, CA key, operator
+//! credential) and root's home hidden behind empty tmpfs mounts, private `/tmp`,
+//! `/proc` and `/dev`, the network shared or none, as the session's configuration
+//! says; bwrap itself is started as an unprivileged user, so nothing inside can
+//! gain root.
+//!
+//! This module builds the sandbox's argv ([`bwrap_argv`], pure) and says what a
+//! runtime is ([`RuntimeKind`]); starting and watching the process is the
+//! authority's job (it owns the child and reaps it). A `kubernetes` runtime (one
+//! Job per session) fits the same shape: a spec in, a handle whose liveness is
+//! reconciled against the platform out.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Which kind of runtime a session uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RuntimeKind {
+    /// The agent's process in a bubblewrap sandbox on the authority's host.
+    #[default]
+    Local,
+}
+
+/// The sandbox's network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    /// The host's network namespace (the agent reaches its model API and the
+    /// authority's gate over it).
+    #[default]
+    Host,
+    /// A private network namespace with loopback only (`--unshare-net`): the gate
+    /// must then be a command hook reaching the authority some other way.
+    None,
+}
+
+/// What a local runtime runs, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxSpec {
+    /// The program inside the sandbox (absolute path, visible read-only).
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// The whole environment inside (nothing else is inherited: `--clearenv`).
+    pub env: Vec<(String, String)>,
+    /// The session's tree: writable, the working directory.
+    pub tree: PathBuf,
+    /// The agent's home (`HOME`): writable; its caches and transcripts live here
+    /// and survive the runtime.
+    pub home: PathBuf,
+    /// More writable paths (e.g. a local bare remote the agent may push to).
+    pub writable: Vec<PathBuf>,
+    /// Paths hidden behind an empty tmpfs (the authority's directory, `/root`…).
+    pub hidden: Vec<PathBuf>,
+    /// Files or directories bound read-only again after the hidden paths and the
+    /// private `/tmp` (the program itself and the gate's hook, wherever they are).
+    pub readable: Vec<PathBuf>,
+    /// The network.
+    pub network: Network,
+}
+
+/// The argv that runs `spec` in bubblewrap (`bwrap` first), to be started as the
+/// unprivileged runtime user. Mount order matters to bwrap (later mounts cover
+/// earlier ones): `/` read-only, then `/dev`, `/proc`, private `/tmp`, the hidden
+/// paths, then the writable binds, so a writable path inside a hidden one (the
+/// session's tree under the authority's directory) is still reachable.
+///
+/// `--die-with-parent`: the sandbox dies with bwrap and bwrap with the authority
+/// that started it, so killing bwrap's pid tears the whole runtime down and no
+/// runtime outlives its authority (the conversation does: the next message
+/// resumes it). `--new-session` keeps the agent off the caller's terminal
+/// (TIOCSTI).
+pub fn bwrap_argv(spec: &SandboxSpec) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "bwrap",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+    ]
+    .map(String::from)
+    .to_vec();
+    a.extend(["--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run"].map(String::from));
+    for h in &spec.hidden {
+        a.push("--tmpfs".into());
+        a.push(h.display().to_string());
+    }
+    for r in &spec.readable {
+        a.push("--ro-bind".into());
+        a.push(r.display().to_string());
+        a.push(r.display().to_string());
+    }
+    for w in std::iter::once(&spec.home)
+        .chain(std::iter::once(&spec.tree))
+        .chain(&spec.writable)
+    {
+        a.push("--bind".into());
+        a.push(w.display().to_string());
+        a.push(w.display().to_string());
+    }
+    a.extend(
+        [
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--new-session",
+            "--die-with-parent",
+        ]
+        .map(String::from),
+    );
+    if spec.network == Network::None {
+        a.push("--unshare-net".into());
+    }
+    a.push("--clearenv".into());
+    for (k, v) in &spec.env {
+        a.push("--setenv".into());
+        a.push(k.clone());
+        a.push(v.clone());
+    }
+    a.push("--setenv".into());
+    a.push("HOME".into());
+    a.push(spec.home.display().to_string());
+    a.push("--chdir".into());
+    a.push(spec.tree.display().to_string());
+    a.push("--".into());
+    a.push(spec.program.display().to_string());
+    a.extend(spec.args.iter().cloned());
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> SandboxSpec {
+        SandboxSpec {
+            program: "/opt/claude".into(),
+            args: vec!["-p".into(), "hi there".into()],
+            env: vec![("A".into(), "1".into())],
+            tree: "/srv/flotilla/sessions/3/tree".into(),
+            home: "/srv/flotilla/sessions/3/home".into(),
+            writable: vec!["/srv/git/origin.git".into()],
+            hidden: vec!["/srv/flotilla".into(), "/root".into()],
+            readable: vec!["/root/bin/flotilla".into()],
+            network: Network::Host,
+        }
+    }
+
+    #[test]
+    fn hidden_paths_come_before_the_writable_binds_inside_them() {
+        let a = bwrap_argv(&spec());
+        let pos = |s: &str| a.iter().position(|x| x == s).unwrap();
+        assert_eq!(a[0], "bwrap");
+        assert!(pos("/srv/flotilla") < pos("/srv/flotilla/sessions/3/tree"));
+        assert!(pos("/root") < pos("/srv/flotilla/sessions/3/home"));
+        assert!(pos("/root") < pos("/root/bin/flotilla"));
+        assert!(!a.contains(&"--unshare-net".to_string()));
+        // The program and its arguments come last, after `--`, unsplit.
+        let dd = pos("--");
+        assert_eq!(&a[dd + 1..], ["/opt/claude", "-p", "hi there"]);
+        assert_eq!(a[pos("--chdir") + 1], "/srv/flotilla/sessions/3/tree");
+        assert!(a.contains(&"--clearenv".to_string()));
+    }
+
+    #[test]
+    fn no_network_unshares_it() {
+        let mut s = spec();
+        s.network = Network::None;
+        assert!(bwrap_argv(&s).contains(&"--unshare-net".to_string()));
+    }
+}

@@ -1,0 +1,852 @@
+//! The permission gate's policy: table tests over every wrapper and compound form,
+//! rule syntax, modes, and property tests over commands generated from a small shell
+//! grammar.
+
+use flotilla_sessions::policy::{decide, AlwaysAsk, Policy, PolicyError};
+use flotilla_sessions::rules::{RuleErrorKind, RuleList, Rules};
+use flotilla_sessions::shell::analyze;
+use flotilla_sessions::{Decision, Mode, ToolCall};
+use proptest::prelude::*;
+use serde_json::json;
+
+const CWD: &str = "/work/tree";
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn policy(allow: &[&str], ask: &[&str], deny: &[&str]) -> Policy {
+    Policy {
+        rules: Rules::parse(&strings(allow), &strings(ask), &strings(deny)).unwrap(),
+        always_ask: AlwaysAsk::default_list(),
+    }
+}
+
+fn call(tool: &str, input: serde_json::Value) -> ToolCall {
+    ToolCall {
+        tool_name: tool.to_string(),
+        tool_input: input,
+        cwd: CWD.to_string(),
+    }
+}
+
+fn bash(command: &str) -> ToolCall {
+    call("Bash", json!({ "command": command }))
+}
+
+fn is_allow(d: &Decision) -> bool {
+    matches!(d, Decision::Allow { .. })
+}
+
+/// Allow rules for harmless commands used by the wrapper table.
+const ALLOW: &[&str] = &[
+    "Bash(git status)",
+    "Bash(git log *)",
+    "Bash(ls *)",
+    "Bash(echo *)",
+    "Bash(cat *)",
+    "Bash(wc *)",
+    "Bash(make *)",
+    "Bash(cd *)",
+];
+
+#[test]
+fn wrappers_and_compound_forms() {
+    let p = policy(ALLOW, &[], &[]);
+    // (command, expected decision in `default` mode)
+    let table: &[(&str, &str)] = &[
+        // plain
+        ("git status", "allow"),
+        ("git push", "ask"),
+        ("git push origin main", "ask"),
+        // && || ; | newline
+        ("git status && ls -la", "allow"),
+        ("git status && git push", "ask"),
+        ("git status || git push", "ask"),
+        ("git status; git push", "ask"),
+        ("ls | git push", "ask"),
+        ("ls | wc -l", "allow"),
+        ("git status\ngit push", "ask"),
+        ("git status\nls", "allow"),
+        ("ls & git push", "ask"),
+        // subshells and groups
+        ("(git push)", "ask"),
+        ("(cd x && make)", "allow"),
+        ("{ git push; }", "ask"),
+        ("{ ls; echo hi; }", "allow"),
+        // command substitutions, anywhere a word can be
+        ("echo $(git push)", "ask"),
+        ("echo \"$(git push)\"", "ask"),
+        ("echo `git push`", "ask"),
+        ("echo $(echo $(git push))", "ask"),
+        ("X=$(git push) ls", "ask"),
+        ("ls > $(git push)", "ask"),
+        ("cat <<EOF\n$(git push)\nEOF", "ask"),
+        ("cat <<'EOF'\n$(git push)\nEOF", "allow"),
+        ("[[ $(git push) == x ]]", "ask"),
+        ("echo $(ls)", "allow"),
+        ("diff <(git push) x", "ask"),
+        // bash reads these as nested subshells, not arithmetic
+        ("( ( git push ) )", "ask"),
+        ("((git push) )", "ask"),
+        ("echo $((git push) )", "ask"),
+        ("(( 1 + 2 ))", "ask"),
+        // control flow and functions
+        ("if git status; then git push; fi", "ask"),
+        ("if git status; then ls; else echo no; fi", "allow"),
+        ("while ls; do git push; done", "ask"),
+        ("for f in a b; do git push $f; done", "ask"),
+        ("case x in a) git push;; *) ls;; esac", "ask"),
+        ("f() { git push; }", "ask"),
+        ("trap 'git push' EXIT", "ask"),
+        // wrappers
+        ("timeout 5 git push", "ask"),
+        ("timeout -s KILL --preserve-status 5 git push", "ask"),
+        ("timeout 5 git status", "allow"),
+        ("nice git push", "ask"),
+        ("nice -n 5 git push", "ask"),
+        ("nice -10 git push", "ask"),
+        ("nice -n 5 git status", "allow"),
+        ("nohup git push", "ask"),
+        ("nohup git status", "allow"),
+        ("env FOO=1 git push", "ask"),
+        ("env -i -u HOME FOO=1 git push", "ask"),
+        ("env FOO=1 git status", "allow"),
+        ("env", "ask"),
+        ("env FOO=1", "ask"),
+        ("FOO=1 BAR=2 git push", "ask"),
+        ("FOO=1 git status", "allow"),
+        ("command git push", "ask"),
+        ("command -p git status", "allow"),
+        ("exec git push", "ask"),
+        ("exec git status", "allow"),
+        ("echo x | xargs git push", "ask"),
+        ("echo push | xargs git", "ask"),
+        ("ls | xargs -0 -n1 git push", "ask"),
+        ("ls | xargs -I{} git push {}", "ask"),
+        ("sh -c 'git push'", "ask"),
+        ("sh -c 'git status && ls'", "allow"),
+        ("bash -c 'git push'", "ask"),
+        ("bash -lc \"git push\"", "ask"),
+        ("zsh -c 'git push'", "ask"),
+        ("sh -c \"sh -c 'git push'\"", "ask"),
+        ("/usr/bin/git push", "ask"),
+        ("/usr/bin/git status", "allow"),
+        ("./git status", "ask"),
+        ("time git push", "ask"),
+        ("/usr/bin/time -v git push", "ask"),
+        ("stdbuf -oL git push", "ask"),
+        ("builtin cd x", "allow"),
+        ("busybox rm x", "ask"),
+        ("sudo git status", "ask"),
+        ("sudo -u root ls", "ask"),
+        ("find . -exec git push \\;", "ask"),
+        ("timeout 5 nice -n 1 env A=1 command nohup git push", "ask"),
+        // git global options before the subcommand
+        ("git -C /tmp push", "ask"),
+        ("git --no-pager -c user.name=x push", "ask"),
+        ("git --git-dir=.git --work-tree=. push", "ask"),
+        ("git -c alias.p=push p", "ask"),
+        ("git $SUB origin", "ask"),
+        // the rest of the default always-ask list
+        ("gh pr create", "ask"),
+        ("rm -rf target", "ask"),
+        ("kubectl get pods", "ask"),
+        ("curl https://example.com", "ask"),
+        ("wget https://example.com", "ask"),
+        // unparsed: never allow
+        ("$CMD status", "ask"),
+        ("\"$(echo git)\" status", "ask"),
+        ("gi* status", "ask"),
+        ("{ls,-la}", "ask"),
+        ("$'\\x6cs'", "ask"),
+        ("eval 'ls'", "ask"),
+        ("source ./env.sh", "ask"),
+        (". ./env.sh", "ask"),
+        ("ls | sh", "ask"),
+        ("sh <<EOF\nls\nEOF", "ask"),
+        ("bash -c \"$X\"", "ask"),
+        ("bash <(ls)", "ask"),
+        ("echo $((1 + $(ls)))", "ask"),
+        ("echo ${X:-$(ls)}", "ask"),
+        ("PATH=/tmp/evil ls", "ask"),
+        ("export PATH=/tmp/evil", "ask"),
+        ("alias ls='rm -rf x'", "ask"),
+        ("echo 'unterminated", "ask"),
+        ("timeout --unknown 5 ls", "ask"),
+    ];
+    let mut failures = Vec::new();
+    for (command, want) in table {
+        let got = decide(Mode::Default, &p, &bash(command));
+        if got.as_str() != *want {
+            failures.push(format!("{command:?}: want {want}, got {got:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn deny_beats_everything_part_by_part() {
+    let p = policy(&["Bash"], &["Bash(make *)"], &["Bash(rm -rf *)"]);
+    let table: &[(&str, &str)] = &[
+        ("ls && rm -rf x", "deny"),
+        ("rm -rf x; $UNKNOWN", "deny"),
+        ("echo $(rm -rf x)", "deny"),
+        ("sudo rm -rf /", "deny"),
+        ("timeout 5 rm -rf x", "deny"),
+        ("make test && ls", "ask"),
+        ("ls", "allow"),
+        ("$UNKNOWN", "ask"),
+        ("git push", "ask"),
+    ];
+    for mode in Mode::ALL {
+        for (command, want) in table {
+            let got = decide(mode, &p, &bash(command));
+            assert_eq!(got.as_str(), *want, "{mode} {command:?}: {got:?}");
+        }
+    }
+}
+
+#[test]
+fn reasons_name_what_decided() {
+    let p = policy(&["Bash(ls *)"], &["Bash(make *)"], &["Bash(rm *)"]);
+    let r = |mode, c| decide(mode, &p, &bash(c)).reason().to_string();
+    assert!(r(Mode::Default, "rm x").contains("deny rule `Bash(rm *)`"));
+    assert!(r(Mode::BypassPermissions, "git push").contains("always-ask `git push`"));
+    assert!(r(Mode::Default, "make").contains("ask rule `Bash(make *)`"));
+    assert!(r(Mode::Default, "ls -la").contains("allow rule `Bash(ls *)`"));
+    assert!(r(Mode::Default, "cargo build").contains("mode default"));
+    assert!(r(Mode::Plan, "cargo build").contains("mode plan"));
+    assert!(r(Mode::Default, "$X").contains("not a static word"));
+}
+
+#[test]
+fn bash_rule_syntax() {
+    // (rule, command, allowed?)
+    let table: &[(&str, &str, bool)] = &[
+        ("Bash", "cargo build", true),
+        ("Bash(*)", "cargo build", true),
+        ("Bash(npm test)", "npm test", true),
+        ("Bash(npm test)", "npm test --watch", false),
+        ("Bash(git log *)", "git log", true),
+        ("Bash(git log *)", "git log --oneline -5", true),
+        ("Bash(git log *)", "git logs", false),
+        ("Bash(npm run test:*)", "npm run test", true),
+        ("Bash(npm run test:*)", "npm run test -- --watch", true),
+        ("Bash(npm run test:*)", "npm run testing", false),
+        ("Bash(git * main)", "git checkout main", true),
+        ("Bash(git * main)", "git checkout dev", false),
+        ("Bash(ls*)", "lsof", true),
+        ("Bash(ls *)", "lsof", false),
+        ("Bash(echo *)", "echo \"a   b\"", true),
+        ("Bash(echo hi)", "echo 'hi'", true),
+        // run-time values are covered only by a wildcard
+        ("Bash(echo *)", "echo $HOME", true),
+        ("Bash(echo hi)", "echo $HOME", false),
+        ("Bash(cat *)", "xargs cat < list", true),
+        ("Bash(cat)", "xargs cat < list", false),
+        // a rule for `git` does not allow a local `./git`
+        ("Bash(git log *)", "./git log", false),
+        ("Bash(./scripts/test.sh)", "./scripts/test.sh", true),
+    ];
+    for (rule, command, allowed) in table {
+        let p = Policy {
+            rules: Rules::parse(&strings(&[rule]), &[], &[]).unwrap(),
+            always_ask: AlwaysAsk::new(vec![]).unwrap(),
+        };
+        let got = decide(Mode::Default, &p, &bash(command));
+        assert_eq!(is_allow(&got), *allowed, "{rule} on {command:?}: {got:?}");
+    }
+    // Deny rules match when they could: a run-time word may be anything.
+    let p = policy(&[], &[], &["Bash(git push *)"]);
+    assert_eq!(
+        decide(Mode::BypassPermissions, &p, &bash("git $X")).as_str(),
+        "deny"
+    );
+    assert_eq!(
+        decide(Mode::BypassPermissions, &p, &bash("git log")).as_str(),
+        "allow"
+    );
+    // Deny and ask rules with operators are matched against the whole line.
+    let p = policy(&[], &[], &["Bash(curl * | sh)"]);
+    assert_eq!(
+        decide(Mode::BypassPermissions, &p, &bash("curl x | sh")).as_str(),
+        "deny"
+    );
+}
+
+#[test]
+fn rule_parse_errors_are_typed() {
+    let one = |list: RuleList, rule: &str| {
+        let v = strings(&[rule]);
+        let e = match list {
+            RuleList::Allow => Rules::parse(&v, &[], &[]),
+            RuleList::Ask => Rules::parse(&[], &v, &[]),
+            RuleList::Deny => Rules::parse(&[], &[], &v),
+        }
+        .unwrap_err();
+        assert_eq!(e.rule, rule);
+        assert_eq!(e.list, Some(list));
+        assert!(e.to_string().contains(rule), "{e}");
+        e.kind
+    };
+    assert_eq!(one(RuleList::Allow, " "), RuleErrorKind::Empty);
+    assert_eq!(one(RuleList::Allow, "Bash(ls"), RuleErrorKind::Unclosed);
+    assert_eq!(one(RuleList::Deny, "Bash()"), RuleErrorKind::EmptySpecifier);
+    assert!(matches!(
+        one(RuleList::Ask, "Ba sh"),
+        RuleErrorKind::BadToolName(_)
+    ));
+    assert!(matches!(
+        one(RuleList::Allow, "WebSearch(x)"),
+        RuleErrorKind::NoSpecifier(_)
+    ));
+    assert!(matches!(
+        one(RuleList::Allow, "mcp__github(x)"),
+        RuleErrorKind::NoSpecifier(_)
+    ));
+    assert!(matches!(
+        one(RuleList::Allow, "WebFetch(example.com)"),
+        RuleErrorKind::BadDomain(_)
+    ));
+    assert!(matches!(
+        one(RuleList::Deny, "Read(../x)"),
+        RuleErrorKind::BadPath(_)
+    ));
+    assert!(matches!(
+        one(RuleList::Deny, "Read(./[ab)"),
+        RuleErrorKind::BadPath(_)
+    ));
+    assert!(matches!(
+        one(RuleList::Deny, "Read(~bob/x)"),
+        RuleErrorKind::BadPath(_)
+    ));
+    assert!(matches!(
+        one(RuleList::Allow, "Bash(cd x && make)"),
+        RuleErrorKind::Operator(_)
+    ));
+    // The same operator is fine in deny and ask lists.
+    assert!(Rules::parse(
+        &[],
+        &strings(&["Bash(cd x && make)"]),
+        &strings(&["Bash(a | b)"])
+    )
+    .is_ok());
+}
+
+#[test]
+fn always_ask_entries_are_validated() {
+    assert_eq!(
+        AlwaysAsk::default_list().entries(),
+        ["git push", "gh", "rm", "sudo", "kubectl", "curl", "wget", "env"]
+    );
+    assert_eq!(
+        AlwaysAsk::new(strings(&["a", "  "])),
+        Err(PolicyError::EmptyEntry { index: 1 })
+    );
+    assert!(matches!(
+        AlwaysAsk::new(strings(&["rm; ls"])),
+        Err(PolicyError::BadEntry { .. })
+    ));
+    assert_eq!(
+        AlwaysAsk::new(strings(&["git   push"])).unwrap().entries(),
+        ["git push"]
+    );
+    let list = AlwaysAsk::new(vec![])
+        .unwrap()
+        .with("terraform apply")
+        .unwrap();
+    let p = Policy {
+        rules: Rules::parse(&strings(&["Bash"]), &[], &[]).unwrap(),
+        always_ask: list,
+    };
+    assert_eq!(
+        decide(
+            Mode::BypassPermissions,
+            &p,
+            &bash("terraform apply -auto-approve")
+        )
+        .as_str(),
+        "ask"
+    );
+    assert_eq!(
+        decide(Mode::BypassPermissions, &p, &bash("terraform plan")).as_str(),
+        "allow"
+    );
+}
+
+#[test]
+fn file_rules() {
+    let read = |p: &str| call("Read", json!({ "file_path": p }));
+    let edit = |p: &str| {
+        call(
+            "Edit",
+            json!({ "file_path": p, "old_string": "a", "new_string": "b" }),
+        )
+    };
+    let p = policy(
+        &["Edit(./src/**)", "Read(//usr/share/doc/**)", "Write(*.md)"],
+        &["Edit(/Cargo.toml)"],
+        &[
+            "Read(./secrets/**)",
+            "Read(*.env)",
+            "Edit(//etc/**)",
+            "Read(~/.ssh/**)",
+        ],
+    );
+    let table: &[(Mode, ToolCall, &str)] = &[
+        (Mode::Default, read("/work/tree/secrets/key"), "deny"),
+        (Mode::Default, read("/work/tree/a/../secrets/key"), "deny"),
+        (Mode::Default, read("/work/tree/src/secrets/key"), "allow"),
+        (Mode::Default, read("/work/tree/a/b/.env"), "deny"),
+        (Mode::Default, read("/work/tree/a/b/prod.env"), "deny"),
+        (Mode::Default, read("/work/tree/README"), "allow"),
+        (Mode::Default, read("/etc/hosts"), "ask"),
+        (Mode::Default, read("/usr/share/doc/x/README"), "allow"),
+        // `~` with no home known: a deny rule matches under any directory.
+        (Mode::Default, read("/home/agent/.ssh/id_ed25519"), "deny"),
+        (Mode::Default, edit("/work/tree/src/main.rs"), "allow"),
+        (Mode::Default, edit("/work/tree/tests/a.rs"), "ask"),
+        (Mode::Default, edit("/work/tree/Cargo.toml"), "ask"),
+        (
+            Mode::BypassPermissions,
+            edit("/work/tree/Cargo.toml"),
+            "ask",
+        ),
+        (Mode::BypassPermissions, edit("/etc/passwd"), "deny"),
+        (
+            Mode::Default,
+            call("Write", json!({"file_path": "/work/tree/docs/a.md"})),
+            "allow",
+        ),
+        // `Write(*.md)` is for Write only, not every edit tool.
+        (Mode::Default, edit("/work/tree/docs/a.md"), "ask"),
+        // Read rules cover the search tools: searching inside a denied directory is
+        // denied; searching a tree that holds denied paths asks.
+        (
+            Mode::Default,
+            call(
+                "Grep",
+                json!({"pattern": "x", "path": "/work/tree/secrets"}),
+            ),
+            "deny",
+        ),
+        (
+            Mode::Default,
+            call("Glob", json!({"pattern": "secrets/*"})),
+            "deny",
+        ),
+        (Mode::Default, call("Grep", json!({"pattern": "x"})), "ask"),
+        (
+            Mode::BypassPermissions,
+            call("Grep", json!({"pattern": "x", "path": "/work/tree/src"})),
+            "ask",
+        ),
+        // Glob and LS list names, not contents: only a listing inside a denied path
+        // is denied.
+        (
+            Mode::Default,
+            call("Glob", json!({"pattern": "src/**/*.rs"})),
+            "allow",
+        ),
+        (
+            Mode::Default,
+            call("Glob", json!({"pattern": "/etc/**"})),
+            "ask",
+        ),
+        (
+            Mode::Default,
+            call("LS", json!({"path": "/work/tree/src"})),
+            "allow",
+        ),
+        (Mode::Default, call("Read", json!({})), "deny"),
+    ];
+    for (mode, c, want) in table {
+        let got = decide(*mode, &p, c);
+        assert_eq!(got.as_str(), *want, "{mode} {c:?}: {got:?}");
+    }
+    // Without any-depth deny patterns, a search away from denied paths is a plain read.
+    let p2 = policy(&[], &[], &["Read(./secrets/**)"]);
+    let grep_src = call("Grep", json!({"pattern": "x", "path": "/work/tree/src"}));
+    assert_eq!(decide(Mode::Default, &p2, &grep_src).as_str(), "allow");
+    let glob_src = call("Glob", json!({"pattern": "src/**/*.rs"}));
+    assert_eq!(decide(Mode::Default, &p2, &glob_src).as_str(), "allow");
+    let grep_root = call("Grep", json!({"pattern": "x"}));
+    assert!(decide(Mode::Default, &p2, &grep_root)
+        .reason()
+        .contains("Read(./secrets/**)"));
+    // With the home known, `~/…` is exact and allow rules work.
+    let mut p = policy(&["Read(~/notes/**)"], &[], &["Read(~/.ssh/**)"]);
+    p.rules = p.rules.with_home("/home/agent");
+    assert_eq!(
+        decide(Mode::Default, &p, &read("/home/agent/notes/a")).as_str(),
+        "allow"
+    );
+    assert_eq!(
+        decide(Mode::Default, &p, &read("/home/agent/.ssh/id")).as_str(),
+        "deny"
+    );
+    assert_eq!(
+        decide(Mode::Default, &p, &read("/root/.ssh/id")).as_str(),
+        "ask"
+    );
+}
+
+#[test]
+fn webfetch_and_mcp_rules() {
+    let fetch = |u: &str| call("WebFetch", json!({ "url": u, "prompt": "x" }));
+    let p = policy(
+        &[
+            "WebFetch(domain:docs.rs)",
+            "WebFetch(domain:*.example.com)",
+            "mcp__github",
+            "mcp__db__query",
+        ],
+        &[],
+        &["WebFetch(domain:evil.test)"],
+    );
+    let table: &[(ToolCall, &str)] = &[
+        (fetch("https://docs.rs/serde"), "allow"),
+        (fetch("https://DOCS.rs./x"), "allow"),
+        (fetch("https://sub.docs.rs/x"), "ask"),
+        (fetch("https://a.example.com/x"), "allow"),
+        (fetch("https://example.com/x"), "ask"),
+        (fetch("https://docs.rs@evil.test/"), "deny"),
+        (fetch("https://evil.test:8443/"), "deny"),
+        (fetch("not a url"), "deny"),
+        (call("mcp__github__create_issue", json!({})), "allow"),
+        (call("mcp__githubx__create_issue", json!({})), "ask"),
+        (call("mcp__db__query", json!({})), "allow"),
+        (call("mcp__db__drop", json!({})), "ask"),
+        (call("WebSearch", json!({"query": "x"})), "ask"),
+    ];
+    for (c, want) in table {
+        let got = decide(Mode::Default, &p, c);
+        assert_eq!(got.as_str(), *want, "{c:?}: {got:?}");
+    }
+}
+
+#[test]
+fn mode_defaults() {
+    let p = Policy::default();
+    let read_in = call("Read", json!({"file_path": "/work/tree/a"}));
+    let read_out = call("Read", json!({"file_path": "/etc/hosts"}));
+    let edit_in = call("Write", json!({"file_path": "/work/tree/a", "content": ""}));
+    let edit_out = call("Edit", json!({"file_path": "/tmp/a"}));
+    let todo = call("TodoWrite", json!({"todos": []}));
+    let web = call("WebFetch", json!({"url": "https://x.test/"}));
+    let cmd = bash("cargo build");
+    let always = bash("git push");
+    let unparsed = bash("$X");
+    // columns: default, acceptEdits, plan, bypassPermissions
+    let table: &[(&ToolCall, [&str; 4])] = &[
+        (&read_in, ["allow", "allow", "allow", "allow"]),
+        (&read_out, ["ask", "ask", "ask", "allow"]),
+        (&edit_in, ["ask", "allow", "deny", "allow"]),
+        (&edit_out, ["ask", "ask", "deny", "allow"]),
+        (&todo, ["allow", "allow", "allow", "allow"]),
+        (&web, ["ask", "ask", "ask", "allow"]),
+        (&cmd, ["ask", "ask", "deny", "allow"]),
+        (&always, ["ask", "ask", "ask", "ask"]),
+        (&unparsed, ["ask", "ask", "ask", "ask"]),
+    ];
+    for (c, wants) in table {
+        for (mode, want) in Mode::ALL.into_iter().zip(wants) {
+            let got = decide(mode, &p, c);
+            assert_eq!(got.as_str(), *want, "{mode} {c:?}: {got:?}");
+        }
+    }
+}
+
+#[test]
+fn analysis_sees_the_real_commands() {
+    let programs =
+        |line: &str| -> Vec<String> { analyze(line).commands.iter().map(|c| c.text()).collect() };
+    assert_eq!(
+        programs("timeout 5 nice -n 2 /usr/bin/git push"),
+        ["/usr/bin/git push"]
+    );
+    assert_eq!(
+        programs("sudo -u x rm -rf y"),
+        ["sudo -u x rm -rf y", "rm -rf y"]
+    );
+    assert_eq!(programs("bash -c 'a && b' | c"), ["a", "b", "c"]);
+    assert_eq!(programs("find . | xargs rm"), ["find .", "rm …"]);
+    assert_eq!(programs("env"), ["env"]);
+    assert_eq!(programs("env A=1 ls"), ["ls"]);
+    assert_eq!(programs("# comment only"), Vec::<String>::new());
+    let a = analyze("timeout 5 git push");
+    assert_eq!(a.commands[0].wrappers, ["timeout"]);
+    assert_eq!(a.commands[0].program(), "git");
+    // Nesting is bounded.
+    let mut deep = "ls".to_string();
+    for _ in 0..12 {
+        deep = format!("echo $({deep})");
+    }
+    assert!(analyze(&deep)
+        .unparsed
+        .iter()
+        .any(|u| u.reason.contains("nested")));
+}
+
+// ---------------------------------------------------------------- properties
+
+/// Simple commands from a small vocabulary: some harmless, some on the default
+/// always-ask list.
+fn simple_command() -> impl Strategy<Value = String> {
+    let programs = prop::sample::select(vec![
+        "git", "ls", "rm", "echo", "make", "gh", "curl", "cat", "kubectl", "env", "sudo", "wget",
+        "cargo",
+    ]);
+    let args = prop::collection::vec(
+        prop::sample::select(vec![
+            "status",
+            "push",
+            "origin",
+            "-C",
+            "dir",
+            "-rf",
+            "x",
+            "log",
+            "pr",
+            "get",
+            "pods",
+            "--no-pager",
+            "A=1",
+            "-n",
+        ]),
+        0..4,
+    );
+    (programs, args).prop_map(|(p, a)| {
+        let mut s = p.to_string();
+        for w in a {
+            s.push(' ');
+            s.push_str(w);
+        }
+        s
+    })
+}
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Wraps a command in a wrapper or compound context. `{}` is the command.
+const CONTEXTS: &[&str] = &[
+    "{}",
+    "ls && {}",
+    "{} || echo no",
+    "echo a; {}",
+    "ls | {}",
+    "ls\n{}",
+    "( {} )",
+    "{ {}; }",
+    "echo $( {} )",
+    "echo \"$( {} )\"",
+    "X=$( {} ) ls",
+    "ls > $( {} )",
+    "if ls; then {}; fi",
+    "while ls; do {}; done",
+    "for i in a b; do {}; done",
+    "f() { {}; }",
+    "timeout 5 {}",
+    "nice -n 5 {}",
+    "nohup {}",
+    "env A=1 {}",
+    "command {}",
+    "exec {}",
+    "ls | xargs {}",
+    "stdbuf -oL {}",
+    "time {}",
+    "A=1 {}",
+    "sudo {}",
+];
+
+fn in_context(inner: impl Strategy<Value = String> + 'static) -> impl Strategy<Value = String> {
+    inner.prop_recursive(3, 16, 2, |inner| {
+        prop_oneof![
+            (prop::sample::select(CONTEXTS), inner.clone()).prop_map(|(c, s)| c.replace("{}", &s)),
+            inner.clone().prop_map(|s| format!("sh -c {}", quote(&s))),
+            inner.clone().prop_map(|s| format!("bash -c {}", quote(&s))),
+            (
+                inner.clone(),
+                inner,
+                prop::sample::select(vec![" && ", " || ", "; ", " | ", "\n"])
+            )
+                .prop_map(|(a, b, op)| format!("{a}{op}{b}")),
+        ]
+    })
+}
+
+/// Something on the default always-ask list, written in one of many ways.
+fn always_ask_hit() -> impl Strategy<Value = String> {
+    prop::sample::select(vec![
+        "git push",
+        "git push origin main",
+        "git -C dir push",
+        "git --no-pager -c a=b push",
+        "/usr/bin/git push",
+        "git -c alias.p=push p",
+        "gh pr create",
+        "/usr/bin/gh api",
+        "rm -rf x",
+        "/bin/rm x",
+        "sudo ls",
+        "kubectl get pods",
+        "curl https://x.test",
+        "wget x",
+        "env",
+        "env A=1",
+        "env -i",
+    ])
+    .prop_map(str::to_string)
+}
+
+/// Something the gate cannot see through.
+fn unparseable() -> impl Strategy<Value = String> {
+    prop::sample::select(vec![
+        "$CMD x",
+        "\"$(echo ls)\" x",
+        "`echo ls` x",
+        "l* x",
+        "{ls,-la}",
+        "$'\\x6cs'",
+        "eval ls",
+        "source f",
+        ". ./f",
+        "ls | sh",
+        "bash -s",
+        "sh -c \"$X\"",
+        "echo $((1+$(ls)))",
+        "echo ${X:-$(ls)}",
+        "echo ${X@P}",
+        "env PATH=/tmp ls",
+        "export BASH_ENV=/tmp/x",
+        "alias ls=rm",
+        "env -S 'ls'",
+        "timeout --bogus 5 ls",
+        "bash <(ls)",
+    ])
+    .prop_map(str::to_string)
+}
+
+fn mode() -> impl Strategy<Value = Mode> {
+    prop::sample::select(Mode::ALL.to_vec())
+}
+
+/// Allow rules, from permissive to narrow.
+fn allow_rules() -> impl Strategy<Value = Vec<String>> {
+    prop::sample::subsequence(
+        vec![
+            "Bash",
+            "Bash(git *)",
+            "Bash(rm *)",
+            "Bash(ls *)",
+            "Bash(echo *)",
+            "Bash(sudo *)",
+            "Bash(env *)",
+            "Bash(timeout *)",
+            "Bash(curl *)",
+            "Bash(gh *)",
+            "Bash(make)",
+            "Bash(cat *)",
+        ],
+        0..5,
+    )
+    .prop_map(|v| strings(&v))
+}
+
+fn entry() -> impl Strategy<Value = String> {
+    prop::sample::select(vec![
+        "git",
+        "git push",
+        "git status",
+        "ls",
+        "echo",
+        "make",
+        "cat",
+        "rm",
+        "cargo",
+        "gh",
+        "env",
+        "timeout",
+        "x",
+        "sudo",
+        "xargs",
+        "sh",
+        "bash",
+    ])
+    .prop_map(str::to_string)
+}
+
+proptest! {
+    // 512 cases by default; `PROPTEST_CASES=N` for a longer hunt.
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(512)
+    ))]
+
+    /// Adding an entry to the always-ask list never turns a decision into Allow.
+    #[test]
+    fn adding_always_ask_never_allows(
+        mode in mode(),
+        allow in allow_rules(),
+        base in prop::collection::vec(entry(), 0..3),
+        extra in entry(),
+        command in in_context(simple_command()),
+    ) {
+        let rules = Rules::parse(&allow, &[], &strings(&["Bash(rm -rf /)"])).unwrap();
+        let before = Policy { rules: rules.clone(), always_ask: AlwaysAsk::new(base.clone()).unwrap() };
+        let after = Policy { rules, always_ask: before.always_ask.with(&extra).unwrap() };
+        let d_before = decide(mode, &before, &bash(&command));
+        let d_after = decide(mode, &after, &bash(&command));
+        prop_assert!(!is_allow(&d_after) || is_allow(&d_before),
+            "{command:?} + `{extra}`: {d_before:?} -> {d_after:?}");
+        // And an allowed command whose parts match the new entry now asks.
+        let hit = analyze(&command).commands.iter().any(|c| after.always_ask.matching(c).is_some());
+        prop_assert!(!hit || !is_allow(&d_after), "{command:?}: {d_after:?}");
+    }
+
+    /// No mode and no allow rule turns an always-ask match into Allow.
+    #[test]
+    fn always_ask_is_never_allowed(
+        mode in mode(),
+        allow in allow_rules(),
+        command in in_context(always_ask_hit()),
+    ) {
+        let p = Policy {
+            rules: Rules::parse(&allow, &[], &[]).unwrap(),
+            always_ask: AlwaysAsk::default_list(),
+        };
+        let d = decide(mode, &p, &bash(&command));
+        prop_assert!(!is_allow(&d), "{mode} {command:?}: {d:?}");
+    }
+
+    /// Anything the parser cannot see through is never Allow, whatever the mode and
+    /// the allow rules.
+    #[test]
+    fn unparseable_is_never_allowed(
+        mode in mode(),
+        allow in allow_rules(),
+        command in in_context(unparseable()),
+    ) {
+        prop_assert!(!analyze(&command).unparsed.is_empty(), "{command:?} parsed: {:?}", analyze(&command));
+        let p = Policy {
+            rules: Rules::parse(&allow, &[], &[]).unwrap(),
+            always_ask: AlwaysAsk::new(vec![]).unwrap(),
+        };
+        let d = decide(mode, &p, &bash(&command));
+        prop_assert!(!is_allow(&d), "{mode} {command:?}: {d:?}");
+    }
+
+    /// Arbitrary input never panics, and Allow means every part was understood.
+    #[test]
+    fn arbitrary_input_is_safe(command in "[ -~\n]{0,40}", mode in mode()) {
+        let p = Policy {
+            rules: Rules::parse(&strings(&["Bash"]), &[], &[]).unwrap(),
+            always_ask: AlwaysAsk::new(vec![]).unwrap(),
+        };
+        let d = decide(mode, &p, &bash(&command));
+        let analysis = analyze(&command);
+        prop_assert!(!is_allow(&d) || analysis.unparsed.is_empty(), "{command:?}: {d:?}");
+    }
+}
