@@ -1045,14 +1045,17 @@ mod tests {
     /// The real Claude Code against the stub: the model asks for `git push`, a
     /// PreToolUse command hook defers it, the process ends; the hook is switched to
     /// allow and `claude -p --resume <id>` runs the push, whose result reaches the
-    /// model exactly once. Runs when FLOTILLA_CLAUDE_CODE names a `claude` executable
-    /// (`FLOTILLA_CLAUDE_CODE=$(scripts/claude-code)`), and is skipped otherwise.
+    /// model exactly once. Needs FLOTILLA_CLAUDE_CODE naming a `claude` executable
+    /// (`FLOTILLA_CLAUDE_CODE=$(scripts/claude-code)`, which scripts/test sets), and
+    /// fails without it.
     #[test]
     fn real_claude_code_defers_then_resumes_the_push_once() {
-        let Some(claude) = std::env::var_os("FLOTILLA_CLAUDE_CODE") else {
-            eprintln!("skipped: set FLOTILLA_CLAUDE_CODE=$(scripts/claude-code) to run it");
-            return;
-        };
+        let claude = std::env::var_os("FLOTILLA_CLAUDE_CODE").unwrap_or_else(|| {
+            panic!(
+                "FLOTILLA_CLAUDE_CODE is not set: this test runs the real Claude Code; \
+                 run scripts/test, or export FLOTILLA_CLAUDE_CODE=\"$(scripts/claude-code)\""
+            )
+        });
         let root: PathBuf =
             std::env::temp_dir().join(format!("anthropic-stub-e2e-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
