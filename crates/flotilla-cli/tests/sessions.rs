@@ -468,3 +468,74 @@ repo = "infra"
         .unwrap_err();
     assert!(err.to_string().contains("403"), "{err}");
 }
+
+#[test]
+fn the_sandbox_hides_the_authority_other_sessions_and_roots_home() {
+    let bin = tempfile::tempdir().unwrap();
+    common::sessions::open_up(bin.path());
+    let probe = bin.path().join("probe-agent");
+    std::fs::write(
+        &probe,
+        r#"#!/bin/sh
+{
+  echo "uid $(id -u)"
+  echo "authority:"; ls -A "$PROBE_AUTHORITY"
+  echo "sessions:"; ls -A "$PROBE_SESSIONS"
+  echo "root:"; ls -A /root
+  echo "writes:"
+  touch "$(dirname "$PROBE_SESSIONS")/planted" 2>/dev/null && echo "wrote outside"
+  touch "$PWD/inside" && echo "wrote inside"
+} > "$HOME/probe.tmp" 2>&1
+mv "$HOME/probe.tmp" "$HOME/probe"
+exec sleep 600
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The paths the probe looks at are only known once the workspace exists: the
+    // authority's directory and the sessions directory are under it.
+    let s = SessionsAuthority::new(&probe, &[], "", "");
+    let ws = s.a.ws.path().to_path_buf();
+    // Restart with the probe's environment pointing at them.
+    let toml_path = s.a.dir.join("sessions.toml");
+    let toml = std::fs::read_to_string(&toml_path).unwrap().replace(
+        "env = { ",
+        &format!(
+            "env = {{ PROBE_AUTHORITY = {:?}, PROBE_SESSIONS = {:?}, ",
+            s.a.dir.display().to_string(),
+            ws.join("sessions").display().to_string()
+        ),
+    );
+    std::fs::write(&toml_path, toml).unwrap();
+    let mut s = s;
+    s.a.kill9();
+    s.a.start();
+    let first = s.create(&["--prompt", "one"]);
+    let second = s.create(&["--prompt", "two"]);
+    let out = ws.join(format!("sessions/{second}/home/probe"));
+    assert!(
+        flotilla_testkit::wait_until(Duration::from_secs(30), || out.exists()),
+        "{:#}",
+        s.show(second)
+    );
+    let seen = std::fs::read_to_string(&out).unwrap();
+    let section = |name: &str| -> Vec<String> {
+        seen.split(&format!("{name}:\n"))
+            .nth(1)
+            .unwrap_or_default()
+            .lines()
+            .take_while(|l| !l.ends_with(':'))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert!(seen.starts_with("uid 65534\n"), "{seen}");
+    assert!(section("authority").is_empty(), "{seen}");
+    assert!(section("root").is_empty(), "{seen}");
+    let sessions = section("sessions");
+    assert!(sessions.contains(&second.to_string()), "{seen}");
+    assert!(!sessions.contains(&first.to_string()), "{seen}");
+    // Whatever the sandbox wrote outside its tree and home went to its own private
+    // tmpfs (/tmp is one there): nothing reached the real file system.
+    assert!(seen.contains("wrote inside"), "{seen}");
+    assert!(!ws.join("planted").exists());
+}

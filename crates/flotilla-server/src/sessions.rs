@@ -1104,17 +1104,23 @@ async fn boot<S: AuthorityStore>(
         ("FLOTILLA_SESSION_TOKEN".into(), token),
         ("FLOTILLA_SESSION".into(), id.to_string()),
     ]);
-    let mut writable = sessions.config.runtime.writable.clone();
-    writable.push(sessions.clones.root().to_path_buf());
+    // Every session's files are hidden but this one's tree and home; the mirrors
+    // are readable (the tree borrows their objects).
+    let mut hidden = sessions.hidden.clone();
+    hidden.push(sessions.dir.clone());
     let spec = SandboxSpec {
         program: sessions.claude.clone(),
         args,
         env,
         tree: tree.clone(),
         home: home.clone(),
-        writable,
-        readable: vec![sessions.flotilla_exe.clone(), sessions.claude.clone()],
-        hidden: sessions.hidden.clone(),
+        writable: sessions.config.runtime.writable.clone(),
+        readable: vec![
+            sessions.flotilla_exe.clone(),
+            sessions.claude.clone(),
+            sessions.clones.root().to_path_buf(),
+        ],
+        hidden,
         network: sessions.config.runtime.network,
     };
     let argv = bwrap_argv(&spec);
@@ -1245,6 +1251,19 @@ fn ended<S: AuthorityStore>(
         }
         Ok(())
     })
+}
+
+/// The last `max` bytes of the file at `path` (lossy UTF-8; empty when unreadable).
+fn tail(path: &std::path::Path, max: u64) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(max)));
+    let mut buf = Vec::new();
+    let _ = f.take(max).read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).trim().to_string()
 }
 
 /// Reconciles every session with a runtime every [`SessionsConfig::reconcile_every`].
