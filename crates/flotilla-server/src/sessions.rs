@@ -1239,12 +1239,20 @@ fn ended<S: AuthorityStore>(
             how: "exited".into(),
         });
         save_session(state, id, &doc).await?;
+        // A failed runtime says why in its event: the end of what it wrote to
+        // stderr (bwrap's own refusals land there too).
+        let stderr = if code == Some(0) {
+            String::new()
+        } else {
+            let file = format!("runtime-{}.stderr", rt.boot);
+            tail(&sessions.session_dir(id).join(file), 2048)
+        };
         event(
-        state,
-        id,
-        serde_json::json!({"kind": "runtime-exited", "pid": rt.pid, "boot": rt.boot, "code": code}),
-    )
-    .await?;
+            state,
+            id,
+            serde_json::json!({"kind": "runtime-exited", "pid": rt.pid, "boot": rt.boot, "code": code, "stderr": stderr}),
+        )
+        .await?;
         if !doc.pending.is_empty() {
             let messages = std::mem::take(&mut doc.pending);
             boot(state, id, &mut doc, messages).await?;
