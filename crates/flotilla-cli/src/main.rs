@@ -145,6 +145,8 @@ pub enum Command {
     Gate(cmd::gate::Args),
     /// A whole tool or executor output that was shown capped.
     Output(cmd::output::Args),
+    /// Inside a session's runtime: ask the authority's executor to run an argv list.
+    Exec(cmd::exec::Args),
     /// This host's agent: join an authority, converge, supervise, report (see `agent run`).
     Agent(cmd::agent::Args),
     /// Print the JSON Schema (draft 2020-12) of the inventory or of a template.
@@ -232,6 +234,7 @@ fn main() -> ExitCode {
         Command::Question(a) => cmd::question::run(&cli, a),
         Command::Gate(a) => cmd::gate::run(&cli, a),
         Command::Output(a) => cmd::output::run(&cli, a),
+        Command::Exec(a) => cmd::exec::run(&cli, a),
         Command::Schema(a) => cmd::schema::run(a),
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),

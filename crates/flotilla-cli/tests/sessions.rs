@@ -351,6 +351,66 @@ allow = [["journalctl"], ["seq"]]
     assert_eq!(r["outcome"], "asked", "an answer applies once");
     let journaled = s.events_of(id, "exec");
     assert_eq!(journaled.len(), 5, "{journaled:#?}");
+
+    // The runtime's side: `flotilla exec -- ARGV` with the session's environment.
+    let op: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(s.a.dir.join("operator.json")).unwrap()).unwrap();
+    let ca = s.a.ws.path().join("ca.pem");
+    std::fs::write(&ca, op["ca_pem"].as_str().unwrap()).unwrap();
+    let exec = |argv: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .arg("exec")
+            .arg("--")
+            .args(argv)
+            .env("FLOTILLA_SERVER", &s.a.url)
+            .env("FLOTILLA_CA", &ca)
+            .env("FLOTILLA_SESSION_TOKEN", token(&s, id))
+            .output()
+            .unwrap()
+    };
+    let out = exec(&["seq", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1\n2\n");
+    let out = exec(&["journalctl", "--vacuum-size=1M"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("question"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn an_idle_runtime_is_torn_down_and_a_failed_one_says_why() {
+    let bin = tempfile::tempdir().unwrap();
+    common::sessions::open_up(bin.path());
+    let agent = fake_agent(bin.path());
+    let s = SessionsAuthority::new(&agent, &[], "idle_timeout = \"2s\"", "");
+    let id = s.create(&["--prompt", "hello"]);
+    let shown = s.wait_state(id, "idle", Duration::from_secs(30));
+    assert_eq!(shown["doc"]["last_end"]["how"], "idle", "{shown:#}");
+    let pid = s.events_of(id, "runtime-booted")[0]["pid"].as_u64().unwrap();
+    assert!(!alive(pid));
+    let torn = s.events_of(id, "runtime-torn-down");
+    assert_eq!(torn.len(), 1, "{torn:#?}");
+    assert_eq!(torn[0]["why"], "idle");
+
+    // A runtime program that fails: its stderr is in the event.
+    let failing = bin.path().join("failing-agent");
+    std::fs::write(&failing, "#!/bin/sh\necho 'no model configured' >&2\nexit 3\n").unwrap();
+    std::fs::set_permissions(&failing, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let f = SessionsAuthority::new(&failing, &[], "", "");
+    let id = f.create(&["--prompt", "hello"]);
+    let shown = f.wait_state(id, "failed", Duration::from_secs(30));
+    assert_eq!(shown["doc"]["last_end"]["code"], 3, "{shown:#}");
+    let exited = f.events_of(id, "runtime-exited");
+    assert_eq!(exited[0]["code"], 3);
+    assert!(
+        exited[0]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("no model configured"),
+        "{exited:#?}"
+    );
 }
 
 #[test]

@@ -793,13 +793,24 @@ async fn reconcile<S: AuthorityStore>(
         .await?;
         return Ok((doc, created_ms, false));
     }
-    let activity = sessions
+    // Its last activity: its last gate call, or the last time it wrote output.
+    let asked = sessions
         .live
         .lock()
         .expect("not poisoned")
         .get(&id)
         .map(|l| l.activity_ms)
         .unwrap_or(rt.booted_ms);
+    let wrote = std::fs::metadata(
+        sessions
+            .session_dir(id)
+            .join(format!("runtime-{}.jsonl", rt.boot)),
+    )
+    .and_then(|m| m.modified())
+    .ok()
+    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+    .map_or(0, |d| d.as_millis() as i64);
+    let activity = asked.max(wrote).max(rt.booted_ms);
     let idle = sessions.config.runtime.idle_timeout.as_millis() as i64;
     if now_ms() - activity > idle {
         kill_runtime(&rt);
@@ -1092,9 +1103,17 @@ async fn boot<S: AuthorityStore>(
             .map(|(k, v)| (k.clone(), v.clone())),
     );
     env.extend([
+        // `flotilla` (the gate's hook, `flotilla exec`) first on PATH.
         (
             "PATH".into(),
-            "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin".into(),
+            format!(
+                "{}:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+                sessions
+                    .flotilla_exe
+                    .parent()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            ),
         ),
         ("FLOTILLA_SERVER".into(), sessions.url.clone()),
         (

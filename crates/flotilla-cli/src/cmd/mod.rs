@@ -7,6 +7,7 @@ pub mod check;
 pub mod completions;
 pub mod config;
 pub mod down;
+pub mod exec;
 pub mod gate;
 pub mod host;
 pub mod lifecycle;
