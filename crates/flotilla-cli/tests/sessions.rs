@@ -14,11 +14,21 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The stand-in agent: records its arguments and its credential in its home, then
-/// waits (as a turn that takes long would).
+/// The stand-in agent: records its arguments, its prompt (stdin) and its credential
+/// in its home, then waits (as a turn that takes long would).
 const FAKE_AGENT: &str = r#"#!/bin/sh
 printf '%s\n' "$@" >> "$HOME/args"
-echo "$FLOTILLA_SESSION_TOKEN" > "$HOME/token.tmp" && mv "$HOME/token.tmp" "$HOME/token"
+cat >> "$HOME/args"
+echo >> "$HOME/args"
+# A conversation named by --session-id leaves a transcript, as Claude Code's does.
+prev=
+for a in "$@"; do
+  if [ "$prev" = --session-id ]; then
+    mkdir -p "$HOME/.claude/projects/-tree" && : > "$HOME/.claude/projects/-tree/$a.jsonl"
+  fi
+  prev=$a
+done
+cat "$FLOTILLA_SESSION_TOKEN_FILE" > "$HOME/token.tmp" && mv "$HOME/token.tmp" "$HOME/token"
 exec sleep 600
 "#;
 
@@ -115,9 +125,12 @@ fn a_session_is_a_row_until_its_first_message_and_a_killed_runtime_is_never_show
     let shown = s.wait_state(id, "working", Duration::from_secs(30));
     assert_eq!(shown["doc"]["runtime"]["boot"], 2);
     assert_ne!(shown["doc"]["runtime"]["pid"].as_u64().unwrap(), pid);
-    let args =
-        std::fs::read_to_string(s.a.ws.path().join(format!("sessions/{id}/home/args"))).unwrap();
-    assert!(args.contains("--resume"), "{args}");
+    let args = s.a.ws.path().join(format!("sessions/{id}/home/args"));
+    let resumed = flotilla_testkit::wait_until(Duration::from_secs(30), || {
+        std::fs::read_to_string(&args)
+            .is_ok_and(|a| a.contains("--resume") && a.contains("and now?"))
+    });
+    assert!(resumed, "{:?}", std::fs::read_to_string(&args));
 }
 
 #[test]
@@ -267,6 +280,14 @@ fn the_http_hook_asks_once_per_exact_call_and_fails_closed() {
     );
     assert_eq!(decision(&bad), "deny", "{bad:#}");
 
+    // "Inside the tree" is the session's real tree, not the payload's cwd.
+    let mut read = payload("x");
+    read["tool_name"] = "Read".into();
+    read["tool_input"] = serde_json::json!({"file_path": "/etc/passwd"});
+    read["cwd"] = "/".into();
+    let r = post(&session, "/v1/gate/hook", &read);
+    assert_ne!(decision(&r), "allow", "{r:#}");
+
     // The command hook: the same answer on stdout, exit 0; unreachable: exit 2.
     let ca = s.a.ws.path().join("ca.pem");
     std::fs::write(&ca, op["ca_pem"].as_str().unwrap()).unwrap();
@@ -298,6 +319,25 @@ fn the_http_hook_asks_once_per_exact_call_and_fails_closed() {
     let out = hook(&format!("https://127.0.0.1:{port}"));
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("failed closed"));
+
+    // A credential dies with its runtime: a copy of it is worth nothing after.
+    let r = s.run(&["session", "stop", &id.to_string()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let stale = post(&session, "/v1/gate/hook", &payload("ls"));
+    assert_eq!(decision(&stale), "deny", "{stale:#}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let err = rt
+        .block_on(
+            session.post_bytes(
+                "/v1/exec",
+                serde_json::json!({"argv": ["seq", "1"]})
+                    .to_string()
+                    .into_bytes(),
+                Duration::from_secs(10),
+            ),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("403"), "{err}");
 }
 
 #[test]
@@ -334,6 +374,18 @@ allow = [["journalctl"], ["seq"]]
     assert_eq!(whole.code, 0);
     let expected: String = (1..=100000).map(|i| format!("{i}\n")).collect();
     assert_eq!(whole.stdout, expected);
+    // Another session cannot read it.
+    let other = s.create(&["--prompt", "other"]);
+    let other = client(&s, &token(&s, other));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let err = rt
+        .block_on(other.get_text(&format!("/v1/outputs/{oid}")))
+        .unwrap_err();
+    assert!(err.to_string().contains("404"), "{err}");
+    let own = rt
+        .block_on(session.get_text(&format!("/v1/outputs/{oid}")))
+        .unwrap();
+    assert_eq!(own, expected);
 
     // Anything else: a question for that exact argv; runs once answered allow.
     let marker = s.a.ws.path().join("executed");
@@ -342,8 +394,35 @@ allow = [["journalctl"], ["seq"]]
     assert_eq!(r["outcome"], "asked", "{r:#}");
     assert!(!marker.exists());
     let qid = r["question"].as_u64().unwrap();
-    let a = s.run(&["question", "answer", &qid.to_string(), "allow"]);
-    assert_eq!(a.code, 0, "{a:?}");
+    // Answered once, however many answer at once.
+    let answers: Vec<_> = (0..8)
+        .map(|_| {
+            let env: Vec<(String, String)> =
+                s.a.env()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect();
+            let dir = s.a.ws.path().to_path_buf();
+            std::thread::spawn(move || {
+                let env: Vec<(&str, &str)> =
+                    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                let decision = "allow";
+                let r = common::run_with_env(
+                    &dir,
+                    &["question", "answer", &qid.to_string(), decision],
+                    &env,
+                );
+                (r.code, decision)
+            })
+        })
+        .collect();
+    let results: Vec<(i32, &str)> = answers.into_iter().map(|t| t.join().unwrap()).collect();
+    let won: Vec<_> = results.iter().filter(|(c, _)| *c == 0).collect();
+    assert_eq!(won.len(), 1, "{results:?}");
+    assert!(results
+        .iter()
+        .filter(|(c, _)| *c != 0)
+        .all(|(c, _)| *c == 1));
     let r = post(&session, "/v1/exec", &argv);
     assert_eq!(r["outcome"], "ran", "{r:#}");
     assert!(marker.exists());
@@ -388,7 +467,9 @@ fn an_idle_runtime_is_torn_down_and_a_failed_one_says_why() {
     let id = s.create(&["--prompt", "hello"]);
     let shown = s.wait_state(id, "idle", Duration::from_secs(30));
     assert_eq!(shown["doc"]["last_end"]["how"], "idle", "{shown:#}");
-    let pid = s.events_of(id, "runtime-booted")[0]["pid"].as_u64().unwrap();
+    let pid = s.events_of(id, "runtime-booted")[0]["pid"]
+        .as_u64()
+        .unwrap();
     assert!(!alive(pid));
     let torn = s.events_of(id, "runtime-torn-down");
     assert_eq!(torn.len(), 1, "{torn:#?}");
@@ -396,7 +477,11 @@ fn an_idle_runtime_is_torn_down_and_a_failed_one_says_why() {
 
     // A runtime program that fails: its stderr is in the event.
     let failing = bin.path().join("failing-agent");
-    std::fs::write(&failing, "#!/bin/sh\necho 'no model configured' >&2\nexit 3\n").unwrap();
+    std::fs::write(
+        &failing,
+        "#!/bin/sh\necho 'no model configured' >&2\nexit 3\n",
+    )
+    .unwrap();
     std::fs::set_permissions(&failing, std::fs::Permissions::from_mode(0o755)).unwrap();
     let f = SessionsAuthority::new(&failing, &[], "", "");
     let id = f.create(&["--prompt", "hello"]);
@@ -598,4 +683,98 @@ exec sleep 600
     // tmpfs (/tmp is one there): nothing reached the real file system.
     assert!(seen.contains("wrote inside"), "{seen}");
     assert!(!ws.join("planted").exists());
+}
+
+#[test]
+fn at_most_max_runtimes_run_and_the_rest_wait_for_capacity() {
+    let bin = tempfile::tempdir().unwrap();
+    common::sessions::open_up(bin.path());
+    let agent = fake_agent(bin.path());
+    let s = SessionsAuthority::new(&agent, &[], "max_runtimes = 1", "");
+    let a = s.create(&["--prompt", "first"]);
+    s.wait_state(a, "working", Duration::from_secs(30));
+    let b = s.create(&["--prompt", "second"]);
+    let shown = s.show(b);
+    assert_eq!(shown["state"], "new", "{shown:#}");
+    assert_eq!(shown["doc"]["waiting_for_capacity"], true);
+    assert_eq!(shown["doc"]["pending"], serde_json::json!(["second"]));
+    // When the first runtime ends, the waiting session boots with its message.
+    let pid = s.show(a)["doc"]["runtime"]["pid"].as_u64().unwrap();
+    common::kill9(pid as u32);
+    let shown = s.wait_state(b, "working", Duration::from_secs(30));
+    assert_eq!(shown["doc"]["waiting_for_capacity"], false);
+    let args = s.a.ws.path().join(format!("sessions/{b}/home/args"));
+    let got = flotilla_testkit::wait_until(Duration::from_secs(30), || {
+        std::fs::read_to_string(&args).is_ok_and(|a| a.contains("second"))
+    });
+    assert!(got, "{:?}", std::fs::read_to_string(&args));
+}
+
+#[test]
+fn a_bad_sessions_toml_is_refused_at_start_with_where() {
+    let bin = tempfile::tempdir().unwrap();
+    common::sessions::open_up(bin.path());
+    let agent = fake_agent(bin.path());
+    let cases: [(&str, &str, &str); 4] = [
+        ("user", "user = \"root\"", "is root"),
+        (
+            "rule",
+            "[gate]\nallow = [\"Bash(git push\"]",
+            "[gate] allow",
+        ),
+        (
+            "duration",
+            "reconcile_every = \"ten minutes\"",
+            "is not a duration",
+        ),
+        ("zero", "reconcile_every = \"0s\"", "at least 100ms"),
+    ];
+    for (name, line, expected) in cases {
+        let ws = common::Workspace::new();
+        let dir = ws.path().join("authority");
+        let init = common::run_with_env(
+            ws.path(),
+            &["serve", "init"],
+            &[("FLOTILLA_AUTHORITY_DIR", dir.to_str().unwrap())],
+        );
+        assert_eq!(init.code, 0, "{init:?}");
+        // Top-level keys first, then the tables.
+        let (top, table) = if line.starts_with('[') || line.starts_with("user") {
+            ("", line)
+        } else {
+            (line, "")
+        };
+        let runtime_user = if line.starts_with("user") {
+            ""
+        } else {
+            "user = \"nobody\""
+        };
+        let text = format!(
+            "{top}\n[runtime]\nclaude = {:?}\n{runtime_user}\n{}\n[repos.infra]\nurl = \"https://example.invalid/x.git\"\n",
+            agent.display().to_string(),
+            if table.starts_with("user") { table } else { "" },
+        ) + if table.starts_with('[') { table } else { "" };
+        std::fs::write(dir.join("sessions.toml"), &text).unwrap();
+        let port = common::authority::free_port();
+        let r = common::run_with_env(
+            ws.path(),
+            &["serve", "--listen", &format!("127.0.0.1:{port}")],
+            &[("FLOTILLA_AUTHORITY_DIR", dir.to_str().unwrap())],
+        );
+        assert_ne!(r.code, 0, "{name}: {r:?}");
+        assert!(r.stderr.contains("sessions.toml"), "{name}: {}", r.stderr);
+        assert!(r.stderr.contains(expected), "{name}: {}", r.stderr);
+        // line:column of the offending value.
+        let located = r
+            .stderr
+            .split("sessions.toml: ")
+            .nth(1)
+            .and_then(|rest| rest.split(": ").next())
+            .is_some_and(|lc| {
+                let mut it = lc.split(':');
+                it.next().is_some_and(|l| l.parse::<u32>().is_ok())
+                    && it.next().is_some_and(|c| c.parse::<u32>().is_ok())
+            });
+        assert!(located, "{name}: no line:column in {}", r.stderr);
+    }
 }

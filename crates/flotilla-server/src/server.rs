@@ -1273,7 +1273,13 @@ pub async fn run<S: AuthorityStore>(
     crate::sessions::spawn_reconciler(&state);
     let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls));
     listener.set_nonblocking(true)?;
-    axum_server::from_tcp_rustls(listener, config)?
+    // TCP_NODELAY on every connection: small answers (a gate decision, a long
+    // poll's wake-up) go out at once instead of waiting for the client's delayed
+    // ACK (measured: ≈ 40 ms per fresh connection of `flotilla gate hook` without).
+    let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(config)
+        .acceptor(axum_server::accept::NoDelayAcceptor::new());
+    axum_server::from_tcp(listener)?
+        .acceptor(acceptor)
         .handle(handle)
         .serve(router(state).into_make_service())
         .await

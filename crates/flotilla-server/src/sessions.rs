@@ -34,7 +34,7 @@ use flotilla_sessions::hook::{HookAnswer, HookEvent, HookHandler, HookInput};
 use flotilla_sessions::output;
 use flotilla_sessions::policy::{AlwaysAsk, Policy};
 use flotilla_sessions::rules::Rules;
-use flotilla_sessions::runtime::{bwrap_argv, Network, SandboxSpec};
+use flotilla_sessions::runtime::{bwrap_argv, sandbox_env, Network, SandboxSpec};
 use flotilla_sessions::{Decision, Mode, ToolCall};
 use flotilla_store::authority::{AuthorityStore, Principal};
 use serde::{Deserialize, Serialize};
@@ -115,6 +115,14 @@ pub struct RuntimeConfig {
     /// More arguments for Claude Code (e.g. `--model`).
     #[serde(default)]
     pub args: Vec<String>,
+    /// At most this many runtimes run at once (default 4); more sessions' messages
+    /// wait (`waiting_for_capacity`) until one ends.
+    #[serde(default = "default_max_runtimes")]
+    pub max_runtimes: usize,
+}
+
+fn default_max_runtimes() -> usize {
+    4
 }
 
 fn default_user() -> String {
@@ -188,7 +196,11 @@ mod humantime_serde_compat {
     use std::time::Duration;
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let s = String::deserialize(d)?;
-        humantime::parse_duration(&s).map_err(serde::de::Error::custom)
+        humantime::parse_duration(&s).map_err(|_| {
+            serde::de::Error::custom(format!(
+                "`{s}` is not a duration (e.g. \"500ms\", \"60s\", \"10m\")"
+            ))
+        })
     }
     pub mod option {
         use super::*;
@@ -246,28 +258,132 @@ impl SessionsConfig {
                 .unwrap_or_default();
             invalid(format!("{at}{}", e.message()))
         })?;
+        // Past the syntax, each error names where its value is (line:column).
+        let at = |needle: &str| -> String {
+            text.find(&format!("{needle:?}"))
+                .or_else(|| text.find(needle))
+                .map(|i| {
+                    let before = &text[..i];
+                    let line = before.matches('\n').count() + 1;
+                    let col = before.len() - before.rfind('\n').map_or(0, |j| j + 1) + 1;
+                    format!("{line}:{col}: ")
+                })
+                .unwrap_or_default()
+        };
+        let g = &config.gate;
+        for (list, rules) in [("allow", &g.allow), ("ask", &g.ask), ("deny", &g.deny)] {
+            for r in rules {
+                let one = [r.clone()];
+                let (a, k, d) = match list {
+                    "allow" => (&one[..], &[][..], &[][..]),
+                    "ask" => (&[][..], &one[..], &[][..]),
+                    _ => (&[][..], &[][..], &one[..]),
+                };
+                Rules::parse(a, k, d)
+                    .map_err(|e| invalid(format!("{}[gate] {list}: {e}", at(r))))?;
+            }
+        }
+        if let Some(list) = &g.always_ask {
+            for entry in list {
+                AlwaysAsk::new(vec![entry.clone()])
+                    .map_err(|e| invalid(format!("{}[gate] always_ask: {e}", at(entry))))?;
+            }
+        }
         config.policy().map_err(invalid)?;
-        config.matchers().map_err(invalid)?;
+        if let Some(list) = config.alerts.as_ref().and_then(|a| a.matchers.as_ref()) {
+            for m in list {
+                Matcher::parse(m)
+                    .map_err(|e| invalid(format!("{}[alerts] matcher `{m}`: {e}", at(m))))?;
+            }
+        }
         if let Some(list) = &config.executor.allow {
-            Allowlist::new(list.clone()).map_err(|e| invalid(format!("[executor] allow: {e}")))?;
+            for entry in list {
+                Allowlist::new(vec![entry.clone()]).map_err(|e| {
+                    invalid(format!(
+                        "{}[executor] allow: {e}",
+                        at(entry.first().map_or("[executor]", String::as_str))
+                    ))
+                })?;
+            }
         }
         if let Some(a) = &config.alerts {
             if !config.repos.contains_key(&a.repo) {
                 return Err(invalid(format!(
-                    "[alerts] repo `{}` is not one of [repos]",
+                    "{}[alerts] repo `{}` is not one of [repos]",
+                    at(&a.repo),
                     a.repo
                 )));
             }
         }
-        nix::unistd::User::from_name(&config.runtime.user)
+        for (name, repo) in &config.repos {
+            if repo.url.starts_with('/') && !std::path::Path::new(&repo.url).exists() {
+                return Err(invalid(format!(
+                    "{}[repos.{name}] url `{}` does not exist",
+                    at(&repo.url),
+                    repo.url
+                )));
+            }
+        }
+        let rt = &config.runtime;
+        let user = nix::unistd::User::from_name(&rt.user)
             .ok()
             .flatten()
             .ok_or_else(|| {
                 invalid(format!(
-                    "[runtime] user `{}` does not exist on this host",
-                    config.runtime.user
+                    "{}[runtime] user `{}` does not exist on this host",
+                    at(&rt.user),
+                    rt.user
                 ))
             })?;
+        if user.uid.is_root() {
+            return Err(invalid(format!(
+                "{}[runtime] user `{}` is root: the agent must run as an unprivileged user",
+                at(&rt.user),
+                rt.user
+            )));
+        }
+        if let Some(c) = &rt.claude {
+            if !c.is_absolute() || !c.is_file() {
+                let shown = c.display().to_string();
+                return Err(invalid(format!(
+                    "{}[runtime] claude `{shown}` is not an absolute path to a file (scripts/claude-code installs Claude Code and prints its path)",
+                    at(&shown)
+                )));
+            }
+        }
+        if let Some(d) = &config.dir {
+            if !d.is_absolute() {
+                let shown = d.display().to_string();
+                return Err(invalid(format!(
+                    "{}dir `{shown}` is not absolute",
+                    at(&shown)
+                )));
+            }
+        }
+        if config.reconcile_every < Duration::from_millis(100) {
+            return Err(invalid(format!(
+                "{}reconcile_every must be at least 100ms",
+                at("reconcile_every")
+            )));
+        }
+        if rt.idle_timeout < Duration::from_secs(1) {
+            return Err(invalid(format!(
+                "{}[runtime] idle_timeout must be at least 1s",
+                at("idle_timeout")
+            )));
+        }
+        if rt.max_runtimes == 0 {
+            return Err(invalid(format!(
+                "{}[runtime] max_runtimes must be at least 1",
+                at("max_runtimes")
+            )));
+        }
+        if config.output_cap < 1024 {
+            return Err(invalid(format!(
+                "{}output_cap must be at least 1024 bytes",
+                at("output_cap")
+            )));
+        }
         Ok(config)
     }
 
@@ -313,6 +429,9 @@ pub struct Sessions {
     clones: CloneCache,
     /// One lock per session: boots and turn ends are serialised per session.
     locks: std::sync::Mutex<HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
+    /// Held while a question is answered or an answer is used: one answer per
+    /// question, and an answer used once.
+    answers: tokio::sync::Mutex<()>,
     /// Live runtimes this process started: session → (pid, last activity ms).
     live: std::sync::Mutex<HashMap<u64, Live>>,
 }
@@ -355,7 +474,7 @@ impl Sessions {
         let dir = config
             .dir
             .clone()
-            .unwrap_or_else(|| setup.authority_dir.join("sessions"));
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_SESSIONS_DIR));
         let claude = match &config.runtime.claude {
             Some(p) => p.clone(),
             None => {
@@ -368,6 +487,33 @@ impl Sessions {
             .ok_or_else(|| format!("no user `{}`", config.runtime.user))?;
         let flotilla_exe =
             std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o711)
+                .create(&dir)
+                .map_err(|e| {
+                    format!("cannot make the sessions directory {}: {e}", dir.display())
+                })?;
+        }
+        // The runtime user must reach what the sandbox binds (bwrap runs as it).
+        let (uid, gid) = (user.uid.as_raw(), user.gid.as_raw());
+        for (what, p) in [
+            ("the sessions directory", &dir),
+            ("this program (the gate's hook)", &flotilla_exe),
+            ("Claude Code", &claude),
+        ] {
+            if let Some(closed) = closed_to(p, uid, gid) {
+                return Err(format!(
+                    "{what} {} cannot be reached by the runtime user `{}`: {} is closed to it \
+                     (give it o+x, or choose a path it can reach)",
+                    p.display(),
+                    config.runtime.user,
+                    closed.display()
+                ));
+            }
+        }
         let mut hidden = vec![setup.authority_dir.clone()];
         if let Some(home) = std::env::var_os("HOME") {
             hidden.push(PathBuf::from(home));
@@ -384,11 +530,12 @@ impl Sessions {
             ca_pem: setup.ca_pem,
             flotilla_exe,
             claude,
-            uid: user.uid.as_raw(),
-            gid: user.gid.as_raw(),
+            uid,
+            gid,
             dir,
             config,
             locks: std::sync::Mutex::new(HashMap::new()),
+            answers: tokio::sync::Mutex::new(()),
             live: std::sync::Mutex::new(HashMap::new()),
         })
     }
@@ -405,6 +552,33 @@ impl Sessions {
     fn session_dir(&self, id: u64) -> PathBuf {
         self.dir.join(id.to_string())
     }
+}
+
+/// Where session trees, agents' homes and mirrors live unless `dir` says otherwise.
+pub const DEFAULT_SESSIONS_DIR: &str = "/var/lib/flotilla/sessions";
+
+/// The first directory on the way to `path` (its ancestors, then `path` itself
+/// when it is a directory) that user `uid` (group `gid`) cannot traverse; `None`
+/// when it can reach it.
+fn closed_to(path: &std::path::Path, uid: u32, gid: u32) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut dirs: Vec<&std::path::Path> = path.ancestors().skip(1).collect();
+    dirs.reverse();
+    if path.is_dir() {
+        dirs.push(path);
+    }
+    dirs.into_iter().find_map(|d| {
+        let m = std::fs::metadata(d).ok()?;
+        let mode = m.mode();
+        let ok = if m.uid() == uid {
+            mode & 0o100 != 0
+        } else if m.gid() == gid {
+            mode & 0o010 != 0
+        } else {
+            mode & 0o001 != 0
+        };
+        (!ok).then(|| d.to_path_buf())
+    })
 }
 
 fn which(name: &str) -> Option<PathBuf> {
@@ -456,6 +630,15 @@ pub struct SessionDoc {
     /// The alert that opened it (its deduplication key).
     #[serde(default)]
     pub alert: Option<String>,
+    /// Messages wait because `max_runtimes` runtimes run (the reconciler boots
+    /// it when one ends).
+    #[serde(default)]
+    pub waiting_for_capacity: bool,
+    /// The hash of the credential of the runtime that runs (`None` without one):
+    /// a session credential is honoured only while it is this one and its
+    /// runtime runs.
+    #[serde(default)]
+    pub token_hash: Option<String>,
 }
 
 /// A runtime's process.
@@ -480,6 +663,9 @@ pub struct RuntimeEnd {
     pub code: Option<i32>,
     /// `exited`, `gone` (found not running), `idle` or `stopped` (torn down).
     pub how: String,
+    /// Why, when it failed: the end of what it wrote to stderr.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// A session's state, derived from facts (never stored).
@@ -778,10 +964,12 @@ async fn reconcile<S: AuthorityStore>(
     };
     if !alive(&rt) {
         doc.runtime = None;
+        doc.token_hash = None;
         doc.last_end = Some(RuntimeEnd {
             at_ms: now_ms(),
             code: None,
             how: "gone".into(),
+            detail: None,
         });
         sessions.live.lock().expect("not poisoned").remove(&id);
         save_session(state, id, &doc).await?;
@@ -815,10 +1003,12 @@ async fn reconcile<S: AuthorityStore>(
     if now_ms() - activity > idle {
         kill_runtime(&rt);
         doc.runtime = None;
+        doc.token_hash = None;
         doc.last_end = Some(RuntimeEnd {
             at_ms: now_ms(),
             code: None,
             how: "idle".into(),
+            detail: None,
         });
         sessions.live.lock().expect("not poisoned").remove(&id);
         save_session(state, id, &doc).await?;
@@ -938,6 +1128,8 @@ async fn create<S: AuthorityStore>(
         pending: Vec::new(),
         observed_mode: None,
         alert: alert.clone(),
+        token_hash: None,
+        waiting_for_capacity: false,
     };
     let created = state
         .store
@@ -988,12 +1180,50 @@ async fn deliver<S: AuthorityStore>(
     }
     let mut messages = std::mem::take(&mut doc.pending);
     messages.extend(text);
-    boot(state, id, &mut doc, messages).await
+    if sessions.live.lock().expect("not poisoned").len() >= sessions.config.runtime.max_runtimes {
+        // At capacity: the messages wait; the reconciler boots this session when
+        // a runtime ends.
+        doc.pending = messages;
+        doc.waiting_for_capacity = true;
+        save_session(state, id, &doc).await?;
+        event(
+            state,
+            id,
+            serde_json::json!({"kind": "waiting-for-capacity", "max_runtimes": sessions.config.runtime.max_runtimes}),
+        )
+        .await?;
+        return Ok(());
+    }
+    doc.waiting_for_capacity = false;
+    let kept = messages.clone();
+    match boot(state, id, &mut doc, messages).await {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            // Nothing is lost: the messages wait for the next boot.
+            let (mut fresh, _) = load_session(state, id).await?;
+            fresh.pending = kept;
+            fresh.pending.append(&mut doc.pending);
+            save_session(state, id, &fresh).await?;
+            event(
+                state,
+                id,
+                serde_json::json!({"kind": "boot-failed", "error": e.message()}),
+            )
+            .await?;
+            Err(e)
+        }
+    }
 }
 
 /// Boots a runtime for session `id` (its lock held, none running): makes the tree
-/// and home on the first boot, writes the hook's settings, starts the sandbox and
-/// a task that reaps it.
+/// and home on the first boot, writes the runtime's files, starts the sandbox and a
+/// task that reaps it.
+///
+/// What the authority writes for a runtime lives in `<session>/run/`, a directory
+/// of root's the agent can read but not change (never in the agent's writable
+/// home, where a symlink could redirect a write of root's): the gate's hook
+/// settings, the CA, the session's credential (readable by the runtime user only)
+/// and the turn's prompt (given on stdin, never on a command line that `ps` shows).
 async fn boot<S: AuthorityStore>(
     state: &Arc<AppState<S>>,
     id: u64,
@@ -1004,6 +1234,7 @@ async fn boot<S: AuthorityStore>(
     let sdir = sessions.session_dir(id);
     let home = sdir.join("home");
     let tree = sdir.join("tree");
+    let run = sdir.join("run");
     let internal = |what: &str, e: &dyn std::fmt::Display| {
         Failure::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -1023,6 +1254,10 @@ async fn boot<S: AuthorityStore>(
         .await
         .map_err(|e| internal("making its tree", &e))?
         .map_err(|e| internal("making its tree", &e))?;
+        // Given to the runtime user once, when made (never again: a later chown
+        // as root could be steered by what the agent put there).
+        chown_tree(&made.path, sessions.uid, sessions.gid)
+            .map_err(|e| internal("giving the tree to the runtime user", &e))?;
         doc.tree = Some(made.path.display().to_string());
         doc.base_commit = Some(made.base_commit.clone());
         save_session(state, id, doc).await?;
@@ -1033,44 +1268,82 @@ async fn boot<S: AuthorityStore>(
         )
         .await?;
     }
-    // The home: the hook's settings, the CA and the session's own credential.
+    if !home.exists() {
+        std::fs::create_dir_all(&home).map_err(|e| internal("making its home", &e))?;
+        chown_tree(&home, sessions.uid, sessions.gid)
+            .map_err(|e| internal("giving the home to the runtime user", &e))?;
+    }
+    let boot_no = doc.boots + 1;
+    // The runtime's files, root's: replaced whole at every boot.
+    let _ = std::fs::remove_dir_all(&run);
+    {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+        std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(&run)
+            .map_err(|e| internal("making its run directory", &e))?;
+        let write = |name: &str, mode: u32, bytes: &[u8]| -> std::io::Result<PathBuf> {
+            let p = run.join(name);
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .open(&p)?;
+            std::io::Write::write_all(&mut f, bytes)?;
+            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            Ok(p)
+        };
+        write("ca.pem", 0o644, sessions.ca_pem.as_bytes())
+            .map_err(|e| internal("writing the CA", &e))?;
+        let settings = flotilla_sessions::hook::gate_settings(&HookHandler::Command {
+            program: sessions.flotilla_exe.display().to_string(),
+            args: vec!["gate".into(), "hook".into()],
+            timeout_secs: 120,
+        });
+        write("settings.json", 0o644, settings.to_string().as_bytes())
+            .map_err(|e| internal("writing the hook settings", &e))?;
+        if !messages.is_empty() {
+            write("prompt", 0o600, messages.join("\n\n").as_bytes())
+                .map_err(|e| internal("writing the prompt", &e))?;
+        }
+    }
+    // The session's credential: one per boot, valid while this runtime runs
+    // (checked against `token_hash` and the runtime's liveness at every call).
     let token = crate::auth::new_secret("flt-session-");
+    let token_hash = crate::auth::hash_secret(&token);
     state
         .store
-        .create_credential(
-            crate::auth::hash_secret(&token),
-            Principal::Session { id },
-            now_ms(),
-        )
+        .create_credential(token_hash.clone(), Principal::Session { id }, now_ms())
         .await?;
-    let fl = home.join(".flotilla");
-    std::fs::create_dir_all(&fl).map_err(|e| internal("making its home", &e))?;
-    std::fs::write(fl.join("ca.pem"), &sessions.ca_pem)
-        .map_err(|e| internal("writing the CA", &e))?;
-    let settings = flotilla_sessions::hook::gate_settings(&HookHandler::Command {
-        program: sessions.flotilla_exe.display().to_string(),
-        args: vec!["gate".into(), "hook".into()],
-        timeout_secs: 120,
-    });
-    let settings_path = fl.join("settings.json");
-    std::fs::write(&settings_path, settings.to_string())
-        .map_err(|e| internal("writing the hook settings", &e))?;
-    chown_tree(&sdir, sessions.uid, sessions.gid).map_err(|e| internal("chown", &e))?;
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let p = run.join("token");
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o400)
+            .open(&p)
+            .map_err(|e| internal("writing its credential", &e))?;
+        std::io::Write::write_all(&mut f, token.as_bytes())
+            .map_err(|e| internal("writing its credential", &e))?;
+        nix::unistd::fchown(
+            &f,
+            Some(nix::unistd::Uid::from_raw(sessions.uid)),
+            Some(nix::unistd::Gid::from_raw(sessions.gid)),
+        )
+        .map_err(|e| internal("giving its credential to the runtime user", &e))?;
+    }
 
     // Claude Code's headless command line (measured against 2.1.328): the first
-    // runtime names the conversation (`--session-id`), later ones `--resume` it; a
-    // resume with no message settles the call a question deferred (the hook fires
-    // again for it). `--setting-sources ""` ignores the tree's and the home's
-    // settings files (a `.claude/settings.json` with `disableAllHooks` would turn
-    // the gate off) and keeps `--settings`; the mode is given on every launch
-    // (a resume does not remember it).
-    let first = doc.boots == 0;
+    // runtime names the conversation (`--session-id`), later ones `--resume` it
+    // (once its transcript exists: a first runtime that never started leaves
+    // none); a resume with no message settles the call a question deferred (the
+    // hook fires again for it). The prompt comes on stdin. `--setting-sources ""`
+    // ignores the tree's and the home's settings files (a `.claude/settings.json`
+    // with `disableAllHooks` would turn the gate off) and keeps `--settings`; the
+    // mode is given on every launch (a resume does not remember it).
+    let first = !transcript_exists(&home, &doc.agent_session);
     let mut args = vec!["-p".to_string()];
-    if !messages.is_empty() {
-        args.push(messages.join("\n\n"));
-    } else if first {
-        args.push(doc.prompt.clone().unwrap_or_else(|| "Begin.".into()));
-    }
     if first {
         args.extend(["--session-id".into(), doc.agent_session.clone()]);
     } else {
@@ -1082,12 +1355,20 @@ async fn boot<S: AuthorityStore>(
         "--setting-sources".into(),
         String::new(),
         "--settings".into(),
-        settings_path.display().to_string(),
+        run.join("settings.json").display().to_string(),
         "--output-format".into(),
         "stream-json".into(),
         "--verbose".into(),
     ]);
     args.extend(sessions.config.runtime.args.iter().cloned());
+    let messages_given = if messages.is_empty() && first {
+        // A first runtime needs a prompt: the session's, or a neutral one.
+        let p = doc.prompt.clone().unwrap_or_else(|| "Begin.".into());
+        std::fs::write(run.join("prompt"), p).map_err(|e| internal("writing the prompt", &e))?;
+        1
+    } else {
+        messages.len()
+    };
     // No traffic but to the model API (measured: without this, Claude Code looks
     // up its vendor's hosts); the configured environment may override it.
     let mut env: Vec<(String, String)> = vec![(
@@ -1118,13 +1399,16 @@ async fn boot<S: AuthorityStore>(
         ("FLOTILLA_SERVER".into(), sessions.url.clone()),
         (
             "FLOTILLA_CA".into(),
-            fl.join("ca.pem").display().to_string(),
+            run.join("ca.pem").display().to_string(),
         ),
-        ("FLOTILLA_SESSION_TOKEN".into(), token),
+        (
+            "FLOTILLA_SESSION_TOKEN_FILE".into(),
+            run.join("token").display().to_string(),
+        ),
         ("FLOTILLA_SESSION".into(), id.to_string()),
     ]);
-    // Every session's files are hidden but this one's tree and home; the mirrors
-    // are readable (the tree borrows their objects).
+    // Every session's files are hidden but this one's tree, home and run
+    // directory; the mirrors are readable (the tree borrows their objects).
     let mut hidden = sessions.hidden.clone();
     hidden.push(sessions.dir.clone());
     let spec = SandboxSpec {
@@ -1138,27 +1422,33 @@ async fn boot<S: AuthorityStore>(
             sessions.flotilla_exe.clone(),
             sessions.claude.clone(),
             sessions.clones.root().to_path_buf(),
+            run.clone(),
         ],
         hidden,
         network: sessions.config.runtime.network,
     };
     let argv = bwrap_argv(&spec);
-    let boot_no = doc.boots + 1;
     let out = std::fs::File::create(sdir.join(format!("runtime-{boot_no}.jsonl")))
         .map_err(|e| internal("opening its output", &e))?;
     let err = std::fs::File::create(sdir.join(format!("runtime-{boot_no}.stderr")))
         .map_err(|e| internal("opening its output", &e))?;
+    let stdin = match std::fs::File::open(run.join("prompt")) {
+        Ok(f) => std::process::Stdio::from(f),
+        Err(_) => std::process::Stdio::null(),
+    };
     let mut cmd = tokio::process::Command::new(&argv[0]);
+    // The environment reaches the agent through bwrap's own (readable only by
+    // the runtime user and root), never through `--setenv` on its command line.
+    // std drops the authority's supplementary groups (setgroups) before it
+    // switches to the runtime user.
     cmd.args(&argv[1..])
         .uid(sessions.uid)
         .gid(sessions.gid)
-        .stdin(std::process::Stdio::null())
+        .stdin(stdin)
         .stdout(out)
         .stderr(err)
         .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin");
-    // std drops the authority's supplementary groups (setgroups) before it
-    // switches to the runtime user.
+        .envs(sandbox_env(&spec));
     let mut child = cmd
         .spawn()
         .map_err(|e| internal("starting bwrap (is bubblewrap installed?)", &e))?;
@@ -1172,6 +1462,7 @@ async fn boot<S: AuthorityStore>(
     };
     doc.runtime = Some(rt);
     doc.boots = boot_no;
+    doc.token_hash = Some(token_hash);
     save_session(state, id, doc).await?;
     sessions.live.lock().expect("not poisoned").insert(
         id,
@@ -1183,7 +1474,7 @@ async fn boot<S: AuthorityStore>(
     event(
         state,
         id,
-        serde_json::json!({"kind": "runtime-booted", "pid": pid, "boot": boot_no, "resume": !first, "messages": messages.len()}),
+        serde_json::json!({"kind": "runtime-booted", "pid": pid, "boot": boot_no, "resume": !first, "messages": messages_given}),
     )
     .await?;
     let weak = Arc::downgrade(state);
@@ -1195,6 +1486,17 @@ async fn boot<S: AuthorityStore>(
         }
     });
     Ok(())
+}
+
+/// Whether Claude Code's transcript of conversation `agent_session` exists in
+/// `home` (`.claude/projects/<cwd>/<id>.jsonl`, measured against 2.1.328).
+fn transcript_exists(home: &std::path::Path, agent_session: &str) -> bool {
+    let file = format!("{agent_session}.jsonl");
+    std::fs::read_dir(home.join(".claude/projects"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|d| d.path().join(&file).is_file())
 }
 
 fn chown_tree(root: &std::path::Path, uid: u32, gid: u32) -> std::io::Result<()> {
@@ -1248,34 +1550,46 @@ fn ended<S: AuthorityStore>(
             }
         }
         if doc.runtime != Some(rt) {
-            // Already reconciled away (killed, idle, gone).
-            return Ok(());
+            // A read found it dead first (`gone`) while this task was still reaping
+            // it: give that end its exit code. Torn down (idle, stopped) or
+            // replaced: nothing to add.
+            let found_gone = doc.boots == rt.boot
+                && doc.runtime.is_none()
+                && doc.last_end.as_ref().is_some_and(|e| e.how == "gone");
+            if !found_gone {
+                return Ok(());
+            }
         }
         doc.runtime = None;
-        doc.last_end = Some(RuntimeEnd {
-            at_ms: now_ms(),
-            code,
-            how: "exited".into(),
-        });
-        save_session(state, id, &doc).await?;
-        // A failed runtime says why in its event: the end of what it wrote to
-        // stderr (bwrap's own refusals land there too).
+        doc.token_hash = None;
+        // A failed runtime says why: the end of what it wrote to stderr (bwrap's
+        // own refusals land there too).
         let stderr = if code == Some(0) {
             String::new()
         } else {
             let file = format!("runtime-{}.stderr", rt.boot);
             tail(&sessions.session_dir(id).join(file), 2048)
         };
+        doc.last_end = Some(RuntimeEnd {
+            at_ms: now_ms(),
+            code,
+            how: "exited".into(),
+            detail: (!stderr.is_empty()).then(|| stderr.clone()),
+        });
+        save_session(state, id, &doc).await?;
         event(
             state,
             id,
             serde_json::json!({"kind": "runtime-exited", "pid": rt.pid, "boot": rt.boot, "code": code, "stderr": stderr}),
         )
         .await?;
-        if !doc.pending.is_empty() {
+        if !doc.pending.is_empty() && !doc.waiting_for_capacity {
             let messages = std::mem::take(&mut doc.pending);
             boot(state, id, &mut doc, messages).await?;
         }
+        // A runtime ended: another session's messages may have been waiting.
+        let state2 = state.clone();
+        tokio::spawn(async move { boot_waiting(&state2).await });
         Ok(())
     })
 }
@@ -1316,8 +1630,32 @@ pub fn spawn_reconciler<S: AuthorityStore>(state: &Arc<AppState<S>>) {
                     }
                 }
             }
+            boot_waiting(&state).await;
         }
     });
+}
+
+/// Boots the sessions whose messages wait for capacity, oldest first, while
+/// fewer than `max_runtimes` runtimes run.
+async fn boot_waiting<S: AuthorityStore>(state: &Arc<AppState<S>>) {
+    let Some(sessions) = state.sessions.as_ref() else {
+        return;
+    };
+    let Ok(mut all) = state.store.sessions().await else {
+        return;
+    };
+    all.reverse();
+    for rec in all {
+        if sessions.live.lock().expect("not poisoned").len() >= sessions.config.runtime.max_runtimes
+        {
+            return;
+        }
+        if rec.doc.contains("\"waiting_for_capacity\":true") {
+            if let Err(e) = deliver(state, rec.id, None).await {
+                tracing::error!("session {}: booting after a wait: {}", rec.id, e.message());
+            }
+        }
+    }
 }
 
 // ---- routes -------------------------------------------------------------------
@@ -1424,6 +1762,12 @@ pub async fn switch_mode<S: AuthorityStore>(
 ) -> Result<Response, Failure> {
     let by = state.operator(&headers).await?;
     let (doc, _) = load_session(&state, id).await?;
+    if Mode::parse(&req.mode).is_none() {
+        return Err(invalid(format!(
+            "`{}` is not a mode: default, acceptEdits, plan or bypassPermissions",
+            req.mode
+        )));
+    }
     event(
         &state,
         id,
@@ -1458,10 +1802,12 @@ pub async fn stop_runtime<S: AuthorityStore>(
         let (mut doc, _) = load_session(&state, id).await?;
         if let Some(rt) = doc.runtime.take() {
             kill_runtime(&rt);
+            doc.token_hash = None;
             doc.last_end = Some(RuntimeEnd {
                 at_ms: now_ms(),
                 code: None,
                 how: "stopped".into(),
+                detail: None,
             });
             sessions.live.lock().expect("not poisoned").remove(&id);
             save_session(&state, id, &doc).await?;
@@ -1515,6 +1861,7 @@ pub async fn answer_question<S: AuthorityStore>(
             req.decision
         )));
     }
+    let answering = sessions_of(&state)?.answers.lock().await;
     let rec = state
         .store
         .question(id)
@@ -1546,6 +1893,7 @@ pub async fn answer_question<S: AuthorityStore>(
             now_ms(),
         )
         .await?;
+    drop(answering);
     event(
         &state,
         rec.session,
@@ -1595,18 +1943,32 @@ async fn find_question<S: AuthorityStore>(
     Ok((answered, open))
 }
 
+/// The session whose runtime calls: its credential must be the one its current
+/// runtime was given, and that runtime must still run (a credential dies with its
+/// runtime: a copy taken from an earlier one is worth nothing).
 async fn session_caller<S: AuthorityStore>(
     state: &AppState<S>,
     headers: &HeaderMap,
 ) -> Result<u64, Failure> {
-    match state.caller(headers).await? {
-        Principal::Session { id } => Ok(id),
-        _ => Err(Failure::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "only a session's runtime may do this",
-        )),
+    let forbidden = |why: &str| Failure::new(StatusCode::FORBIDDEN, "forbidden", why);
+    let Principal::Session { id } = state.caller(headers).await? else {
+        return Err(forbidden("only a session's runtime may do this"));
+    };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::auth::bearer)
+        .map(crate::auth::hash_secret);
+    let (doc, _) = load_session(state, id).await?;
+    let current = doc.runtime.as_ref().is_some_and(alive)
+        && doc.token_hash.is_some()
+        && doc.token_hash == presented;
+    if !current {
+        return Err(forbidden(
+            "this session credential is not its running runtime's (it ended, or another replaced it)",
+        ));
     }
+    Ok(id)
 }
 
 /// The gate on one hook payload of session `id`: an answered question for this
@@ -1635,7 +1997,13 @@ async fn gate<S: AuthorityStore>(
             .await?;
         }
     }
-    let call: ToolCall = input.tool_call();
+    // "Inside the session's tree" is judged against the tree the authority made,
+    // never against the `cwd` the payload claims.
+    let mut call: ToolCall = input.tool_call();
+    if let Some(tree) = &doc.tree {
+        call.cwd = tree.clone();
+    }
+    let answers = sessions.answers.lock().await;
     let (answered, open) = find_question(state, id, &call.tool_name, &call.tool_input).await?;
     if let Some((qid, mut q)) = answered {
         q.used = true;
@@ -1666,6 +2034,7 @@ async fn gate<S: AuthorityStore>(
             HookAnswer::Deny(reason)
         });
     }
+    drop(answers);
     let decision = flotilla_sessions::policy::decide(doc.mode, &sessions.policy, &call);
     let answer = match &decision {
         Decision::Allow { reason } => HookAnswer::Allow(reason.clone()),
@@ -1764,6 +2133,7 @@ pub async fn exec<S: AuthorityStore>(
     let allowed_by = if sessions.allowlist.allows(&req.argv) {
         Some("the executor's read allowlist".to_string())
     } else {
+        let _answering = sessions.answers.lock().await;
         let (answered, open) = find_question(&state, id, EXECUTOR_TOOL, &input).await?;
         match answered {
             Some((qid, mut q)) => {
@@ -1898,7 +2268,31 @@ pub async fn get_output<S: AuthorityStore>(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, Failure> {
-    state.caller(&headers).await?;
+    match state.caller(&headers).await? {
+        Principal::Operator { .. } => {}
+        Principal::Session { .. } => {
+            // A session reads its own outputs only.
+            let session = session_caller(&state, &headers).await?;
+            let own = state
+                .store
+                .session_events(session, 0)
+                .await?
+                .iter()
+                .any(|e| {
+                    e.doc.contains("\"kind\":\"exec\"") && e.doc.contains(&format!("\"{id}\""))
+                });
+            if !own {
+                return Err(not_found(format!("no output {id} of session {session}")));
+            }
+        }
+        _ => {
+            return Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "outputs are read by operators and by the session that made them",
+            ))
+        }
+    }
     let bytes = state
         .store
         .blob(id.clone())

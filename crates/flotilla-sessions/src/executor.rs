@@ -110,7 +110,11 @@ pub enum NotAllowed {
 
 impl Allowlist {
     /// The default reads: `kubectl get|describe|logs|top|events`, `systemctl status`,
-    /// `journalctl`, `flotilla status`.
+    /// `journalctl` — each with the options that would read another file, reach
+    /// another host or cluster, or write refused.
+    ///
+    /// Not `flotilla status`: with `-f` it runs the `exec` probes of whatever
+    /// inventory it is given, as the authority's user.
     pub fn default_reads() -> Allowlist {
         let entries = [
             &["kubectl", "get"][..],
@@ -120,7 +124,6 @@ impl Allowlist {
             &["kubectl", "events"],
             &["systemctl", "status"],
             &["journalctl"],
-            &["flotilla", "status"],
         ];
         Allowlist {
             entries: entries
@@ -166,7 +169,11 @@ impl Allowlist {
         }
         match program {
             "journalctl" => args.iter().try_for_each(|a| journalctl_arg(a)),
-            "kubectl" => args.iter().try_for_each(|a| kubectl_arg(a)),
+            "kubectl" => {
+                let logs = args.first().is_some_and(|a| a == "logs");
+                args.iter().try_for_each(|a| kubectl_arg(a, logs))
+            }
+            "systemctl" => args.iter().try_for_each(|a| systemctl_arg(a)),
             _ => Ok(()),
         }
     }
@@ -192,10 +199,43 @@ fn program_name(program: &str) -> Result<&str, NotAllowed> {
     }
 }
 
+/// Whether `arg` is a cluster of short options (`-xD`) naming one of `letters`.
+fn short_option_among(arg: &str, letters: &[char]) -> bool {
+    arg.strip_prefix('-')
+        .filter(|rest| !rest.starts_with('-'))
+        .is_some_and(|rest| {
+            rest.chars()
+                .take_while(|c| c.is_ascii_alphabetic())
+                .any(|c| letters.contains(&c))
+        })
+}
+
+/// journalctl options that read journals other than the system's (any file, a
+/// directory, an image) or another machine's.
+const JOURNALCTL_ELSEWHERE: &[&str] = &["file", "directory", "root", "image", "machine"];
+
 fn journalctl_arg(arg: &str) -> Result<(), NotAllowed> {
+    if short_option_among(arg, &['D', 'M']) {
+        return Err(NotAllowed::Refused {
+            arg: arg.to_string(),
+            why: "it reads journals of another directory or machine",
+        });
+    }
     let Some(long) = arg.strip_prefix("--") else {
         return Ok(());
     };
+    let name = long.split_once('=').map_or(long, |(n, _)| n);
+    // journalctl takes unambiguous abbreviations of long options.
+    if !name.is_empty()
+        && JOURNALCTL_ELSEWHERE
+            .iter()
+            .any(|w| w.starts_with(name) && name.len() >= 3)
+    {
+        return Err(NotAllowed::Refused {
+            arg: arg.to_string(),
+            why: "it reads journals of another file, directory, image or machine",
+        });
+    }
     let name = long.split_once('=').map_or(long, |(n, _)| n);
     if name.is_empty() || JOURNALCTL_EXACT_READS.contains(&name) {
         return Ok(());
@@ -209,8 +249,54 @@ fn journalctl_arg(arg: &str) -> Result<(), NotAllowed> {
     Ok(())
 }
 
-fn kubectl_arg(arg: &str) -> Result<(), NotAllowed> {
+/// kubectl options that change whose credentials or which cluster is used (a
+/// kubeconfig can name a credential plugin: a program kubectl runs), read local
+/// files, or write them.
+const KUBECTL_REFUSED: &[&str] = &[
+    "--kubeconfig",
+    "--server",
+    "--token",
+    "--user",
+    "--username",
+    "--password",
+    "--cluster",
+    "--context",
+    "--certificate-authority",
+    "--client-certificate",
+    "--client-key",
+    "--insecure-skip-tls-verify",
+    "--tls-server-name",
+    "--cache-dir",
+    "--filename",
+    "--kustomize",
+    "--recursive",
+    "--log-file",
+    "--log-dir",
+    "--profile",
+    "--profile-output",
+];
+
+fn kubectl_arg(arg: &str, logs: bool) -> Result<(), NotAllowed> {
     let name = arg.split_once('=').map_or(arg, |(n, _)| n);
+    // -s (server), -k (kustomize), -R (recursive); -f is a file except for `logs`
+    // (where it follows).
+    let shorts: &[char] = if logs {
+        &['s', 'k', 'R']
+    } else {
+        &['s', 'k', 'R', 'f']
+    };
+    if KUBECTL_REFUSED.contains(&name) || short_option_among(arg, shorts) {
+        return Err(NotAllowed::Refused {
+            arg: arg.to_string(),
+            why: "it changes the credentials or cluster, or reads or writes local files",
+        });
+    }
+    if arg.contains("-file=") || name.ends_with("-file") || arg.contains("=@") {
+        return Err(NotAllowed::Refused {
+            arg: arg.to_string(),
+            why: "it reads a local file",
+        });
+    }
     if matches!(name, "--as" | "--as-group" | "--as-uid") {
         return Err(NotAllowed::Refused {
             arg: arg.to_string(),
@@ -221,6 +307,20 @@ fn kubectl_arg(arg: &str) -> Result<(), NotAllowed> {
         return Err(NotAllowed::Refused {
             arg: arg.to_string(),
             why: "it may read secrets",
+        });
+    }
+    Ok(())
+}
+
+/// systemctl options that reach another host, machine, root or image.
+fn systemctl_arg(arg: &str) -> Result<(), NotAllowed> {
+    let name = arg.split_once('=').map_or(arg, |(n, _)| n);
+    if matches!(name, "--host" | "--machine" | "--root" | "--image")
+        || short_option_among(arg, &['H', 'M'])
+    {
+        return Err(NotAllowed::Refused {
+            arg: arg.to_string(),
+            why: "it reaches another host, machine, root or image",
         });
     }
     Ok(())
@@ -500,9 +600,8 @@ mod tests {
             &["kubectl", "top", "pods"],
             &["systemctl", "status", "nginx.service", "--no-pager", "-l"],
             &["journalctl", "-u", "nginx", "--since", "-1h", "--no-pager"],
-            &["journalctl", "--cursor=s=abc", "--follow", "--root=/"],
+            &["journalctl", "--cursor=s=abc", "--follow"],
             &["journalctl"],
-            &["flotilla", "status", "--json"],
             &["/usr/bin/kubectl", "get", "pods"],
             &["/bin/journalctl", "-b"],
         ] {
@@ -523,6 +622,9 @@ mod tests {
             &["systemctl", "--now", "status"],
             &["systemctl"],
             &["flotilla", "up"],
+            // flotilla status -f runs the exec probes of any inventory.
+            &["flotilla", "status", "-f", "/tmp/evil.toml"],
+            &["flotilla", "status"],
             &["git", "status"],
             &["sh", "-c", "kubectl get pods"],
             &["sudo", "journalctl"],
@@ -533,6 +635,43 @@ mod tests {
         ] {
             assert!(!allowed(no), "{no:?}");
         }
+    }
+
+    #[test]
+    fn options_that_reach_elsewhere_are_refused() {
+        for no in [
+            &["kubectl", "get", "pods", "--kubeconfig=/tmp/evil"][..],
+            &["kubectl", "get", "pods", "--kubeconfig", "/tmp/evil"],
+            &["kubectl", "get", "pods", "-s", "https://elsewhere"],
+            &["kubectl", "get", "pods", "--server=https://elsewhere"],
+            &["kubectl", "get", "pods", "--token=x"],
+            &["kubectl", "get", "pods", "--context", "other"],
+            &["kubectl", "get", "-f", "/etc/shadow"],
+            &["kubectl", "get", "--filename=/etc/shadow"],
+            &[
+                "kubectl",
+                "get",
+                "pods",
+                "-o",
+                "go-template-file=/etc/shadow",
+            ],
+            &["kubectl", "get", "pods", "--profile-output=/etc/x"],
+            &["kubectl", "describe", "-k", "dir"],
+            &["journalctl", "--file=/var/log/x.journal"],
+            &["journalctl", "-D", "/home/x"],
+            &["journalctl", "-aD/home/x"],
+            &["journalctl", "--directory=/x"],
+            &["journalctl", "--dir=/x"],
+            &["journalctl", "--root=/"],
+            &["journalctl", "-M", "other"],
+            &["systemctl", "status", "-H", "root@elsewhere"],
+            &["systemctl", "status", "--host=elsewhere"],
+            &["systemctl", "status", "--root=/mnt"],
+        ] {
+            assert!(!allowed(no), "{no:?}");
+        }
+        // `kubectl logs -f` follows (it reads no file).
+        assert!(allowed(&["kubectl", "logs", "-f", "deploy/api"]));
     }
 
     #[test]

@@ -48,7 +48,9 @@ pub struct SandboxSpec {
     pub program: PathBuf,
     /// Its arguments.
     pub args: Vec<String>,
-    /// The whole environment inside (nothing else is inherited: `--clearenv`).
+    /// The whole environment inside: given to bwrap as its own environment
+    /// ([`sandbox_env`]), which it passes on, never as `--setenv` arguments that
+    /// every local user could read in `ps`.
     pub env: Vec<(String, String)>,
     /// The session's tree: writable, the working directory.
     pub tree: PathBuf,
@@ -121,21 +123,25 @@ pub fn bwrap_argv(spec: &SandboxSpec) -> Vec<String> {
     if spec.network == Network::None {
         a.push("--unshare-net".into());
     }
-    a.push("--clearenv".into());
-    for (k, v) in &spec.env {
-        a.push("--setenv".into());
-        a.push(k.clone());
-        a.push(v.clone());
-    }
-    a.push("--setenv".into());
-    a.push("HOME".into());
-    a.push(spec.home.display().to_string());
     a.push("--chdir".into());
     a.push(spec.tree.display().to_string());
     a.push("--".into());
     a.push(spec.program.display().to_string());
     a.extend(spec.args.iter().cloned());
     a
+}
+
+/// The environment to start bwrap with (and so the agent's): `spec.env` and
+/// `HOME` (the agent's home), nothing else.
+pub fn sandbox_env(spec: &SandboxSpec) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = spec
+        .env
+        .iter()
+        .filter(|(k, _)| k != "HOME")
+        .cloned()
+        .collect();
+    env.push(("HOME".into(), spec.home.display().to_string()));
+    env
 }
 
 #[cfg(test)]
@@ -169,7 +175,19 @@ mod tests {
         let dd = pos("--");
         assert_eq!(&a[dd + 1..], ["/opt/claude", "-p", "hi there"]);
         assert_eq!(a[pos("--chdir") + 1], "/srv/flotilla/sessions/3/tree");
-        assert!(a.contains(&"--clearenv".to_string()));
+        // No environment on the command line (`ps` shows it to every user).
+        assert!(!a.iter().any(|x| x == "--setenv" || x == "A"));
+        let env = sandbox_env(&spec());
+        assert_eq!(
+            env,
+            vec![
+                ("A".to_string(), "1".to_string()),
+                (
+                    "HOME".to_string(),
+                    "/srv/flotilla/sessions/3/home".to_string()
+                )
+            ]
+        );
     }
 
     #[test]

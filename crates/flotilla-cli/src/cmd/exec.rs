@@ -7,7 +7,7 @@
 //! its status.
 //!
 //! Environment (set by the session's runtime): `FLOTILLA_SERVER`, `FLOTILLA_CA`,
-//! `FLOTILLA_SESSION_TOKEN`.
+//! `FLOTILLA_SESSION_TOKEN_FILE` (or `FLOTILLA_SESSION_TOKEN`).
 
 use crate::{Cli, EXIT_REFUSED};
 use flotilla_server::sessions::{ExecRequest, ExecResponse};
@@ -31,7 +31,7 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     };
     let url = var("FLOTILLA_SERVER")?;
     let ca_path = var("FLOTILLA_CA")?;
-    let token = var("FLOTILLA_SESSION_TOKEN")?;
+    let token = super::gate::session_token()?;
     let ca = std::fs::read_to_string(&ca_path).map_err(|e| anyhow::anyhow!("{ca_path}: {e}"))?;
     let client = flotilla_server::Client::new(&url, &ca, Some(token))?;
     let rt = super::runtime()?;

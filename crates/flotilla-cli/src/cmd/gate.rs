@@ -9,8 +9,9 @@
 //! 1, which it would treat as "go ahead".
 //!
 //! Environment (set by the session's runtime): `FLOTILLA_SERVER` (the authority's
-//! URL), `FLOTILLA_CA` (its CA, PEM file), `FLOTILLA_SESSION_TOKEN` (the session's
-//! credential).
+//! URL), `FLOTILLA_CA` (its CA, PEM file), `FLOTILLA_SESSION_TOKEN_FILE` (the file
+//! holding the session's credential; or the credential itself in
+//! `FLOTILLA_SESSION_TOKEN`).
 
 use crate::{Cli, EXIT_OK};
 use std::io::{Read, Write};
@@ -43,9 +44,17 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     match hook(*timeout) {
         Ok(answer) => {
             let mut out = std::io::stdout();
-            let _ = out.write_all(&answer);
-            let _ = out.write_all(b"\n");
-            Ok(EXIT_OK)
+            let written = out
+                .write_all(&answer)
+                .and_then(|()| out.write_all(b"\n"))
+                .and_then(|()| out.flush());
+            match written {
+                Ok(()) => Ok(EXIT_OK),
+                Err(e) => {
+                    eprintln!("flotilla gate: denied (the gate failed closed): cannot write the decision: {e}");
+                    Ok(EXIT_BLOCK)
+                }
+            }
         }
         Err(why) => {
             eprintln!("flotilla gate: denied (the gate failed closed): {why:#}");
@@ -61,7 +70,7 @@ fn hook(timeout: Duration) -> anyhow::Result<Vec<u8>> {
     let var = |k: &str| std::env::var(k).map_err(|_| anyhow::anyhow!("{k} is not set"));
     let url = var("FLOTILLA_SERVER")?;
     let ca_path = var("FLOTILLA_CA")?;
-    let token = var("FLOTILLA_SESSION_TOKEN")?;
+    let token = session_token()?;
     let ca = std::fs::read_to_string(&ca_path).map_err(|e| anyhow::anyhow!("{ca_path}: {e}"))?;
     let client = flotilla_server::Client::new(&url, &ca, Some(token))?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -78,4 +87,22 @@ fn hook(timeout: Duration) -> anyhow::Result<Vec<u8>> {
         anyhow::bail!("the authority's answer has no decision: {v}");
     }
     Ok(answer)
+}
+
+/// The session's credential: `FLOTILLA_SESSION_TOKEN`, else the contents of the
+/// file `FLOTILLA_SESSION_TOKEN_FILE` names.
+///
+/// # Errors
+/// When neither is set, or the file cannot be read.
+pub fn session_token() -> anyhow::Result<String> {
+    if let Ok(t) = std::env::var("FLOTILLA_SESSION_TOKEN") {
+        return Ok(t);
+    }
+    let path = std::env::var("FLOTILLA_SESSION_TOKEN_FILE").map_err(|_| {
+        anyhow::anyhow!("neither FLOTILLA_SESSION_TOKEN nor FLOTILLA_SESSION_TOKEN_FILE is set")
+    })?;
+    Ok(std::fs::read_to_string(&path)
+        .map_err(|e| anyhow::anyhow!("{path}: {e}"))?
+        .trim()
+        .to_string())
 }

@@ -148,10 +148,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 ))?;
             println!("credential for alert sender `{}` (shown once):", r.name);
             println!("  {}", r.credential);
-            println!(
-                "Alertmanager: webhook_configs: [{{url: {}/v1/alerts/alertmanager, http_config: {{authorization: {{credentials: <it>}}}}}}]",
-                client.url()
-            );
+            println!("Alertmanager's receiver (alertmanager.yml):");
+            println!("  webhook_configs:");
+            println!("    - url: {}/v1/alerts/alertmanager", client.url());
+            println!("      http_config:");
+            println!("        authorization: {{ credentials: <the credential above> }}");
+            println!("        tls_config: {{ ca_file: <the authority's CA: GET /v1/ca.pem> }}");
             Ok(EXIT_OK)
         }
         Some(ServeCommand::Token {

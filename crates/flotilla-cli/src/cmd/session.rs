@@ -173,6 +173,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                         e.how,
                         e.code.map_or("-".into(), |c| c.to_string())
                     );
+                    if let Some(d) = &e.detail {
+                        println!("  {}", d.replace('\n', "\n  "));
+                    }
+                }
+                if s.doc.waiting_for_capacity {
+                    println!("waiting: as many runtimes run as [runtime] max_runtimes allows");
                 }
             }
             Ok(EXIT_OK)
