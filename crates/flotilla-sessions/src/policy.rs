@@ -15,9 +15,21 @@
 //! The **always-ask list** holds command-word prefixes (`git push`, `gh`, `rm`…). It
 //! is matched against every simple command of a Bash call after wrappers are seen
 //! through, by program name (`/usr/bin/git` is `git`) and with git's global options
-//! before the subcommand skipped (`git -C dir --no-pager push`); a `git -c alias.…`
-//! makes the subcommand unknown, so it could be `push`. It outranks **every** mode,
+//! before the subcommand skipped (`git -C dir --no-pager push`). For git: a program
+//! `git-SUB` is `git SUB` (`/usr/lib/git-core/git-push`); `send-pack`, `http-push` and
+//! `remote-*` are `push`; a `git -c alias.…`, or a subcommand that is not one of git's
+//! own ([`GIT_COMMANDS`]: it may be an alias from a configuration file), makes the
+//! subcommand unknown, so it could be `push`. It outranks **every** mode,
 //! `bypassPermissions` included, and every allow rule. It applies to Bash calls only.
+//!
+//! The **catch-all** ([`AlwaysAsk::named_in_arguments`]) covers programs the gate does
+//! not know: a simple command whose arguments (or a whitespace/punctuation-separated
+//! token inside one) name the program of an always-ask entry or a shell or interpreter
+//! (`script -qc 'rm -rf x'`, `ssh host git push`, `tar --to-command=rm`,
+//! `docker exec -i c sh`) asks, with the same rank as the list, unless the program is
+//! on [`NON_EXECUTING`] (`echo`, `grep`, `git`…). Together with [`shell`]'s unparsed
+//! entries the invariant is: **no mode turns anything that could run an always-ask
+//! command into Allow**.
 //!
 //! Mode defaults (when no rule decided):
 //!
@@ -56,6 +68,162 @@ pub const HARMLESS_TOOLS: &[&str] = &[
     "KillShell",
     "KillBash",
     "AskUserQuestion",
+];
+
+/// git's own commands, as in git 2.30 and later: its builtins and the commands it ships
+/// as scripts (`submodule`, `mergetool`, `filter-branch`, `request-pull`). An alias never
+/// shadows one of them; any other subcommand may be an alias from a configuration file
+/// the gate cannot see (or a `git-NAME` program), so it could be `push`. Left out on
+/// purpose: builtins younger than that, which an older git would take for an alias
+/// (`replay`, `refs`, `diagnose`, `hook`, `fsmonitor--daemon`), internal helpers, and
+/// `for-each-repo` (it runs any git command); `send-pack`, `http-push` and the
+/// `remote-*` transport helpers are `push`.
+pub const GIT_COMMANDS: &[&str] = &[
+    "add",
+    "am",
+    "annotate",
+    "apply",
+    "archive",
+    "bisect",
+    "blame",
+    "branch",
+    "bugreport",
+    "bundle",
+    "cat-file",
+    "check-attr",
+    "check-ignore",
+    "check-mailmap",
+    "check-ref-format",
+    "checkout",
+    "checkout-index",
+    "cherry",
+    "cherry-pick",
+    "clean",
+    "clone",
+    "column",
+    "commit",
+    "commit-graph",
+    "commit-tree",
+    "config",
+    "count-objects",
+    "credential",
+    "credential-cache",
+    "credential-store",
+    "describe",
+    "diff",
+    "diff-files",
+    "diff-index",
+    "diff-tree",
+    "difftool",
+    "fast-export",
+    "fast-import",
+    "fetch",
+    "fetch-pack",
+    "filter-branch",
+    "fmt-merge-msg",
+    "for-each-ref",
+    "format-patch",
+    "fsck",
+    "fsck-objects",
+    "gc",
+    "get-tar-commit-id",
+    "grep",
+    "hash-object",
+    "help",
+    "index-pack",
+    "init",
+    "init-db",
+    "interpret-trailers",
+    "log",
+    "ls-files",
+    "ls-remote",
+    "ls-tree",
+    "mailinfo",
+    "mailsplit",
+    "maintenance",
+    "merge",
+    "merge-base",
+    "merge-file",
+    "merge-index",
+    "merge-ours",
+    "merge-recursive",
+    "merge-subtree",
+    "merge-tree",
+    "mergetool",
+    "mktag",
+    "mktree",
+    "multi-pack-index",
+    "mv",
+    "name-rev",
+    "notes",
+    "pack-objects",
+    "pack-redundant",
+    "pack-refs",
+    "patch-id",
+    "prune",
+    "prune-packed",
+    "pull",
+    "push",
+    "range-diff",
+    "read-tree",
+    "rebase",
+    "receive-pack",
+    "reflog",
+    "remote",
+    "repack",
+    "replace",
+    "request-pull",
+    "rerere",
+    "reset",
+    "restore",
+    "rev-list",
+    "rev-parse",
+    "revert",
+    "rm",
+    "shortlog",
+    "show",
+    "show-branch",
+    "show-index",
+    "show-ref",
+    "sparse-checkout",
+    "stage",
+    "stash",
+    "status",
+    "stripspace",
+    "submodule",
+    "switch",
+    "symbolic-ref",
+    "tag",
+    "unpack-file",
+    "unpack-objects",
+    "update-index",
+    "update-ref",
+    "update-server-info",
+    "upload-archive",
+    "upload-pack",
+    "var",
+    "verify-commit",
+    "verify-pack",
+    "verify-tag",
+    "version",
+    "whatchanged",
+    "worktree",
+    "write-tree",
+];
+
+/// Programs known not to run their arguments as commands: the catch-all
+/// ([`AlwaysAsk::named_in_arguments`]) does not look inside their arguments. Small on
+/// purpose: printers, readers and searchers, directory and file-status builtins, `git`
+/// (the commands its options run are parsed by [`shell`]), and `awk`, `sed`, `find`,
+/// whose programs and `-exec` commands [`shell`] checks. `cp`, `mv`, `ln`, `tar`,
+/// `ssh`, `make`, `cargo`… are not on it (`ln -s /bin/rm x` asks).
+pub const NON_EXECUTING: &[&str] = &[
+    "echo", "printf", "cat", "ls", "grep", "egrep", "fgrep", "rg", "head", "tail", "wc", "cut",
+    "tr", "uniq", "nl", "diff", "cmp", "comm", "basename", "dirname", "realpath", "readlink",
+    "pwd", "cd", "mkdir", "touch", "stat", "file", "du", "df", "test", "[", "true", "false",
+    "type", "which", "command", "help", "jq", "git", "awk", "gawk", "mawk", "nawk", "sed", "gsed",
+    "find", "export", "declare", "typeset", "local", "readonly", "unset", "read", "tee", "date",
+    "sleep", "chmod",
 ];
 
 /// Directories whose programs are the system's own: `/usr/bin/git` may be allowed by
@@ -155,6 +323,35 @@ impl AlwaysAsk {
         let mut entries = self.entries.clone();
         entries.push(entry.to_string());
         AlwaysAsk::new(entries)
+    }
+
+    /// The catch-all for programs the gate does not know: an argument of the command,
+    /// or a token inside one (split at whitespace and punctuation, quotes and
+    /// backslashes also removed), whose last path component is the program of an entry
+    /// (`rm`, `git`, `gh`… in `script -qc 'rm -rf x'`, `ssh host rm x`,
+    /// `tar --to-command=/bin/rm`), or a shell or interpreter ([`shell::is_code_runner`]:
+    /// `docker exec c sh`), could run an always-ask command. Returns that token. Never
+    /// for programs on [`NON_EXECUTING`], for run-time words, or with an empty list.
+    pub fn named_in_arguments(&self, command: &SimpleCommand) -> Option<String> {
+        if self.words.is_empty() || NON_EXECUTING.contains(&command.program()) {
+            return None;
+        }
+        let firsts: Vec<&str> = self.words.iter().map(|w| shell::basename(&w[0])).collect();
+        let names = |token: &str| {
+            let b = shell::basename(token);
+            !b.is_empty() && (firsts.contains(&b) || shell::is_code_runner(b))
+        };
+        let is_token_char = |c: char| c.is_alphanumeric() || "-_./+~%^".contains(c);
+        for arg in command.argv.iter().skip(1) {
+            let Some(text) = arg.literal() else { continue };
+            let unquoted: String = text.chars().filter(|c| !"'\"\\".contains(*c)).collect();
+            for t in [text, unquoted.as_str()] {
+                if let Some(token) = t.split(|c: char| !is_token_char(c)).find(|t| names(t)) {
+                    return Some(shell::basename(token).to_string());
+                }
+            }
+        }
+        None
     }
 
     /// The first entry that could match the simple command (by program name, and
@@ -322,8 +519,25 @@ pub fn decide_command(mode: Mode, policy: &Policy, command: &SimpleCommand) -> D
         return deny(format!("deny rule `{}` matches `{text}`", rule.source));
     }
     if let Some(entry) = policy.always_ask.matching(command) {
+        let alias = match git_subcommand(command) {
+            Some(sub) if !GIT_COMMANDS.contains(&sub.as_str()) => {
+                format!("; `{sub}` is not a git command, so it may be an alias")
+            }
+            _ => String::new(),
+        };
         return ask(format!(
-            "always-ask `{entry}` matches `{text}` (outranks every mode)"
+            "always-ask `{entry}` matches `{text}` (outranks every mode{alias})"
+        ));
+    }
+    if let Some(token) = policy.always_ask.named_in_arguments(command) {
+        let what = if shell::is_code_runner(&token) {
+            "the shell or interpreter"
+        } else {
+            "the always-ask program"
+        };
+        return ask(format!(
+            "`{text}` names {what} `{token}` in its arguments, so it could run an always-ask \
+             command (outranks every mode)"
         ));
     }
     if let Some(rule) = find(&rules.ask, could) {
@@ -387,6 +601,14 @@ fn command_forms(command: &SimpleCommand, with_written: bool) -> Vec<Vec<Arg>> {
     push(base.clone(), &mut forms);
     if program == "git" {
         push(git_normalized(&base), &mut forms);
+    } else if let Some(sub) = program.strip_prefix("git-").filter(|s| !s.is_empty()) {
+        // git's plumbing paths: `/usr/lib/git-core/git-push` is `git push`.
+        let mut git = vec![
+            Arg::Literal("git".to_string()),
+            Arg::Literal(sub.to_string()),
+        ];
+        git.extend(base[1..].iter().cloned());
+        push(git_normalized(&git), &mut forms);
     }
     if with_written {
         push(command.written.clone(), &mut forms);
@@ -412,8 +634,27 @@ fn sure_forms(command: &SimpleCommand) -> Vec<Vec<Arg>> {
     forms
 }
 
+/// git's subcommand (after its global options), for `git …` and `git-SUB` programs.
+fn git_subcommand(command: &SimpleCommand) -> Option<String> {
+    let program = command.program();
+    if let Some(sub) = program.strip_prefix("git-").filter(|s| !s.is_empty()) {
+        return Some(sub.to_string());
+    }
+    if program != "git" {
+        return None;
+    }
+    let n = git_normalized(&command.argv);
+    n.iter()
+        .skip(1)
+        .find(|a| !matches!(a, Arg::Dynamic(d) if d == "<git alias>"))
+        .and_then(|a| a.literal())
+        .map(str::to_string)
+}
+
 /// `git` with the global options before the subcommand removed. A `-c alias.…`
-/// (or a run-time `-c` value) puts a dynamic word where the subcommand was.
+/// (or a run-time `-c` value) puts a dynamic word where the subcommand was, and so does
+/// a subcommand that is not one of git's own ([`GIT_COMMANDS`]: it may be an alias).
+/// `send-pack`, `http-push` and `remote-*` are `push`.
 fn git_normalized(argv: &[Arg]) -> Vec<Arg> {
     const WITH_VALUE: &[&str] = &[
         "-C",
@@ -450,10 +691,18 @@ fn git_normalized(argv: &[Arg]) -> Vec<Arg> {
             _ => break,
         }
     }
+    let mut rest: Vec<Arg> = argv[i.min(argv.len())..].to_vec();
+    if let Some(Arg::Literal(sub)) = rest.first() {
+        if sub == "send-pack" || sub == "http-push" || sub.starts_with("remote-") {
+            rest[0] = Arg::Literal("push".to_string());
+        } else if !GIT_COMMANDS.contains(&sub.as_str()) {
+            unknown_subcommand = true;
+        }
+    }
     if unknown_subcommand {
         out.push(Arg::Dynamic("<git alias>".to_string()));
     }
-    out.extend(argv[i.min(argv.len())..].iter().cloned());
+    out.extend(rest);
     out
 }
 

@@ -13,34 +13,75 @@
 //! `timeout`, `nice`, `nohup`, `env [-i] [-u X] VAR=1 …` (bare `env` is itself the
 //! command `env`), `command [-p]`, `exec`, `builtin`, `xargs` (its command gets more
 //! arguments at run time: [`SimpleCommand::open_ended`]), `time`, `stdbuf`, `ionice`,
-//! `setsid`, `busybox APPLET`, `sh|bash|zsh|dash|ksh|mksh|ash -c '…'` (the string is
-//! parsed again, at most [`MAX_DEPTH`] levels deep), and leading `VAR=1` assignments.
-//! `sudo`, `doas`, `su -c '…'` and `find … -exec` stay visible as commands of their
-//! own *and* the command they run is produced too. Program paths are kept as written in
+//! `setsid`, `busybox APPLET`, `flock`, `taskset`, `chrt`, `setpriv`, `unshare`,
+//! `runuser -u`, `prlimit`, `systemd-run`, `nsenter` (not into another mount namespace),
+//! `chroot /`, `strace`, `ltrace`, `valgrind`, `eatmydata`, `fakeroot`, `pkexec`,
+//! `watch` (without `-x` its words are joined and parsed as `sh -c` would), and leading
+//! `VAR=1` assignments. Command strings are parsed again, at most [`MAX_DEPTH`] levels
+//! deep: `-c` of every POSIX-family shell ([`SHELLS`]: `sh`, `bash`, `rbash`, `dash`,
+//! `ksh`, `zsh`, `mksh`, `busybox sh`…), `su -c`/`runuser -c`, `script -c`, `flock -c`,
+//! `sg GROUP CMD`, `trap` actions, `mapfile -C`, `strace -o '|CMD'`, the value of a
+//! command variable (`GIT_EDITOR`, `GIT_SEQUENCE_EDITOR`, `GIT_PAGER`, `EDITOR`,
+//! `VISUAL`, `PAGER`, `MANPAGER`), and the commands git runs for its options
+//! (`rebase -x/--exec`, `submodule foreach`, `bisect run`, `difftool -x/--extcmd`,
+//! `filter-branch --*-filter`, `grep -O`, `--upload-pack`, `--receive-pack`, `--exec`,
+//! `clone -u`). `sudo`, `doas`, `su`, `runuser`, `script` and `find … -exec` stay
+//! visible as commands of their own (without the command string) *and* the command
+//! they run is produced too. Program paths are kept as written in
 //! [`SimpleCommand::argv`]; [`SimpleCommand::program`] gives the last path component
 //! (`/usr/bin/git` → `git`).
 //!
 //! Anything that could hide what runs becomes an [`Unparsed`] entry instead of a
-//! command (the gate answers `Ask` for it, never `Allow`): a syntax error; a program
-//! name that is not a static word (`$X`, `$(…)`, globs, brace expansion, `$'…'` with
-//! escapes); `eval`, `source`/`.`, `fc`, `enable`, `alias NAME=…`, `hash -p`; a shell
-//! reading its commands from standard input or a here-document (`curl … | sh`,
-//! `bash <<EOF`) or a non-static `-c` string; `env -S`; `trap` with a non-static action;
-//! command substitutions inside arithmetic or `${…}` expansions; `${x@P}`; assignments
-//! to variables that change what runs (`PATH`, `BASH_ENV`, `ENV`, `PS4`,
-//! `PROMPT_COMMAND`, `SHELLOPTS`, `BASHOPTS`, `LD_PRELOAD`, `LD_AUDIT`,
-//! `LD_LIBRARY_PATH`, `BASH_FUNC_*`); a wrapper option this module does not know (it
-//! cannot tell which word is the command); nesting deeper than [`MAX_DEPTH`].
+//! command (the gate answers `Ask` for it, never `Allow`, in every mode):
+//! - a syntax error; nesting deeper than [`MAX_DEPTH`]; a program name that is not a
+//!   static word (`$X`, `$(…)`, globs, brace expansion, `$'…'` with escapes); a wrapper
+//!   option this module does not know (it cannot tell which word is the command);
+//! - `eval`, `source`/`.`, `fc`, `enable`, `alias NAME=…`, `hash -p`, `declare -n`,
+//!   `env -S`, `trap` with a non-static action;
+//! - a shell running anything but a parsed `-c` string: standard input (`curl … | sh`,
+//!   `bash <<EOF`, `sh -s`, a wrapper with no command, `su` without `-c`), a script
+//!   (`bash script.sh`, `sh /dev/stdin`, `bash /proc/self/fd/0`), `--rcfile`; shells
+//!   with a language of their own (`fish`, `csh`, `pwsh`…);
+//! - interpreters running code from the command line, standard input or a terminal
+//!   (`python3 -c`, `python3 -` or with no script, `python3 /dev/stdin`, `perl -e`,
+//!   `ruby -e`, `node -e/-p/--eval`, `php -r`, `lua -e`, `deno eval`, `bun -e`,
+//!   `osascript -e`…); an awk program with `system`, a lone `|`, `getline` or `@`; a GNU
+//!   sed script with the `e` command or `s///e` flag; `make --eval`/`-E`/`SHELL=`;
+//!   database clients with shell escapes or reading standard input; programs that read
+//!   commands we cannot see or build them at run time (`parallel`, `at`, `vim`, `gdb`,
+//!   `ed`, `dc`…);
+//! - git configuration that can make git run commands: `git -c KEY=…` or `git config
+//!   KEY VALUE` for keys outside a small safe list (`user.*`, `color.*`, `alias.*`…),
+//!   `--exec-path=`; `chroot` into another root, `unshare --root`, `nsenter -m`;
+//! - assignments (prefix, standalone, after a wrapper, through `env`, `sudo`,
+//!   `systemd-run -E`, `strace -E`, `export`/`declare`…, `read`, `printf -v`,
+//!   arithmetic) to variables that change what runs: `PATH`, `BASH_ENV`, `ENV`, `PS4`,
+//!   `PROMPT_COMMAND`, `SHELLOPTS`, `BASHOPTS`, `LD_PRELOAD`, `LD_AUDIT`,
+//!   `LD_LIBRARY_PATH`, `GCONV_PATH`, `BASH_FUNC_*`, `GIT_CONFIG*`, `GIT_SSH*`,
+//!   `GIT_ALIAS*`, `GIT_EXEC_PATH`, `GIT_ASKPASS`, `GIT_PROXY_COMMAND`,
+//!   `GIT_EXTERNAL_DIFF`, `GIT_TEMPLATE_DIR`, `GIT_ALLOW_PROTOCOL`, `PERL5OPT`,
+//!   `NODE_OPTIONS`, `LESSOPEN`, `*_ASKPASS`, `BROWSER`; `MAKEFLAGS` with `eval`/`E`;
+//! - command substitutions inside arithmetic or `${…}` expansions; `${x@P}`;
+//! - **any word whose text holds `$(` or a backtick** even quoted (`'a[$(rm x)]'`,
+//!   `$'\x24(…)'`, an unquoted here-document's escaped `\$(`): bash runs it wherever the
+//!   value reaches arithmetic (`test -v`, `let`, `[[ … -eq … ]]`, `declare -i`,
+//!   `$((x))`, array subscripts). Exempt: words consumed as code this module parsed or
+//!   checked (`sh -c '… $(…)'`, awk programs, sed scripts, grep patterns). False
+//!   positives, by design: `git commit -m 'fix `x`'`, `echo '$(…)'`, `printf '`'`;
+//!   a quoted here-document (`git commit -m "$(cat <<'EOF' … EOF)"`) is not a word and
+//!   is not checked.
 //!
 //! Arguments that are not static (`$HOME`, `"$x"`, `$(date)`, `*.rs`, `{a,b}`) are kept
 //! as [`Arg::Dynamic`]: matching treats them as "could be any words".
 //!
-//! Known limits (documented, not handled): variables set by `read`, `printf -v` or
-//! `mapfile` and later used in arithmetic (`a[$(…)]` injection through a variable's
-//! value); commands run by other programs' own options (`git -c core.pager=…`,
-//! `git rebase --exec`, `ssh host cmd`, `watch`, `parallel`, `python -c`); git aliases
-//! from configuration files; symlinks. The sandbox is the structural boundary; this
-//! module makes the gate's questions precise.
+//! Known limits (documented, not handled): values built at run time and then used in
+//! arithmetic (`x=$(printf 'a[\x24(rm x)]'); echo $((x))`, `read` from a file, a
+//! quoted here-document's body); what files contain (scripts run as programs,
+//! `python3 x.py`, Makefiles, `.git/config` and hooks, `~/.bashrc` for `bash -l`/`-i`
+//! and `~/.zshenv`, programs found on `PATH`, symlinks such as `ln -s /bin/rm d`);
+//! code an interpreter module evaluates from its arguments (`python3 -m timeit …`)
+//! unless it names an always-ask program literally (the policy's catch-all). The
+//! sandbox is the structural boundary; this module makes the gate's questions precise.
 //!
 //! Pure: no IO, no clock.
 
@@ -141,6 +182,7 @@ pub fn analyze(line: &str) -> Analysis {
         out: Analysis::default(),
         opts: ParserOptions::default(),
         sources: Vec::new(),
+        code: Vec::new(),
     };
     walker.program(line, 0);
     walker.out
@@ -176,7 +218,8 @@ pub fn join(args: &[Arg]) -> String {
     s
 }
 
-/// Variables whose assignment changes which program runs or makes a shell run code.
+/// Variables whose assignment changes which program runs, or makes a program run code
+/// the gate cannot see (git's configuration and helpers, loaders, askpass programs).
 const DANGEROUS_VARS: &[&str] = &[
     "PATH",
     "BASH_ENV",
@@ -188,14 +231,122 @@ const DANGEROUS_VARS: &[&str] = &[
     "LD_PRELOAD",
     "LD_AUDIT",
     "LD_LIBRARY_PATH",
+    "GCONV_PATH",
+    "GIT_EXEC_PATH",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "SUDO_ASKPASS",
+    "GIT_PROXY_COMMAND",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_TEMPLATE_DIR",
+    "GIT_ALLOW_PROTOCOL",
+    "PERL5OPT",
+    "NODE_OPTIONS",
+    "LESSOPEN",
+    "LESSCLOSE",
+    "BROWSER",
 ];
 
+/// Name prefixes of [`DANGEROUS_VARS`]: exported functions, git configuration from the
+/// environment (`GIT_CONFIG_COUNT`, `GIT_CONFIG_KEY_0`, `GIT_CONFIG_PARAMETERS`…),
+/// git's ssh command and aliases.
+const DANGEROUS_PREFIXES: &[&str] = &["BASH_FUNC_", "GIT_CONFIG", "GIT_SSH", "GIT_ALIAS"];
+
+/// Variables holding a command line that programs hand to `sh -c` (git's editor and
+/// pager): an assignment's value is parsed as the commands it runs.
+const COMMAND_VARS: &[&str] = &[
+    "GIT_EDITOR",
+    "GIT_SEQUENCE_EDITOR",
+    "GIT_PAGER",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "MANPAGER",
+];
+
+/// make's option variables: a value with `--eval`, `-E` or `SHELL` runs code.
+const MAKE_VARS: &[&str] = &["MAKEFLAGS", "GNUMAKEFLAGS", "MFLAGS"];
+
 fn dangerous_var(name: &str) -> bool {
-    DANGEROUS_VARS.contains(&name) || name.starts_with("BASH_FUNC_")
+    DANGEROUS_VARS.contains(&name) || DANGEROUS_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// Shells whose `-c STRING` is parsed again.
-const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "mksh", "ash"];
+/// POSIX-family shells whose `-c STRING` is parsed again.
+pub const SHELLS: &[&str] = &[
+    "sh", "bash", "rbash", "zsh", "dash", "ksh", "ksh93", "mksh", "ash", "yash", "posh", "pdksh",
+    "oksh", "lksh", "loksh", "hush",
+];
+
+/// Shells with a syntax of their own: whatever they run is unparsed.
+const OTHER_SHELLS: &[&str] = &[
+    "fish",
+    "csh",
+    "tcsh",
+    "nu",
+    "xonsh",
+    "elvish",
+    "pwsh",
+    "powershell",
+    "osh",
+    "ysh",
+];
+
+/// Programs that read commands the gate cannot see (from standard input or the
+/// terminal, with shell escapes) or build them at run time: always unparsed.
+const ALWAYS_UNPARSED: &[&str] = &[
+    "gdb", "lldb", "ed", "red", "ex", "vi", "vim", "nvim", "view", "vimdiff", "emacs", "dc", "ftp",
+    "sftp", "lftp", "mail", "mailx", "irb", "jshell", "parallel", "sem", "at", "batch", "newgrp",
+];
+
+/// Whether `name` is a shell, interpreter, debugger or editor that runs code handed to
+/// it: named in another program's arguments (`docker exec c sh`, `ssh host python3`), it
+/// could run anything. Common English words (`dash`, `fish`, `expect`…) are left out.
+pub fn is_code_runner(name: &str) -> bool {
+    const RUNNERS: &[&str] = &[
+        "sh",
+        "bash",
+        "rbash",
+        "zsh",
+        "ksh",
+        "ksh93",
+        "mksh",
+        "yash",
+        "busybox",
+        "csh",
+        "tcsh",
+        "pwsh",
+        "powershell",
+        "xonsh",
+        "elvish",
+        "pypy",
+        "pypy3",
+        "perl",
+        "ruby",
+        "node",
+        "nodejs",
+        "deno",
+        "php",
+        "lua",
+        "luajit",
+        "Rscript",
+        "julia",
+        "osascript",
+        "tclsh",
+        "gdb",
+        "lldb",
+        "vim",
+        "nvim",
+        "emacs",
+        "parallel",
+    ];
+    RUNNERS.contains(&name) || is_python(name)
+}
+
+/// `python`, `python3`, `python3.12`…
+fn is_python(name: &str) -> bool {
+    name.strip_prefix("python")
+        .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+}
 
 /// Builtins that declare variables (their `NAME=…` operands are assignments).
 const DECLARATIONS: &[&str] = &["export", "declare", "typeset", "local", "readonly"];
@@ -205,6 +356,10 @@ struct Walker {
     opts: ParserOptions,
     /// The source texts being walked, innermost last (locations index into them).
     sources: Vec<String>,
+    /// Argument words consumed as code the gate parsed or checked (`sh -c STRING`, an
+    /// awk program, a grep pattern): a `$(` or backtick in them is not a hidden
+    /// substitution (see [`Walker::word_marked`]).
+    code: Vec<String>,
 }
 
 /// What a wrapper does with the rest of the words.
@@ -309,8 +464,15 @@ impl Walker {
     /// An arithmetic expression: must be one (bash runs a failed `$((…) )` as a
     /// command substitution) and must not hide a command substitution.
     fn arithmetic(&mut self, expr: &str) {
+        let assigns_dangerous = expr
+            .split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+            .find(|w| dangerous_var(w) || COMMAND_VARS.contains(w));
         if expr.contains("$(") || expr.contains('`') || expr.contains("<(") {
             self.unparsed(format!("command substitution inside arithmetic `{expr}`"));
+        } else if let Some(name) = assigns_dangerous {
+            self.unparsed(format!(
+                "arithmetic `{expr}` names `{name}`, which changes what runs"
+            ));
         } else if !is_arithmetic(expr) {
             self.unparsed(format!(
                 "`{expr}` is not an arithmetic expression (bash may run it as commands)"
@@ -409,6 +571,9 @@ impl Walker {
                             let mut value = String::new();
                             let mut dynamic = false;
                             self.pieces(&pieces, body, true, depth, &mut value, &mut dynamic);
+                            if has_substitution_text(&value) {
+                                self.unparsed(marked_reason(value.trim()));
+                            }
                         }
                         Ok(Err(e)) => self.unparsed(format!("here-document: {e}")),
                         Err(_) => self.unparsed("the word parser failed on a here-document"),
@@ -430,14 +595,29 @@ impl Walker {
     }
 
     /// Evaluates one word: its static value, or dynamic; walks every substitution in
-    /// it.
+    /// it. A `$(` or backtick in its quoted or escaped text is unparsed (see
+    /// [`Walker::word_marked`]).
     fn word(&mut self, raw: &str, depth: usize) -> Arg {
+        let (arg, marked) = self.word_marked(raw, depth);
+        if let Some(text) = marked {
+            self.unparsed(marked_reason(&text));
+        }
+        arg
+    }
+
+    /// [`Walker::word`], but a word whose literal text (quoted, escaped, or decoded from
+    /// `$'…'`) holds `$(` or a backtick is returned as marked instead of unparsed: bash
+    /// runs such text as a command substitution wherever a value reaches arithmetic
+    /// evaluation (`test -v 'a[$(…)]'`, `let`, `[[ … -eq … ]]`, `declare -i`,
+    /// `$((x))` of a variable holding it). The caller decides (an argument consumed as
+    /// code that the gate parses, `sh -c '… $(…)'`, is fine).
+    fn word_marked(&mut self, raw: &str, depth: usize) -> (Arg, Option<String>) {
         let opts = &self.opts;
         let parsed =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| word::parse(raw, opts)));
         let Ok(parsed) = parsed else {
             self.unparsed(format!("the word parser failed on `{raw}`"));
-            return Arg::Dynamic(raw.to_string());
+            return (Arg::Dynamic(raw.to_string()), None);
         };
         match parsed {
             Ok(pieces) => {
@@ -447,15 +627,16 @@ impl Walker {
                 if !dynamic && has_brace_expansion(&pieces, raw) {
                     dynamic = true;
                 }
+                let marked = has_substitution_text(&value).then(|| value.clone());
                 if dynamic {
-                    Arg::Dynamic(raw.to_string())
+                    (Arg::Dynamic(raw.to_string()), marked)
                 } else {
-                    Arg::Literal(value)
+                    (Arg::Literal(value), marked)
                 }
             }
             Err(e) => {
                 self.unparsed(format!("word `{raw}`: {e}"));
-                Arg::Dynamic(raw.to_string())
+                (Arg::Dynamic(raw.to_string()), None)
             }
         }
     }
@@ -480,9 +661,13 @@ impl Walker {
                 WordPiece::SingleQuotedText(t) => value.push_str(t),
                 WordPiece::AnsiCQuotedText(t) => {
                     if t.contains('\\') {
+                        // Kept dynamic; the decoded text is what a substitution check
+                        // must see (`$'\x24(rm x)'` is `$(rm x)`).
                         *dynamic = true;
+                        value.push_str(&decode_ansi_c(t));
+                    } else {
+                        value.push_str(t);
                     }
-                    value.push_str(t);
                 }
                 WordPiece::DoubleQuotedSequence(inner)
                 | WordPiece::GettextDoubleQuotedSequence(inner) => {
@@ -547,13 +732,8 @@ impl Walker {
                 n.as_str()
             }
         };
-        if check_name && dangerous_var(name) {
-            self.unparsed(format!("assignment to `{name}` changes what runs"));
-        }
-        match &a.value {
-            ast::AssignmentValue::Scalar(w) => {
-                self.word(&w.value, depth);
-            }
+        let value = match &a.value {
+            ast::AssignmentValue::Scalar(w) => Some(self.word(&w.value, depth)),
             ast::AssignmentValue::Array(items) => {
                 for (k, v) in items {
                     if let Some(k) = k {
@@ -561,29 +741,113 @@ impl Walker {
                     }
                     self.word(&v.value, depth);
                 }
+                None
+            }
+        };
+        if check_name {
+            let value = value.unwrap_or_else(|| Arg::Dynamic("( … )".to_string()));
+            if let Err(reason) = self.assigned(name, Some(&value), depth) {
+                self.unparsed(reason);
             }
         }
     }
 
+    /// An assignment about to take effect (before a command, on its own, after a
+    /// wrapper, through `env`, `sudo`, `export`…): an error for variables that change
+    /// what runs ([`DANGEROUS_VARS`]); a command variable's value ([`COMMAND_VARS`]) is
+    /// parsed as the commands it names.
+    fn assigned(&mut self, name: &str, value: Option<&Arg>, depth: usize) -> Result<(), String> {
+        let name = name.trim_end_matches('+');
+        if dangerous_var(name) {
+            return Err(format!("assignment to `{name}` changes what runs"));
+        }
+        if MAKE_VARS.contains(&name) {
+            return match value {
+                Some(Arg::Literal(v))
+                    if v.contains("eval") || v.contains('E') || v.contains("SHELL") =>
+                {
+                    Err(format!("`{name}={v}` makes make run code"))
+                }
+                Some(Arg::Dynamic(v)) => {
+                    Err(format!("`{name}` is set to `{v}`, known only at run time"))
+                }
+                _ => Ok(()),
+            };
+        }
+        if COMMAND_VARS.contains(&name) {
+            match value {
+                // Commands that do nothing need no question of their own.
+                Some(Arg::Literal(v))
+                    if !matches!(v.trim(), "" | "true" | ":" | "false" | "cat") =>
+                {
+                    self.code(v, depth);
+                }
+                Some(Arg::Dynamic(v)) => {
+                    return Err(format!(
+                        "`{name}` is set to `{v}`, a command known only at run time"
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses `script` as the commands an argument runs, and records the argument as
+    /// consumed code.
+    fn code(&mut self, script: &str, depth: usize) {
+        self.code.push(script.to_string());
+        self.program(script, depth + 1);
+    }
+
+    /// Words run as one command line (`watch a b`, `sg g a b`): joined with spaces and
+    /// parsed; every word is consumed code.
+    fn code_joined(&mut self, name: &str, words: &[Arg], depth: usize) -> Result<(), String> {
+        let mut line = Vec::new();
+        for w in words {
+            match w {
+                Arg::Literal(s) => line.push(s.clone()),
+                Arg::Dynamic(d) => {
+                    return Err(format!(
+                        "`{name}` runs the command word `{d}`, known only at run time"
+                    ))
+                }
+            }
+        }
+        self.code.extend(line.iter().cloned());
+        self.program(&line.join(" "), depth + 1);
+        Ok(())
+    }
+
     fn simple(&mut self, simple: &ast::SimpleCommand, depth: usize) {
         let mut words: Vec<Arg> = Vec::new();
+        let mut marked: Vec<String> = Vec::new();
         if let Some(prefix) = &simple.prefix {
             for it in &prefix.0 {
-                self.item(it, true, depth, &mut words);
+                self.item(it, true, depth, &mut words, &mut marked);
             }
         }
         if let Some(name) = &simple.word_or_name {
-            words.push(self.word(&name.value, depth));
+            let (arg, m) = self.word_marked(&name.value, depth);
+            words.push(arg);
+            marked.extend(m);
         }
         if let Some(suffix) = &simple.suffix {
             for it in &suffix.0 {
-                self.item(it, false, depth, &mut words);
+                self.item(it, false, depth, &mut words, &mut marked);
             }
         }
-        if words.is_empty() {
-            return;
+        let before = self.code.len();
+        if !words.is_empty() {
+            self.resolve(words, depth);
         }
-        self.resolve(words, depth);
+        // A marked word is fine only when it was consumed as code the gate parsed or
+        // checked (`sh -c '… $(…)'`, an awk program).
+        for m in marked {
+            if !self.code[before..].contains(&m) {
+                self.unparsed(marked_reason(&m));
+            }
+        }
     }
 
     fn item(
@@ -592,12 +856,14 @@ impl Walker {
         in_prefix: bool,
         depth: usize,
         words: &mut Vec<Arg>,
+        marked: &mut Vec<String>,
     ) {
         match it {
             ast::CommandPrefixOrSuffixItem::IoRedirect(r) => self.redirect(r, depth),
             ast::CommandPrefixOrSuffixItem::Word(w) => {
-                let arg = self.word(&w.value, depth);
+                let (arg, m) = self.word_marked(&w.value, depth);
                 words.push(arg);
+                marked.extend(m);
             }
             ast::CommandPrefixOrSuffixItem::AssignmentWord(a, w) => {
                 self.assignment(a, depth, in_prefix);
@@ -644,10 +910,11 @@ impl Walker {
             // After a wrapper, `NAME=value` would be run as a program; read it as the
             // assignment it looks like (the stricter reading).
             if !wrappers.is_empty() {
-                if let Some((var, _)) = program.split_once('=') {
+                if let Some((var, value)) = program.split_once('=') {
                     if is_name(var) {
-                        if dangerous_var(var) {
-                            self.unparsed(format!("assignment to `{var}` changes what runs"));
+                        let value = Arg::Literal(value.to_string());
+                        if let Err(reason) = self.assigned(var, Some(&value), depth) {
+                            self.unparsed(reason);
                             return;
                         }
                         argv.remove(0);
@@ -795,10 +1062,11 @@ impl Walker {
                 Ok(runs(&args[o.operands..]))
             }
             "busybox" => match args.first() {
-                Some(Arg::Literal(a)) if !a.starts_with('-') => Ok(runs(args)),
-                _ => Ok(Step::Itself),
+                Some(Arg::Literal(a)) if a.starts_with('-') => Ok(Step::Itself),
+                // An applet named at run time is unparsed when resolved.
+                _ => Ok(runs(args)),
             },
-            "env" => self.env(args),
+            "env" => self.env(args, depth),
             "xargs" => xargs(args),
             "sudo" | "doas" => {
                 let spec = if name == "sudo" {
@@ -861,12 +1129,11 @@ impl Walker {
                 // sudo VAR=value … cmd
                 while let Some(Arg::Literal(a)) = rest.first() {
                     match a.split_once('=') {
-                        Some((var, _)) if is_name(var) => {
-                            if dangerous_var(var) {
+                        Some((var, value)) if is_name(var) => {
+                            let value = Arg::Literal(value.to_string());
+                            if let Err(reason) = self.assigned(var, Some(&value), depth) {
                                 self.emit_visible(argv);
-                                return Err(format!(
-                                    "`{name}` sets `{var}`, which changes what runs"
-                                ));
+                                return Err(format!("`{name}`: {reason}"));
                             }
                             rest = &rest[1..];
                         }
@@ -885,37 +1152,7 @@ impl Walker {
                 self.find_exec(argv, depth);
                 Ok(Step::Itself)
             }
-            "su" => {
-                // `su [options] [user] [-c CMD]`: stays visible; its `-c` string is
-                // parsed like `sh -c`.
-                if let Some(d) = args.iter().find(|a| a.literal().is_none()) {
-                    self.emit_visible(argv);
-                    return Err(format!("`su` argument `{}` is not static", d.as_text()));
-                }
-                let mut command: Option<&Arg> = None;
-                let mut i = 0;
-                while i < args.len() {
-                    match args[i].literal() {
-                        Some("-c" | "--command") => {
-                            command = args.get(i + 1);
-                            i += 2;
-                        }
-                        Some(a) if a.starts_with("--command=") => {
-                            command = Some(&args[i]);
-                            i += 1;
-                        }
-                        _ => i += 1,
-                    }
-                }
-                match command {
-                    Some(Arg::Literal(c)) => {
-                        let c = c.strip_prefix("--command=").unwrap_or(c).to_string();
-                        self.program(&c, depth + 1);
-                        Ok(Step::Itself)
-                    }
-                    _ => Ok(Step::Itself),
-                }
-            }
+            "su" | "runuser" => self.su(name, argv, depth),
             "eval" => Err("`eval` runs a string built at run time".to_string()),
             "source" | "." => Err(format!("`{name}` runs a file the gate cannot see")),
             "fc" => Err("`fc` re-runs commands from the history".to_string()),
@@ -951,25 +1188,43 @@ impl Walker {
                     None => Ok(Step::Itself),
                     Some(Arg::Literal(action)) => {
                         if rest.len() > 1 {
-                            self.program(action, depth + 1);
+                            self.code(action, depth);
                         }
                         Ok(Step::Itself)
                     }
                     Some(Arg::Dynamic(a)) => Err(format!("`trap` action `{a}` is not static")),
                 }
             }
-            n if DECLARATIONS.contains(&n) => {
+            n if DECLARATIONS.contains(&n) => self.declaration(name, args, depth),
+            "read" | "mapfile" | "readarray" | "getopts" | "printf" => {
+                // `mapfile -C CALLBACK` evaluates the callback as shell code.
+                if name == "mapfile" || name == "readarray" {
+                    self.option_code(args, 'C', &[], depth)?;
+                }
+                // Builtins that set the variables they name.
                 for a in args {
-                    let text = a.as_text();
-                    let var = text.split(['=', '[']).next().unwrap_or("");
-                    if text.contains('=') && dangerous_var(var.trim_end_matches('+')) {
-                        return Err(format!("`{name}` sets `{var}`, which changes what runs"));
+                    if let Some(v) = a.literal() {
+                        let v = v.split('[').next().unwrap_or(v);
+                        if dangerous_var(v) || COMMAND_VARS.contains(&v) {
+                            return Err(format!("`{name}` sets `{v}`, which changes what runs"));
+                        }
+                    }
+                }
+                Ok(Step::Itself)
+            }
+            "let" => {
+                for a in args {
+                    match a {
+                        Arg::Literal(e) => self.arithmetic(e),
+                        Arg::Dynamic(d) => {
+                            return Err(format!("`let` expression `{d}` is known only at run time"))
+                        }
                     }
                 }
                 Ok(Step::Itself)
             }
             n if SHELLS.contains(&n) => self.shell(name, args, depth),
-            _ => Ok(Step::Itself),
+            _ => self.other(name, argv, depth),
         }
     }
 
@@ -977,9 +1232,9 @@ impl Walker {
         self.emit(argv.to_vec(), argv, &[], false);
     }
 
-    fn env(&mut self, args: &[Arg]) -> Result<Step, String> {
+    fn env(&mut self, args: &[Arg], depth: usize) -> Result<Step, String> {
         if matches!(args.first(), Some(Arg::Literal(a)) if a == "-") {
-            return self.env(&args[1..]);
+            return self.env(&args[1..], depth);
         }
         let o = scan(
             "env",
@@ -1008,10 +1263,10 @@ impl Walker {
         loop {
             match rest.first() {
                 Some(Arg::Literal(a)) => match a.split_once('=') {
-                    Some((var, _)) => {
-                        if dangerous_var(var) {
-                            return Err(format!("`env` sets `{var}`, which changes what runs"));
-                        }
+                    Some((var, value)) => {
+                        let value = Arg::Literal(value.to_string());
+                        self.assigned(var, Some(&value), depth)
+                            .map_err(|reason| format!("`env`: {reason}"))?;
                         rest = &rest[1..];
                     }
                     None => break,
@@ -1051,10 +1306,9 @@ impl Walker {
             }
             if let Some(long) = a.strip_prefix("--") {
                 if long == "rcfile" || long == "init-file" {
-                    i += 2;
-                } else {
-                    i += 1;
+                    return Err(format!("`{name} --{long}` runs a file the gate cannot see"));
                 }
+                i += 1;
                 continue;
             }
             let cluster = match a.strip_prefix('-').or_else(|| a.strip_prefix('+')) {
@@ -1075,7 +1329,7 @@ impl Walker {
         if dash_c {
             return match operands.first() {
                 Some(Arg::Literal(script)) => {
-                    self.program(script, depth + 1);
+                    self.code(script, depth);
                     Ok(Step::Consumed)
                 }
                 Some(Arg::Dynamic(s)) => Err(format!("`{name} -c` string `{s}` is not static")),
@@ -1085,10 +1339,1265 @@ impl Walker {
         if dash_s || operands.is_empty() {
             return Err(format!("`{name}` reads its commands from standard input"));
         }
-        match &operands[0] {
-            Arg::Literal(_) => Ok(Step::Itself),
-            Arg::Dynamic(s) => Err(format!("`{name}` runs a script `{s}` named at run time")),
+        // `bash script.sh`, `sh /dev/stdin`, `bash /proc/self/fd/0`: code the gate
+        // cannot see.
+        Err(format!(
+            "`{name}` runs the script `{}`, which the gate cannot see",
+            operands[0].as_text()
+        ))
+    }
+
+    /// `su` and `runuser`: the privilege wrapper stays visible (without its `-c`
+    /// string), its `-c` string is parsed like `sh -c`; `runuser -u USER [--] CMD…`
+    /// runs `CMD…`. Without a command they start a shell reading standard input.
+    fn su(&mut self, name: &str, argv: &[Arg], depth: usize) -> Result<Step, String> {
+        let args = &argv[1..];
+        let spec = OptSpec {
+            short_value: if name == "runuser" { "cgGswu" } else { "cgGsw" },
+            short_flags: "flmpP",
+            long_value: &[
+                "command",
+                "session-command",
+                "group",
+                "supp-group",
+                "shell",
+                "whitelist-environment",
+                "user",
+            ],
+            long_flags: &["login", "fast", "preserve-environment", "pty"],
+            ..OptSpec::default()
+        };
+        let (o, operands) = match scan_permuted(name, args, &spec) {
+            Ok(x) => x,
+            Err(reason) => {
+                self.emit_visible(argv);
+                return Err(reason);
+            }
+        };
+        if o.info {
+            return Ok(Step::Itself);
         }
+        let mut command: Option<Arg> = None;
+        let mut visible = vec![argv[0].clone()];
+        for (opt, value) in &o.seen {
+            match opt.as_str() {
+                "c" | "command" | "session-command" => command = value.clone(),
+                "s" | "shell" => {
+                    let ok = value
+                        .as_ref()
+                        .and_then(Arg::literal)
+                        .is_some_and(|s| SHELLS.contains(&basename(s)));
+                    if !ok {
+                        self.emit_visible(argv);
+                        return Err(format!(
+                            "`{name}` runs the shell `{}`, which is not a known shell",
+                            value.as_ref().map_or("", Arg::as_text)
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let user_form = o.has_any("u", &["user"]);
+        if name == "runuser" && user_form && command.is_none() {
+            if operands.is_empty() {
+                return Err("`runuser -u` without a command starts a shell".to_string());
+            }
+            return Ok(Step::Runs {
+                rest: operands,
+                open_ended: false,
+            });
+        }
+        visible.extend(operands.iter().cloned());
+        self.emit_visible(&visible);
+        match command {
+            Some(Arg::Literal(c)) => {
+                self.code(&c, depth);
+                Ok(Step::Consumed)
+            }
+            Some(Arg::Dynamic(d)) => Err(format!("`{name}` command `{d}` is not static")),
+            None => Err(format!(
+                "`{name}` without `-c` runs a shell reading standard input"
+            )),
+        }
+    }
+
+    /// `export`, `declare`, `typeset`, `local`, `readonly`: their `NAME=value` operands
+    /// are assignments; `-n` (a name reference) can alias any variable.
+    fn declaration(&mut self, name: &str, args: &[Arg], depth: usize) -> Result<Step, String> {
+        for a in args {
+            let text = a.as_text();
+            if text.starts_with('-') || text.starts_with('+') {
+                match a {
+                    Arg::Literal(o) if name != "export" && o.contains('n') => {
+                        return Err(format!(
+                            "`{name} {o}` makes a name refer to another variable"
+                        ))
+                    }
+                    Arg::Literal(_) => {}
+                    Arg::Dynamic(d) => return Err(format!("`{name}` option `{d}` is not static")),
+                }
+                continue;
+            }
+            let (left, value) = match text.split_once('=') {
+                Some((l, v)) => (l, Some(v)),
+                None => (text, None),
+            };
+            let var = left.trim_end_matches('+');
+            let var = var.split('[').next().unwrap_or(var);
+            if !is_name(var) {
+                if matches!(a, Arg::Dynamic(_)) {
+                    return Err(format!(
+                        "`{name}` operand `{text}` names a variable known only at run time"
+                    ));
+                }
+                continue;
+            }
+            let value = match (a, value) {
+                (_, None) => None,
+                (Arg::Literal(_), Some(v)) => Some(Arg::Literal(v.to_string())),
+                (Arg::Dynamic(_), Some(v)) => Some(Arg::Dynamic(v.to_string())),
+            };
+            self.assigned(var, value.as_ref(), depth)
+                .map_err(|reason| format!("`{name}`: {reason}"))?;
+        }
+        Ok(Step::Itself)
+    }
+
+    /// Programs that are not shells or builtins: more wrappers, git, interpreters and
+    /// other programs that run code given on their command line.
+    fn other(&mut self, name: &str, argv: &[Arg], depth: usize) -> Result<Step, String> {
+        let args = &argv[1..];
+        let runs = |rest: &[Arg]| -> Step {
+            if rest.is_empty() {
+                Step::Itself
+            } else {
+                Step::Runs {
+                    rest: rest.to_vec(),
+                    open_ended: false,
+                }
+            }
+        };
+        let shell_if_empty = |rest: &[Arg]| -> Result<Step, String> {
+            if rest.is_empty() {
+                Err(format!(
+                    "`{name}` without a command starts a shell reading standard input"
+                ))
+            } else {
+                Ok(runs(rest))
+            }
+        };
+        if name == "git" || (name.starts_with("git-") && name.len() > 4) {
+            return self.git(name, args, depth);
+        }
+        if ALWAYS_UNPARSED.contains(&name) {
+            return Err(format!(
+                "`{name}` runs commands the gate cannot see (from standard input, the \
+                 terminal, or built at run time)"
+            ));
+        }
+        if OTHER_SHELLS.contains(&name) {
+            return Err(format!(
+                "`{name}` is a shell whose language the gate does not parse"
+            ));
+        }
+        if let Some(spec) = interpreter(name) {
+            if name == "deno" || name == "bun" {
+                let sub = args.iter().find(|a| !a.as_text().starts_with('-'));
+                match sub.and_then(Arg::literal) {
+                    Some("eval" | "repl") => {
+                        return Err(format!(
+                            "`{name} {}` runs code the gate cannot see",
+                            sub.map_or("", Arg::as_text)
+                        ))
+                    }
+                    None if name == "deno"
+                        && !args.iter().any(|a| {
+                            matches!(a.literal(), Some("-h" | "--help" | "-V" | "--version"))
+                        }) =>
+                    {
+                        return Err("`deno` without a subcommand starts a REPL".to_string())
+                    }
+                    _ => {}
+                }
+            }
+            return interpreted(name, args, &spec);
+        }
+        match name {
+            "flock" => {
+                let o = scan(
+                    name,
+                    args,
+                    &OptSpec {
+                        short_value: "Ewc",
+                        short_flags: "Fnosxeuv",
+                        long_value: &["command", "conflict-exit-code", "timeout", "wait"],
+                        long_flags: &[
+                            "no-fork",
+                            "nonblock",
+                            "nb",
+                            "close",
+                            "shared",
+                            "exclusive",
+                            "unlock",
+                            "verbose",
+                            "fcntl",
+                        ],
+                        ..OptSpec::default()
+                    },
+                )?;
+                if o.info {
+                    return Ok(Step::Itself);
+                }
+                let mut command = o
+                    .seen
+                    .iter()
+                    .find(|(k, _)| k == "c" || k == "command")
+                    .and_then(|(_, v)| v.clone());
+                let rest = &args[o.operands..];
+                let after = rest.get(1..).unwrap_or(&[]);
+                match after.first() {
+                    Some(Arg::Literal(a)) if a == "-c" || a == "--command" => {
+                        command =
+                            Some(after.get(1).cloned().ok_or_else(|| {
+                                "`flock -c` without a command string".to_string()
+                            })?);
+                    }
+                    Some(Arg::Literal(a)) if a.starts_with("--command=") => {
+                        command = Some(Arg::Literal(a["--command=".len()..].to_string()));
+                    }
+                    // The command after the lock file (a run-time program name is
+                    // unparsed when resolved).
+                    Some(_) if command.is_none() => return Ok(runs(after)),
+                    _ => {}
+                }
+                match command {
+                    Some(Arg::Literal(c)) => {
+                        self.code(&c, depth);
+                        Ok(Step::Consumed)
+                    }
+                    Some(Arg::Dynamic(d)) => Err(format!("`flock` command `{d}` is not static")),
+                    None => Ok(Step::Itself),
+                }
+            }
+            "taskset" => {
+                let o = scan(
+                    name,
+                    args,
+                    &OptSpec {
+                        short_flags: "apc",
+                        long_flags: &["all-tasks", "pid", "cpu-list"],
+                        ..OptSpec::default()
+                    },
+                )?;
+                if o.info || o.has_any("p", &["pid"]) {
+                    return Ok(Step::Itself);
+                }
+                Ok(runs(args.get(o.operands + 1..).unwrap_or(&[])))
+            }
+            "chrt" => {
+                let o = scan(
+                    name,
+                    args,
+                    &OptSpec {
+                        short_value: "TPD",
+                        short_flags: "abdfiormpRv",
+                        long_value: &["sched-runtime", "sched-period", "sched-deadline"],
+                        long_flags: &[
+                            "all-tasks",
+                            "batch",
+                            "deadline",
+                            "fifo",
+                            "idle",
+                            "other",
+                            "rr",
+                            "reset-on-fork",
+                            "max",
+                            "pid",
+                            "verbose",
+                        ],
+                        ..OptSpec::default()
+                    },
+                )?;
+                if o.info || o.has_any("mp", &["max", "pid"]) {
+                    return Ok(Step::Itself);
+                }
+                Ok(runs(args.get(o.operands + 1..).unwrap_or(&[])))
+            }
+            "setpriv" => {
+                let o = scan(
+                    name,
+                    args,
+                    &OptSpec {
+                        short_flags: "d",
+                        long_value: &[
+                            "reuid",
+                            "regid",
+                            "ruid",
+                            "euid",
+                            "rgid",
+                            "egid",
+                            "groups",
+                            "inh-caps",
+                            "ambient-caps",
+                            "bounding-set",
+                            "securebits",
+                            "pdeathsig",
+                            "selinux-label",
+                            "apparmor-profile",
+                            "landlock-access",
+                            "landlock-rule",
+                        ],
+                        long_flags: &[
+                            "clear-groups",
+                            "keep-groups",
+                            "init-groups",
+                            "no-new-privs",
+                            "reset-env",
+                            "dump",
+                        ],
+                        ..OptSpec::default()
+                    },
+                )?;
+                if o.info || o.has_any("d", &["dump"]) {
+                    return Ok(Step::Itself);
+                }
+                Ok(runs(&args[o.operands..]))
+            }
+            "unshare" => {
+                let o = scan(
+                    name,
+                    args,
+                    &OptSpec {
+                        short_value: "RwSG",
+                        short_flags: "muinpUCTfrcl",
+                        long_value: &[
+                            "propagation",
+                            "setgroups",
+                            "root",
+                            "wd",
+                            "setuid",
+                            "setgid",
+                            "monotonic",
+                            "boottime",
+                            "map-user",
+                            "map-group",
+                            "map-users",
+                            "map-groups",
+                            "load-interp",
+                        ],
+                        long_optional: &[
+                            "mount",
+                            "uts",
+                            "ipc",
+                            "net",
+                            "pid",
+                            "user",
+                            "cgroup",
+                            "time",
+                            "mount-proc",
+                            "kill-child",
+                            "mount-binfmt",
+                        ],
+                        long_flags: &[
+                            "fork",
+                            "map-root-user",
+                            "map-current-user",
+                            "map-auto",
+                            "keep-caps",
+                        ],
+                        ..OptSpec::default()
+                    },
+                )?;
+                if o.info {
+                    return Ok(Step::Itself);
+                }
+                if o.has_any("R", &["root"]) {
+                    return Err("`unshare --root` runs programs from another root".to_string());
+                }
+                shell_if_empty(&args[o.operands..])
+            }
+            "nsenter" => {
+                let o = scan(
+                    name,
+                    args,
+                    &OptSpec {
+                        short_value: "tSG",
+                        short_optional: "muinpUCTrwW",
+                        short_flags: "aeFZc",
+                        long_value: &["target", "setuid", "setgid"],
+                        long_optional: &[
+                            "mount", "uts", "ipc", "net", "pid", "user", "cgroup", "time", "root",
+                            "wd", "wdns",
+                        ],
+                        long_flags: &[
+                            "all",
+                            "preserve-credentials",
+                            "no-fork",
+                            "follow-context",
+                            "env",
+                            "join-cgroup",
+                        ],
+                        ..OptSpec::default()
+                    },
+                )?;
+                if o.info {
+                    return Ok(Step::Itself);
+                }
+                if o.has_any("amrwW", &["all", "mount", "root", "wd", "wdns"]) {
+                    return Err(
+                        "`nsenter` into another mount namespace or root runs programs the gate \
+                         cannot name"
+                            .to_string(),
+                    );
+                }
+                shell_if_empty(&args[o.operands..])
+            }
+            "chroot" => {
+                let o = scan(
+                    name,
+                    args,
+                    &OptSpec {
+                        long_value: &["userspec", "groups"],
+                        long_flags: &["skip-chdir"],
+                        ..OptSpec::default()
+                    },
+                )?;
+                if o.info {
+                    return Ok(Step::Itself);
+                }
+                let rest = &args[o.operands..];
+                match rest.first() {
+                    None => Ok(Step::Itself),
+                    Some(Arg::Literal(root)) if root.trim_end_matches('/').is_empty() => {
+                        shell_if_empty(&rest[1..])
+                    }
+                    Some(root) => Err(format!(
+                        "`chroot {}` runs programs from another root",
+                        root.as_text()
+                    )),
+                }
+            }
+            "prlimit" => {
+                const RESOURCES: &[&str] = &[
+                    "core",
+                    "data",
+                    "nice",
+                    "fsize",
+                    "sigpending",
+                    "memlock",
+                    "rss",
+                    "nofile",
+                    "msgqueue",
+                    "rtprio",
+                    "stack",
+                    "cpu",
+                    "nproc",
+                    "as",
+                    "locks",
+                    "rttime",
+                ];
+                let o = scan(
+                    name,
+                    args,
+                    &OptSpec {
+                        short_value: "po",
+                        short_optional: "cdefilmnqrstuvxy",
+                        long_value: &["pid", "output"],
+                        long_optional: RESOURCES,
+                        long_flags: &["noheadings", "raw", "verbose"],
+                        ..OptSpec::default()
+                    },
+                )?;
+                if o.info || o.has_any("p", &["pid"]) {
+                    return Ok(Step::Itself);
+                }
+                Ok(runs(&args[o.operands..]))
+            }
+            "systemd-run" => {
+                let o = scan(
+                    name,
+                    args,
+                    &OptSpec {
+                        short_value: "upEHM",
+                        short_flags: "tPqGdrS",
+                        long_value: &[
+                            "unit",
+                            "property",
+                            "description",
+                            "slice",
+                            "service-type",
+                            "uid",
+                            "gid",
+                            "nice",
+                            "working-directory",
+                            "setenv",
+                            "host",
+                            "machine",
+                            "on-active",
+                            "on-boot",
+                            "on-startup",
+                            "on-unit-active",
+                            "on-unit-inactive",
+                            "on-calendar",
+                            "timer-property",
+                            "path-property",
+                            "socket-property",
+                        ],
+                        long_flags: &[
+                            "user",
+                            "system",
+                            "scope",
+                            "wait",
+                            "no-block",
+                            "no-ask-password",
+                            "pty",
+                            "pipe",
+                            "quiet",
+                            "collect",
+                            "same-dir",
+                            "remain-after-exit",
+                            "shell",
+                            "slice-inherit",
+                            "send-sighup",
+                            "on-clock-change",
+                            "on-timezone-change",
+                        ],
+                        ..OptSpec::default()
+                    },
+                )?;
+                if o.info {
+                    return Ok(Step::Itself);
+                }
+                if o.has_any("S", &["shell"]) {
+                    return Err("`systemd-run --shell` starts a shell".to_string());
+                }
+                self.env_options(name, &o, &["E", "setenv"], depth)?;
+                Ok(runs(&args[o.operands..]))
+            }
+            "strace" => {
+                let o = scan(
+                    name,
+                    args,
+                    &OptSpec {
+                        short_value: "abeEIoOpPsSuUX",
+                        short_flags: "cCdDfFhiknNqrtTvVwxyYzZ",
+                        long_value: &[
+                            "output",
+                            "attach",
+                            "env",
+                            "trace",
+                            "trace-path",
+                            "signal",
+                            "status",
+                            "user",
+                            "string-limit",
+                            "summary-sort-by",
+                            "summary-columns",
+                            "columns",
+                            "abbrev",
+                            "verbose",
+                            "raw",
+                            "read",
+                            "write",
+                            "inject",
+                            "fault",
+                            "const-print-style",
+                            "trace-fds",
+                        ],
+                        long_optional: &[
+                            "decode-fds",
+                            "decode-pids",
+                            "absolute-timestamps",
+                            "timestamps",
+                            "relative-timestamps",
+                            "syscall-times",
+                            "quiet",
+                            "silent",
+                            "stack-trace",
+                            "secontext",
+                        ],
+                        long_flags: &[
+                            "follow-forks",
+                            "output-separately",
+                            "summary-only",
+                            "summary",
+                            "summary-wall-clock",
+                            "no-abbrev",
+                            "debug",
+                            "daemonize",
+                            "instruction-pointer",
+                            "seccomp-bpf",
+                            "successful-only",
+                            "failed-only",
+                            "kill-on-exit",
+                        ],
+                        ..OptSpec::default()
+                    },
+                )?;
+                if o.info {
+                    return Ok(Step::Itself);
+                }
+                // `-o '|cmd'` pipes the trace into a command.
+                for (k, v) in &o.seen {
+                    if k == "o" || k == "output" {
+                        match v {
+                            Some(Arg::Literal(f)) => {
+                                if let Some(cmd) = f.strip_prefix('|').or(f.strip_prefix('!')) {
+                                    self.code(cmd, depth);
+                                }
+                            }
+                            Some(Arg::Dynamic(d)) => {
+                                return Err(format!("`strace -o {d}` is not static"))
+                            }
+                            None => {}
+                        }
+                    }
+                }
+                self.env_options(name, &o, &["E", "env"], depth)?;
+                Ok(runs(&args[o.operands..]))
+            }
+            "ltrace" => {
+                let o = scan(
+                    name,
+                    args,
+                    &OptSpec {
+                        short_value: "aADeFlnopsuwx",
+                        short_flags: "bcCfhiLrStTV",
+                        long_value: &["align", "config", "indent", "library", "output"],
+                        long_flags: &["demangle"],
+                        ..OptSpec::default()
+                    },
+                )?;
+                if o.info {
+                    return Ok(Step::Itself);
+                }
+                Ok(runs(&args[o.operands..]))
+            }
+            "valgrind" => {
+                let o = scan(
+                    name,
+                    args,
+                    &OptSpec {
+                        short_flags: "qv",
+                        long_value: &[
+                            "tool",
+                            "log-file",
+                            "log-fd",
+                            "leak-check",
+                            "show-leak-kinds",
+                            "errors-for-leak-kinds",
+                            "track-origins",
+                            "error-exitcode",
+                            "trace-children",
+                            "trace-children-skip",
+                            "suppressions",
+                            "gen-suppressions",
+                            "num-callers",
+                            "xml",
+                            "xml-file",
+                            "track-fds",
+                            "max-stackframe",
+                            "main-stacksize",
+                            "show-reachable",
+                            "undef-value-errors",
+                            "keep-debuginfo",
+                            "child-silent-after-fork",
+                            "time-stamp",
+                            "read-var-info",
+                            "smc-check",
+                            "fair-sched",
+                        ],
+                        long_flags: &["quiet", "verbose"],
+                        ..OptSpec::default()
+                    },
+                )?;
+                if o.info {
+                    return Ok(Step::Itself);
+                }
+                Ok(runs(&args[o.operands..]))
+            }
+            "eatmydata" => {
+                let rest = match args.first().and_then(Arg::literal) {
+                    Some("--") => &args[1..],
+                    _ => args,
+                };
+                Ok(runs(rest))
+            }
+            "fakeroot" | "pkexec" => {
+                let o = scan(
+                    name,
+                    args,
+                    &OptSpec {
+                        short_value: if name == "fakeroot" { "lsib" } else { "" },
+                        short_flags: if name == "fakeroot" { "u" } else { "" },
+                        long_value: &["lib", "faked", "user"],
+                        long_flags: &["unknown-is-real", "keep-cwd", "disable-internal-agent"],
+                        ..OptSpec::default()
+                    },
+                )?;
+                if o.info {
+                    return Ok(Step::Itself);
+                }
+                shell_if_empty(&args[o.operands..])
+            }
+            "script" => {
+                let (o, operands) = scan_permuted(
+                    name,
+                    args,
+                    &OptSpec {
+                        short_value: "cEBIOTmo",
+                        short_optional: "t",
+                        short_flags: "aefq",
+                        long_value: &[
+                            "command",
+                            "echo",
+                            "log-io",
+                            "log-in",
+                            "log-out",
+                            "log-timing",
+                            "logging-format",
+                            "output-limit",
+                        ],
+                        long_optional: &["timing"],
+                        long_flags: &["append", "return", "flush", "force", "quiet"],
+                        ..OptSpec::default()
+                    },
+                )?;
+                if o.info {
+                    return Ok(Step::Itself);
+                }
+                let command = o
+                    .seen
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| k == "c" || k == "command")
+                    .and_then(|(_, v)| v.clone());
+                // The typescript file is written: `script` stays visible.
+                let mut visible = vec![argv[0].clone()];
+                visible.extend(operands);
+                self.emit_visible(&visible);
+                match command {
+                    Some(Arg::Literal(c)) => {
+                        self.code(&c, depth);
+                        Ok(Step::Consumed)
+                    }
+                    Some(Arg::Dynamic(d)) => Err(format!("`script -c {d}` is not static")),
+                    None => Err(
+                        "`script` without `-c` runs an interactive shell reading standard input"
+                            .to_string(),
+                    ),
+                }
+            }
+            "watch" => {
+                let o = scan(
+                    name,
+                    args,
+                    &OptSpec {
+                        short_value: "nq",
+                        short_optional: "d",
+                        short_flags: "bcCegprtwx",
+                        long_value: &["interval", "equexit"],
+                        long_optional: &["differences"],
+                        long_flags: &[
+                            "beep",
+                            "color",
+                            "no-color",
+                            "errexit",
+                            "chgexit",
+                            "precise",
+                            "no-rerun",
+                            "no-title",
+                            "no-wrap",
+                            "no-linewrap",
+                            "exec",
+                        ],
+                        ..OptSpec::default()
+                    },
+                )?;
+                let rest = &args[o.operands..];
+                if o.info || rest.is_empty() {
+                    return Ok(Step::Itself);
+                }
+                if o.has_any("x", &["exec"]) {
+                    return Ok(runs(rest));
+                }
+                // Without `-x`, watch runs its words joined with spaces through `sh -c`.
+                self.code_joined(name, rest, depth)?;
+                Ok(Step::Consumed)
+            }
+            "sg" => {
+                // `sg [-] GROUP [-c] COMMAND`: the command goes through `sh -c`.
+                let mut rest = args;
+                if rest.first().and_then(Arg::literal) == Some("-") {
+                    rest = &rest[1..];
+                }
+                let mut rest = rest.get(1..).unwrap_or(&[]);
+                if rest.first().and_then(Arg::literal) == Some("-c") {
+                    rest = &rest[1..];
+                }
+                if rest.is_empty() {
+                    return Err("`sg` without a command starts a shell".to_string());
+                }
+                self.code_joined(name, rest, depth)?;
+                Ok(Step::Consumed)
+            }
+            "awk" | "gawk" | "mawk" | "nawk" => {
+                self.awk(name, args)?;
+                Ok(Step::Itself)
+            }
+            "sed" | "gsed" => {
+                self.sed(name, args)?;
+                Ok(Step::Itself)
+            }
+            "grep" | "egrep" | "fgrep" | "rg" => {
+                // A pattern is matched, never run or printed: `$(` in it is plain text.
+                self.code
+                    .extend(args.iter().filter_map(Arg::literal).map(str::to_string));
+                Ok(Step::Itself)
+            }
+            "make" | "gmake" => {
+                for a in args {
+                    let t = a.as_text();
+                    let short_e = t.starts_with('-') && !t.starts_with("--") && t.contains('E');
+                    let var = t
+                        .split('=')
+                        .next()
+                        .unwrap_or("")
+                        .trim_end_matches([':', '+', '?', '!']);
+                    if t.starts_with("--eval") || short_e {
+                        return Err(format!("`{name} {t}` evaluates code from the command line"));
+                    }
+                    if t.contains('=')
+                        && (matches!(var, "SHELL" | ".SHELLFLAGS" | "MAKESHELL")
+                            || MAKE_VARS.contains(&var))
+                    {
+                        return Err(format!(
+                            "`{name} {t}` changes the shell make runs recipes with"
+                        ));
+                    }
+                }
+                Ok(Step::Itself)
+            }
+            "sqlite3" | "psql" | "mysql" | "mariadb" => sql_client(name, args),
+            _ => Ok(Step::Itself),
+        }
+    }
+
+    /// `NAME=value` option values (`systemd-run -E`, `strace -E`) are assignments in
+    /// the command's environment.
+    fn env_options(
+        &mut self,
+        name: &str,
+        o: &Scanned,
+        keys: &[&str],
+        depth: usize,
+    ) -> Result<(), String> {
+        for (k, v) in &o.seen {
+            if !keys.contains(&k.as_str()) {
+                continue;
+            }
+            match v {
+                Some(Arg::Literal(s)) => {
+                    if let Some((var, value)) = s.split_once('=') {
+                        let value = Arg::Literal(value.to_string());
+                        self.assigned(var, Some(&value), depth)
+                            .map_err(|reason| format!("`{name}`: {reason}"))?;
+                    }
+                }
+                Some(Arg::Dynamic(d)) => {
+                    return Err(format!("`{name}` sets `{d}`, known only at run time"))
+                }
+                None => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// git, and `git-SUB` programs (git's plumbing paths, `/usr/lib/git-core/git-push`
+    /// is `git push`). Configuration that can make git run commands (`-c core.pager=…`,
+    /// `git config core.fsmonitor …`) and `--exec-path=` are unparsed; the commands git
+    /// runs for its options (`rebase --exec`, `submodule foreach`, `bisect run`,
+    /// `difftool --extcmd`, `filter-branch --*-filter`, `grep -O`, `--upload-pack`…)
+    /// are parsed. Whether the subcommand could be `push` (an alias, a command that is
+    /// not git's own) is the policy's question.
+    fn git(&mut self, name: &str, args: &[Arg], depth: usize) -> Result<Step, String> {
+        let (sub, rest): (&str, &[Arg]) = if name == "git" {
+            let mut i = 0;
+            loop {
+                // A run-time word where the subcommand goes: the policy treats it as
+                // any subcommand.
+                let Some(Arg::Literal(a)) = args.get(i) else {
+                    return Ok(Step::Itself);
+                };
+                match a.as_str() {
+                    "-c" | "--config-env" => {
+                        if let Some(Arg::Literal(kv)) = args.get(i + 1) {
+                            git_config_key_ok(kv.split('=').next().unwrap_or(""), "git -c")?;
+                        }
+                        i += 2;
+                    }
+                    "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix"
+                    | "--attr-source" => i += 2,
+                    _ if a.starts_with("--config-env=") => {
+                        let kv = &a["--config-env=".len()..];
+                        git_config_key_ok(kv.split('=').next().unwrap_or(""), "git -c")?;
+                        i += 1;
+                    }
+                    _ if a.starts_with("--exec-path=") => {
+                        return Err(format!(
+                            "`git {a}` runs git's commands from another directory"
+                        ))
+                    }
+                    _ if a.starts_with('-') => i += 1,
+                    _ => break (a.as_str(), &args[i + 1..]),
+                }
+            }
+        } else {
+            (&name[4..], args)
+        };
+        match sub {
+            "config" => git_config(rest)?,
+            "rebase" => self.option_code(rest, 'x', &["exec"], depth)?,
+            "difftool" => self.option_code(rest, 'x', &["extcmd"], depth)?,
+            "clone" => self.option_code(rest, 'u', &["upload-pack"], depth)?,
+            "filter-branch" => {
+                let filters = [
+                    "env-filter",
+                    "tree-filter",
+                    "index-filter",
+                    "parent-filter",
+                    "msg-filter",
+                    "commit-filter",
+                    "tag-name-filter",
+                    "setup",
+                ];
+                self.option_code(rest, '\0', &filters, depth)?;
+            }
+            "grep" => {
+                for a in rest.iter().filter_map(Arg::literal) {
+                    let cmd = a
+                        .strip_prefix("--open-files-in-pager=")
+                        .or_else(|| a.strip_prefix("-O").filter(|c| !c.is_empty()));
+                    if let Some(cmd) = cmd {
+                        self.code(cmd, depth);
+                    }
+                }
+            }
+            "submodule" => {
+                if let Some(at) = rest.iter().position(|a| a.literal() == Some("foreach")) {
+                    let mut words = &rest[at + 1..];
+                    while let Some(Arg::Literal(o)) = words.first() {
+                        if !o.starts_with('-') {
+                            break;
+                        }
+                        words = &words[1..];
+                        if o == "--" {
+                            break;
+                        }
+                    }
+                    self.git_runs("git submodule foreach", words, depth)?;
+                }
+            }
+            "bisect" if rest.first().and_then(Arg::literal) == Some("run") => {
+                self.git_runs("git bisect run", &rest[1..], depth)?;
+            }
+            _ => {}
+        }
+        // Transports run these commands (through a shell, locally for local remotes).
+        self.option_code(rest, '\0', &["upload-pack", "receive-pack", "exec"], depth)?;
+        Ok(Step::Itself)
+    }
+
+    /// The values of a command-taking option (`-xCMD`, `-x CMD`, `--exec=CMD`,
+    /// `--exec CMD`), parsed as code. A short option is also found inside a cluster
+    /// (`-ix CMD`).
+    fn option_code(
+        &mut self,
+        rest: &[Arg],
+        short: char,
+        long: &[&str],
+        depth: usize,
+    ) -> Result<(), String> {
+        let mut i = 0;
+        while i < rest.len() {
+            let Some(a) = rest[i].literal() else {
+                i += 1;
+                continue;
+            };
+            let mut value: Option<Arg> = None;
+            let mut found = false;
+            if let Some(l) = a.strip_prefix("--") {
+                let (n, inline) = match l.split_once('=') {
+                    Some((n, v)) => (n, Some(v)),
+                    None => (l, None),
+                };
+                if long.contains(&n) {
+                    found = true;
+                    value = match inline {
+                        Some(v) => Some(Arg::Literal(v.to_string())),
+                        None => {
+                            i += 1;
+                            rest.get(i).cloned()
+                        }
+                    };
+                }
+            } else if let Some(cluster) = a.strip_prefix('-') {
+                if short != '\0' {
+                    if let Some(at) = cluster.find(short) {
+                        found = true;
+                        let tail = &cluster[at + short.len_utf8()..];
+                        value = if tail.is_empty() {
+                            i += 1;
+                            rest.get(i).cloned()
+                        } else {
+                            Some(Arg::Literal(tail.to_string()))
+                        };
+                    }
+                }
+            }
+            if found {
+                match value {
+                    Some(Arg::Literal(cmd)) => self.code(&cmd, depth),
+                    Some(Arg::Dynamic(d)) => {
+                        return Err(format!(
+                            "`{a}` runs `{d}`, a command known only at run time"
+                        ))
+                    }
+                    None => {}
+                }
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+
+    /// A command git runs (`submodule foreach`, `bisect run`): one word goes through
+    /// `sh -c`; several are run as they are (through `sh -c` if the first has shell
+    /// syntax).
+    fn git_runs(&mut self, what: &str, words: &[Arg], depth: usize) -> Result<(), String> {
+        match words {
+            [] => Ok(()),
+            [Arg::Literal(one)] => {
+                self.code(one, depth);
+                Ok(())
+            }
+            [Arg::Dynamic(d)] => Err(format!("`{what}` runs `{d}`, known only at run time")),
+            [Arg::Literal(first), ..] if first.contains(|c: char| !is_plain_word_char(c)) => {
+                self.code_joined(what, words, depth)
+            }
+            _ => {
+                self.resolve(words.to_vec(), depth);
+                Ok(())
+            }
+        }
+    }
+
+    /// awk: a program that can run commands (`system(…)`, pipes to or from commands,
+    /// `getline`, `@load`/`@include`), or one known only at run time, is unparsed;
+    /// `-l`/`--load` loads a shared library. The program text is consumed code.
+    fn awk(&mut self, name: &str, args: &[Arg]) -> Result<(), String> {
+        let mut programs: Vec<&Arg> = Vec::new();
+        let mut from_file = false;
+        let mut i = 0;
+        while i < args.len() {
+            let a = match &args[i] {
+                Arg::Literal(a) => a.as_str(),
+                Arg::Dynamic(d) if programs.is_empty() && !from_file => {
+                    return Err(format!("`{name}` program `{d}` is known only at run time"))
+                }
+                Arg::Dynamic(_) => break,
+            };
+            if a == "--" {
+                i += 1;
+                break;
+            }
+            if let Some(long) = a.strip_prefix("--") {
+                let (n, inline) = match long.split_once('=') {
+                    Some((n, v)) => (n, Some(v)),
+                    None => (long, None),
+                };
+                let takes = matches!(
+                    n,
+                    "field-separator" | "assign" | "file" | "source" | "exec" | "include" | "load"
+                );
+                if n == "load" {
+                    return Err(format!("`{name} --load` loads a shared library"));
+                }
+                if n == "file" || n == "exec" {
+                    from_file = true;
+                }
+                if takes && inline.is_none() {
+                    i += 1;
+                }
+                if n == "source" {
+                    programs.push(match inline {
+                        Some(_) => &args[i],
+                        None => args.get(i).unwrap_or(&args[i - 1]),
+                    });
+                }
+                i += 1;
+                continue;
+            }
+            if a.len() > 1 && a.starts_with('-') {
+                let flag = a.chars().nth(1).unwrap_or(' ');
+                let attached = a.len() > 2;
+                match flag {
+                    'l' => return Err(format!("`{name} -l` loads a shared library")),
+                    'F' | 'v' | 'f' | 'e' | 'E' | 'i' | 'W' => {
+                        if matches!(flag, 'f' | 'E') {
+                            from_file = true;
+                        }
+                        if !attached {
+                            i += 1;
+                        }
+                        if flag == 'e' {
+                            programs.push(args.get(i).unwrap_or(&args[i - 1]));
+                        }
+                        if flag == 'W' {
+                            let w = if attached {
+                                &a[2..]
+                            } else {
+                                args.get(i).and_then(Arg::literal).unwrap_or("")
+                            };
+                            if w.starts_with("exec") {
+                                from_file = true;
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+                continue;
+            }
+            break;
+        }
+        if programs.is_empty() && !from_file {
+            match args.get(i) {
+                Some(p) => programs.push(p),
+                None => return Ok(()),
+            }
+        }
+        for p in programs {
+            match p {
+                Arg::Literal(text) => {
+                    if let Some(why) = awk_runs_commands(text) {
+                        return Err(format!("the {name} program {why}"));
+                    }
+                    self.code.push(text.clone());
+                }
+                Arg::Dynamic(d) => {
+                    return Err(format!("`{name}` program `{d}` is known only at run time"))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// GNU sed: a script with the `e` command or the `s///e` flag runs commands; one
+    /// known only at run time is unparsed. `--sandbox` forbids both. The script is
+    /// consumed code.
+    fn sed(&mut self, name: &str, args: &[Arg]) -> Result<(), String> {
+        let mut scripts: Vec<&Arg> = Vec::new();
+        let mut from_flag = false;
+        let mut sandbox = false;
+        let mut first_operand: Option<&Arg> = None;
+        let mut i = 0;
+        let mut options_done = false;
+        while i < args.len() {
+            let a = &args[i];
+            let text = a.as_text();
+            if options_done || !text.starts_with('-') || text == "-" {
+                if first_operand.is_none() {
+                    first_operand = Some(a);
+                }
+                i += 1;
+                continue;
+            }
+            if let Arg::Dynamic(d) = a {
+                return Err(format!("`{name}` option `{d}` is known only at run time"));
+            }
+            if text == "--" {
+                options_done = true;
+            } else if let Some(long) = text.strip_prefix("--") {
+                let (n, inline) = match long.split_once('=') {
+                    Some((n, v)) => (n, Some(v)),
+                    None => (long, None),
+                };
+                match n {
+                    "expression" | "file" => {
+                        from_flag = true;
+                        if inline.is_none() {
+                            i += 1;
+                        }
+                        if n == "expression" {
+                            if inline.is_some() {
+                                scripts.push(a);
+                            } else if let Some(s) = args.get(i) {
+                                scripts.push(s);
+                            }
+                        }
+                    }
+                    "line-length" if inline.is_none() => i += 1,
+                    "sandbox" => sandbox = true,
+                    _ => {}
+                }
+            } else {
+                for (pos, ch) in text[1..].char_indices() {
+                    let tail = &text[1 + pos + ch.len_utf8()..];
+                    match ch {
+                        'e' | 'f' | 'l' => {
+                            if ch != 'l' {
+                                from_flag = true;
+                            }
+                            if tail.is_empty() {
+                                i += 1;
+                                if ch == 'e' {
+                                    if let Some(s) = args.get(i) {
+                                        scripts.push(s);
+                                    }
+                                }
+                            } else if ch == 'e' {
+                                scripts.push(a);
+                            }
+                            break;
+                        }
+                        'i' => break,
+                        _ => {}
+                    }
+                }
+            }
+            i += 1;
+        }
+        if !from_flag {
+            if let Some(s) = first_operand {
+                scripts.push(s);
+            }
+        }
+        for s in scripts {
+            match s {
+                Arg::Literal(text) => {
+                    // `-e SCRIPT` attached: the script follows the option letters.
+                    let script = if let Some(s) = text.strip_prefix("--expression=") {
+                        s
+                    } else if text.starts_with('-') && !text.starts_with("--") {
+                        text.split_once('e').map_or("", |(_, s)| s)
+                    } else {
+                        text.as_str()
+                    };
+                    if !sandbox && sed_runs_commands(script) {
+                        return Err(format!(
+                            "the {name} script `{script}` can run commands (`e`, `s///e`)"
+                        ));
+                    }
+                    self.code.push(text.clone());
+                }
+                Arg::Dynamic(d) => {
+                    return Err(format!("`{name}` script `{d}` is known only at run time"))
+                }
+            }
+        }
+        Ok(())
     }
 
     /// `find … -exec cmd … ;` (and `-execdir`, `-ok`, `-okdir`, `+` terminator): the
@@ -1218,6 +2727,805 @@ fn xargs(args: &[Arg]) -> Result<Step, String> {
     }
 }
 
+/// Characters of a word that needs no shell quoting (git runs such a command without a
+/// shell).
+fn is_plain_word_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "-_./,:+@%^".contains(c)
+}
+
+/// Configuration keys that cannot make git run a command (matched lowercased). `alias.*`
+/// is accepted too: an alias never shadows a git command, and the policy treats every
+/// subcommand that is not git's own as a possible alias.
+const GIT_SAFE_CONFIG_SECTIONS: &[&str] = &["user.", "color.", "advice.", "i18n.", "alias."];
+const GIT_SAFE_CONFIG_KEYS: &[&str] = &[
+    "init.defaultbranch",
+    "core.quotepath",
+    "core.autocrlf",
+    "core.safecrlf",
+    "core.filemode",
+    "core.abbrev",
+    "core.ignorecase",
+    "core.eol",
+    "core.symlinks",
+    "pull.rebase",
+    "pull.ff",
+    "merge.ff",
+    "merge.conflictstyle",
+    "rebase.autosquash",
+    "rebase.autostash",
+    "rebase.updaterefs",
+    "fetch.prune",
+    "push.default",
+    "push.autosetupremote",
+    "commit.gpgsign",
+    "tag.gpgsign",
+    "gc.auto",
+    "safe.directory",
+    "diff.renames",
+    "diff.noprefix",
+    "diff.algorithm",
+    "log.showsignature",
+    "status.showuntrackedfiles",
+    "column.ui",
+];
+
+fn git_config_key_ok(key: &str, what: &str) -> Result<(), String> {
+    let k = key.trim().to_ascii_lowercase();
+    if GIT_SAFE_CONFIG_SECTIONS.iter().any(|s| k.starts_with(s))
+        || GIT_SAFE_CONFIG_KEYS.contains(&k.as_str())
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{what} {key}` sets configuration that can make git run commands"
+        ))
+    }
+}
+
+/// `git config …`: a write of a key that can make git run commands is unparsed; reads,
+/// removals and safe keys are not.
+fn git_config(rest: &[Arg]) -> Result<(), String> {
+    const VALUE_OPTS: &[&str] = &[
+        "-f",
+        "--file",
+        "--blob",
+        "--type",
+        "--default",
+        "--comment",
+        "--value",
+        "--url",
+    ];
+    const READS: &[&str] = &[
+        "--get",
+        "--get-all",
+        "--get-regexp",
+        "--get-urlmatch",
+        "--get-color",
+        "--get-colorbool",
+        "-l",
+        "--list",
+        "--unset",
+        "--unset-all",
+        "--remove-section",
+        "-e",
+        "--edit",
+    ];
+    let mut operands: Vec<&str> = Vec::new();
+    let (mut reads, mut writes) = (false, false);
+    let mut i = 0;
+    while i < rest.len() {
+        let a = match &rest[i] {
+            Arg::Literal(a) => a.as_str(),
+            Arg::Dynamic(d) => {
+                return Err(format!(
+                    "`git config` operand `{d}` is known only at run time"
+                ))
+            }
+        };
+        if VALUE_OPTS.contains(&a) {
+            i += 2;
+            continue;
+        }
+        if a == "--rename-section" {
+            return Err("`git config --rename-section` can move keys into any section".into());
+        }
+        if READS.contains(&a) {
+            reads = true;
+        } else if a == "--add" || a == "--replace-all" {
+            writes = true;
+        } else if !a.starts_with('-') {
+            operands.push(a);
+        }
+        i += 1;
+    }
+    let key = match operands.first().copied() {
+        Some("set") => operands.get(1).copied(),
+        Some("rename-section") => {
+            return Err("`git config rename-section` can move keys into any section".into())
+        }
+        Some("get" | "list" | "unset" | "remove-section" | "edit" | "get-color") => None,
+        _ if reads => None,
+        Some(k) if writes || operands.len() >= 2 => Some(k),
+        _ => None,
+    };
+    match key {
+        Some(k) => git_config_key_ok(k, "git config"),
+        None => Ok(()),
+    }
+}
+
+/// Why an awk program can run commands, if it can.
+fn awk_runs_commands(program: &str) -> Option<&'static str> {
+    if program.contains("system") {
+        return Some("calls `system`");
+    }
+    if program.contains("getline") {
+        return Some("uses `getline`");
+    }
+    if program.contains('@') {
+        return Some("uses an `@` directive (`@load`, `@include`)");
+    }
+    let b = program.as_bytes();
+    let lone_pipe = (0..b.len())
+        .any(|i| b[i] == b'|' && (i == 0 || b[i - 1] != b'|') && b.get(i + 1) != Some(&b'|'));
+    lone_pipe.then_some("pipes to or from a command (`|`)")
+}
+
+/// Whether a GNU sed script could run a command: the `e` command or the `s///e` flag.
+/// Anything this reader does not understand counts as yes.
+fn sed_runs_commands(script: &str) -> bool {
+    let c: Vec<char> = script.chars().collect();
+    let n = c.len();
+    let mut i = 0;
+    // Skips a regex delimited by `d` (escapes and bracket expressions honoured); false
+    // if unterminated.
+    let skip_regex = |i: &mut usize, d: char| -> bool {
+        while *i < n && c[*i] != d {
+            match c[*i] {
+                '\\' => *i += 2,
+                '[' => {
+                    *i += 1;
+                    if *i < n && c[*i] == '^' {
+                        *i += 1;
+                    }
+                    if *i < n && c[*i] == ']' {
+                        *i += 1;
+                    }
+                    while *i < n && c[*i] != ']' {
+                        if c[*i] == '[' && *i + 1 < n && ".:=".contains(c[*i + 1]) {
+                            let close = c[*i + 1];
+                            *i += 2;
+                            while *i + 1 < n && !(c[*i] == close && c[*i + 1] == ']') {
+                                *i += 1;
+                            }
+                            *i += 2;
+                        } else {
+                            *i += 1;
+                        }
+                    }
+                    *i += 1;
+                }
+                _ => *i += 1,
+            }
+        }
+        if *i >= n {
+            return false;
+        }
+        *i += 1;
+        true
+    };
+    let skip_plain = |i: &mut usize, d: char| -> bool {
+        while *i < n && c[*i] != d {
+            *i += if c[*i] == '\\' { 2 } else { 1 };
+        }
+        if *i >= n {
+            return false;
+        }
+        *i += 1;
+        true
+    };
+    let to_eol = |i: &mut usize| {
+        while *i < n && c[*i] != '\n' {
+            *i += if c[*i] == '\\' { 2 } else { 1 };
+        }
+    };
+    let to_end = |i: &mut usize| {
+        while *i < n && c[*i] != '\n' && c[*i] != ';' {
+            *i += 1;
+        }
+    };
+    let address = |i: &mut usize| -> Option<bool> {
+        if *i >= n {
+            return Some(false);
+        }
+        match c[*i] {
+            '0'..='9' => {
+                while *i < n && (c[*i].is_ascii_digit() || c[*i] == '~') {
+                    *i += 1;
+                }
+            }
+            '$' => *i += 1,
+            '/' => {
+                *i += 1;
+                if !skip_regex(i, '/') {
+                    return None;
+                }
+                while *i < n && (c[*i] == 'I' || c[*i] == 'M') {
+                    *i += 1;
+                }
+            }
+            '\\' => {
+                if *i + 1 >= n {
+                    return None;
+                }
+                let d = c[*i + 1];
+                *i += 2;
+                if !skip_regex(i, d) {
+                    return None;
+                }
+                while *i < n && (c[*i] == 'I' || c[*i] == 'M') {
+                    *i += 1;
+                }
+            }
+            _ => return Some(false),
+        }
+        Some(true)
+    };
+    loop {
+        while i < n && (c[i].is_whitespace() || c[i] == ';') {
+            i += 1;
+        }
+        if i >= n {
+            return false;
+        }
+        match address(&mut i) {
+            None => return true,
+            Some(true) => {
+                if i < n && c[i] == ',' {
+                    i += 1;
+                    if i < n && (c[i] == '+' || c[i] == '~') {
+                        i += 1;
+                    }
+                    if address(&mut i) != Some(true) {
+                        return true;
+                    }
+                }
+            }
+            Some(false) => {}
+        }
+        while i < n && (c[i] == ' ' || c[i] == '\t' || c[i] == '!') {
+            i += 1;
+        }
+        if i >= n {
+            return true;
+        }
+        let cmd = c[i];
+        i += 1;
+        match cmd {
+            '{' | '}' | '=' | 'd' | 'D' | 'g' | 'G' | 'h' | 'H' | 'x' | 'n' | 'N' | 'p' | 'P'
+            | 'z' | 'F' => {}
+            '#' | 'a' | 'i' | 'c' | 'r' | 'R' | 'w' | 'W' => to_eol(&mut i),
+            ':' | 'b' | 't' | 'T' | 'v' => to_end(&mut i),
+            'q' | 'Q' | 'l' | 'L' => {
+                while i < n && (c[i] == ' ' || c[i].is_ascii_digit()) {
+                    i += 1;
+                }
+            }
+            'y' => {
+                if i >= n || c[i] == '\n' || c[i] == '\\' {
+                    return true;
+                }
+                let d = c[i];
+                i += 1;
+                if !skip_plain(&mut i, d) || !skip_plain(&mut i, d) {
+                    return true;
+                }
+            }
+            's' => {
+                if i >= n || c[i] == '\n' || c[i] == '\\' {
+                    return true;
+                }
+                let d = c[i];
+                i += 1;
+                if !skip_regex(&mut i, d) || !skip_plain(&mut i, d) {
+                    return true;
+                }
+                while i < n && !matches!(c[i], ';' | '\n' | '}') {
+                    match c[i] {
+                        'e' => return true,
+                        'w' | 'W' => {
+                            to_eol(&mut i);
+                            break;
+                        }
+                        'g' | 'p' | 'i' | 'I' | 'm' | 'M' | ' ' | '\t' | '0'..='9' => i += 1,
+                        _ => return true,
+                    }
+                }
+            }
+            // `e`, and anything unknown.
+            _ => return true,
+        }
+    }
+}
+
+/// How an interpreter takes code on its command line.
+#[derive(Default)]
+struct Interpreter {
+    /// Short options whose value is code (`python -c`, `perl -e`).
+    inline_short: &'static str,
+    /// Long options whose value is code (`node --eval`).
+    inline_long: &'static [&'static str],
+    /// Short options taking a value (attached, or the next word).
+    value_short: &'static str,
+    /// Long options taking a value (`--x=v`, or `--x v`).
+    value_long: &'static [&'static str],
+    /// Short options naming the code to run from a file or module (`python -m`,
+    /// `php -f`): a script is given.
+    script_short: &'static str,
+    /// Short options that make it read code interactively (`python -i`).
+    interactive_short: &'static str,
+    /// Short option letters it knows (precise readers only: others are errors).
+    flags_short: &'static str,
+    /// Long options without a value it knows, and prefixes of such (precise readers
+    /// only: an unknown long option might take the next word as its value).
+    flags_long: &'static [&'static str],
+    /// Inline-code letters are looked for anywhere in every option word (`perl -pie`,
+    /// `ruby -rjson -e`), not only before the script, and the reader is not precise.
+    anywhere: bool,
+    /// With no script it reads code from standard input (or starts a REPL).
+    stdin: bool,
+    /// Words that print information and run nothing.
+    info: &'static [&'static str],
+}
+
+/// The interpreter spec for a program name, if it is one.
+fn interpreter(name: &str) -> Option<Interpreter> {
+    let lua = name == "luajit"
+        || name
+            .strip_prefix("lua")
+            .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'));
+    let spec = if is_python(name) || name == "pypy" || name == "pypy3" {
+        Interpreter {
+            inline_short: "c",
+            value_short: "WX",
+            value_long: &["check-hash-based-pycs"],
+            script_short: "m",
+            interactive_short: "i",
+            flags_short: "bBdEhIOPqsSuvVx",
+            flags_long: &["version", "help", "help-env", "help-xoptions", "help-all"],
+            stdin: true,
+            info: &["-V", "-VV", "--version", "-h", "--help"],
+            ..Interpreter::default()
+        }
+    } else if name == "node" || name == "nodejs" {
+        Interpreter {
+            inline_short: "ep",
+            inline_long: &["eval", "print"],
+            value_short: "rC",
+            value_long: &[
+                "require",
+                "import",
+                "loader",
+                "experimental-loader",
+                "input-type",
+                "conditions",
+                "title",
+                "env-file",
+                "inspect-port",
+                "redirect-warnings",
+                "disable-warning",
+                "test-reporter",
+                "test-reporter-destination",
+                "test-name-pattern",
+                "test-skip-pattern",
+                "watch-path",
+                "icu-data-dir",
+                "openssl-config",
+                "diagnostic-dir",
+                "report-dir",
+                "report-directory",
+                "report-filename",
+                "cpu-prof-dir",
+                "heap-prof-dir",
+                "secure-heap",
+                "run",
+            ],
+            interactive_short: "i",
+            flags_short: "chv",
+            flags_long: &[
+                "inspect",
+                "inspect-brk",
+                "inspect-wait",
+                "test",
+                "watch",
+                "check",
+                "version",
+                "help",
+                "enable-source-maps",
+                "expose-gc",
+                "abort-on-uncaught-exception",
+                "preserve-symlinks",
+                "preserve-symlinks-main",
+                "pending-deprecation",
+                "throw-deprecation",
+                "frozen-intrinsics",
+                "jitless",
+                "test-only",
+                "experimental-",
+                "no-",
+                "trace-",
+                "harmony",
+            ],
+            stdin: true,
+            info: &["-v", "--version", "-h", "--help", "--test", "--run"],
+            ..Interpreter::default()
+        }
+    } else if name == "perl" || name.starts_with("perl5") {
+        Interpreter {
+            inline_short: "eE",
+            value_short: "I",
+            anywhere: true,
+            stdin: true,
+            info: &["-v", "-V", "--version", "-h", "--help"],
+            ..Interpreter::default()
+        }
+    } else if name == "ruby" {
+        Interpreter {
+            inline_short: "e",
+            value_short: "ICEr",
+            anywhere: true,
+            stdin: true,
+            info: &["-v", "--version", "-h", "--help"],
+            ..Interpreter::default()
+        }
+    } else if name == "php"
+        || name.starts_with("php") && name[3..].chars().all(|c| c.is_ascii_digit() || c == '.')
+    {
+        Interpreter {
+            inline_short: "rBRE",
+            value_short: "cdtzfFS",
+            script_short: "fFS",
+            interactive_short: "a",
+            anywhere: true,
+            stdin: true,
+            info: &["-v", "-h", "-i", "-m", "--version", "--help", "--info"],
+            ..Interpreter::default()
+        }
+    } else if lua {
+        Interpreter {
+            inline_short: "e",
+            value_short: "l",
+            interactive_short: "i",
+            anywhere: true,
+            stdin: true,
+            info: &["-v"],
+            ..Interpreter::default()
+        }
+    } else if name == "Rscript" || name == "R" {
+        Interpreter {
+            inline_short: "e",
+            value_short: "f",
+            script_short: "f",
+            anywhere: true,
+            stdin: name == "R",
+            info: &["--version", "--help", "-h"],
+            ..Interpreter::default()
+        }
+    } else if name == "julia" {
+        Interpreter {
+            inline_short: "eE",
+            inline_long: &["eval", "print"],
+            value_short: "CJLOpt",
+            interactive_short: "i",
+            anywhere: true,
+            stdin: true,
+            info: &["-v", "--version", "-h", "--help"],
+            ..Interpreter::default()
+        }
+    } else if matches!(name, "osascript" | "jrunscript" | "racket") {
+        Interpreter {
+            inline_short: "e",
+            value_short: "ls",
+            interactive_short: "i",
+            anywhere: true,
+            stdin: true,
+            ..Interpreter::default()
+        }
+    } else if matches!(name, "expect" | "guile") {
+        Interpreter {
+            inline_short: "c",
+            value_short: "fsdlLeD",
+            script_short: if name == "expect" { "f" } else { "s" },
+            interactive_short: "i",
+            anywhere: true,
+            stdin: true,
+            info: &["-v", "--version", "--help"],
+            ..Interpreter::default()
+        }
+    } else if matches!(
+        name,
+        "tclsh" | "wish" | "sbcl" | "clisp" | "scheme" | "ocaml"
+    ) {
+        Interpreter {
+            inline_short: "x",
+            inline_long: &["eval", "non-interactive"],
+            value_long: &["load", "core", "dynamic-space-size", "control-stack-size"],
+            anywhere: true,
+            stdin: true,
+            info: &["--version", "--help"],
+            ..Interpreter::default()
+        }
+    } else if matches!(name, "deno" | "bun") {
+        Interpreter {
+            inline_short: "ep",
+            inline_long: &["eval", "print"],
+            anywhere: true,
+            stdin: false,
+            ..Interpreter::default()
+        }
+    } else {
+        return None;
+    };
+    Some(spec)
+}
+
+/// An interpreter's command line: code given inline (`-c`, `-e`), read from standard
+/// input (no script, `-`), or interactively is unparsed; a script or module runs as
+/// any program does.
+fn interpreted(name: &str, args: &[Arg], spec: &Interpreter) -> Result<Step, String> {
+    let inline = |opt: &str| Err(format!("`{name} {opt}` runs code from the command line"));
+    let stdin = || Err(format!("`{name}` reads its program from standard input"));
+    let mut script = false;
+    let mut info = false;
+    let mut i = 0;
+    while i < args.len() {
+        let a = match &args[i] {
+            Arg::Literal(a) => a.as_str(),
+            Arg::Dynamic(_) if script => {
+                i += 1;
+                continue;
+            }
+            Arg::Dynamic(d) => {
+                return Err(format!(
+                    "`{name}` argument `{d}` is not static (it could be inline code)"
+                ))
+            }
+        };
+        if spec.info.contains(&a) {
+            info = true;
+        }
+        if a == "--" {
+            script |= args.len() > i + 1;
+            break;
+        }
+        if a == "-" {
+            return stdin();
+        }
+        if let Some(long) = a.strip_prefix("--") {
+            let (n, value) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (long, None),
+            };
+            if spec.inline_long.contains(&n) {
+                return inline(a);
+            }
+            if n == "interactive" {
+                return stdin();
+            }
+            if spec.value_long.contains(&n) {
+                let v = match value {
+                    Some(v) => Some(v),
+                    None => {
+                        i += 1;
+                        args.get(i).and_then(Arg::literal)
+                    }
+                };
+                if v.is_some_and(|v| v.starts_with("data:")) {
+                    return inline(a);
+                }
+            } else if !spec.anywhere
+                && value.is_none()
+                && !spec
+                    .flags_long
+                    .iter()
+                    .any(|f| n == *f || (f.ends_with('-') || *f == "harmony") && n.starts_with(f))
+            {
+                return Err(format!(
+                    "cannot tell whether `{name} {a}` takes a value (it could hide inline code)"
+                ));
+            }
+            i += 1;
+            continue;
+        }
+        if let Some(cluster) = a.strip_prefix('-') {
+            if spec.anywhere {
+                if cluster.chars().any(|c| spec.inline_short.contains(c)) && !info {
+                    return inline(a);
+                }
+                if cluster.len() == 1 && spec.interactive_short.contains(cluster) {
+                    return stdin();
+                }
+                let first = cluster.chars().next().unwrap_or(' ');
+                if spec.script_short.contains(first) {
+                    script = true;
+                }
+                if cluster.len() == 1 && spec.value_short.contains(first) {
+                    i += 1;
+                }
+                i += 1;
+                continue;
+            }
+            for (pos, ch) in cluster.char_indices() {
+                let tail = &cluster[pos + ch.len_utf8()..];
+                if spec.inline_short.contains(ch) {
+                    return inline(a);
+                }
+                if spec.interactive_short.contains(ch) {
+                    return stdin();
+                }
+                if spec.script_short.contains(ch) {
+                    return Ok(Step::Itself);
+                }
+                if spec.value_short.contains(ch) {
+                    let v = if tail.is_empty() {
+                        i += 1;
+                        args.get(i).and_then(Arg::literal)
+                    } else {
+                        Some(tail)
+                    };
+                    if v.is_some_and(|v| v.starts_with("data:")) {
+                        return inline(a);
+                    }
+                    break;
+                }
+                if !spec.flags_short.contains(ch) {
+                    return Err(format!(
+                        "cannot tell what `{name} -{ch}` does (it could hide inline code)"
+                    ));
+                }
+            }
+            i += 1;
+            continue;
+        }
+        if !script && reads_stdin_path(a) {
+            return stdin();
+        }
+        script = true;
+        if !spec.anywhere {
+            break;
+        }
+        i += 1;
+    }
+    if script || info || !spec.stdin {
+        Ok(Step::Itself)
+    } else {
+        stdin()
+    }
+}
+
+/// A script path that is standard input or another open file (`/dev/stdin`,
+/// `/dev/fd/0`, `/proc/self/fd/0`): code the gate cannot see.
+fn reads_stdin_path(path: &str) -> bool {
+    path == "/dev/stdin" || path.starts_with("/dev/fd/") || path.starts_with("/proc/")
+}
+
+/// Database clients run shell escapes (`\!`, `.shell`, `system`) from their command
+/// line or standard input: commands given on the line must have none, and without one
+/// they read commands from standard input.
+fn sql_client(name: &str, args: &[Arg]) -> Result<Step, String> {
+    for a in args {
+        match a {
+            Arg::Literal(t) => {
+                let escape = match name {
+                    "sqlite3" => [
+                        ".shell", ".system", ".once", ".output", ".import", ".load", ".read",
+                        ".excel", ".open",
+                    ]
+                    .iter()
+                    .any(|d| t.contains(d)),
+                    "psql" => t.contains('\\'),
+                    _ => t.contains('\\') || t.to_ascii_lowercase().contains("system"),
+                };
+                if escape {
+                    return Err(format!("`{name}` argument `{t}` can run commands"));
+                }
+            }
+            Arg::Dynamic(d) => {
+                return Err(format!(
+                    "`{name}` argument `{d}` is known only at run time (it could run commands)"
+                ))
+            }
+        }
+    }
+    let words: Vec<&str> = args.iter().filter_map(Arg::literal).collect();
+    let has = |opts: &[&str]| {
+        words.iter().any(|w| {
+            opts.iter()
+                .any(|o| w == o || w.starts_with(&format!("{o}=")))
+        })
+    };
+    let given = match name {
+        "sqlite3" => {
+            const VALUED: &[&str] = &[
+                "-cmd",
+                "-init",
+                "-separator",
+                "-newline",
+                "-nullvalue",
+                "-vfs",
+                "-maxsize",
+                "-mmap",
+                "-pagecache",
+                "-lookaside",
+                "-heap",
+            ];
+            let mut operands = 0;
+            let mut i = 0;
+            while i < words.len() {
+                if VALUED.contains(&words[i]) {
+                    i += 1;
+                } else if !words[i].starts_with('-') {
+                    operands += 1;
+                }
+                i += 1;
+            }
+            operands >= 2 || has(&["-version", "-help", "--version", "--help"])
+        }
+        "psql" => has(&[
+            "-c",
+            "--command",
+            "-f",
+            "--file",
+            "-l",
+            "--list",
+            "-V",
+            "--version",
+            "--help",
+        ]),
+        _ => has(&["-e", "--execute", "-V", "--version", "--help"]),
+    };
+    if given {
+        Ok(Step::Itself)
+    } else {
+        Err(format!(
+            "`{name}` reads commands (with shell escapes) from standard input"
+        ))
+    }
+}
+
+/// [`scan`], with options allowed after operands (GNU getopt's permutation: `su root -c
+/// CMD`); `--` ends options.
+fn scan_permuted(
+    program: &str,
+    args: &[Arg],
+    spec: &OptSpec,
+) -> Result<(Scanned, Vec<Arg>), String> {
+    let mut all = Scanned {
+        operands: args.len(),
+        seen: Vec::new(),
+        info: false,
+        dashdash: false,
+    };
+    let mut operands = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let o = scan(program, &args[i..], spec)?;
+        all.seen.extend(o.seen);
+        all.info |= o.info;
+        let j = i + o.operands;
+        if o.dashdash {
+            operands.extend(args[j..].iter().cloned());
+            break;
+        }
+        if j >= args.len() {
+            break;
+        }
+        operands.push(args[j].clone());
+        i = j + 1;
+    }
+    Ok((all, operands))
+}
+
 /// Which options a wrapper takes (GNU-style: clustered short options, `--long=value`
 /// or `--long value`, `--` ends options, the first operand ends options).
 #[derive(Default)]
@@ -1240,6 +3548,8 @@ struct Scanned {
     seen: Vec<(String, Option<Arg>)>,
     /// `--help` or `--version` seen: the program runs nothing else.
     info: bool,
+    /// Options ended at `--`.
+    dashdash: bool,
 }
 
 impl Scanned {
@@ -1255,6 +3565,7 @@ fn scan(program: &str, args: &[Arg], spec: &OptSpec) -> Result<Scanned, String> 
         operands: args.len(),
         seen: Vec::new(),
         info: false,
+        dashdash: false,
     };
     let mut i = 0;
     while i < args.len() {
@@ -1268,6 +3579,7 @@ fn scan(program: &str, args: &[Arg], spec: &OptSpec) -> Result<Scanned, String> 
         };
         if a == "--" {
             out.operands = i + 1;
+            out.dashdash = true;
             return Ok(out);
         }
         if !a.starts_with('-') || a == "-" {
@@ -1354,6 +3666,92 @@ fn is_arithmetic(expr: &str) -> bool {
     std::panic::catch_unwind(|| brush_parser::arithmetic::parse(expr).is_ok()).unwrap_or(false)
 }
 
+/// Literal text holding `$(` or a backtick: bash runs it as a command substitution if
+/// the value ever reaches arithmetic evaluation (an array subscript: `a[$(…)]`).
+fn has_substitution_text(text: &str) -> bool {
+    text.contains("$(") || text.contains('`')
+}
+
+fn marked_reason(text: &str) -> String {
+    let shown: String = text.chars().take(60).collect();
+    let more = if text.chars().count() > 60 { "…" } else { "" };
+    format!(
+        "`{shown}{more}` holds `$(` or a backtick as text, which bash runs wherever the value \
+         reaches arithmetic (`test -v`, `let`, `[[ -eq ]]`, array subscripts)"
+    )
+}
+
+/// The value of a `$'…'` body (bash's ANSI-C escapes), for the substitution check only.
+/// Unknown escapes are kept as written.
+fn decode_ansi_c(body: &str) -> String {
+    let chars: Vec<char> = body.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    let radix = |cs: &[char], start: usize, max: usize, base: u32| -> (u32, usize) {
+        let mut v = 0u32;
+        let mut n = 0;
+        while n < max {
+            match cs.get(start + n).and_then(|c| c.to_digit(base)) {
+                Some(d) => {
+                    v = v.wrapping_mul(base).wrapping_add(d);
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        (v, n)
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        if c != '\\' || i + 1 >= chars.len() {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let e = chars[i + 1];
+        i += 2;
+        let simple = match e {
+            'a' => Some('\u{7}'),
+            'b' => Some('\u{8}'),
+            'e' | 'E' => Some('\u{1b}'),
+            'f' => Some('\u{c}'),
+            'n' => Some('\n'),
+            'r' => Some('\r'),
+            't' => Some('\t'),
+            'v' => Some('\u{b}'),
+            '\\' | '\'' | '"' | '?' => Some(e),
+            _ => None,
+        };
+        if let Some(c) = simple {
+            out.push(c);
+            continue;
+        }
+        let (value, used) = match e {
+            'x' => radix(&chars, i, 2, 16),
+            'u' => radix(&chars, i, 4, 16),
+            'U' => radix(&chars, i, 8, 16),
+            '0'..='7' => {
+                let (v, n) = radix(&chars, i - 1, 3, 8);
+                (v, n - 1)
+            }
+            'c' if i < chars.len() => ((chars[i] as u32) & 0x1f, 1),
+            _ => {
+                out.push('\\');
+                out.push(e);
+                continue;
+            }
+        };
+        if used == 0 && matches!(e, 'x' | 'u' | 'U') {
+            out.push('\\');
+            out.push(e);
+            continue;
+        }
+        i += used;
+        out.push(char::from_u32(value).unwrap_or('\u{fffd}'));
+    }
+    out
+}
+
 /// A shell variable name.
 fn is_name(s: &str) -> bool {
     let mut chars = s.chars();
@@ -1436,10 +3834,11 @@ mod tests {
 
     #[test]
     fn su_sudo_and_shells() {
-        assert_eq!(
-            texts("su -c 'git push' root"),
-            ["git push", "su -c git push root"]
-        );
+        // `su` stays visible without its command string, which is parsed.
+        assert_eq!(texts("su -c 'git push' root"), ["su root", "git push"]);
+        assert_eq!(texts("su - root -c 'ls'"), ["su - root", "ls"]);
+        assert!(!analyze("su root").unparsed.is_empty());
+        assert!(!analyze("su -s /tmp/x -c ls").unparsed.is_empty());
         assert!(!analyze("su -c \"$X\"").unparsed.is_empty());
         assert_eq!(
             texts("sudo -E FOO=1 git push"),
@@ -1447,8 +3846,13 @@ mod tests {
         );
         assert!(!analyze("sudo PATH=/x git push").unparsed.is_empty());
         assert_eq!(texts("bash -o pipefail -ec -- 'a | b'"), ["a", "b"]);
-        assert_eq!(texts("bash ./build.sh --fast"), ["bash ./build.sh --fast"]);
+        // A shell running a script (or standard input) runs code the gate cannot see.
+        assert!(!analyze("bash ./build.sh --fast").unparsed.is_empty());
+        assert!(!analyze("sh /dev/stdin").unparsed.is_empty());
+        assert!(!analyze("bash --rcfile x -c ls").unparsed.is_empty());
         assert!(!analyze("bash").unparsed.is_empty());
+        assert_eq!(texts("rbash -c 'rm x'"), ["rm x"]);
+        assert!(!analyze("fish -c ls").unparsed.is_empty());
         assert_eq!(texts("bash --version"), ["bash --version"]);
     }
 
@@ -1470,6 +3874,219 @@ mod tests {
         assert!(!analyze("nohup LD_PRELOAD=x ls").unparsed.is_empty());
         assert!(!analyze("env BASH_ENV=x bash -c ls").unparsed.is_empty());
         assert!(!analyze("declare -x PATH=/tmp").unparsed.is_empty());
+    }
+
+    #[test]
+    fn more_wrappers_are_seen_through() {
+        for (line, want) in [
+            ("flock L rm x", "rm x"),
+            ("flock -n L -c 'rm x'", "rm x"),
+            ("taskset -c 1 rm x", "rm x"),
+            ("chrt -f 10 rm x", "rm x"),
+            ("setpriv --reuid=1 --init-groups rm x", "rm x"),
+            ("unshare -r -n rm x", "rm x"),
+            ("runuser -u nobody -- rm x", "rm x"),
+            ("watch -n 1 rm x", "rm x"),
+            ("watch -x rm x", "rm x"),
+            ("prlimit --nofile=5 rm x", "rm x"),
+            ("systemd-run --user --wait rm x", "rm x"),
+            ("nsenter -t 1 -n rm x", "rm x"),
+            ("chroot / rm x", "rm x"),
+            ("sg wheel -c 'rm x'", "rm x"),
+            ("strace -f -o t.log rm x", "rm x"),
+            ("strace -o '|rm x' ls", "rm x"),
+            ("ltrace -e malloc rm x", "rm x"),
+            ("valgrind --tool=memcheck -q rm x", "rm x"),
+            ("eatmydata rm x", "rm x"),
+            ("script -qc 'rm x' /dev/null", "rm x"),
+            ("git rebase -x 'rm x' main", "rm x"),
+            ("git rebase --exec='rm x' main", "rm x"),
+            ("git submodule foreach 'rm x'", "rm x"),
+            ("git submodule --quiet foreach --recursive rm x", "rm x"),
+            ("git bisect run rm x", "rm x"),
+            ("git difftool --extcmd 'rm x'", "rm x"),
+            ("git filter-branch --tree-filter 'rm x' HEAD", "rm x"),
+            ("git fetch --upload-pack='rm x' .", "rm x"),
+            ("git clone -u 'rm x' . y", "rm x"),
+            ("git grep -O'rm x' foo", "rm x"),
+            ("mapfile -C 'rm x' -c 1 a", "rm x"),
+            ("GIT_EDITOR='rm x' git commit", "rm x"),
+        ] {
+            let got = texts(line);
+            assert!(got.iter().any(|t| t == want), "{line:?}: {got:?}");
+            assert!(
+                analyze(line).unparsed.is_empty(),
+                "{line:?}: {:?}",
+                analyze(line)
+            );
+        }
+        for line in [
+            "unshare",
+            "chroot /srv/root ls",
+            "nsenter -t 1 -m ls",
+            "unshare -R /x ls",
+            "script /dev/null",
+            "sg wheel",
+            "parallel rm ::: x",
+            "systemd-run -S",
+            "fakeroot",
+            "watch \"$X\"",
+        ] {
+            assert!(!analyze(line).unparsed.is_empty(), "{line:?} parsed");
+        }
+    }
+
+    #[test]
+    fn git_configuration_that_runs_commands_is_unparsed() {
+        for line in [
+            "GIT_CONFIG_COUNT=1 git status",
+            "GIT_CONFIG_PARAMETERS=x git status",
+            "env GIT_SSH_COMMAND=x git fetch",
+            "export GIT_CONFIG_KEY_0=alias.p",
+            "declare -x GIT_EXEC_PATH=/tmp",
+            "read GIT_CONFIG_PARAMETERS",
+            "git -c core.pager=less log",
+            "git --config-env=core.sshCommand=X fetch",
+            "git --exec-path=/tmp status",
+            "git config core.fsmonitor x",
+            "git config --global include.path x",
+            "git config set core.editor x",
+            "git config --rename-section user core",
+            "git config \"$K\" v",
+            "declare -n r=PATH",
+            "(( PATH = 1 ))",
+        ] {
+            assert!(!analyze(line).unparsed.is_empty(), "{line:?} parsed");
+        }
+        for line in [
+            "git -c user.name=x -c color.ui=never commit -m y",
+            "git -c alias.p=push p",
+            "git config user.email a@b.c",
+            "git config --get core.pager",
+            "git config --unset core.pager",
+            "git config -l",
+            "git config --global --add safe.directory /x",
+            "git config alias.st status",
+            "GIT_EDITOR=true git rebase --continue",
+            "export FOO=1 BAR=\"$HOME\"",
+            "local -r x=1",
+        ] {
+            assert!(
+                analyze(line).unparsed.is_empty(),
+                "{line:?}: {:?}",
+                analyze(line)
+            );
+        }
+    }
+
+    #[test]
+    fn interpreters_awk_sed_and_make() {
+        for line in [
+            "python3 -c 'import os'",
+            "python3.12 -Bc x",
+            "python3 -W ignore -c x",
+            "python3",
+            "python3 -",
+            "python3 /dev/stdin",
+            "python3 -i s.py",
+            "node -e 1",
+            "node --eval=1",
+            "node -r data:text/javascript,1 a.js",
+            "node --title t -e 1",
+            "perl -pi -e 's/a/b/' f",
+            "perl -ne 'print'",
+            "perl",
+            "ruby -rjson -e 'p 1'",
+            "php -r 'echo 1;'",
+            "lua -e 'os.execute(1)'",
+            "deno eval 1",
+            "bun -e 1",
+            "osascript -e x",
+            "awk 'BEGIN{system(\"x\")}'",
+            "awk '{print | \"sh\"}'",
+            "awk '{\"date\" | getline d}'",
+            "gawk -e 'BEGIN{system(1)}' f",
+            "awk -l x 'BEGIN{}'",
+            "awk \"$P\" f",
+            "sed '1e rm x' f",
+            "sed -n 's/a/b/e' f",
+            "sed -e p -e 'e rm' f",
+            "sed --expression='1e x' f",
+            "sed \"$S\" f",
+            "sed 's/[/]/x/e' f",
+            "make --eval 'x:;rm y' x",
+            "make -E 'x:;rm y' x",
+            "make SHELL=/tmp/x",
+            "sqlite3 db",
+            "sqlite3 db '.shell rm x'",
+            "psql",
+            "mysql -e 'system rm x'",
+            "vim -c '!rm x'",
+            "gdb -batch -ex 'shell rm x'",
+        ] {
+            assert!(!analyze(line).unparsed.is_empty(), "{line:?} parsed");
+        }
+        for line in [
+            "python3 script.py -c x",
+            "python3 -m pytest -x",
+            "python3 --version",
+            "node server.js -p 3000",
+            "node --test",
+            "node --max-old-space-size=4096 a.js",
+            "perl script.pl",
+            "ruby -v",
+            "awk '{print $1}' f",
+            "awk -F: '$3 > 5 || $4 < 2 {print $(NF-1)}' f",
+            "awk -f prog.awk f",
+            "sed -i 's/a/b/g' f",
+            "sed -n '/x/,/y/{p;q}' f",
+            "sed -E 's#a|b#c#2' f",
+            "sed 'y/abc/xyz/;1d;$a\\\nend' f",
+            "sed --sandbox 's/a/b/e' f",
+            "make -j4 test",
+            "sqlite3 db 'select 1'",
+            "psql -c 'select 1'",
+        ] {
+            assert!(
+                analyze(line).unparsed.is_empty(),
+                "{line:?}: {:?}",
+                analyze(line)
+            );
+        }
+    }
+
+    #[test]
+    fn substitution_text_in_words() {
+        for line in [
+            "test -v 'a[$(rm x)]'",
+            "let 'a[$(rm x)]=1'",
+            "x='a[`rm x`]'; echo $((x))",
+            "[[ 'a[$(rm x)]' -eq 1 ]]",
+            "echo \"a[\\$(rm x)]\"",
+            "x=$'a[\\x24(rm x)]'",
+            "x=$'a[\\140rm x\\140]'",
+            "cat <<E\n\\$(rm x)\nE",
+            "cat <<< '$(rm x)'",
+            "sh -c 'echo hi' 'a[$(rm x)]'",
+        ] {
+            assert!(!analyze(line).unparsed.is_empty(), "{line:?} parsed");
+        }
+        for line in [
+            "sh -c 'echo $(date)'",
+            "bash -c 'echo `date`'",
+            "trap 'echo $(date)' EXIT",
+            "grep -rn '$(shell' .",
+            "awk '{print $(NF-1)}' f",
+            "git commit -m \"$(cat <<'E'\nuse `x`\nE\n)\"",
+            "echo $'a\\tb'",
+        ] {
+            assert!(
+                analyze(line).unparsed.is_empty(),
+                "{line:?}: {:?}",
+                analyze(line)
+            );
+        }
+        assert_eq!(decode_ansi_c(r"\x24(\101\u0042\ca"), "$(AB\u{1}");
     }
 
     #[test]
