@@ -153,3 +153,37 @@ pub fn short_digest(s: &str) -> String {
     let hex = s.strip_prefix("sha256:").unwrap_or(s);
     format!("sha256:{}", &hex[..hex.len().min(12)])
 }
+
+/// `s` safe to print on a terminal: control characters (escape sequences, carriage
+/// returns, backspaces… — what another party wrote could redraw what a human reads,
+/// e.g. a question's input) are shown escaped (`\u{1b}`); a newline is kept only
+/// when `newlines` is true.
+pub fn printable(s: &str, newlines: bool) -> String {
+    s.chars()
+        .map(|c| {
+            if (c == '\n' && newlines) || !(c.is_control() || is_bidi_control(c)) {
+                c.to_string()
+            } else {
+                c.escape_unicode().to_string()
+            }
+        })
+        .collect()
+}
+
+/// Unicode's bidirectional controls (they can reorder what a terminal shows).
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
+}
+
+#[cfg(test)]
+mod printable_tests {
+    #[test]
+    fn escapes_what_could_redraw_the_terminal() {
+        let s = "git push --force # \u{1b}[1A\u{1b}[2K\rcargo test\u{202e}x\ny";
+        let shown = super::printable(s, false);
+        assert!(!shown.chars().any(|c| c.is_control()), "{shown}");
+        assert!(shown.contains("\\u{1b}[1A"), "{shown}");
+        assert!(shown.contains("\\u{202e}"), "{shown}");
+        assert_eq!(super::printable("a\nb", true), "a\nb");
+    }
+}

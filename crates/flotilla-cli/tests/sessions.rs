@@ -386,6 +386,20 @@ allow = [["journalctl"], ["seq"]]
         .block_on(session.get_text(&format!("/v1/outputs/{oid}")))
         .unwrap();
     assert_eq!(own, expected);
+    // Nor through the blob store, nor by naming the id in an executor call.
+    let err = rt
+        .block_on(other.get_text(&format!("/v1/blobs/{oid}")))
+        .unwrap_err();
+    assert!(err.to_string().contains("403"), "{err}");
+    let _ = rt.block_on(other.post_bytes(
+        "/v1/exec",
+        serde_json::json!({"argv": [oid]}).to_string().into_bytes(),
+        Duration::from_secs(10),
+    ));
+    let err = rt
+        .block_on(other.get_text(&format!("/v1/outputs/{oid}")))
+        .unwrap_err();
+    assert!(err.to_string().contains("404"), "{err}");
 
     // Anything else: a question for that exact argv; runs once answered allow.
     let marker = s.a.ws.path().join("executed");
@@ -691,6 +705,63 @@ fn at_most_max_runtimes_run_and_the_rest_wait_for_capacity() {
     common::sessions::open_up(bin.path());
     let agent = fake_agent(bin.path());
     let s = SessionsAuthority::new(&agent, &[], "max_runtimes = 1", "");
+    // Created at once, they still never run more than one runtime.
+    let racers: Vec<_> = (0..4)
+        .map(|i| {
+            let env: Vec<(String, String)> =
+                s.a.env()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect();
+            let dir = s.a.ws.path().to_path_buf();
+            std::thread::spawn(move || {
+                let env: Vec<(&str, &str)> =
+                    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                let r = common::run_with_env(
+                    &dir,
+                    &[
+                        "session",
+                        "create",
+                        "--repo",
+                        "infra",
+                        "--prompt",
+                        &format!("racer {i}"),
+                    ],
+                    &env,
+                );
+                assert_eq!(r.code, 0, "{r:?}");
+            })
+        })
+        .collect();
+    for r in racers {
+        r.join().unwrap();
+    }
+    let all = s.run(&["session", "list", "--json"]).json();
+    let running: Vec<_> = all["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["runtime_alive"] == true)
+        .collect();
+    assert_eq!(running.len(), 1, "{all:#}");
+    for x in all["sessions"].as_array().unwrap() {
+        if let Some(pid) = x["doc"]["runtime"]["pid"].as_u64() {
+            common::kill9(pid as u32);
+        }
+    }
+    // Each waiting one boots in turn as the one before ends; end them all.
+    let ok = flotilla_testkit::wait_until(Duration::from_secs(60), || {
+        let all = s.run(&["session", "list", "--json"]).json();
+        let list = all["sessions"].as_array().unwrap().clone();
+        for x in &list {
+            if let Some(pid) = x["doc"]["runtime"]["pid"].as_u64() {
+                common::kill9(pid as u32);
+            }
+        }
+        list.iter()
+            .all(|x| x["doc"]["boots"] == 1 && x["runtime_alive"] == false)
+    });
+    assert!(ok, "{:#}", s.run(&["session", "list", "--json"]).json());
     let a = s.create(&["--prompt", "first"]);
     s.wait_state(a, "working", Duration::from_secs(30));
     let b = s.create(&["--prompt", "second"]);

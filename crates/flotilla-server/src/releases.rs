@@ -166,7 +166,19 @@ pub async fn get_blob<S: AuthorityStore>(
     Path(sha256): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, Failure> {
-    state.caller(&headers).await?;
+    // Operators and agents (release artifacts); never a session's runtime or an
+    // alert sender: the blob store also keeps sessions' whole outputs.
+    match state.caller(&headers).await? {
+        flotilla_store::authority::Principal::Operator { .. }
+        | flotilla_store::authority::Principal::Agent { .. } => {}
+        _ => {
+            return Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "blobs are read by operators and agents",
+            ))
+        }
+    }
     let bytes = state
         .store
         .blob(sha256.clone())

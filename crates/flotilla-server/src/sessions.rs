@@ -179,7 +179,7 @@ pub struct AlertsConfig {
 }
 
 /// `[executor]` of `sessions.toml`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecutorConfig {
     /// Argv prefixes run at once (default: [`Allowlist::default_reads`]).
@@ -188,6 +188,23 @@ pub struct ExecutorConfig {
     /// How long one command may run (default 60 s).
     #[serde(default, with = "humantime_serde_compat::option")]
     pub timeout: Option<Duration>,
+    /// At most this many commands run at once (default 4); more are refused (429).
+    #[serde(default = "default_max_running")]
+    pub max_running: usize,
+}
+
+fn default_max_running() -> usize {
+    4
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        ExecutorConfig {
+            allow: None,
+            timeout: None,
+            max_running: default_max_running(),
+        }
+    }
 }
 
 /// `humantime` durations in TOML strings (`"60s"`, `"10m"`).
@@ -378,6 +395,22 @@ impl SessionsConfig {
                 at("max_runtimes")
             )));
         }
+        if config
+            .executor
+            .timeout
+            .is_some_and(|t| t < Duration::from_millis(100))
+        {
+            return Err(invalid(format!(
+                "{}[executor] timeout must be at least 100ms",
+                at("timeout")
+            )));
+        }
+        if config.executor.max_running == 0 {
+            return Err(invalid(format!(
+                "{}[executor] max_running must be at least 1",
+                at("max_running")
+            )));
+        }
         if config.output_cap < 1024 {
             return Err(invalid(format!(
                 "{}output_cap must be at least 1024 bytes",
@@ -429,6 +462,10 @@ pub struct Sessions {
     clones: CloneCache,
     /// One lock per session: boots and turn ends are serialised per session.
     locks: std::sync::Mutex<HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
+    /// Executor runs in progress (at most `[executor] max_running`).
+    executor_slots: tokio::sync::Semaphore,
+    /// Held from the capacity check of a boot to the end of that boot.
+    capacity: tokio::sync::Mutex<()>,
     /// Held while a question is answered or an answer is used: one answer per
     /// question, and an answer used once.
     answers: tokio::sync::Mutex<()>,
@@ -463,6 +500,7 @@ impl Sessions {
     /// A message when one of them cannot be found.
     pub fn new(setup: SessionsSetup) -> Result<Sessions, String> {
         let config = setup.config;
+        let max_running = config.executor.max_running;
         let policy = config.policy()?;
         let matchers = config.matchers()?;
         let allowlist = match &config.executor.allow {
@@ -536,6 +574,8 @@ impl Sessions {
             config,
             locks: std::sync::Mutex::new(HashMap::new()),
             answers: tokio::sync::Mutex::new(()),
+            capacity: tokio::sync::Mutex::new(()),
+            executor_slots: tokio::sync::Semaphore::new(max_running),
             live: std::sync::Mutex::new(HashMap::new()),
         })
     }
@@ -630,6 +670,10 @@ pub struct SessionDoc {
     /// The alert that opened it (its deduplication key).
     #[serde(default)]
     pub alert: Option<String>,
+    /// A question was answered while the runtime that asked it was still ending:
+    /// the next runtime resumes the conversation when it ends.
+    #[serde(default)]
+    pub resume_after: bool,
     /// Messages wait because `max_runtimes` runtimes run (the reconciler boots
     /// it when one ends).
     #[serde(default)]
@@ -1130,6 +1174,7 @@ async fn create<S: AuthorityStore>(
         alert: alert.clone(),
         token_hash: None,
         waiting_for_capacity: false,
+        resume_after: false,
     };
     let created = state
         .store
@@ -1149,7 +1194,7 @@ async fn create<S: AuthorityStore>(
     )
     .await?;
     if let Some(p) = req.prompt {
-        deliver(state, created.id, Some(p)).await?;
+        deliver(state, created.id, Some(p), false).await?;
     }
     Ok((created.id, true))
 }
@@ -1160,6 +1205,7 @@ async fn deliver<S: AuthorityStore>(
     state: &Arc<AppState<S>>,
     id: u64,
     text: Option<String>,
+    resume: bool,
 ) -> Result<(), Failure> {
     // Reconciled first (a dead runtime cleared), then decided under the
     // session's lock on the runtime's liveness now.
@@ -1172,12 +1218,22 @@ async fn deliver<S: AuthorityStore>(
         event(state, id, serde_json::json!({"kind": "message", "text": t})).await?;
     }
     if doc.runtime.as_ref().is_some_and(alive) {
-        if let Some(t) = text {
-            doc.pending.push(t);
-            save_session(state, id, &doc).await?;
+        match text {
+            Some(t) => doc.pending.push(t),
+            // An answer while the turn that asked is still ending: resume after.
+            None if resume => doc.resume_after = true,
+            None => return Ok(()),
         }
+        save_session(state, id, &doc).await?;
         return Ok(());
     }
+    if text.is_none() && doc.pending.is_empty() && !resume {
+        // Nothing to give a runtime (the messages were taken meanwhile).
+        return Ok(());
+    }
+    // One boot at a time decides on capacity: the count and the boot that adds to
+    // it are not split by another boot.
+    let _capacity = sessions.capacity.lock().await;
     let mut messages = std::mem::take(&mut doc.pending);
     messages.extend(text);
     if sessions.live.lock().expect("not poisoned").len() >= sessions.config.runtime.max_runtimes {
@@ -1408,7 +1464,7 @@ async fn boot<S: AuthorityStore>(
         ("FLOTILLA_SESSION".into(), id.to_string()),
     ]);
     // Every session's files are hidden but this one's tree, home and run
-    // directory; the mirrors are readable (the tree borrows their objects).
+    // directory, and its repository's mirror (read-only).
     let mut hidden = sessions.hidden.clone();
     hidden.push(sessions.dir.clone());
     let spec = SandboxSpec {
@@ -1421,7 +1477,11 @@ async fn boot<S: AuthorityStore>(
         readable: vec![
             sessions.flotilla_exe.clone(),
             sessions.claude.clone(),
-            sessions.clones.root().to_path_buf(),
+            // This repository's mirror only (the tree borrows its objects).
+            sessions
+                .clones
+                .mirror_path(&doc.repo)
+                .map_err(|e| internal("finding its mirror", &e))?,
             run.clone(),
         ],
         hidden,
@@ -1462,6 +1522,7 @@ async fn boot<S: AuthorityStore>(
     };
     doc.runtime = Some(rt);
     doc.boots = boot_no;
+    doc.resume_after = false;
     doc.token_hash = Some(token_hash);
     save_session(state, id, doc).await?;
     sessions.live.lock().expect("not poisoned").insert(
@@ -1583,9 +1644,24 @@ fn ended<S: AuthorityStore>(
             serde_json::json!({"kind": "runtime-exited", "pid": rt.pid, "boot": rt.boot, "code": code, "stderr": stderr}),
         )
         .await?;
-        if !doc.pending.is_empty() && !doc.waiting_for_capacity {
-            let messages = std::mem::take(&mut doc.pending);
-            boot(state, id, &mut doc, messages).await?;
+        let home = sessions.session_dir(id).join("home");
+        if code != Some(0) && !transcript_exists(&home, &doc.agent_session) {
+            // It failed before its conversation began: its prompt is given again
+            // with the next message.
+            if let Ok(p) = std::fs::read_to_string(sessions.session_dir(id).join("run/prompt")) {
+                doc.pending.insert(0, p);
+                save_session(state, id, &doc).await?;
+            }
+        } else if !doc.pending.is_empty() || doc.resume_after {
+            let resume = doc.resume_after;
+            // Messages that came during the turn start the next one (through the
+            // same capacity check as every boot, once this lock is released).
+            let state2 = state.clone();
+            tokio::spawn(async move {
+                if let Err(e) = deliver(&state2, id, None, resume).await {
+                    tracing::error!("session {id}: the next turn: {}", e.message());
+                }
+            });
         }
         // A runtime ended: another session's messages may have been waiting.
         let state2 = state.clone();
@@ -1651,7 +1727,7 @@ async fn boot_waiting<S: AuthorityStore>(state: &Arc<AppState<S>>) {
             return;
         }
         if rec.doc.contains("\"waiting_for_capacity\":true") {
-            if let Err(e) = deliver(state, rec.id, None).await {
+            if let Err(e) = deliver(state, rec.id, None, false).await {
                 tracing::error!("session {}: booting after a wait: {}", rec.id, e.message());
             }
         }
@@ -1746,7 +1822,7 @@ pub async fn send_message<S: AuthorityStore>(
     if req.text.trim().is_empty() {
         return Err(invalid("an empty message"));
     }
-    deliver(&state, id, Some(req.text)).await?;
+    deliver(&state, id, Some(req.text), false).await?;
     Ok(Json(dto(&state, id).await?))
 }
 
@@ -1901,7 +1977,7 @@ pub async fn answer_question<S: AuthorityStore>(
     )
     .await?;
     if doc.tool_name != EXECUTOR_TOOL {
-        deliver(&state, rec.session, None).await?;
+        deliver(&state, rec.session, None, true).await?;
     }
     Ok(Json(QuestionDto {
         id,
@@ -1909,6 +1985,19 @@ pub async fn answer_question<S: AuthorityStore>(
         asked_ms: rec.created_ms,
         doc,
     }))
+}
+
+/// The most open questions one session may have; past it, calls that would ask
+/// are denied (a runtime cannot flood the humans' queue).
+pub const MAX_OPEN_QUESTIONS: usize = 50;
+
+/// Session `id`'s open (unanswered) questions.
+async fn open_count<S: AuthorityStore>(state: &AppState<S>, id: u64) -> Result<usize, Failure> {
+    Ok(open_questions(state)
+        .await?
+        .iter()
+        .filter(|(_, s, _, q)| *s == id && q.answer.is_none())
+        .count())
 }
 
 /// The tool name of executor questions.
@@ -2042,6 +2131,11 @@ async fn gate<S: AuthorityStore>(
         Decision::Ask { reason } => {
             let qid = match open {
                 Some(q) => q,
+                None if open_count(state, id).await? >= MAX_OPEN_QUESTIONS => {
+                    return Ok(HookAnswer::Deny(format!(
+                        "{reason}; and session {id} already has {MAX_OPEN_QUESTIONS} open questions: denied until a human answers them"
+                    )));
+                }
                 None => {
                     let q = QuestionDoc {
                         tool_name: call.tool_name.clone(),
@@ -2201,6 +2295,16 @@ pub async fn exec<S: AuthorityStore>(
             }
         }
     };
+    let _slot = sessions.executor_slots.try_acquire().map_err(|_| {
+        Failure::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "busy",
+            format!(
+                "{} executor runs already in progress ([executor] max_running): try again when one ends",
+                sessions.config.executor.max_running
+            ),
+        )
+    })?;
     let timeout = sessions
         .config
         .executor
@@ -2273,13 +2377,20 @@ pub async fn get_output<S: AuthorityStore>(
         Principal::Session { .. } => {
             // A session reads its own outputs only.
             let session = session_caller(&state, &headers).await?;
+            // Its own: an executor run of this session kept it (the event's
+            // `outputs`, which only the authority writes; never its argv).
             let own = state
                 .store
                 .session_events(session, 0)
                 .await?
                 .iter()
+                .filter_map(|e| serde_json::from_str::<serde_json::Value>(&e.doc).ok())
                 .any(|e| {
-                    e.doc.contains("\"kind\":\"exec\"") && e.doc.contains(&format!("\"{id}\""))
+                    e["kind"] == "exec"
+                        && e["outcome"] == "ran"
+                        && e["outputs"]
+                            .as_array()
+                            .is_some_and(|o| o.iter().any(|x| x.as_str() == Some(id.as_str())))
                 });
             if !own {
                 return Err(not_found(format!("no output {id} of session {session}")));
@@ -2364,7 +2475,7 @@ pub async fn alertmanager<S: AuthorityStore>(
                 let state2 = state.clone();
                 let message = alert.message();
                 tokio::spawn(async move {
-                    if let Err(e) = deliver(&state2, id, Some(message)).await {
+                    if let Err(e) = deliver(&state2, id, Some(message), false).await {
                         tracing::error!("session {id}: booting for an alert: {}", e.message());
                     }
                 });

@@ -38,9 +38,17 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             Some(c) => c.to_string(),
             None => q.doc.tool_input.to_string(),
         };
+        // What the agent wrote is shown escaped: it must not redraw the screen
+        // of the human who answers.
         println!(
             "{:<5} {:<8} {:<10} {:<7} {}\n{:<34}{}",
-            q.id, q.session, q.doc.tool_name, answer, q.doc.reason, "", input
+            q.id,
+            q.session,
+            crate::render::printable(&q.doc.tool_name, false),
+            answer,
+            crate::render::printable(&q.doc.reason, false),
+            "",
+            crate::render::printable(&input, false)
         );
     }
     Ok(EXIT_OK)

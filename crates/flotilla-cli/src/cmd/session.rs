@@ -56,7 +56,7 @@ pub enum SessionCommand {
     Send {
         /// The session's id.
         id: u64,
-        /// The message.
+        /// The message (`-`: read it from standard input).
         text: String,
     },
     /// Ask to switch the session's mode: always refused and recorded (modes are
@@ -174,6 +174,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                         e.code.map_or("-".into(), |c| c.to_string())
                     );
                     if let Some(d) = &e.detail {
+                        let d = crate::render::printable(d, true);
                         println!("  {}", d.replace('\n', "\n  "));
                     }
                 }
@@ -184,9 +185,16 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             Ok(EXIT_OK)
         }
         SessionCommand::Send { id, text } => {
+            let text = if text == "-" {
+                let mut t = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut t)?;
+                t
+            } else {
+                text.clone()
+            };
             let s: SessionDto = rt.block_on(client.post(
                 &format!("/v1/sessions/{id}/messages"),
-                &MessageRequest { text: text.clone() },
+                &MessageRequest { text },
             ))?;
             println!("{HEADER}");
             println!("{}", line(&s));
