@@ -137,27 +137,12 @@ fn a_session_is_a_row_until_its_first_message_and_a_killed_runtime_is_never_show
 fn twenty_concurrent_messages_boot_one_runtime() {
     let (s, _bin) = authority("");
     let id = s.create(&[]);
-    let threads: Vec<_> = (0..20)
-        .map(|i| {
-            let env: Vec<(String, String)> =
-                s.a.env()
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), v))
-                    .collect();
-            let dir = s.a.ws.path().to_path_buf();
-            std::thread::spawn(move || {
-                let env: Vec<(&str, &str)> =
-                    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                common::run_with_env(
-                    &dir,
-                    &["session", "send", &id.to_string(), &format!("message {i}")],
-                    &env,
-                )
-            })
-        })
-        .collect();
-    for t in threads {
-        let r = t.join().unwrap();
+    let runs = s.run_concurrently(20, |i| {
+        ["session", "send", &id.to_string(), &format!("message {i}")]
+            .map(String::from)
+            .to_vec()
+    });
+    for r in runs {
         assert_eq!(r.code, 0, "{r:?}");
     }
     let shown = s.wait_state(id, "working", Duration::from_secs(30));
@@ -409,28 +394,15 @@ allow = [["journalctl"], ["seq"]]
     assert!(!marker.exists());
     let qid = r["question"].as_u64().unwrap();
     // Answered once, however many answer at once.
-    let answers: Vec<_> = (0..8)
-        .map(|_| {
-            let env: Vec<(String, String)> =
-                s.a.env()
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), v))
-                    .collect();
-            let dir = s.a.ws.path().to_path_buf();
-            std::thread::spawn(move || {
-                let env: Vec<(&str, &str)> =
-                    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                let decision = "allow";
-                let r = common::run_with_env(
-                    &dir,
-                    &["question", "answer", &qid.to_string(), decision],
-                    &env,
-                );
-                (r.code, decision)
-            })
+    let results: Vec<(i32, &str)> = s
+        .run_concurrently(8, |_| {
+            ["question", "answer", &qid.to_string(), "allow"]
+                .map(String::from)
+                .to_vec()
         })
+        .into_iter()
+        .map(|r| (r.code, "allow"))
         .collect();
-    let results: Vec<(i32, &str)> = answers.into_iter().map(|t| t.join().unwrap()).collect();
     let won: Vec<_> = results.iter().filter(|(c, _)| *c == 0).collect();
     assert_eq!(won.len(), 1, "{results:?}");
     assert!(results
@@ -706,35 +678,20 @@ fn at_most_max_runtimes_run_and_the_rest_wait_for_capacity() {
     let agent = fake_agent(bin.path());
     let s = SessionsAuthority::new(&agent, &[], "max_runtimes = 1", "");
     // Created at once, they still never run more than one runtime.
-    let racers: Vec<_> = (0..4)
-        .map(|i| {
-            let env: Vec<(String, String)> =
-                s.a.env()
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), v))
-                    .collect();
-            let dir = s.a.ws.path().to_path_buf();
-            std::thread::spawn(move || {
-                let env: Vec<(&str, &str)> =
-                    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                let r = common::run_with_env(
-                    &dir,
-                    &[
-                        "session",
-                        "create",
-                        "--repo",
-                        "infra",
-                        "--prompt",
-                        &format!("racer {i}"),
-                    ],
-                    &env,
-                );
-                assert_eq!(r.code, 0, "{r:?}");
-            })
-        })
-        .collect();
+    let racers = s.run_concurrently(4, |i| {
+        [
+            "session",
+            "create",
+            "--repo",
+            "infra",
+            "--prompt",
+            &format!("racer {i}"),
+        ]
+        .map(String::from)
+        .to_vec()
+    });
     for r in racers {
-        r.join().unwrap();
+        assert_eq!(r.code, 0, "{r:?}");
     }
     let all = s.run(&["session", "list", "--json"]).json();
     let running: Vec<_> = all["sessions"]

@@ -1007,22 +1007,8 @@ async fn reconcile<S: AuthorityStore>(
         return Ok((doc, created_ms, false));
     };
     if !alive(&rt) {
-        doc.runtime = None;
-        doc.token_hash = None;
-        doc.last_end = Some(RuntimeEnd {
-            at_ms: now_ms(),
-            code: None,
-            how: "gone".into(),
-            detail: None,
-        });
-        sessions.live.lock().expect("not poisoned").remove(&id);
-        save_session(state, id, &doc).await?;
-        event(
-            state,
-            id,
-            serde_json::json!({"kind": "runtime-gone", "pid": rt.pid, "boot": rt.boot}),
-        )
-        .await?;
+        let ev = serde_json::json!({"kind": "runtime-gone", "pid": rt.pid, "boot": rt.boot});
+        end_runtime(state, id, &mut doc, "gone", ev).await?;
         return Ok((doc, created_ms, false));
     }
     // Its last activity: its last gate call, or the last time it wrote output.
@@ -1046,25 +1032,35 @@ async fn reconcile<S: AuthorityStore>(
     let idle = sessions.config.runtime.idle_timeout.as_millis() as i64;
     if now_ms() - activity > idle {
         kill_runtime(&rt);
-        doc.runtime = None;
-        doc.token_hash = None;
-        doc.last_end = Some(RuntimeEnd {
-            at_ms: now_ms(),
-            code: None,
-            how: "idle".into(),
-            detail: None,
-        });
-        sessions.live.lock().expect("not poisoned").remove(&id);
-        save_session(state, id, &doc).await?;
-        event(
-            state,
-            id,
-            serde_json::json!({"kind": "runtime-torn-down", "why": "idle", "pid": rt.pid}),
-        )
-        .await?;
+        let ev = serde_json::json!({"kind": "runtime-torn-down", "why": "idle", "pid": rt.pid});
+        end_runtime(state, id, &mut doc, "idle", ev).await?;
         return Ok((doc, created_ms, false));
     }
     Ok((doc, created_ms, true))
+}
+
+/// Records that session `id`'s runtime is over (`how`: `gone`, `idle`,
+/// `stopped`), its credential with it, and logs `ev`. The session's lock is held.
+async fn end_runtime<S: AuthorityStore>(
+    state: &AppState<S>,
+    id: u64,
+    doc: &mut SessionDoc,
+    how: &str,
+    ev: serde_json::Value,
+) -> Result<(), Failure> {
+    doc.runtime = None;
+    doc.token_hash = None;
+    doc.last_end = Some(RuntimeEnd {
+        at_ms: now_ms(),
+        code: None,
+        how: how.into(),
+        detail: None,
+    });
+    if let Some(sessions) = state.sessions.as_ref() {
+        sessions.live.lock().expect("not poisoned").remove(&id);
+    }
+    save_session(state, id, doc).await?;
+    event(state, id, ev).await
 }
 
 fn kill_runtime(rt: &RuntimeRecord) {
@@ -1876,23 +1872,11 @@ pub async fn stop_runtime<S: AuthorityStore>(
         let lock = sessions.lock_of(id);
         let _held = lock.lock().await;
         let (mut doc, _) = load_session(&state, id).await?;
-        if let Some(rt) = doc.runtime.take() {
+        if let Some(rt) = doc.runtime {
             kill_runtime(&rt);
-            doc.token_hash = None;
-            doc.last_end = Some(RuntimeEnd {
-                at_ms: now_ms(),
-                code: None,
-                how: "stopped".into(),
-                detail: None,
-            });
-            sessions.live.lock().expect("not poisoned").remove(&id);
-            save_session(&state, id, &doc).await?;
-            event(
-                &state,
-                id,
-                serde_json::json!({"kind": "runtime-torn-down", "why": "stopped", "pid": rt.pid}),
-            )
-            .await?;
+            let ev =
+                serde_json::json!({"kind": "runtime-torn-down", "why": "stopped", "pid": rt.pid});
+            end_runtime(&state, id, &mut doc, "stopped", ev).await?;
         }
     }
     Ok(Json(dto(&state, id).await?))

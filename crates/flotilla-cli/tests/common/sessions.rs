@@ -177,6 +177,30 @@ url = "{origin}"
         last
     }
 
+    /// Runs `flotilla` `n` times at once as the operator, the `i`-th with the
+    /// arguments `args(i)`; the runs, in order.
+    pub fn run_concurrently(&self, n: usize, args: impl Fn(usize) -> Vec<String>) -> Vec<Run> {
+        let env: Vec<(String, String)> = self
+            .a
+            .env()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let dir = self.a.ws.path().to_path_buf();
+        let threads: Vec<_> = (0..n)
+            .map(|i| {
+                let (env, dir, args) = (env.clone(), dir.clone(), args(i));
+                std::thread::spawn(move || {
+                    let env: Vec<(&str, &str)> =
+                        env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                    super::run_with_env(&dir, &args, &env)
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    }
+
     /// `session create --repo infra` with `args`; the new session's id.
     pub fn create(&self, args: &[&str]) -> u64 {
         let mut all = vec!["session", "create", "--repo", "infra", "--json"];
