@@ -277,7 +277,22 @@ impl SessionsConfig {
         })?;
         // Past the syntax, each error names where its value is (line:column).
         let at = |needle: &str| -> String {
+            // A quoted value, else a key at the start of a line, else anywhere.
+            let key_at = || {
+                let mut offset = 0;
+                for line in text.split_inclusive('\n') {
+                    let t = line.trim_start();
+                    if t.strip_prefix(needle)
+                        .is_some_and(|r| r.trim_start().starts_with('='))
+                    {
+                        return Some(offset + (line.len() - t.len()));
+                    }
+                    offset += line.len();
+                }
+                None
+            };
             text.find(&format!("{needle:?}"))
+                .or_else(key_at)
                 .or_else(|| text.find(needle))
                 .map(|i| {
                     let before = &text[..i];
@@ -464,8 +479,8 @@ pub struct Sessions {
     locks: std::sync::Mutex<HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
     /// Executor runs in progress (at most `[executor] max_running`).
     executor_slots: tokio::sync::Semaphore,
-    /// Held from the capacity check of a boot to the end of that boot.
-    capacity: tokio::sync::Mutex<()>,
+    /// Boots in progress (each holds a place under `max_runtimes`).
+    booting: std::sync::Mutex<usize>,
     /// Held while a question is answered or an answer is used: one answer per
     /// question, and an answer used once.
     answers: tokio::sync::Mutex<()>,
@@ -574,7 +589,7 @@ impl Sessions {
             config,
             locks: std::sync::Mutex::new(HashMap::new()),
             answers: tokio::sync::Mutex::new(()),
-            capacity: tokio::sync::Mutex::new(()),
+            booting: std::sync::Mutex::new(0),
             executor_slots: tokio::sync::Semaphore::new(max_running),
             live: std::sync::Mutex::new(HashMap::new()),
         })
@@ -1001,7 +1016,13 @@ async fn reconcile<S: AuthorityStore>(
 ) -> Result<(SessionDoc, i64, bool), Failure> {
     let sessions = sessions_of(state)?;
     let lock = sessions.lock_of(id);
-    let _held = lock.lock().await;
+    // A session whose lock is held is being booted or ended: read it as it is
+    // (liveness measured now) rather than wait behind that (a slow clone).
+    let Ok(_held) = lock.try_lock() else {
+        let (doc, created_ms) = load_session(state, id).await?;
+        let running = doc.runtime.as_ref().is_some_and(alive);
+        return Ok((doc, created_ms, running));
+    };
     let (mut doc, created_ms) = load_session(state, id).await?;
     let Some(rt) = doc.runtime else {
         return Ok((doc, created_ms, false));
@@ -1190,7 +1211,7 @@ async fn create<S: AuthorityStore>(
     )
     .await?;
     if let Some(p) = req.prompt {
-        deliver(state, created.id, Some(p), false).await?;
+        deliver_detached(state, created.id, Some(p), false).await?;
     }
     Ok((created.id, true))
 }
@@ -1223,20 +1244,32 @@ async fn deliver<S: AuthorityStore>(
         save_session(state, id, &doc).await?;
         return Ok(());
     }
-    if text.is_none() && doc.pending.is_empty() && !resume {
+    if text.is_none() && doc.pending.is_empty() && !resume && !doc.resume_after {
         // Nothing to give a runtime (the messages were taken meanwhile).
         return Ok(());
     }
-    // One boot at a time decides on capacity: the count and the boot that adds to
-    // it are not split by another boot.
-    let _capacity = sessions.capacity.lock().await;
+    let resume = resume || doc.resume_after;
     let mut messages = std::mem::take(&mut doc.pending);
     messages.extend(text);
-    if sessions.live.lock().expect("not poisoned").len() >= sessions.config.runtime.max_runtimes {
+    // Capacity is decided and reserved in one step (runtimes running plus boots
+    // in progress), so concurrent boots cannot all pass the check; a slow boot
+    // holds its reservation, not a lock the others wait on.
+    let reserved = {
+        let live = sessions.live.lock().expect("not poisoned").len();
+        let mut booting = sessions.booting.lock().expect("not poisoned");
+        if live + *booting < sessions.config.runtime.max_runtimes {
+            *booting += 1;
+            true
+        } else {
+            false
+        }
+    };
+    if !reserved {
         // At capacity: the messages wait; the reconciler boots this session when
         // a runtime ends.
         doc.pending = messages;
         doc.waiting_for_capacity = true;
+        doc.resume_after |= resume;
         save_session(state, id, &doc).await?;
         event(
             state,
@@ -1248,7 +1281,9 @@ async fn deliver<S: AuthorityStore>(
     }
     doc.waiting_for_capacity = false;
     let kept = messages.clone();
-    match boot(state, id, &mut doc, messages).await {
+    let booted = boot(state, id, &mut doc, messages).await;
+    *sessions.booting.lock().expect("not poisoned") -= 1;
+    match booted {
         Ok(()) => Ok(()),
         Err(e) => {
             // Nothing is lost: the messages wait for the next boot.
@@ -1265,6 +1300,26 @@ async fn deliver<S: AuthorityStore>(
             Err(e)
         }
     }
+}
+
+/// [`deliver`] in a task of its own, awaited: a client that goes away mid-way
+/// (its request dropped) does not cut a delivery in half and lose a message.
+async fn deliver_detached<S: AuthorityStore>(
+    state: &Arc<AppState<S>>,
+    id: u64,
+    text: Option<String>,
+    resume: bool,
+) -> Result<(), Failure> {
+    let state = state.clone();
+    tokio::spawn(async move { deliver(&state, id, text, resume).await })
+        .await
+        .map_err(|e| {
+            Failure::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "runtime",
+                format!("session {id}: delivering a message: {e}"),
+            )
+        })?
 }
 
 /// Boots a runtime for session `id` (its lock held, none running): makes the tree
@@ -1463,6 +1518,16 @@ async fn boot<S: AuthorityStore>(
     // directory, and its repository's mirror (read-only).
     let mut hidden = sessions.hidden.clone();
     hidden.push(sessions.dir.clone());
+    // Other repositories on this host are not this session's to read.
+    hidden.extend(
+        sessions
+            .config
+            .repos
+            .iter()
+            .filter(|(name, r)| **name != doc.repo && r.url.starts_with('/'))
+            .map(|(_, r)| PathBuf::from(&r.url))
+            .filter(|p| p.exists()),
+    );
     let spec = SandboxSpec {
         program: sessions.claude.clone(),
         args,
@@ -1818,7 +1883,7 @@ pub async fn send_message<S: AuthorityStore>(
     if req.text.trim().is_empty() {
         return Err(invalid("an empty message"));
     }
-    deliver(&state, id, Some(req.text), false).await?;
+    deliver_detached(&state, id, Some(req.text), false).await?;
     Ok(Json(dto(&state, id).await?))
 }
 
@@ -1961,7 +2026,7 @@ pub async fn answer_question<S: AuthorityStore>(
     )
     .await?;
     if doc.tool_name != EXECUTOR_TOOL {
-        deliver(&state, rec.session, None, true).await?;
+        deliver_detached(&state, rec.session, None, true).await?;
     }
     Ok(Json(QuestionDto {
         id,
@@ -2056,12 +2121,16 @@ async fn gate<S: AuthorityStore>(
     if let Some(l) = sessions.live.lock().expect("not poisoned").get_mut(&id) {
         l.activity_ms = now_ms();
     }
-    let (mut doc, _) = load_session(state, id).await?;
+    let (doc, _) = load_session(state, id).await?;
     if let Some(m) = &input.permission_mode {
         if doc.observed_mode.as_deref() != Some(m.as_str()) {
             let mismatch = m != doc.mode.as_str();
-            doc.observed_mode = Some(m.clone());
-            save_session(state, id, &doc).await?;
+            // Written under the session's lock, on the document as it is then.
+            let lock = sessions.lock_of(id);
+            let _held = lock.lock().await;
+            let (mut fresh, _) = load_session(state, id).await?;
+            fresh.observed_mode = Some(m.clone());
+            save_session(state, id, &fresh).await?;
             event(
                 state,
                 id,
@@ -2207,6 +2276,23 @@ pub async fn exec<S: AuthorityStore>(
     if req.argv.is_empty() {
         return Err(invalid("an empty argv"));
     }
+    // A slot first: a refusal for want of one must not use up a human's answer.
+    let Ok(_slot) = sessions.executor_slots.try_acquire() else {
+        event(
+            &state,
+            id,
+            serde_json::json!({"kind": "exec", "argv": req.argv, "outcome": "busy"}),
+        )
+        .await?;
+        return Err(Failure::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "busy",
+            format!(
+                "{} executor runs already in progress ([executor] max_running): try again when one ends",
+                sessions.config.executor.max_running
+            ),
+        ));
+    };
     let input = serde_json::json!({ "argv": req.argv });
     let allowed_by = if sessions.allowlist.allows(&req.argv) {
         Some("the executor's read allowlist".to_string())
@@ -2243,6 +2329,15 @@ pub async fn exec<S: AuthorityStore>(
             None => {
                 let qid = match open {
                     Some(q) => q,
+                    None if open_count(&state, id).await? >= MAX_OPEN_QUESTIONS => {
+                        return Err(Failure::new(
+                            StatusCode::FORBIDDEN,
+                            "denied",
+                            format!(
+                                "not an allowlisted read, and session {id} already has {MAX_OPEN_QUESTIONS} open questions: denied until a human answers them"
+                            ),
+                        ));
+                    }
                     None => {
                         let q = QuestionDoc {
                             tool_name: EXECUTOR_TOOL.into(),
@@ -2279,16 +2374,6 @@ pub async fn exec<S: AuthorityStore>(
             }
         }
     };
-    let _slot = sessions.executor_slots.try_acquire().map_err(|_| {
-        Failure::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "busy",
-            format!(
-                "{} executor runs already in progress ([executor] max_running): try again when one ends",
-                sessions.config.executor.max_running
-            ),
-        )
-    })?;
     let timeout = sessions
         .config
         .executor

@@ -198,6 +198,11 @@ pub enum Takes {
     Nothing,
     /// A value, any.
     Value,
+    /// An optional value, given only inline (`--lines=5`, `-n5`): the next
+    /// argument is never taken as its value (the program would read it as an
+    /// option of its own, e.g. `journalctl -n --vacuum-size=1`), and is checked as
+    /// an argument of its own.
+    Inline,
     /// An output format that reads no file (`kubectl -o`).
     OutputFormat,
 }
@@ -270,14 +275,14 @@ pub const SYSTEMCTL_STATUS_OPTIONS: &[Opt] = &[
 pub const JOURNALCTL_OPTIONS: &[Opt] = &[
     ("unit", Some('u'), Takes::Value),
     ("user-unit", None, Takes::Value),
-    ("boot", Some('b'), Takes::Nothing),
-    ("lines", Some('n'), Takes::Value),
+    ("boot", Some('b'), Takes::Inline),
+    ("lines", Some('n'), Takes::Inline),
     ("follow", Some('f'), Takes::Nothing),
     ("since", Some('S'), Takes::Value),
     ("until", Some('U'), Takes::Value),
     ("priority", Some('p'), Takes::Value),
     ("grep", Some('g'), Takes::Value),
-    ("case-sensitive", None, Takes::Value),
+    ("case-sensitive", None, Takes::Inline),
     ("output", Some('o'), Takes::Value),
     ("output-fields", None, Takes::Value),
     ("no-pager", None, Takes::Nothing),
@@ -368,7 +373,7 @@ fn check_options(
                 (Takes::Nothing, Some(_)) => {
                     return Err(refused(arg, "this option takes no value"))
                 }
-                (Takes::Nothing, None) => {}
+                (Takes::Nothing | Takes::Inline, None) => {}
                 (_, Some(v)) => check_value(arg, takes, v)?,
                 (_, None) => {
                     let v = args
@@ -395,6 +400,9 @@ fn check_options(
             }
             let rest: String = letters[k..].iter().collect();
             let rest = rest.strip_prefix('=').unwrap_or(&rest).to_string();
+            if rest.is_empty() && takes == Takes::Inline {
+                break;
+            }
             if rest.is_empty() {
                 let v = args
                     .get(i)
@@ -824,6 +832,21 @@ mod tests {
             &["systemctl", "status", "--mac=x"],
             &["journalctl", "--ma=foo"],
             &["journalctl", "--fi=/x"],
+            // Found by a third review: an option whose value is optional and
+            // inline-only must not swallow the next word unchecked.
+            &["journalctl", "-n", "--vacuum-files=1"],
+            &[
+                "journalctl",
+                "-n",
+                "--directory=/x",
+                "-n",
+                "--vacuum-files=1",
+            ],
+            &["journalctl", "-xen", "--flush"],
+            &["journalctl", "--lines", "--setup-keys"],
+            &["journalctl", "--case-sensitive", "--rotate"],
+            &["journalctl", "-bn", "--machine=foo"],
+            &["journalctl", "-b", "--cursor-file=/etc/nologin"],
         ] {
             assert!(!allowed(no), "{no:?}");
         }
@@ -848,6 +871,13 @@ mod tests {
             ],
             &["journalctl", "-xeu", "nginx"],
             &["journalctl", "-b", "-n", "100", "--no-pager", "_PID=1"],
+            &[
+                "journalctl",
+                "--lines=20",
+                "-n5",
+                "--boot=-1",
+                "--case-sensitive=false",
+            ],
             &["systemctl", "status", "--no-pager", "-n", "20", "nginx"],
         ] {
             assert!(allowed(ok), "{ok:?}");

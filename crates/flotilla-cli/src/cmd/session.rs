@@ -235,7 +235,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                     if let Some(o) = rest.as_object_mut() {
                         o.remove("kind");
                     }
-                    println!("{:<6} {:<20} {}", e.seq, kind, rest);
+                    println!(
+                        "{:<6} {:<20} {}",
+                        e.seq,
+                        crate::render::printable(kind, false),
+                        crate::render::printable(&rest.to_string(), false)
+                    );
                 }
             }
             Ok(EXIT_OK)
