@@ -806,3 +806,82 @@ fn a_bad_sessions_toml_is_refused_at_start_with_where() {
         assert!(located, "{name}: no line:column in {}", r.stderr);
     }
 }
+
+#[test]
+fn a_busy_executor_uses_up_no_answer_and_questions_are_limited() {
+    let (s, _bin) = authority(
+        r#"[executor]
+allow = [["sleep"], ["seq"]]
+timeout = "10s"
+max_running = 1
+"#,
+    );
+    let id = s.create(&["--prompt", "investigate"]);
+    let session = client(&s, &token(&s, id));
+    let marker = s.a.ws.path().join("touched");
+    let argv = serde_json::json!({"argv": ["touch", marker.to_str().unwrap()]});
+    let asked = post(&session, "/v1/exec", &argv);
+    let qid = asked["question"].as_u64().unwrap().to_string();
+    assert_eq!(s.run(&["question", "answer", &qid, "allow"]).code, 0);
+
+    // The one slot taken by a long read (ended by the executor's 10 s timeout).
+    let busy = client(&s, &token(&s, id));
+    let holder = std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        loop {
+            let r = rt.block_on(
+                busy.post_bytes(
+                    "/v1/exec",
+                    serde_json::json!({"argv": ["sleep", "30"]})
+                        .to_string()
+                        .into_bytes(),
+                    Duration::from_secs(30),
+                ),
+            );
+            match r {
+                // A probe below held the slot for a moment: again.
+                Err(e) if e.to_string().contains("429") => continue,
+                r => return serde_json::from_slice::<serde_json::Value>(&r.unwrap()).unwrap(),
+            }
+        }
+    });
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let try_exec = |body: &serde_json::Value| {
+        rt.block_on(session.post_bytes(
+            "/v1/exec",
+            body.to_string().into_bytes(),
+            Duration::from_secs(30),
+        ))
+    };
+    // Busy once a cheap read is refused for want of a slot.
+    let saw_busy = flotilla_testkit::wait_until(Duration::from_secs(10), || {
+        try_exec(&serde_json::json!({"argv": ["seq", "1"]}))
+            .is_err_and(|e| e.to_string().contains("429"))
+    });
+    assert!(saw_busy, "the executor never reported busy");
+    let refused = try_exec(&argv).unwrap_err();
+    assert!(refused.to_string().contains("429"), "{refused}");
+    assert!(!marker.exists());
+    let held = holder.join().unwrap();
+    assert_eq!(held["timed_out"], true, "{held:#}");
+    // The answer was not used by the refusals: it runs now, once.
+    let ran: serde_json::Value = serde_json::from_slice(&try_exec(&argv).unwrap()).unwrap();
+    assert_eq!(ran["outcome"], "ran", "{ran:#}");
+    assert!(marker.exists());
+    assert!(s
+        .events_of(id, "exec")
+        .iter()
+        .any(|e| e["outcome"] == "busy"));
+
+    // At most 50 open questions: the 51st call that would ask is refused.
+    for i in 0..50 {
+        let r = post(
+            &session,
+            "/v1/exec",
+            &serde_json::json!({"argv": ["true", format!("{i}")]}),
+        );
+        assert_eq!(r["outcome"], "asked", "{i}: {r:#}");
+    }
+    let err = try_exec(&serde_json::json!({"argv": ["true", "one too many"]})).unwrap_err();
+    assert!(err.to_string().contains("403"), "{err}");
+}
