@@ -2049,6 +2049,46 @@ async fn open_count<S: AuthorityStore>(state: &AppState<S>, id: u64) -> Result<u
         .count())
 }
 
+/// Marks answered question `qid` used (an answer applies to one call) and returns
+/// its answer. The answers lock is held.
+async fn use_answer<S: AuthorityStore>(
+    state: &AppState<S>,
+    qid: u64,
+    mut q: QuestionDoc,
+) -> Result<AnswerDoc, Failure> {
+    q.used = true;
+    state
+        .store
+        .put_question(
+            qid,
+            serde_json::to_string(&q).expect("serialises"),
+            now_ms(),
+        )
+        .await?;
+    Ok(q.answer.expect("an answered question"))
+}
+
+/// Opens a question of session `id` about exactly `tool_name` with `input`; its id.
+async fn open_question<S: AuthorityStore>(
+    state: &AppState<S>,
+    id: u64,
+    tool_name: &str,
+    input: &serde_json::Value,
+    reason: &str,
+) -> Result<u64, Failure> {
+    let q = QuestionDoc {
+        tool_name: tool_name.into(),
+        tool_input: input.clone(),
+        reason: reason.into(),
+        answer: None,
+        used: false,
+    };
+    Ok(state
+        .store
+        .create_question(id, serde_json::to_string(&q).expect("serialises"), now_ms())
+        .await?)
+}
+
 /// The tool name of executor questions.
 pub const EXECUTOR_TOOL: &str = "Executor";
 
@@ -2147,17 +2187,8 @@ async fn gate<S: AuthorityStore>(
     }
     let answers = sessions.answers.lock().await;
     let (answered, open) = find_question(state, id, &call.tool_name, &call.tool_input).await?;
-    if let Some((qid, mut q)) = answered {
-        q.used = true;
-        state
-            .store
-            .put_question(
-                qid,
-                serde_json::to_string(&q).expect("serialises"),
-                now_ms(),
-            )
-            .await?;
-        let a = q.answer.expect("answered");
+    if let Some((qid, q)) = answered {
+        let a = use_answer(state, qid, q).await?;
         let reason = format!(
             "question {qid} answered `{}` by {}{}",
             a.decision,
@@ -2190,21 +2221,8 @@ async fn gate<S: AuthorityStore>(
                     )));
                 }
                 None => {
-                    let q = QuestionDoc {
-                        tool_name: call.tool_name.clone(),
-                        tool_input: call.tool_input.clone(),
-                        reason: reason.clone(),
-                        answer: None,
-                        used: false,
-                    };
-                    let qid = state
-                        .store
-                        .create_question(
-                            id,
-                            serde_json::to_string(&q).expect("serialises"),
-                            now_ms(),
-                        )
-                        .await?;
+                    let qid =
+                        open_question(state, id, &call.tool_name, &call.tool_input, reason).await?;
                     event(
                         state,
                         id,
@@ -2300,17 +2318,8 @@ pub async fn exec<S: AuthorityStore>(
         let _answering = sessions.answers.lock().await;
         let (answered, open) = find_question(&state, id, EXECUTOR_TOOL, &input).await?;
         match answered {
-            Some((qid, mut q)) => {
-                q.used = true;
-                state
-                    .store
-                    .put_question(
-                        qid,
-                        serde_json::to_string(&q).expect("serialises"),
-                        now_ms(),
-                    )
-                    .await?;
-                let a = q.answer.expect("answered");
+            Some((qid, q)) => {
+                let a = use_answer(&state, qid, q).await?;
                 if a.decision != "allow" {
                     event(
                         &state,
@@ -2339,20 +2348,7 @@ pub async fn exec<S: AuthorityStore>(
                         ));
                     }
                     None => {
-                        let q = QuestionDoc {
-                            tool_name: EXECUTOR_TOOL.into(),
-                            tool_input: input.clone(),
-                            reason: "not an allowlisted read".into(),
-                            answer: None,
-                            used: false,
-                        };
-                        state
-                            .store
-                            .create_question(
-                                id,
-                                serde_json::to_string(&q).expect("serialises"),
-                                now_ms(),
-                            )
+                        open_question(&state, id, EXECUTOR_TOOL, &input, "not an allowlisted read")
                             .await?
                     }
                 };
@@ -2386,28 +2382,26 @@ pub async fn exec<S: AuthorityStore>(
             .map_err(|e| invalid(e.to_string()))?
             .map_err(|e| invalid(e.to_string()))?;
     let cap = sessions.config.output_cap;
+    // Each stream capped; a capped one kept whole under its SHA-256 (its id).
     let mut outputs = Vec::new();
-    let mut shown = |bytes: Vec<u8>| -> (String, Vec<u8>) {
-        let oid = hex_sha256(&bytes);
+    let mut kept = Vec::new();
+    let mut shown = |bytes: Vec<u8>| -> String {
+        let oid = flotilla_release::artifact::hex(&Sha256::digest(&bytes));
         let c = output::cap(&bytes, cap, &oid);
         if c.truncated {
-            outputs.push(oid);
-            (c.text, bytes)
-        } else {
-            (c.text, Vec::new())
+            outputs.push(oid.clone());
+            kept.push((oid, bytes));
         }
+        c.text
     };
     let status = match ran.status {
         flotilla_sessions::executor::ExecStatus::Exited { code } => Some(code),
         flotilla_sessions::executor::ExecStatus::Signaled { .. } => None,
     };
-    let (stdout, keep_out) = shown(ran.stdout);
-    let (stderr, keep_err) = shown(ran.stderr);
-    for whole in [keep_out, keep_err] {
-        if !whole.is_empty() {
-            let oid = hex_sha256(&whole);
-            state.store.put_blob(oid, whole).await?;
-        }
+    let stdout = shown(ran.stdout);
+    let stderr = shown(ran.stderr);
+    for (oid, whole) in kept {
+        state.store.put_blob(oid, whole).await?;
     }
     event(
         &state,
@@ -2424,13 +2418,6 @@ pub async fn exec<S: AuthorityStore>(
         stderr,
         outputs,
     }))
-}
-
-fn hex_sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// `GET /v1/outputs/{id}`: a whole output that was shown capped.

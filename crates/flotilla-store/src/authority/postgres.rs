@@ -369,6 +369,35 @@ impl PostgresAuthority {
 
     /// A connection from the pool (waits while all are in use), opening one when
     /// none is idle.
+    /// Replaces document `id` of `table` (one of `rollouts`, `sessions`,
+    /// `questions`: each has `id`, `doc` and `updated_ms`); `unknown(id)` when it
+    /// has no such row.
+    async fn put_doc(
+        &self,
+        context: &'static str,
+        table: &'static str,
+        id: u64,
+        doc: String,
+        updated_ms: i64,
+        unknown: fn(u64) -> StoreError,
+    ) -> Result<(), StoreError> {
+        let Some(stored) = stored_id(id) else {
+            return Err(unknown(id));
+        };
+        let conn = self.conn().await?;
+        let n = conn
+            .execute(
+                &format!("UPDATE {table} SET doc = $2, updated_ms = $3 WHERE id = $1"),
+                &[&stored, &doc, &updated_ms],
+            )
+            .await
+            .map_err(pg(context))?;
+        if n == 0 {
+            return Err(unknown(id));
+        }
+        Ok(())
+    }
+
     async fn conn(&self) -> Result<Pooled<'_>, StoreError> {
         let permit = self
             .pool
@@ -1113,21 +1142,15 @@ impl AuthorityStore for PostgresAuthority {
     }
 
     async fn put_rollout(&self, id: u64, doc: String, updated_ms: i64) -> Result<(), StoreError> {
-        let Some(stored) = stored_id(id) else {
-            return Err(StoreError::UnknownRollout(id));
-        };
-        let conn = self.conn().await?;
-        let n = conn
-            .execute(
-                "UPDATE rollouts SET doc = $2, updated_ms = $3 WHERE id = $1",
-                &[&stored, &doc, &updated_ms],
-            )
-            .await
-            .map_err(pg("store a rollout"))?;
-        if n == 0 {
-            return Err(StoreError::UnknownRollout(id));
-        }
-        Ok(())
+        self.put_doc(
+            "store a rollout",
+            "rollouts",
+            id,
+            doc,
+            updated_ms,
+            StoreError::UnknownRollout,
+        )
+        .await
     }
 
     async fn rollout(&self, id: u64) -> Result<Option<RolloutRecord>, StoreError> {
@@ -1247,21 +1270,15 @@ impl AuthorityStore for PostgresAuthority {
     }
 
     async fn put_session(&self, id: u64, doc: String, updated_ms: i64) -> Result<(), StoreError> {
-        let Some(stored) = stored_id(id) else {
-            return Err(StoreError::UnknownSession(id));
-        };
-        let conn = self.conn().await?;
-        let n = conn
-            .execute(
-                "UPDATE sessions SET doc = $2, updated_ms = $3 WHERE id = $1",
-                &[&stored, &doc, &updated_ms],
-            )
-            .await
-            .map_err(pg("store a session"))?;
-        if n == 0 {
-            return Err(StoreError::UnknownSession(id));
-        }
-        Ok(())
+        self.put_doc(
+            "store a session",
+            "sessions",
+            id,
+            doc,
+            updated_ms,
+            StoreError::UnknownSession,
+        )
+        .await
     }
 
     async fn session(&self, id: u64) -> Result<Option<SessionRecord>, StoreError> {
@@ -1368,21 +1385,15 @@ impl AuthorityStore for PostgresAuthority {
     }
 
     async fn put_question(&self, id: u64, doc: String, updated_ms: i64) -> Result<(), StoreError> {
-        let Some(stored) = stored_id(id) else {
-            return Err(StoreError::UnknownQuestion(id));
-        };
-        let conn = self.conn().await?;
-        let n = conn
-            .execute(
-                "UPDATE questions SET doc = $2, updated_ms = $3 WHERE id = $1",
-                &[&stored, &doc, &updated_ms],
-            )
-            .await
-            .map_err(pg("store a question"))?;
-        if n == 0 {
-            return Err(StoreError::UnknownQuestion(id));
-        }
-        Ok(())
+        self.put_doc(
+            "store a question",
+            "questions",
+            id,
+            doc,
+            updated_ms,
+            StoreError::UnknownQuestion,
+        )
+        .await
     }
 
     async fn question(&self, id: u64) -> Result<Option<QuestionRecord>, StoreError> {

@@ -288,6 +288,33 @@ impl SqliteAuthority {
     /// Runs `f` on the blocking pool with the connection: in one `BEGIN
     /// IMMEDIATE` transaction (committed when `f` succeeds) when `write`, else in
     /// a deferred one (one consistent snapshot for several queries).
+    /// Replaces document `id` of `table` (one of `rollouts`, `sessions`,
+    /// `questions`: each has `id`, `doc` and `updated_ms`); `unknown(id)` when it
+    /// has no such row.
+    fn put_doc(
+        &self,
+        context: &'static str,
+        table: &'static str,
+        id: u64,
+        doc: String,
+        updated_ms: i64,
+        unknown: fn(u64) -> StoreError,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.run(context, true, move |tx| {
+            let n = match stored_id(id) {
+                Some(stored) => tx.execute(
+                    &format!("UPDATE {table} SET doc = ?2, updated_ms = ?3 WHERE id = ?1"),
+                    (stored, &doc, updated_ms),
+                )?,
+                None => 0,
+            };
+            if n == 0 {
+                return Err(unknown(id).into());
+            }
+            Ok(())
+        })
+    }
+
     fn run<T: Send + 'static>(
         &self,
         context: &'static str,
@@ -817,19 +844,14 @@ impl AuthorityStore for SqliteAuthority {
         doc: String,
         updated_ms: i64,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.run("store a rollout", true, move |tx| {
-            let n = match stored_id(id) {
-                Some(stored) => tx.execute(
-                    "UPDATE rollouts SET doc = ?2, updated_ms = ?3 WHERE id = ?1",
-                    (stored, &doc, updated_ms),
-                )?,
-                None => 0,
-            };
-            if n == 0 {
-                return Err(StoreError::UnknownRollout(id).into());
-            }
-            Ok(())
-        })
+        self.put_doc(
+            "store a rollout",
+            "rollouts",
+            id,
+            doc,
+            updated_ms,
+            StoreError::UnknownRollout,
+        )
     }
 
     fn rollout(
@@ -942,19 +964,14 @@ impl AuthorityStore for SqliteAuthority {
         doc: String,
         updated_ms: i64,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.run("store a session", true, move |tx| {
-            let n = match stored_id(id) {
-                Some(stored) => tx.execute(
-                    "UPDATE sessions SET doc = ?2, updated_ms = ?3 WHERE id = ?1",
-                    (stored, &doc, updated_ms),
-                )?,
-                None => 0,
-            };
-            if n == 0 {
-                return Err(StoreError::UnknownSession(id).into());
-            }
-            Ok(())
-        })
+        self.put_doc(
+            "store a session",
+            "sessions",
+            id,
+            doc,
+            updated_ms,
+            StoreError::UnknownSession,
+        )
     }
 
     fn session(
@@ -1069,19 +1086,14 @@ impl AuthorityStore for SqliteAuthority {
         doc: String,
         updated_ms: i64,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.run("store a question", true, move |tx| {
-            let n = match stored_id(id) {
-                Some(stored) => tx.execute(
-                    "UPDATE questions SET doc = ?2, updated_ms = ?3 WHERE id = ?1",
-                    (stored, &doc, updated_ms),
-                )?,
-                None => 0,
-            };
-            if n == 0 {
-                return Err(StoreError::UnknownQuestion(id).into());
-            }
-            Ok(())
-        })
+        self.put_doc(
+            "store a question",
+            "questions",
+            id,
+            doc,
+            updated_ms,
+            StoreError::UnknownQuestion,
+        )
     }
 
     fn question(
