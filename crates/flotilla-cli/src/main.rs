@@ -147,6 +147,9 @@ pub enum Command {
     Output(cmd::output::Args),
     /// Inside a session's runtime: ask the authority's executor to run an argv list.
     Exec(cmd::exec::Args),
+    /// Inside a session's runtime: ask the authority to push the session's commits
+    /// (a human allows it first).
+    Push(cmd::push::Args),
     /// This host's agent: join an authority, converge, supervise, report (see `agent run`).
     Agent(cmd::agent::Args),
     /// Print the JSON Schema (draft 2020-12) of the inventory or of a template.
@@ -197,6 +200,10 @@ fn main() -> ExitCode {
             // The authority: a client that resets its connection must not kill it
             // (hyper and rustls write with writev, which raises SIGPIPE).
             | Command::Serve(cmd::serve::Args { command: None, .. })
+            // The gate's command hook: a peer that closes early (the authority
+            // refusing a large payload, Claude Code closing its stdout) is a
+            // deny with exit 2, never a death by SIGPIPE with no decision.
+            | Command::Gate(_)
     );
     if !mutating {
         // Like other command-line tools, a reading command whose output pipe closed
@@ -235,6 +242,7 @@ fn main() -> ExitCode {
         Command::Gate(a) => cmd::gate::run(&cli, a),
         Command::Output(a) => cmd::output::run(&cli, a),
         Command::Exec(a) => cmd::exec::run(&cli, a),
+        Command::Push(a) => cmd::push::run(&cli, a),
         Command::Schema(a) => cmd::schema::run(a),
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),

@@ -3,9 +3,11 @@
 //! the Anthropic Messages API on loopback (`flotilla_testkit::anthropic_stub`), with
 //! `flotilla gate hook` as its hook.
 //!
-//! The stub makes the agent commit and `git push`; the gate asks; a question
-//! appears; the runtime ends (the turn parks: `defer`); the question is answered
-//! after that; a new runtime resumes the conversation and the push happens, once.
+//! The stub makes the agent commit and push. The supported way, `flotilla push`,
+//! asks the authority: a question shows the commit, and after an "allow" the
+//! authority pushes it, once, from outside the sandbox. A direct `git push` is
+//! asked by the gate in every mode, and even allowed it cannot write the remote:
+//! no remote is writable from a runtime.
 
 mod common;
 
@@ -35,11 +37,18 @@ fn claude() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
-const PUSH: &str = "git commit -q --allow-empty -m agent-change && git push -q origin HEAD:main";
+/// The agent's push, the supported way: `flotilla push` asks the authority, which
+/// opens a question and pushes after an "allow".
+const PUSH: &str = "git commit -q --allow-empty -m agent-change && flotilla push origin HEAD:main";
 
-/// The stub: "ship it" → a Bash call that commits and pushes; any tool result →
-/// a final text.
-fn stub() -> AnthropicStub {
+/// The agent's push, straight to the remote: the gate asks (always-ask, in every
+/// mode), and even when a human allows it the sandbox cannot write the remote.
+const DIRECT_PUSH: &str =
+    "git commit -q --allow-empty -m agent-change && git push -q origin HEAD:main";
+
+/// The stub: "ship it" → a Bash call running `command`; any tool result → a final
+/// text.
+fn stub(command: &str) -> AnthropicStub {
     AnthropicStub::start(
         Script::new(Reply::text("Nothing to do."))
             .when_tool_result("", Reply::text("Done."))
@@ -48,7 +57,7 @@ fn stub() -> AnthropicStub {
                 Reply::tool_use_with_id(
                     "toolu_push",
                     "Bash",
-                    serde_json::json!({"command": PUSH, "description": "Commit and push"}),
+                    serde_json::json!({"command": command, "description": "Commit and push"}),
                 ),
             ),
     )
@@ -69,7 +78,9 @@ fn authority(stub: &AnthropicStub) -> SessionsAuthority {
             ("GIT_COMMITTER_EMAIL", "agent@example.invalid"),
         ],
         "",
-        "",
+        // Commits and `flotilla push` need no question at the gate: the push
+        // itself is asked by the authority.
+        "[gate]\nallow = [\"Bash(git commit *)\", \"Bash(flotilla push *)\"]\n",
     )
 }
 
@@ -81,7 +92,7 @@ fn pushed(s: &SessionsAuthority) -> usize {
         .count()
 }
 
-/// The open questions of session `id`.
+/// The questions of session `id`.
 fn questions(s: &SessionsAuthority, id: u64) -> Vec<serde_json::Value> {
     let q = s.run(&["questions", "--all", "--json"]).json();
     q["questions"]
@@ -93,21 +104,76 @@ fn questions(s: &SessionsAuthority, id: u64) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Runs the push flow in a session of `mode`; answers the question `answer`.
-fn push_flow(mode: &str, answer: &str) -> (SessionsAuthority, AnthropicStub, u64) {
-    let stub = stub();
+#[test]
+fn a_push_through_the_authority_happens_exactly_once_after_an_allow() {
+    let stub = stub(PUSH);
     let s = authority(&stub);
-    let id = s.create(&["--mode", mode, "--prompt", "ship it"]);
+    let id = s.create(&["--prompt", "ship it"]);
 
-    // The gate asks; the turn parks; the runtime ends (torn down) with the question open.
+    // The Bash call runs (commit, then `flotilla push`): the authority opens a
+    // question showing the commit; the turn ends; nothing is pushed.
+    let shown = s.wait_state(id, "waiting-for-answer", Duration::from_secs(60));
+    assert_eq!(shown["doc"]["observed_mode"], "default", "{shown:#}");
+    let qs = questions(&s, id);
+    assert_eq!(qs.len(), 1, "{qs:#?}");
+    let q = &qs[0]["doc"];
+    assert_eq!(q["tool_name"], "Push", "{q:#}");
+    assert_eq!(q["tool_input"]["branch"], "main", "{q:#}");
+    assert_eq!(q["tool_input"]["remote"], "origin", "{q:#}");
+    let commits = q["tool_input"]["commits"].as_array().unwrap();
+    assert_eq!(commits.len(), 1, "{q:#}");
+    assert!(
+        commits[0].as_str().unwrap().ends_with(" agent-change"),
+        "{q:#}"
+    );
+    assert_eq!(pushed(&s), 0, "nothing is pushed before the answer");
+    assert_eq!(stub.tool_result_count("toolu_push"), 1);
+
+    // Allowed: the authority pushes exactly that commit, once, and tells the session.
+    let qid = qs[0]["id"].as_u64().unwrap().to_string();
+    let r = s.run(&["question", "answer", &qid, "allow", "--note", "reviewed"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("pushed"), "{r:?}");
+    assert_eq!(pushed(&s), 1);
+    assert_eq!(
+        git(&s.origin, &["rev-parse", "main"]),
+        q["tool_input"]["commit"].as_str().unwrap()
+    );
+    let again = s.run(&["question", "answer", &qid, "allow"]);
+    assert_eq!(again.code, 1, "{again:?}");
+    assert_eq!(pushed(&s), 1, "an answer pushes once");
+    let pushes = s.events_of(id, "push");
+    assert!(
+        pushes.iter().any(|p| p["outcome"] == "pushed"),
+        "{pushes:#?}"
+    );
+    // The session heard of it: a new runtime got the outcome as a message.
+    s.wait_state(id, "idle", Duration::from_secs(60));
+    let messages = s.events_of(id, "message");
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["text"].as_str().unwrap_or_default().contains("pushed")),
+        "{messages:#?}"
+    );
+    // The tool call itself ran once.
+    assert_eq!(stub.tool_result_count("toolu_push"), 1);
+}
+
+#[test]
+fn in_bypass_permissions_a_direct_push_still_asks_and_even_allowed_cannot_write_the_remote() {
+    let stub = stub(DIRECT_PUSH);
+    let s = authority(&stub);
+    let id = s.create(&["--mode", "bypassPermissions", "--prompt", "ship it"]);
+
+    // The gate asks (always-ask outranks the mode); the turn parks; the runtime ends.
     let shown = s.wait_state(id, "waiting-for-answer", Duration::from_secs(60));
     assert_eq!(shown["runtime_alive"], false, "{shown:#}");
-    assert_eq!(shown["doc"]["observed_mode"], mode, "{shown:#}");
-    assert_eq!(shown["mode_mismatch"], false);
+    assert_eq!(shown["doc"]["observed_mode"], "bypassPermissions");
     let qs = questions(&s, id);
     assert_eq!(qs.len(), 1, "{qs:#?}");
     assert_eq!(qs[0]["doc"]["tool_name"], "Bash");
-    assert_eq!(qs[0]["doc"]["tool_input"]["command"], PUSH);
+    assert_eq!(qs[0]["doc"]["tool_input"]["command"], DIRECT_PUSH);
     assert!(
         qs[0]["doc"]["reason"]
             .as_str()
@@ -116,44 +182,17 @@ fn push_flow(mode: &str, answer: &str) -> (SessionsAuthority, AnthropicStub, u64
         "{:#}",
         qs[0]
     );
-    assert_eq!(pushed(&s), 0, "nothing ran before the answer");
     let exited = s.events_of(id, "runtime-exited");
     assert_eq!(exited.len(), 1, "{exited:#?}");
-    assert_eq!(exited[0]["code"], 0);
 
-    // Answered after the teardown: a new runtime resumes; the call reaches the gate
-    // again and gets the answer.
+    // Allowed anyway: the resumed runtime runs it, and the sandbox refuses the write.
     let qid = qs[0]["id"].as_u64().unwrap().to_string();
-    let r = s.run(&["question", "answer", &qid, answer, "--note", "reviewed"]);
+    let r = s.run(&["question", "answer", &qid, "allow"]);
     assert_eq!(r.code, 0, "{r:?}");
     s.wait_state(id, "idle", Duration::from_secs(60));
-    let booted = s.events_of(id, "runtime-booted");
-    assert_eq!(booted.len(), 2, "{booted:#?}");
-    assert_eq!(booted[1]["resume"], true);
-    (s, stub, id)
-}
+    assert_eq!(stub.tool_result_count("toolu_push"), 1, "it ran, once");
+    assert_eq!(pushed(&s), 0, "the remote is not writable from a runtime");
 
-#[test]
-fn an_asked_push_is_answered_after_teardown_and_happens_exactly_once() {
-    let (s, stub, id) = push_flow("default", "allow");
-    assert_eq!(pushed(&s), 1);
-    // The tool's result reached the model once: the call ran once.
-    assert_eq!(stub.tool_result_count("toolu_push"), 1);
-    let gates: Vec<_> = s
-        .events_of(id, "gate")
-        .into_iter()
-        .filter(|g| g["decision"] == "allow" && g["question"].is_u64())
-        .collect();
-    assert_eq!(gates.len(), 1, "{gates:#?}");
-    assert!(questions(&s, id)
-        .iter()
-        .all(|q| q["doc"]["answer"]["decision"] == "allow"));
-}
-
-#[test]
-fn in_bypass_permissions_the_always_ask_push_still_asks_and_a_switch_is_refused() {
-    let (s, _stub, id) = push_flow("bypassPermissions", "deny");
-    assert_eq!(pushed(&s), 0, "denied: never pushed");
     let r = s.run(&["session", "mode", &id.to_string(), "default"]);
     assert_eq!(r.code, 1, "{r:?}");
     let shown = s.show(id);

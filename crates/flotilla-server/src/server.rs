@@ -401,15 +401,24 @@ pub fn router<S: AuthorityStore>(state: Arc<AppState<S>>) -> Router {
             "/v1/questions/{id}/answer",
             post(sessions::answer_question::<S>),
         )
-        .route("/v1/gate/hook", post(sessions::gate_hook::<S>))
+        .route(
+            "/v1/gate/hook",
+            // The handler reads at most `GATE_BODY_LIMIT` itself and answers a
+            // deny beyond it (an HTTP 413 is "go ahead" to Claude Code).
+            post(sessions::gate_hook::<S>).layer(axum::extract::DefaultBodyLimit::disable()),
+        )
         .route(
             "/v1/credentials/alerts",
             post(sessions::create_alerts_credential::<S>),
         )
         .route("/v1/exec", post(sessions::exec::<S>))
+        .route("/v1/push", post(sessions::push::<S>))
         .route("/v1/outputs/{id}", get(sessions::get_output::<S>))
         .route("/v1/alerts/alertmanager", post(sessions::alertmanager::<S>))
-        .layer(axum::middleware::from_fn(credential_first))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            credential_first::<S>,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             measure::<S>,
@@ -429,25 +438,23 @@ const OPEN: &[&str] = &[
     "/v1/gate/hook",
 ];
 
-/// Refuses a request without a bearer credential (401) before its body is read, so
-/// that nobody learns anything of a route's shape without one.
-async fn credential_first(req: Request, next: Next) -> Response {
-    let open = OPEN.contains(&req.uri().path());
-    let has = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(auth::bearer)
-        .is_some();
-    if open || has {
+/// Refuses a request without a known bearer credential (401) before its body is
+/// read or validated, so that nobody learns anything of a route's shape (a 422
+/// naming a missing field) without one: a missing, malformed or unknown credential
+/// gets the same 401 on every route. What the credential may do is each route's
+/// own check.
+async fn credential_first<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if OPEN.contains(&req.uri().path()) {
         return next.run(req).await;
     }
-    Failure::new(
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
-        "no bearer credential (Authorization: Bearer …)",
-    )
-    .into_response()
+    match state.caller(req.headers()).await {
+        Ok(_) => next.run(req).await,
+        Err(f) => f.into_response(),
+    }
 }
 
 async fn measure<S: AuthorityStore>(

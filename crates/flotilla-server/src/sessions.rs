@@ -191,10 +191,18 @@ pub struct ExecutorConfig {
     /// At most this many commands run at once (default 4); more are refused (429).
     #[serde(default = "default_max_running")]
     pub max_running: usize,
+    /// At most this many of them for one session (default 2): one session's
+    /// long reads (`journalctl -f` until the timeout) cannot hold every slot.
+    #[serde(default = "default_max_running_per_session")]
+    pub max_running_per_session: usize,
 }
 
 fn default_max_running() -> usize {
     4
+}
+
+fn default_max_running_per_session() -> usize {
+    2
 }
 
 impl Default for ExecutorConfig {
@@ -203,6 +211,7 @@ impl Default for ExecutorConfig {
             allow: None,
             timeout: None,
             max_running: default_max_running(),
+            max_running_per_session: default_max_running_per_session(),
         }
     }
 }
@@ -356,6 +365,40 @@ impl SessionsConfig {
                 )));
             }
         }
+        // No remote is writable from a runtime: pushes go through the authority
+        // (`flotilla push`), which asks a human first. Nor is the clone cache, or any
+        // session's files.
+        let sessions_dir = config
+            .dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_SESSIONS_DIR));
+        let overlaps =
+            |a: &std::path::Path, b: &std::path::Path| a.starts_with(b) || b.starts_with(a);
+        for w in &config.runtime.writable {
+            let shown = w.display().to_string();
+            if !w.is_absolute() {
+                return Err(invalid(format!(
+                    "{}[runtime] writable `{shown}` is not absolute",
+                    at(&shown)
+                )));
+            }
+            for (name, repo) in &config.repos {
+                let url = repo.url.strip_prefix("file://").unwrap_or(&repo.url);
+                if url.starts_with('/') && overlaps(w, std::path::Path::new(url)) {
+                    return Err(invalid(format!(
+                        "{}[runtime] writable `{shown}` would let a runtime write the remote of [repos.{name}] ({url}): pushes go through the authority (`flotilla push` in the session, answered by a human)",
+                        at(&shown)
+                    )));
+                }
+            }
+            if overlaps(w, &sessions_dir) {
+                return Err(invalid(format!(
+                    "{}[runtime] writable `{shown}` overlaps the sessions directory {} (the clone cache and every session's files)",
+                    at(&shown),
+                    sessions_dir.display()
+                )));
+            }
+        }
         let rt = &config.runtime;
         let user = nix::unistd::User::from_name(&rt.user)
             .ok()
@@ -426,6 +469,12 @@ impl SessionsConfig {
                 at("max_running")
             )));
         }
+        if config.executor.max_running_per_session == 0 {
+            return Err(invalid(format!(
+                "{}[executor] max_running_per_session must be at least 1",
+                at("max_running_per_session")
+            )));
+        }
         if config.output_cap < 1024 {
             return Err(invalid(format!(
                 "{}output_cap must be at least 1024 bytes",
@@ -462,7 +511,7 @@ impl SessionsConfig {
 /// The authority's sessions, when `sessions.toml` is present.
 pub struct Sessions {
     config: SessionsConfig,
-    policy: Policy,
+    policy: Arc<Policy>,
     matchers: Vec<Matcher>,
     allowlist: Allowlist,
     dir: PathBuf,
@@ -479,6 +528,9 @@ pub struct Sessions {
     locks: std::sync::Mutex<HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
     /// Executor runs in progress (at most `[executor] max_running`).
     executor_slots: tokio::sync::Semaphore,
+    /// Executor runs in progress per session (at most `[executor]
+    /// max_running_per_session` each).
+    executor_running: Arc<std::sync::Mutex<HashMap<u64, usize>>>,
     /// Boots in progress (each holds a place under `max_runtimes`).
     booting: std::sync::Mutex<usize>,
     /// Held while a question is answered or an answer is used: one answer per
@@ -575,7 +627,7 @@ impl Sessions {
         hidden.dedup();
         Ok(Sessions {
             clones: CloneCache::new(dir.join("mirrors")),
-            policy,
+            policy: Arc::new(policy),
             matchers,
             allowlist,
             hidden,
@@ -591,6 +643,7 @@ impl Sessions {
             answers: tokio::sync::Mutex::new(()),
             booting: std::sync::Mutex::new(0),
             executor_slots: tokio::sync::Semaphore::new(max_running),
+            executor_running: Arc::default(),
             live: std::sync::Mutex::new(HashMap::new()),
         })
     }
@@ -776,6 +829,10 @@ pub struct QuestionDoc {
     /// Whether the answer was applied (to the one call it answers).
     #[serde(default)]
     pub used: bool,
+    /// What the authority itself did once it was answered (a push: git's summary
+    /// line, or why it failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
 }
 
 /// A human's answer.
@@ -904,6 +961,35 @@ pub struct AnswerRequest {
 pub struct ExecRequest {
     /// The program and its arguments (never a shell string).
     pub argv: Vec<String>,
+}
+
+/// `POST /v1/push`: push commits of the calling session's tree (`flotilla push`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+pub struct PushRequest {
+    /// The remote: `origin` (the default), the session's repository; no other.
+    #[serde(default)]
+    pub remote: Option<String>,
+    /// `SRC[:DST]`: `SRC` is `HEAD` (the default) or a branch of the session's
+    /// tree; `DST` a branch of the remote (`main` or `refs/heads/main`; default
+    /// `flotilla/session-<id>`). No `+` (force).
+    #[serde(default)]
+    pub refspec: Option<String>,
+}
+
+/// What became of a push request: always a question first; the authority pushes
+/// once a human allows it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PushResponse {
+    /// `asked`: the question waits for a human.
+    pub outcome: String,
+    /// The question.
+    pub question: u64,
+    /// The commit that would be pushed (full id).
+    pub commit: String,
+    /// The remote's branch it would update.
+    pub branch: String,
+    /// The commits from the session's base to it, newest first (`<short id> <subject>`).
+    pub commits: Vec<String>,
 }
 
 /// What the executor did.
@@ -1365,6 +1451,8 @@ async fn boot<S: AuthorityStore>(
         // as root could be steered by what the agent put there).
         chown_tree(&made.path, sessions.uid, sessions.gid)
             .map_err(|e| internal("giving the tree to the runtime user", &e))?;
+        // Its own and root's only; the session's directory is traversed, not listed.
+        close_to_others(&made.path, 0o700).map_err(|e| internal("closing its tree", &e))?;
         doc.tree = Some(made.path.display().to_string());
         doc.base_commit = Some(made.base_commit.clone());
         save_session(state, id, doc).await?;
@@ -1379,14 +1467,16 @@ async fn boot<S: AuthorityStore>(
         std::fs::create_dir_all(&home).map_err(|e| internal("making its home", &e))?;
         chown_tree(&home, sessions.uid, sessions.gid)
             .map_err(|e| internal("giving the home to the runtime user", &e))?;
+        close_to_others(&home, 0o700).map_err(|e| internal("closing its home", &e))?;
     }
+    close_to_others(&sdir, 0o711).map_err(|e| internal("closing the session's directory", &e))?;
     let boot_no = doc.boots + 1;
     // The runtime's files, root's: replaced whole at every boot.
     let _ = std::fs::remove_dir_all(&run);
     {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
         std::fs::DirBuilder::new()
-            .mode(0o755)
+            .mode(0o711)
             .create(&run)
             .map_err(|e| internal("making its run directory", &e))?;
         let write = |name: &str, mode: u32, bytes: &[u8]| -> std::io::Result<PathBuf> {
@@ -1549,9 +1639,19 @@ async fn boot<S: AuthorityStore>(
         network: sessions.config.runtime.network,
     };
     let argv = bwrap_argv(&spec);
-    let out = std::fs::File::create(sdir.join(format!("runtime-{boot_no}.jsonl")))
+    // The transcript and the agent's stderr: root's, 0600.
+    let private = |name: String| {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(sdir.join(name))
+    };
+    let out = private(format!("runtime-{boot_no}.jsonl"))
         .map_err(|e| internal("opening its output", &e))?;
-    let err = std::fs::File::create(sdir.join(format!("runtime-{boot_no}.stderr")))
+    let err = private(format!("runtime-{boot_no}.stderr"))
         .map_err(|e| internal("opening its output", &e))?;
     let stdin = match std::fs::File::open(run.join("prompt")) {
         Ok(f) => std::process::Stdio::from(f),
@@ -1619,6 +1719,19 @@ fn transcript_exists(home: &std::path::Path, agent_session: &str) -> bool {
         .flatten()
         .flatten()
         .any(|d| d.path().join(&file).is_file())
+}
+
+/// Sets `path`'s own mode to `mode` (not following a symlink: `path` is one the
+/// authority made).
+fn close_to_others(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
+        return Err(std::io::Error::other(format!(
+            "{} is a symbolic link",
+            path.display()
+        )));
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
 fn chown_tree(root: &std::path::Path, uid: u32, gid: u32) -> std::io::Result<()> {
@@ -2010,6 +2123,9 @@ pub async fn answer_question<S: AuthorityStore>(
         by: by.clone(),
         at_ms: now_ms(),
     });
+    // A push question's answer is used here, once: the authority carries it out.
+    let push = doc.tool_name == PUSH_TOOL;
+    doc.used |= push;
     state
         .store
         .put_question(
@@ -2025,7 +2141,9 @@ pub async fn answer_question<S: AuthorityStore>(
         serde_json::json!({"kind": "answer", "question": id, "decision": req.decision, "by": by, "note": req.note}),
     )
     .await?;
-    if doc.tool_name != EXECUTOR_TOOL {
+    if push {
+        carry_out_push(&state, rec.session, id, &mut doc).await?;
+    } else if doc.tool_name != EXECUTOR_TOOL {
         deliver_detached(&state, rec.session, None, true).await?;
     }
     Ok(Json(QuestionDto {
@@ -2082,6 +2200,7 @@ async fn open_question<S: AuthorityStore>(
         reason: reason.into(),
         answer: None,
         used: false,
+        outcome: None,
     };
     Ok(state
         .store
@@ -2208,7 +2327,7 @@ async fn gate<S: AuthorityStore>(
         });
     }
     drop(answers);
-    let decision = flotilla_sessions::policy::decide(doc.mode, &sessions.policy, &call);
+    let decision = decide_isolated(doc.mode, &sessions.policy, &call).await;
     let answer = match &decision {
         Decision::Allow { reason } => HookAnswer::Allow(reason.clone()),
         Decision::Deny { reason } => HookAnswer::Deny(reason.clone()),
@@ -2246,25 +2365,79 @@ async fn gate<S: AuthorityStore>(
     Ok(answer)
 }
 
+/// The most bytes of a hook payload the gate reads; a larger one is denied
+/// (answered, not refused with an HTTP error status).
+pub const GATE_BODY_LIMIT: usize = 8 << 20;
+
+/// The stack of the thread the gate's analysis runs on. The analysis bounds its
+/// input's size and nesting before it parses ([`flotilla_sessions::shell`]), so
+/// its recursion is bounded; this stack is far beyond what that bound needs, and
+/// the analysis never runs on a tokio worker (whose 2 MiB stack a deep parse
+/// could overflow, which aborts the whole authority).
+pub const GATE_STACK_BYTES: usize = 64 << 20;
+
+/// [`flotilla_sessions::policy::decide`] on a thread of its own with a known
+/// stack ([`GATE_STACK_BYTES`]). Fails closed: a panic, or a thread that cannot be
+/// started, is a deny for this call, and the authority goes on.
+async fn decide_isolated(mode: Mode, policy: &Arc<Policy>, call: &ToolCall) -> Decision {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let policy = policy.clone();
+    let call = call.clone();
+    let spawned = std::thread::Builder::new()
+        .name("gate".into())
+        .stack_size(GATE_STACK_BYTES)
+        .spawn(move || {
+            let d = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                flotilla_sessions::policy::decide(mode, &policy, &call)
+            }));
+            let _ = tx.send(d);
+        });
+    if let Err(e) = spawned {
+        return Decision::Deny {
+            reason: format!("the gate failed closed: cannot start its analysis: {e}"),
+        };
+    }
+    match rx.await {
+        Ok(Ok(d)) => d,
+        Ok(Err(_)) | Err(_) => Decision::Deny {
+            reason: "the gate failed closed: its analysis of this call failed".into(),
+        },
+    }
+}
+
 /// `POST /v1/gate/hook`: the gate as a Claude Code hook endpoint. The body is the
 /// hook's input JSON (`PreToolUse` or `PermissionRequest`,
 /// <https://code.claude.com/docs/en/hooks>); the answer is the hook's output JSON.
-/// **Fails closed**: a missing or unknown credential, a body that does not parse,
-/// a store error — every failure answers 200 with a deny, because Claude Code
-/// treats an HTTP hook's error status as "go ahead".
+/// **Fails closed**: a missing or unknown credential, a body over
+/// [`GATE_BODY_LIMIT`] (read no further), a body that does not parse, a store
+/// error — every failure answers 200 with a deny, because Claude Code treats an
+/// HTTP hook's error status as "go ahead". The credential is checked before the
+/// body is read.
 #[utoipa::path(post, path = "/v1/gate/hook", request_body(content = Object, description = "Claude Code's hook input"),
     responses((status = 200, body = Object, description = "Claude Code's hook output")))]
 pub async fn gate_hook<S: AuthorityStore>(
     State(state): State<Arc<AppState<S>>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> Response {
-    let event_name = serde_json::from_slice::<serde_json::Value>(&body)
+    // Read (bounded) before anything else only to answer in the payload's own
+    // hook event shape; nothing of it is looked at before the credential is.
+    let body = axum::body::to_bytes(body, GATE_BODY_LIMIT)
+        .await
+        .map_err(|_| {
+            invalid(format!(
+                "the hook payload is larger than {GATE_BODY_LIMIT} bytes, or was cut short"
+            ))
+        });
+    let event_name = body
+        .as_ref()
         .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
         .and_then(|v| HookEvent::parse(v.get("hook_event_name")?.as_str()?))
         .unwrap_or(HookEvent::PreToolUse);
     let answer = async {
         let id = session_caller(&state, &headers).await?;
+        let body = body?;
         let input = HookInput::parse(&body).map_err(|e| invalid(e.to_string()))?;
         gate(&state, id, &input).await
     }
@@ -2276,6 +2449,301 @@ pub async fn gate_hook<S: AuthorityStore>(
         flotilla_sessions::hook::render(event_name, &answer).to_string(),
     )
         .into_response()
+}
+
+/// The tool name of push questions.
+pub const PUSH_TOOL: &str = "Push";
+
+/// What a push request names: the source in the session's tree (`HEAD` or a
+/// branch) and the remote's branch (without `refs/heads/`).
+fn push_target(
+    id: u64,
+    remote: Option<&str>,
+    refspec: Option<&str>,
+) -> Result<(String, String), String> {
+    if let Some(r) = remote {
+        if r != "origin" {
+            return Err(format!(
+                "a session pushes only to its repository (`origin`), not to `{r}`"
+            ));
+        }
+    }
+    let spec = refspec.unwrap_or("HEAD");
+    if spec.starts_with('+') {
+        return Err(format!(
+            "`{spec}`: force pushes are not offered; push a branch that fast-forwards"
+        ));
+    }
+    let (src, dst) = match spec.split_once(':') {
+        Some((s, d)) => (s, Some(d)),
+        None => (spec, None),
+    };
+    let src = if src.is_empty() { "HEAD" } else { src };
+    if src != "HEAD" {
+        flotilla_sessions::clone_cache::check_ref_name(src)?;
+    }
+    let dst = match dst {
+        Some(d) => d.strip_prefix("refs/heads/").unwrap_or(d).to_string(),
+        None if src == "HEAD" => format!("flotilla/session-{id}"),
+        None => src.to_string(),
+    };
+    if dst.starts_with("refs/") {
+        return Err(format!("`{dst}`: only branches (refs/heads/…) are pushed"));
+    }
+    flotilla_sessions::clone_cache::check_ref_name(&dst)?;
+    Ok((src.to_string(), dst))
+}
+
+/// A push of session `id`: the commits are taken from its tree into the mirror
+/// (read as the tree's owner), described, and a question opened (or the open one
+/// for exactly this commit and branch reused). Nothing is pushed here: the
+/// authority pushes when a human answers allow ([`answer_question`]).
+async fn push_request<S: AuthorityStore>(
+    state: &AppState<S>,
+    id: u64,
+    remote: Option<&str>,
+    refspec: Option<&str>,
+) -> Result<PushResponse, Failure> {
+    let sessions = sessions_of(state)?;
+    let (src, branch) = push_target(id, remote, refspec).map_err(invalid)?;
+    let (doc, _) = load_session(state, id).await?;
+    let (Some(tree), Some(base)) = (doc.tree.clone(), doc.base_commit.clone()) else {
+        return Err(invalid(format!("session {id} has no tree yet")));
+    };
+    let url = sessions
+        .config
+        .repos
+        .get(&doc.repo)
+        .map(|r| r.url.clone())
+        .ok_or_else(|| invalid(format!("repository `{}` is no longer configured", doc.repo)))?;
+    let clones = sessions.clones.clone();
+    let (repo, sid, owner) = (
+        doc.repo.clone(),
+        id.to_string(),
+        (sessions.uid, sessions.gid),
+    );
+    let (src2, base2) = (src.clone(), base.clone());
+    let candidate = tokio::task::spawn_blocking(move || {
+        clones.take_commits(
+            &repo,
+            &sid,
+            std::path::Path::new(&tree),
+            &src2,
+            &base2,
+            owner,
+        )
+    })
+    .await
+    .map_err(|e| invalid(e.to_string()))?
+    .map_err(|e| invalid(format!("cannot take `{src}` from the session's tree: {e}")))?;
+    if candidate.log.is_empty() {
+        return Err(invalid(format!(
+            "nothing to push: `{src}` ({}) has no commit beyond the session's base {}",
+            &candidate.commit[..12.min(candidate.commit.len())],
+            &base[..12.min(base.len())]
+        )));
+    }
+    let input = serde_json::json!({
+        "remote": "origin",
+        "url": url,
+        "branch": branch,
+        "commit": candidate.commit,
+        "base": base,
+        "commits": candidate.log,
+        "diffstat": candidate.diffstat,
+    });
+    let answering = sessions.answers.lock().await;
+    let (_, open) = find_question(state, id, PUSH_TOOL, &input).await?;
+    let qid = match open {
+        Some(q) => q,
+        None if open_count(state, id).await? >= MAX_OPEN_QUESTIONS => {
+            return Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "denied",
+                format!(
+                    "session {id} already has {MAX_OPEN_QUESTIONS} open questions: denied until a human answers them"
+                ),
+            ));
+        }
+        None => {
+            open_question(
+                state,
+                id,
+                PUSH_TOOL,
+                &input,
+                &format!(
+                    "push {} commit(s) to origin {branch}: a push leaves the session, a human allows it",
+                    candidate.log.len()
+                ),
+            )
+            .await?
+        }
+    };
+    drop(answering);
+    event(
+        state,
+        id,
+        serde_json::json!({"kind": "push", "outcome": "asked", "question": qid, "commit": candidate.commit, "branch": branch}),
+    )
+    .await?;
+    Ok(PushResponse {
+        outcome: "asked".into(),
+        question: qid,
+        commit: candidate.commit,
+        branch,
+        commits: candidate.log,
+    })
+}
+
+/// Carries out answered push question `qid` of session `session` (its answer
+/// already marked used): on allow, pushes exactly the asked commit to the asked
+/// branch from the mirror; records what happened on the question and in the
+/// session's events, and tells the session. Returns the outcome line.
+async fn carry_out_push<S: AuthorityStore>(
+    state: &Arc<AppState<S>>,
+    session: u64,
+    qid: u64,
+    doc: &mut QuestionDoc,
+) -> Result<String, Failure> {
+    let sessions = sessions_of(state)?;
+    let answer = doc.answer.clone().expect("answered");
+    let field = |k: &str| {
+        doc.tool_input
+            .get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (url, branch, commit) = (field("url"), field("branch"), field("commit"));
+    let short = commit[..12.min(commit.len())].to_string();
+    let outcome = if answer.decision == "allow" {
+        let (sdoc, _) = load_session(state, session).await?;
+        let clones = sessions.clones.clone();
+        let (u, b, c) = (url.clone(), branch.clone(), commit.clone());
+        let pushed = tokio::task::spawn_blocking(move || clones.push(&sdoc.repo, &u, &c, &b)).await;
+        match pushed {
+            Ok(Ok(summary)) => {
+                format!(
+                    "pushed {short} to origin {branch}: {}",
+                    summary.replace('\n', " ")
+                )
+            }
+            Ok(Err(e)) => format!("the push of {short} to origin {branch} failed: {e}"),
+            Err(e) => format!("the push of {short} to origin {branch} failed: {e}"),
+        }
+    } else {
+        format!("the push of {short} to origin {branch} was denied")
+    };
+    doc.outcome = Some(outcome.clone());
+    state
+        .store
+        .put_question(
+            qid,
+            serde_json::to_string(&doc).expect("serialises"),
+            now_ms(),
+        )
+        .await?;
+    event(
+        state,
+        session,
+        serde_json::json!({"kind": "push", "outcome": if outcome.starts_with("pushed") { "pushed" } else if answer.decision == "allow" { "failed" } else { "denied" }, "question": qid, "commit": commit, "branch": branch, "by": answer.by, "result": outcome}),
+    )
+    .await?;
+    let note = answer.note.map(|n| format!(" ({n})")).unwrap_or_default();
+    deliver_detached(
+        state,
+        session,
+        Some(format!(
+            "Question {qid} was answered {} by {}{note}: {outcome}.",
+            answer.decision, answer.by
+        )),
+        false,
+    )
+    .await?;
+    Ok(outcome)
+}
+
+/// `POST /v1/push`: a session's push (`flotilla push`): see [`push_request`].
+#[utoipa::path(post, path = "/v1/push", request_body = PushRequest,
+    responses((status = 200, body = PushResponse), (status = 403, body = ApiError), (status = 422, body = ApiError)))]
+pub async fn push<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+    Json(req): Json<PushRequest>,
+) -> Answer<PushResponse> {
+    let id = session_caller(&state, &headers).await?;
+    Ok(Json(
+        push_request(&state, id, req.remote.as_deref(), req.refspec.as_deref()).await?,
+    ))
+}
+
+/// A push's remote and refspec, as given.
+type PushWords = (Option<String>, Option<String>);
+
+/// `git push [-q] [-u] [REMOTE [REFSPEC]]` through the executor: the remote and
+/// refspec, or why it is not a push the authority makes.
+fn git_push_words(argv: &[String]) -> Option<Result<PushWords, String>> {
+    let rest = match argv {
+        [git, push, rest @ ..] if git == "git" && push == "push" => rest,
+        _ => return None,
+    };
+    let mut words = Vec::new();
+    for w in rest {
+        match w.as_str() {
+            "-q" | "--quiet" | "-u" | "--set-upstream" => {}
+            o if o.starts_with('-') => {
+                return Some(Err(format!(
+                    "`git push {o}` is not offered: the authority pushes one branch, without options (`flotilla push [origin] [SRC[:DST]]`)"
+                )))
+            }
+            _ => words.push(w.clone()),
+        }
+    }
+    if words.len() > 2 {
+        return Some(Err(
+            "one refspec at most (`flotilla push [origin] [SRC[:DST]]`)".into(),
+        ));
+    }
+    let mut it = words.into_iter();
+    Some(Ok((it.next(), it.next())))
+}
+
+/// One of a session's executor places, given back when dropped.
+struct SessionSlot {
+    running: Arc<std::sync::Mutex<HashMap<u64, usize>>>,
+    id: u64,
+}
+
+impl SessionSlot {
+    /// A place for session `id` if it holds fewer than `max`.
+    fn take(
+        running: &Arc<std::sync::Mutex<HashMap<u64, usize>>>,
+        id: u64,
+        max: usize,
+    ) -> Option<SessionSlot> {
+        let mut r = running.lock().expect("not poisoned");
+        let n = r.entry(id).or_default();
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(SessionSlot {
+            running: running.clone(),
+            id,
+        })
+    }
+}
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        let mut r = self.running.lock().expect("not poisoned");
+        if let Some(n) = r.get_mut(&self.id) {
+            *n -= 1;
+            if *n == 0 {
+                r.remove(&self.id);
+            }
+        }
+    }
 }
 
 /// `POST /v1/exec`: the executor runs an argv list for the calling session's
@@ -2294,8 +2762,33 @@ pub async fn exec<S: AuthorityStore>(
     if req.argv.is_empty() {
         return Err(invalid("an empty argv"));
     }
-    // A slot first: a refusal for want of one must not use up a human's answer.
-    let Ok(_slot) = sessions.executor_slots.try_acquire() else {
+    if let Some(words) = git_push_words(&req.argv) {
+        // A push is never run in a session's tree: the authority takes the commits
+        // and pushes them itself once a human allows it.
+        let (remote, refspec) = words.map_err(invalid)?;
+        let p = push_request(&state, id, remote.as_deref(), refspec.as_deref()).await?;
+        return Ok(Json(ExecResponse {
+            outcome: "asked".into(),
+            question: Some(p.question),
+            status: None,
+            timed_out: false,
+            stdout: String::new(),
+            stderr: format!(
+                "push of {} ({} commit(s)) to origin {}: question {} asks a human; the authority pushes when they allow it\n",
+                &p.commit[..12.min(p.commit.len())],
+                p.commits.len(),
+                p.branch,
+                p.question
+            ),
+            outputs: Vec::new(),
+        }));
+    }
+    // A slot first, the session's own and one of all: a refusal for want of one
+    // must not use up a human's answer.
+    let per_session = sessions.config.executor.max_running_per_session;
+    let own = SessionSlot::take(&sessions.executor_running, id, per_session);
+    let slot = sessions.executor_slots.try_acquire();
+    let (Some(_own), Ok(_slot)) = (own, slot) else {
         event(
             &state,
             id,
@@ -2306,8 +2799,8 @@ pub async fn exec<S: AuthorityStore>(
             StatusCode::TOO_MANY_REQUESTS,
             "busy",
             format!(
-                "{} executor runs already in progress ([executor] max_running): try again when one ends",
-                sessions.config.executor.max_running
+                "{} executor runs of this session ([executor] max_running_per_session) or {} in all ([executor] max_running) are already in progress: try again when one ends",
+                per_session, sessions.config.executor.max_running
             ),
         ));
     };

@@ -42,6 +42,58 @@ use nix::fcntl::{Flock, FlockArg};
 /// The ref namespace of the pins in a mirror.
 pub const PIN_PREFIX: &str = "refs/flotilla/sessions/";
 
+/// The ref namespace, in a mirror, of the commits sessions asked to push (one ref
+/// per session: its latest request).
+pub const PUSH_PREFIX: &str = "refs/flotilla/push/";
+
+/// What a session asks to push, taken into its repository's mirror by
+/// [`CloneCache::take_commits`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushCandidate {
+    /// The full commit id to push.
+    pub commit: String,
+    /// The commits from the session's base to it, newest first, `<short id>
+    /// <subject>` each (at most [`PUSH_LOG_MAX`]).
+    pub log: Vec<String>,
+    /// `git diff --stat` from the base to it (at most [`PUSH_LOG_MAX`] files).
+    pub diffstat: String,
+}
+
+/// The most commits and files a [`PushCandidate`] lists.
+pub const PUSH_LOG_MAX: usize = 50;
+
+/// Checks a ref name the way `git check-ref-format` would for a branch: ASCII
+/// letters, digits and `._/-`, no `..`, `//`, `@{`, no component starting with `.`
+/// or `-`, not ending with `/`, `.` or `.lock`, at most 200 bytes.
+///
+/// # Errors
+/// What is wrong, as a sentence.
+pub fn check_ref_name(name: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("`{name}` is not a branch name: {why}"));
+    if name.is_empty() || name.len() > 200 {
+        return bad("empty or longer than 200 bytes");
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "._/-".contains(*c)))
+    {
+        return bad(&format!("`{c}` is not allowed"));
+    }
+    if name.contains("..") || name.contains("//") {
+        return bad("`..` and `//` are not allowed");
+    }
+    if name.ends_with('/') || name.ends_with('.') || name.ends_with(".lock") {
+        return bad("it must not end with `/`, `.` or `.lock`");
+    }
+    if name
+        .split('/')
+        .any(|c| c.starts_with('.') || c.starts_with('-'))
+    {
+        return bad("no part may start with `.` or `-`");
+    }
+    Ok(())
+}
+
 /// Environment variables that would point git at another repository than the one
 /// named on its command line.
 const GIT_LOCATION_ENV: [&str; 8] = [
@@ -446,6 +498,157 @@ impl CloneCache {
             )?;
         }
         Ok(())
+    }
+
+    /// Takes the commit `src` (a branch of the session's tree, or `HEAD`) from the
+    /// session's `tree` into the mirror of `repo`, under
+    /// `refs/flotilla/push/<session_id>`, and describes it against `base`.
+    ///
+    /// The tree is the agent's: nothing of it runs as root. The fetch's far side
+    /// (`git upload-pack`, which reads the tree) runs as the tree's owner `uid`:`gid`
+    /// (`setpriv`, util-linux) with no system or global git configuration and no
+    /// home; the near side only receives a pack into the mirror (checked by git as
+    /// any fetched pack). `tree/.git` must be a directory (not a `gitdir:` file or a
+    /// link pointing elsewhere).
+    ///
+    /// # Errors
+    /// Invalid names; [`CloneError::NotASessionTree`] when `tree/.git` is not a
+    /// directory; [`CloneError::Git`] when `src` names no commit there, or a git
+    /// command fails.
+    pub fn take_commits(
+        &self,
+        repo: &str,
+        session_id: &str,
+        tree: &Path,
+        src: &str,
+        base: &str,
+        owner: (u32, u32),
+    ) -> Result<PushCandidate, CloneError> {
+        check_repo(repo)?;
+        check_session_id(session_id)?;
+        check_base(base)?;
+        if src != "HEAD" {
+            check_ref_name(src).map_err(|_| CloneError::InvalidBase {
+                base: src.to_string(),
+                reason: "it must be HEAD or a branch name",
+            })?;
+        }
+        let mirror = self.mirror_path(repo)?;
+        let gitdir = tree.join(".git");
+        if !fs::symlink_metadata(&gitdir).is_ok_and(|m| m.is_dir()) {
+            return Err(CloneError::NotASessionTree {
+                path: tree.to_path_buf(),
+                mirror,
+            });
+        }
+        let dst = format!("{PUSH_PREFIX}{session_id}");
+        let _lock = self.lock(repo)?;
+        let upload_pack = format!(
+            "setpriv --reuid={} --regid={} --clear-groups git-upload-pack",
+            owner.0, owner.1
+        );
+        let mut cmd = Command::new("git");
+        cmd.arg("-C")
+            .arg(&mirror)
+            .args([
+                "-c",
+                "protocol.file.allow=always",
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--no-recurse-submodules",
+            ])
+            .arg(format!("--upload-pack={upload_pack}"))
+            .arg(&gitdir)
+            .arg(format!("+{src}:{dst}"));
+        for v in GIT_LOCATION_ENV {
+            cmd.env_remove(v);
+        }
+        cmd.env("GIT_TERMINAL_PROMPT", "0")
+            .env("LC_ALL", "C")
+            .env("HOME", "/nonexistent")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(Stdio::null());
+        let command = format!(
+            "git -C {} fetch {} +{src}:{dst}",
+            mirror.display(),
+            gitdir.display()
+        );
+        let out = cmd.output().map_err(|source| CloneError::Spawn {
+            command: command.clone(),
+            source,
+        })?;
+        if !out.status.success() {
+            return Err(CloneError::Git {
+                command,
+                status: out.status.code(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
+        }
+        let commit = git(
+            Some(&mirror),
+            &["rev-parse", "--verify", &format!("{dst}^{{commit}}")],
+        )?;
+        let range = format!("{base}..{commit}");
+        let max = format!("--max-count={PUSH_LOG_MAX}");
+        let log = git(
+            Some(&mirror),
+            &["log", "--no-decorate", "--format=%h %s", &max, &range, "--"],
+        )?;
+        let diffstat = git(
+            Some(&mirror),
+            &[
+                "diff",
+                "--no-ext-diff",
+                "--no-textconv",
+                &format!("--stat=120,100,{PUSH_LOG_MAX}"),
+                base,
+                &commit,
+                "--",
+            ],
+        )?;
+        Ok(PushCandidate {
+            commit,
+            log: log.lines().map(str::to_string).collect(),
+            diffstat,
+        })
+    }
+
+    /// Pushes `commit` (already in the mirror of `repo`, see
+    /// [`CloneCache::take_commits`]) to `refs/heads/<branch>` of `url`, from the
+    /// mirror (never from a session's tree), without force: a push that is not a
+    /// fast-forward is refused by git. Returns git's porcelain summary line.
+    ///
+    /// # Errors
+    /// Invalid names; [`CloneError::Git`] when the push is refused or fails.
+    pub fn push(
+        &self,
+        repo: &str,
+        url: &str,
+        commit: &str,
+        branch: &str,
+    ) -> Result<String, CloneError> {
+        check_repo(repo)?;
+        check_url(url)?;
+        check_base(commit)?;
+        check_ref_name(branch).map_err(|_| CloneError::InvalidBase {
+            base: branch.to_string(),
+            reason: "it must be a branch name",
+        })?;
+        let mirror = self.mirror_path(repo)?;
+        let _lock = self.lock(repo)?;
+        git(
+            Some(&mirror),
+            &[
+                "push",
+                "--porcelain",
+                "--no-verify",
+                url,
+                &format!("{commit}:refs/heads/{branch}"),
+            ],
+        )
     }
 
     /// The pins in the mirror of `repo`: session id → pinned commit (empty when there

@@ -24,16 +24,7 @@ pub struct Args {
 /// Runs the command; returns the program's exit status (1 when a question was
 /// opened instead, or it was killed).
 pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<u8> {
-    let var = |k: &str| {
-        std::env::var(k).map_err(|_| {
-            anyhow::anyhow!("{k} is not set: `flotilla exec` runs inside a session's runtime")
-        })
-    };
-    let url = var("FLOTILLA_SERVER")?;
-    let ca_path = var("FLOTILLA_CA")?;
-    let token = super::gate::session_token()?;
-    let ca = std::fs::read_to_string(&ca_path).map_err(|e| anyhow::anyhow!("{ca_path}: {e}"))?;
-    let client = flotilla_server::Client::new(&url, &ca, Some(token))?;
+    let client = session_client()?;
     let rt = super::runtime()?;
     let r: ExecResponse = rt.block_on(client.post(
         "/v1/exec",
@@ -41,6 +32,14 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             argv: args.argv.clone(),
         },
     ))?;
+    if r.outcome == "asked"
+        && args
+            .argv
+            .starts_with(&["git".to_string(), "push".to_string()])
+    {
+        eprint!("flotilla exec: {}", r.stderr);
+        return Ok(EXIT_REFUSED);
+    }
     if r.outcome == "asked" {
         eprintln!(
             "flotilla exec: not an allowlisted read: question {} asks a human to allow exactly this argv; run the same command again once it is answered",
@@ -54,4 +53,22 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         eprintln!("flotilla exec: the executor's timeout ended it");
     }
     Ok(r.status.map_or(EXIT_REFUSED, |c| c.clamp(0, 255) as u8))
+}
+
+/// A client of the authority with the session's own credential, from the
+/// runtime's environment (`FLOTILLA_SERVER`, `FLOTILLA_CA`, the credential).
+///
+/// # Errors
+/// A variable that is not set (not inside a runtime), an unreadable file.
+pub fn session_client() -> anyhow::Result<flotilla_server::Client> {
+    let var = |k: &str| {
+        std::env::var(k).map_err(|_| {
+            anyhow::anyhow!("{k} is not set: this command runs inside a session's runtime")
+        })
+    };
+    let url = var("FLOTILLA_SERVER")?;
+    let ca_path = var("FLOTILLA_CA")?;
+    let token = super::gate::session_token()?;
+    let ca = std::fs::read_to_string(&ca_path).map_err(|e| anyhow::anyhow!("{ca_path}: {e}"))?;
+    Ok(flotilla_server::Client::new(&url, &ca, Some(token))?)
 }

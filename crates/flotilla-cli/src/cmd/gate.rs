@@ -39,8 +39,20 @@ pub enum GateCommand {
 }
 
 /// Runs the subcommand; returns the exit status (never fails: errors deny).
+///
+/// The whole input is read before anything else (a writer that is cut off gets no
+/// EPIPE from us); SIGPIPE is ignored (`main`), so a closed peer is an error here,
+/// answered with exit 2; a closed standard output is found before any work (Rust's
+/// runtime reopens it on `/dev/null`, where a decision would be lost: see
+/// [`stdout_lost`]).
 pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     let GateCommand::Hook { timeout } = &args.command;
+    if let Some(why) = stdout_lost() {
+        eprintln!(
+            "flotilla gate: denied (the gate failed closed): {why}: no decision could be given"
+        );
+        return Ok(EXIT_BLOCK);
+    }
     match hook(*timeout) {
         Ok(answer) => {
             let mut out = std::io::stdout();
@@ -66,6 +78,13 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<u8> {
 fn hook(timeout: Duration) -> anyhow::Result<Vec<u8>> {
     let mut input = Vec::new();
     std::io::stdin().read_to_end(&mut input)?;
+    let limit = flotilla_server::sessions::GATE_BODY_LIMIT;
+    if input.len() > limit {
+        anyhow::bail!(
+            "the hook payload is {} bytes; the gate reads at most {limit}",
+            input.len()
+        );
+    }
     flotilla_sessions::hook::HookInput::parse(&input)?;
     let var = |k: &str| std::env::var(k).map_err(|_| anyhow::anyhow!("{k} is not set"));
     let url = var("FLOTILLA_SERVER")?;
@@ -87,6 +106,22 @@ fn hook(timeout: Duration) -> anyhow::Result<Vec<u8>> {
         anyhow::bail!("the authority's answer has no decision: {v}");
     }
     Ok(answer)
+}
+
+/// Why a decision written to standard output would reach nobody: it is closed, or
+/// it is `/dev/null` (Rust's runtime reopens a closed standard descriptor on
+/// `/dev/null` before `main`, so a closed one shows up as that).
+fn stdout_lost() -> Option<String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let fd = std::io::stdout();
+    let meta = match nix::sys::stat::fstat(&fd) {
+        Ok(m) => m,
+        Err(e) => return Some(format!("standard output is closed ({e})")),
+    };
+    let null = std::fs::metadata("/dev/null").ok()?;
+    let is_char = (meta.st_mode & nix::libc::S_IFMT) == nix::libc::S_IFCHR;
+    (is_char && null.file_type().is_char_device() && meta.st_rdev == null.rdev())
+        .then(|| "standard output is closed (or /dev/null)".to_string())
 }
 
 /// The session's credential: `FLOTILLA_SESSION_TOKEN`, else the contents of the

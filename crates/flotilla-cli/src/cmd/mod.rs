@@ -17,6 +17,7 @@ pub mod operations;
 pub mod output;
 pub mod plan;
 pub mod ps;
+pub mod push;
 pub mod question;
 pub mod questions;
 pub mod release;

@@ -43,13 +43,24 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 },
             ));
             match r {
-                Ok(q) => {
-                    println!(
-                        "question {} answered {decision}: session {} resumes",
-                        q.id, q.session
-                    );
-                    Ok(EXIT_OK)
-                }
+                Ok(q) => match &q.doc.outcome {
+                    // What the authority did itself (a push): its outcome decides.
+                    Some(outcome) => {
+                        println!(
+                            "question {} answered {decision}: {outcome}; session {} is told",
+                            q.id, q.session
+                        );
+                        let failed = decision == "allow" && !outcome.starts_with("pushed");
+                        Ok(if failed { EXIT_REFUSED } else { EXIT_OK })
+                    }
+                    None => {
+                        println!(
+                            "question {} answered {decision}: session {} resumes",
+                            q.id, q.session
+                        );
+                        Ok(EXIT_OK)
+                    }
+                },
                 Err(flotilla_server::ClientError::Api {
                     status: 409, error, ..
                 }) => {

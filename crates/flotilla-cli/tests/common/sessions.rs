@@ -1,7 +1,7 @@
 //! An authority with agent sessions for CLI tests: a real `flotilla serve` whose
 //! `sessions.toml` names a real git repository (a bare `origin.git` with one
-//! commit) and a runtime program (Claude Code, or a stand-in script), run in
-//! bubblewrap as `nobody`.
+//! commit, read-only to runtimes) and a runtime program (Claude Code, or a
+//! stand-in script), run in bubblewrap as `nobody`.
 
 use super::authority::Authority;
 use super::Run;
@@ -13,7 +13,8 @@ use std::time::Duration;
 /// An authority with sessions on.
 pub struct SessionsAuthority {
     pub a: Authority,
-    /// The bare repository sessions clone (and may push to).
+    /// The bare repository sessions clone (the authority pushes to it once a human
+    /// allows a session's push).
     pub origin: PathBuf,
 }
 
@@ -82,14 +83,8 @@ impl SessionsAuthority {
                 origin.to_str().unwrap(),
             ],
         );
-        // Root's, writable by the agent (`nobody`): new objects stay writable.
-        git(&origin, &["config", "core.sharedRepository", "world"]);
-        let st = Command::new("chmod")
-            .args(["-R", "a+rwX"])
-            .arg(&origin)
-            .status()
-            .unwrap();
-        assert!(st.success());
+        // Root's, and read-only to every runtime (`sessions.toml` refuses a writable
+        // remote): the authority pushes, after a human's answer.
         // The agent's git trusts that repository of root's (git's safe.directory,
         // from protected "command" configuration in the environment).
         let mut env: Vec<(String, String)> = env
@@ -116,7 +111,6 @@ reconcile_every = "1s"
 [runtime]
 claude = "{claude}"
 user = "nobody"
-writable = ["{origin}"]
 env = {{ {env} }}
 {runtime}
 

@@ -1,0 +1,694 @@
+//! The session boundary, structurally: what a runtime cannot do whatever text it
+//! runs, and what no tool call can do to the authority.
+//!
+//! - No remote is writable from a runtime: every adversarial shape
+//!   (`crates/flotilla-sessions/tests/adversarial-shapes.txt`) is run by bash
+//!   *inside a real sandbox*, bypassing the gate entirely, and judged by the
+//!   remote's refs. Pushes go through the authority (`flotilla push`, or
+//!   `flotilla exec -- git push`): a question showing the commits, then a push from
+//!   outside the sandbox, exactly once, after an "allow".
+//! - Pathological tool calls (deep nesting, huge payloads) are answered, and the
+//!   authority keeps running; the gate's two front doors fail closed at every edge.
+//! - A second unprivileged local user reads none of a session's files.
+//! - One session cannot hold every executor slot.
+
+mod common;
+
+use common::sessions::{git, SessionsAuthority};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The stand-in agent: hands its credential to the test (in its home), then waits.
+const WAITING_AGENT: &str = r#"#!/bin/sh
+cat "$FLOTILLA_SESSION_TOKEN_FILE" > "$HOME/token.tmp" && mv "$HOME/token.tmp" "$HOME/token"
+exec sleep 600
+"#;
+
+fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+/// An authority whose runtime is `agent`, with `runtime` lines in `[runtime]` and
+/// `extra` appended to `sessions.toml`.
+fn authority_with(
+    agent: &str,
+    runtime: &str,
+    extra: &str,
+) -> (SessionsAuthority, tempfile::TempDir) {
+    let bin = tempfile::tempdir().unwrap();
+    common::sessions::open_up(bin.path());
+    let agent = script(bin.path(), "agent", agent);
+    let env = [
+        ("GIT_AUTHOR_NAME", "agent"),
+        ("GIT_AUTHOR_EMAIL", "agent@example.invalid"),
+        ("GIT_COMMITTER_NAME", "agent"),
+        ("GIT_COMMITTER_EMAIL", "agent@example.invalid"),
+    ];
+    (SessionsAuthority::new(&agent, &env, runtime, extra), bin)
+}
+
+/// Session `id`'s credential, once its runtime has handed it over.
+fn token(s: &SessionsAuthority, id: u64) -> String {
+    let p = s.a.ws.path().join(format!("sessions/{id}/home/token"));
+    assert!(
+        flotilla_testkit::wait_until(Duration::from_secs(30), || p.exists()),
+        "the runtime never started: {:#}",
+        s.show(id)
+    );
+    std::fs::read_to_string(p).unwrap().trim().to_string()
+}
+
+fn operator(s: &SessionsAuthority) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(s.a.dir.join("operator.json")).unwrap()).unwrap()
+}
+
+fn client(s: &SessionsAuthority, credential: &str) -> flotilla_server::Client {
+    let op = operator(s);
+    flotilla_server::Client::new(
+        &s.a.url,
+        op["ca_pem"].as_str().unwrap(),
+        Some(credential.to_string()),
+    )
+    .unwrap()
+}
+
+fn post_raw(
+    c: &flotilla_server::Client,
+    path: &str,
+    body: Vec<u8>,
+) -> Result<Vec<u8>, flotilla_server::ClientError> {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(c.post_bytes(path, body, Duration::from_secs(60)))
+}
+
+/// `flotilla ARGS` as session `id`'s runtime would run it (its environment),
+/// from this process: the API is what is tested, not the sandbox.
+fn as_runtime(s: &SessionsAuthority, tok: &str, args: &[&str]) -> common::Run {
+    let ca = s.a.ws.path().join("runtime-ca.pem");
+    std::fs::write(&ca, operator(s)["ca_pem"].as_str().unwrap()).unwrap();
+    common::run_with_env(
+        s.a.ws.path(),
+        args,
+        &[
+            ("FLOTILLA_SERVER", s.a.url.as_str()),
+            ("FLOTILLA_CA", ca.to_str().unwrap()),
+            ("FLOTILLA_SESSION_TOKEN", tok),
+        ],
+    )
+}
+
+/// A Bash hook payload.
+fn bash_payload(command: &str) -> serde_json::Value {
+    serde_json::json!({
+        "session_id": "00000000-0000-4000-8000-000000000000",
+        "transcript_path": "/dev/null",
+        "cwd": "/tmp",
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": command, "description": "d"},
+        "tool_use_id": "toolu_01"
+    })
+}
+
+fn decision(answer: &[u8]) -> String {
+    let v: serde_json::Value = serde_json::from_slice(answer)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(answer)));
+    v["hookSpecificOutput"]["permissionDecision"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Every ref of the remote, with its commit.
+fn refs(origin: &Path) -> String {
+    git(
+        origin,
+        &["for-each-ref", "--format=%(objectname) %(refname)"],
+    )
+}
+
+/// The tree of session `id`.
+fn tree(s: &SessionsAuthority, id: u64) -> PathBuf {
+    s.a.ws.path().join(format!("sessions/{id}/tree"))
+}
+
+/// Runs `argv` as `user` (runuser), with git's identity; its output.
+fn as_user(user: &str, dir: &Path, argv: &[&str]) -> std::process::Output {
+    Command::new("runuser")
+        .args(["-u", user, "--"])
+        .args(argv)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "agent")
+        .env("GIT_AUTHOR_EMAIL", "agent@example.invalid")
+        .env("GIT_COMMITTER_NAME", "agent")
+        .env("GIT_COMMITTER_EMAIL", "agent@example.invalid")
+        .env("HOME", "/nonexistent")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_writable_remote_or_sessions_directory_is_refused_at_load_with_where() {
+    let ws = common::Workspace::new();
+    let bin = ws.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    common::sessions::open_up(&bin);
+    let agent = script(&bin, "agent", WAITING_AGENT);
+    let dir = ws.path().join("authority");
+    let init = common::run_with_env(
+        ws.path(),
+        &["serve", "init"],
+        &[("FLOTILLA_AUTHORITY_DIR", dir.to_str().unwrap())],
+    );
+    assert_eq!(init.code, 0, "{init:?}");
+    let origin = ws.path().join("origin.git");
+    std::fs::create_dir_all(&origin).unwrap();
+    let origin = origin.display().to_string();
+    let sessions = ws.path().join("sessions");
+    for (writable, says) in [
+        (origin.clone(), "remote of [repos.infra]"),
+        (format!("{origin}/refs"), "remote of [repos.infra]"),
+        (ws.path().display().to_string(), "remote of [repos.infra]"),
+        (
+            sessions.join("mirrors").display().to_string(),
+            "overlaps the sessions directory",
+        ),
+        ("relative/dir".to_string(), "is not absolute"),
+    ] {
+        let text = format!(
+            "dir = {:?}\n[runtime]\nclaude = {:?}\nuser = \"nobody\"\nwritable = [{writable:?}]\n\n[repos.infra]\nurl = {origin:?}\n",
+            sessions.display().to_string(),
+            agent.display().to_string(),
+        );
+        std::fs::write(dir.join("sessions.toml"), &text).unwrap();
+        let port = common::authority::free_port();
+        let r = common::run_with_env(
+            ws.path(),
+            &["serve", "--listen", &format!("127.0.0.1:{port}")],
+            &[("FLOTILLA_AUTHORITY_DIR", dir.to_str().unwrap())],
+        );
+        assert_ne!(r.code, 0, "{writable}: {r:?}");
+        assert!(r.stderr.contains(says), "{writable}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("sessions.toml: 5:"),
+            "{writable}: the error names the line: {}",
+            r.stderr
+        );
+    }
+}
+
+#[test]
+fn a_push_is_a_question_and_the_authority_pushes_exactly_that_commit_once() {
+    let (s, _bin) = authority_with(WAITING_AGENT, "", "");
+    let id = s.create(&["--prompt", "work"]);
+    let tok = token(&s, id);
+    let before = refs(&s.origin);
+
+    // Nothing beyond the base: nothing to push.
+    let r = as_runtime(&s, &tok, &["push", "origin", "HEAD:main"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("nothing to push"), "{}", r.stderr);
+
+    // The agent commits in its tree (as the runtime user).
+    let t = tree(&s, id);
+    let out = as_user(
+        "nobody",
+        &t,
+        &["git", "commit", "-q", "--allow-empty", "-m", "agent-change"],
+    );
+    assert!(out.status.success(), "{out:?}");
+
+    // Only `origin`, never a force push, never a tag or another namespace.
+    for (args, says) in [
+        (vec!["push", "elsewhere"], "only to its repository"),
+        (
+            vec!["push", "origin", "+HEAD:main"],
+            "force pushes are not offered",
+        ),
+        (vec!["push", "origin", "HEAD:refs/tags/v1"], "only branches"),
+        (vec!["push", "origin", "HEAD:-x"], "not a branch name"),
+        (
+            vec!["exec", "--", "git", "push", "--force", "origin"],
+            "not offered",
+        ),
+    ] {
+        let r = as_runtime(&s, &tok, &args);
+        assert_ne!(r.code, 0, "{args:?}: {r:?}");
+        assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
+    }
+
+    // `flotilla push` and `flotilla exec -- git push` ask the same question.
+    let r = as_runtime(&s, &tok, &["push", "origin", "HEAD:main"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("agent-change"), "{}", r.stderr);
+    let r2 = as_runtime(
+        &s,
+        &tok,
+        &["exec", "--", "git", "push", "-q", "origin", "HEAD:main"],
+    );
+    assert_eq!(r2.code, 1, "{r2:?}");
+    let q = s.run(&["questions", "--json"]).json();
+    let qs: Vec<_> = q["questions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|q| q["session"] == id)
+        .cloned()
+        .collect();
+    assert_eq!(qs.len(), 1, "one question for one exact push: {q:#}");
+    let doc = &qs[0]["doc"];
+    assert_eq!(doc["tool_name"], "Push");
+    let commit = as_user("nobody", &t, &["git", "rev-parse", "HEAD"]);
+    let commit = String::from_utf8_lossy(&commit.stdout).trim().to_string();
+    assert_eq!(doc["tool_input"]["commit"], commit.as_str(), "{doc:#}");
+    assert_eq!(doc["tool_input"]["branch"], "main");
+    assert!(doc["tool_input"]["diffstat"].is_string(), "{doc:#}");
+    assert_eq!(
+        refs(&s.origin),
+        before,
+        "nothing is pushed before the answer"
+    );
+
+    // Denied: nothing pushed; asked again, a new question.
+    let qid = qs[0]["id"].as_u64().unwrap().to_string();
+    let r = s.run(&["question", "answer", &qid, "deny"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("denied"), "{r:?}");
+    assert_eq!(refs(&s.origin), before);
+    let r = as_runtime(&s, &tok, &["push", "origin", "HEAD:main"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let q = s.run(&["questions", "--json"]).json();
+    let open: Vec<_> = q["questions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|q| q["session"] == id && q["doc"]["answer"].is_null())
+        .cloned()
+        .collect();
+    assert_eq!(open.len(), 1, "{q:#}");
+
+    // Allowed: exactly that commit lands on the remote's `main`, once.
+    let qid = open[0]["id"].as_u64().unwrap().to_string();
+    let r = s.run(&["question", "answer", &qid, "allow"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("pushed"), "{r:?}");
+    assert_eq!(git(&s.origin, &["rev-parse", "main"]), commit);
+    let again = s.run(&["question", "answer", &qid, "allow"]);
+    assert_eq!(again.code, 1, "{again:?}");
+    let pushes: Vec<_> = s
+        .events_of(id, "push")
+        .into_iter()
+        .filter(|p| p["outcome"] == "pushed")
+        .collect();
+    assert_eq!(pushes.len(), 1, "{pushes:#?}");
+
+    // The default destination is the session's own branch, never `main`.
+    let out = as_user(
+        "nobody",
+        &t,
+        &["git", "commit", "-q", "--allow-empty", "-m", "second"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let r = as_runtime(&s, &tok, &["push"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains(&format!("flotilla/session-{id}")),
+        "{}",
+        r.stderr
+    );
+}
+
+/// Runs every shape of the adversarial suite with bash inside the session's
+/// sandbox, in its tree, each bounded in time, then leaves `shapes-done` in its home.
+fn shape_runner(shapes: &[String]) -> String {
+    let mut s = String::from(
+        "#!/bin/bash\n\
+         n=0\n\
+         while IFS= read -r line; do\n\
+         \x20 n=$((n+1))\n\
+         \x20 git checkout -q -f HEAD >/dev/null 2>&1\n\
+         \x20 timeout -k 1 10 bash -c \"$line\" </dev/null >>\"$HOME/shapes.log\" 2>&1\n\
+         \x20 echo \"$n $?\" >>\"$HOME/shapes.status\"\n\
+         done <<'FLOTILLA_SHAPES_END'\n",
+    );
+    for l in shapes {
+        s.push_str(l);
+        s.push('\n');
+    }
+    s.push_str("FLOTILLA_SHAPES_END\necho \"$n\" > \"$HOME/shapes-done\"\nexec sleep 600\n");
+    s
+}
+
+/// The shapes of `crates/flotilla-sessions/tests/adversarial-shapes.txt`.
+fn adversarial_shapes() -> Vec<String> {
+    let path = common::repo_root().join("crates/flotilla-sessions/tests/adversarial-shapes.txt");
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn no_adversarial_shape_run_inside_the_sandbox_changes_the_remote() {
+    let shapes = adversarial_shapes();
+    assert!(shapes.len() >= 300, "{} shapes", shapes.len());
+    let (s, _bin) = authority_with(&shape_runner(&shapes), "", "");
+    let before = refs(&s.origin);
+    let id = s.create(&["--prompt", "run the shapes"]);
+    let done =
+        s.a.ws
+            .path()
+            .join(format!("sessions/{id}/home/shapes-done"));
+    assert!(
+        flotilla_testkit::wait_until(Duration::from_secs(900), || done.exists()),
+        "the shapes never finished: {:#}",
+        s.show(id)
+    );
+    let ran: usize = std::fs::read_to_string(&done)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(ran, shapes.len());
+    assert_eq!(
+        refs(&s.origin),
+        before,
+        "a shape changed the remote from inside the sandbox"
+    );
+    assert!(
+        git(&s.origin, &["count-objects", "-v"]).contains("count: 0"),
+        "a shape wrote objects into the remote: {}",
+        git(&s.origin, &["count-objects", "-v"])
+    );
+}
+
+#[test]
+fn the_same_shapes_do_push_where_the_remote_is_writable() {
+    // What makes the suite mean something: outside a sandbox, with the remote
+    // writable, the shapes really push (a sample of every class).
+    let shapes = adversarial_shapes();
+    let ws = tempfile::tempdir().unwrap();
+    let src = ws.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    git(&src, &["init", "-q", "-b", "main"]);
+    std::fs::write(src.join("README.md"), "x\n").unwrap();
+    git(&src, &["add", "."]);
+    git(&src, &["commit", "-qm", "first"]);
+    let origin = ws.path().join("origin.git");
+    git(
+        ws.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            src.to_str().unwrap(),
+            origin.to_str().unwrap(),
+        ],
+    );
+    let work = ws.path().join("work");
+    git(
+        ws.path(),
+        &[
+            "clone",
+            "-q",
+            origin.to_str().unwrap(),
+            work.to_str().unwrap(),
+        ],
+    );
+    let mut pushed = 0;
+    let sample: Vec<&String> = shapes.iter().step_by(10).collect();
+    for line in &sample {
+        let _ = git(&origin, &["update-ref", "-d", "refs/heads/pwned"]);
+        let _ = Command::new("timeout")
+            .args(["-k", "1", "10", "bash", "-c", line])
+            .current_dir(&work)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        if git(&origin, &["for-each-ref", "refs/heads/pwned"]).contains("pwned") {
+            pushed += 1;
+        }
+    }
+    assert!(
+        pushed * 2 >= sample.len(),
+        "only {pushed} of {} sampled shapes push where the remote is writable",
+        sample.len()
+    );
+}
+
+/// Nesting that overflowed a 2 MiB stack in the parser.
+fn deep(open: &str, close: &str, n: usize) -> String {
+    format!("{}echo x{}", open.repeat(n), close.repeat(n))
+}
+
+#[test]
+fn pathological_tool_calls_are_answered_and_the_authority_keeps_running() {
+    let (s, _bin) = authority_with(WAITING_AGENT, "", "");
+    let id = s.create(&["--prompt", "work"]);
+    let tok = token(&s, id);
+    let session = client(&s, &tok);
+    let mut lines = vec![
+        deep("$(", ")", 2000),
+        deep("${x:-", "}", 2000),
+        deep("if true; then ", "; fi", 2000),
+        deep("$((", "))", 2000),
+        deep("(", ")", 5000),
+        deep("{ ", "; }", 5000),
+        deep("[[ ( ", " ) ]]", 2000),
+        deep("`", "`", 64),
+        format!("echo {}", "a".repeat(1 << 20)),
+    ];
+    let corpus = common::repo_root().join("crates/flotilla-sessions/tests/corpus");
+    if let Ok(entries) = std::fs::read_dir(&corpus) {
+        for e in entries.flatten() {
+            lines.push(String::from_utf8_lossy(&std::fs::read(e.path()).unwrap()).into_owned());
+        }
+    }
+    for line in &lines {
+        let body = bash_payload(line).to_string().into_bytes();
+        let answer = post_raw(&session, "/v1/gate/hook", body)
+            .unwrap_or_else(|e| panic!("{} bytes: {e}", line.len()));
+        assert_ne!(
+            decision(&answer),
+            "allow",
+            "{}…",
+            &line[..40.min(line.len())]
+        );
+    }
+    // A payload larger than the gate reads: a deny, answered with 200.
+    let huge = bash_payload(&"a".repeat(9 << 20)).to_string().into_bytes();
+    let answer = post_raw(&session, "/v1/gate/hook", huge).expect("answered, not refused");
+    assert_eq!(decision(&answer), "deny");
+    // Still up, and still deciding.
+    let r = s.run(&["session", "show", &id.to_string(), "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let answer = post_raw(
+        &session,
+        "/v1/gate/hook",
+        bash_payload("git push origin main")
+            .to_string()
+            .into_bytes(),
+    )
+    .unwrap();
+    assert_eq!(decision(&answer), "defer");
+}
+
+#[test]
+fn credentials_are_checked_before_bodies_and_the_command_hook_fails_closed() {
+    let (s, _bin) = authority_with(WAITING_AGENT, "", "");
+    let id = s.create(&["--prompt", "work"]);
+    let tok = token(&s, id);
+
+    // A garbage credential learns nothing of a route's body: 401, not 422.
+    for path in [
+        "/v1/exec",
+        "/v1/push",
+        "/v1/sessions",
+        "/v1/questions/1/answer",
+    ] {
+        let err = post_raw(&client(&s, "garbage"), path, b"{\"nope\": 1}".to_vec()).unwrap_err();
+        assert!(err.to_string().contains("401"), "{path}: {err}");
+    }
+    // The HTTP hook with no credential at all: a deny, answered with 200.
+    let nobody = client(&s, "flt-session-0000");
+    let answer = post_raw(
+        &nobody,
+        "/v1/gate/hook",
+        bash_payload("ls").to_string().into_bytes(),
+    )
+    .unwrap();
+    assert_eq!(decision(&answer), "deny");
+
+    let ca = s.a.ws.path().join("hook-ca.pem");
+    std::fs::write(&ca, operator(&s)["ca_pem"].as_str().unwrap()).unwrap();
+    let hook = |payload: Vec<u8>, close_stdout: bool| {
+        let shell = if close_stdout {
+            "exec \"$0\" gate hook --timeout 10s >&-"
+        } else {
+            "exec \"$0\" gate hook --timeout 10s"
+        };
+        let mut child = Command::new("sh")
+            .args(["-c", shell, env!("CARGO_BIN_EXE_flotilla")])
+            .env("FLOTILLA_SERVER", &s.a.url)
+            .env("FLOTILLA_CA", &ca)
+            .env("FLOTILLA_SESSION_TOKEN", &tok)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let writer = std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = stdin.write_all(&payload);
+        });
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        out
+    };
+    // A 10 MiB payload: exit 2 with the reason, never a death by SIGPIPE.
+    let out = hook(
+        bash_payload(&"a".repeat(10 << 20)).to_string().into_bytes(),
+        false,
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("at most"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Standard output closed: no decision can be given, so exit 2, not 0.
+    let out = hook(bash_payload("ls").to_string().into_bytes(), true);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("standard output is closed"));
+    // Input cut short (not JSON): exit 2.
+    let out = hook(b"{\"tool_name\": \"Ba".to_vec(), false);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    // A good call still answers on stdout with exit 0.
+    let out = hook(bash_payload("rm -rf build").to_string().into_bytes(), false);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(decision(&out.stdout), "defer");
+}
+
+#[test]
+fn another_local_user_reads_none_of_a_sessions_files() {
+    let (s, _bin) = authority_with(WAITING_AGENT, "", "");
+    let id = s.create(&["--prompt", "secret work"]);
+    let _tok = token(&s, id);
+    let sdir = s.a.ws.path().join(format!("sessions/{id}"));
+    // `daemon`: another unprivileged user of the host (Debian has it).
+    let other = "daemon";
+    for path in [
+        sdir.join("tree/README.md"),
+        sdir.join("home/token"),
+        sdir.join("run/token"),
+        sdir.join("run/prompt"),
+        sdir.join("runtime-1.jsonl"),
+        sdir.join("runtime-1.stderr"),
+    ] {
+        assert!(path.exists(), "{} should exist", path.display());
+        let out = as_user(other, Path::new("/"), &["cat", path.to_str().unwrap()]);
+        assert!(!out.status.success(), "{other} read {}", path.display());
+    }
+    for dir in [
+        sdir.clone(),
+        sdir.join("tree"),
+        sdir.join("home"),
+        sdir.join("run"),
+    ] {
+        let out = as_user(other, Path::new("/"), &["ls", dir.to_str().unwrap()]);
+        assert!(!out.status.success(), "{other} listed {}", dir.display());
+    }
+    for (path, mode) in [
+        (sdir.join("tree"), 0o700),
+        (sdir.join("home"), 0o700),
+        (sdir.join("runtime-1.jsonl"), 0o600),
+        (sdir.join("runtime-1.stderr"), 0o600),
+    ] {
+        let m = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(m, mode, "{}: {m:o}", path.display());
+    }
+    // The runtime user still reaches its own tree.
+    let out = as_user("nobody", &sdir.join("tree"), &["git", "status", "--short"]);
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn one_session_cannot_hold_every_executor_slot() {
+    let (s, _bin) = authority_with(
+        WAITING_AGENT,
+        "",
+        "[executor]\nallow = [[\"sleep\"], [\"true\"]]\nmax_running = 4\nmax_running_per_session = 1\n",
+    );
+    let a = s.create(&["--prompt", "a"]);
+    let b = s.create(&["--prompt", "b"]);
+    let (ta, tb) = (token(&s, a), token(&s, b));
+    let marker = "7.31";
+    let long = {
+        let (s_url, ca) = (
+            s.a.url.clone(),
+            operator(&s)["ca_pem"].as_str().unwrap().to_string(),
+        );
+        let ta = ta.clone();
+        std::thread::spawn(move || {
+            let c = flotilla_server::Client::new(&s_url, &ca, Some(ta)).unwrap();
+            let body = serde_json::json!({"argv": ["sleep", marker]})
+                .to_string()
+                .into_bytes();
+            tokio::runtime::Runtime::new()
+                .unwrap()
+                .block_on(c.post_bytes("/v1/exec", body, Duration::from_secs(60)))
+        })
+    };
+    assert!(
+        flotilla_testkit::wait_until(Duration::from_secs(30), || {
+            !common::pids_with_arg(marker).is_empty()
+        }),
+        "the long read never started"
+    );
+    let err = post_raw(
+        &client(&s, &ta),
+        "/v1/exec",
+        serde_json::json!({"argv": ["true"]})
+            .to_string()
+            .into_bytes(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("429"), "{err}");
+    assert!(err.to_string().contains("max_running_per_session"), "{err}");
+    let ok = post_raw(
+        &client(&s, &tb),
+        "/v1/exec",
+        serde_json::json!({"argv": ["true"]})
+            .to_string()
+            .into_bytes(),
+    )
+    .expect("another session still runs");
+    let v: serde_json::Value = serde_json::from_slice(&ok).unwrap();
+    assert_eq!(v["outcome"], "ran", "{v:#}");
+    long.join().unwrap().expect("the long read ran");
+    // Its place is given back when it ends.
+    let again = post_raw(
+        &client(&s, &ta),
+        "/v1/exec",
+        serde_json::json!({"argv": ["true"]})
+            .to_string()
+            .into_bytes(),
+    )
+    .expect("a's place came back");
+    let v: serde_json::Value = serde_json::from_slice(&again).unwrap();
+    assert_eq!(v["outcome"], "ran", "{v:#}");
+}
