@@ -1,5 +1,5 @@
 //! The real agent client: Claude Code (from npm, `scripts/claude-code`) run by a
-//! session's runtime (bubblewrap, as `nobody`) headless against a scripted stub of
+//! session's runtime (bubblewrap, as the session's own uid) headless against a scripted stub of
 //! the Anthropic Messages API on loopback (`flotilla_testkit::anthropic_stub`), with
 //! `flotilla gate hook` as its hook.
 //!

@@ -133,15 +133,36 @@ fn refs(origin: &Path) -> String {
     )
 }
 
+/// Session `id`'s own uid, as a string.
+fn uid_of(s: &SessionsAuthority, id: u64) -> String {
+    s.show(id)["doc"]["uid"]
+        .as_u64()
+        .expect("a uid")
+        .to_string()
+}
+
 /// The tree of session `id`.
 fn tree(s: &SessionsAuthority, id: u64) -> PathBuf {
     s.a.ws.path().join(format!("sessions/{id}/tree"))
 }
 
-/// Runs `argv` as `user` (runuser), with git's identity; its output.
+/// Runs `argv` as `user` (a name, or a number: its uid and gid), with git's
+/// identity; its output.
 fn as_user(user: &str, dir: &Path, argv: &[&str]) -> std::process::Output {
-    Command::new("runuser")
-        .args(["-u", user, "--"])
+    let (uid, gid) = match user.parse::<u32>() {
+        Ok(n) => (n.to_string(), n.to_string()),
+        Err(_) => {
+            let u = nix::unistd::User::from_name(user).unwrap().unwrap();
+            (u.uid.to_string(), u.gid.to_string())
+        }
+    };
+    Command::new("setpriv")
+        .args([
+            &format!("--reuid={uid}"),
+            &format!("--regid={gid}"),
+            "--clear-groups",
+            "--",
+        ])
         .args(argv)
         .current_dir(dir)
         .env("GIT_AUTHOR_NAME", "agent")
@@ -182,7 +203,7 @@ fn a_writable_remote_or_sessions_directory_is_refused_at_load_with_where() {
         ("relative/dir".to_string(), "is not absolute"),
     ] {
         let text = format!(
-            "dir = {:?}\n[runtime]\nclaude = {:?}\nuser = \"nobody\"\nwritable = [{writable:?}]\n\n[repos.infra]\nurl = {origin:?}\n",
+            "dir = {:?}\n[runtime]\nclaude = {:?}\nwritable = [{writable:?}]\n\n[repos.infra]\nurl = {origin:?}\n",
             sessions.display().to_string(),
             agent.display().to_string(),
         );
@@ -196,7 +217,7 @@ fn a_writable_remote_or_sessions_directory_is_refused_at_load_with_where() {
         assert_ne!(r.code, 0, "{writable}: {r:?}");
         assert!(r.stderr.contains(says), "{writable}: {}", r.stderr);
         assert!(
-            r.stderr.contains("sessions.toml: 5:"),
+            r.stderr.contains("sessions.toml: 4:"),
             "{writable}: the error names the line: {}",
             r.stderr
         );
@@ -215,10 +236,11 @@ fn a_push_is_a_question_and_the_authority_pushes_exactly_that_commit_once() {
     assert_ne!(r.code, 0, "{r:?}");
     assert!(r.stderr.contains("nothing to push"), "{}", r.stderr);
 
-    // The agent commits in its tree (as the runtime user).
+    // The agent commits in its tree (as the session's uid).
     let t = tree(&s, id);
+    let uid = uid_of(&s, id);
     let out = as_user(
-        "nobody",
+        &uid,
         &t,
         &["git", "commit", "-q", "--allow-empty", "-m", "agent-change"],
     );
@@ -264,7 +286,7 @@ fn a_push_is_a_question_and_the_authority_pushes_exactly_that_commit_once() {
     assert_eq!(qs.len(), 1, "one question for one exact push: {q:#}");
     let doc = &qs[0]["doc"];
     assert_eq!(doc["tool_name"], "Push");
-    let commit = as_user("nobody", &t, &["git", "rev-parse", "HEAD"]);
+    let commit = as_user(&uid, &t, &["git", "rev-parse", "HEAD"]);
     let commit = String::from_utf8_lossy(&commit.stdout).trim().to_string();
     assert_eq!(doc["tool_input"]["commit"], commit.as_str(), "{doc:#}");
     assert_eq!(doc["tool_input"]["branch"], "main");
@@ -310,7 +332,7 @@ fn a_push_is_a_question_and_the_authority_pushes_exactly_that_commit_once() {
 
     // The default destination is the session's own branch, never `main`.
     let out = as_user(
-        "nobody",
+        &uid,
         &t,
         &["git", "commit", "-q", "--allow-empty", "-m", "second"],
     );
@@ -621,9 +643,22 @@ fn another_local_user_reads_none_of_a_sessions_files() {
         let m = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(m, mode, "{}: {m:o}", path.display());
     }
-    // The runtime user still reaches its own tree.
-    let out = as_user("nobody", &sdir.join("tree"), &["git", "status", "--short"]);
+    // The session's own uid still reaches its tree; the runtime user of other
+    // daemons (`nobody`) and another session's uid reach nothing of it.
+    let out = as_user(
+        &uid_of(&s, id),
+        &sdir.join("tree"),
+        &["git", "status", "--short"],
+    );
     assert!(out.status.success(), "{out:?}");
+    let other_session = s.create(&["--prompt", "other"]);
+    let _ = token(&s, other_session);
+    for user in ["nobody".to_string(), uid_of(&s, other_session)] {
+        for path in [sdir.join("home/token"), sdir.join("tree/README.md")] {
+            let out = as_user(&user, Path::new("/"), &["cat", path.to_str().unwrap()]);
+            assert!(!out.status.success(), "{user} read {}", path.display());
+        }
+    }
 }
 
 #[test]
@@ -691,4 +726,79 @@ fn one_session_cannot_hold_every_executor_slot() {
     .expect("a's place came back");
     let v: serde_json::Value = serde_json::from_slice(&again).unwrap();
     assert_eq!(v["outcome"], "ran", "{v:#}");
+}
+
+/// The stand-in agent for the home reset: its first runtime plants start-up files
+/// (and a link) in its home; the next one lists what it finds there.
+const PLANTING_AGENT: &str = r#"#!/bin/sh
+if [ -e "$HOME/booted" ]; then
+  { ls -A "$HOME"; echo ---; ls -A "$HOME/.claude"; echo ---; ls -A "$HOME/.claude/projects/p"; } > "$HOME/listing.tmp"
+  mv "$HOME/listing.tmp" "$HOME/listing"
+else
+  : > "$HOME/booted"
+  echo 'git push origin HEAD:main' > "$HOME/.bashrc"
+  mkdir -p "$HOME/.claude/projects/p" "$HOME/.claude/shell-snapshots" "$HOME/.ssh" "$HOME/.config/git"
+  echo '{"mcpServers": {"x": {"command": "sh"}}}' > "$HOME/.claude.json"
+  echo '{"hooks": {}}' > "$HOME/.claude/settings.json"
+  echo 'transcript' > "$HOME/.claude/projects/p/t.jsonl"
+  echo 'alias ls="git push"' > "$HOME/.claude/shell-snapshots/snapshot.sh"
+  echo 'Host *' > "$HOME/.ssh/config"
+  echo '[core]' > "$HOME/.config/git/config"
+  ln -s /etc/hostname "$HOME/.profile"
+fi
+cat "$FLOTILLA_SESSION_TOKEN_FILE" > "$HOME/token.tmp" && mv "$HOME/token.tmp" "$HOME/token"
+exec sleep 600
+"#;
+
+#[test]
+fn a_homes_start_up_files_are_reset_before_every_runtime() {
+    let (s, _bin) = authority_with(PLANTING_AGENT, "", "");
+    let id = s.create(&["--prompt", "plant"]);
+    let _ = token(&s, id);
+    let home = s.a.ws.path().join(format!("sessions/{id}/home"));
+    assert!(home.join(".bashrc").exists());
+    let r = s.run(&["session", "stop", &id.to_string()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = s.run(&["session", "send", &id.to_string(), "again"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let listing = home.join("listing");
+    assert!(
+        flotilla_testkit::wait_until(Duration::from_secs(30), || listing.exists()),
+        "{:#}",
+        s.show(id)
+    );
+    let seen = std::fs::read_to_string(&listing).unwrap();
+    let parts: Vec<Vec<&str>> = seen.split("---\n").map(|p| p.lines().collect()).collect();
+    // The home: the agent's own non-dot files and `.claude`, nothing else.
+    assert!(
+        parts[0]
+            .iter()
+            .all(|e| !e.starts_with('.') || *e == ".claude"),
+        "{seen}"
+    );
+    assert!(parts[0].contains(&"booted"), "{seen}");
+    // `.claude`: the transcripts only, kept whole.
+    assert_eq!(parts[1], vec!["projects"], "{seen}");
+    assert_eq!(parts[2], vec!["t.jsonl"], "{seen}");
+    // The link was removed, its target left alone.
+    assert!(Path::new("/etc/hostname").exists());
+    let reset = s.events_of(id, "home-reset");
+    assert_eq!(reset.len(), 1, "{reset:#?}");
+    let removed: Vec<&str> = reset[0]["removed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    for planted in [
+        ".bashrc",
+        ".claude.json",
+        ".claude/settings.json",
+        ".claude/shell-snapshots",
+        ".config",
+        ".profile",
+        ".ssh",
+    ] {
+        assert!(removed.contains(&planted), "{planted} not in {removed:?}");
+    }
 }

@@ -1,5 +1,5 @@
 //! Agent sessions through a real authority: sessions are rows until their first
-//! message, one runtime at most (bubblewrap, as `nobody`), liveness reconciled
+//! message, one runtime at most (bubblewrap, as the session's own uid), liveness reconciled
 //! against the process, modes that cannot be switched, the gate's two front doors
 //! failing closed, Alertmanager's webhook, the executor and capped output.
 //!
@@ -97,12 +97,15 @@ fn a_session_is_a_row_until_its_first_message_and_a_killed_runtime_is_never_show
     let shown = s.wait_state(id, "working", Duration::from_secs(30));
     let pid = shown["doc"]["runtime"]["pid"].as_u64().unwrap();
     assert!(alive(pid));
-    // The runtime runs as nobody, inside bubblewrap, in the session's tree.
+    // The runtime runs as the session's own uid (from [runtime] uids, never a
+    // shared account), inside bubblewrap, in the session's tree.
+    let uid = shown["doc"]["uid"].as_u64().unwrap();
+    assert!((61184..=65519).contains(&uid), "{shown:#}");
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     assert!(
         status
             .lines()
-            .any(|l| l.starts_with("Uid:") && l.contains("65534")),
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some(&uid.to_string())),
         "{status}"
     );
     let tree = shown["doc"]["tree"].as_str().unwrap().to_string();
@@ -659,7 +662,13 @@ exec sleep 600
             .map(str::to_owned)
             .collect()
     };
-    assert!(seen.starts_with("uid 65534\n"), "{seen}");
+    let uid = s.show(second)["doc"]["uid"].as_u64().unwrap();
+    assert!(seen.starts_with(&format!("uid {uid}\n")), "{seen}");
+    assert_ne!(
+        uid,
+        s.show(first)["doc"]["uid"].as_u64().unwrap(),
+        "a uid each"
+    );
     assert!(section("authority").is_empty(), "{seen}");
     assert!(section("root").is_empty(), "{seen}");
     let sessions = section("sessions");
@@ -743,8 +752,11 @@ fn a_bad_sessions_toml_is_refused_at_start_with_where() {
     let bin = tempfile::tempdir().unwrap();
     common::sessions::open_up(bin.path());
     let agent = fake_agent(bin.path());
-    let cases: [(&str, &str, &str); 4] = [
-        ("user", "user = \"root\"", "is root"),
+    let cases: [(&str, &str, &str); 7] = [
+        ("user", "user = \"nobody\"", "no longer share a user"),
+        ("root uids", "uids = \"0-100\"", "start above 0"),
+        ("nobody's uid", "uids = \"65000-65535\"", "65534"),
+        ("not a range", "uids = \"lots\"", "not a range"),
         (
             "rule",
             "[gate]\nallow = [\"Bash(git push\"]",
@@ -767,20 +779,16 @@ fn a_bad_sessions_toml_is_refused_at_start_with_where() {
         );
         assert_eq!(init.code, 0, "{init:?}");
         // Top-level keys first, then the tables.
-        let (top, table) = if line.starts_with('[') || line.starts_with("user") {
+        let in_runtime = line.starts_with("user") || line.starts_with("uids");
+        let (top, table) = if line.starts_with('[') || in_runtime {
             ("", line)
         } else {
             (line, "")
         };
-        let runtime_user = if line.starts_with("user") {
-            ""
-        } else {
-            "user = \"nobody\""
-        };
         let text = format!(
-            "{top}\n[runtime]\nclaude = {:?}\n{runtime_user}\n{}\n[repos.infra]\nurl = \"https://example.invalid/x.git\"\n",
+            "{top}\n[runtime]\nclaude = {:?}\n{}\n[repos.infra]\nurl = \"https://example.invalid/x.git\"\n",
             agent.display().to_string(),
-            if table.starts_with("user") { table } else { "" },
+            if in_runtime { table } else { "" },
         ) + if table.starts_with('[') { table } else { "" };
         std::fs::write(dir.join("sessions.toml"), &text).unwrap();
         let port = common::authority::free_port();

@@ -95,9 +95,16 @@ pub struct RuntimeConfig {
     /// The Claude Code executable (absolute; default `claude` found on `PATH`).
     #[serde(default)]
     pub claude: Option<PathBuf>,
-    /// The unprivileged user the sandbox runs as (default `nobody`).
-    #[serde(default = "default_user")]
-    pub user: String,
+    /// No longer taken: each session runs as a uid of its own from
+    /// [`RuntimeConfig::uids`]. A file that still sets it is refused, saying so.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// The uids sessions run as, one per session (`"FIRST-LAST"`, default
+    /// `"61184-65519"`, systemd's `DynamicUser` range): allocated at a session's
+    /// first boot, the lowest free one that no account of this host has; the
+    /// session's gid is the same number. Never root, never a shared account.
+    #[serde(default = "default_uids")]
+    pub uids: String,
     /// A runtime that has written nothing and asked nothing for this long is torn
     /// down (default 10 min); the next message boots a new one.
     #[serde(default = "default_idle", with = "humantime_serde_compat")]
@@ -125,8 +132,39 @@ fn default_max_runtimes() -> usize {
     4
 }
 
-fn default_user() -> String {
-    "nobody".into()
+fn default_uids() -> String {
+    format!("{}-{}", DEFAULT_UIDS.0, DEFAULT_UIDS.1)
+}
+
+/// The default range of session uids: systemd's `DynamicUser` range
+/// (<https://systemd.io/UIDS-GIDS/>).
+pub const DEFAULT_UIDS: (u32, u32) = (61184, 65519);
+
+/// Parses `[runtime] uids` (`"FIRST-LAST"`, inclusive, `0 < FIRST <= LAST`).
+///
+/// # Errors
+/// What is wrong, as a sentence.
+pub fn parse_uids(text: &str) -> Result<(u32, u32), String> {
+    let (a, b) = text
+        .split_once('-')
+        .ok_or_else(|| format!("`{text}` is not a range FIRST-LAST (e.g. \"61184-65519\")"))?;
+    let num = |x: &str| {
+        x.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("`{text}`: `{x}` is not a uid"))
+    };
+    let (a, b) = (num(a)?, num(b)?);
+    if a == 0 || a > b {
+        return Err(format!(
+            "`{text}`: the range must start above 0 (root) and not end before it starts"
+        ));
+    }
+    if b >= 65534 && a <= 65534 {
+        return Err(format!(
+            "`{text}` holds 65534 (`nobody`, shared by other daemons)"
+        ));
+    }
+    Ok((a, b))
 }
 
 fn default_idle() -> Duration {
@@ -400,23 +438,15 @@ impl SessionsConfig {
             }
         }
         let rt = &config.runtime;
-        let user = nix::unistd::User::from_name(&rt.user)
-            .ok()
-            .flatten()
-            .ok_or_else(|| {
-                invalid(format!(
-                    "{}[runtime] user `{}` does not exist on this host",
-                    at(&rt.user),
-                    rt.user
-                ))
-            })?;
-        if user.uid.is_root() {
+        if let Some(u) = &rt.user {
             return Err(invalid(format!(
-                "{}[runtime] user `{}` is root: the agent must run as an unprivileged user",
-                at(&rt.user),
-                rt.user
+                "{}[runtime] user `{u}`: sessions no longer share a user; each runs as a uid of its own from [runtime] uids (default \"{}\"): remove `user`",
+                at(u),
+                default_uids()
             )));
         }
+        parse_uids(&rt.uids)
+            .map_err(|e| invalid(format!("{}[runtime] uids: {e}", at(&rt.uids))))?;
         if let Some(c) = &rt.claude {
             if !c.is_absolute() || !c.is_file() {
                 let shown = c.display().to_string();
@@ -521,8 +551,10 @@ pub struct Sessions {
     ca_pem: String,
     flotilla_exe: PathBuf,
     claude: PathBuf,
-    uid: u32,
-    gid: u32,
+    /// `[runtime] uids`, inclusive.
+    uids: (u32, u32),
+    /// Held while a uid is chosen for a session (no two sessions get one).
+    uid_allocation: tokio::sync::Mutex<()>,
     clones: CloneCache,
     /// One lock per session: boots and turn ends are serialised per session.
     locks: std::sync::Mutex<HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
@@ -586,10 +618,7 @@ impl Sessions {
                 which("claude").ok_or("[runtime] claude is not set and `claude` is not on PATH")?
             }
         };
-        let user = nix::unistd::User::from_name(&config.runtime.user)
-            .ok()
-            .flatten()
-            .ok_or_else(|| format!("no user `{}`", config.runtime.user))?;
+        let uids = parse_uids(&config.runtime.uids).map_err(|e| format!("[runtime] uids: {e}"))?;
         let flotilla_exe =
             std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
         {
@@ -602,8 +631,9 @@ impl Sessions {
                     format!("cannot make the sessions directory {}: {e}", dir.display())
                 })?;
         }
-        // The runtime user must reach what the sandbox binds (bwrap runs as it).
-        let (uid, gid) = (user.uid.as_raw(), user.gid.as_raw());
+        // Every session uid must reach what the sandbox binds (bwrap runs as it):
+        // checked for the first of the range (it owns none of these).
+        let (uid, gid) = (uids.0, uids.0);
         for (what, p) in [
             ("the sessions directory", &dir),
             ("this program (the gate's hook)", &flotilla_exe),
@@ -611,10 +641,10 @@ impl Sessions {
         ] {
             if let Some(closed) = closed_to(p, uid, gid) {
                 return Err(format!(
-                    "{what} {} cannot be reached by the runtime user `{}`: {} is closed to it \
-                     (give it o+x, or choose a path it can reach)",
+                    "{what} {} cannot be reached by the sessions' uids ({}): {} is closed to them \
+                     (give it o+x, or choose a path they can reach)",
                     p.display(),
-                    config.runtime.user,
+                    config.runtime.uids,
                     closed.display()
                 ));
             }
@@ -635,8 +665,8 @@ impl Sessions {
             ca_pem: setup.ca_pem,
             flotilla_exe,
             claude,
-            uid,
-            gid,
+            uids,
+            uid_allocation: tokio::sync::Mutex::new(()),
             dir,
             config,
             locks: std::sync::Mutex::new(HashMap::new()),
@@ -751,6 +781,10 @@ pub struct SessionDoc {
     /// runtime runs.
     #[serde(default)]
     pub token_hash: Option<String>,
+    /// The uid (and gid) its runtimes run as, its own: allocated at its first boot
+    /// from `[runtime] uids`.
+    #[serde(default)]
+    pub uid: Option<u32>,
 }
 
 /// A runtime's process.
@@ -1276,6 +1310,7 @@ async fn create<S: AuthorityStore>(
         observed_mode: None,
         alert: alert.clone(),
         token_hash: None,
+        uid: None,
         waiting_for_capacity: false,
         resume_after: false,
     };
@@ -1408,6 +1443,49 @@ async fn deliver_detached<S: AuthorityStore>(
         })?
 }
 
+/// Session `id`'s uid: the one it has, else the lowest of `[runtime] uids` that no
+/// other session holds and no account of this host has (saved in its document).
+async fn session_uid<S: AuthorityStore>(
+    state: &Arc<AppState<S>>,
+    id: u64,
+    doc: &mut SessionDoc,
+) -> Result<u32, Failure> {
+    if let Some(u) = doc.uid {
+        return Ok(u);
+    }
+    let sessions = sessions_of(state)?;
+    let _held = sessions.uid_allocation.lock().await;
+    let taken: std::collections::HashSet<u32> = state
+        .store
+        .sessions()
+        .await?
+        .iter()
+        .filter(|r| r.id != id)
+        .filter_map(|r| serde_json::from_str::<SessionDoc>(&r.doc).ok()?.uid)
+        .collect();
+    let (first, last) = sessions.uids;
+    let free = (first..=last).find(|u| {
+        !taken.contains(u)
+            && nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(*u))
+                .ok()
+                .flatten()
+                .is_none()
+    });
+    let Some(uid) = free else {
+        return Err(Failure::new(
+            StatusCode::CONFLICT,
+            "no-uid",
+            format!(
+                "every uid of [runtime] uids ({first}-{last}) belongs to a session or an account: delete old sessions or widen the range"
+            ),
+        ));
+    };
+    doc.uid = Some(uid);
+    save_session(state, id, doc).await?;
+    event(state, id, serde_json::json!({"kind": "uid", "uid": uid})).await?;
+    Ok(uid)
+}
+
 /// Boots a runtime for session `id` (its lock held, none running): makes the tree
 /// and home on the first boot, writes the runtime's files, starts the sandbox and a
 /// task that reaps it.
@@ -1435,6 +1513,19 @@ async fn boot<S: AuthorityStore>(
             format!("session {id}: {what}: {e}"),
         )
     };
+    let legacy = doc.uid.is_none() && doc.tree.is_some();
+    let uid = session_uid(state, id, doc).await?;
+    let gid = uid;
+    if legacy {
+        // A session made before sessions had uids of their own: its files move to
+        // its uid (no runtime runs: nothing moves under the walk).
+        for p in [tree.clone(), home.clone()] {
+            if p.exists() {
+                chown_tree(&p, uid, gid)
+                    .map_err(|e| internal("giving its files to its uid", &e))?;
+            }
+        }
+    }
     if doc.tree.is_none() {
         let repo = sessions.config.repos[&doc.repo].clone();
         let clones = sessions.clones.clone();
@@ -1449,8 +1540,8 @@ async fn boot<S: AuthorityStore>(
         .map_err(|e| internal("making its tree", &e))?;
         // Given to the runtime user once, when made (never again: a later chown
         // as root could be steered by what the agent put there).
-        chown_tree(&made.path, sessions.uid, sessions.gid)
-            .map_err(|e| internal("giving the tree to the runtime user", &e))?;
+        chown_tree(&made.path, uid, gid)
+            .map_err(|e| internal("giving the tree to the session's uid", &e))?;
         // Its own and root's only; the session's directory is traversed, not listed.
         close_to_others(&made.path, 0o700).map_err(|e| internal("closing its tree", &e))?;
         doc.tree = Some(made.path.display().to_string());
@@ -1465,11 +1556,22 @@ async fn boot<S: AuthorityStore>(
     }
     if !home.exists() {
         std::fs::create_dir_all(&home).map_err(|e| internal("making its home", &e))?;
-        chown_tree(&home, sessions.uid, sessions.gid)
-            .map_err(|e| internal("giving the home to the runtime user", &e))?;
+        chown_tree(&home, uid, gid)
+            .map_err(|e| internal("giving the home to the session's uid", &e))?;
         close_to_others(&home, 0o700).map_err(|e| internal("closing its home", &e))?;
     }
     close_to_others(&sdir, 0o711).map_err(|e| internal("closing the session's directory", &e))?;
+    // Nothing the last runtime left in its home's start-up files runs in this one
+    // unless a tool call the gate saw puts it there again.
+    let removed = reset_home(&home).map_err(|e| internal("resetting its home", &e))?;
+    if !removed.is_empty() {
+        event(
+            state,
+            id,
+            serde_json::json!({"kind": "home-reset", "removed": removed}),
+        )
+        .await?;
+    }
     let boot_no = doc.boots + 1;
     // The runtime's files, root's: replaced whole at every boot.
     let _ = std::fs::remove_dir_all(&run);
@@ -1525,8 +1627,8 @@ async fn boot<S: AuthorityStore>(
             .map_err(|e| internal("writing its credential", &e))?;
         nix::unistd::fchown(
             &f,
-            Some(nix::unistd::Uid::from_raw(sessions.uid)),
-            Some(nix::unistd::Gid::from_raw(sessions.gid)),
+            Some(nix::unistd::Uid::from_raw(uid)),
+            Some(nix::unistd::Gid::from_raw(gid)),
         )
         .map_err(|e| internal("giving its credential to the runtime user", &e))?;
     }
@@ -1663,8 +1765,8 @@ async fn boot<S: AuthorityStore>(
     // std drops the authority's supplementary groups (setgroups) before it
     // switches to the runtime user.
     cmd.args(&argv[1..])
-        .uid(sessions.uid)
-        .gid(sessions.gid)
+        .uid(uid)
+        .gid(gid)
         .stdin(stdin)
         .stdout(out)
         .stderr(err)
@@ -1719,6 +1821,49 @@ fn transcript_exists(home: &std::path::Path, agent_session: &str) -> bool {
         .flatten()
         .flatten()
         .any(|d| d.path().join(&file).is_file())
+}
+
+/// Removes from an agent's `home` every entry whose name starts with `.` — shell
+/// start-up files (`.bashrc`, `.profile`, `.zshenv`…), `.gitconfig`, `.config`,
+/// `.ssh`, Claude Code's `.claude.json` (MCP servers) and everything under
+/// `.claude` but `.claude/projects` (the transcripts a resumed conversation needs)
+/// — so nothing one runtime wrote there runs in the next without a tool call the
+/// gate saw. Links are removed, never followed. No runtime runs while this runs.
+/// Returns the removed paths, relative to `home`.
+fn reset_home(home: &std::path::Path) -> std::io::Result<Vec<String>> {
+    fn remove(p: &std::path::Path) -> std::io::Result<()> {
+        if std::fs::symlink_metadata(p)?.is_dir() {
+            std::fs::remove_dir_all(p)
+        } else {
+            std::fs::remove_file(p)
+        }
+    }
+    let mut removed = Vec::new();
+    for entry in std::fs::read_dir(home)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with('.') {
+            continue;
+        }
+        let path = entry.path();
+        if name == ".claude" && std::fs::symlink_metadata(&path)?.is_dir() {
+            for inner in std::fs::read_dir(&path)? {
+                let inner = inner?;
+                let inner_name = inner.file_name().to_string_lossy().into_owned();
+                let keep =
+                    inner_name == "projects" && std::fs::symlink_metadata(inner.path())?.is_dir();
+                if !keep {
+                    remove(&inner.path())?;
+                    removed.push(format!(".claude/{inner_name}"));
+                }
+            }
+            continue;
+        }
+        remove(&path)?;
+        removed.push(name);
+    }
+    removed.sort();
+    Ok(removed)
 }
 
 /// Sets `path`'s own mode to `mode` (not following a symlink: `path` is one the
@@ -2517,11 +2662,10 @@ async fn push_request<S: AuthorityStore>(
         .map(|r| r.url.clone())
         .ok_or_else(|| invalid(format!("repository `{}` is no longer configured", doc.repo)))?;
     let clones = sessions.clones.clone();
-    let (repo, sid, owner) = (
-        doc.repo.clone(),
-        id.to_string(),
-        (sessions.uid, sessions.gid),
-    );
+    let uid = doc
+        .uid
+        .ok_or_else(|| invalid(format!("session {id} has no uid yet")))?;
+    let (repo, sid, owner) = (doc.repo.clone(), id.to_string(), (uid, uid));
     let (src2, base2) = (src.clone(), base.clone());
     let candidate = tokio::task::spawn_blocking(move || {
         clones.take_commits(

@@ -1,7 +1,7 @@
 //! An authority with agent sessions for CLI tests: a real `flotilla serve` whose
 //! `sessions.toml` names a real git repository (a bare `origin.git` with one
 //! commit, read-only to runtimes) and a runtime program (Claude Code, or a
-//! stand-in script), run in bubblewrap as `nobody`.
+//! stand-in script), run in bubblewrap as the session's own uid.
 
 use super::authority::Authority;
 use super::Run;
@@ -37,8 +37,8 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// Makes every directory from `path` up to `/` traversable by others (the runtime
-/// runs as `nobody`; test directories are 0700).
+/// Makes every directory from `path` up to `/` traversable by others (a runtime
+/// runs as its session's own uid; test directories are 0700).
 pub fn open_up(path: &Path) {
     let mut p = Some(path);
     while let Some(d) = p {
@@ -110,7 +110,6 @@ reconcile_every = "1s"
 
 [runtime]
 claude = "{claude}"
-user = "nobody"
 env = {{ {env} }}
 {runtime}
 
