@@ -150,6 +150,10 @@ pub enum Command {
     /// Inside a session's runtime: ask the authority to push the session's commits
     /// (a human allows it first).
     Push(cmd::push::Args),
+    /// Inside a session's sandbox: relay loopback ports to the authority's sockets
+    /// and run the agent.
+    #[command(hide = true)]
+    SandboxBridge(cmd::sandbox_bridge::Args),
     /// This host's agent: join an authority, converge, supervise, report (see `agent run`).
     Agent(cmd::agent::Args),
     /// Print the JSON Schema (draft 2020-12) of the inventory or of a template.
@@ -204,6 +208,8 @@ fn main() -> ExitCode {
             // refusing a large payload, Claude Code closing its stdout) is a
             // deny with exit 2, never a death by SIGPIPE with no decision.
             | Command::Gate(_)
+            // The sandbox's bridge: a peer that goes away ends one relay, not it.
+            | Command::SandboxBridge(_)
     );
     if !mutating {
         // Like other command-line tools, a reading command whose output pipe closed
@@ -243,6 +249,7 @@ fn main() -> ExitCode {
         Command::Output(a) => cmd::output::run(&cli, a),
         Command::Exec(a) => cmd::exec::run(&cli, a),
         Command::Push(a) => cmd::push::run(&cli, a),
+        Command::SandboxBridge(a) => cmd::sandbox_bridge::run(&cli, a),
         Command::Schema(a) => cmd::schema::run(a),
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),

@@ -64,13 +64,18 @@ fn stub(command: &str) -> AnthropicStub {
     .expect("start the Anthropic stub")
 }
 
+/// The model credential: held by the authority only (`[egress.model] key_file`);
+/// the sandbox has no network of its own and a placeholder key.
+const REAL_KEY: &str = "sk-ant-stub-real-key-0123456789";
+
 fn authority(stub: &AnthropicStub) -> SessionsAuthority {
     let base = stub.base_url();
+    let key_dir = tempfile::tempdir().unwrap().keep();
+    let key_file = key_dir.join("anthropic.key");
+    std::fs::write(&key_file, format!("{REAL_KEY}\n")).unwrap();
     SessionsAuthority::new(
         &claude(),
         &[
-            ("ANTHROPIC_BASE_URL", base.as_str()),
-            ("ANTHROPIC_API_KEY", "sk-ant-stub"),
             ("CLAUDE_CODE_MAX_RETRIES", "0"),
             ("GIT_AUTHOR_NAME", "agent"),
             ("GIT_AUTHOR_EMAIL", "agent@example.invalid"),
@@ -80,8 +85,39 @@ fn authority(stub: &AnthropicStub) -> SessionsAuthority {
         "",
         // Commits and `flotilla push` need no question at the gate: the push
         // itself is asked by the authority.
-        "[gate]\nallow = [\"Bash(git commit *)\", \"Bash(flotilla push *)\"]\n",
+        &format!(
+            "[gate]\nallow = [\"Bash(git commit *)\", \"Bash(flotilla push *)\"]\n\n[egress.model]\nurl = {base:?}\nkey_file = {:?}\n",
+            key_file.display().to_string()
+        ),
     )
+}
+
+/// Every request the model API got carried the real key, which never entered the
+/// sandbox: the session's files hold no trace of it.
+fn the_key_stayed_outside(s: &SessionsAuthority, stub: &AnthropicStub, id: u64) {
+    let requests = stub.requests();
+    assert!(!requests.is_empty());
+    for r in &requests {
+        assert_eq!(r.header("x-api-key"), Some(REAL_KEY), "{:?}", r.headers);
+    }
+    let sdir = s.a.ws.path().join(format!("sessions/{id}"));
+    let out = std::process::Command::new("grep")
+        .args(["-r", "-l", REAL_KEY])
+        .arg(&sdir)
+        .output()
+        .unwrap();
+    assert!(
+        out.stdout.is_empty(),
+        "the key is in {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let egress = s.events_of(id, "egress");
+    assert!(
+        egress
+            .iter()
+            .any(|e| e["via"] == "model" && e["allowed"] == true),
+        "{egress:#?}"
+    );
 }
 
 /// The commits on origin's `main` made by the agent.
@@ -158,6 +194,7 @@ fn a_push_through_the_authority_happens_exactly_once_after_an_allow() {
     );
     // The tool call itself ran once.
     assert_eq!(stub.tool_result_count("toolu_push"), 1);
+    the_key_stayed_outside(&s, &stub, id);
 }
 
 #[test]
@@ -200,4 +237,5 @@ fn in_bypass_permissions_a_direct_push_still_asks_and_even_allowed_cannot_write_
     assert_eq!(s.events_of(id, "mode-switch-refused").len(), 1);
     let list = s.run(&["session", "list"]);
     assert!(list.stdout.contains("bypassPermissions"), "{}", list.stdout);
+    the_key_stayed_outside(&s, &stub, id);
 }

@@ -11,6 +11,8 @@
 //!   authority keeps running; the gate's two front doors fail closed at every edge.
 //! - A second unprivileged local user reads none of a session's files.
 //! - One session cannot hold every executor slot.
+//! - A runtime has no network of its own: the model API (its key injected
+//!   outside), an allowlist of destinations and the authority, all relayed.
 
 mod common;
 
@@ -18,6 +20,8 @@ use common::sessions::{git, SessionsAuthority};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The stand-in agent: hands its credential to the test (in its home), then waits.
@@ -801,4 +805,110 @@ fn a_homes_start_up_files_are_reset_before_every_runtime() {
     ] {
         assert!(removed.contains(&planted), "{planted} not in {removed:?}");
     }
+}
+
+/// The stand-in agent for the network: it tries the CONNECT proxy (an allowed
+/// destination and another), the host's loopback directly, and the authority's
+/// API through its bridge (`flotilla exec`), and writes what happened.
+const NETWORK_AGENT: &str = r#"#!/bin/bash
+connect() {  # connect PORT: a CONNECT through the proxy; prints the status line and the first line after
+  exec 3<>/dev/tcp/127.0.0.1/17481 || { echo "no proxy"; return; }
+  printf 'CONNECT 127.0.0.1:%s HTTP/1.1\r\nHost: 127.0.0.1:%s\r\n\r\n' "$1" "$1" >&3
+  read -r -t 10 status <&3
+  echo "status ${status%$'\r'}"
+  while read -r -t 10 line <&3; do [ "${line%$'\r'}" = "" ] && break; done
+  read -r -t 10 greeting <&3
+  echo "greeting $greeting"
+  exec 3<&-
+}
+{
+  echo "allowed:"; connect "$OK_PORT"
+  echo "refused:"; connect "$BAD_PORT"
+  echo "direct:"
+  if timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/$OK_PORT" 2>/dev/null; then echo reached; else echo unreachable; fi
+  echo "api:"; flotilla exec -- seq 3 2>&1 | tr '\n' ' '; echo
+  echo "key: $ANTHROPIC_API_KEY"
+} > "$HOME/net.tmp" 2>&1
+mv "$HOME/net.tmp" "$HOME/net"
+cat "$FLOTILLA_SESSION_TOKEN_FILE" > "$HOME/token.tmp" && mv "$HOME/token.tmp" "$HOME/token"
+exec sleep 600
+"#;
+
+/// A loopback server that greets every connection; its port and how many it had.
+fn greeter() -> (u16, Arc<AtomicUsize>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let count = Arc::new(AtomicUsize::new(0));
+    let c = count.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            c.fetch_add(1, Ordering::SeqCst);
+            let mut conn = conn;
+            use std::io::Write;
+            let _ = conn.write_all(b"hello\n");
+        }
+    });
+    (port, count)
+}
+
+#[test]
+fn a_runtime_reaches_only_what_the_authority_relays() {
+    let (ok, ok_count) = greeter();
+    let (bad, bad_count) = greeter();
+    let bin = tempfile::tempdir().unwrap();
+    common::sessions::open_up(bin.path());
+    let agent = script(bin.path(), "agent", NETWORK_AGENT);
+    let (ok_s, bad_s) = (ok.to_string(), bad.to_string());
+    let s = SessionsAuthority::new(
+        &agent,
+        &[("OK_PORT", ok_s.as_str()), ("BAD_PORT", bad_s.as_str())],
+        "",
+        &format!("[egress]\nallow = [\"127.0.0.1:{ok}\"]\n\n[executor]\nallow = [[\"seq\"]]\n"),
+    );
+    let id = s.create(&["--prompt", "probe the network"]);
+    let out = s.a.ws.path().join(format!("sessions/{id}/home/net"));
+    assert!(
+        flotilla_testkit::wait_until(Duration::from_secs(60), || out.exists()),
+        "{:#}",
+        s.show(id)
+    );
+    let seen = std::fs::read_to_string(&out).unwrap();
+    let section = |name: &str| -> String {
+        seen.split(&format!("{name}:\n"))
+            .nth(1)
+            .unwrap_or_default()
+            .lines()
+            .take_while(|l| !l.ends_with(':'))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(section("allowed").contains("status HTTP/1.1 200"), "{seen}");
+    assert!(section("allowed").contains("greeting hello"), "{seen}");
+    assert!(section("refused").contains("status HTTP/1.1 403"), "{seen}");
+    assert_eq!(section("direct"), "unreachable", "{seen}");
+    assert!(section("api").contains("1 2 3"), "{seen}");
+    assert!(
+        seen.contains(&format!(
+            "key: {}",
+            flotilla_server::egress::PLACEHOLDER_KEY
+        )),
+        "{seen}"
+    );
+    // The refused destination was never connected; the allowed one once.
+    assert_eq!(bad_count.load(Ordering::SeqCst), 0);
+    assert_eq!(ok_count.load(Ordering::SeqCst), 1);
+    // Every CONNECT is an event, allowed or not.
+    let egress = s.events_of(id, "egress");
+    assert!(
+        egress
+            .iter()
+            .any(|e| e["target"] == format!("127.0.0.1:{ok}") && e["allowed"] == true),
+        "{egress:#?}"
+    );
+    assert!(
+        egress
+            .iter()
+            .any(|e| e["target"] == format!("127.0.0.1:{bad}") && e["allowed"] == false),
+        "{egress:#?}"
+    );
 }

@@ -21,6 +21,8 @@
 //!   (`flotilla_release::rollout`), agents' release assignments and update reports.
 //! - [`sessions`]: agent sessions, their runtimes, the gate's HTTP hook, questions,
 //!   Alertmanager's webhook, the executor and capped outputs.
+//! - [`egress`]: a session runtime's only way out (the model API with its
+//!   credential injected, a `CONNECT` allowlist, the authority's API).
 //! - [`diff`]: revision diffs as DTOs.
 //! - [`metrics`]: the Prometheus figures.
 //! - [`openapi`]: the generated OpenAPI document.
@@ -32,6 +34,7 @@ pub mod auth;
 pub mod authority;
 pub mod client;
 pub mod diff;
+pub mod egress;
 pub mod fleet;
 pub mod metrics;
 pub mod openapi;

@@ -71,6 +71,9 @@ pub struct SessionsConfig {
     /// The executor.
     #[serde(default)]
     pub executor: ExecutorConfig,
+    /// What a runtime reaches with `[runtime] network = "proxy"` (the default).
+    #[serde(default)]
+    pub egress: EgressConfig,
     /// How often runtimes are reconciled on their own (default 60 s), besides
     /// every read.
     #[serde(default = "default_reconcile", with = "humantime_serde_compat")]
@@ -109,7 +112,8 @@ pub struct RuntimeConfig {
     /// down (default 10 min); the next message boots a new one.
     #[serde(default = "default_idle", with = "humantime_serde_compat")]
     pub idle_timeout: Duration,
-    /// The sandbox's network (`host` or `none`).
+    /// The sandbox's network: `proxy` (the default: none of its own; the model API,
+    /// `[egress] allow` and the authority through the authority), `host` or `none`.
     #[serde(default)]
     pub network: Network,
     /// Environment given to the agent (its model API's URL and key…); nothing
@@ -252,6 +256,39 @@ impl Default for ExecutorConfig {
             max_running_per_session: default_max_running_per_session(),
         }
     }
+}
+
+/// `[egress]` of `sessions.toml`: what a runtime reaches with `network = "proxy"`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressConfig {
+    /// Destinations a runtime may open with HTTP `CONNECT` (`HTTPS_PROXY`):
+    /// `host` (port 443), `host:port`, `*.domain` (its subdomains); nothing else.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// The model API, reached with the credential injected by the authority.
+    #[serde(default)]
+    pub model: Option<ModelConfig>,
+}
+
+/// `[egress.model]` of `sessions.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// The model API's base URL (`https://api.anthropic.com`); the agent's
+    /// `ANTHROPIC_BASE_URL` points at the authority's relay instead.
+    pub url: String,
+    /// A file holding the credential (read at start; keep it 0600, root's). The
+    /// agent holds a placeholder.
+    pub key_file: PathBuf,
+    /// The header carrying it: `x-api-key` (the default, Anthropic's) or
+    /// `authorization` (sent as `Bearer KEY`).
+    #[serde(default = "default_key_header")]
+    pub header: String,
+}
+
+fn default_key_header() -> String {
+    "x-api-key".into()
 }
 
 /// `humantime` durations in TOML strings (`"60s"`, `"10m"`).
@@ -505,6 +542,59 @@ impl SessionsConfig {
                 at("max_running_per_session")
             )));
         }
+        for entry in &config.egress.allow {
+            crate::egress::check_allow_entry(entry)
+                .map_err(|e| invalid(format!("{}[egress] allow: {e}", at(entry))))?;
+        }
+        if let Some(m) = &config.egress.model {
+            if !(m.url.starts_with("https://") || m.url.starts_with("http://")) {
+                return Err(invalid(format!(
+                    "{}[egress.model] url `{}` is not an http(s) URL",
+                    at(&m.url),
+                    m.url
+                )));
+            }
+            let h = m.header.to_ascii_lowercase();
+            if h != "x-api-key" && h != "authorization" {
+                return Err(invalid(format!(
+                    "{}[egress.model] header `{}`: `x-api-key` or `authorization`",
+                    at(&m.header),
+                    m.header
+                )));
+            }
+            let shown = m.key_file.display().to_string();
+            match std::fs::read_to_string(&m.key_file) {
+                Ok(k) if !k.trim().is_empty() => {}
+                Ok(_) => {
+                    return Err(invalid(format!(
+                        "{}[egress.model] key_file `{shown}` is empty",
+                        at(&shown)
+                    )))
+                }
+                Err(e) => {
+                    return Err(invalid(format!(
+                        "{}[egress.model] key_file `{shown}`: {e}",
+                        at(&shown)
+                    )))
+                }
+            }
+        }
+        if config.runtime.network == Network::Proxy {
+            // No real secret inside the sandbox: a model credential goes in
+            // [egress.model], where the authority injects it.
+            for k in config.runtime.env.keys() {
+                let upper = k.to_ascii_uppercase();
+                let secret = ["_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_CREDENTIALS"]
+                    .iter()
+                    .any(|s| upper.ends_with(s));
+                if secret {
+                    return Err(invalid(format!(
+                        "{}[runtime] env `{k}` looks like a secret: with network = \"proxy\" no secret enters the sandbox; put a model credential in [egress.model] key_file (the agent gets a placeholder)",
+                        at(k)
+                    )));
+                }
+            }
+        }
         if config.output_cap < 1024 {
             return Err(invalid(format!(
                 "{}output_cap must be at least 1024 bytes",
@@ -553,6 +643,8 @@ pub struct Sessions {
     claude: PathBuf,
     /// `[runtime] uids`, inclusive.
     uids: (u32, u32),
+    /// What runtimes reach through the authority (`network = "proxy"`).
+    egress: Arc<crate::egress::EgressSetup>,
     /// Held while a uid is chosen for a session (no two sessions get one).
     uid_allocation: tokio::sync::Mutex<()>,
     clones: CloneCache,
@@ -649,6 +741,27 @@ impl Sessions {
                 ));
             }
         }
+        let api = setup
+            .url
+            .strip_prefix("https://")
+            .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
+            .ok_or_else(|| format!("the authority's URL `{}` is not https://IP:PORT", setup.url))?;
+        let model = match &config.egress.model {
+            None => None,
+            Some(m) => Some(crate::egress::ModelUpstream {
+                url: m.url.trim_end_matches('/').to_string(),
+                header: m.header.to_ascii_lowercase(),
+                key: std::fs::read_to_string(&m.key_file)
+                    .map_err(|e| format!("[egress.model] key_file {}: {e}", m.key_file.display()))?
+                    .trim()
+                    .to_string(),
+            }),
+        };
+        let egress = Arc::new(crate::egress::EgressSetup {
+            allow: config.egress.allow.clone(),
+            model,
+            api,
+        });
         let mut hidden = vec![setup.authority_dir.clone()];
         if let Some(home) = std::env::var_os("HOME") {
             hidden.push(PathBuf::from(home));
@@ -666,6 +779,7 @@ impl Sessions {
             flotilla_exe,
             claude,
             uids,
+            egress,
             uid_allocation: tokio::sync::Mutex::new(()),
             dir,
             config,
@@ -1674,6 +1788,33 @@ async fn boot<S: AuthorityStore>(
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
         "1".into(),
     )];
+    // With `network = "proxy"` the sandbox has no network of its own: the model
+    // API, the CONNECT allowlist and the authority are loopback ports inside,
+    // bridged to this runtime's sockets (served until its process is reaped).
+    let proxied = sessions.config.runtime.network == Network::Proxy;
+    let egress = if proxied {
+        let weak = Arc::downgrade(state);
+        let sink: crate::egress::EventSink = Arc::new(move |e: crate::egress::EgressEvent| {
+            let Some(state) = weak.upgrade() else { return };
+            tokio::spawn(async move {
+                let mut v = serde_json::to_value(&e).unwrap_or_default();
+                v["kind"] = "egress".into();
+                v["via"] = e.kind.into();
+                let _ = event(&state, id, v).await;
+            });
+        });
+        Some(
+            crate::egress::start(&run, uid, sessions.egress.clone(), sink)
+                .map_err(|e| internal("opening its network sockets", &e))?,
+        )
+    } else {
+        None
+    };
+    let server_url = if proxied {
+        format!("https://127.0.0.1:{}", crate::egress::API_PORT)
+    } else {
+        sessions.url.clone()
+    };
     env.extend(
         sessions
             .config
@@ -1695,7 +1836,7 @@ async fn boot<S: AuthorityStore>(
                     .unwrap_or_default()
             ),
         ),
-        ("FLOTILLA_SERVER".into(), sessions.url.clone()),
+        ("FLOTILLA_SERVER".into(), server_url),
         (
             "FLOTILLA_CA".into(),
             run.join("ca.pem").display().to_string(),
@@ -1706,6 +1847,36 @@ async fn boot<S: AuthorityStore>(
         ),
         ("FLOTILLA_SESSION".into(), id.to_string()),
     ]);
+    if proxied {
+        let proxy = format!("http://127.0.0.1:{}", crate::egress::PROXY_PORT);
+        env.extend([
+            (
+                "ANTHROPIC_BASE_URL".to_string(),
+                format!("http://127.0.0.1:{}", crate::egress::MODEL_PORT),
+            ),
+            (
+                "ANTHROPIC_API_KEY".into(),
+                crate::egress::PLACEHOLDER_KEY.into(),
+            ),
+            ("HTTPS_PROXY".into(), proxy.clone()),
+            ("https_proxy".into(), proxy.clone()),
+            ("HTTP_PROXY".into(), proxy.clone()),
+            ("http_proxy".into(), proxy),
+            ("NO_PROXY".into(), "127.0.0.1,localhost,::1".into()),
+            ("no_proxy".into(), "127.0.0.1,localhost,::1".into()),
+        ]);
+    }
+    // Later entries win (the configured environment cannot undo the above).
+    let env: Vec<(String, String)> = {
+        let mut seen = std::collections::HashSet::new();
+        let mut out: Vec<(String, String)> = env
+            .into_iter()
+            .rev()
+            .filter(|(k, _)| seen.insert(k.clone()))
+            .collect();
+        out.reverse();
+        out
+    };
     // Every session's files are hidden but this one's tree, home and run
     // directory, and its repository's mirror (read-only).
     let mut hidden = sessions.hidden.clone();
@@ -1720,8 +1891,27 @@ async fn boot<S: AuthorityStore>(
             .map(|(_, r)| PathBuf::from(&r.url))
             .filter(|p| p.exists()),
     );
+    let (program, args) = if proxied {
+        // The bridge first: it listens inside, then runs the agent as its child.
+        let (model, proxy, api) = crate::egress::socket_paths(&run);
+        let mut bridged = vec!["sandbox-bridge".to_string()];
+        for (port, sock) in [
+            (crate::egress::MODEL_PORT, model),
+            (crate::egress::PROXY_PORT, proxy),
+            (crate::egress::API_PORT, api),
+        ] {
+            bridged.push("--forward".into());
+            bridged.push(flotilla_sessions::bridge::Forward { port, socket: sock }.to_arg());
+        }
+        bridged.push("--".into());
+        bridged.push(sessions.claude.display().to_string());
+        bridged.extend(args);
+        (sessions.flotilla_exe.clone(), bridged)
+    } else {
+        (sessions.claude.clone(), args)
+    };
     let spec = SandboxSpec {
-        program: sessions.claude.clone(),
+        program,
         args,
         env,
         tree: tree.clone(),
@@ -1804,6 +1994,8 @@ async fn boot<S: AuthorityStore>(
     let weak = Arc::downgrade(state);
     tokio::spawn(async move {
         let status = child.wait().await.ok();
+        // Its network goes with it.
+        drop(egress);
         let Some(state) = weak.upgrade() else { return };
         if let Err(e) = ended(&state, id, rt, status.and_then(|s| s.code())).await {
             tracing::error!("session {id}: recording its runtime's end: {}", e.message());

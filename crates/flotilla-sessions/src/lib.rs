@@ -17,8 +17,11 @@
 //! - [`alerts`]: Alertmanager's webhook (version 4), the matcher, the dedup key.
 //! - [`executor`]: the executor's read allowlist over argv lists.
 //! - [`runtime`]: the local runtime's bubblewrap sandbox.
+//! - [`bridge`]: inside that sandbox, loopback ports relayed to the authority's
+//!   Unix sockets (its only way out).
 
 pub mod alerts;
+pub mod bridge;
 pub mod clone_cache;
 pub mod executor;
 pub mod hook;

@@ -6,8 +6,8 @@
 //! host: the whole file system read-only, the session's tree and the agent's home
 //! writable, the authority's directory (its database, CA key, operator
 //! credential) and root's home hidden behind empty tmpfs mounts, private `/tmp`,
-//! `/proc` and `/dev`, the network shared or none, as the session's configuration
-//! says; bwrap itself is started as an unprivileged user, so nothing inside can
+//! `/proc` and `/dev`, no network of its own but what the authority relays (or the
+//! host's, or none, as the session's configuration says); bwrap itself is started as an unprivileged user, so nothing inside can
 //! gain root.
 //!
 //! This module builds the sandbox's argv ([`bwrap_argv`], pure) and says what a
@@ -32,12 +32,18 @@ pub enum RuntimeKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Network {
-    /// The host's network namespace (the agent reaches its model API and the
-    /// authority's gate over it).
+    /// No network of its own (`--unshare-net`: loopback only); the model API, an
+    /// allowlist of domains (HTTP `CONNECT`) and the authority's API are reached
+    /// through the authority, over Unix sockets bound into the sandbox and bridged
+    /// to loopback ports inside ([`crate::bridge`]). The model credential is
+    /// injected outside: no real secret is inside the sandbox. The default.
     #[default]
+    Proxy,
+    /// The host's network namespace (the agent reaches its model API and the
+    /// authority's gate over it, and anything else the host reaches).
     Host,
-    /// A private network namespace with loopback only (`--unshare-net`): the gate
-    /// must then be a command hook reaching the authority some other way.
+    /// A private network namespace with loopback only (`--unshare-net`) and no
+    /// bridge: nothing outside is reachable, the gate included.
     None,
 }
 
@@ -120,7 +126,7 @@ pub fn bwrap_argv(spec: &SandboxSpec) -> Vec<String> {
         ]
         .map(String::from),
     );
-    if spec.network == Network::None {
+    if spec.network != Network::Host {
         a.push("--unshare-net".into());
     }
     a.push("--chdir".into());
@@ -191,9 +197,19 @@ mod tests {
     }
 
     #[test]
-    fn no_network_unshares_it() {
+    fn only_the_host_network_is_shared() {
         let mut s = spec();
-        s.network = Network::None;
-        assert!(bwrap_argv(&s).contains(&"--unshare-net".to_string()));
+        for (network, unshared) in [
+            (Network::None, true),
+            (Network::Proxy, true),
+            (Network::Host, false),
+        ] {
+            s.network = network;
+            assert_eq!(
+                bwrap_argv(&s).contains(&"--unshare-net".to_string()),
+                unshared,
+                "{network:?}"
+            );
+        }
     }
 }

@@ -22,6 +22,7 @@ pub mod question;
 pub mod questions;
 pub mod release;
 pub mod restart;
+pub mod sandbox_bridge;
 pub mod schema;
 pub mod serve;
 pub mod session;
