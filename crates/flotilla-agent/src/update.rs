@@ -509,7 +509,9 @@ pub trait ReleaseSource: Send + Sync + 'static {
         update: &HostUpdate,
     ) -> impl Future<Output = Result<(), ClientError>> + Send;
 
-    /// `GET /v1/blobs/{sha256}` into `dest` (unverified); the bytes written.
+    /// `GET /v1/blobs/{sha256}` into `dest` (unverified), reading no further once
+    /// more than `limit` bytes arrived and writing nothing past it; the bytes
+    /// received (more than `limit`: the blob is too long).
     ///
     /// # Errors
     /// [`ClientError`].
@@ -517,6 +519,7 @@ pub trait ReleaseSource: Send + Sync + 'static {
         &self,
         sha256: &str,
         dest: &Path,
+        limit: u64,
     ) -> impl Future<Output = Result<u64, ClientError>> + Send;
 }
 
@@ -538,8 +541,13 @@ impl ReleaseSource for flotilla_server::Client {
             .map_err(|e| one_line(&e))
     }
 
-    async fn download_blob(&self, sha256: &str, dest: &Path) -> Result<u64, ClientError> {
-        flotilla_server::Client::download_blob(self, sha256, dest)
+    async fn download_blob(
+        &self,
+        sha256: &str,
+        dest: &Path,
+        limit: u64,
+    ) -> Result<u64, ClientError> {
+        flotilla_server::Client::download_blob(self, sha256, dest, limit)
             .await
             .map_err(|e| one_line(&e))
     }
@@ -564,7 +572,12 @@ impl ReleaseSource for NoAuthority {
         Ok(())
     }
 
-    async fn download_blob(&self, _sha256: &str, _dest: &Path) -> Result<u64, ClientError> {
+    async fn download_blob(
+        &self,
+        _sha256: &str,
+        _dest: &Path,
+        _limit: u64,
+    ) -> Result<u64, ClientError> {
         Err(ClientError("no authority to fetch a blob from".into()))
     }
 }
@@ -1169,13 +1182,42 @@ impl<S: ReleaseSource> Updater<S> {
             let (file, tmp) = root.temp_download().map_err(|e| {
                 Refusal::new(Reason::InstallFailed, format!("downloads directory: {e}"))
             })?;
+            // Room for the manifest's size first: a download that cannot fit is
+            // refused before a byte arrives, not when the disk is full.
+            if let Ok(st) = nix::sys::statvfs::fstatvfs(&file) {
+                // Their widths differ between platforms (u32 on macOS).
+                #[allow(clippy::unnecessary_cast)]
+                let free = st.blocks_available() as u64 * st.fragment_size() as u64;
+                if free < artifact.size {
+                    drop(file);
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(Refusal::new(
+                        Reason::InstallFailed,
+                        format!(
+                            "{} bytes free where downloads go ({}), the artifact is {} bytes",
+                            free,
+                            tmp.parent()
+                                .map(|p| p.display().to_string())
+                                .unwrap_or_default(),
+                            artifact.size
+                        ),
+                    ));
+                }
+            }
             drop(file);
             let fetched = match (&artifact.blob, &artifact.url) {
-                (Some(blob), _) => self
-                    .source
-                    .download_blob(blob, &tmp)
-                    .await
-                    .map_err(|e| Refusal::new(Reason::DownloadFailed, e.0)),
+                (Some(blob), _) => match self.source.download_blob(blob, &tmp, artifact.size).await
+                {
+                    Ok(n) if n > artifact.size => Err(Refusal::new(
+                        Reason::SizeMismatch,
+                        format!(
+                            "blob {blob} is longer than the manifest's {} bytes (reading stopped)",
+                            artifact.size
+                        ),
+                    )),
+                    Ok(n) => Ok(n),
+                    Err(e) => Err(Refusal::new(Reason::DownloadFailed, e.0)),
+                },
                 (None, Some(url)) => fetch_url(url, &tmp, artifact.size).await,
                 (None, None) => Err(Refusal::new(
                     Reason::DownloadFailed,
@@ -1362,7 +1404,12 @@ mod tests {
             Ok(())
         }
 
-        async fn download_blob(&self, sha256: &str, dest: &Path) -> Result<u64, ClientError> {
+        async fn download_blob(
+            &self,
+            sha256: &str,
+            dest: &Path,
+            limit: u64,
+        ) -> Result<u64, ClientError> {
             self.downloads.fetch_add(1, Ordering::SeqCst);
             let bytes = self
                 .blobs
@@ -1371,7 +1418,9 @@ mod tests {
                 .get(sha256)
                 .cloned()
                 .ok_or_else(|| ClientError(format!("404: no blob {sha256}")))?;
-            std::fs::write(dest, &bytes).unwrap();
+            // As the real client: nothing past the limit is written.
+            let kept = bytes.len().min(limit as usize);
+            std::fs::write(dest, &bytes[..kept]).unwrap();
             Ok(bytes.len() as u64)
         }
     }

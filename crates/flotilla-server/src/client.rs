@@ -480,7 +480,10 @@ impl Client {
 
     /// `GET /v1/blobs/{sha256}` (operator or any agent): streams the blob into `dest`
     /// (created or truncated), unverified: the caller checks size and digest.
-    /// Returns the number of bytes written.
+    /// Reading stops as soon as more than `limit` bytes arrived (the manifest's
+    /// size): what is past the limit is neither read on nor written, so `dest` never
+    /// holds more than `limit` bytes. Returns the bytes received, which exceed
+    /// `limit` exactly when the blob was too long.
     ///
     /// # Errors
     /// [`ClientError`]; an unknown blob is 404; a local write failure is
@@ -489,6 +492,7 @@ impl Client {
         &self,
         sha256: &str,
         dest: &std::path::Path,
+        limit: u64,
     ) -> Result<u64, ClientError> {
         use std::io::Write;
         let url = format!("{}/v1/blobs/{sha256}", self.base);
@@ -503,8 +507,15 @@ impl Client {
             url: url.clone(),
             source,
         })? {
+            let received = written + chunk.len() as u64;
+            if received > limit {
+                // Read no further, and write nothing past the limit: a blob longer
+                // than its manifest never fills the disk.
+                file.sync_all().map_err(io)?;
+                return Ok(received);
+            }
             file.write_all(&chunk).map_err(io)?;
-            written += chunk.len() as u64;
+            written = received;
         }
         file.sync_all().map_err(io)?;
         Ok(written)

@@ -1207,11 +1207,20 @@ pub async fn reply_call<S: AuthorityStore>(
         .put_reply(id, host.clone(), text, now_ms())
         .await?
     {
-        return Err(Failure::new(
-            StatusCode::CONFLICT,
-            "conflict",
-            format!("call {id} is not an unanswered call of `{host}`"),
-        ));
+        // Another host's call is an authorisation answer (403), whether or not it
+        // exists; this host's call answered already, a conflict (409).
+        return Err(match state.store.call(id).await? {
+            Some(c) if c.host == host => Failure::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                format!("call {id} of `{host}` was already answered"),
+            ),
+            _ => Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("call {id} is not a call of `{host}`: only its host's agent answers it"),
+            ),
+        });
     }
     state.replies.send_modify(|n| *n += 1);
     Ok(Json(serde_json::json!({ "id": id })))

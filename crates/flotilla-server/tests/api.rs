@@ -322,7 +322,12 @@ async fn agents_reach_only_their_own_host<S: AuthorityStore + Clone>(store: S) {
         .reply_call(id, serde_json::json!({"reply": "hello"}))
         .await
         .unwrap_err();
-    assert_eq!(e.status(), Some(409), "{e}");
+    assert_eq!(e.status(), Some(403), "another host's call: forbidden: {e}");
+    let e = studio
+        .reply_call(id + 1000, serde_json::json!({"reply": "hello"}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(403), "no such call: forbidden too: {e}");
     let gpu = a.agent("gpu").await;
     let waiting = {
         let op = a.operator.clone();
@@ -665,8 +670,18 @@ async fn releases_and_rollouts<S: AuthorityStore + Clone>(store: S) {
     assert_eq!(b.operator.releases().await.unwrap().len(), 1);
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("artifact");
-    gpu.download_blob(&sha, &dest).await.unwrap();
+    let n = gpu
+        .download_blob(&sha, &dest, artifact.len() as u64)
+        .await
+        .unwrap();
+    assert_eq!(n, artifact.len() as u64);
     assert_eq!(std::fs::read(&dest).unwrap(), artifact);
+    // A blob longer than the caller expects (a manifest's size): reading stops past
+    // the limit and nothing beyond it is written.
+    let limit = artifact.len() as u64 / 2;
+    let n = gpu.download_blob(&sha, &dest, limit).await.unwrap();
+    assert!(n > limit, "{n} bytes received for a limit of {limit}");
+    assert!(std::fs::metadata(&dest).unwrap().len() <= limit);
 
     // Agents say what they run when they start (their platform comes from there).
     for (host, agent) in [("studio", &studio), ("gpu", &gpu), ("ops", &ops)] {
