@@ -147,8 +147,7 @@ pub enum Command {
     Output(cmd::output::Args),
     /// Inside a session's runtime: ask the authority's executor to run an argv list.
     Exec(cmd::exec::Args),
-    /// Inside a session's runtime: ask the authority to push the session's commits
-    /// (a human allows it first).
+    /// Inside a session's runtime: ask the authority to push the session's commits.
     Push(cmd::push::Args),
     /// Inside a session's sandbox: relay loopback ports to the authority's sockets
     /// and run the agent.
@@ -204,6 +203,15 @@ fn main() -> ExitCode {
             // The authority: a client that resets its connection must not kill it
             // (hyper and rustls write with writev, which raises SIGPIPE).
             | Command::Serve(cmd::serve::Args { command: None, .. })
+            // Its launcher and executor: an API connection that closes early
+            // must not kill them.
+            | Command::Serve(cmd::serve::Args {
+                command: Some(
+                    cmd::serve::ServeCommand::Launcher { .. }
+                        | cmd::serve::ServeCommand::Executor { .. }
+                ),
+                ..
+            })
             // The gate's command hook: a peer that closes early (the authority
             // refusing a large payload, Claude Code closing its stdout) is a
             // deny with exit 2, never a death by SIGPIPE with no decision.

@@ -912,3 +912,131 @@ fn a_runtime_reaches_only_what_the_authority_relays() {
         "{egress:#?}"
     );
 }
+
+/// `/proc/PID/status` fields.
+fn status_of(pid: u32) -> std::collections::HashMap<String, String> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// The children of `pid` whose command line holds `word`.
+fn children_with(pid: u32, word: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            status_of_opt(*p)
+                .is_some_and(|s| s.get("PPid").map(String::as_str) == Some(&pid.to_string()))
+                && common::cmdline(*p).iter().any(|a| a == word)
+        })
+        .collect()
+}
+
+fn status_of_opt(pid: u32) -> Option<std::collections::HashMap<String, String>> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .map(|t| {
+            t.lines()
+                .filter_map(|l| l.split_once(':'))
+                .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+                .collect()
+        })
+}
+
+#[test]
+fn the_api_runs_unprivileged_and_only_the_launcher_is_root() {
+    // The executor's credential: a file only root reads (a kubeconfig, say).
+    let (s, _bin) = authority_with(WAITING_AGENT, "", "[executor]\nallow = [[\"cat\"]]\n");
+    let secret = s.a.ws.path().join("executor-credential");
+    std::fs::write(&secret, "kube-secret-0xfeed\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let api = s.a.pid().expect("running");
+    let st = status_of(api);
+    let api_uid = flotilla_server::privsep::DEFAULT_API_USER;
+    assert_eq!(
+        st["Uid"].split_whitespace().collect::<Vec<_>>(),
+        vec![api_uid; 4],
+        "{st:?}"
+    );
+    assert_eq!(st["Gid"].split_whitespace().next(), Some(api_uid));
+    assert_eq!(st["CapEff"], "0000000000000000", "{st:?}");
+    assert_eq!(st["CapPrm"], "0000000000000000", "{st:?}");
+    assert_eq!(st["NoNewPrivs"], "1", "{st:?}");
+    // Its two children: the launcher (root) and the executor.
+    let launcher = children_with(api, "launcher");
+    assert_eq!(launcher.len(), 1, "{launcher:?}");
+    assert_eq!(
+        status_of(launcher[0])["Uid"].split_whitespace().next(),
+        Some("0"),
+        "the launcher is root"
+    );
+    assert_eq!(children_with(api, "executor").len(), 1);
+
+    // The API's uid cannot read the executor's credential; the executor can.
+    let out = as_user(api_uid, Path::new("/"), &["cat", secret.to_str().unwrap()]);
+    assert!(!out.status.success(), "the API's uid read it");
+    let id = s.create(&["--prompt", "work"]);
+    let tok = token(&s, id);
+    let ran = post_raw(
+        &client(&s, &tok),
+        "/v1/exec",
+        serde_json::json!({"argv": ["cat", secret.to_str().unwrap()]})
+            .to_string()
+            .into_bytes(),
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&ran).unwrap();
+    assert_eq!(v["stdout"], "kube-secret-0xfeed\n", "{v:#}");
+
+    // The launcher starts nothing as root, nothing but the runtime programs, and
+    // kills only what it started: asked on its own socket, it refuses.
+    use flotilla_server::privsep::launcher::{call, Request};
+    let socket =
+        s.a.dir
+            .join("run")
+            .join(flotilla_server::privsep::LAUNCHER_SOCKET);
+    let devnull = std::fs::File::open("/dev/null").unwrap();
+    use std::os::fd::AsRawFd;
+    let fds = [
+        devnull.as_raw_fd(),
+        devnull.as_raw_fd(),
+        devnull.as_raw_fd(),
+    ];
+    let spawn = |uid: u32, program: &str| Request::Spawn {
+        id,
+        uid,
+        repo: "infra".into(),
+        program: program.into(),
+        args: vec![],
+        env: vec![],
+    };
+    for (req, says) in [
+        (spawn(0, "claude"), "not a session uid"),
+        (spawn(61183, "claude"), "not a session uid"),
+        (spawn(61184, "/bin/sh"), "not a runtime program"),
+        (
+            Request::Kill { pid: 1 },
+            "not a runtime this launcher started",
+        ),
+        (
+            Request::Own {
+                id: 9999,
+                uid: 61184,
+            },
+            "No such file",
+        ),
+    ] {
+        let e = call(&socket, &req, &fds).unwrap_err();
+        assert!(e.to_string().contains(says), "{req:?}: {e}");
+    }
+    // Only the API's uid (and root) may even connect.
+    let st = std::fs::metadata(&socket).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(st.mode() & 0o777, 0o600);
+    assert_eq!(st.uid().to_string(), api_uid);
+}

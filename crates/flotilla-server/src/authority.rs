@@ -283,21 +283,35 @@ pub async fn serve(
     } else {
         None
     };
+    // With sessions, split before serving: the launcher stays root, the executor
+    // runs as its user, this process drops to the API user once it has bound its
+    // listener (`crate::privsep`).
+    let privileged = match &sessions_config {
+        Some(c) => Some(crate::privsep::setup(&opts.dir, c).map_err(AuthorityError::Sessions)?),
+        None => None,
+    };
     let listener = bind(opts.listen).map_err(|source| AuthorityError::Listen {
         addr: opts.listen,
         source,
     })?;
+    if let Some(p) = &privileged {
+        crate::privsep::drop_to(p.api.0, p.api.1)
+            .map_err(|e| AuthorityError::Sessions(format!("dropping to the API user: {e}")))?;
+    }
     let bound = listener
         .local_addr()
         .map_err(|source| AuthorityError::Listen {
             addr: opts.listen,
             source,
         })?;
-    let sessions = sessions_config.map(|config| crate::sessions::SessionsSetup {
-        config,
-        authority_dir: opts.dir.clone(),
-        url: format!("https://127.0.0.1:{}", bound.port()),
-        ca_pem: ca_pem.clone(),
+    let sessions = sessions_config.zip(privileged).map(|(config, privileged)| {
+        crate::sessions::SessionsSetup {
+            config,
+            authority_dir: opts.dir.clone(),
+            url: format!("https://127.0.0.1:{}", bound.port()),
+            ca_pem: ca_pem.clone(),
+            privileged,
+        }
     });
     let settings = Settings {
         ca_pem,

@@ -13,8 +13,8 @@
 //!   relayed byte for byte to its TLS listener: the sandbox's client still checks
 //!   the authority's certificate against its CA.
 //!
-//! Each socket is owned by the session's uid, mode 0600, inside a root directory
-//! the session's uid may only traverse.
+//! Each socket is given to the session's uid (mode 0600) by the launcher, inside
+//! a directory of the API's the session's uid may only traverse.
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -153,16 +153,12 @@ pub fn socket_paths(run: &Path) -> (PathBuf, PathBuf, PathBuf) {
     )
 }
 
-/// Binds the three sockets in `run` (owned by `uid`, mode 0600) and serves them.
+/// Binds the three sockets in `run` (mode 0600; the launcher then gives them to
+/// the session's uid) and serves them.
 ///
 /// # Errors
-/// A socket that cannot be bound or given to `uid`.
-pub fn start(
-    run: &Path,
-    uid: u32,
-    setup: Arc<EgressSetup>,
-    sink: EventSink,
-) -> std::io::Result<Egress> {
+/// A socket that cannot be bound.
+pub fn start(run: &Path, setup: Arc<EgressSetup>, sink: EventSink) -> std::io::Result<Egress> {
     let (model, proxy, api) = socket_paths(run);
     let mut egress = Egress {
         tasks: Vec::new(),
@@ -174,12 +170,6 @@ pub fn start(
         let l = UnixListener::bind(path)?;
         egress.paths.push(path.to_path_buf());
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-        nix::unistd::chown(
-            path,
-            Some(nix::unistd::Uid::from_raw(uid)),
-            Some(nix::unistd::Gid::from_raw(uid)),
-        )
-        .map_err(std::io::Error::from)?;
         Ok(l)
     };
     let l = bind(&model, &mut egress)?;

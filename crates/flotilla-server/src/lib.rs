@@ -25,6 +25,8 @@
 //!   credential injected, a `CONNECT` allowlist, the authority's API).
 //! - [`diff`]: revision diffs as DTOs.
 //! - [`metrics`]: the Prometheus figures.
+//! - [`privsep`]: with sessions, the authority split in three: the root launcher
+//!   (sandboxes as session uids), the executor, and the unprivileged API.
 //! - [`openapi`]: the generated OpenAPI document.
 
 #![warn(missing_docs)]
@@ -38,6 +40,7 @@ pub mod egress;
 pub mod fleet;
 pub mod metrics;
 pub mod openapi;
+pub mod privsep;
 pub mod releases;
 pub mod server;
 pub mod sessions;

@@ -21,6 +21,7 @@
 //!   every hook payload reports is compared with the launch mode.
 
 use crate::api::ApiError;
+use crate::privsep::launcher;
 use crate::server::{now_ms, Answer, AppState, Failure};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -34,7 +35,7 @@ use flotilla_sessions::hook::{HookAnswer, HookEvent, HookHandler, HookInput};
 use flotilla_sessions::output;
 use flotilla_sessions::policy::{AlwaysAsk, Policy};
 use flotilla_sessions::rules::Rules;
-use flotilla_sessions::runtime::{bwrap_argv, sandbox_env, Network, SandboxSpec};
+use flotilla_sessions::runtime::Network;
 use flotilla_sessions::{Decision, Mode, ToolCall};
 use flotilla_store::authority::{AuthorityStore, Principal};
 use serde::{Deserialize, Serialize};
@@ -74,6 +75,9 @@ pub struct SessionsConfig {
     /// What a runtime reaches with `[runtime] network = "proxy"` (the default).
     #[serde(default)]
     pub egress: EgressConfig,
+    /// Who the authority's pieces run as ([`crate::privsep`]).
+    #[serde(default)]
+    pub privileges: PrivilegesConfig,
     /// How often runtimes are reconciled on their own (default 60 s), besides
     /// every read.
     #[serde(default = "default_reconcile", with = "humantime_serde_compat")]
@@ -256,6 +260,38 @@ impl Default for ExecutorConfig {
             max_running_per_session: default_max_running_per_session(),
         }
     }
+}
+
+/// `[privileges]` of `sessions.toml`: the users of the authority's pieces
+/// ([`crate::privsep`]); each a name or a number (uid = gid).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrivilegesConfig {
+    /// The API process (HTTP, database, CA key): never root, never a session uid
+    /// (default `"61183"`, just below the session range).
+    #[serde(default = "default_api_user")]
+    pub api_user: String,
+    /// The executor (its kubeconfig, the journal): default `root`; give it a user
+    /// that holds only the access the executor's reads need.
+    #[serde(default = "default_executor_user")]
+    pub executor_user: String,
+}
+
+impl Default for PrivilegesConfig {
+    fn default() -> Self {
+        PrivilegesConfig {
+            api_user: default_api_user(),
+            executor_user: default_executor_user(),
+        }
+    }
+}
+
+fn default_api_user() -> String {
+    crate::privsep::DEFAULT_API_USER.into()
+}
+
+fn default_executor_user() -> String {
+    "root".into()
 }
 
 /// `[egress]` of `sessions.toml`: what a runtime reaches with `network = "proxy"`.
@@ -595,6 +631,23 @@ impl SessionsConfig {
                 }
             }
         }
+        let p = &config.privileges;
+        let (api_uid, _) = crate::privsep::resolve_user(&p.api_user)
+            .map_err(|e| invalid(format!("{}[privileges] api_user: {e}", at(&p.api_user))))?;
+        let range = parse_uids(&config.runtime.uids).unwrap_or(DEFAULT_UIDS);
+        if api_uid == 0 || (range.0..=range.1).contains(&api_uid) {
+            return Err(invalid(format!(
+                "{}[privileges] api_user `{}` is root or a session uid: the API process runs unprivileged, as a user of its own",
+                at(&p.api_user),
+                p.api_user
+            )));
+        }
+        crate::privsep::resolve_user(&p.executor_user).map_err(|e| {
+            invalid(format!(
+                "{}[privileges] executor_user: {e}",
+                at(&p.executor_user)
+            ))
+        })?;
         if config.output_cap < 1024 {
             return Err(invalid(format!(
                 "{}output_cap must be at least 1024 bytes",
@@ -635,10 +688,11 @@ pub struct Sessions {
     matchers: Vec<Matcher>,
     allowlist: Allowlist,
     dir: PathBuf,
-    hidden: Vec<PathBuf>,
     /// The authority's URL as the sandbox reaches it, and its CA (PEM).
     url: String,
     ca_pem: String,
+    /// The launcher and the executor.
+    privileged: crate::privsep::Privileged,
     flotilla_exe: PathBuf,
     claude: PathBuf,
     /// `[runtime] uids`, inclusive.
@@ -681,6 +735,8 @@ pub struct SessionsSetup {
     pub url: String,
     /// The CA (PEM) the runtime's hook pins.
     pub ca_pem: String,
+    /// The launcher and the executor ([`crate::privsep::setup`]).
+    pub privileged: crate::privsep::Privileged,
 }
 
 impl Sessions {
@@ -731,7 +787,7 @@ impl Sessions {
             ("this program (the gate's hook)", &flotilla_exe),
             ("Claude Code", &claude),
         ] {
-            if let Some(closed) = closed_to(p, uid, gid) {
+            if let Some(closed) = crate::privsep::closed_to(p, uid, gid) {
                 return Err(format!(
                     "{what} {} cannot be reached by the sessions' uids ({}): {} is closed to them \
                      (give it o+x, or choose a path they can reach)",
@@ -773,8 +829,8 @@ impl Sessions {
             policy: Arc::new(policy),
             matchers,
             allowlist,
-            hidden,
             url: setup.url,
+            privileged: setup.privileged,
             ca_pem: setup.ca_pem,
             flotilla_exe,
             claude,
@@ -809,31 +865,7 @@ impl Sessions {
 /// Where session trees, agents' homes and mirrors live unless `dir` says otherwise.
 pub const DEFAULT_SESSIONS_DIR: &str = "/var/lib/flotilla/sessions";
 
-/// The first directory on the way to `path` (its ancestors, then `path` itself
-/// when it is a directory) that user `uid` (group `gid`) cannot traverse; `None`
-/// when it can reach it.
-fn closed_to(path: &std::path::Path, uid: u32, gid: u32) -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    let mut dirs: Vec<&std::path::Path> = path.ancestors().skip(1).collect();
-    dirs.reverse();
-    if path.is_dir() {
-        dirs.push(path);
-    }
-    dirs.into_iter().find_map(|d| {
-        let m = std::fs::metadata(d).ok()?;
-        let mode = m.mode();
-        let ok = if m.uid() == uid {
-            mode & 0o100 != 0
-        } else if m.gid() == gid {
-            mode & 0o010 != 0
-        } else {
-            mode & 0o001 != 0
-        };
-        (!ok).then(|| d.to_path_buf())
-    })
-}
-
-fn which(name: &str) -> Option<PathBuf> {
+pub(crate) fn which(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|p| p.join(name))
@@ -1286,7 +1318,7 @@ async fn reconcile<S: AuthorityStore>(
     let activity = asked.max(wrote).max(rt.booted_ms);
     let idle = sessions.config.runtime.idle_timeout.as_millis() as i64;
     if now_ms() - activity > idle {
-        kill_runtime(&rt);
+        kill_runtime(sessions, &rt).await;
         let ev = serde_json::json!({"kind": "runtime-torn-down", "why": "idle", "pid": rt.pid});
         end_runtime(state, id, &mut doc, "idle", ev).await?;
         return Ok((doc, created_ms, false));
@@ -1318,13 +1350,14 @@ async fn end_runtime<S: AuthorityStore>(
     event(state, id, ev).await
 }
 
-fn kill_runtime(rt: &RuntimeRecord) {
-    use nix::sys::signal::{kill, Signal};
-    use nix::unistd::Pid;
+/// Kills runtime `rt` through the launcher that started it (the only piece that
+/// may signal it). The sandbox dies with bwrap (--die-with-parent), and with it
+/// every process inside (--unshare-pid: its pid 1 is gone).
+async fn kill_runtime(sessions: &Sessions, rt: &RuntimeRecord) {
     if alive(rt) {
-        // The sandbox dies with bwrap (--die-with-parent), and with it every
-        // process inside (--unshare-pid: its pid 1 is gone).
-        let _ = kill(Pid::from_raw(rt.pid as i32), Signal::SIGKILL);
+        if let Err(e) = launch(sessions, launcher::Request::Kill { pid: rt.pid }, &[]).await {
+            tracing::warn!("killing runtime pid {}: {e}", rt.pid);
+        }
     }
 }
 
@@ -1557,6 +1590,20 @@ async fn deliver_detached<S: AuthorityStore>(
         })?
 }
 
+/// One request to the launcher (the root piece, [`crate::privsep`]), off the
+/// async runtime.
+async fn launch(
+    sessions: &Sessions,
+    req: launcher::Request,
+    fds: &[std::os::fd::RawFd],
+) -> std::io::Result<launcher::Reply> {
+    let socket = sessions.privileged.launcher.clone();
+    let fds = fds.to_vec();
+    tokio::task::spawn_blocking(move || launcher::call(&socket, &req, &fds))
+        .await
+        .map_err(std::io::Error::other)?
+}
+
 /// Session `id`'s uid: the one it has, else the lowest of `[runtime] uids` that no
 /// other session holds and no account of this host has (saved in its document).
 async fn session_uid<S: AuthorityStore>(
@@ -1629,17 +1676,9 @@ async fn boot<S: AuthorityStore>(
     };
     let legacy = doc.uid.is_none() && doc.tree.is_some();
     let uid = session_uid(state, id, doc).await?;
-    let gid = uid;
-    if legacy {
-        // A session made before sessions had uids of their own: its files move to
-        // its uid (no runtime runs: nothing moves under the walk).
-        for p in [tree.clone(), home.clone()] {
-            if p.exists() {
-                chown_tree(&p, uid, gid)
-                    .map_err(|e| internal("giving its files to its uid", &e))?;
-            }
-        }
-    }
+    // Made here (as the API user), then given to the session's uid by the launcher
+    // (the only root piece): when made, and for a session from before uids.
+    let mut give = legacy;
     if doc.tree.is_none() {
         let repo = sessions.config.repos[&doc.repo].clone();
         let clones = sessions.clones.clone();
@@ -1652,12 +1691,7 @@ async fn boot<S: AuthorityStore>(
         .await
         .map_err(|e| internal("making its tree", &e))?
         .map_err(|e| internal("making its tree", &e))?;
-        // Given to the runtime user once, when made (never again: a later chown
-        // as root could be steered by what the agent put there).
-        chown_tree(&made.path, uid, gid)
-            .map_err(|e| internal("giving the tree to the session's uid", &e))?;
-        // Its own and root's only; the session's directory is traversed, not listed.
-        close_to_others(&made.path, 0o700).map_err(|e| internal("closing its tree", &e))?;
+        give = true;
         doc.tree = Some(made.path.display().to_string());
         doc.base_commit = Some(made.base_commit.clone());
         save_session(state, id, doc).await?;
@@ -1670,14 +1704,34 @@ async fn boot<S: AuthorityStore>(
     }
     if !home.exists() {
         std::fs::create_dir_all(&home).map_err(|e| internal("making its home", &e))?;
-        chown_tree(&home, uid, gid)
-            .map_err(|e| internal("giving the home to the session's uid", &e))?;
-        close_to_others(&home, 0o700).map_err(|e| internal("closing its home", &e))?;
+        give = true;
+    }
+    if give {
+        // Its own only (0700); the session's directory is traversed, not listed.
+        launch(sessions, launcher::Request::Own { id, uid }, &[])
+            .await
+            .map_err(|e| internal("giving its tree and home to its uid", &e))?;
     }
     close_to_others(&sdir, 0o711).map_err(|e| internal("closing the session's directory", &e))?;
     // Nothing the last runtime left in its home's start-up files runs in this one
     // unless a tool call the gate saw puts it there again.
-    let removed = reset_home(&home).map_err(|e| internal("resetting its home", &e))?;
+    let reset = launch(
+        sessions,
+        launcher::Request::ResetHome {
+            id,
+            agent_session: doc.agent_session.clone(),
+        },
+        &[],
+    )
+    .await
+    .map_err(|e| internal("resetting its home", &e))?;
+    let launcher::Reply::Reset {
+        removed,
+        transcript,
+    } = reset
+    else {
+        return Err(internal("resetting its home", &"an unexpected answer"));
+    };
     if !removed.is_empty() {
         event(
             state,
@@ -1687,7 +1741,8 @@ async fn boot<S: AuthorityStore>(
         .await?;
     }
     let boot_no = doc.boots + 1;
-    // The runtime's files, root's: replaced whole at every boot.
+    // The runtime's files, the API's (the credential the launcher's): replaced
+    // whole at every boot.
     let _ = std::fs::remove_dir_all(&run);
     {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -1728,24 +1783,17 @@ async fn boot<S: AuthorityStore>(
         .store
         .create_credential(token_hash.clone(), Principal::Session { id }, now_ms())
         .await?;
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        let p = run.join("token");
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o400)
-            .open(&p)
-            .map_err(|e| internal("writing its credential", &e))?;
-        std::io::Write::write_all(&mut f, token.as_bytes())
-            .map_err(|e| internal("writing its credential", &e))?;
-        nix::unistd::fchown(
-            &f,
-            Some(nix::unistd::Uid::from_raw(uid)),
-            Some(nix::unistd::Gid::from_raw(gid)),
-        )
-        .map_err(|e| internal("giving its credential to the runtime user", &e))?;
-    }
+    launch(
+        sessions,
+        launcher::Request::Token {
+            id,
+            uid,
+            token: token.clone(),
+        },
+        &[],
+    )
+    .await
+    .map_err(|e| internal("giving its credential to its uid", &e))?;
 
     // Claude Code's headless command line (measured against 2.1.328): the first
     // runtime names the conversation (`--session-id`), later ones `--resume` it
@@ -1755,7 +1803,7 @@ async fn boot<S: AuthorityStore>(
     // ignores the tree's and the home's settings files (a `.claude/settings.json`
     // with `disableAllHooks` would turn the gate off) and keeps `--settings`; the
     // mode is given on every launch (a resume does not remember it).
-    let first = !transcript_exists(&home, &doc.agent_session);
+    let first = !transcript;
     let mut args = vec!["-p".to_string()];
     if first {
         args.extend(["--session-id".into(), doc.agent_session.clone()]);
@@ -1803,10 +1851,12 @@ async fn boot<S: AuthorityStore>(
                 let _ = event(&state, id, v).await;
             });
         });
-        Some(
-            crate::egress::start(&run, uid, sessions.egress.clone(), sink)
-                .map_err(|e| internal("opening its network sockets", &e))?,
-        )
+        let egress = crate::egress::start(&run, sessions.egress.clone(), sink)
+            .map_err(|e| internal("opening its network sockets", &e))?;
+        launch(sessions, launcher::Request::Sockets { id, uid }, &[])
+            .await
+            .map_err(|e| internal("giving its network sockets to its uid", &e))?;
+        Some(egress)
     } else {
         None
     };
@@ -1877,20 +1927,11 @@ async fn boot<S: AuthorityStore>(
         out.reverse();
         out
     };
-    // Every session's files are hidden but this one's tree, home and run
-    // directory, and its repository's mirror (read-only).
-    let mut hidden = sessions.hidden.clone();
-    hidden.push(sessions.dir.clone());
-    // Other repositories on this host are not this session's to read.
-    hidden.extend(
-        sessions
-            .config
-            .repos
-            .iter()
-            .filter(|(name, r)| **name != doc.repo && r.url.starts_with('/'))
-            .map(|(_, r)| PathBuf::from(&r.url))
-            .filter(|p| p.exists()),
-    );
+    // The launcher builds the sandbox from its own configuration (this
+    // session's tree, home, run directory and mirror visible; every other
+    // session's files, the authority's directory and root's home hidden) and
+    // starts it as the session's uid. The environment reaches the agent through
+    // bwrap's own, never `--setenv` on a command line `ps` shows.
     let (program, args) = if proxied {
         // The bridge first: it listens inside, then runs the agent as its child.
         let (model, proxy, api) = crate::egress::socket_paths(&run);
@@ -1906,32 +1947,11 @@ async fn boot<S: AuthorityStore>(
         bridged.push("--".into());
         bridged.push(sessions.claude.display().to_string());
         bridged.extend(args);
-        (sessions.flotilla_exe.clone(), bridged)
+        ("bridge", bridged)
     } else {
-        (sessions.claude.clone(), args)
+        ("claude", args)
     };
-    let spec = SandboxSpec {
-        program,
-        args,
-        env,
-        tree: tree.clone(),
-        home: home.clone(),
-        writable: sessions.config.runtime.writable.clone(),
-        readable: vec![
-            sessions.flotilla_exe.clone(),
-            sessions.claude.clone(),
-            // This repository's mirror only (the tree borrows its objects).
-            sessions
-                .clones
-                .mirror_path(&doc.repo)
-                .map_err(|e| internal("finding its mirror", &e))?,
-            run.clone(),
-        ],
-        hidden,
-        network: sessions.config.runtime.network,
-    };
-    let argv = bwrap_argv(&spec);
-    // The transcript and the agent's stderr: root's, 0600.
+    // The transcript and the agent's stderr: the API's, 0600.
     let private = |name: String| {
         use std::os::unix::fs::OpenOptionsExt;
         std::fs::OpenOptions::new()
@@ -1946,27 +1966,31 @@ async fn boot<S: AuthorityStore>(
     let err = private(format!("runtime-{boot_no}.stderr"))
         .map_err(|e| internal("opening its output", &e))?;
     let stdin = match std::fs::File::open(run.join("prompt")) {
-        Ok(f) => std::process::Stdio::from(f),
-        Err(_) => std::process::Stdio::null(),
+        Ok(f) => f,
+        Err(_) => {
+            std::fs::File::open("/dev/null").map_err(|e| internal("opening /dev/null", &e))?
+        }
     };
-    let mut cmd = tokio::process::Command::new(&argv[0]);
-    // The environment reaches the agent through bwrap's own (readable only by
-    // the runtime user and root), never through `--setenv` on its command line.
-    // std drops the authority's supplementary groups (setgroups) before it
-    // switches to the runtime user.
-    cmd.args(&argv[1..])
-        .uid(uid)
-        .gid(gid)
-        .stdin(stdin)
-        .stdout(out)
-        .stderr(err)
-        .env_clear()
-        .envs(sandbox_env(&spec));
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| internal("starting bwrap (is bubblewrap installed?)", &e))?;
-    let pid = child.id().unwrap_or(0);
-    let start_ticks = flotilla_exec::process_start_ticks(pid).unwrap_or(0);
+    let request = launcher::Request::Spawn {
+        id,
+        uid,
+        repo: doc.repo.clone(),
+        program: program.into(),
+        args,
+        env,
+    };
+    let socket = sessions.privileged.launcher.clone();
+    let (pid, start_ticks, exit) = tokio::task::spawn_blocking(move || {
+        use std::os::fd::AsRawFd;
+        launcher::spawn(
+            &socket,
+            &request,
+            &[stdin.as_raw_fd(), out.as_raw_fd(), err.as_raw_fd()],
+        )
+    })
+    .await
+    .map_err(|e| internal("starting its sandbox", &e))?
+    .map_err(|e| internal("starting its sandbox (is bubblewrap installed?)", &e))?;
     let rt = RuntimeRecord {
         pid,
         start_ticks,
@@ -1993,26 +2017,18 @@ async fn boot<S: AuthorityStore>(
     .await?;
     let weak = Arc::downgrade(state);
     tokio::spawn(async move {
-        let status = child.wait().await.ok();
+        let code = tokio::task::spawn_blocking(move || launcher::wait_exit(exit))
+            .await
+            .ok()
+            .flatten();
         // Its network goes with it.
         drop(egress);
         let Some(state) = weak.upgrade() else { return };
-        if let Err(e) = ended(&state, id, rt, status.and_then(|s| s.code())).await {
+        if let Err(e) = ended(&state, id, rt, code).await {
             tracing::error!("session {id}: recording its runtime's end: {}", e.message());
         }
     });
     Ok(())
-}
-
-/// Whether Claude Code's transcript of conversation `agent_session` exists in
-/// `home` (`.claude/projects/<cwd>/<id>.jsonl`, measured against 2.1.328).
-fn transcript_exists(home: &std::path::Path, agent_session: &str) -> bool {
-    let file = format!("{agent_session}.jsonl");
-    std::fs::read_dir(home.join(".claude/projects"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|d| d.path().join(&file).is_file())
 }
 
 /// Removes from an agent's `home` every entry whose name starts with `.` — shell
@@ -2022,7 +2038,7 @@ fn transcript_exists(home: &std::path::Path, agent_session: &str) -> bool {
 /// — so nothing one runtime wrote there runs in the next without a tool call the
 /// gate saw. Links are removed, never followed. No runtime runs while this runs.
 /// Returns the removed paths, relative to `home`.
-fn reset_home(home: &std::path::Path) -> std::io::Result<Vec<String>> {
+pub(crate) fn reset_home(home: &std::path::Path) -> std::io::Result<Vec<String>> {
     fn remove(p: &std::path::Path) -> std::io::Result<()> {
         if std::fs::symlink_metadata(p)?.is_dir() {
             std::fs::remove_dir_all(p)
@@ -2069,34 +2085,6 @@ fn close_to_others(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
         )));
     }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-}
-
-fn chown_tree(root: &std::path::Path, uid: u32, gid: u32) -> std::io::Result<()> {
-    let (u, g) = (
-        Some(nix::unistd::Uid::from_raw(uid)),
-        Some(nix::unistd::Gid::from_raw(gid)),
-    );
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(p) = stack.pop() {
-        let meta = std::fs::symlink_metadata(&p)?;
-        use std::os::unix::fs::MetadataExt;
-        if meta.uid() != uid || meta.gid() != gid {
-            nix::unistd::fchownat(
-                nix::fcntl::AT_FDCWD,
-                &p,
-                u,
-                g,
-                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-            )
-            .map_err(std::io::Error::from)?;
-        }
-        if meta.is_dir() {
-            for e in std::fs::read_dir(&p)? {
-                stack.push(e?.path());
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Records that runtime `rt` of session `id` exited with `code`; boots the next
@@ -2155,8 +2143,23 @@ fn ended<S: AuthorityStore>(
             serde_json::json!({"kind": "runtime-exited", "pid": rt.pid, "boot": rt.boot, "code": code, "stderr": stderr}),
         )
         .await?;
-        let home = sessions.session_dir(id).join("home");
-        if code != Some(0) && !transcript_exists(&home, &doc.agent_session) {
+        let transcript = launch(
+            sessions,
+            launcher::Request::HasTranscript {
+                id,
+                agent_session: doc.agent_session.clone(),
+            },
+            &[],
+        )
+        .await;
+        let began = matches!(
+            transcript,
+            Ok(launcher::Reply::Reset {
+                transcript: true,
+                ..
+            })
+        );
+        if code != Some(0) && !began {
             // It failed before its conversation began: its prompt is given again
             // with the next message.
             if let Ok(p) = std::fs::read_to_string(sessions.session_dir(id).join("run/prompt")) {
@@ -2388,7 +2391,7 @@ pub async fn stop_runtime<S: AuthorityStore>(
         let _held = lock.lock().await;
         let (mut doc, _) = load_session(&state, id).await?;
         if let Some(rt) = doc.runtime {
-            kill_runtime(&rt);
+            kill_runtime(sessions, &rt).await;
             let ev =
                 serde_json::json!({"kind": "runtime-torn-down", "why": "stopped", "pid": rt.pid});
             end_runtime(&state, id, &mut doc, "stopped", ev).await?;
@@ -2857,7 +2860,16 @@ async fn push_request<S: AuthorityStore>(
     let uid = doc
         .uid
         .ok_or_else(|| invalid(format!("session {id} has no uid yet")))?;
-    let (repo, sid, owner) = (doc.repo.clone(), id.to_string(), (uid, uid));
+    // The tree's side of the fetch (`git upload-pack`) is run by the launcher as
+    // the tree's owner; git reaches it through this relay.
+    let quote =
+        |p: &std::path::Path| format!("'{}'", p.display().to_string().replace('\'', "'\\''"));
+    let upload_pack = format!(
+        "{} serve upload-pack-relay --authority-dir {} --session {id} --uid {uid}",
+        quote(&sessions.flotilla_exe),
+        quote(&sessions.privileged.authority_dir)
+    );
+    let (repo, sid) = (doc.repo.clone(), id.to_string());
     let (src2, base2) = (src.clone(), base.clone());
     let candidate = tokio::task::spawn_blocking(move || {
         clones.take_commits(
@@ -2866,7 +2878,7 @@ async fn push_request<S: AuthorityStore>(
             std::path::Path::new(&tree),
             &src2,
             &base2,
-            owner,
+            &upload_pack,
         )
     })
     .await
@@ -3204,12 +3216,26 @@ pub async fn exec<S: AuthorityStore>(
         .executor
         .timeout
         .unwrap_or(Duration::from_secs(60));
+    // Run by the executor process, with its user's access (never the API's).
     let argv = req.argv.clone();
-    let ran =
-        tokio::task::spawn_blocking(move || flotilla_sessions::executor::run(&argv, None, timeout))
-            .await
-            .map_err(|e| invalid(e.to_string()))?
-            .map_err(|e| invalid(e.to_string()))?;
+    let socket = sessions.privileged.executor.clone();
+    let ran = tokio::task::spawn_blocking(move || {
+        crate::privsep::executor::call(&socket, &argv, timeout)
+    })
+    .await
+    .map_err(|e| invalid(e.to_string()))?
+    .map_err(|e| invalid(format!("the executor: {e}")))?;
+    let (status, timed_out, out, err) = match ran {
+        crate::privsep::executor::ExecReply::Ran {
+            code,
+            timed_out,
+            stdout,
+            stderr,
+        } => (code, timed_out, stdout, stderr),
+        crate::privsep::executor::ExecReply::Error { message } => {
+            return Err(invalid(message));
+        }
+    };
     let cap = sessions.config.output_cap;
     // Each stream capped; a capped one kept whole under its SHA-256 (its id).
     let mut outputs = Vec::new();
@@ -3223,26 +3249,22 @@ pub async fn exec<S: AuthorityStore>(
         }
         c.text
     };
-    let status = match ran.status {
-        flotilla_sessions::executor::ExecStatus::Exited { code } => Some(code),
-        flotilla_sessions::executor::ExecStatus::Signaled { .. } => None,
-    };
-    let stdout = shown(ran.stdout);
-    let stderr = shown(ran.stderr);
+    let stdout = shown(out);
+    let stderr = shown(err);
     for (oid, whole) in kept {
         state.store.put_blob(oid, whole).await?;
     }
     event(
         &state,
         id,
-        serde_json::json!({"kind": "exec", "argv": req.argv, "outcome": "ran", "by": allowed_by, "status": status, "timed_out": ran.timed_out, "outputs": outputs}),
+        serde_json::json!({"kind": "exec", "argv": req.argv, "outcome": "ran", "by": allowed_by, "status": status, "timed_out": timed_out, "outputs": outputs}),
     )
     .await?;
     Ok(Json(ExecResponse {
         outcome: "ran".into(),
         question: None,
         status,
-        timed_out: ran.timed_out,
+        timed_out,
         stdout,
         stderr,
         outputs,

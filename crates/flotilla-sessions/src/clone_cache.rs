@@ -505,11 +505,11 @@ impl CloneCache {
     /// `refs/flotilla/push/<session_id>`, and describes it against `base`.
     ///
     /// The tree is the agent's: nothing of it runs as root. The fetch's far side
-    /// (`git upload-pack`, which reads the tree) runs as the tree's owner `uid`:`gid`
-    /// (`setpriv`, util-linux) with no system or global git configuration and no
-    /// home; the near side only receives a pack into the mirror (checked by git as
-    /// any fetched pack). `tree/.git` must be a directory (not a `gitdir:` file or a
-    /// link pointing elsewhere).
+    /// (`git upload-pack`, which reads the tree) is `upload_pack`, a command that
+    /// runs it as the tree's owner (the authority's launcher); git is run with no
+    /// system or global configuration and no home, and only receives a pack into
+    /// the mirror (checked as any fetched pack). `tree/.git` must be a directory
+    /// (not a `gitdir:` file or a link pointing elsewhere).
     ///
     /// # Errors
     /// Invalid names; [`CloneError::NotASessionTree`] when `tree/.git` is not a
@@ -522,7 +522,7 @@ impl CloneCache {
         tree: &Path,
         src: &str,
         base: &str,
-        owner: (u32, u32),
+        upload_pack: &str,
     ) -> Result<PushCandidate, CloneError> {
         check_repo(repo)?;
         check_session_id(session_id)?;
@@ -535,7 +535,13 @@ impl CloneCache {
         }
         let mirror = self.mirror_path(repo)?;
         let gitdir = tree.join(".git");
-        if !fs::symlink_metadata(&gitdir).is_ok_and(|m| m.is_dir()) {
+        // Checked here when this process may look (the tree is its owner's: the
+        // `upload_pack` command, run as that owner, checks it too).
+        let is_dir = match fs::symlink_metadata(&gitdir) {
+            Ok(m) => m.is_dir(),
+            Err(e) => e.kind() == io::ErrorKind::PermissionDenied,
+        };
+        if !is_dir {
             return Err(CloneError::NotASessionTree {
                 path: tree.to_path_buf(),
                 mirror,
@@ -543,10 +549,6 @@ impl CloneCache {
         }
         let dst = format!("{PUSH_PREFIX}{session_id}");
         let _lock = self.lock(repo)?;
-        let upload_pack = format!(
-            "setpriv --reuid={} --regid={} --clear-groups git-upload-pack",
-            owner.0, owner.1
-        );
         let mut cmd = Command::new("git");
         cmd.arg("-C")
             .arg(&mirror)
@@ -716,9 +718,13 @@ impl CloneCache {
                     given: url.to_string(),
                 });
             }
+            // The repository may belong to another user (git's safe.directory):
+            // only `upload-pack` runs in it, which git makes safe for that.
             git(
                 Some(&mirror),
                 &[
+                    "-c",
+                    "safe.directory=*",
                     "fetch",
                     "--quiet",
                     "--no-prune",
@@ -737,6 +743,8 @@ impl CloneCache {
             git(
                 None,
                 &[
+                    OsStr::new("-c"),
+                    OsStr::new("safe.directory=*"),
                     OsStr::new("clone"),
                     OsStr::new("--quiet"),
                     OsStr::new("--mirror"),

@@ -76,6 +76,36 @@ pub enum ServeCommand {
     },
     /// Print the API's OpenAPI document (JSON).
     Openapi,
+    /// The authority's root launcher (started by `flotilla serve` itself, with
+    /// its socket as descriptor 3; not for people).
+    #[command(hide = true)]
+    Launcher {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// The authority's executor (started by `flotilla serve` itself; not for
+    /// people).
+    #[command(hide = true)]
+    Executor {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// `git upload-pack` in a session's tree, run by the launcher as the tree's
+    /// owner on this process's standard input and output (git's `--upload-pack`
+    /// for a session's push; not for people).
+    #[command(hide = true)]
+    UploadPackRelay {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The session.
+        #[arg(long)]
+        session: u64,
+        /// Its uid.
+        #[arg(long)]
+        uid: u32,
+        /// The repository path git appends (unused: the launcher knows the tree).
+        path: Option<String>,
+    },
 }
 
 /// `flotilla serve token` subcommands.
@@ -107,6 +137,41 @@ pub fn authority_dir(cli: &Cli, store: &StoreArgs) -> anyhow::Result<PathBuf> {
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     let rt = super::runtime()?;
     match &args.command {
+        Some(ServeCommand::Launcher { store }) => {
+            let dir = authority_dir(cli, store)?;
+            let listener = flotilla_server::privsep::inherited_listener()?;
+            flotilla_server::privsep::launcher::serve(&dir, listener)?;
+            Ok(EXIT_OK)
+        }
+        Some(ServeCommand::Executor { .. }) => {
+            let listener = flotilla_server::privsep::inherited_listener()?;
+            flotilla_server::privsep::executor::serve(listener)?;
+            Ok(EXIT_OK)
+        }
+        Some(ServeCommand::UploadPackRelay {
+            store,
+            session,
+            uid,
+            path: _,
+        }) => {
+            use std::os::fd::AsRawFd;
+            let dir = authority_dir(cli, store)?;
+            let socket = dir
+                .join("run")
+                .join(flotilla_server::privsep::LAUNCHER_SOCKET);
+            let reply = flotilla_server::privsep::launcher::call(
+                &socket,
+                &flotilla_server::privsep::launcher::Request::UploadPack {
+                    id: *session,
+                    uid: *uid,
+                },
+                &[std::io::stdin().as_raw_fd(), std::io::stdout().as_raw_fd()],
+            )?;
+            Ok(match reply {
+                flotilla_server::privsep::launcher::Reply::Exited { code: Some(0) } => EXIT_OK,
+                _ => crate::EXIT_REFUSED,
+            })
+        }
         Some(ServeCommand::Openapi) => {
             print!("{}", flotilla_server::openapi::document());
             Ok(EXIT_OK)

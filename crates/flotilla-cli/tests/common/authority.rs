@@ -128,6 +128,11 @@ impl Authority {
         assert!(up, "the authority never answered: {last:?}");
     }
 
+    /// The pid of the running `flotilla serve` (with sessions: the API process).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|(c, _)| c.id())
+    }
+
     pub fn kill9(&mut self) {
         if let Some((mut child, _guard)) = self.child.take() {
             child.kill().unwrap();

@@ -21,6 +21,8 @@ pub struct SessionsAuthority {
 /// Runs `git ARGS` in `dir`, asserting success; its stdout.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
+        // The remote belongs to the authority's API user, not to this test's root.
+        .args(["-c", "safe.directory=*"])
         .args(args)
         .current_dir(dir)
         .env("GIT_AUTHOR_NAME", "t")
@@ -83,8 +85,15 @@ impl SessionsAuthority {
                 origin.to_str().unwrap(),
             ],
         );
-        // Root's, and read-only to every runtime (`sessions.toml` refuses a writable
-        // remote): the authority pushes, after a human's answer.
+        // The authority's API user's (it pushes, after a human's answer), and
+        // read-only to every runtime (`sessions.toml` refuses a writable remote).
+        let api = flotilla_server::privsep::DEFAULT_API_USER;
+        let st = Command::new("chown")
+            .args(["-R", &format!("{api}:{api}")])
+            .arg(&origin)
+            .status()
+            .unwrap();
+        assert!(st.success());
         // The agent's git trusts that repository of root's (git's safe.directory,
         // from protected "command" configuration in the environment).
         let mut env: Vec<(String, String)> = env
