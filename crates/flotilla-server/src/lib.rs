@@ -21,6 +21,8 @@
 //!   (`flotilla_release::rollout`), agents' release assignments and update reports.
 //! - [`sessions`]: agent sessions, their runtimes, the gate's HTTP hook, questions,
 //!   Alertmanager's webhook, the executor and capped outputs.
+//! - [`session_cleanup`]: deleting sessions and unused mirrors, measured
+//!   (`DELETE /v1/sessions/{id}`, `[retention]`).
 //! - [`diff`]: revision diffs as DTOs.
 //! - [`metrics`]: the Prometheus figures.
 //! - [`openapi`]: the generated OpenAPI document.
@@ -37,6 +39,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod releases;
 pub mod server;
+pub mod session_cleanup;
 pub mod sessions;
 pub mod tls;
 

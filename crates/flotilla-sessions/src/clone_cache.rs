@@ -765,6 +765,107 @@ impl CloneCache {
         }
         made.map(|()| mirror)
     }
+
+    /// Deletes the refs of session `session_id` in the mirror of `repo`, under the
+    /// repository's lock: its pin (`refs/flotilla/sessions/<id>`) and its latest
+    /// push request (`refs/flotilla/push/<id>`). Returns the refs that were there
+    /// (now gone). Idempotent; `Ok(vec![])` when there is no mirror. The objects
+    /// stay (the mirror never prunes); they go with the mirror
+    /// ([`CloneCache::remove_mirror`]).
+    ///
+    /// Errors: invalid name or id; [`CloneError::Git`].
+    pub fn drop_session_refs(
+        &self,
+        repo: &str,
+        session_id: &str,
+    ) -> Result<Vec<String>, CloneError> {
+        check_session_id(session_id)?;
+        let mirror = self.mirror_path(repo)?;
+        if !mirror.join("HEAD").exists() {
+            return Ok(Vec::new());
+        }
+        let _lock = self.lock(repo)?;
+        let mut dropped = Vec::new();
+        for prefix in [PIN_PREFIX, PUSH_PREFIX] {
+            let name = format!("{prefix}{session_id}");
+            let found = git(
+                Some(&mirror),
+                &["for-each-ref", "--format=%(refname)", &name],
+            )?;
+            if found.lines().any(|l| l == name) {
+                git(Some(&mirror), &["update-ref", "-d", &name])?;
+                dropped.push(name);
+            }
+        }
+        Ok(dropped)
+    }
+
+    /// When the mirror of `repo` was last used: the newest modification time of
+    /// its directory, `HEAD`, `FETCH_HEAD`, `packed-refs` and ref directories (a
+    /// fetch, a pin made or dropped). `None` when there is no mirror.
+    pub fn mirror_last_used(
+        &self,
+        repo: &str,
+    ) -> Result<Option<std::time::SystemTime>, CloneError> {
+        let mirror = self.mirror_path(repo)?;
+        if !mirror.join("HEAD").exists() {
+            return Ok(None);
+        }
+        let newest = [
+            "",
+            "HEAD",
+            "FETCH_HEAD",
+            "packed-refs",
+            "refs",
+            "refs/flotilla",
+            "refs/flotilla/sessions",
+            "refs/flotilla/push",
+        ]
+        .iter()
+        .filter_map(|p| {
+            let path = if p.is_empty() {
+                mirror.clone()
+            } else {
+                mirror.join(p)
+            };
+            fs::symlink_metadata(path).and_then(|m| m.modified()).ok()
+        })
+        .max();
+        Ok(newest)
+    }
+
+    /// Removes the mirror of `repo` if no session pins a commit in it and it was
+    /// last used ([`CloneCache::mirror_last_used`]) before `unused_since`, all
+    /// decided under the repository's lock (a session's tree is made under it, from
+    /// the mirror's fetch to its pin, so no tree can start borrowing meanwhile).
+    /// Returns the removed directory, or `None` when it was kept (pinned, used
+    /// since, or no mirror). The lock file `<repo>.lock` stays: deleting a lock
+    /// file that others may hold or wait on would let two of them in at once. The
+    /// directory is removed without following symbolic links.
+    ///
+    /// Errors: invalid name; [`CloneError::Git`] listing the pins;
+    /// [`CloneError::Io`] when it cannot be removed (whatever remains is the
+    /// caller's to measure).
+    pub fn remove_mirror(
+        &self,
+        repo: &str,
+        unused_since: std::time::SystemTime,
+    ) -> Result<Option<PathBuf>, CloneError> {
+        let mirror = self.mirror_path(repo)?;
+        if !mirror.join("HEAD").exists() {
+            return Ok(None);
+        }
+        let _lock = self.lock(repo)?;
+        if !self.pins(repo)?.is_empty() {
+            return Ok(None);
+        }
+        match self.mirror_last_used(repo)? {
+            Some(t) if t < unused_since => {}
+            _ => return Ok(None),
+        }
+        fs::remove_dir_all(&mirror).map_err(io_err(&mirror))?;
+        Ok(Some(mirror))
+    }
 }
 
 /// Resolves `base` in the mirror: the commit and, when it names a branch, the branch.
