@@ -357,3 +357,108 @@ fn retention_deletes_idle_sessions_never_a_running_one_then_the_unused_mirror() 
     );
     assert_gone(&s, busy);
 }
+
+/// Clears the immutable attribute of a file when dropped (so the test's temporary
+/// directory can go even when an assertion fails).
+struct Mutable(PathBuf);
+
+impl Drop for Mutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[test]
+fn a_delete_that_cannot_remove_everything_fails_naming_what_remains_and_keeps_the_session() {
+    let (s, _bin) = authority("", "");
+    let id = s.create(&["--prompt", "work"]);
+    running(&s, id);
+    assert_eq!(s.run(&["session", "stop", &id.to_string()]).code, 0);
+    // A file even root cannot unlink (an immutable file, `chattr +i`).
+    let stuck = session_dir(&s, id).join("home/stuck.bin");
+    std::fs::write(&stuck, vec![1u8; 4096]).unwrap();
+    let chattr = std::process::Command::new("chattr")
+        .arg("+i")
+        .arg(&stuck)
+        .status()
+        .unwrap();
+    assert!(chattr.success());
+    let guard = Mutable(stuck.clone());
+
+    let r = s.run(&["session", "delete", &id.to_string()]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("not deleted"), "{r:?}");
+    assert!(r.stderr.contains(&stuck.display().to_string()), "{r:?}");
+    assert!(
+        r.stderr.contains("4096 byte(s) in 1 file(s) remain"),
+        "{r:?}"
+    );
+    let r = s.run(&["session", "delete", &id.to_string(), "--json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.json()["error"]["code"], "cleanup-incomplete", "{r:?}");
+    // Not reported deleted: the session and its events are still there.
+    assert!(s.show(id)["doc"].is_object());
+    assert!(!s.events(id).is_empty());
+    assert!(stuck.exists());
+
+    // Once it can go, the same delete completes.
+    drop(guard);
+    let r = s.run(&["session", "delete", &id.to_string(), "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rep = r.json();
+    assert_eq!(rep["freed_bytes"], 4096, "{rep:#}");
+    assert_eq!(rep["freed_files"], 1, "{rep:#}");
+    assert_gone(&s, id);
+    assert!(pins(&s).is_empty());
+}
+
+#[test]
+fn bad_retention_settings_are_refused_at_start_with_line_and_column() {
+    let bin = tempfile::tempdir().unwrap();
+    common::sessions::open_up(bin.path());
+    let agent = bin.path().join("fake-agent");
+    std::fs::write(&agent, FAKE_AGENT).unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // (the `[retention]` lines, what the error says, its line:column)
+    let cases = [
+        (
+            "after = \"0s\"",
+            "[retention] after must be at least 1s",
+            "8:1",
+        ),
+        ("after = \"a month\"", "is not a duration", "8:9"),
+        ("mirror_grace = \"soon\"", "is not a duration", "8:16"),
+        ("keep = \"30d\"", "unknown field `keep`", "8:1"),
+    ];
+    for (line, expected, at) in cases {
+        let ws = common::Workspace::new();
+        let dir = ws.path().join("authority");
+        let init = common::run_with_env(
+            ws.path(),
+            &["serve", "init"],
+            &[("FLOTILLA_AUTHORITY_DIR", dir.to_str().unwrap())],
+        );
+        assert_eq!(init.code, 0, "{init:?}");
+        let text = format!(
+            "[runtime]\nclaude = {:?}\nuser = \"nobody\"\n\n[repos.infra]\nurl = \"https://example.invalid/x.git\"\n[retention]\n{line}\n",
+            agent.display().to_string()
+        );
+        std::fs::write(dir.join("sessions.toml"), &text).unwrap();
+        let port = common::authority::free_port();
+        let r = common::run_with_env(
+            ws.path(),
+            &["serve", "--listen", &format!("127.0.0.1:{port}")],
+            &[("FLOTILLA_AUTHORITY_DIR", dir.to_str().unwrap())],
+        );
+        assert_ne!(r.code, 0, "{line}: {r:?}");
+        assert!(r.stderr.contains(expected), "{line}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!("sessions.toml: {at}: ")),
+            "{line}: not at {at}: {}",
+            r.stderr
+        );
+    }
+}

@@ -18,7 +18,8 @@
 //! - the rest of `<sessions dir>/<id>` (`home/`, `run/`, the transcripts
 //!   `runtime-N.jsonl` and `runtime-N.stderr`): `std::fs::remove_dir_all`, which
 //!   never follows a symbolic link (it opens every directory with `O_NOFOLLOW` and
-//!   unlinks links themselves): a link the agent planted in its home or tree is
+//!   unlinks links themselves), then, where that fails, entry by entry so that
+//!   only what cannot go remains: a link the agent planted in its home or tree is
 //!   removed, never what it points at. Measurements use `symlink_metadata` and never
 //!   follow one either.
 //! - the store's rows: the session, its events, its questions, its alert key and
@@ -165,6 +166,44 @@ fn internal(code: &str, message: impl Into<String>) -> Failure {
     Failure::new(StatusCode::INTERNAL_SERVER_ERROR, code, message)
 }
 
+/// Removes `path` (a file, a link or a directory tree) without following a
+/// symbolic link: `std::fs::remove_dir_all` first; where that fails, as much as can
+/// be (each entry on its own), so that what remains is only what cannot go. Each
+/// failure is pushed to `problems`. The session's runtime is gone by then: nothing
+/// changes the tree while it is walked.
+fn remove_all(path: &FsPath, problems: &mut Vec<String>) {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return;
+    };
+    let first = if meta.is_dir() {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::remove_file(path)
+    };
+    match first {
+        Ok(()) => return,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) if !meta.is_dir() => {
+            problems.push(format!("removing {}: {e}", path.display()));
+            return;
+        }
+        Err(_) => {}
+    }
+    match std::fs::read_dir(path) {
+        Ok(rd) => {
+            for e in rd.flatten() {
+                remove_all(&e.path(), problems);
+            }
+        }
+        Err(e) => problems.push(format!("reading {}: {e}", path.display())),
+    }
+    if let Err(e) = std::fs::remove_dir(path) {
+        if e.kind() != std::io::ErrorKind::DirectoryNotEmpty {
+            problems.push(format!("removing {}: {e}", path.display()));
+        }
+    }
+}
+
 /// What removing one session's files did (blocking work).
 struct Removed {
     removed: Vec<String>,
@@ -209,11 +248,7 @@ fn remove_files(clones: &CloneCache, repo: &str, id: u64, sdir: &FsPath) -> Remo
             Vec::new()
         }
     };
-    match std::fs::remove_dir_all(sdir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => problems.push(format!("removing {}: {e}", sdir.display())),
-    }
+    remove_all(sdir, &mut problems);
     if std::fs::symlink_metadata(sdir).is_err() {
         removed.push(sdir.display().to_string());
     }

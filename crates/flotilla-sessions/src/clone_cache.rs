@@ -1426,4 +1426,43 @@ mod tests {
             .unwrap_err();
         assert!(matches!(e, CloneError::EmptyRepository { .. }), "{e}");
     }
+
+    #[test]
+    fn an_unpinned_mirror_is_removed_only_after_its_grace() {
+        let up = upstream();
+        let (tmp, cache) = cache();
+        let dest = tmp.path().join("s1");
+        cache
+            .session_tree("demo", &up.url, "s1", &dest, None)
+            .unwrap();
+        let mirror = cache.mirror_path("demo").unwrap();
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+        // Pinned: kept, whatever the grace.
+        assert_eq!(cache.remove_mirror("demo", later).unwrap(), None);
+        // A push request and the pin go with the session's refs.
+        g(&mirror, &["update-ref", "refs/flotilla/push/s1", "HEAD"]);
+        cache.remove_session("demo", "s1", &dest).unwrap();
+        assert_eq!(
+            cache.drop_session_refs("demo", "s1").unwrap(),
+            vec!["refs/flotilla/push/s1".to_string()]
+        );
+        assert!(cache.drop_session_refs("demo", "s1").unwrap().is_empty());
+        assert!(cache.pins("demo").unwrap().is_empty());
+        // Unpinned but used just now (the pin was dropped): kept within the grace.
+        let used = cache.mirror_last_used("demo").unwrap().unwrap();
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        assert!(used > hour_ago);
+        assert_eq!(cache.remove_mirror("demo", hour_ago).unwrap(), None);
+        assert!(mirror.join("HEAD").exists());
+        // Past it: removed; its lock file stays; nothing to do a second time.
+        assert_eq!(
+            cache.remove_mirror("demo", later).unwrap(),
+            Some(mirror.clone())
+        );
+        assert!(!mirror.exists());
+        assert!(cache.root().join("demo.lock").exists());
+        assert_eq!(cache.remove_mirror("demo", later).unwrap(), None);
+        assert_eq!(cache.mirror_last_used("demo").unwrap(), None);
+        assert!(cache.drop_session_refs("demo", "s1").unwrap().is_empty());
+    }
 }
