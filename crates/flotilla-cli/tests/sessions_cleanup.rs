@@ -230,6 +230,21 @@ fn deleting_20_sessions_frees_the_disk_their_trees_used_measured() {
         assert!(!pins(&s).contains(&format!("refs/flotilla/sessions/{id}")));
     }
     assert!(freed_total >= ((N - 1) * WRITTEN) as u64);
+    // Each delete is also one line of the authority's log, with the same report.
+    let log = std::fs::read_to_string(s.a.log()).unwrap();
+    for &id in &ids {
+        let line = log
+            .lines()
+            .find(|l| l.contains(&format!("cleanup: session {id} deleted (operator ")))
+            .unwrap_or_else(|| panic!("no log line for session {id}: {log}"));
+        let report: serde_json::Value =
+            serde_json::from_str(line.split_once("): ").unwrap().1).unwrap();
+        assert_eq!(report["id"], id);
+        assert!(
+            report["freed_bytes"].as_u64().unwrap() >= WRITTEN as u64,
+            "{line}"
+        );
+    }
     assert!(pins(&s).is_empty(), "{:?}", pins(&s));
     for &id in &ids {
         assert_gone(&s, id);
@@ -310,6 +325,16 @@ fn a_running_session_is_deleted_only_with_force_and_a_planted_link_is_never_foll
     // Its credential is revoked: the gate denies it.
     assert_eq!(ask_push(&s, &token), "deny");
     assert!(pins(&s).is_empty());
+
+    // A session that never ran is a row only: deleted, nothing freed, said so.
+    let new = s.create(&[]);
+    let r = s.run(&["session", "delete", &new.to_string()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.stdout.trim(),
+        format!("session {new} deleted: freed 0 B in 0 files")
+    );
+    assert_gone(&s, new);
 }
 
 #[test]
@@ -356,6 +381,15 @@ fn retention_deletes_idle_sessions_never_a_running_one_then_the_unused_mirror() 
             .collect::<Vec<_>>()
     );
     assert_gone(&s, busy);
+    let log = std::fs::read_to_string(s.a.log()).unwrap();
+    assert!(
+        log.contains(&format!("cleanup: session {idle} deleted (retention)")),
+        "{log}"
+    );
+    assert!(
+        log.contains("cleanup: mirror of infra removed (no session uses it)"),
+        "{log}"
+    );
 }
 
 /// Clears the immutable attribute of a file when dropped (so the test's temporary
@@ -403,6 +437,13 @@ fn a_delete_that_cannot_remove_everything_fails_naming_what_remains_and_keeps_th
     assert!(s.show(id)["doc"].is_object());
     assert!(!s.events(id).is_empty());
     assert!(stuck.exists());
+    let log = std::fs::read_to_string(s.a.log()).unwrap();
+    assert!(
+        log.contains(&format!(
+            "cleanup: session {id} is not deleted: 4096 byte(s)"
+        )),
+        "{log}"
+    );
 
     // Once it can go, the same delete completes.
     drop(guard);

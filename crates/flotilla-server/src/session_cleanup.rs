@@ -162,6 +162,19 @@ fn list(root: &FsPath, max: usize) -> Vec<String> {
     out
 }
 
+/// One line of the cleanup's record: through `tracing` (at `level`) and on the
+/// authority's standard error, so that what every cleanup freed — or left — is
+/// seen even where no `tracing` subscriber is installed (`flotilla serve` has none
+/// yet). Prefixed `flotilla serve: cleanup:`.
+fn audit(level: tracing::Level, line: &str) {
+    match level {
+        tracing::Level::ERROR => tracing::error!("{line}"),
+        tracing::Level::WARN => tracing::warn!("{line}"),
+        _ => tracing::info!("{line}"),
+    }
+    eprintln!("flotilla serve: cleanup: {line}");
+}
+
 fn internal(code: &str, message: impl Into<String>) -> Failure {
     Failure::new(StatusCode::INTERNAL_SERVER_ERROR, code, message)
 }
@@ -227,6 +240,7 @@ fn remove_files(clones: &CloneCache, repo: &str, id: u64, sdir: &FsPath) -> Remo
         }
     };
     let pinned_before = pinned(&mut problems);
+    let existed = std::fs::symlink_metadata(sdir).is_ok();
     let mut removed: Vec<String> = std::fs::read_dir(sdir)
         .into_iter()
         .flatten()
@@ -249,7 +263,7 @@ fn remove_files(clones: &CloneCache, repo: &str, id: u64, sdir: &FsPath) -> Remo
         }
     };
     remove_all(sdir, &mut problems);
-    if std::fs::symlink_metadata(sdir).is_err() {
+    if existed && std::fs::symlink_metadata(sdir).is_err() {
         removed.push(sdir.display().to_string());
     }
     let pin_dropped = pinned_before && !pinned(&mut problems);
@@ -364,12 +378,12 @@ pub(crate) async fn delete<S: AuthorityStore>(
             },
         );
         if remains {
-            tracing::error!("{message}");
+            audit(tracing::Level::ERROR, &message);
             return Err(internal("cleanup-incomplete", message));
         }
         // The directory is gone but a ref could not be dropped: the files are
         // freed; say what is left in the mirror and go on.
-        tracing::warn!("{message}");
+        audit(tracing::Level::WARN, &message);
     }
     report.freed_bytes = before.bytes;
     report.freed_files = before.files;
@@ -381,9 +395,12 @@ pub(crate) async fn delete<S: AuthorityStore>(
     report.events = rows.events;
     report.questions = rows.questions;
     report.credentials = rows.credentials;
-    tracing::info!(
-        "session {id} deleted ({why}): {}",
-        serde_json::to_string(&report).expect("serialises")
+    audit(
+        tracing::Level::INFO,
+        &format!(
+            "session {id} deleted ({why}): {}",
+            serde_json::to_string(&report).expect("serialises")
+        ),
     );
     Ok(report)
 }
@@ -456,33 +473,40 @@ pub(crate) async fn prune_mirrors<S: AuthorityStore>(state: &AppState<S>) -> Vec
                 continue;
             };
             let Ok(before) = measure(&path) else { continue };
+            let not_removed = |why: String| {
+                let left = measure(&path).unwrap_or_default();
+                audit(
+                    tracing::Level::ERROR,
+                    &format!(
+                        "mirror {} not removed: {} byte(s) in {} file(s) remain: {why}",
+                        path.display(),
+                        left.bytes,
+                        left.files
+                    ),
+                );
+            };
             match clones.remove_mirror(&repo, cutoff) {
+                Ok(Some(p)) if std::fs::symlink_metadata(&p).is_ok() => {
+                    not_removed("still there after removal".into());
+                }
                 Ok(Some(p)) => {
-                    let gone = std::fs::symlink_metadata(&p).is_err();
-                    if !gone {
-                        let left = measure(&p).unwrap_or_default();
-                        tracing::error!(
-                            "mirror {}: not removed: {} byte(s) in {} file(s) remain",
-                            p.display(),
-                            left.bytes,
-                            left.files
-                        );
-                        continue;
-                    }
                     let r = MirrorReport {
                         repo: repo.clone(),
                         path: p.display().to_string(),
                         freed_bytes: before.bytes,
                         freed_files: before.files,
                     };
-                    tracing::info!(
-                        "mirror of {repo} removed (no session uses it): {}",
-                        serde_json::to_string(&r).expect("serialises")
+                    audit(
+                        tracing::Level::INFO,
+                        &format!(
+                            "mirror of {repo} removed (no session uses it): {}",
+                            serde_json::to_string(&r).expect("serialises")
+                        ),
                     );
                     out.push(r);
                 }
                 Ok(None) => {}
-                Err(e) => tracing::error!("mirror of {repo}: {e}"),
+                Err(e) => not_removed(e.to_string()),
             }
         }
         out

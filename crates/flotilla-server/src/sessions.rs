@@ -19,6 +19,8 @@
 //!   that resumes the conversation, and applies to that exact input, once.
 //! - The mode is a launch profile: a switch is refused and recorded; the mode
 //!   every hook payload reports is compared with the launch mode.
+//! - Deleting a session (its files, mirror refs and rows, measured) and
+//!   `[retention]` live in [`crate::session_cleanup`].
 
 use crate::api::ApiError;
 use crate::server::{now_ms, Answer, AppState, Failure};
