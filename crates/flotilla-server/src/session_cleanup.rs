@@ -338,52 +338,49 @@ pub(crate) async fn delete<S: AuthorityStore>(
     let clones = sessions.clones.clone();
     let repo = doc.repo.clone();
     let dir = sdir.clone();
-    let (before, removed, after) = tokio::task::spawn_blocking(move || {
-        let before = measure(&dir);
+    // Measured first: a directory that cannot be measured is not touched (a
+    // cleanup must be able to say what it freed).
+    let measured = tokio::task::spawn_blocking(move || {
+        let before = measure(&dir)?;
         let removed = remove_files(&clones, &repo, id, &dir);
-        let after = measure(&dir);
-        (before, removed, after)
+        let after = measure(&dir).unwrap_or_default();
+        Ok::<_, std::io::Error>((before, removed, after))
     })
     .await
     .map_err(|e| internal("cleanup-incomplete", format!("session {id}: {e}")))?;
-    let before = before.map_err(|e| {
+    let (before, removed, left) = measured.map_err(|e| {
         internal(
             "cleanup-incomplete",
-            format!("session {id}: measuring {}: {e}", sdir.display()),
+            format!(
+                "session {id}: measuring {} before removing it: {e}; nothing was deleted",
+                sdir.display()
+            ),
         )
     })?;
-    let remains = std::fs::symlink_metadata(&sdir).is_ok();
-    if remains || !removed.problems.is_empty() {
-        let left = after.unwrap_or_default();
+    let problems = if removed.problems.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", removed.problems.join("; "))
+    };
+    if std::fs::symlink_metadata(&sdir).is_ok() {
         let paths = list(&sdir, 20);
         let message = format!(
-            "session {id} is not deleted: {} byte(s) in {} file(s) remain under {} ({}){}{}",
+            "session {id} is not deleted: {} byte(s) in {} file(s) remain under {} ({}){problems}; its rows are kept: delete it again once fixed",
             left.bytes,
             left.files,
             sdir.display(),
-            if paths.is_empty() {
-                "nothing".to_string()
-            } else {
-                paths.join(", ")
-            },
-            if removed.problems.is_empty() {
-                String::new()
-            } else {
-                format!("; {}", removed.problems.join("; "))
-            },
-            if remains {
-                "; its rows are kept: delete it again once fixed"
-            } else {
-                ""
-            },
+            paths.join(", "),
         );
-        if remains {
-            audit(tracing::Level::ERROR, &message);
-            return Err(internal("cleanup-incomplete", message));
-        }
-        // The directory is gone but a ref could not be dropped: the files are
-        // freed; say what is left in the mirror and go on.
-        audit(tracing::Level::WARN, &message);
+        audit(tracing::Level::ERROR, &message);
+        return Err(internal("cleanup-incomplete", message));
+    }
+    if !problems.is_empty() {
+        // Its files are gone, but a mirror ref could not be dropped or listed:
+        // said, and the delete goes on (the ref holds no file of the session's).
+        audit(
+            tracing::Level::WARN,
+            &format!("session {id}: its files are gone, but{}", &problems[1..]),
+        );
     }
     report.freed_bytes = before.bytes;
     report.freed_files = before.files;
