@@ -291,6 +291,11 @@ fn a_running_session_is_deleted_only_with_force_and_a_planted_link_is_never_foll
     )
     .unwrap();
 
+    // And a FIFO where the tree's alternates were (reading it would wait forever).
+    let alternates = session_dir(&s, id).join("tree/.git/objects/info/alternates");
+    std::fs::remove_file(&alternates).unwrap();
+    nix::unistd::mkfifo(&alternates, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+
     // Refused while it runs: nothing changes.
     let r = s.run(&["session", "delete", &id.to_string()]);
     assert_eq!(r.code, 1, "{r:?}");

@@ -12,9 +12,9 @@
 //! What one session leaves, and what a delete does with it:
 //! - `<sessions dir>/<id>/tree`: removed with
 //!   [`CloneCache::remove_session`](flotilla_sessions::clone_cache::CloneCache::remove_session),
-//!   which checks that it borrows from the repository's mirror first; a tree the
-//!   agent broke (no alternates any more) is removed as part of the session's
-//!   directory. Its pin and push request in the mirror are dropped.
+//!   which checks that it borrows from the repository's mirror first (only when
+//!   its alternates are a plain file: not a link or a FIFO the agent made); a tree
+//!   the agent broke is removed as part of the session's directory. Its pin and push request in the mirror are dropped.
 //! - the rest of `<sessions dir>/<id>` (`home/`, `run/`, the transcripts
 //!   `runtime-N.jsonl` and `runtime-N.stderr`): `std::fs::remove_dir_all`, which
 //!   never follows a symbolic link (it opens every directory with `O_NOFOLLOW` and
@@ -226,6 +226,17 @@ struct Removed {
     problems: Vec<String>,
 }
 
+/// Whether `tree/.git/objects/info/alternates` is a regular file reached through
+/// real directories (no symbolic link, FIFO or device on the way).
+fn plain_alternates(tree: &FsPath) -> bool {
+    let git = tree.join(".git");
+    let dirs = [git.clone(), git.join("objects"), git.join("objects/info")];
+    dirs.iter()
+        .all(|d| std::fs::symlink_metadata(d).is_ok_and(|m| m.file_type().is_dir()))
+        && std::fs::symlink_metadata(git.join("objects/info/alternates"))
+            .is_ok_and(|m| m.file_type().is_file())
+}
+
 /// Removes session `id`'s tree (through the clone cache), its mirror refs, then
 /// the rest of its directory `sdir`.
 fn remove_files(clones: &CloneCache, repo: &str, id: u64, sdir: &FsPath) -> Removed {
@@ -248,12 +259,17 @@ fn remove_files(clones: &CloneCache, repo: &str, id: u64, sdir: &FsPath) -> Remo
         .map(|e| e.path().display().to_string())
         .collect();
     removed.sort();
-    match clones.remove_session(repo, &sid, &tree) {
-        Ok(()) => {}
-        // The agent broke its tree's borrowing (its `.git` is its own): it is still
-        // this session's directory, removed with the rest below.
-        Err(CloneError::NotASessionTree { .. }) => {}
-        Err(e) => problems.push(format!("removing the tree: {e}")),
+    // The clone cache reads the tree's alternates to check it borrows from the
+    // mirror; the agent made everything in the tree: a link or a FIFO there would
+    // make root read elsewhere, or wait forever. Only a plain file is read.
+    if plain_alternates(&tree) {
+        match clones.remove_session(repo, &sid, &tree) {
+            Ok(()) => {}
+            // The agent broke its tree's borrowing: it is still this session's
+            // directory, removed with the rest below.
+            Err(CloneError::NotASessionTree { .. }) => {}
+            Err(e) => problems.push(format!("removing the tree: {e}")),
+        }
     }
     let refs_dropped = match clones.drop_session_refs(repo, &sid) {
         Ok(r) => r,
