@@ -1080,7 +1080,7 @@ fn invalid(message: impl Into<String>) -> Failure {
     Failure::new(StatusCode::BAD_REQUEST, "invalid", message)
 }
 
-pub(crate) fn not_found(message: impl Into<String>) -> Failure {
+fn not_found(message: impl Into<String>) -> Failure {
     Failure::new(StatusCode::NOT_FOUND, "not-found", message)
 }
 
