@@ -23,6 +23,8 @@
 //!   Alertmanager's webhook, the executor and capped outputs.
 //! - [`egress`]: a session runtime's only way out (the model API with its
 //!   credential injected, a `CONNECT` allowlist, the authority's API).
+//! - [`session_cleanup`]: deleting sessions and unused mirrors, measured
+//!   (`DELETE /v1/sessions/{id}`, `[retention]`).
 //! - [`diff`]: revision diffs as DTOs.
 //! - [`metrics`]: the Prometheus figures.
 //! - [`privsep`]: with sessions, the authority split in three: the root launcher
@@ -43,6 +45,7 @@ pub mod openapi;
 pub mod privsep;
 pub mod releases;
 pub mod server;
+pub mod session_cleanup;
 pub mod sessions;
 pub mod tls;
 

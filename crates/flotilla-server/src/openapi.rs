@@ -5,6 +5,7 @@
 use crate::api;
 use crate::releases;
 use crate::server;
+use crate::session_cleanup;
 use crate::sessions;
 use utoipa::OpenApi;
 
@@ -53,6 +54,7 @@ use utoipa::OpenApi;
         sessions::send_message,
         sessions::switch_mode,
         sessions::stop_runtime,
+        session_cleanup::delete_session,
         sessions::list_questions,
         sessions::answer_question,
         sessions::gate_hook,
@@ -86,6 +88,8 @@ use utoipa::OpenApi;
         sessions::AlertsResponse,
         sessions::AlertsCredentialRequest,
         sessions::AlertsCredentialResponse,
+        session_cleanup::CleanupReport,
+        session_cleanup::MirrorReport,
         api::ApiError,
         api::JoinRequest,
         api::JoinResponse,

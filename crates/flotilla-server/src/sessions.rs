@@ -19,6 +19,8 @@
 //!   that resumes the conversation, and applies to that exact input, once.
 //! - The mode is a launch profile: a switch is refused and recorded; the mode
 //!   every hook payload reports is compared with the launch mode.
+//! - Deleting a session (its files, mirror refs and rows, measured) and
+//!   `[retention]` live in [`crate::session_cleanup`].
 
 use crate::api::ApiError;
 use crate::privsep::launcher;
@@ -85,6 +87,40 @@ pub struct SessionsConfig {
     /// Tool and executor output beyond this many bytes is capped (default 16 KiB).
     #[serde(default = "default_cap")]
     pub output_cap: usize,
+    /// When sessions and mirrors are deleted on their own
+    /// ([`crate::session_cleanup`]).
+    #[serde(default)]
+    pub retention: RetentionConfig,
+}
+
+/// `[retention]` of `sessions.toml`: automatic, measured cleanup.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionConfig {
+    /// A session whose runtime does not run and whose last activity (its last
+    /// event, or its document's last update) is older than this is deleted, with
+    /// its files, on the reconciler's next pass (e.g. `"30d"`; at least 1 s).
+    /// Absent (the default): sessions are only deleted by `flotilla session
+    /// delete`.
+    #[serde(default, with = "humantime_serde_compat::option")]
+    pub after: Option<Duration>,
+    /// A mirror no session pins is removed once it has not been used (fetched,
+    /// pinned, unpinned) for this long (default 1 day).
+    #[serde(default = "default_mirror_grace", with = "humantime_serde_compat")]
+    pub mirror_grace: Duration,
+}
+
+fn default_mirror_grace() -> Duration {
+    Duration::from_secs(24 * 3600)
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        RetentionConfig {
+            after: None,
+            mirror_grace: default_mirror_grace(),
+        }
+    }
 }
 
 fn default_reconcile() -> Duration {
@@ -648,6 +684,16 @@ impl SessionsConfig {
                 at(&p.executor_user)
             ))
         })?;
+        if config
+            .retention
+            .after
+            .is_some_and(|a| a < Duration::from_secs(1))
+        {
+            return Err(invalid(format!(
+                "{}[retention] after must be at least 1s (leave it out to keep sessions until `flotilla session delete`)",
+                at("after")
+            )));
+        }
         if config.output_cap < 1024 {
             return Err(invalid(format!(
                 "{}output_cap must be at least 1024 bytes",
@@ -683,11 +729,11 @@ impl SessionsConfig {
 
 /// The authority's sessions, when `sessions.toml` is present.
 pub struct Sessions {
-    config: SessionsConfig,
+    pub(crate) config: SessionsConfig,
     policy: Arc<Policy>,
     matchers: Vec<Matcher>,
     allowlist: Allowlist,
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// The authority's URL as the sandbox reaches it, and its CA (PEM).
     url: String,
     ca_pem: String,
@@ -701,7 +747,7 @@ pub struct Sessions {
     egress: Arc<crate::egress::EgressSetup>,
     /// Held while a uid is chosen for a session (no two sessions get one).
     uid_allocation: tokio::sync::Mutex<()>,
-    clones: CloneCache,
+    pub(crate) clones: CloneCache,
     /// One lock per session: boots and turn ends are serialised per session.
     locks: std::sync::Mutex<HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
     /// Executor runs in progress (at most `[executor] max_running`).
@@ -715,11 +761,11 @@ pub struct Sessions {
     /// question, and an answer used once.
     answers: tokio::sync::Mutex<()>,
     /// Live runtimes this process started: session → (pid, last activity ms).
-    live: std::sync::Mutex<HashMap<u64, Live>>,
+    pub(crate) live: std::sync::Mutex<HashMap<u64, Live>>,
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Live {
+pub(crate) struct Live {
     pid: u32,
     activity_ms: i64,
 }
@@ -848,7 +894,7 @@ impl Sessions {
         })
     }
 
-    fn lock_of(&self, id: u64) -> Arc<tokio::sync::Mutex<()>> {
+    pub(crate) fn lock_of(&self, id: u64) -> Arc<tokio::sync::Mutex<()>> {
         self.locks
             .lock()
             .expect("not poisoned")
@@ -857,7 +903,12 @@ impl Sessions {
             .clone()
     }
 
-    fn session_dir(&self, id: u64) -> PathBuf {
+    /// The launcher's socket (the root piece, [`crate::privsep`]).
+    pub(crate) fn launcher_socket(&self) -> &std::path::Path {
+        &self.privileged.launcher
+    }
+
+    pub(crate) fn session_dir(&self, id: u64) -> PathBuf {
         self.dir.join(id.to_string())
     }
 }
@@ -1218,7 +1269,7 @@ fn not_found(message: impl Into<String>) -> Failure {
     Failure::new(StatusCode::NOT_FOUND, "not-found", message)
 }
 
-fn sessions_of<S>(state: &AppState<S>) -> Result<&Sessions, Failure> {
+pub(crate) fn sessions_of<S>(state: &AppState<S>) -> Result<&Sessions, Failure> {
     state.sessions.as_ref().ok_or_else(off)
 }
 
@@ -1234,7 +1285,7 @@ async fn event<S: AuthorityStore>(
     Ok(())
 }
 
-async fn load_session<S: AuthorityStore>(
+pub(crate) async fn load_session<S: AuthorityStore>(
     state: &AppState<S>,
     id: u64,
 ) -> Result<(SessionDoc, i64), Failure> {
@@ -1269,7 +1320,7 @@ async fn save_session<S: AuthorityStore>(
     Ok(())
 }
 
-fn alive(r: &RuntimeRecord) -> bool {
+pub(crate) fn alive(r: &RuntimeRecord) -> bool {
     flotilla_exec::process_start_ticks(r.pid) == Some(r.start_ticks)
 }
 
@@ -1353,7 +1404,7 @@ async fn end_runtime<S: AuthorityStore>(
 /// Kills runtime `rt` through the launcher that started it (the only piece that
 /// may signal it). The sandbox dies with bwrap (--die-with-parent), and with it
 /// every process inside (--unshare-pid: its pid 1 is gone).
-async fn kill_runtime(sessions: &Sessions, rt: &RuntimeRecord) {
+pub(crate) async fn kill_runtime(sessions: &Sessions, rt: &RuntimeRecord) {
     if alive(rt) {
         if let Err(e) = launch(sessions, launcher::Request::Kill { pid: rt.pid }, &[]).await {
             tracing::warn!("killing runtime pid {}: {e}", rt.pid);
@@ -2102,6 +2153,10 @@ fn ended<S: AuthorityStore>(
         let sessions = sessions_of(state)?;
         let lock = sessions.lock_of(id);
         let _held = lock.lock().await;
+        if state.store.session(id).await?.is_none() {
+            // Deleted (`flotilla session delete --force` stopped it): nothing to record.
+            return Ok(());
+        }
         let (mut doc, _) = load_session(state, id).await?;
         {
             let mut live = sessions.live.lock().expect("not poisoned");

@@ -773,6 +773,107 @@ impl CloneCache {
         }
         made.map(|()| mirror)
     }
+
+    /// Deletes the refs of session `session_id` in the mirror of `repo`, under the
+    /// repository's lock: its pin (`refs/flotilla/sessions/<id>`) and its latest
+    /// push request (`refs/flotilla/push/<id>`). Returns the refs that were there
+    /// (now gone). Idempotent; `Ok(vec![])` when there is no mirror. The objects
+    /// stay (the mirror never prunes); they go with the mirror
+    /// ([`CloneCache::remove_mirror`]).
+    ///
+    /// Errors: invalid name or id; [`CloneError::Git`].
+    pub fn drop_session_refs(
+        &self,
+        repo: &str,
+        session_id: &str,
+    ) -> Result<Vec<String>, CloneError> {
+        check_session_id(session_id)?;
+        let mirror = self.mirror_path(repo)?;
+        if !mirror.join("HEAD").exists() {
+            return Ok(Vec::new());
+        }
+        let _lock = self.lock(repo)?;
+        let mut dropped = Vec::new();
+        for prefix in [PIN_PREFIX, PUSH_PREFIX] {
+            let name = format!("{prefix}{session_id}");
+            let found = git(
+                Some(&mirror),
+                &["for-each-ref", "--format=%(refname)", &name],
+            )?;
+            if found.lines().any(|l| l == name) {
+                git(Some(&mirror), &["update-ref", "-d", &name])?;
+                dropped.push(name);
+            }
+        }
+        Ok(dropped)
+    }
+
+    /// When the mirror of `repo` was last used: the newest modification time of
+    /// its directory, `HEAD`, `FETCH_HEAD`, `packed-refs` and ref directories (a
+    /// fetch, a pin made or dropped). `None` when there is no mirror.
+    pub fn mirror_last_used(
+        &self,
+        repo: &str,
+    ) -> Result<Option<std::time::SystemTime>, CloneError> {
+        let mirror = self.mirror_path(repo)?;
+        if !mirror.join("HEAD").exists() {
+            return Ok(None);
+        }
+        let newest = [
+            "",
+            "HEAD",
+            "FETCH_HEAD",
+            "packed-refs",
+            "refs",
+            "refs/flotilla",
+            "refs/flotilla/sessions",
+            "refs/flotilla/push",
+        ]
+        .iter()
+        .filter_map(|p| {
+            let path = if p.is_empty() {
+                mirror.clone()
+            } else {
+                mirror.join(p)
+            };
+            fs::symlink_metadata(path).and_then(|m| m.modified()).ok()
+        })
+        .max();
+        Ok(newest)
+    }
+
+    /// Removes the mirror of `repo` if no session pins a commit in it and it was
+    /// last used ([`CloneCache::mirror_last_used`]) before `unused_since`, all
+    /// decided under the repository's lock (a session's tree is made under it, from
+    /// the mirror's fetch to its pin, so no tree can start borrowing meanwhile).
+    /// Returns the removed directory, or `None` when it was kept (pinned, used
+    /// since, or no mirror). The lock file `<repo>.lock` stays: deleting a lock
+    /// file that others may hold or wait on would let two of them in at once. The
+    /// directory is removed without following symbolic links.
+    ///
+    /// Errors: invalid name; [`CloneError::Git`] listing the pins;
+    /// [`CloneError::Io`] when it cannot be removed (whatever remains is the
+    /// caller's to measure).
+    pub fn remove_mirror(
+        &self,
+        repo: &str,
+        unused_since: std::time::SystemTime,
+    ) -> Result<Option<PathBuf>, CloneError> {
+        let mirror = self.mirror_path(repo)?;
+        if !mirror.join("HEAD").exists() {
+            return Ok(None);
+        }
+        let _lock = self.lock(repo)?;
+        if !self.pins(repo)?.is_empty() {
+            return Ok(None);
+        }
+        match self.mirror_last_used(repo)? {
+            Some(t) if t < unused_since => {}
+            _ => return Ok(None),
+        }
+        fs::remove_dir_all(&mirror).map_err(io_err(&mirror))?;
+        Ok(Some(mirror))
+    }
 }
 
 /// Resolves `base` in the mirror: the commit and, when it names a branch, the branch.
@@ -868,6 +969,17 @@ fn make_tree(
 
 /// Whether the repository at `dest` borrows objects from `mirror`.
 fn borrows_from(dest: &Path, mirror: &Path) -> bool {
+    // The agent made everything in its tree: only a regular file reached through
+    // real directories is read (a FIFO would wait forever, a link read elsewhere).
+    let git = dest.join(".git");
+    let plain = [git.clone(), git.join("objects"), git.join("objects/info")]
+        .iter()
+        .all(|d| fs::symlink_metadata(d).is_ok_and(|m| m.file_type().is_dir()))
+        && fs::symlink_metadata(git.join("objects/info/alternates"))
+            .is_ok_and(|m| m.file_type().is_file());
+    if !plain {
+        return false;
+    }
     let Ok(alternates) = fs::read_to_string(dest.join(".git/objects/info/alternates")) else {
         return false;
     };
@@ -1332,5 +1444,44 @@ mod tests {
             )
             .unwrap_err();
         assert!(matches!(e, CloneError::EmptyRepository { .. }), "{e}");
+    }
+
+    #[test]
+    fn an_unpinned_mirror_is_removed_only_after_its_grace() {
+        let up = upstream();
+        let (tmp, cache) = cache();
+        let dest = tmp.path().join("s1");
+        cache
+            .session_tree("demo", &up.url, "s1", &dest, None)
+            .unwrap();
+        let mirror = cache.mirror_path("demo").unwrap();
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+        // Pinned: kept, whatever the grace.
+        assert_eq!(cache.remove_mirror("demo", later).unwrap(), None);
+        // A push request and the pin go with the session's refs.
+        g(&mirror, &["update-ref", "refs/flotilla/push/s1", "HEAD"]);
+        cache.remove_session("demo", "s1", &dest).unwrap();
+        assert_eq!(
+            cache.drop_session_refs("demo", "s1").unwrap(),
+            vec!["refs/flotilla/push/s1".to_string()]
+        );
+        assert!(cache.drop_session_refs("demo", "s1").unwrap().is_empty());
+        assert!(cache.pins("demo").unwrap().is_empty());
+        // Unpinned but used just now (the pin was dropped): kept within the grace.
+        let used = cache.mirror_last_used("demo").unwrap().unwrap();
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        assert!(used > hour_ago);
+        assert_eq!(cache.remove_mirror("demo", hour_ago).unwrap(), None);
+        assert!(mirror.join("HEAD").exists());
+        // Past it: removed; its lock file stays; nothing to do a second time.
+        assert_eq!(
+            cache.remove_mirror("demo", later).unwrap(),
+            Some(mirror.clone())
+        );
+        assert!(!mirror.exists());
+        assert!(cache.root().join("demo.lock").exists());
+        assert_eq!(cache.remove_mirror("demo", later).unwrap(), None);
+        assert_eq!(cache.mirror_last_used("demo").unwrap(), None);
+        assert!(cache.drop_session_refs("demo", "s1").unwrap().is_empty());
     }
 }

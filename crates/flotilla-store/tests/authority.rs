@@ -13,8 +13,8 @@ use flotilla_store::authority::{
     AnyAuthority, AuthorityStore, HostReportRecord, HostUpdateRecord, NewJoinToken, NewRelease,
     NewRevision, PostgresAuthority, Principal, QuestionRecord, QueuedCall, Redeem, ReleasePut,
     ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection,
-    SessionCreated, SessionRecord, SqliteAuthority, AUTHORITY_DB_FILE, AUTHORITY_SCHEMA_VERSION,
-    BLOB_CHUNK_BYTES,
+    SessionCreated, SessionDeleted, SessionRecord, SqliteAuthority, AUTHORITY_DB_FILE,
+    AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
 use flotilla_store::StoreError;
 use std::collections::BTreeSet;
@@ -1461,6 +1461,112 @@ mod cases {
         assert_eq!(s.question(3).await.unwrap(), None);
     }
 
+    /// Deleting a session removes its row, its events, its questions, its alert
+    /// key and its runtimes' credentials in one transaction, and nothing of
+    /// another session's; a second delete, or one of an unknown id, is an error
+    /// that writes nothing; ids are not reused.
+    pub async fn delete_session_removes_its_rows_only(fx: &impl Fixture) {
+        let s = fx.open().await;
+        let one = s
+            .create_session("one".into(), Some("fp:1".into()), T0)
+            .await
+            .unwrap();
+        let two = s.create_session("two".into(), None, T0).await.unwrap();
+        for id in [one.id, two.id] {
+            for n in 0..3 {
+                s.append_session_event(id, format!("e{n}"), T0 + n)
+                    .await
+                    .unwrap();
+            }
+            s.create_question(id, "q".into(), T0).await.unwrap();
+            for n in 0..2 {
+                s.create_credential(
+                    format!("sha256:session-{id}-{n}"),
+                    Principal::Session { id },
+                    T0,
+                )
+                .await
+                .unwrap();
+            }
+        }
+        s.create_credential(
+            "sha256:operator".into(),
+            Principal::Operator { name: "op".into() },
+            T0,
+        )
+        .await
+        .unwrap();
+
+        let deleted = s.delete_session(one.id).await.unwrap();
+        assert_eq!(
+            deleted,
+            SessionDeleted {
+                events: 3,
+                questions: 1,
+                credentials: 2,
+                alert_keys: 1,
+            }
+        );
+        assert_eq!(s.session(one.id).await.unwrap(), None);
+        assert!(s.session_events(one.id, 0).await.unwrap().is_empty());
+        assert!(s
+            .questions()
+            .await
+            .unwrap()
+            .iter()
+            .all(|q| q.session != one.id));
+        for n in 0..2 {
+            assert_eq!(
+                s.principal(format!("sha256:session-{}-{n}", one.id))
+                    .await
+                    .unwrap(),
+                None
+            );
+        }
+        // The other session, and every other credential, are untouched.
+        assert!(s.session(two.id).await.unwrap().is_some());
+        assert_eq!(s.session_events(two.id, 0).await.unwrap().len(), 3);
+        assert_eq!(
+            s.questions()
+                .await
+                .unwrap()
+                .iter()
+                .filter(|q| q.session == two.id)
+                .count(),
+            1
+        );
+        assert_eq!(
+            s.principal(format!("sha256:session-{}-0", two.id))
+                .await
+                .unwrap(),
+            Some(Principal::Session { id: two.id })
+        );
+        assert_eq!(
+            s.principal("sha256:operator".into()).await.unwrap(),
+            Some(Principal::Operator { name: "op".into() })
+        );
+        // Writes to a deleted session fail as to an unknown one.
+        assert!(matches!(
+            s.append_session_event(one.id, "late".into(), T0).await.unwrap_err(),
+            StoreError::UnknownSession(i) if i == one.id
+        ));
+        for id in [one.id, 0, 99, u64::MAX] {
+            assert!(matches!(
+                s.delete_session(id).await.unwrap_err(),
+                StoreError::UnknownSession(i) if i == id
+            ));
+        }
+        // Its alert key is free again; its id is never given again.
+        let again = s
+            .create_session("again".into(), Some("fp:1".into()), T0)
+            .await
+            .unwrap();
+        assert!(again.created);
+        assert!(again.id > two.id, "{again:?}");
+        let ids: Vec<u64> = s.sessions().await.unwrap().iter().map(|r| r.id).collect();
+        assert_eq!(ids, vec![again.id, two.id]);
+    }
+
     /// Concurrent session creations claiming one alert key make one session; the
     /// others get its id with `created: false`; other keys get their own.
     pub async fn concurrent_alert_sessions_are_created_once(fx: &impl Fixture) {
@@ -1733,6 +1839,7 @@ suite!(
     release_data_survives_reopen,
     sessions_events_and_questions,
     concurrent_alert_sessions_are_created_once,
+    delete_session_removes_its_rows_only,
 );
 
 // Backend-specific checks.

@@ -1,8 +1,10 @@
 //! `flotilla session`: agent sessions on the authority (`--server`): create, list,
 //! show, send a message, ask for a mode switch (always refused: modes are launch
-//! profiles), tear the runtime down, read the event log.
+//! profiles), tear the runtime down, read the event log, delete a session (its
+//! files, refs and rows, with what was freed measured).
 
 use crate::{Cli, EXIT_OK, EXIT_REFUSED};
+use flotilla_server::session_cleanup::CleanupReport;
 use flotilla_server::sessions::{
     CreateSessionRequest, MessageRequest, ModeRequest, SessionDto, SessionEventsResponse,
     SessionsResponse,
@@ -72,6 +74,21 @@ pub enum SessionCommand {
         /// The session's id.
         id: u64,
     },
+    /// Delete the session: its tree, home, run directory and transcripts, its pin
+    /// in the mirror, its events, questions and credentials; prints what was freed,
+    /// measured. Exit 0 deleted; 1 refused (its runtime runs: `--force` kills it
+    /// first) or not everything could be removed (what remains is named, and the
+    /// session is kept); 2 no such session.
+    Delete {
+        /// The session's id.
+        id: u64,
+        /// Kill a running runtime first.
+        #[arg(long)]
+        force: bool,
+        /// Print JSON (the authority's report; a failure is one `{"error": …}` object).
+        #[arg(long)]
+        json: bool,
+    },
     /// The session's event log, oldest first.
     Events {
         /// The session's id.
@@ -107,6 +124,89 @@ fn line(s: &SessionDto) -> String {
         "{:<5} {:<19} {:<10} {:<9} {:<3} {}",
         s.id, state, s.doc.repo, runtime, s.open_questions, mode
     )
+}
+
+/// `n` bytes for a human: `512 B`, `12.4 KiB`, `3.0 MiB`, `1.2 GiB`.
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = UNITS[0];
+    for u in &UNITS[1..] {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    format!("{v:.1} {unit}")
+}
+
+/// `n` with thousands separated by commas (`1,204`).
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// One line saying what a delete freed: `session 3 deleted: freed 12.4 MiB in
+/// 1,204 files (tree, home, run, 2 transcripts); pin dropped`.
+fn deleted_line(r: &CleanupReport) -> String {
+    let names: Vec<String> = r
+        .removed
+        .iter()
+        .filter_map(|p| {
+            std::path::Path::new(p)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .collect();
+    let mut parts: Vec<String> = ["tree", "home", "run"]
+        .iter()
+        .filter(|w| names.iter().any(|n| n == *w))
+        .map(|w| w.to_string())
+        .collect();
+    let count = |suffix: &str| names.iter().filter(|n| n.ends_with(suffix)).count();
+    let plural = |n: usize, one: &str, many: &str| match n {
+        0 => None,
+        1 => Some(format!("1 {one}")),
+        n => Some(format!("{n} {many}")),
+    };
+    parts.extend(plural(count(".jsonl"), "transcript", "transcripts"));
+    parts.extend(plural(count(".stderr"), "stderr log", "stderr logs"));
+    let mut line = format!(
+        "session {} deleted: freed {} in {} file{}",
+        r.id,
+        human_bytes(r.freed_bytes),
+        grouped(r.freed_files),
+        if r.freed_files == 1 { "" } else { "s" }
+    );
+    if !parts.is_empty() {
+        line.push_str(&format!(" ({})", parts.join(", ")));
+    }
+    if r.pin_dropped {
+        line.push_str("; pin dropped");
+    }
+    if let Some(pid) = r.runtime_killed {
+        line.push_str(&format!("; runtime {pid} killed first"));
+    }
+    for m in &r.mirrors_removed {
+        line.push_str(&format!(
+            "\nmirror of {} removed (no session uses it): freed {} in {} files",
+            m.repo,
+            human_bytes(m.freed_bytes),
+            grouped(m.freed_files)
+        ));
+    }
+    line
 }
 
 const HEADER: &str = "ID    STATE               REPO       RUNTIME   Q   MODE";
@@ -223,6 +323,41 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             println!("{}", line(&s));
             Ok(EXIT_OK)
         }
+        SessionCommand::Delete { id, force, json } => {
+            let path = if *force {
+                format!("/v1/sessions/{id}?force=true")
+            } else {
+                format!("/v1/sessions/{id}")
+            };
+            let r: Result<CleanupReport, _> = rt.block_on(client.delete(&path));
+            match r {
+                Ok(report) => {
+                    if *json {
+                        println!("{}", serde_json::to_string_pretty(&report)?);
+                    } else {
+                        println!("{}", deleted_line(&report));
+                    }
+                    Ok(EXIT_OK)
+                }
+                // Refused (its runtime runs), or not everything could be removed: the
+                // authority's message names what remains.
+                Err(flotilla_server::ClientError::Api {
+                    status: status @ (409 | 500),
+                    error,
+                    ..
+                }) => {
+                    if *json {
+                        println!("{}", serde_json::json!({ "error": error }));
+                    } else if status == 409 {
+                        eprintln!("refused: {}", error.message);
+                    } else {
+                        eprintln!("not deleted: {}", error.message);
+                    }
+                    Ok(EXIT_REFUSED)
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
         SessionCommand::Events { id, json } => {
             let ev: SessionEventsResponse =
                 rt.block_on(client.get(&format!("/v1/sessions/{id}/events")))?;
@@ -245,5 +380,43 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             }
             Ok(EXIT_OK)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn freed_sizes_read_well() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(12_700), "12.4 KiB");
+        assert_eq!(human_bytes(13_002_342), "12.4 MiB");
+        assert_eq!(grouped(1204), "1,204");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1_000_000), "1,000,000");
+        let r = CleanupReport {
+            id: 3,
+            freed_bytes: 13_002_342,
+            freed_files: 1204,
+            removed: [
+                "/s/3/home",
+                "/s/3/run",
+                "/s/3/runtime-1.jsonl",
+                "/s/3/runtime-1.stderr",
+                "/s/3/runtime-2.jsonl",
+                "/s/3/runtime-2.stderr",
+                "/s/3/tree",
+                "/s/3",
+            ]
+            .map(String::from)
+            .to_vec(),
+            pin_dropped: true,
+            ..CleanupReport::default()
+        };
+        assert_eq!(
+            deleted_line(&r),
+            "session 3 deleted: freed 12.4 MiB in 1,204 files (tree, home, run, 2 transcripts, 2 stderr logs); pin dropped"
+        );
     }
 }

@@ -110,7 +110,13 @@ impl Authority {
             .current_dir(self.ws.path())
             .env("FLOTILLA_STATE_DIR", self.ws.path().join(".flotilla-state"))
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stderr(Stdio::from(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(self.log())
+                    .expect("open the authority's log"),
+            ));
         for (k, v) in self.env() {
             cmd.env(k, v);
         }
@@ -138,6 +144,12 @@ impl Authority {
             child.kill().unwrap();
             child.wait().unwrap();
         }
+    }
+
+    /// Where the authority's standard error goes (`serve.log` in the workspace,
+    /// appended to at every start).
+    pub fn log(&self) -> PathBuf {
+        self.ws.path().join("serve.log")
     }
 
     pub fn db(&self) -> PathBuf {

@@ -131,12 +131,19 @@ pub enum Reply {
         /// The code.
         code: Option<i32>,
     },
-    /// A session's directory was removed.
+    /// A session's directory was removed (measured before and after, links
+    /// not followed, hard links counted once, directories not counted).
     Removed {
-        /// Bytes of the files removed.
+        /// Bytes of its files before.
         bytes: u64,
-        /// Files and directories removed.
+        /// Its files before.
         files: u64,
+        /// Bytes of the files that could not be removed.
+        left_bytes: u64,
+        /// Files that could not be removed.
+        left_files: u64,
+        /// Why something was left.
+        problem: Option<String>,
     },
 }
 
@@ -518,24 +525,102 @@ impl Launcher {
         let sdir = dir_beneath(&sessions, &[&id.to_string()])?;
         let (bytes, files) = measure(&fd_path(&sdir))?;
         drop(sdir);
-        std::fs::remove_dir_all(fd_path(&sessions).join(id.to_string()))?;
-        Ok(Reply::Removed { bytes, files })
+        let mut problems = Vec::new();
+        remove_beneath(
+            &sessions,
+            std::ffi::OsStr::new(&id.to_string()),
+            &self.sessions_dir,
+            &mut problems,
+        );
+        let problem = (!problems.is_empty()).then(|| problems.join("; "));
+        let (left_bytes, left_files) = match dir_beneath(&sessions, &[&id.to_string()]) {
+            Ok(left) => measure(&fd_path(&left))?,
+            Err(_) => (0, 0),
+        };
+        Ok(Reply::Removed {
+            bytes,
+            files,
+            left_bytes,
+            left_files,
+            problem,
+        })
     }
 }
 
-/// Bytes and entries under `dir`, links not followed.
+/// Removes `name` in the open directory `dir` (a file, a link or a directory
+/// tree) without ever following a link: `std::fs::remove_dir_all` first (it walks
+/// with `openat(O_NOFOLLOW)`); where that fails, entry by entry from directory
+/// descriptors, so that what remains is only what cannot go. Each failure is
+/// pushed to `problems`, naming the path as `shown_dir/name` (for people only:
+/// nothing is opened by that name).
+fn remove_beneath(
+    dir: &OwnedFd,
+    name: &std::ffi::OsStr,
+    shown_dir: &Path,
+    problems: &mut Vec<String>,
+) {
+    use nix::fcntl::{openat, AtFlags, OFlag};
+    use nix::sys::stat::{fstatat, Mode, SFlag};
+    use nix::unistd::{unlinkat, UnlinkatFlags};
+    let shown_path = shown_dir.join(name);
+    let shown = shown_path.display();
+    let Ok(st) = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
+        return;
+    };
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFDIR {
+        if let Err(e) = unlinkat(dir, name, UnlinkatFlags::NoRemoveDir) {
+            problems.push(format!("removing {shown}: {e}"));
+        }
+        return;
+    }
+    if std::fs::remove_dir_all(fd_path(dir).join(name)).is_ok() {
+        return;
+    }
+    let sub = match openat(
+        dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            problems.push(format!("opening {shown}: {e}"));
+            return;
+        }
+    };
+    match std::fs::read_dir(fd_path(&sub)) {
+        Ok(rd) => {
+            for e in rd.flatten() {
+                remove_beneath(&sub, &e.file_name(), &shown_path, problems);
+            }
+        }
+        Err(e) => problems.push(format!("reading {shown}: {e}")),
+    }
+    if let Err(e) = unlinkat(dir, name, UnlinkatFlags::RemoveDir) {
+        if e != nix::errno::Errno::ENOTEMPTY {
+            problems.push(format!("removing {shown}: {e}"));
+        }
+    }
+}
+
+/// Bytes and files under `dir`: links not followed, hard links counted once,
+/// directories not counted.
 fn measure(dir: &Path) -> io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
     let (mut bytes, mut files) = (0, 0);
+    let mut seen = std::collections::HashSet::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d)? {
             let e = e?;
             let m = std::fs::symlink_metadata(e.path())?;
-            files += 1;
             if m.is_dir() {
                 stack.push(e.path());
             } else {
-                bytes += m.len();
+                files += 1;
+                if seen.insert((m.dev(), m.ino())) {
+                    bytes += m.len();
+                }
             }
         }
     }

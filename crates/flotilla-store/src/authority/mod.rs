@@ -379,6 +379,21 @@ pub trait AuthorityStore: Send + Sync + 'static {
     /// Every session, newest (highest id) first.
     fn sessions(&self) -> impl Future<Output = Result<Vec<SessionRecord>, StoreError>> + Send;
 
+    /// Deletes session `id` and everything stored under it, in one transaction:
+    /// its events, its questions, the alert key that opened it (a later alert
+    /// with that key opens a new session) and its runtimes' credentials (kind
+    /// `session`, name `id`: none of them is honoured any more). Ids are never
+    /// reused, so nothing later can meet what was deleted. Blobs are shared by
+    /// digest and are not touched.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownSession`] when there is no such session (nothing is
+    /// written).
+    fn delete_session(
+        &self,
+        id: u64,
+    ) -> impl Future<Output = Result<SessionDeleted, StoreError>> + Send;
+
     /// Appends an event (`doc`: JSON, stored as given) to session `session`'s log
     /// and returns its sequence number (increasing across all sessions).
     ///
@@ -672,6 +687,20 @@ pub struct SessionCreated {
     pub created: bool,
 }
 
+/// What [`AuthorityStore::delete_session`] deleted besides the session's row:
+/// how many rows of each kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionDeleted {
+    /// Events of its log.
+    pub events: u64,
+    /// Its questions (answered or not).
+    pub questions: u64,
+    /// Its runtimes' credentials (one per boot, by hash).
+    pub credentials: u64,
+    /// Alert keys (0 or 1: the alert that opened it).
+    pub alert_keys: u64,
+}
+
 /// A stored agent session ([`AuthorityStore::session`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionRecord {
@@ -943,6 +972,10 @@ impl AuthorityStore for AnyAuthority {
 
     async fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
         delegate!(self.sessions())
+    }
+
+    async fn delete_session(&self, id: u64) -> Result<SessionDeleted, StoreError> {
+        delegate!(self.delete_session(id))
     }
 
     async fn append_session_event(

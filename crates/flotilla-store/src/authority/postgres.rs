@@ -35,7 +35,8 @@ use super::{
     stored_serial, AuthorityStore, Cas, HostReportRecord, HostUpdateRecord, NewJoinToken,
     NewRelease, NewRevision, Principal, QuestionRecord, QueuedCall, Redeem, ReleasePut,
     ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection,
-    SessionCreated, SessionEventRecord, SessionRecord, AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
+    SessionCreated, SessionDeleted, SessionEventRecord, SessionRecord, AUTHORITY_SCHEMA_VERSION,
+    BLOB_CHUNK_BYTES,
 };
 use crate::error::StoreError;
 use std::sync::{Arc, Mutex};
@@ -1306,6 +1307,57 @@ impl AuthorityStore for PostgresAuthority {
             .await
             .map_err(pg("list sessions"))?;
         Ok(rows.iter().map(session_row).collect())
+    }
+
+    async fn delete_session(&self, id: u64) -> Result<SessionDeleted, StoreError> {
+        const CX: &str = "delete a session";
+        let Some(stored) = stored_id(id) else {
+            return Err(StoreError::UnknownSession(id));
+        };
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await.map_err(pg(CX))?;
+        // The session's row first, locked: a concurrent event or question waits
+        // on it, then finds no session.
+        let exists = tx
+            .query_opt(
+                "SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE",
+                &[&stored],
+            )
+            .await
+            .map_err(pg(CX))?
+            .is_some();
+        if !exists {
+            return Err(StoreError::UnknownSession(id));
+        }
+        let events = tx
+            .execute("DELETE FROM session_events WHERE session = $1", &[&stored])
+            .await
+            .map_err(pg(CX))?;
+        let questions = tx
+            .execute("DELETE FROM questions WHERE session = $1", &[&stored])
+            .await
+            .map_err(pg(CX))?;
+        let alert_keys = tx
+            .execute("DELETE FROM alert_sessions WHERE session = $1", &[&stored])
+            .await
+            .map_err(pg(CX))?;
+        let credentials = tx
+            .execute(
+                "DELETE FROM credentials WHERE kind = 'session' AND name = $1",
+                &[&id.to_string()],
+            )
+            .await
+            .map_err(pg(CX))?;
+        tx.execute("DELETE FROM sessions WHERE id = $1", &[&stored])
+            .await
+            .map_err(pg(CX))?;
+        tx.commit().await.map_err(pg(CX))?;
+        Ok(SessionDeleted {
+            events,
+            questions,
+            credentials,
+            alert_keys,
+        })
     }
 
     async fn append_session_event(

@@ -9,7 +9,8 @@ use super::{
     stored_serial, AuthorityStore, Cas, HostReportRecord, HostUpdateRecord, NewJoinToken,
     NewRelease, NewRevision, Principal, QuestionRecord, QueuedCall, Redeem, ReleasePut,
     ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection,
-    SessionCreated, SessionEventRecord, SessionRecord, AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
+    SessionCreated, SessionDeleted, SessionEventRecord, SessionRecord, AUTHORITY_SCHEMA_VERSION,
+    BLOB_CHUNK_BYTES,
 };
 use crate::error::StoreError;
 use crate::schema::{self, Migration};
@@ -998,6 +999,39 @@ impl AuthorityStore for SqliteAuthority {
                 .prepare("SELECT id, doc, created_ms, updated_ms FROM sessions ORDER BY id DESC")?;
             let rows = stmt.query_map([], session_row)?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    fn delete_session(
+        &self,
+        id: u64,
+    ) -> impl Future<Output = Result<SessionDeleted, StoreError>> + Send {
+        self.run("delete a session", true, move |tx| {
+            let Some(stored) = stored_id(id) else {
+                return Err(StoreError::UnknownSession(id).into());
+            };
+            let exists = tx
+                .query_row("SELECT 1 FROM sessions WHERE id = ?1", [stored], |_| Ok(()))
+                .optional()?
+                .is_some();
+            if !exists {
+                return Err(StoreError::UnknownSession(id).into());
+            }
+            let events = tx.execute("DELETE FROM session_events WHERE session = ?1", [stored])?;
+            let questions = tx.execute("DELETE FROM questions WHERE session = ?1", [stored])?;
+            let alert_keys =
+                tx.execute("DELETE FROM alert_sessions WHERE session = ?1", [stored])?;
+            let credentials = tx.execute(
+                "DELETE FROM credentials WHERE kind = 'session' AND name = ?1",
+                [id.to_string()],
+            )?;
+            tx.execute("DELETE FROM sessions WHERE id = ?1", [stored])?;
+            Ok(SessionDeleted {
+                events: events as u64,
+                questions: questions as u64,
+                credentials: credentials as u64,
+                alert_keys: alert_keys as u64,
+            })
         })
     }
 
