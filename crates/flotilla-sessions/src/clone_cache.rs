@@ -1375,7 +1375,8 @@ mod tests {
                 stderr,
             } => {
                 assert!(
-                    command.starts_with("git clone --quiet --mirror -- file://"),
+                    command
+                        .starts_with("git -c safe.directory=* clone --quiet --mirror -- file://"),
                     "{command}"
                 );
                 assert_eq!(*status, Some(128));
