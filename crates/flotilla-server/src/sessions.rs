@@ -775,7 +775,7 @@ pub(crate) struct Live {
 pub struct SessionsSetup {
     /// The parsed `sessions.toml`.
     pub config: SessionsConfig,
-    /// The authority's directory (hidden from runtimes).
+    /// The authority's directory (the launcher hides it from runtimes).
     pub authority_dir: PathBuf,
     /// The authority's URL as seen from the sandbox (`https://127.0.0.1:<port>`).
     pub url: String,
@@ -864,12 +864,6 @@ impl Sessions {
             model,
             api,
         });
-        let mut hidden = vec![setup.authority_dir.clone()];
-        if let Some(home) = std::env::var_os("HOME") {
-            hidden.push(PathBuf::from(home));
-        }
-        hidden.push("/root".into());
-        hidden.dedup();
         Ok(Sessions {
             clones: CloneCache::new(dir.join("mirrors")),
             policy: Arc::new(policy),
