@@ -544,11 +544,33 @@ pub fn decide_command(mode: Mode, policy: &Policy, command: &SimpleCommand) -> D
         return ask(format!("ask rule `{}` matches `{text}`", rule.source));
     }
     let sure = sure_forms(command);
+    // Outside `bypassPermissions` an allow rule covers only a command the gate fully
+    // understands: every word static (find's `{}` placeholder aside).
+    let understood = mode == Mode::BypassPermissions || fully_static(command);
     if let Some(rule) = find(&rules.allow, |r| {
-        sure.iter()
-            .any(|f| r.matches_command(f, command.open_ended, Match::Sure))
+        understood
+            && sure
+                .iter()
+                .any(|f| r.matches_command(f, command.open_ended, Match::Sure))
     }) {
         return allow(format!("allow rule `{}` matches `{text}`", rule.source));
+    }
+    if !understood {
+        let covered = find(&rules.allow, |r| {
+            sure.iter()
+                .any(|f| r.matches_command(f, command.open_ended, Match::Sure))
+        });
+        if let Some(rule) = covered {
+            let why = format!(
+                "allow rule `{}` is not applied to `{text}`: it has words known only at run \
+                 time",
+                rule.source
+            );
+            return match mode {
+                Mode::Plan => deny(format!("mode {mode} is read-only: {why}")),
+                _ => ask(format!("mode {mode}: {why}")),
+            };
+        }
     }
     match mode {
         Mode::BypassPermissions => allow(format!("mode {mode}: `{text}`")),
@@ -559,6 +581,16 @@ pub fn decide_command(mode: Mode, policy: &Policy, command: &SimpleCommand) -> D
             ask(format!("mode {mode}: no allow rule matches `{text}`"))
         }
     }
+}
+
+/// Whether every word of the command (after wrappers) is static: the only commands an
+/// allow rule may cover outside `bypassPermissions`. The `{}` placeholder of
+/// `find … -exec` (a file name find substitutes) counts as static.
+pub fn fully_static(command: &SimpleCommand) -> bool {
+    command
+        .argv
+        .iter()
+        .all(|a| matches!(a, Arg::Literal(_)) || a.as_text() == "{}")
 }
 
 /// Deny if any part denies; else ask if any asks; else allow. Reasons are joined.
@@ -656,17 +688,7 @@ fn git_subcommand(command: &SimpleCommand) -> Option<String> {
 /// a subcommand that is not one of git's own ([`GIT_COMMANDS`]: it may be an alias).
 /// `send-pack`, `http-push` and `remote-*` are `push`.
 fn git_normalized(argv: &[Arg]) -> Vec<Arg> {
-    const WITH_VALUE: &[&str] = &[
-        "-C",
-        "-c",
-        "--git-dir",
-        "--work-tree",
-        "--namespace",
-        "--config-env",
-        "--super-prefix",
-        "--attr-source",
-        "--list-cmds",
-    ];
+    use shell::GIT_GLOBAL_WITH_VALUE as WITH_VALUE;
     let mut out = vec![Arg::Literal("git".to_string())];
     let mut unknown_subcommand = false;
     let mut i = 1;

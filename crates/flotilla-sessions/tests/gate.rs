@@ -84,7 +84,9 @@ fn wrappers_and_compound_forms() {
         ("cat <<EOF\n$(git push)\nEOF", "ask"),
         ("cat <<'EOF'\n$(git push)\nEOF", "allow"),
         ("[[ $(git push) == x ]]", "ask"),
-        ("echo $(ls)", "allow"),
+        // outside bypassPermissions an allow rule covers only static words
+        ("echo $(ls)", "ask"),
+        ("echo \"$(cat <<'EOF'\nhi\nEOF\n)\"", "allow"),
         ("diff <(git push) x", "ask"),
         // bash reads these as nested subshells, not arithmetic
         ("( ( git push ) )", "ask"),
@@ -322,7 +324,9 @@ fn review_shapes_ask_in_every_mode() {
         }
         for mode in Mode::ALL {
             let d = decide(mode, &everything, &bash(command));
-            if d.as_str() != "ask" {
+            // `plan` may deny a run-time word outright.
+            let ok = d.as_str() == "ask" || (mode == Mode::Plan && d.as_str() == "deny");
+            if !ok {
                 failures.push(format!("{mode} with `Bash` allowed {command:?}: {d:?}"));
             }
         }
@@ -381,8 +385,11 @@ fn ordinary_commands_keep_their_decisions() {
         ("awk -F: '{print $(NF-1)}' f", "allow"),
         ("grep -rn '$(shell' .", "allow"),
         ("find . -name '*.rs' -exec grep -l rm {} +", "allow"),
-        ("for i in $(seq 3); do echo $((i*2)); done", "allow"),
-        ("sh -c 'echo $(date)'", "allow"),
+        // words known only at run time: no allow rule covers them outside bypass
+        ("for i in $(seq 3); do echo $((i*2)); done", "ask"),
+        ("sh -c 'echo $(date)'", "ask"),
+        ("for i in 1 2 3; do echo $i; done", "ask"),
+        ("sh -c 'echo date'", "allow"),
         ("python3 script.py", "allow"),
         ("python3 -m pytest -x", "allow"),
         ("make test", "allow"),
@@ -461,8 +468,9 @@ fn bash_rule_syntax() {
         ("Bash(ls *)", "lsof", false),
         ("Bash(echo *)", "echo \"a   b\"", true),
         ("Bash(echo hi)", "echo 'hi'", true),
-        // run-time values are covered only by a wildcard
-        ("Bash(echo *)", "echo $HOME", true),
+        // outside bypassPermissions, an allow rule covers only static words
+        ("Bash(echo *)", "echo $HOME", false),
+        ("Bash", "echo $HOME", false),
         ("Bash(echo hi)", "echo $HOME", false),
         ("Bash(cat *)", "xargs cat < list", true),
         ("Bash(cat)", "xargs cat < list", false),

@@ -85,6 +85,11 @@
 //!
 //! Pure: no IO, no clock.
 
+mod prescan;
+mod programs;
+
+pub use prescan::{nesting, MAX_LINE_BYTES, MAX_NESTING};
+
 use brush_parser::ast;
 use brush_parser::word::{self, ParameterExpr, ParameterTransformOp, WordPiece};
 use brush_parser::{Parser, ParserOptions};
@@ -182,6 +187,7 @@ pub fn analyze(line: &str) -> Analysis {
         out: Analysis::default(),
         opts: ParserOptions::default(),
         sources: Vec::new(),
+        static_bodies: Vec::new(),
         code: Vec::new(),
     };
     walker.program(line, 0);
@@ -244,7 +250,26 @@ const DANGEROUS_VARS: &[&str] = &[
     "NODE_OPTIONS",
     "LESSOPEN",
     "LESSCLOSE",
+    "LESS",
+    "LESSKEYIN",
+    "LESSEDIT",
     "BROWSER",
+    // bash's command hash table and alias table: `BASH_CMDS[ls]=/bin/bash` makes `ls`
+    // run bash.
+    "BASH_CMDS",
+    "BASH_ALIASES",
+    "BASH_LOADABLES_PATH",
+    "BASH_XTRACEFD",
+    "PS0",
+    "PS1",
+    "PS2",
+    "PS3",
+    "SHELL",
+    // Where git finds its configuration, hooks and repository.
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "GIT_DIR",
+    "GIT_COMMON_DIR",
 ];
 
 /// Name prefixes of [`DANGEROUS_VARS`]: exported functions, git configuration from the
@@ -271,14 +296,33 @@ fn dangerous_var(name: &str) -> bool {
     DANGEROUS_VARS.contains(&name) || DANGEROUS_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// POSIX-family shells whose `-c STRING` is parsed again.
-pub const SHELLS: &[&str] = &[
-    "sh", "bash", "rbash", "zsh", "dash", "ksh", "ksh93", "mksh", "ash", "yash", "posh", "pdksh",
-    "oksh", "lksh", "loksh", "hush",
-];
+/// Shells whose `-c STRING` is parsed again, as bash (bash's own grammar is the one
+/// the parser knows; `sh` and `dash` are a subset of it for what matters here).
+pub const SHELLS: &[&str] = &["sh", "bash", "rbash", "dash"];
 
-/// Shells with a syntax of their own: whatever they run is unparsed.
+/// Shells whose grammar is not bash's, or differs from it where it matters (`zsh`
+/// expands `=cmd`, has its own globbing qualifiers that run code, `ksh` and `mksh`
+/// differ in quoting), and command languages of their own: whatever they run is
+/// unparsed.
 const OTHER_SHELLS: &[&str] = &[
+    "zsh",
+    "rzsh",
+    "ksh",
+    "ksh88",
+    "ksh93",
+    "rksh",
+    "pdksh",
+    "oksh",
+    "lksh",
+    "loksh",
+    "mksh",
+    "ash",
+    "hush",
+    "msh",
+    "yash",
+    "posh",
+    "bosh",
+    "jsh",
     "fish",
     "csh",
     "tcsh",
@@ -289,7 +333,22 @@ const OTHER_SHELLS: &[&str] = &[
     "powershell",
     "osh",
     "ysh",
+    "oil",
+    "es",
+    "rc",
+    "tclsh",
+    "wish",
+    "jimsh",
+    "scsh",
+    "sash",
 ];
+
+/// Program names that are a shell or an interpreter with a version suffix (`bash5`,
+/// `zsh-5.9`, `python3.11`, `perl5.36`, `ruby3.1`, `node20`): the name without it.
+fn versioned_stem(name: &str) -> Option<&str> {
+    let stem = name.trim_end_matches(|c: char| c.is_ascii_digit() || ".-_".contains(c));
+    (stem.len() < name.len() && !stem.is_empty()).then_some(stem)
+}
 
 /// Programs that read commands the gate cannot see (from standard input or the
 /// terminal, with shell escapes) or build them at run time: always unparsed.
@@ -332,6 +391,10 @@ pub fn is_code_runner(name: &str) -> bool {
         "julia",
         "osascript",
         "tclsh",
+        "rzsh",
+        "hush",
+        "nushell",
+        "jimsh",
         "gdb",
         "lldb",
         "vim",
@@ -339,7 +402,9 @@ pub fn is_code_runner(name: &str) -> bool {
         "emacs",
         "parallel",
     ];
-    RUNNERS.contains(&name) || is_python(name)
+    RUNNERS.contains(&name)
+        || is_python(name)
+        || versioned_stem(name).is_some_and(|stem| RUNNERS.contains(&stem))
 }
 
 /// `python`, `python3`, `python3.12`…
@@ -360,6 +425,10 @@ struct Walker {
     /// awk program, a grep pattern): a `$(` or backtick in them is not a hidden
     /// substitution (see [`Walker::word_marked`]).
     code: Vec<String>,
+    /// Bodies of `$(cat <<'EOF' … EOF)` substitutions taken into a word's static value:
+    /// text the gate knows, never run, so not checked for `$(` (see
+    /// [`static_heredoc_cat`]).
+    static_bodies: Vec<String>,
 }
 
 /// What a wrapper does with the rest of the words.
@@ -386,6 +455,11 @@ impl Walker {
     fn program(&mut self, src: &str, depth: usize) {
         if depth > MAX_DEPTH {
             self.unparsed(format!("nested more than {MAX_DEPTH} levels deep"));
+            return;
+        }
+        // Too long or too deep for the parser's recursion: refused before parsing.
+        if let Some(reason) = prescan::refuse(src) {
+            self.unparsed(reason);
             return;
         }
         // The parser is third-party code: a panic in it must end as "unparsed" (the
@@ -627,7 +701,11 @@ impl Walker {
                 if !dynamic && has_brace_expansion(&pieces, raw) {
                     dynamic = true;
                 }
-                let marked = has_substitution_text(&value).then(|| value.clone());
+                let mut checked = value.clone();
+                for body in std::mem::take(&mut self.static_bodies) {
+                    checked = checked.replace(&body, "");
+                }
+                let marked = has_substitution_text(&checked).then(|| value.clone());
                 if dynamic {
                     (Arg::Dynamic(raw.to_string()), marked)
                 } else {
@@ -684,6 +762,36 @@ impl Walker {
                 WordPiece::ParameterExpansion(expr) => {
                     *dynamic = true;
                     let source = raw.get(p.start_index..p.end_index).unwrap_or(raw);
+                    if let ParameterExpr::AssignDefaultValues {
+                        parameter,
+                        indirect,
+                        ..
+                    } = expr
+                    {
+                        let name = match parameter {
+                            word::Parameter::Named(n) => Some(n.as_str()),
+                            word::Parameter::NamedWithIndex { name, .. }
+                            | word::Parameter::NamedWithAllIndices { name, .. } => {
+                                Some(name.as_str())
+                            }
+                            _ => None,
+                        };
+                        match name {
+                            _ if *indirect => self.unparsed(format!(
+                                "`{source}` assigns to a variable named at run time"
+                            )),
+                            Some(n)
+                                if dangerous_var(n)
+                                    || COMMAND_VARS.contains(&n)
+                                    || MAKE_VARS.contains(&n) =>
+                            {
+                                self.unparsed(format!(
+                                    "`{source}` assigns to `{n}`, which changes what runs"
+                                ))
+                            }
+                            _ => {}
+                        }
+                    }
                     if source.contains("$(")
                         || source.contains('`')
                         || source.contains("<(")
@@ -707,8 +815,16 @@ impl Walker {
                 }
                 WordPiece::CommandSubstitution(src)
                 | WordPiece::BackquotedCommandSubstitution(src) => {
-                    *dynamic = true;
                     self.program(src, depth + 1);
+                    // `"$(cat <<'EOF' … EOF)"` (a commit message): its output is the
+                    // here-document's text, known statically.
+                    match static_heredoc_cat(src).filter(|_| quoted) {
+                        Some(body) => {
+                            value.push_str(&body);
+                            self.static_bodies.push(body);
+                        }
+                        None => *dynamic = true,
+                    }
                 }
                 WordPiece::EscapeSequence(s) => {
                     let rest = s.strip_prefix('\\').unwrap_or(s);
@@ -1167,7 +1283,7 @@ impl Walker {
             "hash" => {
                 if args.iter().any(|a| {
                     a.literal()
-                        .is_none_or(|s| s.starts_with('-') && s.contains('p'))
+                        .is_none_or(|s| (s.starts_with('-') && s.contains('p')) || s.contains('='))
                 }) {
                     Err("`hash -p` binds a command name to any file".to_string())
                 } else {
@@ -1199,7 +1315,7 @@ impl Walker {
             "read" | "mapfile" | "readarray" | "getopts" | "printf" => {
                 // `mapfile -C CALLBACK` evaluates the callback as shell code.
                 if name == "mapfile" || name == "readarray" {
-                    self.option_code(args, 'C', &[], depth)?;
+                    self.option_code(args, 'C', &[], false, depth)?;
                 }
                 // Builtins that set the variables they name.
                 for a in args {
@@ -1224,6 +1340,23 @@ impl Walker {
                 Ok(Step::Itself)
             }
             n if SHELLS.contains(&n) => self.shell(name, args, depth),
+            "compgen" | "complete" => {
+                // `-C CMD` runs a command, `-F FUNC` a function; the word list of `-W`
+                // is expanded again (a `$(` in it is caught as a marked word).
+                for a in args {
+                    match a {
+                        Arg::Literal(o) if o.starts_with('-') && o.contains(['C', 'F']) => {
+                            return Err(format!("`{name} {o}` runs a command or function"))
+                        }
+                        Arg::Dynamic(d) if d.starts_with('-') || d.starts_with('$') => {
+                            return Err(format!("`{name}` option `{d}` is not static"))
+                        }
+                        _ => {}
+                    }
+                }
+                Ok(Step::Itself)
+            }
+            "bind" => Err("`bind` can bind keys to shell commands".to_string()),
             _ => self.other(name, argv, depth),
         }
     }
@@ -1501,6 +1634,26 @@ impl Walker {
                 "`{name}` is a shell whose language the gate does not parse"
             ));
         }
+        if argv[0].as_text().starts_with("/proc/") || argv[0].as_text().starts_with("/dev/") {
+            return Err(format!(
+                "`{}` runs a program through /proc or /dev (the shell itself, or any open \
+                 file)",
+                argv[0].as_text()
+            ));
+        }
+        if interpreter(name).is_none() {
+            if let Some(stem) = versioned_stem(name) {
+                if SHELLS.contains(&stem) || OTHER_SHELLS.contains(&stem) {
+                    return Err(format!(
+                        "`{name}` is a versioned shell the gate does not parse"
+                    ));
+                }
+                if let Some(spec) = interpreter(stem) {
+                    return interpreted(name, args, &spec);
+                }
+            }
+        }
+        programs::check(name, args)?;
         if let Some(spec) = interpreter(name) {
             if name == "deno" || name == "bun" {
                 let sub = args.iter().find(|a| !a.as_text().starts_with('-'));
@@ -2232,13 +2385,19 @@ impl Walker {
                 };
                 match a.as_str() {
                     "-c" | "--config-env" => {
-                        if let Some(Arg::Literal(kv)) = args.get(i + 1) {
-                            git_config_key_ok(kv.split('=').next().unwrap_or(""), "git -c")?;
+                        match args.get(i + 1) {
+                            Some(Arg::Literal(kv)) => {
+                                git_config_key_ok(kv.split('=').next().unwrap_or(""), "git -c")?
+                            }
+                            Some(Arg::Dynamic(d)) => {
+                                return Err(format!(
+                                    "`git {a} {d}` sets configuration known only at run time"
+                                ))
+                            }
+                            None => {}
                         }
                         i += 2;
                     }
-                    "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix"
-                    | "--attr-source" => i += 2,
                     _ if a.starts_with("--config-env=") => {
                         let kv = &a["--config-env=".len()..];
                         git_config_key_ok(kv.split('=').next().unwrap_or(""), "git -c")?;
@@ -2249,6 +2408,7 @@ impl Walker {
                             "`git {a}` runs git's commands from another directory"
                         ))
                     }
+                    _ if GIT_GLOBAL_WITH_VALUE.contains(&a.as_str()) => i += 2,
                     _ if a.starts_with('-') => i += 1,
                     _ => break (a.as_str(), &args[i + 1..]),
                 }
@@ -2256,30 +2416,87 @@ impl Walker {
         } else {
             (&name[4..], args)
         };
+        // Subcommands with options that run commands: a run-time word before `--`
+        // could be such an option (`git grep "$p"` with `p=-Ocmd`).
+        let runs_options: &[&str] = match sub {
+            "rebase" => &["exec"],
+            "difftool" => &["extcmd"],
+            "clone" => &["upload-pack", "config"],
+            "fetch" | "pull" | "ls-remote" | "fetch-pack" => &["upload-pack", "exec"],
+            "push" | "send-pack" => &["receive-pack", "exec"],
+            "archive" => &["exec"],
+            "grep" => &["open-files-in-pager"],
+            "filter-branch" => &[
+                "env-filter",
+                "tree-filter",
+                "index-filter",
+                "parent-filter",
+                "msg-filter",
+                "commit-filter",
+                "tag-name-filter",
+                "setup",
+            ],
+            _ => &[],
+        };
+        if !runs_options.is_empty() {
+            for a in rest {
+                match a {
+                    Arg::Literal(w) if w == "--" => break,
+                    Arg::Dynamic(d) => {
+                        return Err(format!(
+                            "`git {sub}` word `{d}` is known only at run time and could be an \
+                             option that runs a command (`--{}`)",
+                            runs_options[0]
+                        ))
+                    }
+                    _ => {}
+                }
+            }
+        }
         match sub {
             "config" => git_config(rest)?,
-            "rebase" => self.option_code(rest, 'x', &["exec"], depth)?,
-            "difftool" => self.option_code(rest, 'x', &["extcmd"], depth)?,
-            "clone" => self.option_code(rest, 'u', &["upload-pack"], depth)?,
+            "rebase" => self.option_code(rest, 'x', &["exec"], true, depth)?,
+            "difftool" => self.option_code(rest, 'x', &["extcmd"], true, depth)?,
+            "clone" => {
+                self.option_code(rest, 'u', &["upload-pack"], true, depth)?;
+                // `clone -c KEY=VALUE` / `--config`: configuration of the new
+                // repository, in effect while it is fetched.
+                for (opt, value) in git_option_values(rest, 'c', "config") {
+                    match value {
+                        Some(Arg::Literal(kv)) => git_config_key_ok(
+                            kv.split('=').next().unwrap_or(""),
+                            &format!("git clone {opt}"),
+                        )?,
+                        Some(Arg::Dynamic(d)) => {
+                            return Err(format!(
+                                "`git clone {opt} {d}` sets configuration known only at run time"
+                            ))
+                        }
+                        None => {}
+                    }
+                }
+            }
             "filter-branch" => {
-                let filters = [
-                    "env-filter",
-                    "tree-filter",
-                    "index-filter",
-                    "parent-filter",
-                    "msg-filter",
-                    "commit-filter",
-                    "tag-name-filter",
-                    "setup",
-                ];
-                self.option_code(rest, '\0', &filters, depth)?;
+                self.option_code(rest, '\0', runs_options, true, depth)?;
             }
             "grep" => {
+                // `-O[CMD]` (attached only, also inside a cluster: `-iOcmd`) and
+                // `--open-files-in-pager[=CMD]` or any prefix of it (`--open=CMD`).
                 for a in rest.iter().filter_map(Arg::literal) {
-                    let cmd = a
-                        .strip_prefix("--open-files-in-pager=")
-                        .or_else(|| a.strip_prefix("-O").filter(|c| !c.is_empty()));
-                    if let Some(cmd) = cmd {
+                    if a == "--" {
+                        break;
+                    }
+                    let cmd = if let Some(long) = a.strip_prefix("--") {
+                        match long.split_once('=') {
+                            Some((n, v)) if could_name(n, "open-files-in-pager") => Some(v),
+                            _ => None,
+                        }
+                    } else if let Some(cluster) = a.strip_prefix('-') {
+                        cluster.find('O').map(|at| &cluster[at + 1..])
+                    } else {
+                        None
+                    };
+                    if let Some(cmd) = cmd.filter(|c| !c.is_empty()) {
                         self.code(cmd, depth);
                     }
                 }
@@ -2304,27 +2521,77 @@ impl Walker {
             }
             _ => {}
         }
-        // Transports run these commands (through a shell, locally for local remotes).
-        self.option_code(rest, '\0', &["upload-pack", "receive-pack", "exec"], depth)?;
+        // Transports run these commands (through a shell, locally for local remotes);
+        // parse-options takes any unambiguous prefix (`--upload-p=`, `--exe=`).
+        let transport = matches!(
+            sub,
+            "fetch"
+                | "pull"
+                | "clone"
+                | "ls-remote"
+                | "push"
+                | "archive"
+                | "fetch-pack"
+                | "send-pack"
+        );
+        self.option_code(
+            rest,
+            '\0',
+            &["upload-pack", "receive-pack", "exec"],
+            transport,
+            depth,
+        )?;
         Ok(Step::Itself)
     }
 
     /// The values of a command-taking option (`-xCMD`, `-x CMD`, `--exec=CMD`,
     /// `--exec CMD`), parsed as code. A short option is also found inside a cluster
-    /// (`-ix CMD`).
+    /// (`-ix CMD`). With `abbrev`, a long option may be written as any prefix of its
+    /// name (git's parse-options: `--exe=CMD` is `--exec=CMD`).
     fn option_code(
         &mut self,
         rest: &[Arg],
         short: char,
         long: &[&str],
+        abbrev: bool,
         depth: usize,
     ) -> Result<(), String> {
+        let names = |n: &str| long.iter().any(|l| *l == n || (abbrev && could_name(n, l)));
         let mut i = 0;
         while i < rest.len() {
-            let Some(a) = rest[i].literal() else {
-                i += 1;
-                continue;
+            let a = match &rest[i] {
+                Arg::Literal(a) => a.as_str(),
+                Arg::Dynamic(d) => {
+                    // `--exec="$C"`, `-x"$C"`: the option is static, its value is not.
+                    let t = d.trim_start_matches(['"', '\'']);
+                    let named = match t.strip_prefix("--") {
+                        Some(l) => {
+                            let n: String = l
+                                .chars()
+                                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                                .collect();
+                            names(&n)
+                        }
+                        None => {
+                            short != '\0'
+                                && t.strip_prefix('-').is_some_and(|c| {
+                                    c.split(['$', '"', '\'', '`'])
+                                        .next()
+                                        .unwrap_or("")
+                                        .contains(short)
+                                })
+                        }
+                    };
+                    if named {
+                        return Err(format!("`{d}` runs a command known only at run time"));
+                    }
+                    i += 1;
+                    continue;
+                }
             };
+            if a == "--" {
+                break;
+            }
             let mut value: Option<Arg> = None;
             let mut found = false;
             if let Some(l) = a.strip_prefix("--") {
@@ -2332,7 +2599,7 @@ impl Walker {
                     Some((n, v)) => (n, Some(v)),
                     None => (l, None),
                 };
-                if long.contains(&n) {
+                if names(n) {
                     found = true;
                     value = match inline {
                         Some(v) => Some(Arg::Literal(v.to_string())),
@@ -2398,12 +2665,11 @@ impl Walker {
     /// `-l`/`--load` loads a shared library. The program text is consumed code.
     fn awk(&mut self, name: &str, args: &[Arg]) -> Result<(), String> {
         let mut programs: Vec<&Arg> = Vec::new();
-        let mut from_file = false;
         let mut i = 0;
         while i < args.len() {
             let a = match &args[i] {
                 Arg::Literal(a) => a.as_str(),
-                Arg::Dynamic(d) if programs.is_empty() && !from_file => {
+                Arg::Dynamic(d) if programs.is_empty() => {
                     return Err(format!("`{name}` program `{d}` is known only at run time"))
                 }
                 Arg::Dynamic(_) => break,
@@ -2417,20 +2683,22 @@ impl Walker {
                     Some((n, v)) => (n, Some(v)),
                     None => (long, None),
                 };
-                let takes = matches!(
-                    n,
-                    "field-separator" | "assign" | "file" | "source" | "exec" | "include" | "load"
-                );
-                if n == "load" {
-                    return Err(format!("`{name} --load` loads a shared library"));
+                // gawk takes any unambiguous prefix (`--so` is `--source`).
+                if let Some(o) = ["load", "file", "exec", "include"]
+                    .into_iter()
+                    .find(|o| could_name(n, o))
+                {
+                    return Err(format!(
+                        "`{name} {a}` (`--{o}`) runs a program file or library the gate \
+                         cannot see"
+                    ));
                 }
-                if n == "file" || n == "exec" {
-                    from_file = true;
-                }
+                let source = could_name(n, "source");
+                let takes = source || could_name(n, "field-separator") || could_name(n, "assign");
                 if takes && inline.is_none() {
                     i += 1;
                 }
-                if n == "source" {
+                if source {
                     programs.push(match inline {
                         Some(_) => &args[i],
                         None => args.get(i).unwrap_or(&args[i - 1]),
@@ -2444,10 +2712,12 @@ impl Walker {
                 let attached = a.len() > 2;
                 match flag {
                     'l' => return Err(format!("`{name} -l` loads a shared library")),
-                    'F' | 'v' | 'f' | 'e' | 'E' | 'i' | 'W' => {
-                        if matches!(flag, 'f' | 'E') {
-                            from_file = true;
-                        }
+                    'f' | 'E' | 'i' => {
+                        return Err(format!(
+                            "`{name} -{flag}` runs a program file the gate cannot see"
+                        ))
+                    }
+                    'F' | 'v' | 'e' | 'W' => {
                         if !attached {
                             i += 1;
                         }
@@ -2460,8 +2730,14 @@ impl Walker {
                             } else {
                                 args.get(i).and_then(Arg::literal).unwrap_or("")
                             };
-                            if w.starts_with("exec") {
-                                from_file = true;
+                            let n = w.split('=').next().unwrap_or(w);
+                            if ["load", "file", "exec", "include", "source"]
+                                .into_iter()
+                                .any(|o| could_name(n, o))
+                            {
+                                return Err(format!(
+                                    "`{name} -W {w}` runs a program the gate does not check"
+                                ));
                             }
                         }
                     }
@@ -2472,7 +2748,7 @@ impl Walker {
             }
             break;
         }
-        if programs.is_empty() && !from_file {
+        if programs.is_empty() {
             match args.get(i) {
                 Some(p) => programs.push(p),
                 None => return Ok(()),
@@ -2499,6 +2775,7 @@ impl Walker {
     /// consumed code.
     fn sed(&mut self, name: &str, args: &[Arg]) -> Result<(), String> {
         let mut scripts: Vec<&Arg> = Vec::new();
+        let mut inline_scripts: Vec<String> = Vec::new();
         let mut from_flag = false;
         let mut sandbox = false;
         let mut first_operand: Option<&Arg> = None;
@@ -2524,29 +2801,41 @@ impl Walker {
                     Some((n, v)) => (n, Some(v)),
                     None => (long, None),
                 };
-                match n {
-                    "expression" | "file" => {
-                        from_flag = true;
-                        if inline.is_none() {
-                            i += 1;
+                // getopt_long takes any unambiguous prefix (`--expr`, `--e`).
+                if could_name(n, "file") {
+                    return Err(format!(
+                        "`{name} {text}` runs a script file the gate cannot see"
+                    ));
+                }
+                if could_name(n, "expression") {
+                    from_flag = true;
+                    match inline {
+                        Some(v) => {
+                            inline_scripts.push(v.to_string());
+                            self.code.push(text.to_string());
                         }
-                        if n == "expression" {
-                            if inline.is_some() {
-                                scripts.push(a);
-                            } else if let Some(s) = args.get(i) {
+                        None => {
+                            i += 1;
+                            if let Some(s) = args.get(i) {
                                 scripts.push(s);
                             }
                         }
                     }
-                    "line-length" if inline.is_none() => i += 1,
-                    "sandbox" => sandbox = true,
-                    _ => {}
+                } else if could_name(n, "line-length") && inline.is_none() {
+                    i += 1;
+                } else if n.len() >= 2 && could_name(n, "sandbox") {
+                    sandbox = true;
                 }
             } else {
                 for (pos, ch) in text[1..].char_indices() {
                     let tail = &text[1 + pos + ch.len_utf8()..];
                     match ch {
-                        'e' | 'f' | 'l' => {
+                        'f' => {
+                            return Err(format!(
+                                "`{name} {text}` runs a script file the gate cannot see"
+                            ))
+                        }
+                        'e' | 'l' => {
                             if ch != 'l' {
                                 from_flag = true;
                             }
@@ -2572,6 +2861,13 @@ impl Walker {
         if !from_flag {
             if let Some(s) = first_operand {
                 scripts.push(s);
+            }
+        }
+        for script in &inline_scripts {
+            if !sandbox && sed_runs_commands(script) {
+                return Err(format!(
+                    "the {name} script `{script}` can run commands (`e`, `s///e`)"
+                ));
             }
         }
         for s in scripts {
@@ -2729,6 +3025,116 @@ fn xargs(args: &[Arg]) -> Result<Step, String> {
 
 /// Characters of a word that needs no shell quoting (git runs such a command without a
 /// shell).
+/// The output of a command substitution that is only `cat` of a quoted here-document
+/// (`cat <<'EOF'` … `EOF`, also `"EOF"` or `\EOF`): the body, trailing newlines
+/// removed as bash does. `None` for anything else (a `<<-` here-document, other
+/// commands or words, an unquoted delimiter whose body would be expanded).
+fn static_heredoc_cat(src: &str) -> Option<String> {
+    let s = src.trim_start_matches([' ', '\t', '\n']);
+    let s = s.strip_prefix("cat")?;
+    let s = s.trim_start_matches([' ', '\t']).strip_prefix("<<")?;
+    let s = s.trim_start_matches([' ', '\t']);
+    let (delim, s) = if let Some(r) = s.strip_prefix('\'') {
+        r.split_once('\'')?
+    } else if let Some(r) = s.strip_prefix('"') {
+        r.split_once('"')?
+    } else {
+        let r = s.strip_prefix('\\')?;
+        let end = r
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(r.len());
+        r.split_at(end)
+    };
+    if delim.is_empty() || !delim.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return None;
+    }
+    let s = s.trim_start_matches([' ', '\t']).strip_prefix('\n')?;
+    let mut body = String::new();
+    let mut lines = s.split('\n');
+    loop {
+        let line = lines.next()?;
+        if line == delim {
+            break;
+        }
+        body.push_str(line);
+        body.push('\n');
+    }
+    let rest: String = lines.collect::<Vec<_>>().join("\n");
+    if !rest.trim().is_empty() {
+        return None;
+    }
+    Some(body.trim_end_matches('\n').to_string())
+}
+
+/// git's global options that take their value as the next word (`git -C DIR`,
+/// `git --git-dir DIR`…): skipped with it, so the subcommand after them is found.
+/// `--shallow-file` is undocumented but still read by git.
+pub const GIT_GLOBAL_WITH_VALUE: &[&str] = &[
+    "-C",
+    "-c",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--config-env",
+    "--super-prefix",
+    "--attr-source",
+    "--list-cmds",
+    "--shallow-file",
+];
+
+/// Whether `--WORD` could name the long option `option` in a parse-options program
+/// (git, GNU tools): the whole name, or a prefix of it (git and getopt_long accept any
+/// unambiguous prefix; an ambiguous one is refused, so treating every prefix as the
+/// option is the safe reading).
+pub fn could_name(word: &str, option: &str) -> bool {
+    !word.is_empty() && option.starts_with(word)
+}
+
+/// The values of a git option that takes one (`-c V`, `-cV`, `--config V`,
+/// `--config=V`, prefixes of the long name), with the option as written.
+fn git_option_values(rest: &[Arg], short: char, long: &str) -> Vec<(String, Option<Arg>)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < rest.len() {
+        let Some(a) = rest[i].literal() else {
+            i += 1;
+            continue;
+        };
+        if a == "--" {
+            break;
+        }
+        if let Some(l) = a.strip_prefix("--") {
+            let (n, inline) = match l.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (l, None),
+            };
+            if could_name(n, long) {
+                let value = match inline {
+                    Some(v) => Some(Arg::Literal(v.to_string())),
+                    None => {
+                        i += 1;
+                        rest.get(i).cloned()
+                    }
+                };
+                out.push((a.to_string(), value));
+            }
+        } else if let Some(cluster) = a.strip_prefix('-') {
+            if let Some(at) = cluster.find(short) {
+                let tail = &cluster[at + short.len_utf8()..];
+                let value = if tail.is_empty() {
+                    i += 1;
+                    rest.get(i).cloned()
+                } else {
+                    Some(Arg::Literal(tail.to_string()))
+                };
+                out.push((format!("-{short}"), value));
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
 fn is_plain_word_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "-_./,:+@%^".contains(c)
 }
@@ -4023,6 +4429,14 @@ mod tests {
             "mysql -e 'system rm x'",
             "vim -c '!rm x'",
             "gdb -batch -ex 'shell rm x'",
+            // program and script files the gate cannot see
+            "awk -f prog.awk f",
+            "gawk --so='BEGIN{system(\"x\")}'",
+            "gawk --exec=p.awk",
+            "sed -f script.sed f",
+            "sed --fi=script.sed f",
+            "sed --expr='1e rm x' f",
+            "sed --e '1e rm x' f",
         ] {
             assert!(!analyze(line).unparsed.is_empty(), "{line:?} parsed");
         }
@@ -4037,7 +4451,6 @@ mod tests {
             "ruby -v",
             "awk '{print $1}' f",
             "awk -F: '$3 > 5 || $4 < 2 {print $(NF-1)}' f",
-            "awk -f prog.awk f",
             "sed -i 's/a/b/g' f",
             "sed -n '/x/,/y/{p;q}' f",
             "sed -E 's#a|b#c#2' f",
