@@ -223,7 +223,7 @@ pub const NON_EXECUTING: &[&str] = &[
     "pwd", "cd", "mkdir", "touch", "stat", "file", "du", "df", "test", "[", "true", "false",
     "type", "which", "command", "help", "jq", "git", "awk", "gawk", "mawk", "nawk", "sed", "gsed",
     "find", "export", "declare", "typeset", "local", "readonly", "unset", "read", "tee", "date",
-    "sleep", "chmod",
+    "sleep", "chmod", "compgen", "set",
 ];
 
 /// Directories whose programs are the system's own: `/usr/bin/git` may be allowed by

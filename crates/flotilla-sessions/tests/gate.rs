@@ -1197,3 +1197,136 @@ proptest! {
         prop_assert!(!is_allow(&d) || analysis.unparsed.is_empty(), "{command:?}: {d:?}");
     }
 }
+
+// ------------------------------------------------------------- adversarial shapes
+
+/// Everyday allow rules an attacker would build on (the security review's setup).
+const EVERYDAY_ALLOW: &[&str] = &[
+    "Bash(ls *)",
+    "Bash(echo *)",
+    "Bash(git grep *)",
+    "Bash(git fetch *)",
+    "Bash(cat *)",
+    "Bash(find *)",
+    "Bash(sed *)",
+    "Bash(rg *)",
+    "Bash(awk *)",
+    "Bash(gawk *)",
+    "Bash(tar *)",
+    "Bash(sort *)",
+    "Bash(compgen *)",
+    "Bash(set *)",
+    "Bash(true)",
+    "Bash(cp *)",
+    "Bash(ln *)",
+];
+
+/// The shapes of `tests/adversarial-shapes.txt` with their class (`## name` headers).
+fn adversarial_shapes() -> Vec<(String, String)> {
+    let text = include_str!("adversarial-shapes.txt");
+    let mut class = String::from("(none)");
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if let Some(h) = line.strip_prefix("## ") {
+            class = h.trim().to_string();
+        } else if !line.trim().is_empty() && !line.starts_with('#') {
+            out.push((class.clone(), line.to_string()));
+        }
+    }
+    out
+}
+
+/// Every adversarial shape (each really pushes to `origin` when bash runs it) is
+/// never Allow: neither in `default` mode with everyday allow rules nor in
+/// `bypassPermissions`; also not in `acceptEdits` or `plan` with those rules.
+#[test]
+fn adversarial_shapes_are_never_allowed() {
+    let shapes = adversarial_shapes();
+    assert!(shapes.len() >= 300, "only {} shapes", shapes.len());
+    let everyday = policy(EVERYDAY_ALLOW, &[], &[]);
+    let bypass = Policy::default();
+    let mut failures = Vec::new();
+    for (class, line) in &shapes {
+        for mode in Mode::ALL {
+            let d = decide(mode, &everyday, &bash(line));
+            if is_allow(&d) {
+                failures.push(format!("[{class}] {mode} + rules {line:?}: {d:?}"));
+            }
+        }
+        let d = decide(Mode::BypassPermissions, &bypass, &bash(line));
+        if is_allow(&d) {
+            failures.push(format!("[{class}] bypassPermissions {line:?}: {d:?}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} shapes allowed:\n{}",
+        failures.len(),
+        shapes.len(),
+        failures.join("\n")
+    );
+}
+
+/// A deny rule still wins over every adversarial shape that names its command.
+#[test]
+fn adversarial_shapes_hit_a_push_deny_rule() {
+    let p = policy(EVERYDAY_ALLOW, &[], &["Bash(git push *)"]);
+    let mut denied = 0;
+    for (class, line) in adversarial_shapes() {
+        let d = decide(Mode::BypassPermissions, &p, &bash(&line));
+        assert!(!is_allow(&d), "[{class}] {line:?}: {d:?}");
+        denied += usize::from(d.as_str() == "deny");
+    }
+    assert!(denied >= 50, "only {denied} shapes denied");
+}
+
+/// Controls: everyday commands the gate must keep allowing in `default` mode with the
+/// everyday rules (and in `bypassPermissions`), so the fixes do not make it useless.
+#[test]
+fn everyday_commands_stay_allowed() {
+    let everyday = policy(EVERYDAY_ALLOW, &[], &[]);
+    let bypass = Policy::default();
+    let controls = [
+        "ls -la",
+        "ls src tests",
+        "echo hi",
+        "echo 'a b' \"c\"",
+        "git fetch origin",
+        "git fetch --prune origin",
+        "git grep -n TODO",
+        "git grep -e foo -- '*.rs'",
+        "cat README.md",
+        "cat Cargo.toml | sort",
+        "find . -name '*.rs'",
+        "find . -name '*.rs' -exec cat {} +",
+        "sed -n '1,20p' src/lib.rs",
+        "sed -i 's/a/b/g' f.txt",
+        "awk '{print $1}' f.txt",
+        "awk -F: '{print $(NF-1)}' /etc/passwd",
+        "tar -czf out.tar.gz src",
+        "tar -xf a.tar -C dir",
+        "sort -u names.txt",
+        "sort -k2 -n data.txt | cat",
+        "cp a.txt b.txt",
+        "cp -r src backup",
+        "ln -s target link",
+        "true",
+        "compgen -c git",
+        "set -e",
+        "ls && echo done",
+        "ls | sort | cat",
+        "echo \"$(cat <<'EOF'\nmulti\nline\nEOF\n)\"",
+    ];
+    let mut failures = Vec::new();
+    for line in controls {
+        let d = decide(Mode::Default, &everyday, &bash(line));
+        if !is_allow(&d) {
+            failures.push(format!("default {line:?}: {d:?}"));
+        }
+        let d = decide(Mode::BypassPermissions, &bypass, &bash(line));
+        if !is_allow(&d) {
+            failures.push(format!("bypassPermissions {line:?}: {d:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -87,6 +87,7 @@
 
 mod prescan;
 mod programs;
+mod writes;
 
 pub use prescan::{nesting, MAX_LINE_BYTES, MAX_NESTING};
 
@@ -189,8 +190,10 @@ pub fn analyze(line: &str) -> Analysis {
         sources: Vec::new(),
         static_bodies: Vec::new(),
         code: Vec::new(),
+        writes: writes::Writes::default(),
     };
     walker.program(line, 0);
+    writes::check(&mut walker.out, &walker.writes);
     walker.out
 }
 
@@ -429,6 +432,8 @@ struct Walker {
     /// text the gate knows, never run, so not checked for `$(` (see
     /// [`static_heredoc_cat`]).
     static_bodies: Vec<String>,
+    /// What the line writes (see [`writes`]).
+    writes: writes::Writes,
 }
 
 /// What a wrapper does with the rest of the words.
@@ -623,10 +628,16 @@ impl Walker {
 
     fn redirect(&mut self, redirect: &ast::IoRedirect, depth: usize) {
         match redirect {
-            ast::IoRedirect::File(_, _, target) => match target {
+            ast::IoRedirect::File(_, kind, target) => match target {
                 ast::IoFileRedirectTarget::Filename(w)
                 | ast::IoFileRedirectTarget::Duplicate(w) => {
-                    self.word(&w.value, depth);
+                    let arg = self.word(&w.value, depth);
+                    if !matches!(
+                        kind,
+                        ast::IoFileRedirectKind::Read | ast::IoFileRedirectKind::DuplicateInput
+                    ) {
+                        self.writes.redirect(&arg);
+                    }
                 }
                 ast::IoFileRedirectTarget::Fd(_) => {}
                 ast::IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
@@ -654,8 +665,12 @@ impl Walker {
                     }
                 }
             }
-            ast::IoRedirect::HereString(_, w) | ast::IoRedirect::OutputAndError(w, _) => {
+            ast::IoRedirect::HereString(_, w) => {
                 self.word(&w.value, depth);
+            }
+            ast::IoRedirect::OutputAndError(w, _) => {
+                let arg = self.word(&w.value, depth);
+                self.writes.redirect(&arg);
             }
         }
     }
@@ -998,6 +1013,7 @@ impl Walker {
     }
 
     fn emit(&mut self, argv: Vec<Arg>, written: &[Arg], wrappers: &[String], open_ended: bool) {
+        self.writes.command(&argv);
         self.out.commands.push(SimpleCommand {
             argv,
             written: written.to_vec(),
@@ -1317,12 +1333,40 @@ impl Walker {
                 if name == "mapfile" || name == "readarray" {
                     self.option_code(args, 'C', &[], false, depth)?;
                 }
-                // Builtins that set the variables they name.
+                // Builtins that set the variables they name (a glob-like
+                // `BASH_CMDS[ls]` is a run-time word, its text is still the name).
                 for a in args {
-                    if let Some(v) = a.literal() {
-                        let v = v.split('[').next().unwrap_or(v);
-                        if dangerous_var(v) || COMMAND_VARS.contains(&v) {
-                            return Err(format!("`{name}` sets `{v}`, which changes what runs"));
+                    let text: String = a
+                        .as_text()
+                        .chars()
+                        .filter(|c| !"'\"\\".contains(*c))
+                        .collect();
+                    let v = text.trim_start_matches("-v");
+                    let v = v.split('[').next().unwrap_or(v);
+                    if dangerous_var(v) || COMMAND_VARS.contains(&v) {
+                        return Err(format!("`{name}` sets `{v}`, which changes what runs"));
+                    }
+                    if name != "printf" && matches!(a, Arg::Dynamic(d) if d.contains(['$', '`'])) {
+                        return Err(format!(
+                            "`{name}` sets a variable named `{}` at run time",
+                            a.as_text()
+                        ));
+                    }
+                }
+                if name == "printf" {
+                    let target = args
+                        .iter()
+                        .enumerate()
+                        .find_map(|(i, a)| match a.as_text() {
+                            "-v" => args.get(i + 1),
+                            t if t.starts_with("-v") => Some(a),
+                            _ => None,
+                        });
+                    if let Some(Arg::Dynamic(d)) = target {
+                        if d.contains(['$', '`']) {
+                            return Err(format!(
+                                "`printf -v` sets a variable named `{d}` at run time"
+                            ));
                         }
                     }
                 }
