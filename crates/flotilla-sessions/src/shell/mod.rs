@@ -273,6 +273,24 @@ const DANGEROUS_VARS: &[&str] = &[
     "XDG_CONFIG_HOME",
     "GIT_DIR",
     "GIT_COMMON_DIR",
+    // Options read from the environment by programs whose options run commands.
+    "TAR_OPTIONS",
+    "ZIPOPT",
+    "MANOPT",
+    "RSYNC_RSH",
+    "RSYNC_CONNECT_PROG",
+    "RIPGREP_CONFIG_PATH",
+    "AWKPATH",
+    "AWKLIBPATH",
+    // Where interpreters find modules and startup code.
+    "PYTHONPATH",
+    "PYTHONSTARTUP",
+    "PYTHONHOME",
+    "PERL5LIB",
+    "PERLLIB",
+    "RUBYOPT",
+    "RUBYLIB",
+    "NODE_PATH",
 ];
 
 /// Name prefixes of [`DANGEROUS_VARS`]: exported functions, git configuration from the
@@ -290,6 +308,7 @@ const COMMAND_VARS: &[&str] = &[
     "VISUAL",
     "PAGER",
     "MANPAGER",
+    "SYSTEMD_PAGER",
 ];
 
 /// make's option variables: a value with `--eval`, `-E` or `SHELL` runs code.

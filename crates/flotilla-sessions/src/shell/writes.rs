@@ -37,7 +37,43 @@ const HARMLESS: &[&str] = &["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty
 const WRITERS: &[&str] = &[
     "cp", "mv", "ln", "install", "rsync", "tee", "dd", "chmod", "patch", "tar", "unzip", "cpio",
     "sed", "gsed", "truncate", "mkfifo", "link", "gzip", "gunzip", "bunzip2", "xz", "unxz", "zstd",
-    "7z", "split", "csplit", "curl", "wget", "git-lfs",
+    "7z", "split", "csplit", "curl", "wget", "git-lfs", "uniq", "xxd",
+];
+
+/// Programs that only read the files they name.
+const READERS: &[&str] = &[
+    "cat",
+    "ls",
+    "head",
+    "tail",
+    "less",
+    "more",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "wc",
+    "stat",
+    "file",
+    "diff",
+    "cmp",
+    "test",
+    "[",
+    "echo",
+    "printf",
+    "git",
+    "du",
+    "realpath",
+    "readlink",
+    "basename",
+    "dirname",
+    "md5sum",
+    "sha256sum",
+    "sha1sum",
+    "cd",
+    "pushd",
+    "tree",
+    "bat",
 ];
 
 /// The write destinations a line has, as the walker found them.
@@ -70,6 +106,39 @@ impl Writes {
             && argv[1..].iter().any(|a| a.as_text().contains(".git"))
         {
             self.cd_git = true;
+        }
+        // Any program but a reader that names git's configuration or hooks, or a
+        // shell's startup file, may write it (`sed -n 'w .git/config'`,
+        // `find -fprintf .git/config …`, `awk '{print > ".git/config"}'`).
+        if !READERS.contains(&name.as_str()) {
+            for a in &argv[1..] {
+                if let Arg::Literal(t) = a {
+                    if runs_code_when_read(t) {
+                        self.dests.push(a.clone());
+                    }
+                }
+            }
+        }
+        // Options that name an output file.
+        let outputs: &[&str] = match name.as_str() {
+            "sort" => &["-o", "--output"],
+            "find" => &["-fprint", "-fprint0", "-fprintf", "-fls"],
+            _ => &[],
+        };
+        for (i, a) in argv.iter().enumerate().skip(1) {
+            let t = a.as_text();
+            if outputs.contains(&t) {
+                if let Some(v) = argv.get(i + 1) {
+                    self.dests.push(v.clone());
+                }
+            } else if let Some(v) = outputs
+                .iter()
+                .filter(|o| o.starts_with("--") || (name == "sort" && **o == "-o"))
+                .find_map(|o| t.strip_prefix(o).map(|v| v.trim_start_matches('=')))
+                .filter(|v| !v.is_empty())
+            {
+                self.dests.push(Arg::Literal(v.to_string()));
+            }
         }
         if !WRITERS.contains(&name.as_str()) {
             return;
@@ -123,10 +192,9 @@ fn runs_code_when_read(path: &str) -> bool {
         ".lessfilter",
     ];
     let p = path.trim_end_matches('/');
-    let components: Vec<&str> = p.split('/').collect();
-    components
-        .iter()
-        .any(|c| STARTUP.contains(c) || *c == ".git")
+    STARTUP.iter().any(|s| p.contains(s))
+        || p.contains(".git/")
+        || p.ends_with(".git")
         || p.ends_with("git/config")
 }
 
