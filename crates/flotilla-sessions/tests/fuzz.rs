@@ -6,6 +6,7 @@ use flotilla_sessions::policy::{decide, AlwaysAsk, Policy};
 use flotilla_sessions::rules::Rules;
 use flotilla_sessions::shell::{analyze, MAX_LINE_BYTES, MAX_NESTING};
 use flotilla_sessions::{Decision, Mode, ToolCall};
+use proptest::prelude::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -212,6 +213,194 @@ fn corpus_is_never_allowed() {
                 "{} allowed in {who}: {d:?}",
                 path.display()
             );
+        }
+    }
+}
+
+// ---------------------------------------------------------------- properties
+
+/// Pieces of shell syntax, nesting openers and closers, keywords and plain words.
+fn token() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "$(",
+            ")",
+            "${x:-",
+            "}",
+            "$((",
+            "))",
+            "((",
+            "(",
+            "{ ",
+            "; }",
+            "[[ ",
+            " ]]",
+            "`",
+            "\\`",
+            "'",
+            "\"",
+            "\\",
+            "<<EOF\n",
+            "\nEOF\n",
+            "<<'E'\n",
+            "\nE\n",
+            "<(",
+            ">(",
+            ";",
+            "&&",
+            "||",
+            "|",
+            "&",
+            "\n",
+            " ",
+            " ",
+            " ",
+            "if ",
+            "then ",
+            "fi",
+            "else ",
+            "case ",
+            " in ",
+            "esac",
+            "do ",
+            "done",
+            "while ",
+            "for x in ",
+            "function f ",
+            "git",
+            "push",
+            "origin",
+            "ls",
+            "echo",
+            "sh -c ",
+            "bash -c ",
+            "eval ",
+            "$x",
+            "*",
+            "?",
+            "[a]",
+            "=",
+            "BASH_CMDS[ls]=",
+            "${PS4:=",
+            "-c",
+            "--upl=",
+            "-O",
+            "#",
+            "$'\\x41'",
+            "~",
+        ])
+        .prop_map(str::to_string),
+        "[ -~]{1,8}",
+    ]
+}
+
+/// Lines of up to a few thousand tokens (about 20 KB at most).
+fn shell_soup() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::collection::vec(token(), 0..64).prop_map(|v| v.concat()),
+        prop::collection::vec(token(), 0..3000).prop_map(|v| v.concat()),
+    ]
+}
+
+const PUSH: &str = "git push origin HEAD:refs/heads/pwned";
+
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// `git push` hidden in one of the constructs the review found, then wrapped in more
+/// of them, at any depth.
+fn hidden_push() -> impl Strategy<Value = String> {
+    let base = prop::sample::select(vec![
+        PUSH.to_string(),
+        format!("BASH_CMDS[ls]=/usr/bin/git; ls {}", &PUSH[4..]),
+        format!("BASH_CMDS[ls]=/bin/bash; ls -c {}", sh_quote(PUSH)),
+        format!("$(command -v git) {}", &PUSH[4..]),
+        format!("/usr/bin/gi? {}", &PUSH[4..]),
+        format!("cp /usr/bin/git ./g; ./g {}", &PUSH[4..]),
+        format!(
+            "git fetch --upl={} origin",
+            sh_quote(&format!("{PUSH}; git upload-pack"))
+        ),
+        format!("git grep -iO{} x", sh_quote(&format!("{PUSH};:"))),
+        format!("compgen -C {} x", sh_quote(&format!("{PUSH} #"))),
+        format!("zsh -c {}", sh_quote(PUSH)),
+        format!("/proc/self/exe -c {}", sh_quote(PUSH)),
+        format!(
+            "echo ${{PS4:={}}}; set -x; ls",
+            sh_quote(&format!("$({PUSH})"))
+        ),
+        format!("tar -xf a.tar --to-com={}", sh_quote(PUSH)),
+        format!("echo {} > s.sh; bash s.sh", sh_quote(PUSH)),
+        format!("x={}; $x", sh_quote(PUSH)),
+        format!("git -c alias.x={} x", sh_quote(&format!("!{PUSH}"))),
+    ]);
+    base.prop_recursive(6, 64, 2, |inner| {
+        prop_oneof![
+            inner.clone().prop_map(|s| format!("echo $({s})")),
+            inner.clone().prop_map(|s| format!("echo \"$({s})\"")),
+            inner
+                .clone()
+                .prop_map(|s| format!("sh -c {}", sh_quote(&s))),
+            inner
+                .clone()
+                .prop_map(|s| format!("bash -c {}", sh_quote(&s))),
+            inner.clone().prop_map(|s| format!("{{ {s}; }}")),
+            inner.clone().prop_map(|s| format!("( {s} )")),
+            inner.clone().prop_map(|s| format!("if true; then {s}; fi")),
+            inner.clone().prop_map(|s| format!("f() {{ {s}; }}; f")),
+            inner.clone().prop_map(|s| format!("timeout 5 {s}")),
+            inner
+                .clone()
+                .prop_map(|s| format!("trap {} EXIT", sh_quote(&s))),
+            inner.clone().prop_map(|s| format!("ls -la && {s}")),
+            inner.clone().prop_map(|s| format!("{s} || echo no")),
+            (inner.clone(), 0..200usize).prop_map(|(s, n)| format!("{}{s}", "ls; ".repeat(n))),
+            (inner, 1..120usize).prop_map(|(s, n)| format!(
+                "echo {}{s}{}",
+                "$(".repeat(n),
+                ")".repeat(n)
+            )),
+        ]
+    })
+}
+
+fn hunt_cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(hunt_cases(384)))]
+
+    /// Any line (shell metacharacters, nesting tokens and keywords, up to about 20 KB)
+    /// is decided on a 2 MiB stack without a panic or an overflow, in every mode; an
+    /// Allow means the line was understood in full.
+    #[test]
+    fn any_line_is_decided_on_a_small_stack(line in shell_soup()) {
+        let probe = line.clone();
+        let understood = on_small_stack(move || analyze(&probe).unparsed.is_empty());
+        for (who, d) in decisions(line.clone()) {
+            prop_assert!(
+                !matches!(d, Decision::Allow { .. }) || understood,
+                "{who} allowed a line it did not understand: {line:?}"
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(hunt_cases(768)))]
+
+    /// A `git push` hidden in the review's constructs, nested in any order and depth,
+    /// is never allowed: not with the everyday allow rules in any mode, not in
+    /// `bypassPermissions`.
+    #[test]
+    fn hidden_push_is_never_allowed(line in hidden_push()) {
+        for (who, d) in decisions(line.clone()) {
+            prop_assert!(!matches!(d, Decision::Allow { .. }), "{who}: {line:?}: {d:?}");
         }
     }
 }
