@@ -10,7 +10,16 @@
 //! [`shell::analyze`] finds (wrappers seen through): **Deny** if any part is denied
 //! (or a deny rule matches the whole line); else **Ask** if any part asks or anything
 //! could not be parsed; else **Allow** — only when *every* part is allowed, by a rule
-//! or by the mode. Anything unparsed is never allowed, in any mode.
+//! or by the mode. Anything unparsed is never allowed, in any mode: that includes a
+//! line over [`shell::MAX_LINE_BYTES`] or nested deeper than [`shell::MAX_NESTING`],
+//! refused before it is parsed.
+//!
+//! **Allow rules cover only what the gate fully understands.** In `default`,
+//! `acceptEdits` and `plan`, an allow rule matches a simple command only when every
+//! word of it (after wrappers) is static ([`fully_static`]: no `$X`, `$(…)`, glob or
+//! brace expansion; find's `{}` placeholder aside): `Bash(echo *)` allows `echo hi` but
+//! not `echo $HOME`, which asks (`plan` denies it). `bypassPermissions` is unchanged,
+//! except that the always-ask list still outranks it.
 //!
 //! The **always-ask list** holds command-word prefixes (`git push`, `gh`, `rm`…). It
 //! is matched against every simple command of a Bash call after wrappers are seen

@@ -1,6 +1,7 @@
 //! What a Bash command line would run: every simple command, seen through wrappers.
 //!
-//! The gate never splits a command on spaces. [`analyze`] parses the line with
+//! The gate never splits a command on spaces. [`analyze`] first bounds the input (see
+//! *Limits*), then parses the line with
 //! [brush-parser](https://docs.rs/brush-parser/0.4) (a POSIX/bash parser) and walks the
 //! whole tree: lists (`;`, newlines, `&`), `&&`/`||`, pipes, `( … )` subshells,
 //! `{ …; }` groups, `if`/`while`/`until`/`for`/`case` bodies, function bodies (a
@@ -9,7 +10,21 @@
 //! assignments, redirection targets, here-document bodies, `[[ … ]]`, `case` and `for`
 //! words) and process substitutions `<( … )` / `>( … )`.
 //!
-//! Each simple command is then seen through the wrappers that run another command:
+//! ## Limits
+//!
+//! Before anything is parsed, a linear scan refuses (one [`Unparsed`] entry, the gate
+//! asks) a line longer than [`MAX_LINE_BYTES`] (64 KiB) or nested deeper than
+//! [`MAX_NESTING`] (64) levels, counted over-approximately without regard to quoting:
+//! parentheses (`(`, `$(`, `$((`, `<(`), braces (`{`, `${`), brackets (`[[`), keyword
+//! pairs (`if`/`fi`, `case`/`esac`, `do`/`done`) and escaped backticks ([`nesting`]).
+//! The parser recurses once per level; this keeps a hostile line (`$(` two thousand
+//! times) from overflowing a 2 MiB thread stack. Every command string parsed again
+//! (`sh -c '…'`…) goes through the same scan, and the walker follows at most
+//! [`MAX_DEPTH`] levels of strings and substitutions, checked before any parsing.
+//!
+//! ## Wrappers and command strings
+//!
+//! Each simple command is seen through the wrappers that run another command:
 //! `timeout`, `nice`, `nohup`, `env [-i] [-u X] VAR=1 …` (bare `env` is itself the
 //! command `env`), `command [-p]`, `exec`, `builtin`, `xargs` (its command gets more
 //! arguments at run time: [`SimpleCommand::open_ended`]), `time`, `stdbuf`, `ionice`,
@@ -18,70 +33,120 @@
 //! `chroot /`, `strace`, `ltrace`, `valgrind`, `eatmydata`, `fakeroot`, `pkexec`,
 //! `watch` (without `-x` its words are joined and parsed as `sh -c` would), and leading
 //! `VAR=1` assignments. Command strings are parsed again, at most [`MAX_DEPTH`] levels
-//! deep: `-c` of every POSIX-family shell ([`SHELLS`]: `sh`, `bash`, `rbash`, `dash`,
-//! `ksh`, `zsh`, `mksh`, `busybox sh`…), `su -c`/`runuser -c`, `script -c`, `flock -c`,
+//! deep: `-c` of the shells whose grammar is bash's ([`SHELLS`]: `sh`, `bash`, `rbash`,
+//! `dash`, also as `busybox sh`), `su -c`/`runuser -c`, `script -c`, `flock -c`,
 //! `sg GROUP CMD`, `trap` actions, `mapfile -C`, `strace -o '|CMD'`, the value of a
 //! command variable (`GIT_EDITOR`, `GIT_SEQUENCE_EDITOR`, `GIT_PAGER`, `EDITOR`,
-//! `VISUAL`, `PAGER`, `MANPAGER`), and the commands git runs for its options
-//! (`rebase -x/--exec`, `submodule foreach`, `bisect run`, `difftool -x/--extcmd`,
-//! `filter-branch --*-filter`, `grep -O`, `--upload-pack`, `--receive-pack`, `--exec`,
-//! `clone -u`). `sudo`, `doas`, `su`, `runuser`, `script` and `find … -exec` stay
-//! visible as commands of their own (without the command string) *and* the command
-//! they run is produced too. Program paths are kept as written in
-//! [`SimpleCommand::argv`]; [`SimpleCommand::program`] gives the last path component
-//! (`/usr/bin/git` → `git`).
+//! `VISUAL`, `PAGER`, `MANPAGER`, `SYSTEMD_PAGER`), and the commands git runs for its
+//! options (`rebase -x/--exec`, `submodule foreach`, `bisect run`,
+//! `difftool -x/--extcmd`, `filter-branch --*-filter`, `grep -O`, `--upload-pack`,
+//! `--receive-pack`, `--exec`, `clone -u`). `sudo`, `doas`, `su`, `runuser`, `script`
+//! and `find … -exec` stay visible as commands of their own (without the command
+//! string) *and* the command they run is produced too. Program paths are kept as
+//! written in [`SimpleCommand::argv`]; [`SimpleCommand::program`] gives the last path
+//! component (`/usr/bin/git` → `git`).
+//!
+//! Option grammars follow the programs' own parsers. git's parse-options
+//! (gitcli(7)) and GNU getopt_long take any unambiguous prefix of a long option, so
+//! every prefix that could name an option that runs a command is read as it
+//! (`git fetch --upl=CMD` is `--upload-pack`, `git grep --op=CMD` is
+//! `--open-files-in-pager`, `sed --e`, `gawk --so`, `tar --to-com`: [`could_name`]);
+//! short options are found inside clusters (`git grep -iOCMD`, `tar -cIf CMD`). git's
+//! global options that take a value ([`GIT_GLOBAL_WITH_VALUE`], `--shallow-file`
+//! included) are skipped with it, so the subcommand is found. For a git subcommand
+//! or a program with such options, a word known only at run time before `--` could be
+//! one (`git grep "$p"` with `p=-Ocmd`) and is unparsed.
+//!
+//! ## Unparsed
 //!
 //! Anything that could hide what runs becomes an [`Unparsed`] entry instead of a
 //! command (the gate answers `Ask` for it, never `Allow`, in every mode):
-//! - a syntax error; nesting deeper than [`MAX_DEPTH`]; a program name that is not a
-//!   static word (`$X`, `$(…)`, globs, brace expansion, `$'…'` with escapes); a wrapper
-//!   option this module does not know (it cannot tell which word is the command);
-//! - `eval`, `source`/`.`, `fc`, `enable`, `alias NAME=…`, `hash -p`, `declare -n`,
-//!   `env -S`, `trap` with a non-static action;
+//! - a syntax error; a line over the limits above; a program name that is not a static
+//!   word (`$X`, `$(command -v git)`, backticks, globs such as `/usr/bin/gi?` or
+//!   `[g]it`, brace expansion, `$'…'` with escapes); a wrapper option this module does
+//!   not know (it cannot tell which word is the command);
+//! - `eval`, `source`/`.`, `fc`, `enable` (`enable -f` loads code), `bind`,
+//!   `alias NAME=…`, `hash -p` and `hash NAME=…`, `declare -n`, `env -S`, `trap` with a
+//!   non-static action, `compgen`/`complete` with `-C` (runs a command) or `-F` (runs
+//!   a function);
 //! - a shell running anything but a parsed `-c` string: standard input (`curl … | sh`,
 //!   `bash <<EOF`, `sh -s`, a wrapper with no command, `su` without `-c`), a script
-//!   (`bash script.sh`, `sh /dev/stdin`, `bash /proc/self/fd/0`), `--rcfile`; shells
-//!   with a language of their own (`fish`, `csh`, `pwsh`…);
+//!   (`bash script.sh`, `sh /dev/stdin`, `bash /proc/self/fd/0`), `--rcfile`; every
+//!   shell whose grammar is not bash's (`zsh`, `rzsh`, `ksh`, `ksh93`, `mksh`, `ash`,
+//!   `hush`, `yash`, `posh`, `fish`, `csh`, `tcsh`, `elvish`, `nu`, `xonsh`, `pwsh`,
+//!   `tclsh`, `wish`, `expect`…), a shell or interpreter name with a version suffix
+//!   (`bash5`, `zsh-5.9`; `python3.11`, `perl5.36`, `node20` are checked as the
+//!   interpreter they name), and any program run through `/proc` or `/dev`
+//!   (`/proc/self/exe -c …`);
 //! - interpreters running code from the command line, standard input or a terminal
 //!   (`python3 -c`, `python3 -` or with no script, `python3 /dev/stdin`, `perl -e`,
 //!   `ruby -e`, `node -e/-p/--eval`, `php -r`, `lua -e`, `deno eval`, `bun -e`,
-//!   `osascript -e`…); an awk program with `system`, a lone `|`, `getline` or `@`; a GNU
-//!   sed script with the `e` command or `s///e` flag; `make --eval`/`-E`/`SHELL=`;
-//!   database clients with shell escapes or reading standard input; programs that read
-//!   commands we cannot see or build them at run time (`parallel`, `at`, `vim`, `gdb`,
-//!   `ed`, `dc`…);
-//! - git configuration that can make git run commands: `git -c KEY=…` or `git config
-//!   KEY VALUE` for keys outside a small safe list (`user.*`, `color.*`, `alias.*`…),
+//!   `osascript -e`…); an awk program with `system`, a lone `|`, `getline` or `@`, or
+//!   read from a file or loaded (`-f`, `-E`, `-i`, `-l`, `--file`, `--exec`,
+//!   `--include`, `--load` and their prefixes); a GNU sed script with the `e` command
+//!   or `s///e` flag, or read from a file (`-f`, `--file` and prefixes);
+//!   `make --eval`/`-E`/`SHELL=`; database clients with shell escapes or reading
+//!   standard input; programs that read commands we cannot see or build them at run
+//!   time (`parallel`, `at`, `vim`, `gdb`, `ed`, `dc`…);
+//! - options of other programs that run a program (`sort --compress-program`,
+//!   `tar --to-command/--use-compress-program/-I/--checkpoint-action/--info-script/
+//!   --new-volume-script/-F`, `zip -TT/--unzip-command`, `rsync -e/--rsh/--rsync-path`,
+//!   `ssh -o ProxyCommand=/LocalCommand=/…` and `-F`, `scp -S`, `rg --pre/--hostname-bin`,
+//!   `man -P/--pager/-H`, `diff3`/`sdiff --diff-program`, `less +!CMD`); a run-time word
+//!   among the arguments of `tmux`, `screen`, `ssh`, `docker`… (see `programs.rs`);
+//! - git configuration that can make git run commands: `git -c KEY=…`,
+//!   `git --config-env KEY=…`, `git clone -c/--config KEY=…` or `git config KEY VALUE`
+//!   for keys outside a small safe list (`user.*`, `color.*`, `alias.*`…),
 //!   `--exec-path=`; `chroot` into another root, `unshare --root`, `nsenter -m`;
 //! - assignments (prefix, standalone, after a wrapper, through `env`, `sudo`,
-//!   `systemd-run -E`, `strace -E`, `export`/`declare`…, `read`, `printf -v`,
-//!   arithmetic) to variables that change what runs: `PATH`, `BASH_ENV`, `ENV`, `PS4`,
-//!   `PROMPT_COMMAND`, `SHELLOPTS`, `BASHOPTS`, `LD_PRELOAD`, `LD_AUDIT`,
-//!   `LD_LIBRARY_PATH`, `GCONV_PATH`, `BASH_FUNC_*`, `GIT_CONFIG*`, `GIT_SSH*`,
-//!   `GIT_ALIAS*`, `GIT_EXEC_PATH`, `GIT_ASKPASS`, `GIT_PROXY_COMMAND`,
-//!   `GIT_EXTERNAL_DIFF`, `GIT_TEMPLATE_DIR`, `GIT_ALLOW_PROTOCOL`, `PERL5OPT`,
-//!   `NODE_OPTIONS`, `LESSOPEN`, `*_ASKPASS`, `BROWSER`; `MAKEFLAGS` with `eval`/`E`;
+//!   `systemd-run -E`, `strace -E`, `export`/`declare`/`typeset`/`local`/`readonly`,
+//!   `read`, `mapfile`, `printf -v`, arithmetic, and the assigning expansions
+//!   `${VAR:=…}`/`${VAR=…}`, also on an array element or through `${!name:=…}`) to
+//!   variables that change what runs: `PATH`, `BASH_ENV`, `ENV`, `PS0`–`PS4`,
+//!   `PROMPT_COMMAND`, `SHELL`, `SHELLOPTS`, `BASHOPTS`, bash's command and alias tables
+//!   `BASH_CMDS` and `BASH_ALIASES` (any element: `BASH_CMDS[ls]=/bin/bash` makes `ls`
+//!   run bash), `BASH_LOADABLES_PATH`, `BASH_XTRACEFD`, `LD_PRELOAD`, `LD_AUDIT`,
+//!   `LD_LIBRARY_PATH`, `GCONV_PATH`, `BASH_FUNC_*`, `HOME`, `XDG_CONFIG_HOME`,
+//!   `GIT_DIR`, `GIT_COMMON_DIR`, `GIT_CONFIG*`, `GIT_SSH*`, `GIT_ALIAS*`,
+//!   `GIT_EXEC_PATH`, `GIT_ASKPASS`, `GIT_PROXY_COMMAND`, `GIT_EXTERNAL_DIFF`,
+//!   `GIT_TEMPLATE_DIR`, `GIT_ALLOW_PROTOCOL`, `PERL5OPT`, `NODE_OPTIONS`, `LESSOPEN`,
+//!   `LESS`, `*_ASKPASS`, `BROWSER`, programs' option variables (`TAR_OPTIONS`,
+//!   `ZIPOPT`, `MANOPT`, `RSYNC_RSH`, `RIPGREP_CONFIG_PATH`, `AWKPATH`…), interpreter
+//!   module paths (`PYTHONPATH`, `PERL5LIB`, `RUBYOPT`, `NODE_PATH`…); `MAKEFLAGS` with
+//!   `eval`/`E`;
+//! - files the line writes and then runs (`writes.rs`): a program given by a path
+//!   outside the system directories in a line that writes files (`cp /usr/bin/git
+//!   ./g; ./g push`), a program or an interpreter's operand named like a written file
+//!   (`… > s.py; python3 s.py`, `… > Makefile; make`), and any write to git's
+//!   configuration or hooks or to a shell's startup files (`… >> .git/config`,
+//!   `cp h .git/hooks/post-checkout`, `sed -n 'w .git/config'`, `>> ~/.profile`);
 //! - command substitutions inside arithmetic or `${…}` expansions; `${x@P}`;
 //! - **any word whose text holds `$(` or a backtick** even quoted (`'a[$(rm x)]'`,
 //!   `$'\x24(…)'`, an unquoted here-document's escaped `\$(`): bash runs it wherever the
 //!   value reaches arithmetic (`test -v`, `let`, `[[ … -eq … ]]`, `declare -i`,
 //!   `$((x))`, array subscripts). Exempt: words consumed as code this module parsed or
 //!   checked (`sh -c '… $(…)'`, awk programs, sed scripts, grep patterns). False
-//!   positives, by design: `git commit -m 'fix `x`'`, `echo '$(…)'`, `printf '`'`;
-//!   a quoted here-document (`git commit -m "$(cat <<'EOF' … EOF)"`) is not a word and
-//!   is not checked.
+//!   positives, by design: `git commit -m 'fix `x`'`, `echo '$(…)'`, `printf '`'`.
 //!
 //! Arguments that are not static (`$HOME`, `"$x"`, `$(date)`, `*.rs`, `{a,b}`) are kept
-//! as [`Arg::Dynamic`]: matching treats them as "could be any words".
+//! as [`Arg::Dynamic`]: matching treats them as "could be any words", and outside
+//! `bypassPermissions` no allow rule covers a command that has one (see
+//! [`crate::policy`]). One substitution is static: `"$(cat <<'EOF' … EOF)"` (a quoted
+//! here-document, the usual commit message) is the here-document's text.
 //!
 //! Known limits (documented, not handled): values built at run time and then used in
 //! arithmetic (`x=$(printf 'a[\x24(rm x)]'); echo $((x))`, `read` from a file, a
-//! quoted here-document's body); what files contain (scripts run as programs,
-//! `python3 x.py`, Makefiles, `.git/config` and hooks, `~/.bashrc` for `bash -l`/`-i`
-//! and `~/.zshenv`, programs found on `PATH`, symlinks such as `ln -s /bin/rm d`);
-//! code an interpreter module evaluates from its arguments (`python3 -m timeit …`)
-//! unless it names an always-ask program literally (the policy's catch-all). The
-//! sandbox is the structural boundary; this module makes the gate's questions precise.
+//! quoted here-document's body); what files contain when they were written by an
+//! earlier call or another tool (scripts run as programs, `./x` copied from git by a
+//! previous command, `python3 x.py`, Makefiles, `.git/config` and hooks, startup
+//! files, another repository's configuration reached with `git -C`/`--git-dir`,
+//! programs found on `PATH`); writes this module does not recognise as writes (a
+//! program it does not know writing a file it then runs from a system directory);
+//! command strings run by `$SHELL` (`script -c`, `flock -c`) are parsed as bash even if
+//! the environment's `SHELL` is another shell; code an interpreter module evaluates
+//! from its arguments (`python3 -m timeit …`) unless it names an always-ask program
+//! literally (the policy's catch-all). The sandbox is the structural boundary; this
+//! module makes the gate's questions precise.
 //!
 //! Pure: no IO, no clock.
 
