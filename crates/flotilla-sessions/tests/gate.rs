@@ -1539,6 +1539,14 @@ fn review_classes_ask() {
         "tmux new-session -d \"$X\"",
         "echo $(git push origin)",
         "cat \"$f\" | git push",
+        // a quoted here-document is static text, but still reaches arithmetic
+        "test -v \"$(cat <<'EOF'\na[$({P})]\nEOF\n)\"",
+        "x=\"$(cat <<'EOF'\na[$({P})]\nEOF\n)\"; echo $((x))",
+        "let \"$(cat <<'EOF'\na[`{P}`]=1\nEOF\n)\"",
+        "bash -c 'echo $(($1))' _ \"$(cat <<'EOF'\na[$({P})]\nEOF\n)\"",
+        "[[ \"$(cat <<'EOF'\na[$({P})]\nEOF\n)\" -eq 1 ]]",
+        "echo \"$(cat <<'EOF' | sh\n{P}\nEOF\n)\"",
+        "echo \"$(cat <<'EOF'\nx\nEOF\n{P}\n)\"",
     ]
     .iter()
     .map(|r| r.replace("{P}", P))

@@ -254,6 +254,7 @@ pub fn analyze(line: &str) -> Analysis {
         opts: ParserOptions::default(),
         sources: Vec::new(),
         static_bodies: Vec::new(),
+        body_marked: Vec::new(),
         code: Vec::new(),
         writes: writes::Writes::default(),
     };
@@ -500,6 +501,72 @@ fn is_python(name: &str) -> bool {
         .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
 }
 
+/// bash's builtins: they can evaluate their arguments as arithmetic (`test -v`,
+/// `let`, `declare -i`, `shift`, `return`…) or run them.
+const BASH_BUILTINS: &[&str] = &[
+    ".",
+    ":",
+    "[",
+    "alias",
+    "bg",
+    "bind",
+    "break",
+    "builtin",
+    "caller",
+    "cd",
+    "command",
+    "compgen",
+    "complete",
+    "compopt",
+    "continue",
+    "declare",
+    "dirs",
+    "disown",
+    "echo",
+    "enable",
+    "eval",
+    "exec",
+    "exit",
+    "export",
+    "false",
+    "fc",
+    "fg",
+    "getopts",
+    "hash",
+    "help",
+    "history",
+    "jobs",
+    "kill",
+    "let",
+    "local",
+    "logout",
+    "mapfile",
+    "popd",
+    "printf",
+    "pushd",
+    "pwd",
+    "read",
+    "readarray",
+    "readonly",
+    "return",
+    "set",
+    "shift",
+    "shopt",
+    "source",
+    "suspend",
+    "test",
+    "times",
+    "trap",
+    "true",
+    "type",
+    "typeset",
+    "ulimit",
+    "umask",
+    "unalias",
+    "unset",
+    "wait",
+];
+
 /// Builtins that declare variables (their `NAME=…` operands are assignments).
 const DECLARATIONS: &[&str] = &["export", "declare", "typeset", "local", "readonly"];
 
@@ -516,6 +583,10 @@ struct Walker {
     /// text the gate knows, never run, so not checked for `$(` (see
     /// [`static_heredoc_cat`]).
     static_bodies: Vec<String>,
+    /// Word values marked only because of such a body (`git commit -m "$(cat <<'EOF'`
+    /// … `` `x` `` … `EOF)"`): fine as an argument of a program that is not a shell
+    /// builtin (it cannot evaluate arithmetic), see [`Walker::simple`].
+    body_marked: Vec<String>,
     /// What the line writes (see [`writes`]).
     writes: writes::Writes,
 }
@@ -804,7 +875,10 @@ impl Walker {
                 for body in std::mem::take(&mut self.static_bodies) {
                     checked = checked.replace(&body, "");
                 }
-                let marked = has_substitution_text(&checked).then(|| value.clone());
+                let marked = has_substitution_text(&value).then(|| value.clone());
+                if marked.is_some() && !has_substitution_text(&checked) {
+                    self.body_marked.push(value.clone());
+                }
                 if dynamic {
                     (Arg::Dynamic(raw.to_string()), marked)
                 } else {
@@ -1053,13 +1127,29 @@ impl Walker {
             }
         }
         let before = self.code.len();
+        let commands_before = self.out.commands.len();
         if !words.is_empty() {
             self.resolve(words, depth);
         }
+        // A word marked only by a quoted here-document's text reaches no arithmetic
+        // when it is an argument of one external program, run directly (`git commit -m
+        // "$(cat <<'EOF' … EOF)"`): no command string consumed, no shell, no builtin
+        // but `echo`.
+        let emitted = &self.out.commands[commands_before..];
+        let external = self.code.len() == before
+            && emitted.len() == 1
+            && emitted.iter().all(|c| {
+                let p = c.program();
+                (p == "echo" || !BASH_BUILTINS.contains(&p))
+                    && !is_code_runner(p)
+                    && !SHELLS.contains(&p)
+                    && interpreter(p).is_none()
+            });
         // A marked word is fine only when it was consumed as code the gate parsed or
         // checked (`sh -c '… $(…)'`, an awk program).
         for m in marked {
-            if !self.code[before..].contains(&m) {
+            let body_only = external && self.body_marked.contains(&m);
+            if !self.code[before..].contains(&m) && !body_only {
                 self.unparsed(marked_reason(&m));
             }
         }
