@@ -29,7 +29,9 @@ fn shell_if_empty(name: &str, rest: &[Arg]) -> Result<Step, String> {
 }
 
 impl Walker {
-    /// Wrappers that change the process's scheduling, limits, privileges or namespaces before running a command (`flock`, `taskset`, `chrt`, `setpriv`, `unshare`, `nsenter`, `chroot`, `prlimit`, `systemd-run`).
+    /// Wrappers that change the process's scheduling, limits, privileges or namespaces
+    /// before running a command (`flock`, `taskset`, `chrt`, `setpriv`, `unshare`,
+    /// `nsenter`, `chroot`, `prlimit`, `systemd-run`).
     pub(super) fn namespaces(
         &mut self,
         name: &str,
@@ -394,7 +396,8 @@ impl Walker {
         }
     }
 
-    /// Tracers, debuggers' runners and environment shims that run a command (`strace`, `ltrace`, `valgrind`, `eatmydata`, `fakeroot`, `pkexec`).
+    /// Tracers, debuggers' runners and environment shims that run a command (`strace`,
+    /// `ltrace`, `valgrind`, `eatmydata`, `fakeroot`, `pkexec`).
     pub(super) fn tracers(
         &mut self,
         name: &str,
