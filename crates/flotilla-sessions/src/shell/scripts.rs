@@ -105,6 +105,12 @@ impl Walker {
                     if let Some(why) = awk_runs_commands(text) {
                         return Err(format!("the {name} program {why}"));
                     }
+                    if awk_writes_files(text) {
+                        // `print … > FILE`: a file written under a name the gate does
+                        // not work out.
+                        self.writes
+                            .redirect(&Arg::Dynamic(format!("{name} output")));
+                    }
                     self.code.push(text.clone());
                 }
                 Arg::Dynamic(d) => {
@@ -121,6 +127,8 @@ impl Walker {
     pub(super) fn sed(&mut self, name: &str, args: &[Arg]) -> Result<(), String> {
         let mut scripts: Vec<&Arg> = Vec::new();
         let mut inline_scripts: Vec<String> = Vec::new();
+        // Files the scripts write (`w FILE`, `s/a/b/w FILE`).
+        let mut written: Vec<String> = Vec::new();
         let mut from_flag = false;
         let mut sandbox = false;
         let mut first_operand: Option<&Arg> = None;
@@ -209,7 +217,7 @@ impl Walker {
             }
         }
         for script in &inline_scripts {
-            if !sandbox && sed_runs_commands(script) {
+            if !sandbox && sed_runs_commands(script, &mut written) {
                 return Err(format!(
                     "the {name} script `{script}` can run commands (`e`, `s///e`)"
                 ));
@@ -226,7 +234,7 @@ impl Walker {
                     } else {
                         text.as_str()
                     };
-                    if !sandbox && sed_runs_commands(script) {
+                    if !sandbox && sed_runs_commands(script, &mut written) {
                         return Err(format!(
                             "the {name} script `{script}` can run commands (`e`, `s///e`)"
                         ));
@@ -238,8 +246,22 @@ impl Walker {
                 }
             }
         }
+        for w in written {
+            self.writes.redirect(&Arg::Literal(w));
+        }
         Ok(())
     }
+}
+
+/// Whether an awk program could write a file: `print`/`printf` redirected with `>` or
+/// `>>` (a comparison after `print` counts too: the stricter reading).
+fn awk_writes_files(program: &str) -> bool {
+    program.match_indices("print").any(|(at, _)| {
+        program[at..]
+            .split(['\n', ';', '}'])
+            .next()
+            .is_some_and(|statement| statement.contains('>'))
+    })
 }
 
 /// Why an awk program can run commands, if it can.
@@ -261,7 +283,7 @@ fn awk_runs_commands(program: &str) -> Option<&'static str> {
 
 /// Whether a GNU sed script could run a command: the `e` command or the `s///e` flag.
 /// Anything this reader does not understand counts as yes.
-fn sed_runs_commands(script: &str) -> bool {
+fn sed_runs_commands(script: &str, writes: &mut Vec<String>) -> bool {
     let c: Vec<char> = script.chars().collect();
     let n = c.len();
     let mut i = 0;
@@ -392,7 +414,18 @@ fn sed_runs_commands(script: &str) -> bool {
         match cmd {
             '{' | '}' | '=' | 'd' | 'D' | 'g' | 'G' | 'h' | 'H' | 'x' | 'n' | 'N' | 'p' | 'P'
             | 'z' | 'F' => {}
-            '#' | 'a' | 'i' | 'c' | 'r' | 'R' | 'w' | 'W' => to_eol(&mut i),
+            'w' | 'W' => {
+                let start = i;
+                to_eol(&mut i);
+                writes.push(
+                    c[start..i.min(n)]
+                        .iter()
+                        .collect::<String>()
+                        .trim()
+                        .to_string(),
+                );
+            }
+            '#' | 'a' | 'i' | 'c' | 'r' | 'R' => to_eol(&mut i),
             ':' | 'b' | 't' | 'T' | 'v' => to_end(&mut i),
             'q' | 'Q' | 'l' | 'L' => {
                 while i < n && (c[i] == ' ' || c[i].is_ascii_digit()) {
@@ -422,7 +455,15 @@ fn sed_runs_commands(script: &str) -> bool {
                     match c[i] {
                         'e' => return true,
                         'w' | 'W' => {
+                            let start = i + 1;
                             to_eol(&mut i);
+                            writes.push(
+                                c[start.min(n)..i.min(n)]
+                                    .iter()
+                                    .collect::<String>()
+                                    .trim()
+                                    .to_string(),
+                            );
                             break;
                         }
                         'g' | 'p' | 'i' | 'I' | 'm' | 'M' | ' ' | '\t' | '0'..='9' => i += 1,

@@ -187,15 +187,24 @@ fn runs_code_when_read(path: &str) -> bool {
         ".kshrc",
         ".mkshrc",
         "bash.bashrc",
-        ".gitconfig",
+        "gitconfig",
         ".gitmodules",
         ".lessfilter",
+        "lesskey",
+        ".ssh/config",
+        ".ssh/rc",
+        ".ssh/environment",
+        ".cargo/config",
+        ".npmrc",
+        "usercustomize",
+        "sitecustomize",
     ];
     let p = path.trim_end_matches('/');
     STARTUP.iter().any(|s| p.contains(s))
         || p.contains(".git/")
         || p.ends_with(".git")
         || p.ends_with("git/config")
+        || p.ends_with(".pth")
 }
 
 /// Unparsed entries for what the line runs from files it writes (module docs).
@@ -249,7 +258,8 @@ pub(super) fn check(out: &mut Analysis, writes: &Writes) {
                 }
                 Arg::Dynamic(_) => run_time,
             });
-            if makefile || operand || (run_time && c.argv.len() > 1) {
+            let make = matches!(name, "make" | "gmake");
+            if makefile || operand || (run_time && (c.argv.len() > 1 || make)) {
                 reasons.push(format!("`{}` runs a file this line writes", c.text()));
             }
         }
