@@ -94,9 +94,11 @@ impl Walker {
         }
         match sub {
             "config" => git_config(rest)?,
+            "init" | "init-db" => git_template(sub, rest)?,
             "rebase" => self.option_code(rest, 'x', &["exec"], true, depth)?,
             "difftool" => self.option_code(rest, 'x', &["extcmd"], true, depth)?,
             "clone" => {
+                git_template(sub, rest)?;
                 self.option_code(rest, 'u', &["upload-pack"], true, depth)?;
                 // `clone -c KEY=VALUE` / `--config`: configuration of the new
                 // repository, in effect while it is fetched.
@@ -372,6 +374,26 @@ fn git_option_values(rest: &[Arg], short: char, long: &str) -> Vec<(String, Opti
         i += 1;
     }
     out
+}
+
+/// `git clone`/`git init --template=DIR` (or a prefix, `--templ=`): hooks copied from a
+/// directory the gate cannot see, run by the clone itself (`post-checkout`).
+fn git_template(sub: &str, rest: &[Arg]) -> Result<(), String> {
+    for a in rest {
+        let t = a.as_text().trim_start_matches(['"', '\'']);
+        if t == "--" {
+            break;
+        }
+        if let Some(long) = t.strip_prefix("--") {
+            let n = long.split('=').next().unwrap_or(long);
+            if could_name(n, "template") {
+                return Err(format!(
+                    "`git {sub} {t}` copies hooks from a directory the gate cannot see"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Characters of a word that needs no shell quoting (git runs such a command without a

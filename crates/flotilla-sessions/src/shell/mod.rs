@@ -450,6 +450,7 @@ fn versioned_stem(name: &str) -> Option<&str> {
 const ALWAYS_UNPARSED: &[&str] = &[
     "gdb", "lldb", "ed", "red", "ex", "vi", "vim", "nvim", "view", "vimdiff", "emacs", "dc", "ftp",
     "sftp", "lftp", "mail", "mailx", "irb", "jshell", "parallel", "sem", "at", "batch", "newgrp",
+    "crontab",
 ];
 
 /// Whether `name` is a shell, interpreter, debugger or editor that runs code handed to
