@@ -144,6 +144,23 @@ fn deep_shapes(n: usize) -> Vec<(&'static str, String)> {
             s
         }),
         ("sh -c", sh),
+        ("( case", {
+            // A case pattern's `)` closes no parenthesis, but lowers the count of
+            // parentheses: the measure sees one level per `( case x in x)`, the parser
+            // two.
+            format!(
+                "{}{push}{}",
+                "( case x in x) ".repeat(n),
+                " ;; esac )".repeat(n)
+            )
+        }),
+        ("$( case", {
+            format!(
+                "echo {}{push}{}",
+                "$(case x in x) ".repeat(n),
+                " ;; esac)".repeat(n)
+            )
+        }),
         ("mixed", {
             let mut s = push.to_string();
             for k in 0..n {
@@ -162,7 +179,7 @@ fn deep_shapes(n: usize) -> Vec<(&'static str, String)> {
 
 #[test]
 fn pathological_nesting_asks_quickly_on_a_small_stack() {
-    for n in [MAX_NESTING - 8, MAX_NESTING + 1, 2_000] {
+    for n in [MAX_NESTING - 8, MAX_NESTING, MAX_NESTING + 1, 2_000] {
         for (kind, line) in deep_shapes(n) {
             let start = Instant::now();
             for (who, d) in decisions(line.clone()) {
@@ -173,6 +190,46 @@ fn pathological_nesting_asks_quickly_on_a_small_stack() {
             }
             assert!(
                 start.elapsed() < Duration::from_secs(10),
+                "{kind} x{n} took {:?}",
+                start.elapsed()
+            );
+        }
+    }
+}
+
+/// Shapes that make the parser backtrack exponentially on a syntax error (each level
+/// doubles its time: 32 unclosed `(` took minutes), and closers hidden in quotes that
+/// a naive count would take for real. Each size up to well past the limits is decided
+/// in every mode in well under two seconds (debug build), on a 2 MiB stack.
+#[test]
+fn backtracking_shapes_are_refused_or_fast() {
+    type Shape = fn(usize) -> String;
+    let shapes: &[(&str, Shape)] = &[
+        ("(", |n| "(".repeat(n)),
+        ("((", |n| "((".repeat(n)),
+        ("( (", |n| "( ( ".repeat(n)),
+        ("(x", |n| format!("{}x", "(".repeat(n))),
+        ("{ ( (", |n| "{ ( ( ".repeat(n)),
+        ("case", |n| "case x in x) ".repeat(n)),
+        ("case (", |n| "case x in (x) ".repeat(n)),
+        ("( case", |n| "( case x in x) ".repeat(n)),
+        ("(( after a shift", |n| {
+            format!("echo $((1<<2))\n{}", "(".repeat(n))
+        }),
+        ("( in a here-document", |n| {
+            format!("cat <<'E'\n{}\nE", "( ".repeat(n))
+        }),
+        ("$( ')'", |n| format!("echo {}", "$( ')' ".repeat(n * 64))),
+        ("$( \\)", |n| format!("echo {}", "$( \\) ".repeat(n * 64))),
+        ("( ')' (", |n| "( ')' ".repeat(n)),
+    ];
+    for (kind, shape) in shapes {
+        for n in (1..=40).step_by(3) {
+            let line = shape(n);
+            let start = Instant::now();
+            assert_eq!(decisions(line.clone()).len(), Mode::ALL.len() + 1);
+            assert!(
+                start.elapsed() < Duration::from_secs(2),
                 "{kind} x{n} took {:?}",
                 start.elapsed()
             );
