@@ -11,7 +11,8 @@
 //! (or a deny rule matches the whole line); else **Ask** if any part asks or anything
 //! could not be parsed; else **Allow** — only when *every* part is allowed, by a rule
 //! or by the mode. Anything unparsed is never allowed, in any mode: that includes a
-//! line over [`shell::MAX_LINE_BYTES`] or nested deeper than [`shell::MAX_NESTING`],
+//! line over [`shell::MAX_LINE_BYTES`], nested deeper than [`shell::MAX_NESTING`] or
+//! than [`shell::MAX_AMBIGUOUS_NESTING`] levels of bare parentheses and `case` blocks,
 //! refused before it is parsed.
 //!
 //! **Allow rules cover only what the gate fully understands.** In `default`,

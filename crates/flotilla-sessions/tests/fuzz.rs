@@ -222,6 +222,15 @@ fn backtracking_shapes_are_refused_or_fast() {
         ("$( ')'", |n| format!("echo {}", "$( ')' ".repeat(n * 64))),
         ("$( \\)", |n| format!("echo {}", "$( \\) ".repeat(n * 64))),
         ("( ')' (", |n| "( ')' ".repeat(n)),
+        ("quotes in a quoted ${…}", |n| {
+            format!("echo \"${{x:-' {}'}}\"", "$( ".repeat(n * 64))
+        }),
+        ("quotes in ${…}", |n| {
+            format!("echo ${{x:-' {}'}}", "$( ".repeat(n * 64))
+        }),
+        ("here-document in $(", |n| {
+            format!("echo {}", "$(cat <<E\n$(\nE\n".repeat(n * 64))
+        }),
     ];
     for (kind, shape) in shapes {
         for n in (1..=40).step_by(3) {

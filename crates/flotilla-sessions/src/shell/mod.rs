@@ -12,15 +12,20 @@
 //!
 //! ## Limits
 //!
-//! Before anything is parsed, a linear scan refuses (one [`Unparsed`] entry, the gate
-//! asks) a line longer than [`MAX_LINE_BYTES`] (64 KiB) or nested deeper than
-//! [`MAX_NESTING`] (64) levels, counted over-approximately without regard to quoting:
-//! parentheses (`(`, `$(`, `$((`, `<(`), braces (`{`, `${`), brackets (`[[`), keyword
-//! pairs (`if`/`fi`, `case`/`esac`, `do`/`done`) and escaped backticks ([`nesting`]).
-//! The parser recurses once per level; this keeps a hostile line (`$(` two thousand
-//! times) from overflowing a 2 MiB thread stack. Every command string parsed again
-//! (`sh -c '…'`…) goes through the same scan, and the walker follows at most
-//! [`MAX_DEPTH`] levels of strings and substitutions, checked before any parsing.
+//! Before anything is parsed, a linear scan (`prescan.rs`) refuses (one [`Unparsed`]
+//! entry, the gate asks) a line longer than [`MAX_LINE_BYTES`] (64 KiB), nested deeper
+//! than [`MAX_NESTING`] (64) levels, or nested deeper than [`MAX_AMBIGUOUS_NESTING`]
+//! (16) levels of bare parentheses and `case` blocks. The scan is a small lexer that
+//! knows bash's quoting, comments and here-documents (a `)` inside quotes closes
+//! nothing) and counts what is open: parentheses (`(`, `$(`, `$((`, `<(`), braces
+//! (`{`, `${`), double quotes, backticks and keyword blocks (`if`/`fi`, `case`/`esac`,
+//! `do`/`done`) ([`nesting`]). The parser recurses once per level, so a hostile line
+//! (`$(` two thousand times) would overflow a 2 MiB thread stack; and on a syntax
+//! error it retries every reading of nested bare parentheses (`((` is arithmetic or two
+//! subshells) and case patterns, doubling its time per level (32 unclosed `(` took
+//! minutes). Every command string parsed again (`sh -c '…'`…) goes through the same
+//! scan, and the walker follows at most [`MAX_DEPTH`] levels of strings and
+//! substitutions, checked before any parsing.
 //!
 //! ## Wrappers and command strings
 //!
@@ -159,7 +164,7 @@ mod wrappers;
 mod writes;
 
 pub use git::{could_name, GIT_GLOBAL_WITH_VALUE};
-pub use prescan::{nesting, MAX_LINE_BYTES, MAX_NESTING};
+pub use prescan::{nesting, MAX_AMBIGUOUS_NESTING, MAX_LINE_BYTES, MAX_NESTING};
 
 use interpreters::{interpreted, interpreter, sql_client};
 
