@@ -92,7 +92,7 @@
 //!   or `s///e` flag, or read from a file (`-f`, `--file` and prefixes);
 //!   `make --eval`/`-E`/`SHELL=`; database clients with shell escapes or reading
 //!   standard input; programs that read commands we cannot see or build them at run
-//!   time (`parallel`, `at`, `vim`, `gdb`, `ed`, `dc`…);
+//!   time (`parallel`, `at`, `crontab`, `vim`, `gdb`, `ed`, `dc`…);
 //! - options of other programs that run a program (`sort --compress-program`,
 //!   `tar --to-command/--use-compress-program/-I/--checkpoint-action/--info-script/
 //!   --new-volume-script/-F`, `zip -TT/--unzip-command`, `rsync -e/--rsh/--rsync-path`,
@@ -102,7 +102,8 @@
 //! - git configuration that can make git run commands: `git -c KEY=…`,
 //!   `git --config-env KEY=…`, `git clone -c/--config KEY=…` or `git config KEY VALUE`
 //!   for keys outside a small safe list (`user.*`, `color.*`, `alias.*`…),
-//!   `--exec-path=`; `chroot` into another root, `unshare --root`, `nsenter -m`;
+//!   `--exec-path=`, `git clone/init --template` (hooks from another directory);
+//!   `chroot` into another root, `unshare --root`, `nsenter -m`;
 //! - assignments (prefix, standalone, after a wrapper, through `env`, `sudo`,
 //!   `systemd-run -E`, `strace -E`, `export`/`declare`/`typeset`/`local`/`readonly`,
 //!   `read`, `mapfile`, `printf -v`, arithmetic, and the assigning expansions
@@ -123,8 +124,12 @@
 //!   outside the system directories in a line that writes files (`cp /usr/bin/git
 //!   ./g; ./g push`), a program or an interpreter's operand named like a written file
 //!   (`… > s.py; python3 s.py`, `… > Makefile; make`), and any write to git's
-//!   configuration or hooks or to a shell's startup files (`… >> .git/config`,
-//!   `cp h .git/hooks/post-checkout`, `sed -n 'w .git/config'`, `>> ~/.profile`);
+//!   configuration or hooks or to a shell's or another program's startup files
+//!   (`… >> .git/config`, `cp h .git/hooks/post-checkout`, `sed -n 'w .git/config'`,
+//!   `>> ~/.profile`, `~/.ssh/config`, Python's `usercustomize`/`.pth`). Writes are
+//!   redirections, the operands of `cp`, `ln`, `install`, `mv`, `rsync`, `tee`, `dd
+//!   of=`, `chmod`, `sed -i`, `tar`…, `sort -o`, `find -fprint*`, sed's `w`, and awk's
+//!   `print >` (a name the gate does not work out: any file);
 //! - command substitutions inside arithmetic or `${…}` expansions; `${x@P}`;
 //! - **any word whose text holds `$(` or a backtick** even quoted (`'a[$(rm x)]'`,
 //!   `$'\x24(…)'`, an unquoted here-document's escaped `\$(`): bash runs it wherever the
@@ -137,7 +142,10 @@
 //! as [`Arg::Dynamic`]: matching treats them as "could be any words", and outside
 //! `bypassPermissions` no allow rule covers a command that has one (see
 //! [`crate::policy`]). One substitution is static: `"$(cat <<'EOF' … EOF)"` (a quoted
-//! here-document, the usual commit message) is the here-document's text.
+//! here-document, the usual commit message) is the here-document's text; a `$(` or
+//! backtick in that text is fine only when the word goes straight to one program that
+//! is not a shell builtin or a shell (`git commit -m …`), where it cannot reach
+//! arithmetic.
 //!
 //! Known limits (documented, not handled): values built at run time and then used in
 //! arithmetic (`x=$(printf 'a[\x24(rm x)]'); echo $((x))`, `read` from a file, a
