@@ -595,12 +595,18 @@ pub fn decide_command(mode: Mode, policy: &Policy, command: &SimpleCommand) -> D
 
 /// Whether every word of the command (after wrappers) is static: the only commands an
 /// allow rule may cover outside `bypassPermissions`. The `{}` placeholder of
-/// `find … -exec` (a file name find substitutes) counts as static.
+/// `find … -exec` (a path find substitutes) counts as static; the words `xargs` adds
+/// from its input, and its `-I` replacements, do not.
 pub fn fully_static(command: &SimpleCommand) -> bool {
-    command
-        .argv
-        .iter()
-        .all(|a| matches!(a, Arg::Literal(_)) || a.as_text() == "{}")
+    let from_find = command.wrappers.iter().any(|w| w == "find");
+    // `xargs cmd` gets words from its input at run time (`--upload-pack=…` among
+    // them); find's `{} +` appends paths under its starting points.
+    let appended_by_xargs = command.open_ended && !from_find;
+    !appended_by_xargs
+        && command
+            .argv
+            .iter()
+            .all(|a| matches!(a, Arg::Literal(_)) || (from_find && a.as_text() == "{}"))
 }
 
 /// Deny if any part denies; else ask if any asks; else allow. Reasons are joined.

@@ -241,7 +241,8 @@ impl SimpleCommand {
     /// `argv` joined with single spaces (dynamic words as written), for reasons.
     pub fn text(&self) -> String {
         let mut s = join(&self.argv);
-        if self.open_ended {
+        let marked = matches!(self.argv.last(), Some(Arg::Dynamic(d)) if d == XARGS_INPUT);
+        if self.open_ended && !marked {
             s.push_str(" …");
         }
         s
@@ -1476,6 +1477,7 @@ impl Walker {
                 })
             }
             "find" => {
+                programs::check(name, args)?;
                 self.find_exec(argv, depth);
                 Ok(Step::Itself)
             }
@@ -2095,12 +2097,21 @@ fn xargs(args: &[Arg]) -> Result<Step, String> {
                 open_ended: false,
             })
         }
-        None => Ok(Step::Runs {
-            rest,
-            open_ended: true,
-        }),
+        None => {
+            // The words xargs reads are arguments too: a run-time word at the end lets
+            // every check see them (`xargs git fetch` may get `--upload-pack=…`,
+            // `xargs find` may get `-exec …`).
+            rest.push(Arg::Dynamic(XARGS_INPUT.to_string()));
+            Ok(Step::Runs {
+                rest,
+                open_ended: true,
+            })
+        }
     }
 }
+
+/// The run-time word standing for what `xargs` reads from its input.
+const XARGS_INPUT: &str = "…";
 
 /// The output of a command substitution that is only `cat` of a quoted here-document
 /// (`cat <<'EOF'` … `EOF`, also `"EOF"` or `\EOF`): the body, trailing newlines

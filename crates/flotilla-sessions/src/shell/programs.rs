@@ -90,6 +90,20 @@ pub(super) fn check(name: &str, args: &[Arg]) -> Result<(), String> {
     if name == "ssh" || name == "scp" || name == "sftp" {
         ssh_options(name, args)?;
     }
+    if name == "find" {
+        // Unquoted, a run-time word can split into `-exec CMD ;` or `-fprint FILE`.
+        // A double-quoted one stays one word.
+        let splits = |d: &str| !(d.len() >= 2 && d.starts_with('"') && d.ends_with('"'));
+        if let Some(d) = args
+            .iter()
+            .find(|a| matches!(a, Arg::Dynamic(d) if splits(d)))
+        {
+            return Err(format!(
+                "`find` word `{}` is known only at run time and could be `-exec …`",
+                d.as_text()
+            ));
+        }
+    }
     if matches!(name, "less" | "more") {
         // `+CMD` runs less commands at start (`+!cmd` a shell command).
         if let Some(a) = args
