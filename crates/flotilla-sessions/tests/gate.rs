@@ -1319,6 +1319,25 @@ fn everyday_commands_stay_allowed() {
         "echo \"$(cat <<'EOF'\nmulti\nline\nEOF\n)\"",
     ];
     let mut failures = Vec::new();
+    // bypassPermissions keeps running builds, scripts and run-time words.
+    let bypass_only = [
+        "cargo build 2>&1 | tee build.log",
+        "cargo test > out.txt",
+        "npm test 2>&1 | tail -5",
+        "./scripts/test.sh",
+        "python3 tools/gen.py > out.json",
+        "make -j4 && ./target/app --help",
+        "for f in *.rs; do wc -l \"$f\"; done",
+        "find . -name \"$pattern\"",
+        "echo \"$HOME\" | xargs ls",
+        "git -c user.name=x commit -m wip",
+    ];
+    for line in bypass_only {
+        let d = decide(Mode::BypassPermissions, &bypass, &bash(line));
+        if !is_allow(&d) {
+            failures.push(format!("bypassPermissions {line:?}: {d:?}"));
+        }
+    }
     for line in controls {
         let d = decide(Mode::Default, &everyday, &bash(line));
         if !is_allow(&d) {

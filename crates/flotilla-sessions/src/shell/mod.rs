@@ -665,6 +665,9 @@ impl Walker {
 
     fn list(&mut self, list: &ast::CompoundList, depth: usize) {
         for item in &list.0 {
+            if matches!(item.1, ast::SeparatorOperator::Async) {
+                self.writes.unordered = true;
+            }
             for (_, pipeline) in item.0.iter() {
                 for command in &pipeline.seq {
                     self.command(command, depth);
@@ -681,6 +684,7 @@ impl Walker {
                 self.redirects(redirects.as_ref(), depth);
             }
             ast::Command::Function(function) => {
+                self.writes.unordered = true;
                 self.compound(&function.body.0, depth);
                 self.redirects(function.body.1.as_ref(), depth);
             }
@@ -758,6 +762,7 @@ impl Walker {
         match compound {
             C::Arithmetic(a) => self.arithmetic_command(a, depth),
             C::ArithmeticForClause(f) => {
+                self.writes.unordered = true;
                 for e in [&f.initializer, &f.condition, &f.updater]
                     .into_iter()
                     .flatten()
@@ -769,6 +774,7 @@ impl Walker {
             C::BraceGroup(b) => self.list(&b.list, depth),
             C::Subshell(s) => self.list(&s.list, depth),
             C::ForClause(f) => {
+                self.writes.unordered = true;
                 for w in f.values.iter().flatten() {
                     self.word(&w.value, depth);
                 }
@@ -796,10 +802,14 @@ impl Walker {
                 }
             }
             C::WhileClause(w) | C::UntilClause(w) => {
+                self.writes.unordered = true;
                 self.list(&w.0, depth);
                 self.list(&w.1.list, depth);
             }
-            C::Coprocess(c) => self.command(&c.body, depth),
+            C::Coprocess(c) => {
+                self.writes.unordered = true;
+                self.command(&c.body, depth)
+            }
         }
     }
 
@@ -813,6 +823,7 @@ impl Walker {
                         kind,
                         ast::IoFileRedirectKind::Read | ast::IoFileRedirectKind::DuplicateInput
                     ) {
+                        self.writes.at = self.out.commands.len();
                         self.writes.redirect(&arg);
                     }
                 }
@@ -847,6 +858,7 @@ impl Walker {
             }
             ast::IoRedirect::OutputAndError(w, _) => {
                 let arg = self.word(&w.value, depth);
+                self.writes.at = self.out.commands.len();
                 self.writes.redirect(&arg);
             }
         }
@@ -1209,6 +1221,7 @@ impl Walker {
     }
 
     fn emit(&mut self, argv: Vec<Arg>, written: &[Arg], wrappers: &[String], open_ended: bool) {
+        self.writes.at = self.out.commands.len();
         self.writes.command(&argv);
         self.out.commands.push(SimpleCommand {
             argv,
@@ -1504,6 +1517,7 @@ impl Walker {
                 }
             }
             "trap" => {
+                self.writes.unordered = true;
                 let mut rest = args;
                 if let Some(Arg::Literal(a)) = rest.first() {
                     if a == "-p" || a == "-l" {
@@ -1980,6 +1994,8 @@ impl Walker {
     /// `find … -exec cmd … ;` (and `-execdir`, `-ok`, `-okdir`, `+` terminator): the
     /// commands it runs.
     fn find_exec(&mut self, argv: &[Arg], depth: usize) {
+        // Commands run once per file, interleaved.
+        self.writes.unordered = true;
         let mut i = 1;
         while i < argv.len() {
             let is_exec = matches!(

@@ -21,6 +21,8 @@ struct RunsOptions {
 fn runs_options(name: &str) -> Option<RunsOptions> {
     let (long, short): (&'static [&'static str], &'static str) = match name {
         "sort" => (&["compress-program"], ""),
+        "install" | "ginstall" => (&["strip-program"], ""),
+        "split" | "gsplit" => (&["filter"], ""),
         "tar" | "gtar" | "bsdtar" => (
             &[
                 "to-command",
@@ -77,6 +79,12 @@ const RUN_ARGUMENTS: &[&str] = &[
     "abduco",
 ];
 
+/// Whether a run-time word could split into several words (it is not one double-quoted
+/// string).
+fn splits(d: &str) -> bool {
+    !(d.len() >= 2 && d.starts_with('"') && d.ends_with('"'))
+}
+
 /// Why `name` with `args` runs a program the gate cannot see, if it does.
 pub(super) fn check(name: &str, args: &[Arg]) -> Result<(), String> {
     if RUN_ARGUMENTS.contains(&name) {
@@ -90,10 +98,22 @@ pub(super) fn check(name: &str, args: &[Arg]) -> Result<(), String> {
     if name == "ssh" || name == "scp" || name == "sftp" {
         ssh_options(name, args)?;
     }
+    if matches!(name, "sed" | "gsed" | "make" | "gmake") {
+        // GNU getopt takes options anywhere: a run-time word that splits could be
+        // `-e SCRIPT`, `-f FILE`, `--eval=…`.
+        if let Some(d) = args
+            .iter()
+            .find(|a| matches!(a, Arg::Dynamic(d) if splits(d)))
+        {
+            return Err(format!(
+                "`{name}` word `{}` is known only at run time and could be an option that \
+                 runs commands",
+                d.as_text()
+            ));
+        }
+    }
     if name == "find" {
         // Unquoted, a run-time word can split into `-exec CMD ;` or `-fprint FILE`.
-        // A double-quoted one stays one word.
-        let splits = |d: &str| !(d.len() >= 2 && d.starts_with('"') && d.ends_with('"'));
         if let Some(d) = args
             .iter()
             .find(|a| matches!(a, Arg::Dynamic(d) if splits(d)))

@@ -108,6 +108,7 @@ impl Walker {
                     if awk_writes_files(text) {
                         // `print … > FILE`: a file written under a name the gate does
                         // not work out.
+                        self.writes.at = self.out.commands.len();
                         self.writes
                             .redirect(&Arg::Dynamic(format!("{name} output")));
                     }
@@ -247,6 +248,7 @@ impl Walker {
             }
         }
         for w in written {
+            self.writes.at = self.out.commands.len();
             self.writes.redirect(&Arg::Literal(w));
         }
         Ok(())

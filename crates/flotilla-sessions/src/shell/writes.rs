@@ -40,6 +40,14 @@ const WRITERS: &[&str] = &[
     "7z", "split", "csplit", "curl", "wget", "git-lfs", "uniq", "xxd",
 ];
 
+/// Programs that run code from files in the working tree (build scripts, test
+/// configuration, package hooks): after a write in the same line, they could run it.
+const BUILD_TOOLS: &[&str] = &[
+    "make", "gmake", "cmake", "meson", "ninja", "cargo", "npm", "npx", "yarn", "pnpm", "bun",
+    "deno", "pip", "pip3", "poetry", "uv", "uvx", "pytest", "py.test", "tox", "nox", "go", "mvn",
+    "gradle", "ant", "rake", "bundle", "composer", "dotnet", "swift", "mix", "sbt",
+];
+
 /// Programs that only read the files they name.
 const READERS: &[&str] = &[
     "cat",
@@ -81,12 +89,24 @@ const READERS: &[&str] = &[
 pub(super) struct Writes {
     /// Every destination (literal or known only at run time).
     dests: Vec<Arg>,
+    /// For each destination, how many commands came before the write.
+    positions: Vec<usize>,
+    /// Where the next write is (the number of commands emitted so far).
+    pub(super) at: usize,
+    /// The line has loops, functions, traps or background jobs: source order is not
+    /// run order.
+    pub(super) unordered: bool,
     /// The line changes into git's directory (`cd .git`), where a relative write could
     /// be its configuration or hooks.
     cd_git: bool,
 }
 
 impl Writes {
+    fn push(&mut self, dest: Arg) {
+        self.dests.push(dest);
+        self.positions.push(self.at);
+    }
+
     /// A redirection target (`> FILE`).
     pub(super) fn redirect(&mut self, target: &Arg) {
         if let Arg::Literal(t) = target {
@@ -94,7 +114,7 @@ impl Writes {
                 return;
             }
         }
-        self.dests.push(target.clone());
+        self.push(target.clone());
     }
 
     /// A simple command about to be emitted: records what it writes.
@@ -114,7 +134,7 @@ impl Writes {
             for a in &argv[1..] {
                 if let Arg::Literal(t) = a {
                     if runs_code_when_read(t) {
-                        self.dests.push(a.clone());
+                        self.push(a.clone());
                     }
                 }
             }
@@ -129,7 +149,7 @@ impl Writes {
             let t = a.as_text();
             if outputs.contains(&t) {
                 if let Some(v) = argv.get(i + 1) {
-                    self.dests.push(v.clone());
+                    self.push(v.clone());
                 }
             } else if let Some(v) = outputs
                 .iter()
@@ -137,7 +157,7 @@ impl Writes {
                 .find_map(|o| t.strip_prefix(o).map(|v| v.trim_start_matches('=')))
                 .filter(|v| !v.is_empty())
             {
-                self.dests.push(Arg::Literal(v.to_string()));
+                self.push(Arg::Literal(v.to_string()));
             }
         }
         if !WRITERS.contains(&name.as_str()) {
@@ -156,11 +176,11 @@ impl Writes {
             match a {
                 Arg::Literal(t) if name == "dd" => {
                     if let Some(of) = t.strip_prefix("of=") {
-                        self.dests.push(Arg::Literal(of.to_string()));
+                        self.push(Arg::Literal(of.to_string()));
                     }
                 }
                 Arg::Literal(t) if t.starts_with('-') && !t.contains('/') => {}
-                other => self.dests.push(other.clone()),
+                other => self.push(other.clone()),
             }
         }
     }
@@ -262,6 +282,18 @@ pub(super) fn check(out: &mut Analysis, writes: &Writes) {
             if makefile || operand || (run_time && (c.argv.len() > 1 || make)) {
                 reasons.push(format!("`{}` runs a file this line writes", c.text()));
             }
+        }
+        let index = out
+            .commands
+            .iter()
+            .position(|x| std::ptr::eq(x, c))
+            .unwrap_or(0);
+        let written_before = writes.unordered || writes.positions.iter().any(|&at| at < index);
+        if BUILD_TOOLS.contains(&name) && written_before {
+            reasons.push(format!(
+                "`{}` runs code from the project's files, and this line writes files",
+                c.text()
+            ));
         }
         if run_time && (name == "git" || name.starts_with("git-")) {
             reasons.push(format!(
