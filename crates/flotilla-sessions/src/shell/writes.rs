@@ -14,10 +14,16 @@
 //! - a program, or an operand of a shell, interpreter or `make`, whose name is the last
 //!   component of a written path (or any, when a destination is known only at run time);
 //! - a write to git's configuration or hooks (`.git/config`, `.git/hooks/…`,
-//!   `.gitconfig`, `git/config`) or to a shell's startup files (`.bashrc`, `.profile`…),
-//!   and a written path known only at run time in a line that also runs git.
+//!   `.gitconfig`, `git/config`) or to a shell's or another program's startup files
+//!   (`.bashrc`, `.profile`, `~/.ssh/config`, `usercustomize`, `.pth`…), and a written
+//!   path known only at run time in a line that also runs git;
+//! - a build or test tool ([`BUILD_TOOLS`]: `make`, `cargo`, `npm`, `pytest`…, which
+//!   run code from the project's files) after a write.
 //!
-//! Order is ignored (a write after the command counts too): the stricter reading.
+//! Order is ignored (a write after the command counts too: the stricter reading),
+//! except for build tools, whose own output (`cargo build | tee log`) is common: for
+//! them only a write earlier in the line counts, or any write when source order is not
+//! run order (loops, functions, traps, `find -exec`, coprocesses, background jobs).
 
 use super::{basename, interpreter, is_code_runner, Analysis, Arg, Unparsed};
 
