@@ -246,6 +246,32 @@ fn backtracking_shapes_are_refused_or_fast() {
     }
 }
 
+/// Lines just under the length limit, made of many commands, writes and words, are
+/// decided in a few seconds at most (debug build).
+#[test]
+fn large_lines_are_decided_quickly() {
+    let fill = |unit: &str| unit.repeat((MAX_LINE_BYTES - 100) / unit.len());
+    for line in [
+        fill("cp a b; ./x; "),
+        fill("echo $(ls) > f; "),
+        fill("ls -la a b c d e f g h; "),
+        fill("git grep -n x -- y; "),
+        fill("echo 'a b c' \"d $x\" e; "),
+        fill("a=1 b=2 c=3; "),
+        fill("x "),
+    ] {
+        let start = Instant::now();
+        let n = decisions(line.clone()).len();
+        assert_eq!(n, Mode::ALL.len() + 1);
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{}… took {:?}",
+            &line[..20],
+            start.elapsed()
+        );
+    }
+}
+
 #[test]
 fn long_lines_are_refused_before_parsing() {
     let line = format!("echo {}; git push origin", "a ".repeat(MAX_LINE_BYTES));

@@ -240,7 +240,7 @@ pub(super) fn check(out: &mut Analysis, writes: &Writes) {
     }
     let mut reasons: Vec<String> = Vec::new();
     let run_time = writes.dests.iter().any(|d| matches!(d, Arg::Dynamic(_)));
-    let names: Vec<&str> = writes
+    let names: std::collections::HashSet<&str> = writes
         .dests
         .iter()
         .filter_map(Arg::literal)
@@ -254,7 +254,8 @@ pub(super) fn check(out: &mut Analysis, writes: &Writes) {
             ));
         }
     }
-    for c in &out.commands {
+    let first_write = writes.positions.iter().copied().min().unwrap_or(usize::MAX);
+    for (index, c) in out.commands.iter().enumerate() {
         let Some(program) = c.argv.first().map(Arg::as_text) else {
             continue;
         };
@@ -263,7 +264,7 @@ pub(super) fn check(out: &mut Analysis, writes: &Writes) {
             reasons.push(format!(
                 "`{program}` is run from a path this line writes or could write"
             ));
-        } else if !program.contains('/') && names.contains(&name) {
+        } else if !program.contains('/') && names.contains(name) {
             reasons.push(format!("`{name}` is a name this line writes a file under"));
         }
         let runner = is_code_runner(name)
@@ -274,13 +275,13 @@ pub(super) fn check(out: &mut Analysis, writes: &Writes) {
             );
         if runner {
             let makefile = matches!(name, "make" | "gmake")
-                && names
+                && ["Makefile", "makefile", "GNUmakefile"]
                     .iter()
-                    .any(|n| matches!(*n, "Makefile" | "makefile" | "GNUmakefile"));
+                    .any(|n| names.contains(n));
             let operand = c.argv[1..].iter().any(|a| match a {
                 Arg::Literal(t) => {
                     let t = t.rsplit('=').next().unwrap_or(t);
-                    names.contains(&basename(t))
+                    names.contains(basename(t))
                 }
                 Arg::Dynamic(_) => run_time,
             });
@@ -289,12 +290,7 @@ pub(super) fn check(out: &mut Analysis, writes: &Writes) {
                 reasons.push(format!("`{}` runs a file this line writes", c.text()));
             }
         }
-        let index = out
-            .commands
-            .iter()
-            .position(|x| std::ptr::eq(x, c))
-            .unwrap_or(0);
-        let written_before = writes.unordered || writes.positions.iter().any(|&at| at < index);
+        let written_before = writes.unordered || first_write < index;
         if BUILD_TOOLS.contains(&name) && written_before {
             reasons.push(format!(
                 "`{}` runs code from the project's files, and this line writes files",
