@@ -467,6 +467,12 @@ const ALWAYS_UNPARSED: &[&str] = &[
     "crontab",
 ];
 
+/// Whether a run-time word could split into several words at run time (it is not one
+/// double-quoted string).
+fn splits(d: &str) -> bool {
+    !(d.len() >= 2 && d.starts_with('"') && d.ends_with('"'))
+}
+
 /// Whether `name` is a shell, interpreter, debugger or editor that runs code handed to
 /// it: named in another program's arguments (`docker exec c sh`, `ssh host python3`), it
 /// could run anything. Common English words (`dash`, `fish`, `expect`…) are left out.
@@ -2283,6 +2289,14 @@ fn scan(program: &str, args: &[Arg], spec: &OptSpec) -> Result<Scanned, String> 
                         if v.is_none() {
                             return Err(format!("`{program} --{name}` without its value"));
                         }
+                        if let Some(Arg::Dynamic(d)) = &v {
+                            if splits(d) {
+                                return Err(format!(
+                                    "the value `{d}` of `{program} --{name}` could split into \
+                                     a command at run time"
+                                ));
+                            }
+                        }
                         out.seen.push((name.to_string(), v));
                         i += 2;
                     }
@@ -2314,6 +2328,14 @@ fn scan(program: &str, args: &[Arg], spec: &OptSpec) -> Result<Scanned, String> 
                     let v = args.get(i).cloned();
                     if v.is_none() {
                         return Err(format!("`{program} -{ch}` without its value"));
+                    }
+                    if let Some(Arg::Dynamic(d)) = &v {
+                        if splits(d) {
+                            return Err(format!(
+                                "the value `{d}` of `{program} -{ch}` could split into a \
+                                 command at run time"
+                            ));
+                        }
                     }
                     out.seen.push((ch.to_string(), v));
                     i += 1;

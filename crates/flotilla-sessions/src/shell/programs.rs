@@ -7,7 +7,7 @@
 //! options are found inside a cluster (`-xzIcmd`). For these programs a word known only
 //! at run time (`sort "$opt"`) could be such an option and is unparsed as well.
 
-use super::{could_name, Arg};
+use super::{could_name, splits, Arg};
 
 /// One program's options that run another program.
 struct RunsOptions {
@@ -78,12 +78,6 @@ const RUN_ARGUMENTS: &[&str] = &[
     "dtach",
     "abduco",
 ];
-
-/// Whether a run-time word could split into several words (it is not one double-quoted
-/// string).
-fn splits(d: &str) -> bool {
-    !(d.len() >= 2 && d.starts_with('"') && d.ends_with('"'))
-}
 
 /// Why `name` with `args` runs a program the gate cannot see, if it does.
 pub(super) fn check(name: &str, args: &[Arg]) -> Result<(), String> {
