@@ -130,6 +130,11 @@
 //!   redirections, the operands of `cp`, `ln`, `install`, `mv`, `rsync`, `tee`, `dd
 //!   of=`, `chmod`, `sed -i`, `tar`…, `sort -o`, `find -fprint*`, sed's `w`, and awk's
 //!   `print >` (a name the gate does not work out: any file);
+//! - a run-time word that could split into options or a command (unquoted `$X` with
+//!   `IFS=,` and `X=5,git,push`): the value of a wrapper's option (`nice -n $N`), any
+//!   word of `find`, `sed` or `make`, of a git subcommand or other program with options
+//!   that run commands; what `xargs` reads is such a word of the command it runs
+//!   (`echo --upload-pack=… | xargs git fetch`); a double-quoted `"$X"` stays one word;
 //! - command substitutions inside arithmetic or `${…}` expansions; `${x@P}`;
 //! - **any word whose text holds `$(` or a backtick** even quoted (`'a[$(rm x)]'`,
 //!   `$'\x24(…)'`, an unquoted here-document's escaped `\$(`): bash runs it wherever the
