@@ -10,7 +10,17 @@
 //! [`shell::analyze`] finds (wrappers seen through): **Deny** if any part is denied
 //! (or a deny rule matches the whole line); else **Ask** if any part asks or anything
 //! could not be parsed; else **Allow** — only when *every* part is allowed, by a rule
-//! or by the mode. Anything unparsed is never allowed, in any mode.
+//! or by the mode. Anything unparsed is never allowed, in any mode: that includes a
+//! line over [`shell::MAX_LINE_BYTES`], nested deeper than [`shell::MAX_NESTING`] or
+//! than [`shell::MAX_AMBIGUOUS_NESTING`] levels of bare parentheses and `case` blocks,
+//! refused before it is parsed.
+//!
+//! **Allow rules cover only what the gate fully understands.** In `default`,
+//! `acceptEdits` and `plan`, an allow rule matches a simple command only when every
+//! word of it (after wrappers) is static ([`fully_static`]: no `$X`, `$(…)`, glob or
+//! brace expansion; find's `{}` placeholder aside): `Bash(echo *)` allows `echo hi` but
+//! not `echo $HOME`, which asks (`plan` denies it). `bypassPermissions` is unchanged,
+//! except that the always-ask list still outranks it.
 //!
 //! The **always-ask list** holds command-word prefixes (`git push`, `gh`, `rm`…). It
 //! is matched against every simple command of a Bash call after wrappers are seen
@@ -223,7 +233,7 @@ pub const NON_EXECUTING: &[&str] = &[
     "pwd", "cd", "mkdir", "touch", "stat", "file", "du", "df", "test", "[", "true", "false",
     "type", "which", "command", "help", "jq", "git", "awk", "gawk", "mawk", "nawk", "sed", "gsed",
     "find", "export", "declare", "typeset", "local", "readonly", "unset", "read", "tee", "date",
-    "sleep", "chmod",
+    "sleep", "chmod", "compgen", "set",
 ];
 
 /// Directories whose programs are the system's own: `/usr/bin/git` may be allowed by
@@ -544,11 +554,33 @@ pub fn decide_command(mode: Mode, policy: &Policy, command: &SimpleCommand) -> D
         return ask(format!("ask rule `{}` matches `{text}`", rule.source));
     }
     let sure = sure_forms(command);
+    // Outside `bypassPermissions` an allow rule covers only a command the gate fully
+    // understands: every word static (find's `{}` placeholder aside).
+    let understood = mode == Mode::BypassPermissions || fully_static(command);
     if let Some(rule) = find(&rules.allow, |r| {
-        sure.iter()
-            .any(|f| r.matches_command(f, command.open_ended, Match::Sure))
+        understood
+            && sure
+                .iter()
+                .any(|f| r.matches_command(f, command.open_ended, Match::Sure))
     }) {
         return allow(format!("allow rule `{}` matches `{text}`", rule.source));
+    }
+    if !understood {
+        let covered = find(&rules.allow, |r| {
+            sure.iter()
+                .any(|f| r.matches_command(f, command.open_ended, Match::Sure))
+        });
+        if let Some(rule) = covered {
+            let why = format!(
+                "allow rule `{}` is not applied to `{text}`: it has words known only at run \
+                 time",
+                rule.source
+            );
+            return match mode {
+                Mode::Plan => deny(format!("mode {mode} is read-only: {why}")),
+                _ => ask(format!("mode {mode}: {why}")),
+            };
+        }
     }
     match mode {
         Mode::BypassPermissions => allow(format!("mode {mode}: `{text}`")),
@@ -559,6 +591,22 @@ pub fn decide_command(mode: Mode, policy: &Policy, command: &SimpleCommand) -> D
             ask(format!("mode {mode}: no allow rule matches `{text}`"))
         }
     }
+}
+
+/// Whether every word of the command (after wrappers) is static: the only commands an
+/// allow rule may cover outside `bypassPermissions`. The `{}` placeholder of
+/// `find … -exec` (a path find substitutes) counts as static; the words `xargs` adds
+/// from its input, and its `-I` replacements, do not.
+pub fn fully_static(command: &SimpleCommand) -> bool {
+    let from_find = command.wrappers.iter().any(|w| w == "find");
+    // `xargs cmd` gets words from its input at run time (`--upload-pack=…` among
+    // them); find's `{} +` appends paths under its starting points.
+    let appended_by_xargs = command.open_ended && !from_find;
+    !appended_by_xargs
+        && command
+            .argv
+            .iter()
+            .all(|a| matches!(a, Arg::Literal(_)) || (from_find && a.as_text() == "{}"))
 }
 
 /// Deny if any part denies; else ask if any asks; else allow. Reasons are joined.
@@ -656,17 +704,7 @@ fn git_subcommand(command: &SimpleCommand) -> Option<String> {
 /// a subcommand that is not one of git's own ([`GIT_COMMANDS`]: it may be an alias).
 /// `send-pack`, `http-push` and `remote-*` are `push`.
 fn git_normalized(argv: &[Arg]) -> Vec<Arg> {
-    const WITH_VALUE: &[&str] = &[
-        "-C",
-        "-c",
-        "--git-dir",
-        "--work-tree",
-        "--namespace",
-        "--config-env",
-        "--super-prefix",
-        "--attr-source",
-        "--list-cmds",
-    ];
+    use shell::GIT_GLOBAL_WITH_VALUE as WITH_VALUE;
     let mut out = vec![Arg::Literal("git".to_string())];
     let mut unknown_subcommand = false;
     let mut i = 1;

@@ -84,7 +84,9 @@ fn wrappers_and_compound_forms() {
         ("cat <<EOF\n$(git push)\nEOF", "ask"),
         ("cat <<'EOF'\n$(git push)\nEOF", "allow"),
         ("[[ $(git push) == x ]]", "ask"),
-        ("echo $(ls)", "allow"),
+        // outside bypassPermissions an allow rule covers only static words
+        ("echo $(ls)", "ask"),
+        ("echo \"$(cat <<'EOF'\nhi\nEOF\n)\"", "allow"),
         ("diff <(git push) x", "ask"),
         // bash reads these as nested subshells, not arithmetic
         ("( ( git push ) )", "ask"),
@@ -322,7 +324,9 @@ fn review_shapes_ask_in_every_mode() {
         }
         for mode in Mode::ALL {
             let d = decide(mode, &everything, &bash(command));
-            if d.as_str() != "ask" {
+            // `plan` may deny a run-time word outright.
+            let ok = d.as_str() == "ask" || (mode == Mode::Plan && d.as_str() == "deny");
+            if !ok {
                 failures.push(format!("{mode} with `Bash` allowed {command:?}: {d:?}"));
             }
         }
@@ -381,8 +385,11 @@ fn ordinary_commands_keep_their_decisions() {
         ("awk -F: '{print $(NF-1)}' f", "allow"),
         ("grep -rn '$(shell' .", "allow"),
         ("find . -name '*.rs' -exec grep -l rm {} +", "allow"),
-        ("for i in $(seq 3); do echo $((i*2)); done", "allow"),
-        ("sh -c 'echo $(date)'", "allow"),
+        // words known only at run time: no allow rule covers them outside bypass
+        ("for i in $(seq 3); do echo $((i*2)); done", "ask"),
+        ("sh -c 'echo $(date)'", "ask"),
+        ("for i in 1 2 3; do echo $i; done", "ask"),
+        ("sh -c 'echo date'", "allow"),
         ("python3 script.py", "allow"),
         ("python3 -m pytest -x", "allow"),
         ("make test", "allow"),
@@ -461,10 +468,12 @@ fn bash_rule_syntax() {
         ("Bash(ls *)", "lsof", false),
         ("Bash(echo *)", "echo \"a   b\"", true),
         ("Bash(echo hi)", "echo 'hi'", true),
-        // run-time values are covered only by a wildcard
-        ("Bash(echo *)", "echo $HOME", true),
+        // outside bypassPermissions, an allow rule covers only static words
+        ("Bash(echo *)", "echo $HOME", false),
+        ("Bash", "echo $HOME", false),
         ("Bash(echo hi)", "echo $HOME", false),
-        ("Bash(cat *)", "xargs cat < list", true),
+        // xargs adds words from its input: run-time words
+        ("Bash(cat *)", "xargs cat < list", false),
         ("Bash(cat)", "xargs cat < list", false),
         // a rule for `git` does not allow a local `./git`
         ("Bash(git log *)", "./git log", false),
@@ -1188,4 +1197,417 @@ proptest! {
         let analysis = analyze(&command);
         prop_assert!(!is_allow(&d) || analysis.unparsed.is_empty(), "{command:?}: {d:?}");
     }
+}
+
+// ------------------------------------------------------------- adversarial shapes
+
+/// Everyday allow rules an attacker would build on (the security review's setup).
+const EVERYDAY_ALLOW: &[&str] = &[
+    "Bash(ls *)",
+    "Bash(echo *)",
+    "Bash(git grep *)",
+    "Bash(git fetch *)",
+    "Bash(cat *)",
+    "Bash(find *)",
+    "Bash(sed *)",
+    "Bash(rg *)",
+    "Bash(awk *)",
+    "Bash(gawk *)",
+    "Bash(tar *)",
+    "Bash(sort *)",
+    "Bash(compgen *)",
+    "Bash(set *)",
+    "Bash(true)",
+    "Bash(cp *)",
+    "Bash(ln *)",
+];
+
+/// The shapes of `tests/adversarial-shapes.txt` with their class (`## name` headers).
+fn adversarial_shapes() -> Vec<(String, String)> {
+    let text = include_str!("adversarial-shapes.txt");
+    let mut class = String::from("(none)");
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if let Some(h) = line.strip_prefix("## ") {
+            class = h.trim().to_string();
+        } else if !line.trim().is_empty() && !line.starts_with('#') {
+            out.push((class.clone(), line.to_string()));
+        }
+    }
+    out
+}
+
+/// Every adversarial shape (each really pushes to `origin` when bash runs it) is
+/// never Allow: neither in `default` mode with everyday allow rules nor in
+/// `bypassPermissions`; also not in `acceptEdits` or `plan` with those rules.
+#[test]
+fn adversarial_shapes_are_never_allowed() {
+    let shapes = adversarial_shapes();
+    assert!(shapes.len() >= 300, "only {} shapes", shapes.len());
+    let everyday = policy(EVERYDAY_ALLOW, &[], &[]);
+    let bypass = Policy::default();
+    let mut failures = Vec::new();
+    for (class, line) in &shapes {
+        for mode in Mode::ALL {
+            let d = decide(mode, &everyday, &bash(line));
+            if is_allow(&d) {
+                failures.push(format!("[{class}] {mode} + rules {line:?}: {d:?}"));
+            }
+        }
+        let d = decide(Mode::BypassPermissions, &bypass, &bash(line));
+        if is_allow(&d) {
+            failures.push(format!("[{class}] bypassPermissions {line:?}: {d:?}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} shapes allowed:\n{}",
+        failures.len(),
+        shapes.len(),
+        failures.join("\n")
+    );
+}
+
+/// A deny rule still wins over every adversarial shape that names its command.
+#[test]
+fn adversarial_shapes_hit_a_push_deny_rule() {
+    let p = policy(EVERYDAY_ALLOW, &[], &["Bash(git push *)"]);
+    let mut denied = 0;
+    for (class, line) in adversarial_shapes() {
+        let d = decide(Mode::BypassPermissions, &p, &bash(&line));
+        assert!(!is_allow(&d), "[{class}] {line:?}: {d:?}");
+        denied += usize::from(d.as_str() == "deny");
+    }
+    assert!(denied >= 50, "only {denied} shapes denied");
+}
+
+/// Controls: everyday commands the gate must keep allowing in `default` mode with the
+/// everyday rules (and in `bypassPermissions`), so the fixes do not make it useless.
+#[test]
+fn everyday_commands_stay_allowed() {
+    let everyday = policy(EVERYDAY_ALLOW, &[], &[]);
+    let bypass = Policy::default();
+    let controls = [
+        "ls -la",
+        "ls src tests",
+        "echo hi",
+        "echo 'a b' \"c\"",
+        "git fetch origin",
+        "git fetch --prune origin",
+        "git grep -n TODO",
+        "git grep -e foo -- '*.rs'",
+        "cat README.md",
+        "cat Cargo.toml | sort",
+        "find . -name '*.rs'",
+        "find . -name '*.rs' -exec cat {} +",
+        "sed -n '1,20p' src/lib.rs",
+        "sed -i 's/a/b/g' f.txt",
+        "awk '{print $1}' f.txt",
+        "awk -F: '{print $(NF-1)}' /etc/passwd",
+        "tar -czf out.tar.gz src",
+        "tar -xf a.tar -C dir",
+        "sort -u names.txt",
+        "sort -k2 -n data.txt | cat",
+        "cp a.txt b.txt",
+        "cp -r src backup",
+        "ln -s target link",
+        "true",
+        "compgen -c git",
+        "set -e",
+        "ls && echo done",
+        "ls | sort | cat",
+        "echo \"$(cat <<'EOF'\nmulti\nline\nEOF\n)\"",
+    ];
+    let mut failures = Vec::new();
+    // bypassPermissions keeps running builds, scripts and run-time words.
+    let bypass_only = [
+        "cargo build 2>&1 | tee build.log",
+        "cargo test > out.txt",
+        "npm test 2>&1 | tail -5",
+        "./scripts/test.sh",
+        "python3 tools/gen.py > out.json",
+        "make -j4 && ./target/app --help",
+        "for f in *.rs; do wc -l \"$f\"; done",
+        "find . -name \"$pattern\"",
+        "echo \"$HOME\" | xargs ls",
+        "git -c user.name=x commit -m wip",
+    ];
+    for line in bypass_only {
+        let d = decide(Mode::BypassPermissions, &bypass, &bash(line));
+        if !is_allow(&d) {
+            failures.push(format!("bypassPermissions {line:?}: {d:?}"));
+        }
+    }
+    for line in controls {
+        let d = decide(Mode::Default, &everyday, &bash(line));
+        if !is_allow(&d) {
+            failures.push(format!("default {line:?}: {d:?}"));
+        }
+        let d = decide(Mode::BypassPermissions, &bypass, &bash(line));
+        if !is_allow(&d) {
+            failures.push(format!("bypassPermissions {line:?}: {d:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The review's classes, row by row, including programs the shapes file cannot use
+/// (not installed everywhere: zsh, gawk, rg, rsync, busybox…). Each row asks in
+/// `default` mode with the everyday allow rules and in `bypassPermissions`.
+#[test]
+fn review_classes_ask() {
+    const P: &str = "git push origin HEAD:refs/heads/pwned";
+    let rows: Vec<String> = [
+        // 1. bash's command and alias tables, hidden assignments
+        "BASH_CMDS[ls]=/bin/bash; ls -c '{P}'",
+        "BASH_CMDS[ls]=/usr/bin/git; ls push origin",
+        "BASH_ALIASES[ls]='{P}'; ls",
+        "declare -A BASH_ALIASES=([ls]='{P}'); ls",
+        "typeset -A BASH_CMDS=([ls]=/bin/bash); ls -c '{P}'",
+        "export 'BASH_CMDS[ls]=/bin/bash'; ls -c '{P}'",
+        "f() { local 'BASH_CMDS[ls]=/bin/bash'; ls -c '{P}'; }; f",
+        "readonly 'BASH_ALIASES[ls]={P}'",
+        "printf -v 'BASH_CMDS[ls]' /bin/bash; ls -c '{P}'",
+        "printf -v BASH_CMDS[ls] %s /bin/bash; ls -c '{P}'",
+        "read BASH_CMDS[ls] <<< /bin/bash; ls -c '{P}'",
+        "mapfile -t BASH_ALIASES < /dev/null",
+        "echo ${BASH_CMDS[ls]:=/bin/bash}; ls -c '{P}'",
+        "echo ${BASH_ALIASES[ls]=x}",
+        "echo ${PS4:='$({P})'}; set -x; ls",
+        "echo ${PS4='$({P})'}; set -o xtrace; ls",
+        "echo ${BASH_ENV:=/dev/stdin}; bash -c true",
+        "echo ${PROMPT_COMMAND:=x}",
+        "echo ${PATH:=/tmp}; ls",
+        "echo ${GIT_SSH_COMMAND:=x}; git fetch",
+        "echo ${!name:=x}",
+        "compgen -C '{P} #' x",
+        "compgen -o default -C '{P}' x",
+        "complete -C '{P}' ls",
+        "compgen -F f x",
+        "complete -F f ls",
+        "compgen -W '$({P})' x",
+        "enable -f ./push.so push",
+        "hash -p /usr/bin/git ls; ls push origin",
+        "hash ls=/usr/bin/git",
+        "BASH_LOADABLES_PATH=/tmp enable x",
+        "BASH_XTRACEFD=3 ls",
+        "PROMPT_COMMAND='{P}' ls",
+        "PS0='$({P})' ls",
+        "PS1='$({P})' ls",
+        "bind -x '\"\\C-a\": {P}'",
+        // 2. git's option grammar
+        "git fetch --upload-pack='{P}; git upload-pack' origin",
+        "git fetch --upl='{P}; git upload-pack' origin",
+        "git fetch --upload-p '{P}; git upload-pack' origin",
+        "git ls-remote --exe='{P}; git upload-pack' origin",
+        "git archive --exe='{P}' --remote=origin HEAD",
+        "git push --receive-p='{P}' origin",
+        "git --shallow-file status push origin HEAD:refs/heads/pwned",
+        "git --namespace status push origin HEAD:refs/heads/pwned",
+        "git --list-cmds=x push origin",
+        "git --super-prefix x/ push origin",
+        "git --attr-source HEAD push origin",
+        "git grep -iO'{P};:' x",
+        "git grep -nO'{P};:' -e x",
+        "git grep --open='{P};:' x",
+        "git grep --op='{P};:' x",
+        "git grep --open-files-in-pager='{P};:' x",
+        "git grep \"$p\" x",
+        "git fetch \"$remote\"",
+        "git rebase --exe='{P}' --root",
+        "git rebase -x'{P}' --root",
+        "git rebase -ix '{P}' --root",
+        "git difftool --extc='{P}'",
+        "git clone -u '{P}' url dir",
+        "git clone --upload-pa='{P}' url dir",
+        "git clone -c core.sshCommand='{P}' ssh://h/r",
+        "git clone --config core.sshCommand='{P}' ssh://h/r",
+        "git clone --conf=protocol.ext.allow=always 'ext::{P}'",
+        "git clone -cprotocol.ext.allow=always 'ext::{P}'",
+        "git -c core.sshCommand='{P}' fetch ssh://h/r",
+        "git --config-env core.sshCommand=V fetch ssh://h/r",
+        "git --config-env=core.sshCommand=V fetch ssh://h/r",
+        "git -c protocol.ext.allow=always fetch 'ext::{P}'",
+        "git --exec-path=/tmp status",
+        "git config core.sshCommand '{P}'",
+        "git config --ad core.pager '{P}'",
+        "git -c alias.x='!{P}' x",
+        // 3. run-time words and files written in the line
+        "$(command -v git) push origin",
+        "`which git` push origin",
+        "/usr/bin/gi? push origin",
+        "/usr/bin/g*t push origin",
+        "[g]it push origin",
+        "/usr/bin/[g]it push origin",
+        "{/usr/bin/git,push} origin",
+        "cp /usr/bin/git /tmp/x; /tmp/x push origin",
+        "ln -s $(which git) g; ./g push origin",
+        "install /usr/bin/git ./g; ./g push origin",
+        "mv x ./g; ./g push origin",
+        "rsync /usr/bin/git ./g; ./g push origin",
+        "cat /usr/bin/git | tee ./g; ./g push origin",
+        "dd if=/usr/bin/git of=./g; ./g push origin",
+        "cat /usr/bin/git > ./g; ./g push origin",
+        "chmod +x ./g; ./g push origin",
+        "cp /usr/bin/git /usr/local/bin/ls; ls push origin",
+        "echo '{P}' > s.sh; bash s.sh",
+        "echo '{P}' > s.py; python3 s.py",
+        "echo 'x:; {P}' > Makefile; make",
+        "echo '{P}' > h; cp h .git/hooks/post-checkout; git checkout .",
+        "echo '[alias] x = !{P}' >> .git/config",
+        "echo '{P}' >> ~/.bashrc",
+        // 4. shells and interpreters the gate does not parse as bash
+        "zsh -c '{P}'",
+        "zsh5 -c '{P}'",
+        "zsh-5.9 -c '{P}'",
+        "rzsh -c '{P}'",
+        "ksh -c '{P}'",
+        "ksh93 -c '{P}'",
+        "mksh -c '{P}'",
+        "yash -c '{P}'",
+        "posh -c '{P}'",
+        "ash -c '{P}'",
+        "hush -c '{P}'",
+        "tcsh -c '{P}'",
+        "csh -c '{P}'",
+        "fish -c '{P}'",
+        "elvish -c '{P}'",
+        "nu -c '{P}'",
+        "xonsh -c '{P}'",
+        "tclsh",
+        "echo 'exec {P}' | tclsh",
+        "wish x.tcl",
+        "expect -c 'spawn {P}'",
+        "/proc/self/exe -c '{P}'",
+        "/proc/1/exe -c '{P}'",
+        "/proc/self/root/bin/bash -c '{P}'",
+        "bash5 -c '{P}'",
+        "bash5.2 -c '{P}'",
+        "python3.11 -c 'import os; os.system(\"{P}\")'",
+        "perl5.36 -e 'system(\"{P}\")'",
+        "ruby3.1 -e 'system(\"{P}\")'",
+        "node20 -e 'require(\"child_process\").execSync(\"{P}\")'",
+        "busybox ash -c '{P}'",
+        "busybox hush -c '{P}'",
+        "busybox sh -c '{P}'",
+        // 5. options that run other programs
+        "sed --expr='1e {P}' f",
+        "sed --e '1e {P}' f",
+        "sed --expression='1e {P}' f",
+        "sed --in-place -e '1e {P}' f",
+        "sed --in-pl '1e {P}' f",
+        "sed --file=x.sed f",
+        "sed --fi x.sed f",
+        "sed -f x.sed f",
+        "find . -exec $X \\;",
+        "find . -exec \"$X\" push \\;",
+        "find . -execdir git push origin \\;",
+        "find . -ok git push origin \\;",
+        "find . -okdir git push origin \\;",
+        "find . -fprintf .git/config x",
+        "rg --pre='{P}' x",
+        "rg --pre '{P}' x",
+        "rg --pr=./x x",
+        "rg --hostname-bin=./x x",
+        "rg \"$p\" x",
+        "gawk --source='BEGIN{system(\"{P}\")}'",
+        "gawk --so='BEGIN{system(\"{P}\")}'",
+        "gawk -e 'BEGIN{system(\"{P}\")}'",
+        "gawk --exec=x.awk",
+        "gawk -E x.awk",
+        "gawk --load=x.so 'BEGIN{}'",
+        "gawk --lo=x.so 'BEGIN{}'",
+        "gawk -l x 'BEGIN{}'",
+        "gawk -f x.awk",
+        "gawk --fi=x.awk",
+        "gawk -i inc.awk 'BEGIN{}'",
+        "mawk -W exec x.awk",
+        "echo x | xargs --repl={} git push {}",
+        "echo x | xargs --arg-file=f git",
+        "sort --compress-program='{P}' f",
+        "sort --compress-prog=./x f",
+        "sort --com=./x f",
+        "tar --to-command='{P}' -xf a.tar",
+        "tar --to-com='{P}' -xf a.tar",
+        "tar --use-compress-program='{P}' -cf a.tar x",
+        "tar -I '{P}' -cf a.tar x",
+        "tar -cIf ./x a.tar x",
+        "tar cIf ./x a.tar x",
+        "tar --checkpoint-action=exec='{P}' -cf a.tar x",
+        "tar --info-script=./x -cf a.tar x",
+        "tar --new-volume-script=./x -cf a.tar x",
+        "tar -F ./x -cf a.tar x",
+        "TAR_OPTIONS=--to-command=./x tar -xf a.tar",
+        "zip -TT '{P}' a.zip x",
+        "zip --unzip-command '{P}' a.zip x",
+        "zip --unzip-c='{P}' a.zip x",
+        "rsync -e '{P}' a h:b",
+        "rsync --rsh='{P}' a h:b",
+        "rsync --rsync-path='{P}' a h:b",
+        "ssh -o ProxyCommand='{P}' h",
+        "ssh -oProxyCommand='{P}' h",
+        "ssh -o 'LocalCommand {P}' -o PermitLocalCommand=yes h",
+        "ssh -F ./cfg h",
+        "scp -S ./x a h:b",
+        "LESSOPEN='|{P}' less f",
+        "less '+!{P}' f",
+        "man -P '{P}' ls",
+        "man --pager='{P}' ls",
+        "man --pa='{P}' ls",
+        "diff3 --diff-program=./x a b c",
+        "sdiff --diff-program=./x a b",
+        "tmux new-session -d \"$X\"",
+        "echo $(git push origin)",
+        "cat \"$f\" | git push",
+        // a quoted here-document is static text, but still reaches arithmetic
+        "test -v \"$(cat <<'EOF'\na[$({P})]\nEOF\n)\"",
+        "x=\"$(cat <<'EOF'\na[$({P})]\nEOF\n)\"; echo $((x))",
+        "let \"$(cat <<'EOF'\na[`{P}`]=1\nEOF\n)\"",
+        "bash -c 'echo $(($1))' _ \"$(cat <<'EOF'\na[$({P})]\nEOF\n)\"",
+        "[[ \"$(cat <<'EOF'\na[$({P})]\nEOF\n)\" -eq 1 ]]",
+        "echo \"$(cat <<'EOF' | sh\n{P}\nEOF\n)\"",
+        "echo \"$(cat <<'EOF'\nx\nEOF\n{P}\n)\"",
+    ]
+    .iter()
+    .map(|r| r.replace("{P}", P))
+    .collect();
+    let everyday = policy(EVERYDAY_ALLOW, &[], &[]);
+    let bypass = Policy::default();
+    let mut failures = Vec::new();
+    for line in &rows {
+        let d = decide(Mode::Default, &everyday, &bash(line));
+        if d.as_str() != "ask" {
+            failures.push(format!("default + rules {line:?}: {d:?}"));
+        }
+        let d = decide(Mode::BypassPermissions, &bypass, &bash(line));
+        if d.as_str() != "ask" {
+            failures.push(format!("bypassPermissions {line:?}: {d:?}"));
+        }
+    }
+    // 6. Outside bypassPermissions an allow rule covers only a fully static command;
+    // bypassPermissions itself is unchanged for run-time words.
+    for line in [
+        "ls $X",
+        "echo \"$HOME\"",
+        "cat $(ls)",
+        "ls *.rs",
+        "find . -name \"$n\"",
+    ] {
+        for mode in [Mode::Default, Mode::AcceptEdits] {
+            let d = decide(mode, &everyday, &bash(line));
+            if d.as_str() != "ask" {
+                failures.push(format!("{mode} + rules {line:?}: {d:?}"));
+            }
+        }
+        let d = decide(Mode::Plan, &everyday, &bash(line));
+        if d.as_str() != "deny" {
+            failures.push(format!("plan + rules {line:?}: {d:?}"));
+        }
+        let d = decide(Mode::BypassPermissions, &bypass, &bash(line));
+        if !is_allow(&d) {
+            failures.push(format!("bypassPermissions {line:?}: {d:?}"));
+        }
+    }
+    assert!(rows.len() >= 120, "{} rows", rows.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -1,6 +1,7 @@
 //! What a Bash command line would run: every simple command, seen through wrappers.
 //!
-//! The gate never splits a command on spaces. [`analyze`] parses the line with
+//! The gate never splits a command on spaces. [`analyze`] first bounds the input (see
+//! *Limits*), then parses the line with
 //! [brush-parser](https://docs.rs/brush-parser/0.4) (a POSIX/bash parser) and walks the
 //! whole tree: lists (`;`, newlines, `&`), `&&`/`||`, pipes, `( … )` subshells,
 //! `{ …; }` groups, `if`/`while`/`until`/`for`/`case` bodies, function bodies (a
@@ -9,7 +10,26 @@
 //! assignments, redirection targets, here-document bodies, `[[ … ]]`, `case` and `for`
 //! words) and process substitutions `<( … )` / `>( … )`.
 //!
-//! Each simple command is then seen through the wrappers that run another command:
+//! ## Limits
+//!
+//! Before anything is parsed, a linear scan (`prescan.rs`) refuses (one [`Unparsed`]
+//! entry, the gate asks) a line longer than [`MAX_LINE_BYTES`] (64 KiB), nested deeper
+//! than [`MAX_NESTING`] (64) levels, or nested deeper than [`MAX_AMBIGUOUS_NESTING`]
+//! (16) levels of bare parentheses and `case` blocks. The scan is a small lexer that
+//! knows bash's quoting, comments and here-documents (a `)` inside quotes closes
+//! nothing) and counts what is open: parentheses (`(`, `$(`, `$((`, `<(`), braces
+//! (`{`, `${`), double quotes, backticks and keyword blocks (`if`/`fi`, `case`/`esac`,
+//! `do`/`done`) ([`nesting`]). The parser recurses once per level, so a hostile line
+//! (`$(` two thousand times) would overflow a 2 MiB thread stack; and on a syntax
+//! error it retries every reading of nested bare parentheses (`((` is arithmetic or two
+//! subshells) and case patterns, doubling its time per level (32 unclosed `(` took
+//! minutes). Every command string parsed again (`sh -c '…'`…) goes through the same
+//! scan, and the walker follows at most [`MAX_DEPTH`] levels of strings and
+//! substitutions, checked before any parsing.
+//!
+//! ## Wrappers and command strings
+//!
+//! Each simple command is seen through the wrappers that run another command:
 //! `timeout`, `nice`, `nohup`, `env [-i] [-u X] VAR=1 …` (bare `env` is itself the
 //! command `env`), `command [-p]`, `exec`, `builtin`, `xargs` (its command gets more
 //! arguments at run time: [`SimpleCommand::open_ended`]), `time`, `stdbuf`, `ionice`,
@@ -18,72 +38,148 @@
 //! `chroot /`, `strace`, `ltrace`, `valgrind`, `eatmydata`, `fakeroot`, `pkexec`,
 //! `watch` (without `-x` its words are joined and parsed as `sh -c` would), and leading
 //! `VAR=1` assignments. Command strings are parsed again, at most [`MAX_DEPTH`] levels
-//! deep: `-c` of every POSIX-family shell ([`SHELLS`]: `sh`, `bash`, `rbash`, `dash`,
-//! `ksh`, `zsh`, `mksh`, `busybox sh`…), `su -c`/`runuser -c`, `script -c`, `flock -c`,
+//! deep: `-c` of the shells whose grammar is bash's ([`SHELLS`]: `sh`, `bash`, `rbash`,
+//! `dash`, also as `busybox sh`), `su -c`/`runuser -c`, `script -c`, `flock -c`,
 //! `sg GROUP CMD`, `trap` actions, `mapfile -C`, `strace -o '|CMD'`, the value of a
 //! command variable (`GIT_EDITOR`, `GIT_SEQUENCE_EDITOR`, `GIT_PAGER`, `EDITOR`,
-//! `VISUAL`, `PAGER`, `MANPAGER`), and the commands git runs for its options
-//! (`rebase -x/--exec`, `submodule foreach`, `bisect run`, `difftool -x/--extcmd`,
-//! `filter-branch --*-filter`, `grep -O`, `--upload-pack`, `--receive-pack`, `--exec`,
-//! `clone -u`). `sudo`, `doas`, `su`, `runuser`, `script` and `find … -exec` stay
-//! visible as commands of their own (without the command string) *and* the command
-//! they run is produced too. Program paths are kept as written in
-//! [`SimpleCommand::argv`]; [`SimpleCommand::program`] gives the last path component
-//! (`/usr/bin/git` → `git`).
+//! `VISUAL`, `PAGER`, `MANPAGER`, `SYSTEMD_PAGER`), and the commands git runs for its
+//! options (`rebase -x/--exec`, `submodule foreach`, `bisect run`,
+//! `difftool -x/--extcmd`, `filter-branch --*-filter`, `grep -O`, `--upload-pack`,
+//! `--receive-pack`, `--exec`, `clone -u`). `sudo`, `doas`, `su`, `runuser`, `script`
+//! and `find … -exec` stay visible as commands of their own (without the command
+//! string) *and* the command they run is produced too. Program paths are kept as
+//! written in [`SimpleCommand::argv`]; [`SimpleCommand::program`] gives the last path
+//! component (`/usr/bin/git` → `git`).
+//!
+//! Option grammars follow the programs' own parsers. git's parse-options
+//! (gitcli(7)) and GNU getopt_long take any unambiguous prefix of a long option, so
+//! every prefix that could name an option that runs a command is read as it
+//! (`git fetch --upl=CMD` is `--upload-pack`, `git grep --op=CMD` is
+//! `--open-files-in-pager`, `sed --e`, `gawk --so`, `tar --to-com`: [`could_name`]);
+//! short options are found inside clusters (`git grep -iOCMD`, `tar -cIf CMD`). git's
+//! global options that take a value ([`GIT_GLOBAL_WITH_VALUE`], `--shallow-file`
+//! included) are skipped with it, so the subcommand is found. For a git subcommand
+//! or a program with such options, a word known only at run time before `--` could be
+//! one (`git grep "$p"` with `p=-Ocmd`) and is unparsed.
+//!
+//! ## Unparsed
 //!
 //! Anything that could hide what runs becomes an [`Unparsed`] entry instead of a
 //! command (the gate answers `Ask` for it, never `Allow`, in every mode):
-//! - a syntax error; nesting deeper than [`MAX_DEPTH`]; a program name that is not a
-//!   static word (`$X`, `$(…)`, globs, brace expansion, `$'…'` with escapes); a wrapper
-//!   option this module does not know (it cannot tell which word is the command);
-//! - `eval`, `source`/`.`, `fc`, `enable`, `alias NAME=…`, `hash -p`, `declare -n`,
-//!   `env -S`, `trap` with a non-static action;
+//! - a syntax error; a line over the limits above; a program name that is not a static
+//!   word (`$X`, `$(command -v git)`, backticks, globs such as `/usr/bin/gi?` or
+//!   `[g]it`, brace expansion, `$'…'` with escapes); a wrapper option this module does
+//!   not know (it cannot tell which word is the command);
+//! - `eval`, `source`/`.`, `fc`, `enable` (`enable -f` loads code), `bind`,
+//!   `alias NAME=…`, `hash -p` and `hash NAME=…`, `declare -n`, `env -S`, `trap` with a
+//!   non-static action, `compgen`/`complete` with `-C` (runs a command) or `-F` (runs
+//!   a function);
 //! - a shell running anything but a parsed `-c` string: standard input (`curl … | sh`,
 //!   `bash <<EOF`, `sh -s`, a wrapper with no command, `su` without `-c`), a script
-//!   (`bash script.sh`, `sh /dev/stdin`, `bash /proc/self/fd/0`), `--rcfile`; shells
-//!   with a language of their own (`fish`, `csh`, `pwsh`…);
+//!   (`bash script.sh`, `sh /dev/stdin`, `bash /proc/self/fd/0`), `--rcfile`; every
+//!   shell whose grammar is not bash's (`zsh`, `rzsh`, `ksh`, `ksh93`, `mksh`, `ash`,
+//!   `hush`, `yash`, `posh`, `fish`, `csh`, `tcsh`, `elvish`, `nu`, `xonsh`, `pwsh`,
+//!   `tclsh`, `wish`, `expect`…), a shell or interpreter name with a version suffix
+//!   (`bash5`, `zsh-5.9`; `python3.11`, `perl5.36`, `node20` are checked as the
+//!   interpreter they name), and any program run through `/proc` or `/dev`
+//!   (`/proc/self/exe -c …`);
 //! - interpreters running code from the command line, standard input or a terminal
 //!   (`python3 -c`, `python3 -` or with no script, `python3 /dev/stdin`, `perl -e`,
 //!   `ruby -e`, `node -e/-p/--eval`, `php -r`, `lua -e`, `deno eval`, `bun -e`,
-//!   `osascript -e`…); an awk program with `system`, a lone `|`, `getline` or `@`; a GNU
-//!   sed script with the `e` command or `s///e` flag; `make --eval`/`-E`/`SHELL=`;
-//!   database clients with shell escapes or reading standard input; programs that read
-//!   commands we cannot see or build them at run time (`parallel`, `at`, `vim`, `gdb`,
-//!   `ed`, `dc`…);
-//! - git configuration that can make git run commands: `git -c KEY=…` or `git config
-//!   KEY VALUE` for keys outside a small safe list (`user.*`, `color.*`, `alias.*`…),
-//!   `--exec-path=`; `chroot` into another root, `unshare --root`, `nsenter -m`;
+//!   `osascript -e`…); an awk program with `system`, a lone `|`, `getline` or `@`, or
+//!   read from a file or loaded (`-f`, `-E`, `-i`, `-l`, `--file`, `--exec`,
+//!   `--include`, `--load` and their prefixes); a GNU sed script with the `e` command
+//!   or `s///e` flag, or read from a file (`-f`, `--file` and prefixes);
+//!   `make --eval`/`-E`/`SHELL=`; database clients with shell escapes or reading
+//!   standard input; programs that read commands we cannot see or build them at run
+//!   time (`parallel`, `at`, `crontab`, `vim`, `gdb`, `ed`, `dc`…);
+//! - options of other programs that run a program (`sort --compress-program`,
+//!   `tar --to-command/--use-compress-program/-I/--checkpoint-action/--info-script/
+//!   --new-volume-script/-F`, `zip -TT/--unzip-command`, `rsync -e/--rsh/--rsync-path`,
+//!   `ssh -o ProxyCommand=/LocalCommand=/…` and `-F`, `scp -S`, `rg --pre/--hostname-bin`,
+//!   `man -P/--pager/-H`, `diff3`/`sdiff --diff-program`, `less +!CMD`); a run-time word
+//!   among the arguments of `tmux`, `screen`, `ssh`, `docker`… (see `programs.rs`);
+//! - git configuration that can make git run commands: `git -c KEY=…`,
+//!   `git --config-env KEY=…`, `git clone -c/--config KEY=…` or `git config KEY VALUE`
+//!   for keys outside a small safe list (`user.*`, `color.*`, `alias.*`…),
+//!   `--exec-path=`, `git clone/init --template` (hooks from another directory);
+//!   `chroot` into another root, `unshare --root`, `nsenter -m`;
 //! - assignments (prefix, standalone, after a wrapper, through `env`, `sudo`,
-//!   `systemd-run -E`, `strace -E`, `export`/`declare`…, `read`, `printf -v`,
-//!   arithmetic) to variables that change what runs: `PATH`, `BASH_ENV`, `ENV`, `PS4`,
-//!   `PROMPT_COMMAND`, `SHELLOPTS`, `BASHOPTS`, `LD_PRELOAD`, `LD_AUDIT`,
-//!   `LD_LIBRARY_PATH`, `GCONV_PATH`, `BASH_FUNC_*`, `GIT_CONFIG*`, `GIT_SSH*`,
-//!   `GIT_ALIAS*`, `GIT_EXEC_PATH`, `GIT_ASKPASS`, `GIT_PROXY_COMMAND`,
-//!   `GIT_EXTERNAL_DIFF`, `GIT_TEMPLATE_DIR`, `GIT_ALLOW_PROTOCOL`, `PERL5OPT`,
-//!   `NODE_OPTIONS`, `LESSOPEN`, `*_ASKPASS`, `BROWSER`; `MAKEFLAGS` with `eval`/`E`;
+//!   `systemd-run -E`, `strace -E`, `export`/`declare`/`typeset`/`local`/`readonly`,
+//!   `read`, `mapfile`, `printf -v`, arithmetic, and the assigning expansions
+//!   `${VAR:=…}`/`${VAR=…}`, also on an array element or through `${!name:=…}`) to
+//!   variables that change what runs: `PATH`, `BASH_ENV`, `ENV`, `PS0`–`PS4`,
+//!   `PROMPT_COMMAND`, `SHELL`, `SHELLOPTS`, `BASHOPTS`, bash's command and alias tables
+//!   `BASH_CMDS` and `BASH_ALIASES` (any element: `BASH_CMDS[ls]=/bin/bash` makes `ls`
+//!   run bash), `BASH_LOADABLES_PATH`, `BASH_XTRACEFD`, `LD_PRELOAD`, `LD_AUDIT`,
+//!   `LD_LIBRARY_PATH`, `GCONV_PATH`, `BASH_FUNC_*`, `HOME`, `XDG_CONFIG_HOME`,
+//!   `GIT_DIR`, `GIT_COMMON_DIR`, `GIT_CONFIG*`, `GIT_SSH*`, `GIT_ALIAS*`,
+//!   `GIT_EXEC_PATH`, `GIT_ASKPASS`, `GIT_PROXY_COMMAND`, `GIT_EXTERNAL_DIFF`,
+//!   `GIT_TEMPLATE_DIR`, `GIT_ALLOW_PROTOCOL`, `PERL5OPT`, `NODE_OPTIONS`, `LESSOPEN`,
+//!   `LESS`, `*_ASKPASS`, `BROWSER`, programs' option variables (`TAR_OPTIONS`,
+//!   `ZIPOPT`, `MANOPT`, `RSYNC_RSH`, `RIPGREP_CONFIG_PATH`, `AWKPATH`…), interpreter
+//!   module paths (`PYTHONPATH`, `PERL5LIB`, `RUBYOPT`, `NODE_PATH`…); `MAKEFLAGS` with
+//!   `eval`/`E`;
+//! - files the line writes and then runs (`writes.rs`): a program given by a path
+//!   outside the system directories in a line that writes files (`cp /usr/bin/git
+//!   ./g; ./g push`), a program or an interpreter's operand named like a written file
+//!   (`… > s.py; python3 s.py`, `… > Makefile; make`), and any write to git's
+//!   configuration or hooks or to a shell's or another program's startup files
+//!   (`… >> .git/config`, `cp h .git/hooks/post-checkout`, `sed -n 'w .git/config'`,
+//!   `>> ~/.profile`, `~/.ssh/config`, Python's `usercustomize`/`.pth`). Writes are
+//!   redirections, the operands of `cp`, `ln`, `install`, `mv`, `rsync`, `tee`, `dd
+//!   of=`, `chmod`, `sed -i`, `tar`…, `sort -o`, `find -fprint*`, sed's `w`, and awk's
+//!   `print >` (a name the gate does not work out: any file);
+//! - a run-time word that could split into options or a command (unquoted `$X` with
+//!   `IFS=,` and `X=5,git,push`): the value of a wrapper's option (`nice -n $N`), any
+//!   word of `find`, `sed` or `make`, of a git subcommand or other program with options
+//!   that run commands; what `xargs` reads is such a word of the command it runs
+//!   (`echo --upload-pack=… | xargs git fetch`); a double-quoted `"$X"` stays one word;
 //! - command substitutions inside arithmetic or `${…}` expansions; `${x@P}`;
 //! - **any word whose text holds `$(` or a backtick** even quoted (`'a[$(rm x)]'`,
 //!   `$'\x24(…)'`, an unquoted here-document's escaped `\$(`): bash runs it wherever the
 //!   value reaches arithmetic (`test -v`, `let`, `[[ … -eq … ]]`, `declare -i`,
 //!   `$((x))`, array subscripts). Exempt: words consumed as code this module parsed or
 //!   checked (`sh -c '… $(…)'`, awk programs, sed scripts, grep patterns). False
-//!   positives, by design: `git commit -m 'fix `x`'`, `echo '$(…)'`, `printf '`'`;
-//!   a quoted here-document (`git commit -m "$(cat <<'EOF' … EOF)"`) is not a word and
-//!   is not checked.
+//!   positives, by design: `git commit -m 'fix `x`'`, `echo '$(…)'`, `printf '`'`.
 //!
 //! Arguments that are not static (`$HOME`, `"$x"`, `$(date)`, `*.rs`, `{a,b}`) are kept
-//! as [`Arg::Dynamic`]: matching treats them as "could be any words".
+//! as [`Arg::Dynamic`]: matching treats them as "could be any words", and outside
+//! `bypassPermissions` no allow rule covers a command that has one (see
+//! [`crate::policy`]). One substitution is static: `"$(cat <<'EOF' … EOF)"` (a quoted
+//! here-document, the usual commit message) is the here-document's text; a `$(` or
+//! backtick in that text is fine only when the word goes straight to one program that
+//! is not a shell builtin or a shell (`git commit -m …`), where it cannot reach
+//! arithmetic.
 //!
 //! Known limits (documented, not handled): values built at run time and then used in
 //! arithmetic (`x=$(printf 'a[\x24(rm x)]'); echo $((x))`, `read` from a file, a
-//! quoted here-document's body); what files contain (scripts run as programs,
-//! `python3 x.py`, Makefiles, `.git/config` and hooks, `~/.bashrc` for `bash -l`/`-i`
-//! and `~/.zshenv`, programs found on `PATH`, symlinks such as `ln -s /bin/rm d`);
-//! code an interpreter module evaluates from its arguments (`python3 -m timeit …`)
-//! unless it names an always-ask program literally (the policy's catch-all). The
-//! sandbox is the structural boundary; this module makes the gate's questions precise.
+//! quoted here-document's body); what files contain when they were written by an
+//! earlier call or another tool (scripts run as programs, `./x` copied from git by a
+//! previous command, `python3 x.py`, Makefiles, `.git/config` and hooks, startup
+//! files, another repository's configuration reached with `git -C`/`--git-dir`,
+//! programs found on `PATH`); writes this module does not recognise as writes (a
+//! program it does not know writing a file it then runs from a system directory);
+//! command strings run by `$SHELL` (`script -c`, `flock -c`) are parsed as bash even if
+//! the environment's `SHELL` is another shell; code an interpreter module evaluates
+//! from its arguments (`python3 -m timeit …`) unless it names an always-ask program
+//! literally (the policy's catch-all). The sandbox is the structural boundary; this
+//! module makes the gate's questions precise.
 //!
 //! Pure: no IO, no clock.
+
+mod git;
+mod interpreters;
+mod prescan;
+mod programs;
+mod scripts;
+mod wrappers;
+mod writes;
+
+pub use git::{could_name, GIT_GLOBAL_WITH_VALUE};
+pub use prescan::{nesting, MAX_AMBIGUOUS_NESTING, MAX_LINE_BYTES, MAX_NESTING};
+
+use interpreters::{interpreted, interpreter, sql_client};
 
 use brush_parser::ast;
 use brush_parser::word::{self, ParameterExpr, ParameterTransformOp, WordPiece};
@@ -150,7 +246,8 @@ impl SimpleCommand {
     /// `argv` joined with single spaces (dynamic words as written), for reasons.
     pub fn text(&self) -> String {
         let mut s = join(&self.argv);
-        if self.open_ended {
+        let marked = matches!(self.argv.last(), Some(Arg::Dynamic(d)) if d == XARGS_INPUT);
+        if self.open_ended && !marked {
             s.push_str(" …");
         }
         s
@@ -182,9 +279,13 @@ pub fn analyze(line: &str) -> Analysis {
         out: Analysis::default(),
         opts: ParserOptions::default(),
         sources: Vec::new(),
+        static_bodies: Vec::new(),
+        body_marked: Vec::new(),
         code: Vec::new(),
+        writes: writes::Writes::default(),
     };
     walker.program(line, 0);
+    writes::check(&mut walker.out, &walker.writes);
     walker.out
 }
 
@@ -244,7 +345,44 @@ const DANGEROUS_VARS: &[&str] = &[
     "NODE_OPTIONS",
     "LESSOPEN",
     "LESSCLOSE",
+    "LESS",
+    "LESSKEYIN",
+    "LESSEDIT",
     "BROWSER",
+    // bash's command hash table and alias table: `BASH_CMDS[ls]=/bin/bash` makes `ls`
+    // run bash.
+    "BASH_CMDS",
+    "BASH_ALIASES",
+    "BASH_LOADABLES_PATH",
+    "BASH_XTRACEFD",
+    "PS0",
+    "PS1",
+    "PS2",
+    "PS3",
+    "SHELL",
+    // Where git finds its configuration, hooks and repository.
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "GIT_DIR",
+    "GIT_COMMON_DIR",
+    // Options read from the environment by programs whose options run commands.
+    "TAR_OPTIONS",
+    "ZIPOPT",
+    "MANOPT",
+    "RSYNC_RSH",
+    "RSYNC_CONNECT_PROG",
+    "RIPGREP_CONFIG_PATH",
+    "AWKPATH",
+    "AWKLIBPATH",
+    // Where interpreters find modules and startup code.
+    "PYTHONPATH",
+    "PYTHONSTARTUP",
+    "PYTHONHOME",
+    "PERL5LIB",
+    "PERLLIB",
+    "RUBYOPT",
+    "RUBYLIB",
+    "NODE_PATH",
 ];
 
 /// Name prefixes of [`DANGEROUS_VARS`]: exported functions, git configuration from the
@@ -262,6 +400,7 @@ const COMMAND_VARS: &[&str] = &[
     "VISUAL",
     "PAGER",
     "MANPAGER",
+    "SYSTEMD_PAGER",
 ];
 
 /// make's option variables: a value with `--eval`, `-E` or `SHELL` runs code.
@@ -271,14 +410,33 @@ fn dangerous_var(name: &str) -> bool {
     DANGEROUS_VARS.contains(&name) || DANGEROUS_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// POSIX-family shells whose `-c STRING` is parsed again.
-pub const SHELLS: &[&str] = &[
-    "sh", "bash", "rbash", "zsh", "dash", "ksh", "ksh93", "mksh", "ash", "yash", "posh", "pdksh",
-    "oksh", "lksh", "loksh", "hush",
-];
+/// Shells whose `-c STRING` is parsed again, as bash (bash's own grammar is the one
+/// the parser knows; `sh` and `dash` are a subset of it for what matters here).
+pub const SHELLS: &[&str] = &["sh", "bash", "rbash", "dash"];
 
-/// Shells with a syntax of their own: whatever they run is unparsed.
+/// Shells whose grammar is not bash's, or differs from it where it matters (`zsh`
+/// expands `=cmd`, has its own globbing qualifiers that run code, `ksh` and `mksh`
+/// differ in quoting), and command languages of their own: whatever they run is
+/// unparsed.
 const OTHER_SHELLS: &[&str] = &[
+    "zsh",
+    "rzsh",
+    "ksh",
+    "ksh88",
+    "ksh93",
+    "rksh",
+    "pdksh",
+    "oksh",
+    "lksh",
+    "loksh",
+    "mksh",
+    "ash",
+    "hush",
+    "msh",
+    "yash",
+    "posh",
+    "bosh",
+    "jsh",
     "fish",
     "csh",
     "tcsh",
@@ -289,14 +447,36 @@ const OTHER_SHELLS: &[&str] = &[
     "powershell",
     "osh",
     "ysh",
+    "oil",
+    "es",
+    "rc",
+    "tclsh",
+    "wish",
+    "jimsh",
+    "scsh",
+    "sash",
 ];
+
+/// Program names that are a shell or an interpreter with a version suffix (`bash5`,
+/// `zsh-5.9`, `python3.11`, `perl5.36`, `ruby3.1`, `node20`): the name without it.
+fn versioned_stem(name: &str) -> Option<&str> {
+    let stem = name.trim_end_matches(|c: char| c.is_ascii_digit() || ".-_".contains(c));
+    (stem.len() < name.len() && !stem.is_empty()).then_some(stem)
+}
 
 /// Programs that read commands the gate cannot see (from standard input or the
 /// terminal, with shell escapes) or build them at run time: always unparsed.
 const ALWAYS_UNPARSED: &[&str] = &[
     "gdb", "lldb", "ed", "red", "ex", "vi", "vim", "nvim", "view", "vimdiff", "emacs", "dc", "ftp",
     "sftp", "lftp", "mail", "mailx", "irb", "jshell", "parallel", "sem", "at", "batch", "newgrp",
+    "crontab",
 ];
+
+/// Whether a run-time word could split into several words at run time (it is not one
+/// double-quoted string).
+fn splits(d: &str) -> bool {
+    !(d.len() >= 2 && d.starts_with('"') && d.ends_with('"'))
+}
 
 /// Whether `name` is a shell, interpreter, debugger or editor that runs code handed to
 /// it: named in another program's arguments (`docker exec c sh`, `ssh host python3`), it
@@ -332,6 +512,10 @@ pub fn is_code_runner(name: &str) -> bool {
         "julia",
         "osascript",
         "tclsh",
+        "rzsh",
+        "hush",
+        "nushell",
+        "jimsh",
         "gdb",
         "lldb",
         "vim",
@@ -339,7 +523,9 @@ pub fn is_code_runner(name: &str) -> bool {
         "emacs",
         "parallel",
     ];
-    RUNNERS.contains(&name) || is_python(name)
+    RUNNERS.contains(&name)
+        || is_python(name)
+        || versioned_stem(name).is_some_and(|stem| RUNNERS.contains(&stem))
 }
 
 /// `python`, `python3`, `python3.12`…
@@ -347,6 +533,72 @@ fn is_python(name: &str) -> bool {
     name.strip_prefix("python")
         .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
 }
+
+/// bash's builtins: they can evaluate their arguments as arithmetic (`test -v`,
+/// `let`, `declare -i`, `shift`, `return`…) or run them.
+const BASH_BUILTINS: &[&str] = &[
+    ".",
+    ":",
+    "[",
+    "alias",
+    "bg",
+    "bind",
+    "break",
+    "builtin",
+    "caller",
+    "cd",
+    "command",
+    "compgen",
+    "complete",
+    "compopt",
+    "continue",
+    "declare",
+    "dirs",
+    "disown",
+    "echo",
+    "enable",
+    "eval",
+    "exec",
+    "exit",
+    "export",
+    "false",
+    "fc",
+    "fg",
+    "getopts",
+    "hash",
+    "help",
+    "history",
+    "jobs",
+    "kill",
+    "let",
+    "local",
+    "logout",
+    "mapfile",
+    "popd",
+    "printf",
+    "pushd",
+    "pwd",
+    "read",
+    "readarray",
+    "readonly",
+    "return",
+    "set",
+    "shift",
+    "shopt",
+    "source",
+    "suspend",
+    "test",
+    "times",
+    "trap",
+    "true",
+    "type",
+    "typeset",
+    "ulimit",
+    "umask",
+    "unalias",
+    "unset",
+    "wait",
+];
 
 /// Builtins that declare variables (their `NAME=…` operands are assignments).
 const DECLARATIONS: &[&str] = &["export", "declare", "typeset", "local", "readonly"];
@@ -360,6 +612,16 @@ struct Walker {
     /// awk program, a grep pattern): a `$(` or backtick in them is not a hidden
     /// substitution (see [`Walker::word_marked`]).
     code: Vec<String>,
+    /// Bodies of `$(cat <<'EOF' … EOF)` substitutions taken into a word's static value:
+    /// text the gate knows, never run, so not checked for `$(` (see
+    /// [`static_heredoc_cat`]).
+    static_bodies: Vec<String>,
+    /// Word values marked only because of such a body (`git commit -m "$(cat <<'EOF'`
+    /// … `` `x` `` … `EOF)"`): fine as an argument of a program that is not a shell
+    /// builtin (it cannot evaluate arithmetic), see [`Walker::simple`].
+    body_marked: Vec<String>,
+    /// What the line writes (see [`writes`]).
+    writes: writes::Writes,
 }
 
 /// What a wrapper does with the rest of the words.
@@ -388,6 +650,11 @@ impl Walker {
             self.unparsed(format!("nested more than {MAX_DEPTH} levels deep"));
             return;
         }
+        // Too long or too deep for the parser's recursion: refused before parsing.
+        if let Some(reason) = prescan::refuse(src) {
+            self.unparsed(reason);
+            return;
+        }
         // The parser is third-party code: a panic in it must end as "unparsed" (the
         // gate asks), never as a crashed gate.
         let opts = &self.opts;
@@ -409,6 +676,9 @@ impl Walker {
 
     fn list(&mut self, list: &ast::CompoundList, depth: usize) {
         for item in &list.0 {
+            if matches!(item.1, ast::SeparatorOperator::Async) {
+                self.writes.unordered = true;
+            }
             for (_, pipeline) in item.0.iter() {
                 for command in &pipeline.seq {
                     self.command(command, depth);
@@ -425,6 +695,7 @@ impl Walker {
                 self.redirects(redirects.as_ref(), depth);
             }
             ast::Command::Function(function) => {
+                self.writes.unordered = true;
                 self.compound(&function.body.0, depth);
                 self.redirects(function.body.1.as_ref(), depth);
             }
@@ -502,6 +773,7 @@ impl Walker {
         match compound {
             C::Arithmetic(a) => self.arithmetic_command(a, depth),
             C::ArithmeticForClause(f) => {
+                self.writes.unordered = true;
                 for e in [&f.initializer, &f.condition, &f.updater]
                     .into_iter()
                     .flatten()
@@ -513,6 +785,7 @@ impl Walker {
             C::BraceGroup(b) => self.list(&b.list, depth),
             C::Subshell(s) => self.list(&s.list, depth),
             C::ForClause(f) => {
+                self.writes.unordered = true;
                 for w in f.values.iter().flatten() {
                     self.word(&w.value, depth);
                 }
@@ -540,19 +813,30 @@ impl Walker {
                 }
             }
             C::WhileClause(w) | C::UntilClause(w) => {
+                self.writes.unordered = true;
                 self.list(&w.0, depth);
                 self.list(&w.1.list, depth);
             }
-            C::Coprocess(c) => self.command(&c.body, depth),
+            C::Coprocess(c) => {
+                self.writes.unordered = true;
+                self.command(&c.body, depth)
+            }
         }
     }
 
     fn redirect(&mut self, redirect: &ast::IoRedirect, depth: usize) {
         match redirect {
-            ast::IoRedirect::File(_, _, target) => match target {
+            ast::IoRedirect::File(_, kind, target) => match target {
                 ast::IoFileRedirectTarget::Filename(w)
                 | ast::IoFileRedirectTarget::Duplicate(w) => {
-                    self.word(&w.value, depth);
+                    let arg = self.word(&w.value, depth);
+                    if !matches!(
+                        kind,
+                        ast::IoFileRedirectKind::Read | ast::IoFileRedirectKind::DuplicateInput
+                    ) {
+                        self.writes.at = self.out.commands.len();
+                        self.writes.redirect(&arg);
+                    }
                 }
                 ast::IoFileRedirectTarget::Fd(_) => {}
                 ast::IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
@@ -580,8 +864,13 @@ impl Walker {
                     }
                 }
             }
-            ast::IoRedirect::HereString(_, w) | ast::IoRedirect::OutputAndError(w, _) => {
+            ast::IoRedirect::HereString(_, w) => {
                 self.word(&w.value, depth);
+            }
+            ast::IoRedirect::OutputAndError(w, _) => {
+                let arg = self.word(&w.value, depth);
+                self.writes.at = self.out.commands.len();
+                self.writes.redirect(&arg);
             }
         }
     }
@@ -627,7 +916,14 @@ impl Walker {
                 if !dynamic && has_brace_expansion(&pieces, raw) {
                     dynamic = true;
                 }
+                let mut checked = value.clone();
+                for body in std::mem::take(&mut self.static_bodies) {
+                    checked = checked.replace(&body, "");
+                }
                 let marked = has_substitution_text(&value).then(|| value.clone());
+                if marked.is_some() && !has_substitution_text(&checked) {
+                    self.body_marked.push(value.clone());
+                }
                 if dynamic {
                     (Arg::Dynamic(raw.to_string()), marked)
                 } else {
@@ -684,6 +980,36 @@ impl Walker {
                 WordPiece::ParameterExpansion(expr) => {
                     *dynamic = true;
                     let source = raw.get(p.start_index..p.end_index).unwrap_or(raw);
+                    if let ParameterExpr::AssignDefaultValues {
+                        parameter,
+                        indirect,
+                        ..
+                    } = expr
+                    {
+                        let name = match parameter {
+                            word::Parameter::Named(n) => Some(n.as_str()),
+                            word::Parameter::NamedWithIndex { name, .. }
+                            | word::Parameter::NamedWithAllIndices { name, .. } => {
+                                Some(name.as_str())
+                            }
+                            _ => None,
+                        };
+                        match name {
+                            _ if *indirect => self.unparsed(format!(
+                                "`{source}` assigns to a variable named at run time"
+                            )),
+                            Some(n)
+                                if dangerous_var(n)
+                                    || COMMAND_VARS.contains(&n)
+                                    || MAKE_VARS.contains(&n) =>
+                            {
+                                self.unparsed(format!(
+                                    "`{source}` assigns to `{n}`, which changes what runs"
+                                ))
+                            }
+                            _ => {}
+                        }
+                    }
                     if source.contains("$(")
                         || source.contains('`')
                         || source.contains("<(")
@@ -707,8 +1033,16 @@ impl Walker {
                 }
                 WordPiece::CommandSubstitution(src)
                 | WordPiece::BackquotedCommandSubstitution(src) => {
-                    *dynamic = true;
                     self.program(src, depth + 1);
+                    // `"$(cat <<'EOF' … EOF)"` (a commit message): its output is the
+                    // here-document's text, known statically.
+                    match static_heredoc_cat(src).filter(|_| quoted) {
+                        Some(body) => {
+                            value.push_str(&body);
+                            self.static_bodies.push(body);
+                        }
+                        None => *dynamic = true,
+                    }
                 }
                 WordPiece::EscapeSequence(s) => {
                     let rest = s.strip_prefix('\\').unwrap_or(s);
@@ -838,13 +1172,29 @@ impl Walker {
             }
         }
         let before = self.code.len();
+        let commands_before = self.out.commands.len();
         if !words.is_empty() {
             self.resolve(words, depth);
         }
+        // A word marked only by a quoted here-document's text reaches no arithmetic
+        // when it is an argument of one external program, run directly (`git commit -m
+        // "$(cat <<'EOF' … EOF)"`): no command string consumed, no shell, no builtin
+        // but `echo`.
+        let emitted = &self.out.commands[commands_before..];
+        let external = self.code.len() == before
+            && emitted.len() == 1
+            && emitted.iter().all(|c| {
+                let p = c.program();
+                (p == "echo" || !BASH_BUILTINS.contains(&p))
+                    && !is_code_runner(p)
+                    && !SHELLS.contains(&p)
+                    && interpreter(p).is_none()
+            });
         // A marked word is fine only when it was consumed as code the gate parsed or
         // checked (`sh -c '… $(…)'`, an awk program).
         for m in marked {
-            if !self.code[before..].contains(&m) {
+            let body_only = external && self.body_marked.contains(&m);
+            if !self.code[before..].contains(&m) && !body_only {
                 self.unparsed(marked_reason(&m));
             }
         }
@@ -882,6 +1232,8 @@ impl Walker {
     }
 
     fn emit(&mut self, argv: Vec<Arg>, written: &[Arg], wrappers: &[String], open_ended: bool) {
+        self.writes.at = self.out.commands.len();
+        self.writes.command(&argv);
         self.out.commands.push(SimpleCommand {
             argv,
             written: written.to_vec(),
@@ -1149,6 +1501,7 @@ impl Walker {
                 })
             }
             "find" => {
+                programs::check(name, args)?;
                 self.find_exec(argv, depth);
                 Ok(Step::Itself)
             }
@@ -1167,7 +1520,7 @@ impl Walker {
             "hash" => {
                 if args.iter().any(|a| {
                     a.literal()
-                        .is_none_or(|s| s.starts_with('-') && s.contains('p'))
+                        .is_none_or(|s| (s.starts_with('-') && s.contains('p')) || s.contains('='))
                 }) {
                     Err("`hash -p` binds a command name to any file".to_string())
                 } else {
@@ -1175,6 +1528,7 @@ impl Walker {
                 }
             }
             "trap" => {
+                self.writes.unordered = true;
                 let mut rest = args;
                 if let Some(Arg::Literal(a)) = rest.first() {
                     if a == "-p" || a == "-l" {
@@ -1199,14 +1553,42 @@ impl Walker {
             "read" | "mapfile" | "readarray" | "getopts" | "printf" => {
                 // `mapfile -C CALLBACK` evaluates the callback as shell code.
                 if name == "mapfile" || name == "readarray" {
-                    self.option_code(args, 'C', &[], depth)?;
+                    self.option_code(args, 'C', &[], false, depth)?;
                 }
-                // Builtins that set the variables they name.
+                // Builtins that set the variables they name (a glob-like
+                // `BASH_CMDS[ls]` is a run-time word, its text is still the name).
                 for a in args {
-                    if let Some(v) = a.literal() {
-                        let v = v.split('[').next().unwrap_or(v);
-                        if dangerous_var(v) || COMMAND_VARS.contains(&v) {
-                            return Err(format!("`{name}` sets `{v}`, which changes what runs"));
+                    let text: String = a
+                        .as_text()
+                        .chars()
+                        .filter(|c| !"'\"\\".contains(*c))
+                        .collect();
+                    let v = text.trim_start_matches("-v");
+                    let v = v.split('[').next().unwrap_or(v);
+                    if dangerous_var(v) || COMMAND_VARS.contains(&v) {
+                        return Err(format!("`{name}` sets `{v}`, which changes what runs"));
+                    }
+                    if name != "printf" && matches!(a, Arg::Dynamic(d) if d.contains(['$', '`'])) {
+                        return Err(format!(
+                            "`{name}` sets a variable named `{}` at run time",
+                            a.as_text()
+                        ));
+                    }
+                }
+                if name == "printf" {
+                    let target = args
+                        .iter()
+                        .enumerate()
+                        .find_map(|(i, a)| match a.as_text() {
+                            "-v" => args.get(i + 1),
+                            t if t.starts_with("-v") => Some(a),
+                            _ => None,
+                        });
+                    if let Some(Arg::Dynamic(d)) = target {
+                        if d.contains(['$', '`']) {
+                            return Err(format!(
+                                "`printf -v` sets a variable named `{d}` at run time"
+                            ));
                         }
                     }
                 }
@@ -1224,6 +1606,23 @@ impl Walker {
                 Ok(Step::Itself)
             }
             n if SHELLS.contains(&n) => self.shell(name, args, depth),
+            "compgen" | "complete" => {
+                // `-C CMD` runs a command, `-F FUNC` a function; the word list of `-W`
+                // is expanded again (a `$(` in it is caught as a marked word).
+                for a in args {
+                    match a {
+                        Arg::Literal(o) if o.starts_with('-') && o.contains(['C', 'F']) => {
+                            return Err(format!("`{name} {o}` runs a command or function"))
+                        }
+                        Arg::Dynamic(d) if d.starts_with('-') || d.starts_with('$') => {
+                            return Err(format!("`{name}` option `{d}` is not static"))
+                        }
+                        _ => {}
+                    }
+                }
+                Ok(Step::Itself)
+            }
+            "bind" => Err("`bind` can bind keys to shell commands".to_string()),
             _ => self.other(name, argv, depth),
         }
     }
@@ -1468,25 +1867,6 @@ impl Walker {
     /// other programs that run code given on their command line.
     fn other(&mut self, name: &str, argv: &[Arg], depth: usize) -> Result<Step, String> {
         let args = &argv[1..];
-        let runs = |rest: &[Arg]| -> Step {
-            if rest.is_empty() {
-                Step::Itself
-            } else {
-                Step::Runs {
-                    rest: rest.to_vec(),
-                    open_ended: false,
-                }
-            }
-        };
-        let shell_if_empty = |rest: &[Arg]| -> Result<Step, String> {
-            if rest.is_empty() {
-                Err(format!(
-                    "`{name}` without a command starts a shell reading standard input"
-                ))
-            } else {
-                Ok(runs(rest))
-            }
-        };
         if name == "git" || (name.starts_with("git-") && name.len() > 4) {
             return self.git(name, args, depth);
         }
@@ -1501,6 +1881,26 @@ impl Walker {
                 "`{name}` is a shell whose language the gate does not parse"
             ));
         }
+        if argv[0].as_text().starts_with("/proc/") || argv[0].as_text().starts_with("/dev/") {
+            return Err(format!(
+                "`{}` runs a program through /proc or /dev (the shell itself, or any open \
+                 file)",
+                argv[0].as_text()
+            ));
+        }
+        if interpreter(name).is_none() {
+            if let Some(stem) = versioned_stem(name) {
+                if SHELLS.contains(&stem) || OTHER_SHELLS.contains(&stem) {
+                    return Err(format!(
+                        "`{name}` is a versioned shell the gate does not parse"
+                    ));
+                }
+                if let Some(spec) = interpreter(stem) {
+                    return interpreted(name, args, &spec);
+                }
+            }
+        }
+        programs::check(name, args)?;
         if let Some(spec) = interpreter(name) {
             if name == "deno" || name == "bun" {
                 let sub = args.iter().find(|a| !a.as_text().starts_with('-'));
@@ -1524,624 +1924,12 @@ impl Walker {
             return interpreted(name, args, &spec);
         }
         match name {
-            "flock" => {
-                let o = scan(
-                    name,
-                    args,
-                    &OptSpec {
-                        short_value: "Ewc",
-                        short_flags: "Fnosxeuv",
-                        long_value: &["command", "conflict-exit-code", "timeout", "wait"],
-                        long_flags: &[
-                            "no-fork",
-                            "nonblock",
-                            "nb",
-                            "close",
-                            "shared",
-                            "exclusive",
-                            "unlock",
-                            "verbose",
-                            "fcntl",
-                        ],
-                        ..OptSpec::default()
-                    },
-                )?;
-                if o.info {
-                    return Ok(Step::Itself);
-                }
-                let mut command = o
-                    .seen
-                    .iter()
-                    .find(|(k, _)| k == "c" || k == "command")
-                    .and_then(|(_, v)| v.clone());
-                let rest = &args[o.operands..];
-                let after = rest.get(1..).unwrap_or(&[]);
-                match after.first() {
-                    Some(Arg::Literal(a)) if a == "-c" || a == "--command" => {
-                        command =
-                            Some(after.get(1).cloned().ok_or_else(|| {
-                                "`flock -c` without a command string".to_string()
-                            })?);
-                    }
-                    Some(Arg::Literal(a)) if a.starts_with("--command=") => {
-                        command = Some(Arg::Literal(a["--command=".len()..].to_string()));
-                    }
-                    // The command after the lock file (a run-time program name is
-                    // unparsed when resolved).
-                    Some(_) if command.is_none() => return Ok(runs(after)),
-                    _ => {}
-                }
-                match command {
-                    Some(Arg::Literal(c)) => {
-                        self.code(&c, depth);
-                        Ok(Step::Consumed)
-                    }
-                    Some(Arg::Dynamic(d)) => Err(format!("`flock` command `{d}` is not static")),
-                    None => Ok(Step::Itself),
-                }
+            "flock" | "taskset" | "chrt" | "setpriv" | "unshare" | "nsenter" | "chroot"
+            | "prlimit" | "systemd-run" => self.namespaces(name, argv, depth),
+            "strace" | "ltrace" | "valgrind" | "eatmydata" | "fakeroot" | "pkexec" => {
+                self.tracers(name, argv, depth)
             }
-            "taskset" => {
-                let o = scan(
-                    name,
-                    args,
-                    &OptSpec {
-                        short_flags: "apc",
-                        long_flags: &["all-tasks", "pid", "cpu-list"],
-                        ..OptSpec::default()
-                    },
-                )?;
-                if o.info || o.has_any("p", &["pid"]) {
-                    return Ok(Step::Itself);
-                }
-                Ok(runs(args.get(o.operands + 1..).unwrap_or(&[])))
-            }
-            "chrt" => {
-                let o = scan(
-                    name,
-                    args,
-                    &OptSpec {
-                        short_value: "TPD",
-                        short_flags: "abdfiormpRv",
-                        long_value: &["sched-runtime", "sched-period", "sched-deadline"],
-                        long_flags: &[
-                            "all-tasks",
-                            "batch",
-                            "deadline",
-                            "fifo",
-                            "idle",
-                            "other",
-                            "rr",
-                            "reset-on-fork",
-                            "max",
-                            "pid",
-                            "verbose",
-                        ],
-                        ..OptSpec::default()
-                    },
-                )?;
-                if o.info || o.has_any("mp", &["max", "pid"]) {
-                    return Ok(Step::Itself);
-                }
-                Ok(runs(args.get(o.operands + 1..).unwrap_or(&[])))
-            }
-            "setpriv" => {
-                let o = scan(
-                    name,
-                    args,
-                    &OptSpec {
-                        short_flags: "d",
-                        long_value: &[
-                            "reuid",
-                            "regid",
-                            "ruid",
-                            "euid",
-                            "rgid",
-                            "egid",
-                            "groups",
-                            "inh-caps",
-                            "ambient-caps",
-                            "bounding-set",
-                            "securebits",
-                            "pdeathsig",
-                            "selinux-label",
-                            "apparmor-profile",
-                            "landlock-access",
-                            "landlock-rule",
-                        ],
-                        long_flags: &[
-                            "clear-groups",
-                            "keep-groups",
-                            "init-groups",
-                            "no-new-privs",
-                            "reset-env",
-                            "dump",
-                        ],
-                        ..OptSpec::default()
-                    },
-                )?;
-                if o.info || o.has_any("d", &["dump"]) {
-                    return Ok(Step::Itself);
-                }
-                Ok(runs(&args[o.operands..]))
-            }
-            "unshare" => {
-                let o = scan(
-                    name,
-                    args,
-                    &OptSpec {
-                        short_value: "RwSG",
-                        short_flags: "muinpUCTfrcl",
-                        long_value: &[
-                            "propagation",
-                            "setgroups",
-                            "root",
-                            "wd",
-                            "setuid",
-                            "setgid",
-                            "monotonic",
-                            "boottime",
-                            "map-user",
-                            "map-group",
-                            "map-users",
-                            "map-groups",
-                            "load-interp",
-                        ],
-                        long_optional: &[
-                            "mount",
-                            "uts",
-                            "ipc",
-                            "net",
-                            "pid",
-                            "user",
-                            "cgroup",
-                            "time",
-                            "mount-proc",
-                            "kill-child",
-                            "mount-binfmt",
-                        ],
-                        long_flags: &[
-                            "fork",
-                            "map-root-user",
-                            "map-current-user",
-                            "map-auto",
-                            "keep-caps",
-                        ],
-                        ..OptSpec::default()
-                    },
-                )?;
-                if o.info {
-                    return Ok(Step::Itself);
-                }
-                if o.has_any("R", &["root"]) {
-                    return Err("`unshare --root` runs programs from another root".to_string());
-                }
-                shell_if_empty(&args[o.operands..])
-            }
-            "nsenter" => {
-                let o = scan(
-                    name,
-                    args,
-                    &OptSpec {
-                        short_value: "tSG",
-                        short_optional: "muinpUCTrwW",
-                        short_flags: "aeFZc",
-                        long_value: &["target", "setuid", "setgid"],
-                        long_optional: &[
-                            "mount", "uts", "ipc", "net", "pid", "user", "cgroup", "time", "root",
-                            "wd", "wdns",
-                        ],
-                        long_flags: &[
-                            "all",
-                            "preserve-credentials",
-                            "no-fork",
-                            "follow-context",
-                            "env",
-                            "join-cgroup",
-                        ],
-                        ..OptSpec::default()
-                    },
-                )?;
-                if o.info {
-                    return Ok(Step::Itself);
-                }
-                if o.has_any("amrwW", &["all", "mount", "root", "wd", "wdns"]) {
-                    return Err(
-                        "`nsenter` into another mount namespace or root runs programs the gate \
-                         cannot name"
-                            .to_string(),
-                    );
-                }
-                shell_if_empty(&args[o.operands..])
-            }
-            "chroot" => {
-                let o = scan(
-                    name,
-                    args,
-                    &OptSpec {
-                        long_value: &["userspec", "groups"],
-                        long_flags: &["skip-chdir"],
-                        ..OptSpec::default()
-                    },
-                )?;
-                if o.info {
-                    return Ok(Step::Itself);
-                }
-                let rest = &args[o.operands..];
-                match rest.first() {
-                    None => Ok(Step::Itself),
-                    Some(Arg::Literal(root)) if root.trim_end_matches('/').is_empty() => {
-                        shell_if_empty(&rest[1..])
-                    }
-                    Some(root) => Err(format!(
-                        "`chroot {}` runs programs from another root",
-                        root.as_text()
-                    )),
-                }
-            }
-            "prlimit" => {
-                const RESOURCES: &[&str] = &[
-                    "core",
-                    "data",
-                    "nice",
-                    "fsize",
-                    "sigpending",
-                    "memlock",
-                    "rss",
-                    "nofile",
-                    "msgqueue",
-                    "rtprio",
-                    "stack",
-                    "cpu",
-                    "nproc",
-                    "as",
-                    "locks",
-                    "rttime",
-                ];
-                let o = scan(
-                    name,
-                    args,
-                    &OptSpec {
-                        short_value: "po",
-                        short_optional: "cdefilmnqrstuvxy",
-                        long_value: &["pid", "output"],
-                        long_optional: RESOURCES,
-                        long_flags: &["noheadings", "raw", "verbose"],
-                        ..OptSpec::default()
-                    },
-                )?;
-                if o.info || o.has_any("p", &["pid"]) {
-                    return Ok(Step::Itself);
-                }
-                Ok(runs(&args[o.operands..]))
-            }
-            "systemd-run" => {
-                let o = scan(
-                    name,
-                    args,
-                    &OptSpec {
-                        short_value: "upEHM",
-                        short_flags: "tPqGdrS",
-                        long_value: &[
-                            "unit",
-                            "property",
-                            "description",
-                            "slice",
-                            "service-type",
-                            "uid",
-                            "gid",
-                            "nice",
-                            "working-directory",
-                            "setenv",
-                            "host",
-                            "machine",
-                            "on-active",
-                            "on-boot",
-                            "on-startup",
-                            "on-unit-active",
-                            "on-unit-inactive",
-                            "on-calendar",
-                            "timer-property",
-                            "path-property",
-                            "socket-property",
-                        ],
-                        long_flags: &[
-                            "user",
-                            "system",
-                            "scope",
-                            "wait",
-                            "no-block",
-                            "no-ask-password",
-                            "pty",
-                            "pipe",
-                            "quiet",
-                            "collect",
-                            "same-dir",
-                            "remain-after-exit",
-                            "shell",
-                            "slice-inherit",
-                            "send-sighup",
-                            "on-clock-change",
-                            "on-timezone-change",
-                        ],
-                        ..OptSpec::default()
-                    },
-                )?;
-                if o.info {
-                    return Ok(Step::Itself);
-                }
-                if o.has_any("S", &["shell"]) {
-                    return Err("`systemd-run --shell` starts a shell".to_string());
-                }
-                self.env_options(name, &o, &["E", "setenv"], depth)?;
-                Ok(runs(&args[o.operands..]))
-            }
-            "strace" => {
-                let o = scan(
-                    name,
-                    args,
-                    &OptSpec {
-                        short_value: "abeEIoOpPsSuUX",
-                        short_flags: "cCdDfFhiknNqrtTvVwxyYzZ",
-                        long_value: &[
-                            "output",
-                            "attach",
-                            "env",
-                            "trace",
-                            "trace-path",
-                            "signal",
-                            "status",
-                            "user",
-                            "string-limit",
-                            "summary-sort-by",
-                            "summary-columns",
-                            "columns",
-                            "abbrev",
-                            "verbose",
-                            "raw",
-                            "read",
-                            "write",
-                            "inject",
-                            "fault",
-                            "const-print-style",
-                            "trace-fds",
-                        ],
-                        long_optional: &[
-                            "decode-fds",
-                            "decode-pids",
-                            "absolute-timestamps",
-                            "timestamps",
-                            "relative-timestamps",
-                            "syscall-times",
-                            "quiet",
-                            "silent",
-                            "stack-trace",
-                            "secontext",
-                        ],
-                        long_flags: &[
-                            "follow-forks",
-                            "output-separately",
-                            "summary-only",
-                            "summary",
-                            "summary-wall-clock",
-                            "no-abbrev",
-                            "debug",
-                            "daemonize",
-                            "instruction-pointer",
-                            "seccomp-bpf",
-                            "successful-only",
-                            "failed-only",
-                            "kill-on-exit",
-                        ],
-                        ..OptSpec::default()
-                    },
-                )?;
-                if o.info {
-                    return Ok(Step::Itself);
-                }
-                // `-o '|cmd'` pipes the trace into a command.
-                for (k, v) in &o.seen {
-                    if k == "o" || k == "output" {
-                        match v {
-                            Some(Arg::Literal(f)) => {
-                                if let Some(cmd) = f.strip_prefix('|').or(f.strip_prefix('!')) {
-                                    self.code(cmd, depth);
-                                }
-                            }
-                            Some(Arg::Dynamic(d)) => {
-                                return Err(format!("`strace -o {d}` is not static"))
-                            }
-                            None => {}
-                        }
-                    }
-                }
-                self.env_options(name, &o, &["E", "env"], depth)?;
-                Ok(runs(&args[o.operands..]))
-            }
-            "ltrace" => {
-                let o = scan(
-                    name,
-                    args,
-                    &OptSpec {
-                        short_value: "aADeFlnopsuwx",
-                        short_flags: "bcCfhiLrStTV",
-                        long_value: &["align", "config", "indent", "library", "output"],
-                        long_flags: &["demangle"],
-                        ..OptSpec::default()
-                    },
-                )?;
-                if o.info {
-                    return Ok(Step::Itself);
-                }
-                Ok(runs(&args[o.operands..]))
-            }
-            "valgrind" => {
-                let o = scan(
-                    name,
-                    args,
-                    &OptSpec {
-                        short_flags: "qv",
-                        long_value: &[
-                            "tool",
-                            "log-file",
-                            "log-fd",
-                            "leak-check",
-                            "show-leak-kinds",
-                            "errors-for-leak-kinds",
-                            "track-origins",
-                            "error-exitcode",
-                            "trace-children",
-                            "trace-children-skip",
-                            "suppressions",
-                            "gen-suppressions",
-                            "num-callers",
-                            "xml",
-                            "xml-file",
-                            "track-fds",
-                            "max-stackframe",
-                            "main-stacksize",
-                            "show-reachable",
-                            "undef-value-errors",
-                            "keep-debuginfo",
-                            "child-silent-after-fork",
-                            "time-stamp",
-                            "read-var-info",
-                            "smc-check",
-                            "fair-sched",
-                        ],
-                        long_flags: &["quiet", "verbose"],
-                        ..OptSpec::default()
-                    },
-                )?;
-                if o.info {
-                    return Ok(Step::Itself);
-                }
-                Ok(runs(&args[o.operands..]))
-            }
-            "eatmydata" => {
-                let rest = match args.first().and_then(Arg::literal) {
-                    Some("--") => &args[1..],
-                    _ => args,
-                };
-                Ok(runs(rest))
-            }
-            "fakeroot" | "pkexec" => {
-                let o = scan(
-                    name,
-                    args,
-                    &OptSpec {
-                        short_value: if name == "fakeroot" { "lsib" } else { "" },
-                        short_flags: if name == "fakeroot" { "u" } else { "" },
-                        long_value: &["lib", "faked", "user"],
-                        long_flags: &["unknown-is-real", "keep-cwd", "disable-internal-agent"],
-                        ..OptSpec::default()
-                    },
-                )?;
-                if o.info {
-                    return Ok(Step::Itself);
-                }
-                shell_if_empty(&args[o.operands..])
-            }
-            "script" => {
-                let (o, operands) = scan_permuted(
-                    name,
-                    args,
-                    &OptSpec {
-                        short_value: "cEBIOTmo",
-                        short_optional: "t",
-                        short_flags: "aefq",
-                        long_value: &[
-                            "command",
-                            "echo",
-                            "log-io",
-                            "log-in",
-                            "log-out",
-                            "log-timing",
-                            "logging-format",
-                            "output-limit",
-                        ],
-                        long_optional: &["timing"],
-                        long_flags: &["append", "return", "flush", "force", "quiet"],
-                        ..OptSpec::default()
-                    },
-                )?;
-                if o.info {
-                    return Ok(Step::Itself);
-                }
-                let command = o
-                    .seen
-                    .iter()
-                    .rev()
-                    .find(|(k, _)| k == "c" || k == "command")
-                    .and_then(|(_, v)| v.clone());
-                // The typescript file is written: `script` stays visible.
-                let mut visible = vec![argv[0].clone()];
-                visible.extend(operands);
-                self.emit_visible(&visible);
-                match command {
-                    Some(Arg::Literal(c)) => {
-                        self.code(&c, depth);
-                        Ok(Step::Consumed)
-                    }
-                    Some(Arg::Dynamic(d)) => Err(format!("`script -c {d}` is not static")),
-                    None => Err(
-                        "`script` without `-c` runs an interactive shell reading standard input"
-                            .to_string(),
-                    ),
-                }
-            }
-            "watch" => {
-                let o = scan(
-                    name,
-                    args,
-                    &OptSpec {
-                        short_value: "nq",
-                        short_optional: "d",
-                        short_flags: "bcCegprtwx",
-                        long_value: &["interval", "equexit"],
-                        long_optional: &["differences"],
-                        long_flags: &[
-                            "beep",
-                            "color",
-                            "no-color",
-                            "errexit",
-                            "chgexit",
-                            "precise",
-                            "no-rerun",
-                            "no-title",
-                            "no-wrap",
-                            "no-linewrap",
-                            "exec",
-                        ],
-                        ..OptSpec::default()
-                    },
-                )?;
-                let rest = &args[o.operands..];
-                if o.info || rest.is_empty() {
-                    return Ok(Step::Itself);
-                }
-                if o.has_any("x", &["exec"]) {
-                    return Ok(runs(rest));
-                }
-                // Without `-x`, watch runs its words joined with spaces through `sh -c`.
-                self.code_joined(name, rest, depth)?;
-                Ok(Step::Consumed)
-            }
-            "sg" => {
-                // `sg [-] GROUP [-c] COMMAND`: the command goes through `sh -c`.
-                let mut rest = args;
-                if rest.first().and_then(Arg::literal) == Some("-") {
-                    rest = &rest[1..];
-                }
-                let mut rest = rest.get(1..).unwrap_or(&[]);
-                if rest.first().and_then(Arg::literal) == Some("-c") {
-                    rest = &rest[1..];
-                }
-                if rest.is_empty() {
-                    return Err("`sg` without a command starts a shell".to_string());
-                }
-                self.code_joined(name, rest, depth)?;
-                Ok(Step::Consumed)
-            }
+            "script" | "watch" | "sg" => self.terminals(name, argv, depth),
             "awk" | "gawk" | "mawk" | "nawk" => {
                 self.awk(name, args)?;
                 Ok(Step::Itself)
@@ -2214,395 +2002,11 @@ impl Walker {
         Ok(())
     }
 
-    /// git, and `git-SUB` programs (git's plumbing paths, `/usr/lib/git-core/git-push`
-    /// is `git push`). Configuration that can make git run commands (`-c core.pager=…`,
-    /// `git config core.fsmonitor …`) and `--exec-path=` are unparsed; the commands git
-    /// runs for its options (`rebase --exec`, `submodule foreach`, `bisect run`,
-    /// `difftool --extcmd`, `filter-branch --*-filter`, `grep -O`, `--upload-pack`…)
-    /// are parsed. Whether the subcommand could be `push` (an alias, a command that is
-    /// not git's own) is the policy's question.
-    fn git(&mut self, name: &str, args: &[Arg], depth: usize) -> Result<Step, String> {
-        let (sub, rest): (&str, &[Arg]) = if name == "git" {
-            let mut i = 0;
-            loop {
-                // A run-time word where the subcommand goes: the policy treats it as
-                // any subcommand.
-                let Some(Arg::Literal(a)) = args.get(i) else {
-                    return Ok(Step::Itself);
-                };
-                match a.as_str() {
-                    "-c" | "--config-env" => {
-                        if let Some(Arg::Literal(kv)) = args.get(i + 1) {
-                            git_config_key_ok(kv.split('=').next().unwrap_or(""), "git -c")?;
-                        }
-                        i += 2;
-                    }
-                    "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix"
-                    | "--attr-source" => i += 2,
-                    _ if a.starts_with("--config-env=") => {
-                        let kv = &a["--config-env=".len()..];
-                        git_config_key_ok(kv.split('=').next().unwrap_or(""), "git -c")?;
-                        i += 1;
-                    }
-                    _ if a.starts_with("--exec-path=") => {
-                        return Err(format!(
-                            "`git {a}` runs git's commands from another directory"
-                        ))
-                    }
-                    _ if a.starts_with('-') => i += 1,
-                    _ => break (a.as_str(), &args[i + 1..]),
-                }
-            }
-        } else {
-            (&name[4..], args)
-        };
-        match sub {
-            "config" => git_config(rest)?,
-            "rebase" => self.option_code(rest, 'x', &["exec"], depth)?,
-            "difftool" => self.option_code(rest, 'x', &["extcmd"], depth)?,
-            "clone" => self.option_code(rest, 'u', &["upload-pack"], depth)?,
-            "filter-branch" => {
-                let filters = [
-                    "env-filter",
-                    "tree-filter",
-                    "index-filter",
-                    "parent-filter",
-                    "msg-filter",
-                    "commit-filter",
-                    "tag-name-filter",
-                    "setup",
-                ];
-                self.option_code(rest, '\0', &filters, depth)?;
-            }
-            "grep" => {
-                for a in rest.iter().filter_map(Arg::literal) {
-                    let cmd = a
-                        .strip_prefix("--open-files-in-pager=")
-                        .or_else(|| a.strip_prefix("-O").filter(|c| !c.is_empty()));
-                    if let Some(cmd) = cmd {
-                        self.code(cmd, depth);
-                    }
-                }
-            }
-            "submodule" => {
-                if let Some(at) = rest.iter().position(|a| a.literal() == Some("foreach")) {
-                    let mut words = &rest[at + 1..];
-                    while let Some(Arg::Literal(o)) = words.first() {
-                        if !o.starts_with('-') {
-                            break;
-                        }
-                        words = &words[1..];
-                        if o == "--" {
-                            break;
-                        }
-                    }
-                    self.git_runs("git submodule foreach", words, depth)?;
-                }
-            }
-            "bisect" if rest.first().and_then(Arg::literal) == Some("run") => {
-                self.git_runs("git bisect run", &rest[1..], depth)?;
-            }
-            _ => {}
-        }
-        // Transports run these commands (through a shell, locally for local remotes).
-        self.option_code(rest, '\0', &["upload-pack", "receive-pack", "exec"], depth)?;
-        Ok(Step::Itself)
-    }
-
-    /// The values of a command-taking option (`-xCMD`, `-x CMD`, `--exec=CMD`,
-    /// `--exec CMD`), parsed as code. A short option is also found inside a cluster
-    /// (`-ix CMD`).
-    fn option_code(
-        &mut self,
-        rest: &[Arg],
-        short: char,
-        long: &[&str],
-        depth: usize,
-    ) -> Result<(), String> {
-        let mut i = 0;
-        while i < rest.len() {
-            let Some(a) = rest[i].literal() else {
-                i += 1;
-                continue;
-            };
-            let mut value: Option<Arg> = None;
-            let mut found = false;
-            if let Some(l) = a.strip_prefix("--") {
-                let (n, inline) = match l.split_once('=') {
-                    Some((n, v)) => (n, Some(v)),
-                    None => (l, None),
-                };
-                if long.contains(&n) {
-                    found = true;
-                    value = match inline {
-                        Some(v) => Some(Arg::Literal(v.to_string())),
-                        None => {
-                            i += 1;
-                            rest.get(i).cloned()
-                        }
-                    };
-                }
-            } else if let Some(cluster) = a.strip_prefix('-') {
-                if short != '\0' {
-                    if let Some(at) = cluster.find(short) {
-                        found = true;
-                        let tail = &cluster[at + short.len_utf8()..];
-                        value = if tail.is_empty() {
-                            i += 1;
-                            rest.get(i).cloned()
-                        } else {
-                            Some(Arg::Literal(tail.to_string()))
-                        };
-                    }
-                }
-            }
-            if found {
-                match value {
-                    Some(Arg::Literal(cmd)) => self.code(&cmd, depth),
-                    Some(Arg::Dynamic(d)) => {
-                        return Err(format!(
-                            "`{a}` runs `{d}`, a command known only at run time"
-                        ))
-                    }
-                    None => {}
-                }
-            }
-            i += 1;
-        }
-        Ok(())
-    }
-
-    /// A command git runs (`submodule foreach`, `bisect run`): one word goes through
-    /// `sh -c`; several are run as they are (through `sh -c` if the first has shell
-    /// syntax).
-    fn git_runs(&mut self, what: &str, words: &[Arg], depth: usize) -> Result<(), String> {
-        match words {
-            [] => Ok(()),
-            [Arg::Literal(one)] => {
-                self.code(one, depth);
-                Ok(())
-            }
-            [Arg::Dynamic(d)] => Err(format!("`{what}` runs `{d}`, known only at run time")),
-            [Arg::Literal(first), ..] if first.contains(|c: char| !is_plain_word_char(c)) => {
-                self.code_joined(what, words, depth)
-            }
-            _ => {
-                self.resolve(words.to_vec(), depth);
-                Ok(())
-            }
-        }
-    }
-
-    /// awk: a program that can run commands (`system(…)`, pipes to or from commands,
-    /// `getline`, `@load`/`@include`), or one known only at run time, is unparsed;
-    /// `-l`/`--load` loads a shared library. The program text is consumed code.
-    fn awk(&mut self, name: &str, args: &[Arg]) -> Result<(), String> {
-        let mut programs: Vec<&Arg> = Vec::new();
-        let mut from_file = false;
-        let mut i = 0;
-        while i < args.len() {
-            let a = match &args[i] {
-                Arg::Literal(a) => a.as_str(),
-                Arg::Dynamic(d) if programs.is_empty() && !from_file => {
-                    return Err(format!("`{name}` program `{d}` is known only at run time"))
-                }
-                Arg::Dynamic(_) => break,
-            };
-            if a == "--" {
-                i += 1;
-                break;
-            }
-            if let Some(long) = a.strip_prefix("--") {
-                let (n, inline) = match long.split_once('=') {
-                    Some((n, v)) => (n, Some(v)),
-                    None => (long, None),
-                };
-                let takes = matches!(
-                    n,
-                    "field-separator" | "assign" | "file" | "source" | "exec" | "include" | "load"
-                );
-                if n == "load" {
-                    return Err(format!("`{name} --load` loads a shared library"));
-                }
-                if n == "file" || n == "exec" {
-                    from_file = true;
-                }
-                if takes && inline.is_none() {
-                    i += 1;
-                }
-                if n == "source" {
-                    programs.push(match inline {
-                        Some(_) => &args[i],
-                        None => args.get(i).unwrap_or(&args[i - 1]),
-                    });
-                }
-                i += 1;
-                continue;
-            }
-            if a.len() > 1 && a.starts_with('-') {
-                let flag = a.chars().nth(1).unwrap_or(' ');
-                let attached = a.len() > 2;
-                match flag {
-                    'l' => return Err(format!("`{name} -l` loads a shared library")),
-                    'F' | 'v' | 'f' | 'e' | 'E' | 'i' | 'W' => {
-                        if matches!(flag, 'f' | 'E') {
-                            from_file = true;
-                        }
-                        if !attached {
-                            i += 1;
-                        }
-                        if flag == 'e' {
-                            programs.push(args.get(i).unwrap_or(&args[i - 1]));
-                        }
-                        if flag == 'W' {
-                            let w = if attached {
-                                &a[2..]
-                            } else {
-                                args.get(i).and_then(Arg::literal).unwrap_or("")
-                            };
-                            if w.starts_with("exec") {
-                                from_file = true;
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-                i += 1;
-                continue;
-            }
-            break;
-        }
-        if programs.is_empty() && !from_file {
-            match args.get(i) {
-                Some(p) => programs.push(p),
-                None => return Ok(()),
-            }
-        }
-        for p in programs {
-            match p {
-                Arg::Literal(text) => {
-                    if let Some(why) = awk_runs_commands(text) {
-                        return Err(format!("the {name} program {why}"));
-                    }
-                    self.code.push(text.clone());
-                }
-                Arg::Dynamic(d) => {
-                    return Err(format!("`{name}` program `{d}` is known only at run time"))
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// GNU sed: a script with the `e` command or the `s///e` flag runs commands; one
-    /// known only at run time is unparsed. `--sandbox` forbids both. The script is
-    /// consumed code.
-    fn sed(&mut self, name: &str, args: &[Arg]) -> Result<(), String> {
-        let mut scripts: Vec<&Arg> = Vec::new();
-        let mut from_flag = false;
-        let mut sandbox = false;
-        let mut first_operand: Option<&Arg> = None;
-        let mut i = 0;
-        let mut options_done = false;
-        while i < args.len() {
-            let a = &args[i];
-            let text = a.as_text();
-            if options_done || !text.starts_with('-') || text == "-" {
-                if first_operand.is_none() {
-                    first_operand = Some(a);
-                }
-                i += 1;
-                continue;
-            }
-            if let Arg::Dynamic(d) = a {
-                return Err(format!("`{name}` option `{d}` is known only at run time"));
-            }
-            if text == "--" {
-                options_done = true;
-            } else if let Some(long) = text.strip_prefix("--") {
-                let (n, inline) = match long.split_once('=') {
-                    Some((n, v)) => (n, Some(v)),
-                    None => (long, None),
-                };
-                match n {
-                    "expression" | "file" => {
-                        from_flag = true;
-                        if inline.is_none() {
-                            i += 1;
-                        }
-                        if n == "expression" {
-                            if inline.is_some() {
-                                scripts.push(a);
-                            } else if let Some(s) = args.get(i) {
-                                scripts.push(s);
-                            }
-                        }
-                    }
-                    "line-length" if inline.is_none() => i += 1,
-                    "sandbox" => sandbox = true,
-                    _ => {}
-                }
-            } else {
-                for (pos, ch) in text[1..].char_indices() {
-                    let tail = &text[1 + pos + ch.len_utf8()..];
-                    match ch {
-                        'e' | 'f' | 'l' => {
-                            if ch != 'l' {
-                                from_flag = true;
-                            }
-                            if tail.is_empty() {
-                                i += 1;
-                                if ch == 'e' {
-                                    if let Some(s) = args.get(i) {
-                                        scripts.push(s);
-                                    }
-                                }
-                            } else if ch == 'e' {
-                                scripts.push(a);
-                            }
-                            break;
-                        }
-                        'i' => break,
-                        _ => {}
-                    }
-                }
-            }
-            i += 1;
-        }
-        if !from_flag {
-            if let Some(s) = first_operand {
-                scripts.push(s);
-            }
-        }
-        for s in scripts {
-            match s {
-                Arg::Literal(text) => {
-                    // `-e SCRIPT` attached: the script follows the option letters.
-                    let script = if let Some(s) = text.strip_prefix("--expression=") {
-                        s
-                    } else if text.starts_with('-') && !text.starts_with("--") {
-                        text.split_once('e').map_or("", |(_, s)| s)
-                    } else {
-                        text.as_str()
-                    };
-                    if !sandbox && sed_runs_commands(script) {
-                        return Err(format!(
-                            "the {name} script `{script}` can run commands (`e`, `s///e`)"
-                        ));
-                    }
-                    self.code.push(text.clone());
-                }
-                Arg::Dynamic(d) => {
-                    return Err(format!("`{name}` script `{d}` is known only at run time"))
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// `find … -exec cmd … ;` (and `-execdir`, `-ok`, `-okdir`, `+` terminator): the
     /// commands it runs.
     fn find_exec(&mut self, argv: &[Arg], depth: usize) {
+        // Commands run once per file, interleaved.
+        self.writes.unordered = true;
         let mut i = 1;
         while i < argv.len() {
             let is_exec = matches!(
@@ -2720,777 +2124,61 @@ fn xargs(args: &[Arg]) -> Result<Step, String> {
                 open_ended: false,
             })
         }
-        None => Ok(Step::Runs {
-            rest,
-            open_ended: true,
-        }),
+        None => {
+            // The words xargs reads are arguments too: a run-time word at the end lets
+            // every check see them (`xargs git fetch` may get `--upload-pack=…`,
+            // `xargs find` may get `-exec …`).
+            rest.push(Arg::Dynamic(XARGS_INPUT.to_string()));
+            Ok(Step::Runs {
+                rest,
+                open_ended: true,
+            })
+        }
     }
 }
 
-/// Characters of a word that needs no shell quoting (git runs such a command without a
-/// shell).
-fn is_plain_word_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || "-_./,:+@%^".contains(c)
-}
+/// The run-time word standing for what `xargs` reads from its input.
+const XARGS_INPUT: &str = "…";
 
-/// Configuration keys that cannot make git run a command (matched lowercased). `alias.*`
-/// is accepted too: an alias never shadows a git command, and the policy treats every
-/// subcommand that is not git's own as a possible alias.
-const GIT_SAFE_CONFIG_SECTIONS: &[&str] = &["user.", "color.", "advice.", "i18n.", "alias."];
-const GIT_SAFE_CONFIG_KEYS: &[&str] = &[
-    "init.defaultbranch",
-    "core.quotepath",
-    "core.autocrlf",
-    "core.safecrlf",
-    "core.filemode",
-    "core.abbrev",
-    "core.ignorecase",
-    "core.eol",
-    "core.symlinks",
-    "pull.rebase",
-    "pull.ff",
-    "merge.ff",
-    "merge.conflictstyle",
-    "rebase.autosquash",
-    "rebase.autostash",
-    "rebase.updaterefs",
-    "fetch.prune",
-    "push.default",
-    "push.autosetupremote",
-    "commit.gpgsign",
-    "tag.gpgsign",
-    "gc.auto",
-    "safe.directory",
-    "diff.renames",
-    "diff.noprefix",
-    "diff.algorithm",
-    "log.showsignature",
-    "status.showuntrackedfiles",
-    "column.ui",
-];
-
-fn git_config_key_ok(key: &str, what: &str) -> Result<(), String> {
-    let k = key.trim().to_ascii_lowercase();
-    if GIT_SAFE_CONFIG_SECTIONS.iter().any(|s| k.starts_with(s))
-        || GIT_SAFE_CONFIG_KEYS.contains(&k.as_str())
-    {
-        Ok(())
+/// The output of a command substitution that is only `cat` of a quoted here-document
+/// (`cat <<'EOF'` … `EOF`, also `"EOF"` or `\EOF`): the body, trailing newlines
+/// removed as bash does. `None` for anything else (a `<<-` here-document, other
+/// commands or words, an unquoted delimiter whose body would be expanded).
+fn static_heredoc_cat(src: &str) -> Option<String> {
+    let s = src.trim_start_matches([' ', '\t', '\n']);
+    let s = s.strip_prefix("cat")?;
+    let s = s.trim_start_matches([' ', '\t']).strip_prefix("<<")?;
+    let s = s.trim_start_matches([' ', '\t']);
+    let (delim, s) = if let Some(r) = s.strip_prefix('\'') {
+        r.split_once('\'')?
+    } else if let Some(r) = s.strip_prefix('"') {
+        r.split_once('"')?
     } else {
-        Err(format!(
-            "`{what} {key}` sets configuration that can make git run commands"
-        ))
-    }
-}
-
-/// `git config …`: a write of a key that can make git run commands is unparsed; reads,
-/// removals and safe keys are not.
-fn git_config(rest: &[Arg]) -> Result<(), String> {
-    const VALUE_OPTS: &[&str] = &[
-        "-f",
-        "--file",
-        "--blob",
-        "--type",
-        "--default",
-        "--comment",
-        "--value",
-        "--url",
-    ];
-    const READS: &[&str] = &[
-        "--get",
-        "--get-all",
-        "--get-regexp",
-        "--get-urlmatch",
-        "--get-color",
-        "--get-colorbool",
-        "-l",
-        "--list",
-        "--unset",
-        "--unset-all",
-        "--remove-section",
-        "-e",
-        "--edit",
-    ];
-    let mut operands: Vec<&str> = Vec::new();
-    let (mut reads, mut writes) = (false, false);
-    let mut i = 0;
-    while i < rest.len() {
-        let a = match &rest[i] {
-            Arg::Literal(a) => a.as_str(),
-            Arg::Dynamic(d) => {
-                return Err(format!(
-                    "`git config` operand `{d}` is known only at run time"
-                ))
-            }
-        };
-        if VALUE_OPTS.contains(&a) {
-            i += 2;
-            continue;
-        }
-        if a == "--rename-section" {
-            return Err("`git config --rename-section` can move keys into any section".into());
-        }
-        if READS.contains(&a) {
-            reads = true;
-        } else if a == "--add" || a == "--replace-all" {
-            writes = true;
-        } else if !a.starts_with('-') {
-            operands.push(a);
-        }
-        i += 1;
-    }
-    let key = match operands.first().copied() {
-        Some("set") => operands.get(1).copied(),
-        Some("rename-section") => {
-            return Err("`git config rename-section` can move keys into any section".into())
-        }
-        Some("get" | "list" | "unset" | "remove-section" | "edit" | "get-color") => None,
-        _ if reads => None,
-        Some(k) if writes || operands.len() >= 2 => Some(k),
-        _ => None,
+        let r = s.strip_prefix('\\')?;
+        let end = r
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(r.len());
+        r.split_at(end)
     };
-    match key {
-        Some(k) => git_config_key_ok(k, "git config"),
-        None => Ok(()),
-    }
-}
-
-/// Why an awk program can run commands, if it can.
-fn awk_runs_commands(program: &str) -> Option<&'static str> {
-    if program.contains("system") {
-        return Some("calls `system`");
-    }
-    if program.contains("getline") {
-        return Some("uses `getline`");
-    }
-    if program.contains('@') {
-        return Some("uses an `@` directive (`@load`, `@include`)");
-    }
-    let b = program.as_bytes();
-    let lone_pipe = (0..b.len())
-        .any(|i| b[i] == b'|' && (i == 0 || b[i - 1] != b'|') && b.get(i + 1) != Some(&b'|'));
-    lone_pipe.then_some("pipes to or from a command (`|`)")
-}
-
-/// Whether a GNU sed script could run a command: the `e` command or the `s///e` flag.
-/// Anything this reader does not understand counts as yes.
-fn sed_runs_commands(script: &str) -> bool {
-    let c: Vec<char> = script.chars().collect();
-    let n = c.len();
-    let mut i = 0;
-    // Skips a regex delimited by `d` (escapes and bracket expressions honoured); false
-    // if unterminated.
-    let skip_regex = |i: &mut usize, d: char| -> bool {
-        while *i < n && c[*i] != d {
-            match c[*i] {
-                '\\' => *i += 2,
-                '[' => {
-                    *i += 1;
-                    if *i < n && c[*i] == '^' {
-                        *i += 1;
-                    }
-                    if *i < n && c[*i] == ']' {
-                        *i += 1;
-                    }
-                    while *i < n && c[*i] != ']' {
-                        if c[*i] == '[' && *i + 1 < n && ".:=".contains(c[*i + 1]) {
-                            let close = c[*i + 1];
-                            *i += 2;
-                            while *i + 1 < n && !(c[*i] == close && c[*i + 1] == ']') {
-                                *i += 1;
-                            }
-                            *i += 2;
-                        } else {
-                            *i += 1;
-                        }
-                    }
-                    *i += 1;
-                }
-                _ => *i += 1,
-            }
-        }
-        if *i >= n {
-            return false;
-        }
-        *i += 1;
-        true
-    };
-    let skip_plain = |i: &mut usize, d: char| -> bool {
-        while *i < n && c[*i] != d {
-            *i += if c[*i] == '\\' { 2 } else { 1 };
-        }
-        if *i >= n {
-            return false;
-        }
-        *i += 1;
-        true
-    };
-    let to_eol = |i: &mut usize| {
-        while *i < n && c[*i] != '\n' {
-            *i += if c[*i] == '\\' { 2 } else { 1 };
-        }
-    };
-    let to_end = |i: &mut usize| {
-        while *i < n && c[*i] != '\n' && c[*i] != ';' {
-            *i += 1;
-        }
-    };
-    let address = |i: &mut usize| -> Option<bool> {
-        if *i >= n {
-            return Some(false);
-        }
-        match c[*i] {
-            '0'..='9' => {
-                while *i < n && (c[*i].is_ascii_digit() || c[*i] == '~') {
-                    *i += 1;
-                }
-            }
-            '$' => *i += 1,
-            '/' => {
-                *i += 1;
-                if !skip_regex(i, '/') {
-                    return None;
-                }
-                while *i < n && (c[*i] == 'I' || c[*i] == 'M') {
-                    *i += 1;
-                }
-            }
-            '\\' => {
-                if *i + 1 >= n {
-                    return None;
-                }
-                let d = c[*i + 1];
-                *i += 2;
-                if !skip_regex(i, d) {
-                    return None;
-                }
-                while *i < n && (c[*i] == 'I' || c[*i] == 'M') {
-                    *i += 1;
-                }
-            }
-            _ => return Some(false),
-        }
-        Some(true)
-    };
-    loop {
-        while i < n && (c[i].is_whitespace() || c[i] == ';') {
-            i += 1;
-        }
-        if i >= n {
-            return false;
-        }
-        match address(&mut i) {
-            None => return true,
-            Some(true) => {
-                if i < n && c[i] == ',' {
-                    i += 1;
-                    if i < n && (c[i] == '+' || c[i] == '~') {
-                        i += 1;
-                    }
-                    if address(&mut i) != Some(true) {
-                        return true;
-                    }
-                }
-            }
-            Some(false) => {}
-        }
-        while i < n && (c[i] == ' ' || c[i] == '\t' || c[i] == '!') {
-            i += 1;
-        }
-        if i >= n {
-            return true;
-        }
-        let cmd = c[i];
-        i += 1;
-        match cmd {
-            '{' | '}' | '=' | 'd' | 'D' | 'g' | 'G' | 'h' | 'H' | 'x' | 'n' | 'N' | 'p' | 'P'
-            | 'z' | 'F' => {}
-            '#' | 'a' | 'i' | 'c' | 'r' | 'R' | 'w' | 'W' => to_eol(&mut i),
-            ':' | 'b' | 't' | 'T' | 'v' => to_end(&mut i),
-            'q' | 'Q' | 'l' | 'L' => {
-                while i < n && (c[i] == ' ' || c[i].is_ascii_digit()) {
-                    i += 1;
-                }
-            }
-            'y' => {
-                if i >= n || c[i] == '\n' || c[i] == '\\' {
-                    return true;
-                }
-                let d = c[i];
-                i += 1;
-                if !skip_plain(&mut i, d) || !skip_plain(&mut i, d) {
-                    return true;
-                }
-            }
-            's' => {
-                if i >= n || c[i] == '\n' || c[i] == '\\' {
-                    return true;
-                }
-                let d = c[i];
-                i += 1;
-                if !skip_regex(&mut i, d) || !skip_plain(&mut i, d) {
-                    return true;
-                }
-                while i < n && !matches!(c[i], ';' | '\n' | '}') {
-                    match c[i] {
-                        'e' => return true,
-                        'w' | 'W' => {
-                            to_eol(&mut i);
-                            break;
-                        }
-                        'g' | 'p' | 'i' | 'I' | 'm' | 'M' | ' ' | '\t' | '0'..='9' => i += 1,
-                        _ => return true,
-                    }
-                }
-            }
-            // `e`, and anything unknown.
-            _ => return true,
-        }
-    }
-}
-
-/// How an interpreter takes code on its command line.
-#[derive(Default)]
-struct Interpreter {
-    /// Short options whose value is code (`python -c`, `perl -e`).
-    inline_short: &'static str,
-    /// Long options whose value is code (`node --eval`).
-    inline_long: &'static [&'static str],
-    /// Short options taking a value (attached, or the next word).
-    value_short: &'static str,
-    /// Long options taking a value (`--x=v`, or `--x v`).
-    value_long: &'static [&'static str],
-    /// Short options naming the code to run from a file or module (`python -m`,
-    /// `php -f`): a script is given.
-    script_short: &'static str,
-    /// Short options that make it read code interactively (`python -i`).
-    interactive_short: &'static str,
-    /// Short option letters it knows (precise readers only: others are errors).
-    flags_short: &'static str,
-    /// Long options without a value it knows, and prefixes of such (precise readers
-    /// only: an unknown long option might take the next word as its value).
-    flags_long: &'static [&'static str],
-    /// Inline-code letters are looked for anywhere in every option word (`perl -pie`,
-    /// `ruby -rjson -e`), not only before the script, and the reader is not precise.
-    anywhere: bool,
-    /// With no script it reads code from standard input (or starts a REPL).
-    stdin: bool,
-    /// Words that print information and run nothing.
-    info: &'static [&'static str],
-}
-
-/// The interpreter spec for a program name, if it is one.
-fn interpreter(name: &str) -> Option<Interpreter> {
-    let lua = name == "luajit"
-        || name
-            .strip_prefix("lua")
-            .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'));
-    let spec = if is_python(name) || name == "pypy" || name == "pypy3" {
-        Interpreter {
-            inline_short: "c",
-            value_short: "WX",
-            value_long: &["check-hash-based-pycs"],
-            script_short: "m",
-            interactive_short: "i",
-            flags_short: "bBdEhIOPqsSuvVx",
-            flags_long: &["version", "help", "help-env", "help-xoptions", "help-all"],
-            stdin: true,
-            info: &["-V", "-VV", "--version", "-h", "--help"],
-            ..Interpreter::default()
-        }
-    } else if name == "node" || name == "nodejs" {
-        Interpreter {
-            inline_short: "ep",
-            inline_long: &["eval", "print"],
-            value_short: "rC",
-            value_long: &[
-                "require",
-                "import",
-                "loader",
-                "experimental-loader",
-                "input-type",
-                "conditions",
-                "title",
-                "env-file",
-                "inspect-port",
-                "redirect-warnings",
-                "disable-warning",
-                "test-reporter",
-                "test-reporter-destination",
-                "test-name-pattern",
-                "test-skip-pattern",
-                "watch-path",
-                "icu-data-dir",
-                "openssl-config",
-                "diagnostic-dir",
-                "report-dir",
-                "report-directory",
-                "report-filename",
-                "cpu-prof-dir",
-                "heap-prof-dir",
-                "secure-heap",
-                "run",
-            ],
-            interactive_short: "i",
-            flags_short: "chv",
-            flags_long: &[
-                "inspect",
-                "inspect-brk",
-                "inspect-wait",
-                "test",
-                "watch",
-                "check",
-                "version",
-                "help",
-                "enable-source-maps",
-                "expose-gc",
-                "abort-on-uncaught-exception",
-                "preserve-symlinks",
-                "preserve-symlinks-main",
-                "pending-deprecation",
-                "throw-deprecation",
-                "frozen-intrinsics",
-                "jitless",
-                "test-only",
-                "experimental-",
-                "no-",
-                "trace-",
-                "harmony",
-            ],
-            stdin: true,
-            info: &["-v", "--version", "-h", "--help", "--test", "--run"],
-            ..Interpreter::default()
-        }
-    } else if name == "perl" || name.starts_with("perl5") {
-        Interpreter {
-            inline_short: "eE",
-            value_short: "I",
-            anywhere: true,
-            stdin: true,
-            info: &["-v", "-V", "--version", "-h", "--help"],
-            ..Interpreter::default()
-        }
-    } else if name == "ruby" {
-        Interpreter {
-            inline_short: "e",
-            value_short: "ICEr",
-            anywhere: true,
-            stdin: true,
-            info: &["-v", "--version", "-h", "--help"],
-            ..Interpreter::default()
-        }
-    } else if name == "php"
-        || name.starts_with("php") && name[3..].chars().all(|c| c.is_ascii_digit() || c == '.')
-    {
-        Interpreter {
-            inline_short: "rBRE",
-            value_short: "cdtzfFS",
-            script_short: "fFS",
-            interactive_short: "a",
-            anywhere: true,
-            stdin: true,
-            info: &["-v", "-h", "-i", "-m", "--version", "--help", "--info"],
-            ..Interpreter::default()
-        }
-    } else if lua {
-        Interpreter {
-            inline_short: "e",
-            value_short: "l",
-            interactive_short: "i",
-            anywhere: true,
-            stdin: true,
-            info: &["-v"],
-            ..Interpreter::default()
-        }
-    } else if name == "Rscript" || name == "R" {
-        Interpreter {
-            inline_short: "e",
-            value_short: "f",
-            script_short: "f",
-            anywhere: true,
-            stdin: name == "R",
-            info: &["--version", "--help", "-h"],
-            ..Interpreter::default()
-        }
-    } else if name == "julia" {
-        Interpreter {
-            inline_short: "eE",
-            inline_long: &["eval", "print"],
-            value_short: "CJLOpt",
-            interactive_short: "i",
-            anywhere: true,
-            stdin: true,
-            info: &["-v", "--version", "-h", "--help"],
-            ..Interpreter::default()
-        }
-    } else if matches!(name, "osascript" | "jrunscript" | "racket") {
-        Interpreter {
-            inline_short: "e",
-            value_short: "ls",
-            interactive_short: "i",
-            anywhere: true,
-            stdin: true,
-            ..Interpreter::default()
-        }
-    } else if matches!(name, "expect" | "guile") {
-        Interpreter {
-            inline_short: "c",
-            value_short: "fsdlLeD",
-            script_short: if name == "expect" { "f" } else { "s" },
-            interactive_short: "i",
-            anywhere: true,
-            stdin: true,
-            info: &["-v", "--version", "--help"],
-            ..Interpreter::default()
-        }
-    } else if matches!(
-        name,
-        "tclsh" | "wish" | "sbcl" | "clisp" | "scheme" | "ocaml"
-    ) {
-        Interpreter {
-            inline_short: "x",
-            inline_long: &["eval", "non-interactive"],
-            value_long: &["load", "core", "dynamic-space-size", "control-stack-size"],
-            anywhere: true,
-            stdin: true,
-            info: &["--version", "--help"],
-            ..Interpreter::default()
-        }
-    } else if matches!(name, "deno" | "bun") {
-        Interpreter {
-            inline_short: "ep",
-            inline_long: &["eval", "print"],
-            anywhere: true,
-            stdin: false,
-            ..Interpreter::default()
-        }
-    } else {
+    if delim.is_empty() || !delim.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return None;
-    };
-    Some(spec)
-}
-
-/// An interpreter's command line: code given inline (`-c`, `-e`), read from standard
-/// input (no script, `-`), or interactively is unparsed; a script or module runs as
-/// any program does.
-fn interpreted(name: &str, args: &[Arg], spec: &Interpreter) -> Result<Step, String> {
-    let inline = |opt: &str| Err(format!("`{name} {opt}` runs code from the command line"));
-    let stdin = || Err(format!("`{name}` reads its program from standard input"));
-    let mut script = false;
-    let mut info = false;
-    let mut i = 0;
-    while i < args.len() {
-        let a = match &args[i] {
-            Arg::Literal(a) => a.as_str(),
-            Arg::Dynamic(_) if script => {
-                i += 1;
-                continue;
-            }
-            Arg::Dynamic(d) => {
-                return Err(format!(
-                    "`{name}` argument `{d}` is not static (it could be inline code)"
-                ))
-            }
-        };
-        if spec.info.contains(&a) {
-            info = true;
-        }
-        if a == "--" {
-            script |= args.len() > i + 1;
+    }
+    let s = s.trim_start_matches([' ', '\t']).strip_prefix('\n')?;
+    let mut body = String::new();
+    let mut lines = s.split('\n');
+    loop {
+        let line = lines.next()?;
+        if line == delim {
             break;
         }
-        if a == "-" {
-            return stdin();
-        }
-        if let Some(long) = a.strip_prefix("--") {
-            let (n, value) = match long.split_once('=') {
-                Some((n, v)) => (n, Some(v)),
-                None => (long, None),
-            };
-            if spec.inline_long.contains(&n) {
-                return inline(a);
-            }
-            if n == "interactive" {
-                return stdin();
-            }
-            if spec.value_long.contains(&n) {
-                let v = match value {
-                    Some(v) => Some(v),
-                    None => {
-                        i += 1;
-                        args.get(i).and_then(Arg::literal)
-                    }
-                };
-                if v.is_some_and(|v| v.starts_with("data:")) {
-                    return inline(a);
-                }
-            } else if !spec.anywhere
-                && value.is_none()
-                && !spec
-                    .flags_long
-                    .iter()
-                    .any(|f| n == *f || (f.ends_with('-') || *f == "harmony") && n.starts_with(f))
-            {
-                return Err(format!(
-                    "cannot tell whether `{name} {a}` takes a value (it could hide inline code)"
-                ));
-            }
-            i += 1;
-            continue;
-        }
-        if let Some(cluster) = a.strip_prefix('-') {
-            if spec.anywhere {
-                if cluster.chars().any(|c| spec.inline_short.contains(c)) && !info {
-                    return inline(a);
-                }
-                if cluster.len() == 1 && spec.interactive_short.contains(cluster) {
-                    return stdin();
-                }
-                let first = cluster.chars().next().unwrap_or(' ');
-                if spec.script_short.contains(first) {
-                    script = true;
-                }
-                if cluster.len() == 1 && spec.value_short.contains(first) {
-                    i += 1;
-                }
-                i += 1;
-                continue;
-            }
-            for (pos, ch) in cluster.char_indices() {
-                let tail = &cluster[pos + ch.len_utf8()..];
-                if spec.inline_short.contains(ch) {
-                    return inline(a);
-                }
-                if spec.interactive_short.contains(ch) {
-                    return stdin();
-                }
-                if spec.script_short.contains(ch) {
-                    return Ok(Step::Itself);
-                }
-                if spec.value_short.contains(ch) {
-                    let v = if tail.is_empty() {
-                        i += 1;
-                        args.get(i).and_then(Arg::literal)
-                    } else {
-                        Some(tail)
-                    };
-                    if v.is_some_and(|v| v.starts_with("data:")) {
-                        return inline(a);
-                    }
-                    break;
-                }
-                if !spec.flags_short.contains(ch) {
-                    return Err(format!(
-                        "cannot tell what `{name} -{ch}` does (it could hide inline code)"
-                    ));
-                }
-            }
-            i += 1;
-            continue;
-        }
-        if !script && reads_stdin_path(a) {
-            return stdin();
-        }
-        script = true;
-        if !spec.anywhere {
-            break;
-        }
-        i += 1;
+        body.push_str(line);
+        body.push('\n');
     }
-    if script || info || !spec.stdin {
-        Ok(Step::Itself)
-    } else {
-        stdin()
+    let rest: String = lines.collect::<Vec<_>>().join("\n");
+    if !rest.trim().is_empty() {
+        return None;
     }
-}
-
-/// A script path that is standard input or another open file (`/dev/stdin`,
-/// `/dev/fd/0`, `/proc/self/fd/0`): code the gate cannot see.
-fn reads_stdin_path(path: &str) -> bool {
-    path == "/dev/stdin" || path.starts_with("/dev/fd/") || path.starts_with("/proc/")
-}
-
-/// Database clients run shell escapes (`\!`, `.shell`, `system`) from their command
-/// line or standard input: commands given on the line must have none, and without one
-/// they read commands from standard input.
-fn sql_client(name: &str, args: &[Arg]) -> Result<Step, String> {
-    for a in args {
-        match a {
-            Arg::Literal(t) => {
-                let escape = match name {
-                    "sqlite3" => [
-                        ".shell", ".system", ".once", ".output", ".import", ".load", ".read",
-                        ".excel", ".open",
-                    ]
-                    .iter()
-                    .any(|d| t.contains(d)),
-                    "psql" => t.contains('\\'),
-                    _ => t.contains('\\') || t.to_ascii_lowercase().contains("system"),
-                };
-                if escape {
-                    return Err(format!("`{name}` argument `{t}` can run commands"));
-                }
-            }
-            Arg::Dynamic(d) => {
-                return Err(format!(
-                    "`{name}` argument `{d}` is known only at run time (it could run commands)"
-                ))
-            }
-        }
-    }
-    let words: Vec<&str> = args.iter().filter_map(Arg::literal).collect();
-    let has = |opts: &[&str]| {
-        words.iter().any(|w| {
-            opts.iter()
-                .any(|o| w == o || w.starts_with(&format!("{o}=")))
-        })
-    };
-    let given = match name {
-        "sqlite3" => {
-            const VALUED: &[&str] = &[
-                "-cmd",
-                "-init",
-                "-separator",
-                "-newline",
-                "-nullvalue",
-                "-vfs",
-                "-maxsize",
-                "-mmap",
-                "-pagecache",
-                "-lookaside",
-                "-heap",
-            ];
-            let mut operands = 0;
-            let mut i = 0;
-            while i < words.len() {
-                if VALUED.contains(&words[i]) {
-                    i += 1;
-                } else if !words[i].starts_with('-') {
-                    operands += 1;
-                }
-                i += 1;
-            }
-            operands >= 2 || has(&["-version", "-help", "--version", "--help"])
-        }
-        "psql" => has(&[
-            "-c",
-            "--command",
-            "-f",
-            "--file",
-            "-l",
-            "--list",
-            "-V",
-            "--version",
-            "--help",
-        ]),
-        _ => has(&["-e", "--execute", "-V", "--version", "--help"]),
-    };
-    if given {
-        Ok(Step::Itself)
-    } else {
-        Err(format!(
-            "`{name}` reads commands (with shell escapes) from standard input"
-        ))
-    }
+    Some(body.trim_end_matches('\n').to_string())
 }
 
 /// [`scan`], with options allowed after operands (GNU getopt's permutation: `su root -c
@@ -3606,6 +2294,14 @@ fn scan(program: &str, args: &[Arg], spec: &OptSpec) -> Result<Scanned, String> 
                         if v.is_none() {
                             return Err(format!("`{program} --{name}` without its value"));
                         }
+                        if let Some(Arg::Dynamic(d)) = &v {
+                            if splits(d) {
+                                return Err(format!(
+                                    "the value `{d}` of `{program} --{name}` could split into \
+                                     a command at run time"
+                                ));
+                            }
+                        }
                         out.seen.push((name.to_string(), v));
                         i += 2;
                     }
@@ -3637,6 +2333,14 @@ fn scan(program: &str, args: &[Arg], spec: &OptSpec) -> Result<Scanned, String> 
                     let v = args.get(i).cloned();
                     if v.is_none() {
                         return Err(format!("`{program} -{ch}` without its value"));
+                    }
+                    if let Some(Arg::Dynamic(d)) = &v {
+                        if splits(d) {
+                            return Err(format!(
+                                "the value `{d}` of `{program} -{ch}` could split into a \
+                                 command at run time"
+                            ));
+                        }
                     }
                     out.seen.push((ch.to_string(), v));
                     i += 1;
@@ -4023,6 +2727,14 @@ mod tests {
             "mysql -e 'system rm x'",
             "vim -c '!rm x'",
             "gdb -batch -ex 'shell rm x'",
+            // program and script files the gate cannot see
+            "awk -f prog.awk f",
+            "gawk --so='BEGIN{system(\"x\")}'",
+            "gawk --exec=p.awk",
+            "sed -f script.sed f",
+            "sed --fi=script.sed f",
+            "sed --expr='1e rm x' f",
+            "sed --e '1e rm x' f",
         ] {
             assert!(!analyze(line).unparsed.is_empty(), "{line:?} parsed");
         }
@@ -4037,7 +2749,6 @@ mod tests {
             "ruby -v",
             "awk '{print $1}' f",
             "awk -F: '$3 > 5 || $4 < 2 {print $(NF-1)}' f",
-            "awk -f prog.awk f",
             "sed -i 's/a/b/g' f",
             "sed -n '/x/,/y/{p;q}' f",
             "sed -E 's#a|b#c#2' f",

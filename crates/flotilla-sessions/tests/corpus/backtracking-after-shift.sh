@@ -1,0 +1,2 @@
+echo $((1<<2))
+((((((((((((((((((((((((((((((((git push origin HEAD:refs/heads/pwned

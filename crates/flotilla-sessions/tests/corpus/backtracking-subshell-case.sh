@@ -1,0 +1,1 @@
+( case x in x) ( case x in x) ( case x in x) ( case x in x) ( case x in x) ( case x in x) ( case x in x) ( case x in x) ( case x in x) ( case x in x) ( case x in x) ( case x in x) git push origin HEAD:refs/heads/pwned
