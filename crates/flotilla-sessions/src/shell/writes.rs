@@ -54,6 +54,35 @@ const BUILD_TOOLS: &[&str] = &[
     "gradle", "ant", "rake", "bundle", "composer", "dotnet", "swift", "mix", "sbt",
 ];
 
+/// git's hook names: a file written under one of them may be a hook of a repository
+/// kept anywhere (`git init --separate-git-dir=/tmp/d`, `git --git-dir=/tmp/d`).
+const GIT_HOOKS: &[&str] = &[
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "fsmonitor-watchman",
+    "post-index-change",
+];
+
 /// Programs that only read the files they name.
 const READERS: &[&str] = &[
     "cat",
@@ -226,7 +255,10 @@ fn runs_code_when_read(path: &str) -> bool {
         "sitecustomize",
     ];
     let p = path.trim_end_matches('/');
-    STARTUP.iter().any(|s| p.contains(s))
+    let name = basename(p);
+    GIT_HOOKS.contains(&name)
+        || name == "hooks"
+        || STARTUP.iter().any(|s| p.contains(s))
         || p.contains(".git/")
         || p.ends_with(".git")
         || p.ends_with("git/config")
