@@ -14,7 +14,9 @@
 //! - a program, or an operand of a shell, interpreter or `make`, whose name is the last
 //!   component of a written path (or any, when a destination is known only at run time);
 //! - a write to git's configuration or hooks (`.git/config`, `.git/hooks/…`,
-//!   `.gitconfig`, `git/config`) or to a shell's or another program's startup files
+//!   `.gitconfig`, `git/config`, any file named like a git hook or a `hooks`
+//!   directory, wherever the repository is kept) or to a shell's or another program's
+//!   startup files
 //!   (`.bashrc`, `.profile`, `~/.ssh/config`, `usercustomize`, `.pth`…), and a written
 //!   path known only at run time in a line that also runs git;
 //! - a build or test tool ([`BUILD_TOOLS`]: `make`, `cargo`, `npm`, `pytest`…, which
