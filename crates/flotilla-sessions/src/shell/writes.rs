@@ -14,7 +14,9 @@
 //! - a program, or an operand of a shell, interpreter or `make`, whose name is the last
 //!   component of a written path (or any, when a destination is known only at run time);
 //! - a write to git's configuration or hooks (`.git/config`, `.git/hooks/…`,
-//!   `.gitconfig`, `git/config`) or to a shell's or another program's startup files
+//!   `.gitconfig`, `git/config`, any file named like a git hook or a `hooks`
+//!   directory, wherever the repository is kept) or to a shell's or another program's
+//!   startup files
 //!   (`.bashrc`, `.profile`, `~/.ssh/config`, `usercustomize`, `.pth`…), and a written
 //!   path known only at run time in a line that also runs git;
 //! - a build or test tool ([`BUILD_TOOLS`]: `make`, `cargo`, `npm`, `pytest`…, which
@@ -52,6 +54,35 @@ const BUILD_TOOLS: &[&str] = &[
     "make", "gmake", "cmake", "meson", "ninja", "cargo", "npm", "npx", "yarn", "pnpm", "bun",
     "deno", "pip", "pip3", "poetry", "uv", "uvx", "pytest", "py.test", "tox", "nox", "go", "mvn",
     "gradle", "ant", "rake", "bundle", "composer", "dotnet", "swift", "mix", "sbt",
+];
+
+/// git's hook names: a file written under one of them may be a hook of a repository
+/// kept anywhere (`git init --separate-git-dir=/tmp/d`, `git --git-dir=/tmp/d`).
+const GIT_HOOKS: &[&str] = &[
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "fsmonitor-watchman",
+    "post-index-change",
 ];
 
 /// Programs that only read the files they name.
@@ -226,7 +257,10 @@ fn runs_code_when_read(path: &str) -> bool {
         "sitecustomize",
     ];
     let p = path.trim_end_matches('/');
-    STARTUP.iter().any(|s| p.contains(s))
+    let name = basename(p);
+    GIT_HOOKS.contains(&name)
+        || name == "hooks"
+        || STARTUP.iter().any(|s| p.contains(s))
         || p.contains(".git/")
         || p.ends_with(".git")
         || p.ends_with("git/config")
