@@ -415,6 +415,14 @@ fn no_adversarial_shape_run_inside_the_sandbox_changes_the_remote() {
         objects_before,
         "a shape wrote objects into the remote"
     );
+    // And no shape reached anything outside: the sandbox has no network of its
+    // own, and the authority's relay let nothing through ([egress] allow is empty).
+    let through: Vec<_> = s
+        .events_of(id, "egress")
+        .into_iter()
+        .filter(|e| e["allowed"] == true)
+        .collect();
+    assert!(through.is_empty(), "{through:#?}");
 }
 
 /// Runs `line` with bash in `work`, confined the way a runtime was before the
@@ -670,6 +678,7 @@ fn another_local_user_reads_none_of_a_sessions_files() {
     // `daemon`: another unprivileged user of the host (Debian has it).
     let other = "daemon";
     for path in [
+        s.a.dir.join("authority.db"),
         sdir.join("tree/README.md"),
         sdir.join("home/token"),
         sdir.join("run/token"),
@@ -1004,6 +1013,14 @@ fn status_of_opt(pid: u32) -> Option<std::collections::HashMap<String, String>> 
 fn the_api_runs_unprivileged_and_only_the_launcher_is_root() {
     // The executor's credential: a file only root reads (a kubeconfig, say).
     let (s, _bin) = authority_with(WAITING_AGENT, "", "[executor]\nallow = [[\"cat\"]]\n");
+    // A remote another user owns (root here) is still read by the API's uid (git's
+    // safe.directory, given to the clone cache's own git only).
+    let st = Command::new("chown")
+        .args(["-R", "0:0"])
+        .arg(&s.origin)
+        .status()
+        .unwrap();
+    assert!(st.success());
     let secret = s.a.ws.path().join("executor-credential");
     std::fs::write(&secret, "kube-secret-0xfeed\n").unwrap();
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();

@@ -316,7 +316,17 @@ fn check_url(url: &str) -> Result<(), CloneError> {
 
 /// Runs `git [-C dir] args…`; its stdout, trimmed, on success.
 fn git<S: AsRef<OsStr>>(dir: Option<&Path>, args: &[S]) -> Result<String, CloneError> {
+    git_env(dir, args, &[])
+}
+
+/// [`git`] with more environment variables.
+fn git_env<S: AsRef<OsStr>>(
+    dir: Option<&Path>,
+    args: &[S],
+    env: &[(&str, &OsStr)],
+) -> Result<String, CloneError> {
     let mut cmd = Command::new("git");
+    cmd.envs(env.iter().map(|(k, v)| (*k, *v)));
     let mut line: Vec<OsString> = vec!["git".into()];
     if let Some(d) = dir {
         cmd.arg("-C").arg(d);
@@ -349,6 +359,27 @@ fn git<S: AsRef<OsStr>>(dir: Option<&Path>, args: &[S]) -> Result<String, CloneE
         });
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// [`git`] for a mirror's clone or fetch, trusting the repository it reads even
+/// when another user owns it (git's `safe.directory`, which must come from a
+/// global configuration: git drops `-c` and `GIT_CONFIG_*` before it runs
+/// `upload-pack` on a local path). The file is `<root>/gitconfig`, written here;
+/// nothing else of a user's configuration is read.
+fn git_trusting<S: AsRef<OsStr>>(
+    root: &Path,
+    dir: Option<&Path>,
+    args: &[S],
+) -> Result<String, CloneError> {
+    let config = root.join("gitconfig");
+    let want = "[safe]\n\tdirectory = *\n";
+    if fs::read_to_string(&config).ok().as_deref() != Some(want) {
+        fs::create_dir_all(root).map_err(io_err(root))?;
+        let tmp = root.join("gitconfig.tmp");
+        fs::write(&tmp, want).map_err(io_err(&tmp))?;
+        fs::rename(&tmp, &config).map_err(io_err(&config))?;
+    }
+    git_env(dir, args, &[("GIT_CONFIG_GLOBAL", config.as_os_str())])
 }
 
 /// An exclusive `flock` held until dropped.
@@ -720,11 +751,10 @@ impl CloneCache {
             }
             // The repository may belong to another user (git's safe.directory):
             // only `upload-pack` runs in it, which git makes safe for that.
-            git(
+            git_trusting(
+                &self.root,
                 Some(&mirror),
                 &[
-                    "-c",
-                    "safe.directory=*",
                     "fetch",
                     "--quiet",
                     "--no-prune",
@@ -740,11 +770,10 @@ impl CloneCache {
             fs::remove_dir_all(&partial).map_err(io_err(&partial))?;
         }
         let made = (|| {
-            git(
+            git_trusting(
+                &self.root,
                 None,
                 &[
-                    OsStr::new("-c"),
-                    OsStr::new("safe.directory=*"),
                     OsStr::new("clone"),
                     OsStr::new("--quiet"),
                     OsStr::new("--mirror"),
@@ -1149,7 +1178,7 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         names.sort();
-        assert_eq!(names, ["demo.git", "demo.lock"]);
+        assert_eq!(names, ["demo.git", "demo.lock", "gitconfig"]);
     }
 
     #[test]
@@ -1375,8 +1404,7 @@ mod tests {
                 stderr,
             } => {
                 assert!(
-                    command
-                        .starts_with("git -c safe.directory=* clone --quiet --mirror -- file://"),
+                    command.starts_with("git clone --quiet --mirror -- file://"),
                     "{command}"
                 );
                 assert_eq!(*status, Some(128));
