@@ -194,9 +194,18 @@ fn a_writable_remote_or_sessions_directory_is_refused_at_load_with_where() {
     assert_eq!(init.code, 0, "{init:?}");
     let origin = ws.path().join("origin.git");
     std::fs::create_dir_all(&origin).unwrap();
+    std::fs::create_dir_all(origin.join("refs")).unwrap();
+    let link = ws.path().join("link-to-origin");
+    std::os::unix::fs::symlink(&origin, &link).unwrap();
     let origin = origin.display().to_string();
     let sessions = ws.path().join("sessions");
+    std::fs::create_dir_all(sessions.join("mirrors")).unwrap();
     for (writable, says) in [
+        (link.display().to_string(), "remote of [repos.infra]"),
+        (
+            ws.path().join("nowhere").display().to_string(),
+            "it must exist",
+        ),
         (origin.clone(), "remote of [repos.infra]"),
         (format!("{origin}/refs"), "remote of [repos.infra]"),
         (ws.path().display().to_string(), "remote of [repos.infra]"),
@@ -1021,9 +1030,19 @@ fn the_api_runs_unprivileged_and_only_the_launcher_is_root() {
         .status()
         .unwrap();
     assert!(st.success());
+    // The executor's credential: a file only the executor's user reads.
+    let executor_uid: u32 = flotilla_server::privsep::DEFAULT_EXECUTOR_USER
+        .parse()
+        .unwrap();
     let secret = s.a.ws.path().join("executor-credential");
     std::fs::write(&secret, "kube-secret-0xfeed\n").unwrap();
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    nix::unistd::chown(
+        &secret,
+        Some(nix::unistd::Uid::from_raw(executor_uid)),
+        Some(nix::unistd::Gid::from_raw(executor_uid)),
+    )
+    .unwrap();
     let api = s.a.pid().expect("running");
     let st = status_of(api);
     let api_uid = flotilla_server::privsep::DEFAULT_API_USER;
@@ -1036,7 +1055,7 @@ fn the_api_runs_unprivileged_and_only_the_launcher_is_root() {
     assert_eq!(st["CapEff"], "0000000000000000", "{st:?}");
     assert_eq!(st["CapPrm"], "0000000000000000", "{st:?}");
     assert_eq!(st["NoNewPrivs"], "1", "{st:?}");
-    // Its two children: the launcher (root) and the executor.
+    // Its two children: the launcher (root) and the executor (its own uid).
     let launcher = children_with(api, "launcher");
     assert_eq!(launcher.len(), 1, "{launcher:?}");
     assert_eq!(
@@ -1044,7 +1063,13 @@ fn the_api_runs_unprivileged_and_only_the_launcher_is_root() {
         Some("0"),
         "the launcher is root"
     );
-    assert_eq!(children_with(api, "executor").len(), 1);
+    let executor = children_with(api, "executor");
+    assert_eq!(executor.len(), 1);
+    assert_eq!(
+        status_of(executor[0])["Uid"].split_whitespace().next(),
+        Some(executor_uid.to_string().as_str()),
+        "the executor is not root"
+    );
 
     // The API's uid cannot read the executor's credential; the executor can.
     let out = as_user(api_uid, Path::new("/"), &["cat", secret.to_str().unwrap()]);
@@ -1108,4 +1133,45 @@ fn the_api_runs_unprivileged_and_only_the_launcher_is_root() {
     use std::os::unix::fs::MetadataExt;
     assert_eq!(st.mode() & 0o777, 0o600);
     assert_eq!(st.uid().to_string(), api_uid);
+}
+
+#[test]
+fn the_privileged_pieces_die_with_the_api_and_a_restart_keeps_sessions_working() {
+    let (mut s, _bin) = authority_with(WAITING_AGENT, "", "");
+    let id = s.create(&["--prompt", "work"]);
+    let _ = token(&s, id);
+    let api = s.a.pid().expect("running");
+    let launcher = children_with(api, "launcher");
+    let executor = children_with(api, "executor");
+    let runtime = s.show(id)["doc"]["runtime"]["pid"].as_u64().unwrap() as u32;
+    let tree = tree(&s, id);
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::metadata(&tree).unwrap().uid();
+    // However the API ends (here SIGKILL), nothing privileged outlives it.
+    s.a.kill9();
+    let all: Vec<u32> = launcher
+        .iter()
+        .chain(&executor)
+        .copied()
+        .chain([runtime])
+        .collect();
+    assert!(
+        flotilla_testkit::wait_until(Duration::from_secs(20), || {
+            all.iter()
+                .all(|p| flotilla_exec::process_start_ticks(*p).is_none())
+        }),
+        "still running after the API died: {:?}",
+        all.iter()
+            .filter(|p| flotilla_exec::process_start_ticks(**p).is_some())
+            .collect::<Vec<_>>()
+    );
+    // Started again, it keeps the session's files the session's: the next message
+    // boots a runtime in the same tree.
+    s.a.start();
+    assert_eq!(std::fs::metadata(&tree).unwrap().uid(), owner);
+    let r = s.run(&["session", "send", &id.to_string(), "again"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let shown = s.wait_state(id, "working", Duration::from_secs(30));
+    assert_eq!(shown["doc"]["boots"], 2, "{shown:#}");
+    assert_eq!(std::fs::metadata(&tree).unwrap().uid(), owner);
 }

@@ -51,6 +51,22 @@ fn alive(pid: u64) -> bool {
     flotilla_exec::process_start_ticks(pid as u32).is_some()
 }
 
+/// A directory the executor's user (an unprivileged uid of its own) may write.
+fn executor_writable(s: &SessionsAuthority) -> PathBuf {
+    let d = s.a.ws.path().join("executor-out");
+    std::fs::create_dir_all(&d).unwrap();
+    let uid: u32 = flotilla_server::privsep::DEFAULT_EXECUTOR_USER
+        .parse()
+        .unwrap();
+    nix::unistd::chown(
+        &d,
+        Some(nix::unistd::Uid::from_raw(uid)),
+        Some(nix::unistd::Gid::from_raw(uid)),
+    )
+    .unwrap();
+    d
+}
+
 /// The session's own credential, as its runtime received it.
 fn token(s: &SessionsAuthority, id: u64) -> String {
     let home = s.a.ws.path().join(format!("sessions/{id}/home/token"));
@@ -390,7 +406,7 @@ allow = [["journalctl"], ["seq"]]
     assert!(err.to_string().contains("404"), "{err}");
 
     // Anything else: a question for that exact argv; runs once answered allow.
-    let marker = s.a.ws.path().join("executed");
+    let marker = executor_writable(&s).join("executed");
     let argv = serde_json::json!({"argv": ["touch", marker.to_str().unwrap()]});
     let r = post(&session, "/v1/exec", &argv);
     assert_eq!(r["outcome"], "asked", "{r:#}");
@@ -826,7 +842,7 @@ max_running = 1
     );
     let id = s.create(&["--prompt", "investigate"]);
     let session = client(&s, &token(&s, id));
-    let marker = s.a.ws.path().join("touched");
+    let marker = executor_writable(&s).join("touched");
     let argv = serde_json::json!({"argv": ["touch", marker.to_str().unwrap()]});
     let asked = post(&session, "/v1/exec", &argv);
     let qid = asked["question"].as_u64().unwrap().to_string();

@@ -570,8 +570,16 @@ pub async fn delete_session<S: AuthorityStore>(
             format!("agent sessions are off: the authority has no {SESSIONS_CONFIG_FILE}"),
         ));
     }
-    let mut report = delete(&state, id, q.force, &format!("operator {by}")).await?;
-    report.mirrors_removed = prune_mirrors(&state).await;
+    // In a task of its own, awaited: a client that goes away mid-way does not cut
+    // a delete in half (files gone, rows kept).
+    let task_state = state.clone();
+    let report = tokio::spawn(async move {
+        let mut report = delete(&task_state, id, q.force, &format!("operator {by}")).await?;
+        report.mirrors_removed = prune_mirrors(&task_state).await;
+        Ok::<_, Failure>(report)
+    })
+    .await
+    .map_err(|e| internal("cleanup-incomplete", format!("session {id}: {e}")))??;
     Ok(Json(report))
 }
 

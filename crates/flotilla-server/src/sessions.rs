@@ -307,8 +307,10 @@ pub struct PrivilegesConfig {
     /// (default `"61183"`, just below the session range).
     #[serde(default = "default_api_user")]
     pub api_user: String,
-    /// The executor (its kubeconfig, the journal): default `root`; give it a user
-    /// that holds only the access the executor's reads need.
+    /// The executor (its kubeconfig, the journal): default `"61182"`, an
+    /// unprivileged uid that holds nothing; name an account (its groups come with
+    /// it: e.g. `systemd-journal`) that holds only what the executor's reads need.
+    /// Root is refused: a compromised API could make it run anything.
     #[serde(default = "default_executor_user")]
     pub executor_user: String,
 }
@@ -327,7 +329,7 @@ fn default_api_user() -> String {
 }
 
 fn default_executor_user() -> String {
-    "root".into()
+    crate::privsep::DEFAULT_EXECUTOR_USER.into()
 }
 
 /// `[egress]` of `sessions.toml`: what a runtime reaches with `network = "proxy"`.
@@ -529,16 +531,26 @@ impl SessionsConfig {
                     at(&shown)
                 )));
             }
+            // Compared as the kernel resolves them: a link to the remote is the remote.
+            let real = std::fs::canonicalize(w).map_err(|e| {
+                invalid(format!(
+                    "{}[runtime] writable `{shown}`: {e} (it must exist: bubblewrap binds it)",
+                    at(&shown)
+                ))
+            })?;
+            let resolved =
+                |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or(p.to_path_buf());
+            let w = &real;
             for (name, repo) in &config.repos {
                 let url = repo.url.strip_prefix("file://").unwrap_or(&repo.url);
-                if url.starts_with('/') && overlaps(w, std::path::Path::new(url)) {
+                if url.starts_with('/') && overlaps(w, &resolved(std::path::Path::new(url))) {
                     return Err(invalid(format!(
                         "{}[runtime] writable `{shown}` would let a runtime write the remote of [repos.{name}] ({url}): pushes go through the authority (`flotilla push` in the session, answered by a human)",
                         at(&shown)
                     )));
                 }
             }
-            if overlaps(w, &sessions_dir) {
+            if overlaps(w, &resolved(&sessions_dir)) {
                 return Err(invalid(format!(
                     "{}[runtime] writable `{shown}` overlaps the sessions directory {} (the clone cache and every session's files)",
                     at(&shown),
@@ -678,12 +690,22 @@ impl SessionsConfig {
                 p.api_user
             )));
         }
-        crate::privsep::resolve_user(&p.executor_user).map_err(|e| {
+        let (executor_uid, _) = crate::privsep::resolve_user(&p.executor_user).map_err(|e| {
             invalid(format!(
                 "{}[privileges] executor_user: {e}",
                 at(&p.executor_user)
             ))
         })?;
+        if executor_uid == 0
+            || executor_uid == api_uid
+            || (range.0..=range.1).contains(&executor_uid)
+        {
+            return Err(invalid(format!(
+                "{}[privileges] executor_user `{}` is root, the API's user or a session uid: the executor runs whatever the API asks, so it holds only the access its reads need",
+                at(&p.executor_user),
+                p.executor_user
+            )));
+        }
         if config
             .retention
             .after
@@ -1635,6 +1657,25 @@ async fn deliver_detached<S: AuthorityStore>(
         })?
 }
 
+/// The real uids of every process of this host (`/proc/*/status`).
+fn uids_in_use() -> std::collections::HashSet<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let status = std::fs::read_to_string(e.path().join("status")).ok()?;
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Uid:"))?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
 /// One request to the launcher (the root piece, [`crate::privsep`]), off the
 /// async runtime.
 async fn launch(
@@ -1670,8 +1711,12 @@ async fn session_uid<S: AuthorityStore>(
         .filter_map(|r| serde_json::from_str::<SessionDoc>(&r.doc).ok()?.uid)
         .collect();
     let (first, last) = sessions.uids;
+    // Also skipped: a uid any process runs as (another authority on this host, or
+    // a runtime of a session this one forgot).
+    let running = uids_in_use();
     let free = (first..=last).find(|u| {
         !taken.contains(u)
+            && !running.contains(u)
             && nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(*u))
                 .ok()
                 .flatten()

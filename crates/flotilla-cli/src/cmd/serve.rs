@@ -140,11 +140,13 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         Some(ServeCommand::Launcher { store }) => {
             let dir = authority_dir(cli, store)?;
             let listener = flotilla_server::privsep::inherited_listener()?;
+            flotilla_server::privsep::die_with_api();
             flotilla_server::privsep::launcher::serve(&dir, listener)?;
             Ok(EXIT_OK)
         }
         Some(ServeCommand::Executor { .. }) => {
             let listener = flotilla_server::privsep::inherited_listener()?;
+            flotilla_server::privsep::die_with_api();
             flotilla_server::privsep::executor::serve(listener)?;
             Ok(EXIT_OK)
         }

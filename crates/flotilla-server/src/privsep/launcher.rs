@@ -20,6 +20,9 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+/// How long `git upload-pack` may run in a session's tree for one push.
+const UPLOAD_PACK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// One request to the launcher.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "kebab-case")]
@@ -403,8 +406,11 @@ impl Launcher {
             self.config
                 .repos
                 .iter()
-                .filter(|(name, r)| name.as_str() != repo && r.url.starts_with('/'))
-                .map(|(_, r)| PathBuf::from(&r.url))
+                .filter(|(name, _)| name.as_str() != repo)
+                .filter_map(|(_, r)| {
+                    let path = r.url.strip_prefix("file://").unwrap_or(&r.url);
+                    path.starts_with('/').then(|| PathBuf::from(path))
+                })
                 .filter(|p| p.exists()),
         );
         let spec = SandboxSpec {
@@ -500,7 +506,7 @@ impl Launcher {
             .join(id.to_string())
             .join("tree")
             .join(".git");
-        let status = std::process::Command::new("git-upload-pack")
+        let mut child = std::process::Command::new("git-upload-pack")
             .arg("--strict")
             .arg(&gitdir)
             .uid(uid)
@@ -514,7 +520,28 @@ impl Launcher {
             .stdin(std::process::Stdio::from(input))
             .stdout(std::process::Stdio::from(output))
             .stderr(std::process::Stdio::null())
-            .status()?;
+            .spawn()?;
+        // A deadline: the tree is the agent's (a FIFO where git reads would hold
+        // it, and the mirror's lock with it, forever).
+        let pid = child.id();
+        let (done, waiting) = std::sync::mpsc::channel::<()>();
+        let watchdog = std::thread::spawn(move || {
+            if waiting.recv_timeout(UPLOAD_PACK_DEADLINE).is_err() {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        });
+        // Ended (not reaped yet, so the watchdog can never hit a reused pid):
+        // stop the watchdog, then reap.
+        let _ = nix::sys::wait::waitid(
+            nix::sys::wait::Id::Pid(nix::unistd::Pid::from_raw(pid as i32)),
+            nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
+        );
+        let _ = done.send(());
+        let _ = watchdog.join();
+        let status = child.wait()?;
         Ok(Reply::Exited {
             code: status.code(),
         })

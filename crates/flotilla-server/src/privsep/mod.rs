@@ -41,11 +41,45 @@ pub const LAUNCHER_SOCKET: &str = "launcher.sock";
 pub const EXECUTOR_SOCKET: &str = "executor.sock";
 /// The default API user: the uid just below the session range (no account needed).
 pub const DEFAULT_API_USER: &str = "61183";
+/// The default executor user: an unprivileged uid of its own (no account needed),
+/// which holds nothing until the operator gives it access (or names another).
+pub const DEFAULT_EXECUTOR_USER: &str = "61182";
 
 /// The longest request line, in bytes.
 const MAX_REQUEST: usize = 1 << 20;
 /// The longest reply line, in bytes (an executor run's whole output, as JSON).
 const MAX_REPLY: usize = 256 << 20;
+
+/// Who a role runs as: its uid, gid and supplementary groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoleUser {
+    /// The uid.
+    pub uid: u32,
+    /// The primary gid.
+    pub gid: u32,
+    /// Its supplementary groups (an account's, from the group database; none for
+    /// a bare number).
+    pub groups: Vec<u32>,
+}
+
+/// [`resolve_user`] with the account's supplementary groups (`getgrouplist`).
+///
+/// # Errors
+/// As [`resolve_user`].
+pub fn resolve_role_user(name: &str) -> Result<RoleUser, String> {
+    let (uid, gid) = resolve_user(name)?;
+    let groups = if name.parse::<u32>().is_ok() {
+        vec![gid]
+    } else {
+        let c = std::ffi::CString::new(name).map_err(|e| e.to_string())?;
+        nix::unistd::getgrouplist(&c, nix::unistd::Gid::from_raw(gid))
+            .map_err(|e| format!("the groups of `{name}`: {e}"))?
+            .into_iter()
+            .map(|g| g.as_raw())
+            .collect()
+    };
+    Ok(RoleUser { uid, gid, groups })
+}
 
 /// A user named in `[privileges]`: an account name or a number (uid = gid then).
 ///
@@ -188,54 +222,110 @@ pub fn drop_to(uid: u32, gid: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// Gives `root` and everything under it to `uid`:`gid`, not following links, and
-/// not entering `skip` (the sessions directory, whose trees belong to sessions).
+/// Opens a directory named in the configuration (its own name may not be a link).
 ///
 /// # Errors
-/// The first file that cannot be changed.
-pub fn give_tree(root: &Path, uid: u32, gid: u32, skip: &[PathBuf]) -> io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(p) = stack.pop() {
-        let meta = std::fs::symlink_metadata(&p)?;
-        if meta.uid() != uid || meta.gid() != gid {
-            nix::unistd::fchownat(
-                nix::fcntl::AT_FDCWD,
-                &p,
-                Some(nix::unistd::Uid::from_raw(uid)),
-                Some(nix::unistd::Gid::from_raw(gid)),
-                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-            )
-            .map_err(io::Error::from)?;
-        }
-        if meta.is_dir() && !skip.iter().any(|s| s == &p) {
-            for e in std::fs::read_dir(&p)? {
-                stack.push(e?.path());
-            }
-        }
-    }
-    Ok(())
+/// Missing, a link, not a directory.
+fn open_top(path: &Path) -> io::Result<OwnedFd> {
+    use nix::fcntl::{open, OFlag};
+    use nix::sys::stat::Mode;
+    open(
+        path,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io::Error::from)
 }
 
-/// Binds a listening socket at `path` that only `uid` (and root) may connect to.
+fn dev_ino(fd: &OwnedFd) -> io::Result<(u64, u64)> {
+    let st = nix::sys::stat::fstat(fd).map_err(io::Error::from)?;
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// Gives `name` in `dir` (or `dir` itself when `None`) to `owner`, never through a
+/// link.
+fn own(dir: &OwnedFd, name: Option<&std::ffi::OsStr>, owner: (u32, u32)) -> io::Result<()> {
+    let (u, g) = (
+        Some(nix::unistd::Uid::from_raw(owner.0)),
+        Some(nix::unistd::Gid::from_raw(owner.1)),
+    );
+    match name {
+        None => nix::unistd::fchown(dir, u, g),
+        Some(n) => nix::unistd::fchownat(dir, n, u, g, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW),
+    }
+    .map_err(io::Error::from)
+}
+
+/// Gives everything beneath `dir` to `owner` for which `keep(depth, name,
+/// (dev, ino))` is true (a directory refused is not entered), walking from
+/// descriptors with `openat(O_NOFOLLOW)` and changing owners with
+/// `fchownat(AT_SYMLINK_NOFOLLOW)`: nothing renamed meanwhile leads it outside.
+///
+/// # Errors
+/// The first entry that cannot be read or changed.
+pub fn own_beneath(
+    dir: &OwnedFd,
+    owner: (u32, u32),
+    keep: &dyn Fn(usize, &str, (u64, u64)) -> bool,
+) -> io::Result<()> {
+    fn walk(
+        dir: &OwnedFd,
+        depth: usize,
+        owner: (u32, u32),
+        keep: &dyn Fn(usize, &str, (u64, u64)) -> bool,
+    ) -> io::Result<()> {
+        use nix::fcntl::{openat, AtFlags, OFlag};
+        use nix::sys::stat::{fstatat, Mode, SFlag};
+        let names: Vec<std::ffi::OsString> = std::fs::read_dir(fd_path(dir))?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<io::Result<_>>()?;
+        for name in names {
+            let st = match fstatat(dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                Err(nix::errno::Errno::ENOENT) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if !keep(depth, &name.to_string_lossy(), (st.st_dev, st.st_ino)) {
+                continue;
+            }
+            own(dir, Some(&name), owner)?;
+            if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR {
+                let sub = openat(
+                    dir,
+                    name.as_os_str(),
+                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(io::Error::from)?;
+                walk(&sub, depth + 1, owner, keep)?;
+            }
+        }
+        Ok(())
+    }
+    walk(dir, 0, owner, keep)
+}
+
+/// Binds a listening socket `name` in the directory `dir` (at `path`) that only
+/// `uid` (and root) may connect to: created 0600 (umask), given away with
+/// `fchownat(AT_SYMLINK_NOFOLLOW)`, never through a link.
 ///
 /// # Errors
 /// The file system's.
 pub fn bind_private(
+    dir: &OwnedFd,
     path: &Path,
     uid: u32,
     gid: u32,
 ) -> io::Result<std::os::unix::net::UnixListener> {
-    use std::os::unix::fs::PermissionsExt;
-    let _ = std::fs::remove_file(path);
-    let l = std::os::unix::net::UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    nix::unistd::chown(
-        path,
-        Some(nix::unistd::Uid::from_raw(uid)),
-        Some(nix::unistd::Gid::from_raw(gid)),
-    )
-    .map_err(io::Error::from)?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::other("a socket path without a name"))?;
+    let _ = nix::unistd::unlinkat(dir, name, nix::unistd::UnlinkatFlags::NoRemoveDir);
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let bound = std::os::unix::net::UnixListener::bind(path);
+    nix::sys::stat::umask(old);
+    let l = bound?;
+    own(dir, Some(name), (uid, gid))?;
     Ok(l)
 }
 
@@ -248,7 +338,7 @@ pub fn spawn_role(
     role: &str,
     authority_dir: &Path,
     listener: std::os::unix::net::UnixListener,
-    user: Option<(u32, u32)>,
+    user: Option<RoleUser>,
 ) -> io::Result<std::process::Child> {
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe()?;
@@ -256,13 +346,21 @@ pub fn spawn_role(
     cmd.args(["serve", role, "--authority-dir"])
         .arg(authority_dir)
         .stdin(std::process::Stdio::null());
-    if let Some((u, g)) = user {
-        cmd.uid(u).gid(g);
-    }
     let fd = listener.as_raw_fd();
+    let groups: Vec<nix::libc::gid_t> = user.as_ref().map(|u| u.groups.clone()).unwrap_or_default();
+    let ids = user.as_ref().map(|u| (u.uid, u.gid));
+    // The lifeline: the child holds its read end (descriptor 4) and ends when it
+    // reads end-of-file, i.e. when this process is gone however it ended. (A
+    // parent-death signal does not survive this process changing its uid.)
+    let (life_r, life_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
+    let life = life_r.as_raw_fd();
     // SAFETY: between fork and exec only async-signal-safe calls: dup2 and prctl.
     unsafe {
         cmd.pre_exec(move || {
+            if nix::libc::dup2(life, 4) < 0 {
+                return Err(io::Error::last_os_error());
+            }
             if fd != 3 {
                 if nix::libc::dup2(fd, 3) < 0 {
                     return Err(io::Error::last_os_error());
@@ -277,12 +375,43 @@ pub fn spawn_role(
             }
             nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
                 .map_err(io::Error::from)?;
+            // Its user, with that user's groups (std's own uid change would drop
+            // them): raw system calls only, here.
+            if let Some((uid, gid)) = ids {
+                if nix::libc::setgroups(groups.len(), groups.as_ptr()) < 0
+                    || nix::libc::setresgid(gid, gid, gid) < 0
+                    || nix::libc::setresuid(uid, uid, uid) < 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+            }
             Ok(())
         });
     }
     let child = cmd.spawn()?;
     drop(listener);
+    drop(life_r);
+    // Held, never closed, for as long as this process lives.
+    LIFELINES.lock().expect("not poisoned").push(life_w);
     Ok(child)
+}
+
+/// The write ends of the roles' lifelines (see [`spawn_role`]).
+static LIFELINES: std::sync::Mutex<Vec<OwnedFd>> = std::sync::Mutex::new(Vec::new());
+
+/// In a role started by [`spawn_role`]: ends this process (exit 0) as soon as the
+/// API process that started it is gone (end-of-file on descriptor 4). A runtime
+/// the launcher started goes with it (bwrap's `--die-with-parent`).
+pub fn die_with_api() {
+    // SAFETY: `spawn_role` put the lifeline's read end at descriptor 4 and nothing
+    // else in this process owns it.
+    let mut life = unsafe { std::fs::File::from_raw_fd(4) };
+    let _ = close_on_exec(&life);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 16];
+        while matches!(life.read(&mut buf), Ok(n) if n > 0) {}
+        std::process::exit(0);
+    });
 }
 
 /// The listening socket a role was started with (its descriptor 3).
@@ -294,7 +423,16 @@ pub fn inherited_listener() -> io::Result<std::os::unix::net::UnixListener> {
     // else in this process owns it.
     let l = unsafe { std::os::unix::net::UnixListener::from_raw_fd(3) };
     l.local_addr()?;
+    close_on_exec(&l)?;
     Ok(l)
+}
+
+/// Marks a descriptor close-on-exec: nothing a role starts (a sandbox) inherits it.
+fn close_on_exec(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+    fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
+        .map(|_| ())
+        .map_err(io::Error::from)
 }
 
 /// Connects to a privileged role's socket.
@@ -384,7 +522,7 @@ pub fn setup(
         );
     }
     let api = resolve_user(&config.privileges.api_user)?;
-    let executor = resolve_user(&config.privileges.executor_user)?;
+    let executor = resolve_role_user(&config.privileges.executor_user)?;
     let sessions_dir = config
         .dir
         .clone()
@@ -398,40 +536,36 @@ pub fn setup(
             .create(&sessions_dir)
             .map_err(|e| fail(&format!("making {}", sessions_dir.display()), &e))?;
     }
-    // Trees and homes are their sessions'; everything else of the sessions
-    // directory (mirrors, run/, transcripts) and of the authority directory is the
-    // API's.
-    let mut skip = vec![];
-    for e in std::fs::read_dir(&sessions_dir)
-        .map_err(|e| fail(&format!("reading {}", sessions_dir.display()), &e))?
-        .flatten()
-    {
-        skip.push(e.path().join("tree"));
-        skip.push(e.path().join("home"));
-    }
-    for p in &skip {
-        if let Some(parent) = p.parent() {
-            let _ = nix::unistd::chown(
-                parent,
-                Some(nix::unistd::Uid::from_raw(api.0)),
-                Some(nix::unistd::Gid::from_raw(api.1)),
-            );
-        }
-    }
-    let mut skip_all = skip.clone();
-    skip_all.push(sessions_dir.clone());
-    give_tree(authority_dir, api.0, api.1, &skip_all).map_err(|e| {
+    // Trees and homes are their sessions'; `sessions.toml` stays root's (the
+    // launcher and the executor read it at start: the API must not be able to
+    // rewrite it); everything else of the authority directory and the sessions
+    // directory is the API's. Walked from directory descriptors, never through a
+    // link: a process of the API's uid may still run while this runs.
+    let authority =
+        open_top(authority_dir).map_err(|e| fail(&format!("{}", authority_dir.display()), &e))?;
+    let sessions =
+        open_top(&sessions_dir).map_err(|e| fail(&format!("{}", sessions_dir.display()), &e))?;
+    let sessions_id = dev_ino(&sessions).map_err(|e| fail("the sessions directory", &e))?;
+    own_beneath(&authority, api, &|depth, name, id| {
+        !(id == sessions_id || (depth == 0 && name == crate::sessions::SESSIONS_CONFIG_FILE))
+    })
+    .map_err(|e| {
         fail(
             &format!("giving {} to the API user", authority_dir.display()),
             &e,
         )
     })?;
-    give_tree(&sessions_dir, api.0, api.1, &skip).map_err(|e| {
+    own(&authority, None, api).map_err(|e| fail("the authority directory", &e))?;
+    own_beneath(&sessions, api, &|depth, name, _| {
+        !(depth == 1 && (name == "tree" || name == "home"))
+    })
+    .map_err(|e| {
         fail(
             &format!("giving {} to the API user", sessions_dir.display()),
             &e,
         )
     })?;
+    own(&sessions, None, api).map_err(|e| fail("the sessions directory", &e))?;
     for p in [authority_dir, sessions_dir.as_path()] {
         if let Some(closed) = closed_to(p, api.0, api.1) {
             return Err(format!(
@@ -444,18 +578,21 @@ pub fn setup(
     }
     let run = authority_dir.join("run");
     {
-        use std::os::unix::fs::DirBuilderExt;
-        let _ = std::fs::DirBuilder::new().mode(0o700).create(&run);
-        give_tree(&run, api.0, api.1, &[]).map_err(|e| fail("the run directory", &e))?;
+        use nix::sys::stat::Mode;
+        let _ = nix::sys::stat::mkdirat(&authority, "run", Mode::from_bits_truncate(0o700));
+        let fd = dir_beneath(&authority, &["run"]).map_err(|e| fail("the run directory", &e))?;
+        own(&fd, None, api).map_err(|e| fail("the run directory", &e))?;
     }
     let launcher = run.join(LAUNCHER_SOCKET);
     let executor_socket = run.join(EXECUTOR_SOCKET);
-    let l = bind_private(&launcher, api.0, api.1).map_err(|e| fail("the launcher's socket", &e))?;
+    let run_fd = dir_beneath(&authority, &["run"]).map_err(|e| fail("the run directory", &e))?;
+    let l = bind_private(&run_fd, &launcher, api.0, api.1)
+        .map_err(|e| fail("the launcher's socket", &e))?;
     spawn_role("launcher", authority_dir, l, None)
         .map_err(|e| fail("starting the launcher", &e))?;
-    let x = bind_private(&executor_socket, api.0, api.1)
+    let x = bind_private(&run_fd, &executor_socket, api.0, api.1)
         .map_err(|e| fail("the executor's socket", &e))?;
-    let as_user = (executor.0 != 0).then_some(executor);
+    let as_user = (executor.uid != 0).then_some(executor);
     spawn_role("executor", authority_dir, x, as_user)
         .map_err(|e| fail("starting the executor", &e))?;
     Ok(Privileged {
