@@ -256,6 +256,9 @@ fn own(dir: &OwnedFd, name: Option<&std::ffi::OsStr>, owner: (u32, u32)) -> io::
     .map_err(io::Error::from)
 }
 
+/// Which entries [`own_beneath`] gives away: `(depth, name, (dev, ino))`.
+pub type Keep<'a> = dyn Fn(usize, &str, (u64, u64)) -> bool + 'a;
+
 /// Gives everything beneath `dir` to `owner` for which `keep(depth, name,
 /// (dev, ino))` is true (a directory refused is not entered), walking from
 /// descriptors with `openat(O_NOFOLLOW)` and changing owners with
@@ -263,17 +266,8 @@ fn own(dir: &OwnedFd, name: Option<&std::ffi::OsStr>, owner: (u32, u32)) -> io::
 ///
 /// # Errors
 /// The first entry that cannot be read or changed.
-pub fn own_beneath(
-    dir: &OwnedFd,
-    owner: (u32, u32),
-    keep: &dyn Fn(usize, &str, (u64, u64)) -> bool,
-) -> io::Result<()> {
-    fn walk(
-        dir: &OwnedFd,
-        depth: usize,
-        owner: (u32, u32),
-        keep: &dyn Fn(usize, &str, (u64, u64)) -> bool,
-    ) -> io::Result<()> {
+pub fn own_beneath(dir: &OwnedFd, owner: (u32, u32), keep: &Keep) -> io::Result<()> {
+    fn walk(dir: &OwnedFd, depth: usize, owner: (u32, u32), keep: &Keep) -> io::Result<()> {
         use nix::fcntl::{openat, AtFlags, OFlag};
         use nix::sys::stat::{fstatat, Mode, SFlag};
         let names: Vec<std::ffi::OsString> = std::fs::read_dir(fd_path(dir))?
