@@ -1323,17 +1323,7 @@ impl<S: ReleaseSource> Updater<S> {
 async fn fetch_url(url: &str, dest: &Path, size: u64) -> Result<u64, Refusal> {
     use std::io::Write;
     let failed = |m: String| Refusal::new(Reason::DownloadFailed, format!("{url}: {m}"));
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_native_certs::load_native_certs().certs {
-        let _ = roots.add(c);
-    }
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| failed(e.to_string()))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let tls = flotilla_server::tls::native_roots_config().map_err(|e| failed(e.to_string()))?;
     let http = reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .connect_timeout(Duration::from_secs(10))

@@ -205,17 +205,7 @@ pub fn start(run: &Path, setup: Arc<EgressSetup>, sink: EventSink) -> std::io::R
 
 /// The client the model proxy speaks to its upstream with (the host's roots).
 fn http_client() -> std::io::Result<reqwest::Client> {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_native_certs::load_native_certs().certs {
-        let _ = roots.add(c);
-    }
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(std::io::Error::other)?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let tls = crate::tls::native_roots_config().map_err(std::io::Error::other)?;
     reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .connect_timeout(std::time::Duration::from_secs(10))

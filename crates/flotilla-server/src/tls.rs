@@ -267,6 +267,24 @@ pub fn client_config(ca_pem: &str) -> Result<rustls::ClientConfig, TlsError> {
         .with_no_client_auth())
 }
 
+/// A client configuration that trusts this host's root certificates (the system's
+/// store, `rustls-native-certs`): for servers outside the fleet (a model API, an
+/// artifact's URL). Certificates the store holds but rustls cannot parse are
+/// skipped.
+///
+/// # Errors
+/// [`TlsError`] when no protocol version can be had.
+pub fn native_roots_config() -> Result<rustls::ClientConfig, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(c);
+    }
+    Ok(rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
 /// Accepts any server certificate, remembering the chain it was shown: used once,
 /// to fetch the CA whose hash the caller then checks against its pin.
 #[derive(Debug)]

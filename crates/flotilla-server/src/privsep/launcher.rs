@@ -288,7 +288,7 @@ impl Launcher {
         let sdir = self.session_dir(id)?;
         for name in ["tree", "home"] {
             let top = dir_beneath(&sdir, &[name])?;
-            give_beneath(&top, uid)?;
+            super::own_beneath(&top, (uid, uid), &|_, _, _| true)?;
             nix::sys::stat::fchmod(&top, nix::sys::stat::Mode::from_bits_truncate(0o700))
                 .map_err(io::Error::from)?;
             nix::unistd::fchown(
@@ -652,38 +652,6 @@ fn measure(dir: &Path) -> io::Result<(u64, u64)> {
         }
     }
     Ok((bytes, files))
-}
-
-/// Gives everything beneath the directory `dir` to `uid`, walking with
-/// `openat(O_NOFOLLOW)` and changing owners with `fchownat(AT_SYMLINK_NOFOLLOW)`
-/// relative to each directory: nothing renamed meanwhile can lead it outside.
-fn give_beneath(dir: &OwnedFd, uid: u32) -> io::Result<()> {
-    use nix::fcntl::{openat, AtFlags, OFlag};
-    use nix::sys::stat::{fstatat, Mode, SFlag};
-    let (u, g) = (
-        Some(nix::unistd::Uid::from_raw(uid)),
-        Some(nix::unistd::Gid::from_raw(uid)),
-    );
-    let names: Vec<std::ffi::OsString> = std::fs::read_dir(fd_path(dir))?
-        .map(|e| e.map(|e| e.file_name()))
-        .collect::<io::Result<_>>()?;
-    for name in names {
-        let st = fstatat(dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
-            .map_err(io::Error::from)?;
-        nix::unistd::fchownat(dir, name.as_os_str(), u, g, AtFlags::AT_SYMLINK_NOFOLLOW)
-            .map_err(io::Error::from)?;
-        if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR {
-            let sub = openat(
-                dir,
-                name.as_os_str(),
-                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            )
-            .map_err(io::Error::from)?;
-            give_beneath(&sub, uid)?;
-        }
-    }
-    Ok(())
 }
 
 /// The API's side: one request, one answer.
