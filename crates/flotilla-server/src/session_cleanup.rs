@@ -523,19 +523,8 @@ pub(crate) async fn retention_pass<S: AuthorityStore>(state: &AppState<S>) -> Ve
 /// Runs [`retention_pass`] every [`crate::sessions::SessionsConfig::reconcile_every`],
 /// beside the sessions' reconciler (`flotilla serve`).
 pub fn spawn_retention<S: AuthorityStore>(state: &Arc<AppState<S>>) {
-    let Some(sessions) = state.sessions.as_ref() else {
-        return;
-    };
-    let every = sessions.config.reconcile_every;
-    let weak = Arc::downgrade(state);
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            let Some(state) = weak.upgrade() else { return };
-            retention_pass(&state).await;
-        }
+    crate::sessions::every_reconcile(state, |state| async move {
+        retention_pass(&state).await;
     });
 }
 

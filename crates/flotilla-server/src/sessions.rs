@@ -2293,6 +2293,29 @@ fn tail(path: &std::path::Path, max: u64) -> String {
 
 /// Reconciles every session with a runtime every [`SessionsConfig::reconcile_every`].
 pub fn spawn_reconciler<S: AuthorityStore>(state: &Arc<AppState<S>>) {
+    every_reconcile(state, |state| async move {
+        let Ok(all) = state.store.sessions().await else {
+            return;
+        };
+        for rec in all {
+            if rec.doc.contains("\"runtime\":{") {
+                if let Err(e) = reconcile(&state, rec.id).await {
+                    tracing::error!("reconciling session {}: {}", rec.id, e.message());
+                }
+            }
+        }
+        boot_waiting(&state).await;
+    });
+}
+
+/// Runs `pass` every `reconcile_every` (missed ticks delayed, not bunched) for as
+/// long as the authority lives; nothing when sessions are off.
+pub(crate) fn every_reconcile<S, F, Fut>(state: &Arc<AppState<S>>, pass: F)
+where
+    S: AuthorityStore,
+    F: Fn(Arc<AppState<S>>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
     let Some(sessions) = state.sessions.as_ref() else {
         return;
     };
@@ -2304,17 +2327,7 @@ pub fn spawn_reconciler<S: AuthorityStore>(state: &Arc<AppState<S>>) {
         loop {
             tick.tick().await;
             let Some(state) = weak.upgrade() else { return };
-            let Ok(all) = state.store.sessions().await else {
-                continue;
-            };
-            for rec in all {
-                if rec.doc.contains("\"runtime\":{") {
-                    if let Err(e) = reconcile(&state, rec.id).await {
-                        tracing::error!("reconciling session {}: {}", rec.id, e.message());
-                    }
-                }
-            }
-            boot_waiting(&state).await;
+            pass(state).await;
         }
     });
 }

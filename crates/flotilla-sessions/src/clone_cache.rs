@@ -580,46 +580,28 @@ impl CloneCache {
         }
         let dst = format!("{PUSH_PREFIX}{session_id}");
         let _lock = self.lock(repo)?;
-        let mut cmd = Command::new("git");
-        cmd.arg("-C")
-            .arg(&mirror)
-            .args([
-                "-c",
-                "protocol.file.allow=always",
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--no-recurse-submodules",
-            ])
-            .arg(format!("--upload-pack={upload_pack}"))
-            .arg(&gitdir)
-            .arg(format!("+{src}:{dst}"));
-        for v in GIT_LOCATION_ENV {
-            cmd.env_remove(v);
-        }
-        cmd.env("GIT_TERMINAL_PROMPT", "0")
-            .env("LC_ALL", "C")
-            .env("HOME", "/nonexistent")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .stdin(Stdio::null());
-        let command = format!(
-            "git -C {} fetch {} +{src}:{dst}",
-            mirror.display(),
-            gitdir.display()
-        );
-        let out = cmd.output().map_err(|source| CloneError::Spawn {
-            command: command.clone(),
-            source,
-        })?;
-        if !out.status.success() {
-            return Err(CloneError::Git {
-                command,
-                status: out.status.code(),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            });
-        }
+        let upload_pack = format!("--upload-pack={upload_pack}");
+        let refspec = format!("+{src}:{dst}");
+        git_env(
+            Some(&mirror),
+            &[
+                OsStr::new("-c"),
+                OsStr::new("protocol.file.allow=always"),
+                OsStr::new("fetch"),
+                OsStr::new("--quiet"),
+                OsStr::new("--no-tags"),
+                OsStr::new("--no-write-fetch-head"),
+                OsStr::new("--no-recurse-submodules"),
+                OsStr::new(&upload_pack),
+                gitdir.as_os_str(),
+                OsStr::new(&refspec),
+            ],
+            &[
+                ("HOME", OsStr::new("/nonexistent")),
+                ("GIT_CONFIG_NOSYSTEM", OsStr::new("1")),
+                ("GIT_CONFIG_GLOBAL", OsStr::new("/dev/null")),
+            ],
+        )?;
         let commit = git(
             Some(&mirror),
             &["rev-parse", "--verify", &format!("{dst}^{{commit}}")],

@@ -140,13 +140,15 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         Some(ServeCommand::Launcher { store }) => {
             let dir = authority_dir(cli, store)?;
             let listener = flotilla_server::privsep::inherited_listener()?;
-            flotilla_server::privsep::die_with_api();
+            // The role ends with the API process that started it.
+            flotilla_server::privsep::when_api_gone(|| std::process::exit(0));
             flotilla_server::privsep::launcher::serve(&dir, listener)?;
             Ok(EXIT_OK)
         }
         Some(ServeCommand::Executor { .. }) => {
             let listener = flotilla_server::privsep::inherited_listener()?;
-            flotilla_server::privsep::die_with_api();
+            // The role ends with the API process that started it.
+            flotilla_server::privsep::when_api_gone(|| std::process::exit(0));
             flotilla_server::privsep::executor::serve(listener)?;
             Ok(EXIT_OK)
         }

@@ -393,10 +393,11 @@ pub fn spawn_role(
 /// The write ends of the roles' lifelines (see [`spawn_role`]).
 static LIFELINES: std::sync::Mutex<Vec<OwnedFd>> = std::sync::Mutex::new(Vec::new());
 
-/// In a role started by [`spawn_role`]: ends this process (exit 0) as soon as the
-/// API process that started it is gone (end-of-file on descriptor 4). A runtime
-/// the launcher started goes with it (bwrap's `--die-with-parent`).
-pub fn die_with_api() {
+/// In a role started by [`spawn_role`]: calls `gone` (on a thread of its own) as
+/// soon as the API process that started it is gone, however it ended
+/// (end-of-file on descriptor 4). The binary ends the role there; a runtime the
+/// launcher started goes with it (bwrap's `--die-with-parent`).
+pub fn when_api_gone(gone: impl FnOnce() + Send + 'static) {
     // SAFETY: `spawn_role` put the lifeline's read end at descriptor 4 and nothing
     // else in this process owns it.
     let mut life = unsafe { std::fs::File::from_raw_fd(4) };
@@ -404,7 +405,7 @@ pub fn die_with_api() {
     std::thread::spawn(move || {
         let mut buf = [0u8; 16];
         while matches!(life.read(&mut buf), Ok(n) if n > 0) {}
-        std::process::exit(0);
+        gone();
     });
 }
 
