@@ -880,6 +880,8 @@ pub(crate) async fn run_operation(
 ) -> Result<String, OpFailure> {
     let log = Arc::clone(&settings.log);
     let invocation = Invocation {
+        // Stopped by its supervisor (SIGTERM), never abandoned mid-run.
+        on_abandon: None,
         topology: Arc::clone(topology),
         state: state.clone(),
         base_dir: base_dir.to_path_buf(),

@@ -91,6 +91,11 @@ pub struct Invocation {
     pub fleet: Arc<dyn crate::transport::Transport>,
     /// Time allowed per remote host to answer an observation.
     pub host_timeout: Duration,
+    /// Called on a second interrupt (Ctrl-C) during the run: the run is abandoned
+    /// as it is, and the caller (the binary) ends the process (`flotilla` exits
+    /// 130). `None`: a second interrupt changes nothing (the first already stops
+    /// what the run started).
+    pub on_abandon: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 /// `user@hostname` of this process, for the journal.
@@ -674,12 +679,15 @@ impl Invocation {
         let store = Arc::new(Mutex::new(store));
         let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = Arc::clone(&cancelled);
+        let on_abandon = self.on_abandon.clone();
         let watcher = tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
                 flag.store(true, std::sync::atomic::Ordering::SeqCst);
                 eprintln!("interrupted: stopping what this run started (Ctrl-C again to abandon it as is)");
                 if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(130);
+                    if let Some(abandon) = on_abandon {
+                        abandon();
+                    }
                 }
             }
         });

@@ -120,6 +120,8 @@ fn run_checked(
     let invocation = Invocation {
         fleet,
         host_timeout: cli.host_timeout,
+        // Ctrl-C twice: abandon the run as it is.
+        on_abandon: Some(Arc::new(|| std::process::exit(130))),
         topology: Arc::clone(&topology),
         state,
         base_dir,
