@@ -52,8 +52,8 @@ use crate::update::{
     KEEP_OLD,
 };
 use crate::watch::{
-    end_rolled_back, rollback_not_proven, set_rolling_back, stamp, POLL, ROLLBACK_MIN_TIMEOUT_MS,
-    STABLE_POLLS,
+    end_rolled_back, rollback_not_proven, set_rolling_back, stamp, AwakeClock, AWAKE_STEP, POLL,
+    ROLLBACK_MIN_TIMEOUT_MS, STABLE_POLLS,
 };
 use flotilla_exec::statedir::StateDir;
 use flotilla_model::status::{ComponentStatus, Health, Lifecycle};
@@ -648,11 +648,8 @@ impl<S: ReleaseSource> Updater<S> {
                         }
                     }
                 }
-                Step::Proving { since_ms, .. } => {
-                    self.prove(&mut rec, ctx, g, &to, Some(&from), since_ms)
-                        .await
-                }
-                Step::Soaking { since_ms, .. } => self.soak(&mut rec, ctx, g, &to, since_ms).await,
+                Step::Proving { .. } => self.prove(&mut rec, ctx, g, &to, Some(&from)).await,
+                Step::Soaking { .. } => self.soak(&mut rec, ctx, g, &to).await,
                 Step::RollBack => {
                     rec.rollbacks += 1;
                     match g.root.set_current(&from.version_dir()) {
@@ -672,9 +669,16 @@ impl<S: ReleaseSource> Updater<S> {
                     }
                     rec.step = Step::ProvingRollback { since_ms: since };
                 }
-                Step::ProvingRollback { since_ms } => {
-                    self.prove(&mut rec, ctx, g, &from, None, since_ms).await
-                }
+                Step::ProvingRollback { .. } => self.prove(&mut rec, ctx, g, &from, None).await,
+                step @ (Step::Armed | Step::Committing) => self.fail_component(
+                    &mut rec,
+                    Failure {
+                        reason: Reason::InstallFailed,
+                        detail: format!(
+                            "{step:?} is a step of the agent's own update, not a component's"
+                        ),
+                    },
+                ),
             }
             if rec != before {
                 rec.state = match (&rec.step, rec.state) {
@@ -687,7 +691,7 @@ impl<S: ReleaseSource> Updater<S> {
     }
 
     /// Proves `side` runs (the new version when `old` is given, else the previous one
-    /// after a rollback) from `since_ms` on; moves `rec` on.
+    /// after a rollback), within the timeout from now on an awake clock; moves `rec` on.
     async fn prove(
         &self,
         rec: &mut UpdateRecord,
@@ -695,7 +699,6 @@ impl<S: ReleaseSource> Updater<S> {
         g: &Group,
         side: &Side,
         old: Option<&Side>,
-        since_ms: i64,
     ) {
         let rollback = old.is_none();
         let timeout = if rollback {
@@ -703,7 +706,8 @@ impl<S: ReleaseSource> Updater<S> {
         } else {
             rec.timeout_ms
         };
-        let deadline = since_ms + timeout as i64;
+        let mut clock = AwakeClock::start(AWAKE_STEP);
+        let budget = Duration::from_millis(timeout);
         let want = side.measured();
         let old = old.map(Side::measured);
         let mut stable: Option<(Vec<(u32, u64)>, u32)> = None;
@@ -777,7 +781,7 @@ impl<S: ReleaseSource> Updater<S> {
                     last = why;
                 }
             }
-            if now_ms() > deadline {
+            if clock.tick() > budget {
                 if rollback {
                     if !rollback_not_proven(rec, &want, &last) {
                         end_rolled_back(&g.root, rec);
@@ -799,16 +803,19 @@ impl<S: ReleaseSource> Updater<S> {
         }
     }
 
-    /// Soaks the processes proven (`rec.seen`) for `min_healthy_ms` from `since_ms`.
-    async fn soak(&self, rec: &mut UpdateRecord, ctx: &Ctx, g: &Group, to: &Side, since_ms: i64) {
+    /// Soaks the processes proven (`rec.seen`) for `min_healthy_ms` from now, on an
+    /// awake clock.
+    async fn soak(&self, rec: &mut UpdateRecord, ctx: &Ctx, g: &Group, to: &Side) {
         let want = to.measured();
-        let until = since_ms + rec.min_healthy_ms as i64;
+        let mut clock = AwakeClock::start(AWAKE_STEP);
+        let soak = Duration::from_millis(rec.min_healthy_ms);
         let proven: Vec<(u32, u64)> = rec
             .seen
             .iter()
             .map(|s| (s.pid, s.start_time_ticks))
             .collect();
         loop {
+            let awake = clock.tick();
             let statuses = match self.look_at(ctx, g).await {
                 Ok(s) => s,
                 Err(e) => {
@@ -852,7 +859,7 @@ impl<S: ReleaseSource> Updater<S> {
                                     "`{}` pid {pid} ended during the soak ({:?} after {} ms)",
                                     s.name,
                                     s.lifecycle,
-                                    now_ms() - since_ms
+                                    awake.as_millis()
                                 ),
                             },
                         )
@@ -878,7 +885,7 @@ impl<S: ReleaseSource> Updater<S> {
                     );
                 }
             }
-            if now_ms() >= until {
+            if awake >= soak {
                 rec.evidence.push(format!(
                     "{}: soaked {} ms: {} still run {want}, healthy",
                     stamp(),

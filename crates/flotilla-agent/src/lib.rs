@@ -34,8 +34,12 @@
 //!   download and staging as self-update, then flip, restart each component through
 //!   its adapter as a journaled operation, prove its measured identity and readiness,
 //!   soak, roll back on failure; resumed at start after a `kill -9`.
-//! - [`watch`]: the self-update watchdog (`flotilla agent update-watch`): flip, restart
-//!   through the supervisor, prove by measured identity, soak, automatic rollback.
+//! - [`launch`]: the known-good launcher: every `agent run` reads the update record
+//!   first and runs the new version on trial (a counted `exec`) or itself, so that a
+//!   crash at any step leaves a start that can finish or undo the update.
+//! - [`watch`]: the self-update watchdog (`flotilla agent update-watch`): arm the trial,
+//!   restart through the supervisor, prove by measured identity, soak, flip `current`,
+//!   automatic rollback; deadlines on [`watch::AwakeClock`].
 //! - [`supervisor`]: what supervises the agent (systemd, launchd, none), detected or
 //!   named, and its restart verbs.
 
@@ -45,6 +49,7 @@ pub mod agent;
 pub mod authority;
 pub mod component_release;
 pub mod drift;
+pub mod launch;
 pub mod local;
 pub mod report;
 pub mod source;

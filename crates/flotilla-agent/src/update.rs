@@ -38,7 +38,9 @@
 //!    start time, argv and working directory, the supervisor), then the watchdog started
 //!    detached from the binary running now: `flotilla agent update-watch` (see
 //!    [`crate::supervisor::Supervisor::watchdog_command`]). From there on the watchdog
-//!    owns the update.
+//!    owns the update: it arms the new version for trial, restarts the agent (the
+//!    known-good `current` runs it, [`crate::launch`]), proves it, and flips `current`
+//!    only then ([`crate::watch`]).
 //!
 //! A refusal is written to `update.json` as `Refused` with its reason (in memory only
 //! when there is no install root) and reported; nothing was applied.
@@ -59,8 +61,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Version of [`UpdateRecord`]'s JSON.
-pub const UPDATE_FORMAT: u32 = 1;
+/// Version of [`UpdateRecord`]'s JSON. 2: the agent's own update runs the new version on
+/// trial ([`Step::Armed`], [`Step::Committing`]) and flips `current` only once proven.
+pub const UPDATE_FORMAT: u32 = 2;
 
 /// The release name of the agent's own binary.
 pub const AGENT_RELEASE: &str = "flotilla-agent";
@@ -161,10 +164,16 @@ pub struct OldAgent {
 pub enum Step {
     /// The agent is downloading and verifying the artifact.
     Downloading,
-    /// Staged; the watchdog flips `current` next.
+    /// Staged; the watchdog flips `current` (a component) or arms the trial (the agent)
+    /// next.
     Staged,
-    /// `current` points at the new version; the watchdog restarts the agent next.
+    /// A component's update: `current` points at the new version; restarted next.
     Flipped,
+    /// The agent's own update: the new version is armed for trial. `current` still names
+    /// the version the update started from (known good); every start of the agent
+    /// through `current` runs the new version on trial instead ([`crate::launch`]),
+    /// at most [`MAX_TRIAL_BOOTS`] times. The watchdog restarts the agent next.
+    Armed,
     /// Restarted at `since_ms`; the watchdog proves the new process.
     Proving {
         /// When the restart was asked (ms since the Unix epoch).
@@ -182,6 +191,9 @@ pub enum Step {
         /// When it was proven (ms since the Unix epoch).
         since_ms: i64,
     },
+    /// The agent's own update, proven and soaked: the watchdog flips `current` to the
+    /// new version next (a start meanwhile runs the new version, proven).
+    Committing,
     /// Failed (reason in the record): the watchdog points `current` back and restarts.
     RollBack,
     /// Rolled back and restarted at `since_ms`; the watchdog proves the old version.
@@ -348,6 +360,17 @@ impl UpdateRecord {
             .map_err(|source| UpdateError::Io { path, source })
     }
 
+    /// Whether it is the agent's own update and a start of the agent through `current`
+    /// runs the new version (on trial, or proven and being committed).
+    pub fn runs_new_version(&self) -> bool {
+        self.name == AGENT_RELEASE
+            && self.to.is_some()
+            && matches!(
+                self.step,
+                Step::Armed | Step::Proving { .. } | Step::Soaking { .. } | Step::Committing
+            )
+    }
+
     /// Whether a watchdog has work left (staged and not finished).
     pub fn needs_watchdog(&self) -> bool {
         !matches!(self.step, Step::Downloading | Step::Done)
@@ -455,6 +478,76 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), UpdateError> {
         crate::state::StateError::Io { path, source } => UpdateError::Io { path, source },
         crate::state::StateError::Corrupt { path, why } => UpdateError::Corrupt { path, why },
     })
+}
+
+/// How many times the known-good launcher starts the new version on trial in one update
+/// of the agent ([`crate::launch`]); the start after that runs the known-good version
+/// (the same number of new processes the watchdog allows before it calls a crash loop).
+pub const MAX_TRIAL_BOOTS: u32 = 2;
+
+/// `<root>/trial.json`: the trial starts of the new version in one update of the agent,
+/// counted by the launcher before each (so a crash at any moment cannot start it more
+/// than [`MAX_TRIAL_BOOTS`] times), reset by the watchdog when it arms the trial.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trial {
+    /// The update it counts for: its record's `started_ms`.
+    pub update_started_ms: i64,
+    /// The new version's SHA-256 (64 hex).
+    pub sha256: String,
+    /// How many times the new version was started on trial.
+    pub boots: u32,
+    /// Each trial start, in order.
+    #[serde(default)]
+    pub starts: Vec<TrialStart>,
+}
+
+/// One trial start: the launcher's process, which `exec`s the new version (same pid and
+/// start time).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrialStart {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time (clock ticks since boot).
+    pub start_time_ticks: u64,
+    /// When (ms since the Unix epoch).
+    pub at_ms: i64,
+}
+
+impl Trial {
+    /// `<root>/trial.json`.
+    pub fn path(root: &InstallRoot) -> PathBuf {
+        root.root().join("trial.json")
+    }
+
+    /// The trial count of update `rec` (zero when the file counts another update, or
+    /// there is none).
+    pub fn of(root: &InstallRoot, rec: &UpdateRecord) -> Trial {
+        read_json::<Trial>(&Trial::path(root))
+            .filter(|t| t.update_started_ms == rec.started_ms && t.sha256 == rec.sha256)
+            .unwrap_or_else(|| Trial {
+                update_started_ms: rec.started_ms,
+                sha256: rec.sha256.clone(),
+                boots: 0,
+                starts: Vec::new(),
+            })
+    }
+
+    /// Whether the launcher starts the known-good version from now on.
+    pub fn exhausted(&self) -> bool {
+        self.boots >= MAX_TRIAL_BOOTS
+    }
+
+    /// Writes it to `root` atomically and durably (0644).
+    ///
+    /// # Errors
+    /// [`UpdateError::Io`].
+    pub fn save(&self, root: &InstallRoot) -> Result<(), UpdateError> {
+        let mut bytes = serde_json::to_vec_pretty(self).expect("serialisable");
+        bytes.push(b'\n');
+        let path = Trial::path(root);
+        flotilla_release::install::write_atomic(&path, &bytes, 0o644)
+            .map_err(|source| UpdateError::Io { path, source })
+    }
 }
 
 /// `<root>/update.lock`, held (an exclusive `flock`) by the watchdog working on the
@@ -687,6 +780,10 @@ pub struct Updater<S> {
     last_spawn: Mutex<Option<std::time::Instant>>,
 }
 
+/// The longest wait between tries of an agent's first report (a watchdog proving this
+/// process waits for it; later reports back off up to 30 s).
+pub const FIRST_REPORT_RETRY: Duration = Duration::from_secs(3);
+
 /// How often a running agent looks for an unfinished update whose watchdog is gone.
 pub const ORPHAN_CHECK: Duration = Duration::from_secs(5);
 
@@ -857,7 +954,12 @@ impl<S: ReleaseSource> Updater<S> {
                     }
                     Err(e) => {
                         self.log_once(&format!("release report: {}", e.0));
-                        tokio::time::sleep(jittered(backoff.next_delay(), 4)).await;
+                        let mut delay = backoff.next_delay();
+                        if !reported {
+                            // A watchdog may be waiting for this first report.
+                            delay = delay.min(FIRST_REPORT_RETRY);
+                        }
+                        tokio::time::sleep(jittered(delay, 4)).await;
                         continue;
                     }
                 }
@@ -1058,7 +1160,7 @@ impl<S: ReleaseSource> Updater<S> {
             )));
         }
         (self.cfg.log)(&format!(
-            "release {} {} staged in {}; the watchdog flips and restarts through {}",
+            "release {} {} staged in {}; the watchdog runs it on trial through {}",
             a.name,
             a.version,
             staged.dir.display(),
@@ -1266,56 +1368,82 @@ impl<S: ReleaseSource> Updater<S> {
         ))
     }
 
-    /// Starts the watchdog for `rec` from the binary the update started from (else this
-    /// one), detached so that it outlives this process.
+    /// Starts the watchdog for `rec` ([`spawn_watchdog`]) and notes when.
     fn spawn_watchdog(&self, rec: &UpdateRecord) -> std::io::Result<()> {
         let root = self
             .cfg
             .root
             .as_ref()
             .ok_or_else(|| std::io::Error::other("no install root"))?;
-        let program = match &self.cfg.watchdog_program {
-            Some(p) => p.clone(),
-            None => rec
-                .from
-                .as_ref()
-                .map(|f| f.binary.clone())
-                .filter(|b| b.is_file())
-                .map_or_else(std::env::current_exe, Ok)?,
-        };
-        let supervisor = Supervisor::parse(&rec.supervisor)
-            .ok()
-            .flatten()
-            .unwrap_or_else(|| self.cfg.supervisor.clone());
-        let args: Vec<std::ffi::OsString> = vec![
-            "agent".into(),
-            "update-watch".into(),
-            "--root".into(),
-            root.root().as_os_str().to_owned(),
-            "--state-dir".into(),
-            self.cfg.state_dir.as_os_str().to_owned(),
-            "--supervisor".into(),
-            supervisor.to_string().into(),
-        ];
-        let tag = format!("{}-{}", rec.rollout, now_ms());
-        let mut cmd =
-            supervisor.watchdog_command(&program, &args, &tag, &self.cfg.dir.watch_log_file())?;
-        let mut child = cmd.spawn()?;
+        spawn_watchdog(
+            root,
+            &self.cfg.state_dir,
+            &self.cfg.dir,
+            rec,
+            self.cfg.watchdog_program.as_deref(),
+            &self.cfg.supervisor,
+        )?;
         *self.last_spawn.lock().expect("not poisoned") = Some(std::time::Instant::now());
-        if matches!(supervisor, Supervisor::Systemd { .. }) {
-            // systemd-run returns once the transient unit started.
-            let status = child.wait()?;
-            if !status.success() {
-                return Err(std::io::Error::other(format!("systemd-run: {status}")));
-            }
-        } else {
-            // Reaped when it ends (while this process lives); it never waits on us.
-            std::thread::spawn(move || {
-                let _ = child.wait();
-            });
-        }
         Ok(())
     }
+}
+
+/// Starts the watchdog (`flotilla agent update-watch`) for update `rec` of install root
+/// `root`, detached so that it outlives the caller: from `program` when given, else
+/// from the binary of the version the update started from (else this one); through the
+/// record's supervisor (else `fallback`): a transient unit under systemd, a session of
+/// its own elsewhere, its output appended to `<state>/agent/update-watch.log`.
+/// `state_dir` is the base state directory, passed on as `--state-dir`.
+///
+/// # Errors
+/// The program cannot be found or started; `systemd-run` failed.
+pub fn spawn_watchdog(
+    root: &InstallRoot,
+    state_dir: &Path,
+    dir: &AgentDir,
+    rec: &UpdateRecord,
+    program: Option<&Path>,
+    fallback: &Supervisor,
+) -> std::io::Result<()> {
+    let program = match program {
+        Some(p) => p.to_path_buf(),
+        None => rec
+            .from
+            .as_ref()
+            .map(|f| f.binary.clone())
+            .filter(|b| b.is_file())
+            .map_or_else(std::env::current_exe, Ok)?,
+    };
+    let supervisor = Supervisor::parse(&rec.supervisor)
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| fallback.clone());
+    let args: Vec<std::ffi::OsString> = vec![
+        "agent".into(),
+        "update-watch".into(),
+        "--root".into(),
+        root.root().as_os_str().to_owned(),
+        "--state-dir".into(),
+        state_dir.as_os_str().to_owned(),
+        "--supervisor".into(),
+        supervisor.to_string().into(),
+    ];
+    let tag = format!("{}-{}", rec.rollout, now_ms());
+    let mut cmd = supervisor.watchdog_command(&program, &args, &tag, &dir.watch_log_file())?;
+    let mut child = cmd.spawn()?;
+    if matches!(supervisor, Supervisor::Systemd { .. }) {
+        // systemd-run returns once the transient unit started.
+        let status = child.wait()?;
+        if !status.success() {
+            return Err(std::io::Error::other(format!("systemd-run: {status}")));
+        }
+    } else {
+        // Reaped when it ends (while this process lives); it never waits on us.
+        std::thread::spawn(move || {
+            let _ = child.wait();
+        });
+    }
+    Ok(())
 }
 
 /// Fetches `url` into `dest`, refusing as soon as more than `size` bytes arrive. HTTPS

@@ -4,52 +4,73 @@
 //!
 //! It holds `<root>/update.lock` for as long as it works, and keeps every step in
 //! `<root>/update.json` before taking the next, so a watchdog started again (by an
-//! agent that finds the update unfinished and the lock free) goes on from where the last
-//! one was. The steps ([`Step`]):
+//! agent that finds the update unfinished and the lock free, or by the launcher at a
+//! trial start) goes on from where the last one was. `current` names the last version
+//! proven on this host until the new one is proven: whatever the supervisor starts
+//! after a crash at any step is the known-good version, which reads the record first
+//! ([`crate::launch`]). The steps ([`Step`]):
 //!
-//! 1. `Staged` → flip: `previous` := `current`, `current` := the new version (each an
-//!    atomic rename).
-//! 2. `Flipped` → restart through the supervisor ([`Supervisor::restart`]). With no
+//! 1. `Staged` → arm the trial: `<root>/trial.json` reset, the record `Armed`. From
+//!    here every start of the agent through `<root>/current/flotilla` `exec`s the new
+//!    version, at most [`MAX_TRIAL_BOOTS`] times in all.
+//! 2. `Armed` → restart through the supervisor ([`Supervisor::restart`]). With no
 //!    supervisor the watchdog does it itself: SIGTERM to the old agent (after checking
 //!    its pid still names the process recorded: identity before signal; SIGKILL after
 //!    10 s), then `<root>/current/<binary>` started detached with the old agent's argv
-//!    and working directory, its output appended to `<state>/agent/agent.log`. Not a
-//!    re-exec: `exec` keeps the pid, and a new pid is the first thing the proof asks
-//!    for, so a re-exec could never be told from a restart that did nothing.
+//!    and working directory, its output appended to `<state>/agent/agent.log` (the
+//!    launcher in it `exec`s the new version). Not a re-exec of the old process: `exec`
+//!    keeps the pid, and a new pid is the first thing the proof asks for.
 //! 3. `Proving` → the proof, polled every 200 ms: the supervisor's main process (systemd
 //!    `MainPID`, launchd `pid`; the watchdog's own child with no supervisor) is a NEW
 //!    process (pid and start time differ from the old agent's) whose MEASURED executable
 //!    digest (`/proc/<pid>/exe` hashed) equals the artifact's, the same process over 5
 //!    polls, and it wrote `<state>/agent/reported.json` (after the authority accepted its
 //!    report), all within the update's timeout from the restart. Failures:
-//!    - the old digest still runs — the old process itself at the deadline, or a new
-//!      process running the old binary (a supervisor that restarts a cached or stale
-//!      path: the launchd `kickstart -k` trap, a unit pointed at a versioned path) — is
-//!      `RestartHadNoEffect`, never success;
+//!    - the old digest in a new process once the trial starts are used up is
+//!      `CrashLoop` (the launcher ran the known-good version after the new one failed);
+//!    - the old digest still runs otherwise — the old process itself at the deadline,
+//!      or a new process running the old binary (a supervisor that starts a cached or
+//!      stale path: the launchd `kickstart -k` trap, a unit pointed at a versioned
+//!      path) — is `RestartHadNoEffect`, never success;
 //!    - more than 2 distinct new processes since the restart (seen, or counted by the
 //!      supervisor: launchd `runs`, systemd `NRestarts`) is `CrashLoop`;
+//!    - the new build running but not reported at the deadline, while the authority
+//!      does not answer the watchdog either ([`WatchConfig::authority`]): not a
+//!      failure; the proof waits for the authority and gives the new build
+//!      [`REPORT_GRACE`] (at least the timeout) once it answers again;
 //!    - anything else at the deadline (nothing running, a digest that is neither, the
-//!      new build running but never reporting) is `HealthTimeout`.
+//!      new build running but never reporting to an authority that answers) is
+//!      `HealthTimeout`.
 //! 4. `Soaking` → the proven process must stay the main process, alive, for
 //!    `min_healthy`. One that exits counts as a crash: the proof starts again on the next
 //!    process (the supervisor's restart; the watchdog's own with no supervisor), until more
-//!    than 2 new processes were seen: `CrashLoop`. Success: `Updated`, and old versions
+//!    than 2 new processes were seen: `CrashLoop`.
+//! 5. `Committing` → `previous` := the old version, `current` := the new one (each an
+//!    atomic rename; done again if a crash interrupted it): `Updated`, and old versions
 //!    pruned (three kept besides `current` and `previous`).
-//! 5. Any failure → `RollBack`: `current` := the version the update started from, restart
-//!    (unless that version already runs), then prove its digest is back (the same
-//!    process over 5 polls, within the timeout, at least 30 s); the bad version goes into
-//!    `<root>/skip.json` (never applied again, even when an assignment is replayed) and
-//!    the record ends `RolledBack` with the reason, its detail and the evidence measured.
+//! 6. Any failure → `RollBack`: `current` := the version the update started from (it
+//!    already is, unless an older watchdog flipped it), restart (unless that version
+//!    already runs; the launcher no longer runs the new one), then prove its digest is
+//!    back (the same process over 5 polls, within the timeout, at least 30 s); the bad
+//!    version goes into `<root>/skip.json` (never applied again, even when an assignment
+//!    is replayed, until `flotilla release unskip`) and the record ends `RolledBack`
+//!    with the reason, its detail and the evidence measured.
 //!
-//! `kill -9` of the agent at any point leaves the host on one of the two versions: before
-//! the flip nothing changed; after it the watchdog (another process, in another session
-//! or transient unit) proves or rolls back whatever the supervisor starts.
+//! Deadlines and the soak are measured on an [`AwakeClock`]: time the host slept (a
+//! closed lid) or the watchdog was stopped (SIGSTOP) does not count, so waking up never
+//! expires a proof. A watchdog started again measures its step afresh.
+//!
+//! `kill -9` of every process of the host at any step (a power cut) leaves the host on
+//! one of the two versions: the supervisor starts `current`, the known-good version,
+//! which runs the trial only while trial starts are left and starts a watchdog for it;
+//! otherwise it runs itself, and (as an agent) starts a watchdog for the unfinished
+//! update, which rolls it back or finishes it.
 
 use crate::state::AgentDir;
 use crate::supervisor::{self, Supervisor};
 use crate::update::{
-    now_ms, read_json, try_lock, OldAgent, Reported, Running, SeenPid, Side, Step, UpdateError,
-    UpdateRecord, KEEP_OLD,
+    now_ms, read_json, try_lock, OldAgent, Reported, Running, SeenPid, Side, Step, Trial,
+    UpdateError, UpdateRecord, KEEP_OLD, MAX_TRIAL_BOOTS,
 };
 use crate::Log;
 use flotilla_exec::identity::{self, RuntimeIdentity};
@@ -76,6 +97,48 @@ pub const ROLLBACK_TRIES: u32 = 3;
 /// How long a process stopped by the watchdog gets between SIGTERM and SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
+/// After the authority was unreachable, how long (at least; the update's timeout when
+/// longer) the new build has to report once the authority answers again.
+pub const REPORT_GRACE: Duration = Duration::from_secs(15);
+
+/// The most one look of an [`AwakeClock`] counts: a longer gap between two looks is the
+/// host asleep or the process stopped.
+pub const AWAKE_STEP: Duration = Duration::from_secs(2);
+
+/// Asks the authority whether it answers (`Err`: why not), within a few seconds.
+pub type AuthorityProbe = std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// Time a process was awake to see: the time between its looks, each look counting at
+/// most `max_step`, so that time the host slept (suspend, on a clock that itself stops
+/// then: `Instant` is `CLOCK_MONOTONIC` on Linux and `CLOCK_UPTIME_RAW` on macOS) or the
+/// process was stopped (SIGSTOP: the monotonic clock runs on) is not counted.
+#[derive(Debug, Clone)]
+pub struct AwakeClock {
+    last: Instant,
+    awake: Duration,
+    max_step: Duration,
+}
+
+impl AwakeClock {
+    /// A clock at zero now, counting at most `max_step` per look.
+    pub fn start(max_step: Duration) -> AwakeClock {
+        AwakeClock {
+            last: Instant::now(),
+            awake: Duration::ZERO,
+            max_step,
+        }
+    }
+
+    /// Looks: adds the time since the last look (at most `max_step`); the awake time
+    /// so far.
+    pub fn tick(&mut self) -> Duration {
+        let now = Instant::now();
+        self.awake += now.duration_since(self.last).min(self.max_step);
+        self.last = now;
+        self.awake
+    }
+}
+
 /// Settings of a watchdog.
 #[derive(Clone)]
 pub struct WatchConfig {
@@ -91,6 +154,9 @@ pub struct WatchConfig {
     pub stable_polls: u32,
     /// Where its log lines go.
     pub log: Log,
+    /// Asks the agent's authority whether it answers (`None`: the agent has no
+    /// authority; its reports are accepted at once).
+    pub authority: Option<AuthorityProbe>,
 }
 
 /// Why the watchdog did not run an update to its end.
@@ -184,19 +250,18 @@ pub fn run(cfg: WatchConfig) -> Result<UpdateRecord, WatchError> {
         match rec.step.clone() {
             Step::Done => return Ok(rec),
             Step::Downloading => unreachable!("checked above"),
-            Step::Staged => w.flip(&mut rec),
-            Step::Flipped => w.restart_new(&mut rec),
-            Step::Proving {
-                since_ms,
-                starts_before,
-            } => w.prove_new(&mut rec, since_ms, starts_before),
+            Step::Staged => w.arm(&mut rec),
+            // Flipped: a record of a component's update never reaches this watchdog.
+            Step::Armed | Step::Flipped => w.restart_new(&mut rec),
+            Step::Proving { starts_before, .. } => w.prove_new(&mut rec, starts_before),
             Step::Soaking {
                 pid,
                 start_time_ticks,
-                since_ms,
-            } => w.soak(&mut rec, pid, start_time_ticks, since_ms),
+                ..
+            } => w.soak(&mut rec, pid, start_time_ticks),
+            Step::Committing => w.commit(&mut rec),
             Step::RollBack => w.roll_back(&mut rec),
-            Step::ProvingRollback { since_ms } => w.prove_old(&mut rec, since_ms),
+            Step::ProvingRollback { .. } => w.prove_old(&mut rec),
         }
         if rec != before {
             w.save(&mut rec);
@@ -245,16 +310,72 @@ impl Watchdog {
         set_rolling_back(rec, f.reason, f.detail);
     }
 
-    fn flip(&mut self, rec: &mut UpdateRecord) {
-        match self.cfg.root.flip(&self.to.version_dir()) {
+    /// Arms the trial: the trial count reset; `current` stays.
+    fn arm(&mut self, rec: &mut UpdateRecord) {
+        let trial = Trial {
+            update_started_ms: rec.started_ms,
+            sha256: rec.sha256.clone(),
+            boots: 0,
+            starts: Vec::new(),
+        };
+        match trial.save(&self.cfg.root) {
             Ok(()) => {
-                rec.attempt(format!("flip: current → {}", self.to.dir.display()));
+                rec.attempt(format!(
+                    "armed: the agent's next {MAX_TRIAL_BOOTS} starts through current run {} on trial; current stays {}",
+                    self.to.dir.display(),
+                    self.from.dir.display()
+                ));
                 rec.state = UpdateState::Restarting;
-                rec.step = Step::Flipped;
-                self.log(&format!("flipped current to {}", self.to.dir.display()));
+                rec.step = Step::Armed;
+                self.log(&format!("armed the trial of {}", self.to.dir.display()));
             }
             Err(e) => {
                 // Nothing switched: the old version still runs and stays.
+                self.fail(
+                    rec,
+                    failure(
+                        Reason::InstallFailed,
+                        format!("arming the trial: {}", crate::update::chain(&e)),
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Makes the proven version `current` (`previous` := the old one): `Updated`.
+    fn commit(&mut self, rec: &mut UpdateRecord) {
+        let already = self
+            .cfg
+            .root
+            .current()
+            .is_some_and(|c| c.name() == self.to.version_dir().name());
+        let flipped = if already {
+            Ok(())
+        } else {
+            self.cfg.root.flip(&self.to.version_dir())
+        };
+        match flipped {
+            Ok(()) => {
+                rec.attempt(format!("flip: current → {}", self.to.dir.display()));
+                rec.state = UpdateState::Updated;
+                rec.step = Step::Done;
+                rec.reason = None;
+                rec.detail.clear();
+                match self.cfg.root.prune(KEEP_OLD) {
+                    Ok(gone) if !gone.is_empty() => rec.attempt(format!(
+                        "pruned {}",
+                        gone.iter()
+                            .map(|p| p.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                    Ok(_) => {}
+                    Err(e) => rec.attempt(format!("prune failed: {e}")),
+                }
+                self.log(&format!("updated to {}", rec.version));
+            }
+            Err(e) => {
+                // Proven, but the next start would run the old version: undo.
                 self.fail(
                     rec,
                     failure(Reason::InstallFailed, format!("flipping current: {e}")),
@@ -378,19 +499,29 @@ impl Watchdog {
     }
 
     /// No supervisor: the child this watchdog started, else one a watchdog before it
-    /// started (still alive, same start time), else what `running.json` names.
+    /// started (still alive, same start time), else the last trial start (alive), else
+    /// what `running.json` names.
     fn own_pid(&self, rec: &UpdateRecord) -> Option<u32> {
         if let Some(c) = &self.child {
             return Some(c.id());
         }
-        let last = rec.seen.iter().rev().find(|s| s.ended.is_none());
-        if let Some(s) = last {
-            if identity::measure(s.pid)
+        let alive = |pid: u32, ticks: u64| {
+            identity::measure(pid)
                 .ok()
                 .flatten()
-                .is_some_and(|m| m.start_time_ticks == s.start_time_ticks)
-            {
+                .is_some_and(|m| m.start_time_ticks == ticks)
+        };
+        let last = rec.seen.iter().rev().find(|s| s.ended.is_none());
+        if let Some(s) = last {
+            if alive(s.pid, s.start_time_ticks) {
                 return Some(s.pid);
+            }
+        }
+        // A trial start (by whoever started the agent; it `exec`s the new version).
+        let trial = Trial::of(&self.cfg.root, rec);
+        if let Some(t) = trial.starts.last() {
+            if alive(t.pid, t.start_time_ticks) {
+                return Some(t.pid);
             }
         }
         self.running_pid()
@@ -532,8 +663,10 @@ impl Watchdog {
         false
     }
 
-    fn prove_new(&mut self, rec: &mut UpdateRecord, since_ms: i64, starts_before: Option<u64>) {
-        let deadline = since_ms + rec.timeout_ms as i64;
+    fn prove_new(&mut self, rec: &mut UpdateRecord, starts_before: Option<u64>) {
+        let mut clock = AwakeClock::start(AWAKE_STEP);
+        let mut budget = Duration::from_millis(rec.timeout_ms);
+        let mut outage: Option<String> = None;
         let want = self.to.measured();
         let old_digest = self.from.measured();
         let mut stable: Option<(u32, u64, u32)> = None;
@@ -582,20 +715,77 @@ impl Watchdog {
                 }
                 if !self.is_old(id) && id.exe_sha256 == old_digest && count >= self.cfg.stable_polls
                 {
+                    let trial = Trial::of(&self.cfg.root, rec);
+                    if trial.exhausted() {
+                        return self.fail(
+                            rec,
+                            failure(
+                                Reason::CrashLoop,
+                                format!(
+                                    "the new version was started {} times on trial (pids {}) and did not stay up; the launcher now runs the known-good version {} (pid {})",
+                                    trial.boots,
+                                    trial.starts.iter().map(|t| t.pid.to_string()).collect::<Vec<_>>().join(", "),
+                                    self.from.version,
+                                    id.pid
+                                ),
+                            ),
+                        );
+                    }
                     return self.fail(
                         rec,
                         failure(
                             Reason::RestartHadNoEffect,
                             format!(
-                                "the restart started pid {} but it runs {old_digest}, the version before the update ({}), not the artifact's {want}: the supervisor starts a stale binary",
+                                "the restart started pid {} but it runs {old_digest}, the version before the update ({}), not the artifact's {want}: the supervisor starts a stale binary, not <root>/current/{}",
                                 id.pid,
-                                self.from.version
+                                self.from.version,
+                                self.cfg.root.binary_name()
                             ),
                         ),
                     );
                 }
             }
-            if now_ms() > deadline {
+            if clock.tick() > budget {
+                // The new build runs, but its report cannot reach an authority that
+                // does not answer the watchdog either: wait for it, keep the build.
+                let unreported = last_seen.as_ref().is_some_and(|id| {
+                    !self.is_old(id) && id.exe_sha256 == want && count >= self.cfg.stable_polls
+                });
+                if unreported {
+                    if let Some(probe) = self.cfg.authority.clone() {
+                        match probe() {
+                            Err(why) => {
+                                if outage.is_none() {
+                                    rec.evidence.push(format!(
+                                        "{}: pid {} runs {want} but has not reported, and the authority does not answer: {why}; the proof waits for the authority",
+                                        stamp(),
+                                        last_seen.as_ref().map_or(0, |i| i.pid),
+                                    ));
+                                    self.log(&format!(
+                                        "the authority does not answer ({why}): the proof waits for it"
+                                    ));
+                                    self.save(rec);
+                                }
+                                outage = Some(why);
+                                std::thread::sleep(self.cfg.poll);
+                                continue;
+                            }
+                            Ok(()) if outage.is_some() => {
+                                outage = None;
+                                let grace = REPORT_GRACE.max(Duration::from_millis(rec.timeout_ms));
+                                budget = clock.tick() + grace;
+                                rec.evidence.push(format!(
+                                    "{}: the authority answers again: the new build has {} ms to report",
+                                    stamp(),
+                                    grace.as_millis()
+                                ));
+                                self.save(rec);
+                                continue;
+                            }
+                            Ok(()) => {}
+                        }
+                    }
+                }
                 let f = match &last_seen {
                     Some(id) if self.is_old(id) => failure(
                         Reason::RestartHadNoEffect,
@@ -607,8 +797,8 @@ impl Watchdog {
                     Some(id) if id.exe_sha256 == want => failure(
                         Reason::HealthTimeout,
                         format!(
-                            "pid {} runs the new version ({want}) but did not report to the authority within {} ms",
-                            id.pid, rec.timeout_ms
+                            "pid {} runs the new version ({want}) but did not report to the authority (which answers) within {} ms",
+                            id.pid, budget.as_millis()
                         ),
                     ),
                     Some(id) if id.exe_sha256 == old_digest => failure(
@@ -645,8 +835,11 @@ impl Watchdog {
             .then_some(r)
     }
 
-    fn soak(&mut self, rec: &mut UpdateRecord, pid: u32, ticks: u64, since_ms: i64) {
+    fn soak(&mut self, rec: &mut UpdateRecord, pid: u32, ticks: u64) {
+        let mut clock = AwakeClock::start(AWAKE_STEP);
+        let soak = Duration::from_millis(rec.min_healthy_ms);
         loop {
+            let awake = clock.tick();
             let exited = self.reap(rec);
             let look = self.look(rec);
             let same = look
@@ -654,29 +847,15 @@ impl Watchdog {
                 .as_ref()
                 .is_some_and(|id| id.pid == pid && id.start_time_ticks == ticks);
             if same {
-                if now_ms() - since_ms >= rec.min_healthy_ms as i64 {
+                if awake >= soak {
                     rec.evidence.push(format!(
-                        "{}: pid {pid} ran {} for {} ms (the soak): updated",
+                        "{}: pid {pid} ran {} for {} ms awake (the soak): committing",
                         stamp(),
                         self.to.measured(),
-                        now_ms() - since_ms
+                        awake.as_millis()
                     ));
-                    rec.state = UpdateState::Updated;
-                    rec.step = Step::Done;
-                    rec.reason = None;
-                    rec.detail.clear();
-                    match self.cfg.root.prune(KEEP_OLD) {
-                        Ok(gone) if !gone.is_empty() => rec.attempt(format!(
-                            "pruned {}",
-                            gone.iter()
-                                .map(|p| p.display().to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )),
-                        Ok(_) => {}
-                        Err(e) => rec.attempt(format!("prune failed: {e}")),
-                    }
-                    self.log(&format!("updated to {}", rec.version));
+                    rec.state = UpdateState::Soaking;
+                    rec.step = Step::Committing;
                     return;
                 }
                 std::thread::sleep(self.cfg.poll);
@@ -699,7 +878,7 @@ impl Watchdog {
             rec.evidence.push(format!(
                 "{}: pid {pid} {how} {} ms into the soak",
                 stamp(),
-                now_ms() - since_ms
+                awake.as_millis()
             ));
             if let Some(id) = &look.id {
                 self.note_seen(rec, id);
@@ -726,7 +905,14 @@ impl Watchdog {
 
     fn roll_back(&mut self, rec: &mut UpdateRecord) {
         rec.rollbacks += 1;
-        if let Err(e) = self.cfg.root.set_current(&self.from.version_dir()) {
+        let already = self
+            .cfg
+            .root
+            .current()
+            .is_some_and(|c| c.name() == self.from.version_dir().name());
+        if already {
+            rec.attempt(format!("rollback: current is {}", self.from.dir.display()));
+        } else if let Err(e) = self.cfg.root.set_current(&self.from.version_dir()) {
             rec.evidence.push(format!(
                 "{}: pointing current back to {}: {e}",
                 stamp(),
@@ -757,8 +943,9 @@ impl Watchdog {
         rec.step = Step::ProvingRollback { since_ms: since };
     }
 
-    fn prove_old(&mut self, rec: &mut UpdateRecord, since_ms: i64) {
-        let deadline = since_ms + (rec.timeout_ms.max(ROLLBACK_MIN_TIMEOUT_MS)) as i64;
+    fn prove_old(&mut self, rec: &mut UpdateRecord) {
+        let mut clock = AwakeClock::start(AWAKE_STEP);
+        let budget = Duration::from_millis(rec.timeout_ms.max(ROLLBACK_MIN_TIMEOUT_MS));
         let want = self.from.measured();
         let mut stable: Option<(u32, u64, u32)> = None;
         let mut last: Option<RuntimeIdentity> = None;
@@ -791,7 +978,7 @@ impl Watchdog {
                     return self.finish_rollback(rec);
                 }
             }
-            if now_ms() > deadline {
+            if clock.tick() > budget {
                 let seen = match &last {
                     Some(id) => format!("pid {} runs {}", id.pid, id.exe_sha256),
                     None => "no agent process runs".into(),

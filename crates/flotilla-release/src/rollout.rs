@@ -17,10 +17,14 @@
 //!   artifact's digest still needs it (it soaks from the report that showed the digest);
 //! - RolledBack / Failed come from the agent's report ([`UpdateState::RolledBack`],
 //!   [`UpdateState::Refused`]) or from the timeout ([`Reason::HealthTimeout`]: no
-//!   measured identity `2 × timeout_ms + min_healthy_ms` after the step was sent — the
-//!   agent holds `timeout_ms` itself and rolls back on its own, this is the backstop
-//!   for an agent that says nothing — or the soak not confirmed `timeout_ms` after it
-//!   should have ended);
+//!   measured identity `2 × timeout_ms + min_healthy_ms` after the host's first report
+//!   since the step was sent — the agent holds `timeout_ms` itself and rolls back on
+//!   its own, this is the backstop for an agent that reports but never proves — or the
+//!   soak not confirmed `timeout_ms` after it should have ended). The backstop fires
+//!   only on a report received after its deadline: a host that says nothing (asleep,
+//!   partitioned, or the authority itself frozen) stays Updating, with the time it was
+//!   last heard from, and is judged when it speaks again — its silence cannot be told
+//!   from the authority's own, and a good build must not fail for it;
 //! - the first failure or rollback halts the rollout ([`Phase::Failed`], `halted` = the
 //!   reason): nothing more starts, hosts already Updating go on to their end
 //!   ([`Rollout::is_settled`] tells when they all have); [`Rollout::abort`] halts with
@@ -126,6 +130,13 @@ pub struct HostRollout {
     /// Soak clock: `received_ms` of the first report whose measured identity is the
     /// artifact's (reset when a later report shows another identity), ms.
     pub measured_ms: Option<i64>,
+    /// `received_ms` of the host's first report since it was started: the backstop's
+    /// clock starts there, ms.
+    #[serde(default)]
+    pub contact_ms: Option<i64>,
+    /// `received_ms` of the host's latest report, ms.
+    #[serde(default)]
+    pub heard_ms: Option<i64>,
     /// When it reached Updated, Failed or RolledBack, ms.
     pub finished_ms: Option<i64>,
     /// The last measured running digest reported, `sha256:<hex>`.
@@ -322,6 +333,8 @@ impl Rollout {
                 detail: String::new(),
                 sent_ms: None,
                 measured_ms: None,
+                contact_ms: None,
+                heard_ms: None,
                 finished_ms: None,
                 running_sha256: None,
             })
@@ -587,6 +600,10 @@ impl Rollout {
         };
         let sent = h.sent_ms.unwrap_or(now_ms);
         let mut report = None;
+        if let Some(u) = update.filter(|u| u.received_ms >= sent) {
+            h.heard_ms = Some(u.received_ms);
+            h.contact_ms.get_or_insert(u.received_ms);
+        }
         if let Some(u) = update {
             let runs_target = u
                 .running_of(&spec.name)
@@ -643,11 +660,16 @@ impl Rollout {
         // The agent holds its own `timeout` for the proof and rolls back by itself
         // when it fails; the authority's deadline is the backstop for an agent that
         // says nothing at all: a timeout for the proof, one more for a rollback.
-        let deadline = match h.measured_ms {
-            None => sent + 2 * timeout + soak,
-            Some(m) => (sent + timeout).max(m + soak + timeout),
+        let Some(contact) = h.contact_ms else {
+            // Not heard from since the step: nothing to judge yet.
+            return false;
         };
-        if now_ms > deadline {
+        let deadline = match h.measured_ms {
+            None => contact + 2 * timeout + soak,
+            Some(m) => (contact + timeout).max(m + soak + timeout),
+        };
+        let heard_since = h.heard_ms.is_some_and(|t| t > deadline);
+        if now_ms > deadline && heard_since {
             let seen = match (&h.running_sha256, h.measured_ms) {
                 (_, Some(m)) => format!(
                     "measured sha256:{target} since {}ms after the step, but the agent never reported Updated",

@@ -275,6 +275,20 @@ fn run_agent(cli: &Cli, a: &RunArgs) -> anyhow::Result<u8> {
         let _ = writeln!(std::io::stderr(), "{line}");
     });
     let dir = AgentDir::resolve(cli.state_dir.as_deref())?;
+    let updates = match updater_config(cli, a, &dir, Arc::clone(&log)) {
+        Ok(u) => u,
+        Err(code) => return Ok(code),
+    };
+    // First of all: an update of this agent in progress may run another version.
+    if let Some(root) = &updates.root {
+        flotilla_agent::launch::before_start(
+            root,
+            &updates.state_dir,
+            &dir,
+            &updates.supervisor,
+            &log,
+        );
+    }
     let _one_agent = match dir.lock() {
         Ok(l) => l,
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -284,10 +298,6 @@ fn run_agent(cli: &Cli, a: &RunArgs) -> anyhow::Result<u8> {
         Err(e) => return Err(e.into()),
     };
     let local = LocalReporter::new(dir.status_file(), Arc::clone(&log));
-    let updates = match updater_config(cli, a, &dir, Arc::clone(&log)) {
-        Ok(u) => u,
-        Err(code) => return Ok(code),
-    };
     let rt = super::runtime()?;
     let Some(inventory) = a.inventory.as_ref().or(cli.file.as_ref()) else {
         // Authority mode: the enrollment `agent join` wrote.
@@ -739,6 +749,58 @@ fn processes_running_from(root: &std::path::Path) -> Vec<(u32, PathBuf)> {
         .collect()
 }
 
+/// How long the watchdog waits for the authority's `/healthz` before it counts the
+/// authority as not answering.
+const AUTHORITY_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Whether the authority this agent joined answers (`GET /healthz` over its pinned
+/// TLS, within [`AUTHORITY_PROBE_TIMEOUT`]); `None` when the agent joined none.
+fn authority_probe(
+    dir: &AgentDir,
+    log: &flotilla_agent::Log,
+) -> Option<flotilla_agent::watch::AuthorityProbe> {
+    let e = match dir.load_enrollment() {
+        Ok(Some(e)) => e,
+        Ok(None) => return None,
+        Err(e) => {
+            log(&format!("enrollment: {e}: the authority is not asked"));
+            return None;
+        }
+    };
+    let client = match flotilla_server::Client::new(&e.server, &e.ca_pem, None) {
+        Ok(c) => c,
+        Err(err) => {
+            log(&format!("authority {}: {err}: it is not asked", e.server));
+            return None;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => Arc::new(rt),
+        Err(err) => {
+            log(&format!("runtime: {err}: the authority is not asked"));
+            return None;
+        }
+    };
+    Some(Arc::new(move || {
+        let asked = rt.block_on(tokio::time::timeout(
+            AUTHORITY_PROBE_TIMEOUT,
+            client.get_text("/healthz"),
+        ));
+        match asked {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(update::chain(&e)),
+            Err(_) => Err(format!(
+                "{} did not answer /healthz within {} s",
+                e.server,
+                AUTHORITY_PROBE_TIMEOUT.as_secs()
+            )),
+        }
+    }))
+}
+
 fn update_watch(cli: &Cli, a: &UpdateWatchArgs) -> anyhow::Result<u8> {
     let supervisor = match Supervisor::parse(&a.supervisor) {
         Ok(Some(s)) => s,
@@ -757,6 +819,7 @@ fn update_watch(cli: &Cli, a: &UpdateWatchArgs) -> anyhow::Result<u8> {
             humantime::format_rfc3339_millis(std::time::SystemTime::now())
         );
     });
+    let authority = authority_probe(&dir, &log);
     let cfg = flotilla_agent::watch::WatchConfig {
         root: InstallRoot::new(std::path::absolute(&a.root)?, update::BINARY),
         dir,
@@ -764,6 +827,7 @@ fn update_watch(cli: &Cli, a: &UpdateWatchArgs) -> anyhow::Result<u8> {
         poll: flotilla_agent::watch::POLL,
         stable_polls: flotilla_agent::watch::STABLE_POLLS,
         log: Arc::clone(&log),
+        authority,
     };
     match flotilla_agent::watch::run(cfg) {
         Ok(rec) => {

@@ -166,12 +166,22 @@ fn a_claim_without_measured_identity_times_out() {
     let mut r = rollout(1, 1, 0);
     r.approve(0).unwrap();
     // The agent says Updated but its measured identity is still the old one.
-    // The backstop: a timeout for the proof, one more for a rollback, and the soak.
-    let backstop = (2 * TIMEOUT + SOAK) as i64;
+    // The backstop: a timeout for the proof, one more for a rollback, and the soak,
+    // from the host's first report since the step.
+    let backstop = 10 + (2 * TIMEOUT + SOAK) as i64;
     let u = updates(vec![report("h0", 10, OLD, Some(UpdateState::Updated))]);
     r.advance(&u, backstop);
     assert_eq!(phases(&r), [U]);
+    // Judged on a report received after the deadline, not on the authority's clock.
     r.advance(&u, backstop + 1);
+    assert_eq!(phases(&r), [U], "no report since the deadline: not judged");
+    let u = updates(vec![report(
+        "h0",
+        backstop + 5,
+        OLD,
+        Some(UpdateState::Updated),
+    )]);
+    r.advance(&u, backstop + 5);
     assert_eq!(phases(&r), [HostPhase::Failed]);
     assert_eq!(r.hosts[0].reason, Some(Reason::HealthTimeout));
     assert!(
@@ -184,19 +194,64 @@ fn a_claim_without_measured_identity_times_out() {
 }
 
 #[test]
-fn a_silent_host_times_out() {
+fn a_silent_host_waits_and_is_judged_from_when_it_speaks() {
     let mut r = rollout(2, 1, 1);
     r.approve(0).unwrap();
-    r.advance(&BTreeMap::new(), TIMEOUT as i64 + 1);
+    // Asleep, partitioned, or the authority frozen: silence is not a failure.
+    let long = (10 * TIMEOUT + SOAK) as i64;
+    r.advance(&BTreeMap::new(), long);
+    assert_eq!(phases(&r), [U, P], "a silent host stays Updating");
+    assert_eq!(r.hosts[0].contact_ms, None);
+    // It speaks (still the old identity): the backstop counts from there.
+    let u = updates(vec![report("h0", long, OLD, None)]);
+    r.advance(&u, long);
+    assert_eq!(r.hosts[0].contact_ms, Some(long));
+    let deadline = long + (2 * TIMEOUT + SOAK) as i64;
+    let u = updates(vec![report("h0", deadline, OLD, None)]);
+    r.advance(&u, deadline);
+    assert_eq!(phases(&r), [U, P]);
+    let u = updates(vec![report("h0", deadline + 1, OLD, None)]);
+    r.advance(&u, deadline + 1);
+    assert_eq!(phases(&r), [HostPhase::Failed, P]);
+    assert!(
+        r.hosts[0].detail.contains(&format!("still measured {OLD}")),
+        "{}",
+        r.hosts[0].detail
+    );
+    assert!(r.is_settled());
+}
+
+#[test]
+fn a_good_build_reported_after_a_long_outage_succeeds() {
+    let mut r = rollout(1, 1, 0);
+    r.approve(0).unwrap();
+    // One report as the update starts, then nothing for far longer than the backstop.
+    let u = updates(vec![report("h0", 10, OLD, Some(UpdateState::Downloading))]);
+    r.advance(&u, 10);
+    let back = 10 + (20 * TIMEOUT) as i64;
+    r.advance(&u, back);
     assert_eq!(
         phases(&r),
-        [U, P],
-        "the agent's own timeout and rollback come first"
+        [U],
+        "silence after contact is not judged either"
     );
-    r.advance(&BTreeMap::new(), (2 * TIMEOUT + SOAK) as i64 + 1);
-    assert_eq!(phases(&r), [HostPhase::Failed, P]);
-    assert!(r.hosts[0].detail.contains("no measured identity reported"));
-    assert!(r.is_settled());
+    // Back: the new build proven and soaked while the authority could not hear it.
+    let u = updates(vec![report(
+        "h0",
+        back,
+        &new_running(),
+        Some(UpdateState::Updated),
+    )]);
+    r.advance(&u, back);
+    let u = updates(vec![report(
+        "h0",
+        back + SOAK as i64,
+        &new_running(),
+        Some(UpdateState::Updated),
+    )]);
+    r.advance(&u, back + SOAK as i64);
+    assert_eq!(phases(&r), [OK]);
+    assert_eq!(r.phase, Phase::Succeeded);
 }
 
 #[test]

@@ -1,0 +1,185 @@
+//! The known-good launcher: what every `flotilla agent run` does before anything else,
+//! so that whatever its supervisor starts after any crash (a power cut, the OOM killer,
+//! `kill -9` of every process of the host) can finish or undo an update of the agent.
+//!
+//! The supervisor (systemd unit, launchd job, or the watchdog itself) always starts
+//! `<root>/current/flotilla`, and `current` names the last version proven on this host:
+//! during an update it still names the version the update started from. That version
+//! reads `<root>/update.json` first ([`decide`]):
+//!
+//! - no update, or one that is not running the new version ([`Step::Staged`],
+//!   [`Step::RollBack`], [`Step::ProvingRollback`], [`Step::Done`]…): it runs itself;
+//! - the trial is armed or being proven ([`Step::Armed`], [`Step::Proving`],
+//!   [`Step::Soaking`]): unless [`MAX_TRIAL_BOOTS`] trial starts were made already, it
+//!   counts one more in `<root>/trial.json` (durably, before anything else), makes sure
+//!   a watchdog works on the update (starting one from itself when `update.lock` is
+//!   free), and `exec`s the new version's binary with the same arguments: the new
+//!   version runs as the supervisor's main process, on trial. Once the trial starts are
+//!   used up it runs itself, and the watchdog calls the update a crash loop and rolls it
+//!   back (`current` never moved);
+//! - proven and being committed ([`Step::Committing`]): it `exec`s the new version.
+//!
+//! A process started through any other path (a unit pointed at a versioned directory,
+//! a stale cached path) never runs the trial: the watchdog sees the old digest in a new
+//! process and says `RestartHadNoEffect`. An unreadable record runs the known-good
+//! version; nothing here can keep the agent from starting.
+
+use crate::state::AgentDir;
+use crate::supervisor::Supervisor;
+use crate::update::{try_lock, Step, Trial, TrialStart, UpdateRecord, MAX_TRIAL_BOOTS};
+use crate::Log;
+use flotilla_release::InstallRoot;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// What this start of the agent does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Launch {
+    /// Run this binary (why, for the log; empty when there is no update at all).
+    RunThis(String),
+    /// Replace this process with the new version's binary, this program.
+    Exec {
+        /// The new version's binary (`<root>/versions/<version>-<sha12>/flotilla`).
+        program: PathBuf,
+        /// Why, for the log.
+        why: String,
+        /// Whether a watchdog has to be started first (nobody holds `update.lock`).
+        start_watchdog: bool,
+    },
+}
+
+/// Decides what this start does (see the module docs) and, for a trial start, counts
+/// it in `<root>/trial.json` before returning. `argv0` is this process's `argv[0]`:
+/// only a start through `<root>/current/<binary>` runs the new version.
+pub fn decide(root: &InstallRoot, argv0: &Path) -> Launch {
+    let rec = match UpdateRecord::load(root) {
+        Ok(Some(rec)) => rec,
+        Ok(None) => return Launch::RunThis(String::new()),
+        Err(e) => {
+            return Launch::RunThis(format!(
+                "update record unreadable, running this version: {}",
+                crate::update::chain(&e)
+            ))
+        }
+    };
+    let Some(to) = rec.to.clone().filter(|_| rec.runs_new_version()) else {
+        return Launch::RunThis(String::new());
+    };
+    let me = std::fs::read_link("/proc/self/exe")
+        .ok()
+        .map(|p| flotilla_exec::identity::strip_deleted(&p).to_path_buf());
+    if me.is_some() && me == to.binary.canonicalize().ok() {
+        return Launch::RunThis(format!("this is {} {}, on trial", rec.name, rec.version));
+    }
+    let through_current =
+        std::path::absolute(argv0).is_ok_and(|p| p == root.current_link().join(root.binary_name()));
+    if !through_current {
+        return Launch::RunThis(format!(
+            "update to {} is {:?}, but this process was started as {}, not through {}: running this version",
+            rec.version,
+            rec.step,
+            argv0.display(),
+            root.current_link().join(root.binary_name()).display()
+        ));
+    }
+    let start_watchdog = matches!(try_lock(root), Ok(Some(_)));
+    if rec.step == Step::Committing {
+        return Launch::Exec {
+            program: to.binary,
+            why: format!("{} {} is proven and being committed", rec.name, rec.version),
+            start_watchdog,
+        };
+    }
+    let mut trial = Trial::of(root, &rec);
+    if trial.exhausted() {
+        return Launch::RunThis(format!(
+            "{} {} was started on trial {} times (the most allowed): running the known-good version",
+            rec.name, rec.version, trial.boots
+        ));
+    }
+    let me = std::process::id();
+    let Some(start_time_ticks) = flotilla_exec::identity::measure(me)
+        .ok()
+        .flatten()
+        .map(|m| m.start_time_ticks)
+    else {
+        return Launch::RunThis(
+            "cannot measure this process for the trial count: running the known-good version"
+                .into(),
+        );
+    };
+    trial.boots += 1;
+    trial.starts.push(TrialStart {
+        pid: me,
+        start_time_ticks,
+        at_ms: crate::update::now_ms(),
+    });
+    if let Err(e) = trial.save(root) {
+        // Uncounted, a crash could start it forever: run the known-good version.
+        return Launch::RunThis(format!(
+            "cannot count the trial start ({}): running the known-good version",
+            crate::update::chain(&e)
+        ));
+    }
+    Launch::Exec {
+        program: to.binary,
+        why: format!(
+            "{} {} on trial (start {} of {MAX_TRIAL_BOOTS}; current stays {})",
+            rec.name,
+            rec.version,
+            trial.boots,
+            rec.from.as_ref().map_or("?", |f| f.version.as_str())
+        ),
+        start_watchdog,
+    }
+}
+
+/// Carries out [`decide`] at the start of `agent run`: returns when this binary is the
+/// one to run; otherwise starts a watchdog when none works on the update and replaces
+/// this process with the new version (same pid, arguments and environment), and
+/// returns only when that failed (then this, known-good, version runs).
+pub fn before_start(
+    root: &InstallRoot,
+    state_dir: &Path,
+    dir: &AgentDir,
+    supervisor: &Supervisor,
+    log: &Log,
+) {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let argv0 = argv.first().cloned().unwrap_or_default();
+    match decide(root, Path::new(&argv0)) {
+        Launch::RunThis(why) => {
+            if !why.is_empty() {
+                log(&format!("launch: {why}"));
+            }
+        }
+        Launch::Exec {
+            program,
+            why,
+            start_watchdog,
+        } => {
+            log(&format!("launch: {why}: exec {}", program.display()));
+            if start_watchdog {
+                match UpdateRecord::load(root) {
+                    Ok(Some(rec)) => {
+                        if let Err(e) = crate::update::spawn_watchdog(
+                            root, state_dir, dir, &rec, None, supervisor,
+                        ) {
+                            log(&format!("launch: the watchdog cannot be started: {e}"));
+                        }
+                    }
+                    _ => log("launch: the update record went away"),
+                }
+            }
+            use std::os::unix::process::CommandExt;
+            let err = std::process::Command::new(&program)
+                .arg0(&argv0)
+                .args(&argv[1..])
+                .exec();
+            log(&format!(
+                "launch: exec {} failed: {err}; running the known-good version",
+                program.display()
+            ));
+        }
+    }
+}
