@@ -28,7 +28,7 @@
 mod common;
 
 use common::authority::Authority;
-use flotilla_agent::update::{OldAgent, Side, Step, UpdateRecord, UPDATE_FORMAT};
+use flotilla_agent::update::{OldAgent, Side, Step, Trial, UpdateRecord, UPDATE_FORMAT};
 use flotilla_release::{InstallRoot, Reason, UpdateState, VersionDir};
 use flotilla_testkit::{alive, wait_until};
 use std::path::{Path, PathBuf};
@@ -791,9 +791,29 @@ impl Fleet {
     /// Publishes `bytes` as flotilla-agent `version` (blob and signed manifest), rolls
     /// it out to every agent host and approves it; the rollout's id.
     fn roll_out(&self, version: &str, bytes: &[u8]) -> (u64, String) {
+        self.roll_out_with(version, bytes, 30_000, &[])
+    }
+
+    /// [`Fleet::roll_out`] with the update's timeout, and `extra` bytes served after the
+    /// artifact's by the blob store (the manifest's size and digest are the artifact's).
+    fn roll_out_with(
+        &self,
+        version: &str,
+        bytes: &[u8],
+        timeout_ms: u64,
+        extra: &[u8],
+    ) -> (u64, String) {
         let file = self.h.path().join(format!("artifact-{version}"));
         std::fs::write(&file, bytes).unwrap();
         let sha = flotilla_release::artifact::sha256_file(&file).unwrap();
+        let served = [bytes, extra].concat();
+        let blob = if extra.is_empty() {
+            sha.clone()
+        } else {
+            let f = self.h.path().join(format!("served-{version}"));
+            std::fs::write(&f, &served).unwrap();
+            flotilla_release::artifact::sha256_file(&f).unwrap()
+        };
         let (os, arch) = flotilla_release::Platform::current();
         let manifest = flotilla_release::Manifest {
             name: "flotilla-agent".into(),
@@ -804,7 +824,7 @@ impl Fleet {
                 os: os.into(),
                 arch: arch.into(),
                 url: None,
-                blob: Some(sha.clone()),
+                blob: Some(blob.clone()),
                 sha256: sha.clone(),
                 size: bytes.len() as u64,
             }],
@@ -812,7 +832,7 @@ impl Fleet {
         .to_bytes();
         let signature = flotilla_release::sign(&self.secret, &manifest, "test release").unwrap();
         let id = self.rt.block_on(async {
-            self.client.put_blob(&sha, bytes.to_vec()).await.unwrap();
+            self.client.put_blob(&blob, served).await.unwrap();
             self.client
                 .publish_release(&flotilla_server::api::PublishReleaseRequest {
                     manifest: String::from_utf8(manifest).unwrap(),
@@ -829,7 +849,7 @@ impl Fleet {
                     max_in_flight: 1,
                     canary: 1,
                     min_healthy_ms: 1000,
-                    timeout_ms: 30_000,
+                    timeout_ms,
                 })
                 .await
                 .unwrap();
@@ -912,6 +932,140 @@ fn kill_9_of_the_agent_during_the_download_leaves_it_on_its_version_until_it_res
             .map(|d| d.count() == 0)
             .unwrap_or(true),
         "the interrupted download was cleared"
+    );
+}
+
+/// Sends `signal` to every process of `pids`.
+fn signal_all(pids: &[u32], signal: nix::sys::signal::Signal) {
+    for &p in pids {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p as i32), signal);
+    }
+}
+
+/// Waits for the update to the good build `sha` to be staged or restarting, and checks
+/// the new build has not reported yet.
+fn at_the_restart(f: &Fleet, sha: &str) {
+    f.h.wait("the restart of the update", || {
+        matches!(
+            f.h.record().map(|r| r.step),
+            Some(Step::Staged | Step::Armed | Step::Proving { .. })
+        )
+    });
+    assert!(
+        f.h.reported()
+            .is_some_and(|r| r["exe_sha256"] != format!("sha256:{sha}")),
+        "the new build reported before the outage began: {:?}",
+        f.h.reported()
+    );
+}
+
+/// Asserts rollout `id` succeeded with the host Updated to `sha`, running it, nothing
+/// skipped.
+fn succeeded(f: &Fleet, id: u64, sha: &str) -> UpdateRecord {
+    let r = f.finished(id);
+    assert_eq!(r["phase"], "Succeeded", "{r:#}\n{}", f.h.logs());
+    assert_eq!(r["hosts"][0]["phase"], "Updated", "{r:#}");
+    assert_eq!(r["hosts"][0]["running_sha256"], format!("sha256:{sha}"));
+    assert_eq!(f.h.running_agent().exe_sha256, format!("sha256:{sha}"));
+    assert!(f.h.root.skip_list().unwrap().is_empty(), "nothing skipped");
+    f.h.record().unwrap()
+}
+
+#[test]
+fn a_good_build_stays_when_the_authority_is_frozen_longer_than_the_timeout() {
+    let f = Fleet::new();
+    let timeout = 10_000;
+    let (id, sha) = f.roll_out_with("0.2.0", &good_build("frozen"), timeout, &[]);
+    at_the_restart(&f, &sha);
+    // The authority frozen (SIGSTOP): connections open, nothing answers.
+    let authority = f.a.pid().expect("the authority runs");
+    signal_all(&[authority], nix::sys::signal::Signal::SIGSTOP);
+    let frozen = std::time::Instant::now();
+    // Longer than the agent's timeout (the watchdog notices, and waits) and than the
+    // authority's own backstop (2 × timeout + soak from the host's first report).
+    f.h.wait("the watchdog to wait for the authority", || {
+        f.h.record().is_some_and(|r| {
+            r.evidence
+                .iter()
+                .any(|e| e.contains("the authority does not answer"))
+        })
+    });
+    let outage = Duration::from_millis(2 * timeout + 2_000);
+    wait_until(DEADLINE, || frozen.elapsed() > outage);
+    signal_all(&[authority], nix::sys::signal::Signal::SIGCONT);
+    let rec = succeeded(&f, id, &sha);
+    assert_eq!(rec.state, UpdateState::Updated, "{}", f.h.logs());
+    assert!(
+        rec.evidence
+            .iter()
+            .any(|e| e.contains("the authority answers again")),
+        "{:#?}",
+        rec.evidence
+    );
+}
+
+#[test]
+fn a_good_build_stays_when_the_host_sleeps_longer_than_the_timeout() {
+    let f = Fleet::new();
+    let timeout = 10_000;
+    let (id, sha) = f.roll_out_with("0.2.0", &good_build("asleep"), timeout, &[]);
+    let new_reported = || {
+        f.h.reported()
+            .is_some_and(|r| r["exe_sha256"] == format!("sha256:{sha}"))
+    };
+    f.h.wait("the proof", || {
+        matches!(f.h.record().map(|r| r.step), Some(Step::Proving { .. })) || new_reported()
+    });
+    // The host asleep: every process of it stopped (the agent, the new build, the
+    // watchdog), for longer than the timeout, before the new build reported.
+    let host = common::pids_with_arg(f.h.state.to_str().unwrap());
+    signal_all(&host, nix::sys::signal::Signal::SIGSTOP);
+    let asleep = std::time::Instant::now();
+    assert!(
+        !new_reported(),
+        "the new build reported before the host went to sleep"
+    );
+    wait_until(DEADLINE, || {
+        asleep.elapsed() > Duration::from_millis(timeout + 3_000)
+    });
+    signal_all(&host, nix::sys::signal::Signal::SIGCONT);
+    let rec = succeeded(&f, id, &sha);
+    assert_eq!(rec.state, UpdateState::Updated, "{}", f.h.logs());
+    // Proven after the sleep, though the restart was longer ago than the timeout.
+    assert!(
+        f.h.reported().unwrap()["at_ms"].as_i64().unwrap() > rec.started_ms + timeout as i64,
+        "{}",
+        f.h.logs()
+    );
+}
+
+#[test]
+fn a_blob_longer_than_its_manifest_is_refused_without_filling_the_disk() {
+    let f = Fleet::new();
+    let good = good_build("long-blob");
+    let extra = vec![0x5a; 64 << 20];
+    let (id, _) = f.roll_out_with("0.2.0", &good, 30_000, &extra);
+    let r = f.finished(id);
+    assert_eq!(r["phase"], "Failed", "{r:#}");
+    let host = &r["hosts"][0];
+    assert_eq!(host["reason"], "SizeMismatch", "{r:#}");
+    assert!(
+        host["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("reading stopped")),
+        "{r:#}"
+    );
+    // Nothing of it is left, and the agent runs its version.
+    assert!(
+        std::fs::read_dir(f.h.root.downloads_dir())
+            .map(|d| d.count() == 0)
+            .unwrap_or(true),
+        "the download was cleared"
+    );
+    assert_eq!(f.h.root.versions().unwrap().len(), 1, "nothing staged");
+    assert_eq!(
+        f.h.running_agent().exe_sha256,
+        format!("sha256:{}", f.h.old.1)
     );
 }
 
@@ -1046,6 +1200,212 @@ mod hosts {
             serde_json::to_string_pretty(&rec).unwrap()
         );
         rec
+    }
+
+    /// Starts the watchdog on the systemd host as the agent starts it (a transient unit
+    /// of its own), without waiting for it.
+    fn start_watch_unit(sd: &TestHost, h: &Host, supervisor: &str) {
+        let unit = format!("flotilla-agent-update-test-{}", std::process::id());
+        ok(sd.exec(&[
+            "systemd-run",
+            "--unit",
+            &unit,
+            "--collect",
+            "--quiet",
+            "--property=KillMode=process",
+            "--property=RuntimeMaxSec=120",
+            h.old.0.binary.to_str().unwrap(),
+            "agent",
+            "update-watch",
+            "--root",
+            h.root.root().to_str().unwrap(),
+            "--state-dir",
+            h.state.to_str().unwrap(),
+            "--supervisor",
+            supervisor,
+        ]));
+    }
+
+    /// A power cut, as far as this host's processes go: SIGKILL to every one of them (the
+    /// agent, its watchdog, a trial of the new version), until none is left. Only the
+    /// supervisor (systemd, `Restart=always`) starts anything again.
+    fn power_cut(h: &Host) -> Vec<u32> {
+        let mut killed = Vec::new();
+        for _ in 0..3 {
+            let pids = common::pids_with_arg(h.state.to_str().unwrap());
+            for &pid in &pids {
+                common::kill9(pid);
+            }
+            killed.extend(pids);
+        }
+        h.wait("every process of the host to die", || {
+            killed.iter().all(|&p| !alive(p))
+        });
+        killed
+    }
+
+    /// The unit's main pid (the host's numbering), 0 when none.
+    fn main_pid(sd: &TestHost, unit: &Unit) -> u64 {
+        ok(sd.exec(&["systemctl", "show", "-p", "MainPID", "--value", &unit.name]))
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    }
+
+    /// Waits for the update to end `state`, then for the unit's main process to run
+    /// `sha` (measured inside the host: `sha256sum /proc/<pid>/exe`), reported, and
+    /// `current` to name version `dir`; the record.
+    fn ends_on(
+        sd: &TestHost,
+        h: &Host,
+        unit: &Unit,
+        state: UpdateState,
+        (dir, sha): &(VersionDir, String),
+    ) -> UpdateRecord {
+        h.wait("the update to end", || {
+            h.record().is_some_and(|r| r.step == Step::Done)
+        });
+        let rec = h.record().unwrap();
+        assert_eq!(
+            rec.state,
+            state,
+            "{}",
+            serde_json::to_string_pretty(&rec).unwrap()
+        );
+        h.wait(&format!("the unit to run and report sha256:{sha}"), || {
+            let main = main_pid(sd, unit);
+            if main == 0 {
+                return false;
+            }
+            let measured = sd.exec(&["sha256sum", &format!("/proc/{main}/exe")]);
+            String::from_utf8_lossy(&measured.stdout).starts_with(sha.as_str())
+                && h.reported()
+                    .is_some_and(|r| r["pid"] == main && r["exe_sha256"] == format!("sha256:{sha}"))
+        });
+        assert_eq!(h.current_name(), dir.name(), "current");
+        rec
+    }
+
+    /// A build that exits a second after it starts.
+    const EXITS_SOON: &[u8] = b"#!/bin/sh\nsleep 1\nexit 1\n";
+
+    /// Kills every process of a systemd host at the update step `at` reaches (with
+    /// `bad`, staged as 0.2.0), then lets systemd alone start things: the host must end
+    /// on the previous version, measured, with a working agent, and the update
+    /// `RolledBack`. `at` drives the update to the step (and returns once it holds).
+    fn power_cut_at(tag: &str, bad: &[u8], at: impl FnOnce(&TestHost, &Host, &str)) {
+        let _serial = testnet::lock();
+        let net = Testnet::get();
+        let sd = net.systemd_host();
+        let h = Host::new_in(&sd.home);
+        let (unit, _) = start(sd, &h, &h.current_binary(), tag);
+        let supervisor = format!("systemd:{}", unit.name);
+        let new = h.stage("0.2.0", bad);
+        write_update(&h, &new, &supervisor);
+        at(sd, &h, &supervisor);
+        let step = h.record().unwrap().step;
+        power_cut(&h);
+        let rec = ends_on(sd, &h, &unit, UpdateState::RolledBack, &h.old);
+        assert!(
+            h.root.skipped(&new.1).unwrap().is_some(),
+            "the bad build is skipped"
+        );
+        assert_eq!(h.current_name(), h.old.0.name());
+        eprintln!(
+            "power cut at {step:?}: rolled back ({:?}: {})",
+            rec.reason, rec.detail
+        );
+    }
+
+    /// Sets the record's step as the watchdog leaves it, and saves it.
+    fn set_step(h: &Host, step: Step) {
+        let mut rec = h.record().unwrap();
+        rec.step = step;
+        rec.state = UpdateState::Restarting;
+        rec.save(&h.root).unwrap();
+    }
+
+    #[test]
+    fn a_power_cut_right_after_staging_ends_on_the_previous_version() {
+        // The updater staged and wrote the record; no watchdog ran yet.
+        power_cut_at("cut-staged", EXITS_SOON, |_, _, _| {});
+    }
+
+    #[test]
+    fn a_power_cut_with_the_trial_armed_ends_on_the_previous_version() {
+        // The watchdog armed the trial and died before it asked for the restart.
+        power_cut_at("cut-armed", EXITS_SOON, |_, h, _| set_step(h, Step::Armed));
+    }
+
+    #[test]
+    fn a_power_cut_while_a_bad_build_is_proven_ends_on_the_previous_version() {
+        power_cut_at("cut-proving", EXITS_SOON, |sd, h, supervisor| {
+            start_watch_unit(sd, h, supervisor);
+            h.wait("a trial start of the bad build", || {
+                let trial = h.record().map(|r| Trial::of(&h.root, &r));
+                matches!(h.record().map(|r| r.step), Some(Step::Proving { .. }))
+                    && trial.is_some_and(|t| t.boots >= 1)
+            });
+        });
+    }
+
+    #[test]
+    fn a_power_cut_during_the_rollback_ends_on_the_previous_version() {
+        power_cut_at("cut-rollback", EXITS_SOON, |sd, h, supervisor| {
+            start_watch_unit(sd, h, supervisor);
+            h.wait("the rollback", || {
+                matches!(
+                    h.record().map(|r| r.step),
+                    Some(Step::RollBack | Step::ProvingRollback { .. })
+                )
+            });
+        });
+    }
+
+    #[test]
+    fn a_power_cut_while_soaking_a_build_that_then_fails_to_start_ends_on_the_previous_version() {
+        let good = good_build("cut-soak");
+        power_cut_at("cut-soak", &good, |sd, h, supervisor| {
+            // A long soak, so that the cut lands in it.
+            let mut rec = h.record().unwrap();
+            rec.min_healthy_ms = 60_000;
+            rec.save(&h.root).unwrap();
+            start_watch_unit(sd, h, supervisor);
+            h.wait("the soak", || {
+                matches!(h.record().map(|r| r.step), Some(Step::Soaking { .. }))
+            });
+            // After the cut the new build no longer starts (a build that ran until
+            // the reboot and then fails at start).
+            let to = h.record().unwrap().to.unwrap().binary;
+            let tmp = to.with_extension("broken");
+            std::fs::write(&tmp, EXITS_SOON).unwrap();
+            std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+            std::fs::rename(&tmp, &to).unwrap();
+        });
+    }
+
+    #[test]
+    fn a_power_cut_while_committing_a_proven_build_finishes_the_update() {
+        let _serial = testnet::lock();
+        let net = Testnet::get();
+        let sd = net.systemd_host();
+        let h = Host::new_in(&sd.home);
+        let (unit, _) = start(sd, &h, &h.current_binary(), "cut-commit");
+        let supervisor = format!("systemd:{}", unit.name);
+        let new = h.stage("0.2.0", &good_build("cut-commit"));
+        write_update(&h, &new, &supervisor);
+        // Proven and soaked; the watchdog died before it flipped current.
+        set_step(&h, Step::Committing);
+        power_cut(&h);
+        let rec = ends_on(sd, &h, &unit, UpdateState::Updated, &new);
+        assert!(
+            rec.attempts
+                .iter()
+                .any(|a| a.what.starts_with("flip: current")),
+            "{:#?}",
+            rec.attempts
+        );
     }
 
     #[test]

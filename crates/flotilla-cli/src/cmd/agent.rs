@@ -785,10 +785,10 @@ fn authority_probe(
         }
     };
     Some(Arc::new(move || {
-        let asked = rt.block_on(tokio::time::timeout(
-            AUTHORITY_PROBE_TIMEOUT,
-            client.get_text("/healthz"),
-        ));
+        // The timer is made inside the runtime.
+        let asked = rt.block_on(async {
+            tokio::time::timeout(AUTHORITY_PROBE_TIMEOUT, client.get_text("/healthz")).await
+        });
         match asked {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(update::chain(&e)),
