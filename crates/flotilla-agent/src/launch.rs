@@ -183,3 +183,146 @@ pub fn before_start(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::update::{Side, UPDATE_FORMAT};
+    use flotilla_release::UpdateState;
+
+    /// An install root with 0.1.0 current and 0.2.0 staged, and the record of the
+    /// update from one to the other at `step`.
+    fn root_at(step: Step) -> (tempfile::TempDir, InstallRoot, UpdateRecord) {
+        let d = tempfile::tempdir().unwrap();
+        let root = InstallRoot::new(d.path().join("root"), "flotilla");
+        let src = d.path().join("src");
+        std::fs::write(&src, b"#!/bin/sh\nexit 0\n").unwrap();
+        let old = root.install_binary(&src, "0.1.0").unwrap();
+        let old_sha = flotilla_release::artifact::sha256_file(&old.binary).unwrap();
+        let (mut f, tmp) = root.temp_download().unwrap();
+        std::io::Write::write_all(&mut f, b"#!/bin/sh\nexit 1\n").unwrap();
+        drop(f);
+        let new_sha = flotilla_release::artifact::sha256_file(&tmp).unwrap();
+        let new = root.stage("0.2.0", &new_sha, &tmp).unwrap();
+        let mut rec = UpdateRecord {
+            format: UPDATE_FORMAT,
+            rollout: 1,
+            name: crate::update::AGENT_RELEASE.into(),
+            version: "0.2.0".into(),
+            serial: 1,
+            key_id: String::new(),
+            sha256: new_sha.clone(),
+            from: Some(Side::of(&old, &old_sha)),
+            to: Some(Side::of(&new, &new_sha)),
+            state: UpdateState::Restarting,
+            step,
+            min_healthy_ms: 1000,
+            timeout_ms: 10_000,
+            started_ms: 1,
+            updated_ms: 1,
+            attempts: Vec::new(),
+            reason: None,
+            detail: String::new(),
+            evidence: Vec::new(),
+            agent: None,
+            supervisor: "none".into(),
+            seen: Vec::new(),
+            rollbacks: 0,
+        };
+        rec.save(&root).unwrap();
+        (d, root, rec)
+    }
+
+    fn through_current(root: &InstallRoot) -> PathBuf {
+        root.current_link().join("flotilla")
+    }
+
+    #[test]
+    fn a_trial_start_is_counted_before_the_exec_and_stops_at_the_limit() {
+        let (_d, root, rec) = root_at(Step::Armed);
+        let to = rec.to.clone().unwrap().binary;
+        for n in 1..=MAX_TRIAL_BOOTS {
+            match decide(&root, &through_current(&root)) {
+                Launch::Exec { program, .. } => assert_eq!(program, to),
+                other => panic!("start {n}: {other:?}"),
+            }
+            let trial = Trial::of(&root, &rec);
+            assert_eq!(trial.boots, n);
+            assert_eq!(trial.starts.last().unwrap().pid, std::process::id());
+        }
+        match decide(&root, &through_current(&root)) {
+            Launch::RunThis(why) => assert!(why.contains("started on trial 2 times"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(Trial::of(&root, &rec).boots, MAX_TRIAL_BOOTS);
+    }
+
+    #[test]
+    fn a_start_through_another_path_never_runs_the_trial() {
+        let (_d, root, rec) = root_at(Step::Proving {
+            since_ms: 1,
+            starts_before: None,
+        });
+        let versioned = rec.from.clone().unwrap().binary;
+        match decide(&root, &versioned) {
+            Launch::RunThis(why) => assert!(why.contains("not through"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(Trial::of(&root, &rec).boots, 0, "nothing counted");
+    }
+
+    #[test]
+    fn the_known_good_version_runs_outside_the_trial() {
+        for step in [
+            Step::Staged,
+            Step::RollBack,
+            Step::ProvingRollback { since_ms: 1 },
+            Step::Done,
+        ] {
+            let (_d, root, _) = root_at(step.clone());
+            assert_eq!(
+                decide(&root, &through_current(&root)),
+                Launch::RunThis(String::new()),
+                "{step:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_proven_version_being_committed_runs_uncounted() {
+        let (_d, root, rec) = root_at(Step::Committing);
+        for _ in 0..3 {
+            assert!(matches!(
+                decide(&root, &through_current(&root)),
+                Launch::Exec { .. }
+            ));
+        }
+        assert_eq!(Trial::of(&root, &rec).boots, 0);
+    }
+
+    #[test]
+    fn an_unreadable_record_runs_the_known_good_version() {
+        let (_d, root, _) = root_at(Step::Armed);
+        std::fs::write(root.update_path(), b"{ not json").unwrap();
+        match decide(&root, &through_current(&root)) {
+            Launch::RunThis(why) => assert!(why.contains("unreadable"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_new_arming_starts_the_count_again() {
+        let (_d, root, mut rec) = root_at(Step::Armed);
+        for _ in 0..MAX_TRIAL_BOOTS {
+            decide(&root, &through_current(&root));
+        }
+        // The same release assigned again later (after `release unskip`): a new record.
+        rec.started_ms = 2;
+        rec.save(&root).unwrap();
+        assert!(matches!(
+            decide(&root, &through_current(&root)),
+            Launch::Exec { .. }
+        ));
+        assert_eq!(Trial::of(&root, &rec).boots, 1);
+    }
+}

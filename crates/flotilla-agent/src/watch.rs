@@ -1111,3 +1111,20 @@ fn stop_process(pid: u32, ticks: u64, child: Option<&mut Child>) -> String {
 pub(crate) fn stamp() -> String {
     flotilla_release::manifest::format_rfc3339_ms(now_ms())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_awake_clock_counts_a_long_gap_as_one_step() {
+        let mut clock = AwakeClock::start(Duration::from_millis(10));
+        // A gap far longer than a step: the process stopped, or the host asleep.
+        std::thread::sleep(Duration::from_millis(60));
+        let after_gap = clock.tick();
+        assert!(after_gap <= Duration::from_millis(10), "{after_gap:?}");
+        assert!(after_gap > Duration::ZERO);
+        // Looks never go back.
+        assert!(clock.tick() >= after_gap);
+    }
+}

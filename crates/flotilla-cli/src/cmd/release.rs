@@ -367,11 +367,33 @@ fn print_rollout(r: &Rollout, json: bool) -> anyhow::Result<()> {
             h.reason.map(|r| r.as_str().to_string()).unwrap_or_default(),
             running,
             target,
-            h.detail.clone(),
+            detail(h, now),
         ]);
     }
     print!("{}", crate::render::table(&rows));
     Ok(())
+}
+
+/// A host's detail; for one still Updating, when it was last heard from (a host that
+/// says nothing is waited for, never failed for its silence).
+fn detail(h: &flotilla_release::rollout::HostRollout, now: i64) -> String {
+    if h.phase != flotilla_release::rollout::HostPhase::Updating {
+        return h.detail.clone();
+    }
+    let heard = match (h.heard_ms, h.sent_ms) {
+        (Some(t), _) => format!("last heard {} ago", flotilla_exec::observe::age(now - t)),
+        (None, Some(t)) => format!(
+            "not heard from since the step ({} ago)",
+            flotilla_exec::observe::age(now - t)
+        ),
+        (None, None) => String::new(),
+    };
+    [h.detail.as_str(), heard.as_str()]
+        .iter()
+        .filter(|s| !s.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn rollout_of(dto: flotilla_server::api::RolloutDto) -> anyhow::Result<Rollout> {
