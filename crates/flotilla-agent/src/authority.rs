@@ -325,17 +325,33 @@ impl<C: AuthorityClient> Source for AuthoritySource<C> {
         if self.failed {
             tokio::time::sleep(jittered(self.backoff.next_delay(), 4)).await;
         }
-        let answer = self
-            .client
-            .snapshot(&self.host, self.index, jittered(self.wait, 16))
-            .await;
+        let span = tracing::info_span!(
+            "poll",
+            what = "snapshot",
+            host = self.host.as_str(),
+            index = self.index
+        );
+        let answer = tracing::Instrument::instrument(
+            self.client
+                .snapshot(&self.host, self.index, jittered(self.wait, 16)),
+            span.clone(),
+        )
+        .await;
         let r = match answer {
             Ok(r) => r,
             Err(e) => {
                 self.failed = true;
+                span.in_scope(|| tracing::debug!(error = %e.0, "poll failed"));
                 return Err(SourceError::Authority(e.0));
             }
         };
+        span.in_scope(|| {
+            tracing::debug!(
+                index = r.index,
+                revision = r.revision.as_deref().unwrap_or("-"),
+                "poll answered"
+            )
+        });
         self.failed = false;
         self.backoff.reset();
         self.index = r.index;

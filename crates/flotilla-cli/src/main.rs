@@ -4,11 +4,13 @@
 //! Code map:
 //! - `main.rs`: argument parsing (clap), dispatch, error printing, exit codes.
 //! - `load.rs`: finding and reading the inventory and its templates.
+//! - `logging.rs`: the tracing subscriber (`-v`, `FLOTILLA_LOG`, `--log-format`).
 //! - `render.rs`: diagnostics and aligned tables.
 //! - `cmd/*.rs`: one file per subcommand.
 
 mod cmd;
 mod load;
+mod logging;
 mod render;
 
 use clap::{Parser, Subcommand};
@@ -44,6 +46,8 @@ Environment:
   FLOTILLA_OPERATOR_FILE  the operator credential file (same as --operator-file)
   FLOTILLA_AUTHORITY_DIR  `serve`: the authority directory (same as --authority-dir)
   FLOTILLA_DATABASE_URL   `serve`: PostgreSQL instead of SQLite (same as --database-url)
+  FLOTILLA_LOG        what the log shows, env-filter syntax (`debug`,
+                      `flotilla_exec=trace,info`); default by -v
   NO_COLOR            disable colour";
 
 /// Flotilla: declare a fleet of self-hosted AI services once, plan every change
@@ -92,6 +96,18 @@ pub struct Cli {
     /// The authority (`--server`, `--operator-file`).
     #[command(flatten)]
     pub server: cmd::authority::ServerArgs,
+
+    /// Show more of the log on standard error: `-v` info, `-vv` debug (with every
+    /// span as it closes), `-vvv` trace. `FLOTILLA_LOG` (env-filter syntax, e.g.
+    /// `debug` or `flotilla_exec=trace`) overrides it. For `status`, `-v` also prints
+    /// each component's evidence.
+    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// How log lines are written: `text`, or `json` (one object per line, for `serve`
+    /// and `agent run` under a log collector).
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text, value_name = "FORMAT")]
+    pub log_format: logging::LogFormat,
 
     #[command(subcommand)]
     pub command: Command,
@@ -230,6 +246,15 @@ fn main() -> ExitCode {
             )
         };
     }
+    let daemon = matches!(
+        cli.command,
+        Command::Serve(cmd::serve::Args { command: None, .. })
+            | Command::Agent(cmd::agent::Args {
+                command: cmd::agent::AgentCommand::Run(_)
+                    | cmd::agent::AgentCommand::UpdateWatch(_)
+            })
+    );
+    logging::init(cli.verbose, cli.log_format, daemon);
     let result = match &cli.command {
         Command::Validate(a) => cmd::validate::run(&cli, a),
         Command::Plan(a) => cmd::plan::run(&cli, a),

@@ -212,6 +212,12 @@ impl Executor {
     /// first failure (or cancellation) no further step starts, running ones finish,
     /// and everything this invocation started is stopped, in reverse order of starting.
     pub async fn apply(self: &Arc<Self>, plan: &Plan) -> ApplyReport {
+        use tracing::Instrument;
+        let span = tracing::info_span!("operation", operation = %self.operation);
+        self.apply_plan(plan).instrument(span).await
+    }
+
+    async fn apply_plan(self: &Arc<Self>, plan: &Plan) -> ApplyReport {
         let mut report = ApplyReport {
             steps: Vec::new(),
             failed: None,
@@ -237,7 +243,10 @@ impl Executor {
                         launched[k] = true;
                         let me = Arc::clone(self);
                         let (wave, step) = (*wave, step.clone());
-                        tasks.spawn(async move { (k, me.run_step(wave, step).await) });
+                        // Each step's span is a child of the operation's.
+                        tasks.spawn(tracing::Instrument::in_current_span(async move {
+                            (k, me.run_step(wave, step).await)
+                        }));
                     }
                 }
             } else if self.is_cancelled() && report.failed.is_none() {
@@ -316,8 +325,17 @@ impl Executor {
     /// report with outcome `failed`). A step whose beginning cannot be journaled
     /// does not run (invariant 2).
     pub async fn run_step(&self, wave: usize, step: Step) -> StepReport {
+        use tracing::Instrument;
+        let span = tracing::info_span!(
+            "step",
+            operation = %self.operation,
+            wave,
+            action = step.action.as_str(),
+            component = step.component.as_str(),
+            host = step.host.as_str(),
+        );
         let began = Instant::now();
-        let step_id = self.begin(wave, &step, step.action.as_str());
+        let step_id = span.in_scope(|| self.begin(wave, &step, step.action.as_str()));
         let (outcome, done) = match &step_id {
             Err(e) => (
                 Outcome::Failed,
@@ -325,11 +343,15 @@ impl Executor {
                     "not run: its beginning could not be journaled ({e})"
                 )),
             ),
-            Ok(_) => match self.perform(&step).await {
+            Ok(_) => match self.perform(&step).instrument(span.clone()).await {
                 Ok(d) => (Outcome::Succeeded, d),
                 Err(d) => (Outcome::Failed, d),
             },
         };
+        span.in_scope(|| match outcome {
+            Outcome::Succeeded => tracing::info!(summary = %done.summary, "step succeeded"),
+            _ => tracing::warn!(summary = %done.summary, "step failed"),
+        });
         self.finish(
             step_id,
             step,

@@ -460,6 +460,26 @@ async fn credential_first<S: AuthorityStore>(
     }
 }
 
+/// The header that names a request in the log (`http` spans) and in the answer.
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// The caller's `X-Request-Id` (at most 64 visible ASCII characters), else a number
+/// of this process's own (`r<n>`).
+fn request_id(req: &Request) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    req.headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            format!(
+                "r{}",
+                NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            )
+        })
+}
+
 async fn measure<S: AuthorityStore>(
     State(state): State<Arc<AppState<S>>>,
     req: Request,
@@ -470,8 +490,25 @@ async fn measure<S: AuthorityStore>(
         .get::<MatchedPath>()
         .map(|m| m.as_str().to_string())
         .unwrap_or_else(|| "unmatched".into());
+    let request_id = request_id(&req);
+    let span = tracing::info_span!(
+        "http",
+        method = %req.method(),
+        route = route.as_str(),
+        request_id = request_id.as_str(),
+    );
     let started = Instant::now();
-    let resp = next.run(req).await;
+    let mut resp = tracing::Instrument::instrument(next.run(req), span.clone()).await;
+    span.in_scope(|| {
+        tracing::debug!(
+            status = resp.status().as_u16(),
+            ms = started.elapsed().as_millis() as u64,
+            "answered"
+        )
+    });
+    if let Ok(v) = axum::http::HeaderValue::from_str(&request_id) {
+        resp.headers_mut().insert(REQUEST_ID, v);
+    }
     state
         .metrics
         .latency

@@ -158,17 +158,14 @@ fn list(root: &FsPath, max: usize) -> Vec<String> {
     out
 }
 
-/// One line of the cleanup's record: through `tracing` (at `level`) and on the
-/// authority's standard error, so that what every cleanup freed — or left — is
-/// seen even where no `tracing` subscriber is installed (`flotilla serve` has none
-/// yet). Prefixed `flotilla serve: cleanup:`.
+/// One line of the cleanup's record, through `tracing` at `level` (`flotilla serve`
+/// logs from `info` by default), prefixed `cleanup:`.
 fn audit(level: tracing::Level, line: &str) {
     match level {
-        tracing::Level::ERROR => tracing::error!("{line}"),
-        tracing::Level::WARN => tracing::warn!("{line}"),
-        _ => tracing::info!("{line}"),
+        tracing::Level::ERROR => tracing::error!("cleanup: {line}"),
+        tracing::Level::WARN => tracing::warn!("cleanup: {line}"),
+        _ => tracing::info!("cleanup: {line}"),
     }
-    eprintln!("flotilla serve: cleanup: {line}");
 }
 
 fn internal(code: &str, message: impl Into<String>) -> Failure {

@@ -269,11 +269,9 @@ fn run_agent(cli: &Cli, a: &RunArgs) -> anyhow::Result<u8> {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
-    let log: flotilla_agent::Log = Arc::new(|line: &str| {
-        use std::io::Write;
-        // The agent keeps running when whoever reads its log goes away.
-        let _ = writeln!(std::io::stderr(), "{line}");
-    });
+    // The binary's log (`--log-format`, `FLOTILLA_LOG`); a write error to standard
+    // error is dropped there, so the agent keeps running when its reader goes away.
+    let log: flotilla_agent::Log = Arc::new(|line: &str| tracing::info!("{line}"));
     let dir = AgentDir::resolve(cli.state_dir.as_deref())?;
     let updates = match updater_config(cli, a, &dir, Arc::clone(&log)) {
         Ok(u) => u,
@@ -811,14 +809,7 @@ fn update_watch(cli: &Cli, a: &UpdateWatchArgs) -> anyhow::Result<u8> {
         }
     };
     let dir = AgentDir::resolve(cli.state_dir.as_deref())?;
-    let log: flotilla_agent::Log = Arc::new(|line: &str| {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "{} {line}",
-            humantime::format_rfc3339_millis(std::time::SystemTime::now())
-        );
-    });
+    let log: flotilla_agent::Log = Arc::new(|line: &str| tracing::info!("{line}"));
     let authority = authority_probe(&dir, &log);
     let cfg = flotilla_agent::watch::WatchConfig {
         root: InstallRoot::new(std::path::absolute(&a.root)?, update::BINARY),

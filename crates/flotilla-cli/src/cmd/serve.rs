@@ -263,7 +263,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 report_deadline: r.report_deadline,
             };
             rt.block_on(authority::serve(opts, |addr, pin, backend| {
-                eprintln!(
+                tracing::info!(
                     "flotilla serve: listening on https://{addr} (CA pin {pin}; {})",
                     backend.describe()
                 );

@@ -26,9 +26,6 @@ pub struct Args {
     /// How often --watch refreshes (at least 100ms).
     #[arg(long, value_name = "DURATION", default_value = "2s", requires = "watch", value_parser = interval)]
     pub interval: Duration,
-    /// Also print each component's evidence.
-    #[arg(long, short = 'v')]
-    pub verbose: bool,
 }
 
 /// Runs the subcommand; returns the exit status.
@@ -70,7 +67,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 }
                 println!("{}", watch_header(report.observed_at_ms, args.interval));
             }
-            print!("{}", text(&report, args.verbose));
+            print!("{}", text(&report, cli.verbose > 0));
         }
         if !args.watch {
             return Ok(if report.all_ok() {
@@ -133,7 +130,7 @@ fn fleet(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                     }
                 }
             }
-            print!("{}", text(&report, args.verbose));
+            print!("{}", text(&report, cli.verbose > 0));
         }
         if !args.watch {
             // With a target, only the hosts of what it names count.
