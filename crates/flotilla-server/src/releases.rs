@@ -682,7 +682,6 @@ pub async fn report_update<S: AuthorityStore>(
         .store
         .put_host_update(host.clone(), doc, received_ms)
         .await?;
-    settle_unskips(&state, &host, &update).await?;
     if let Some(pid) = update.pid {
         let mut pids = state.releases.pids.lock().expect("not poisoned");
         let seen = pids.entry(host.clone()).or_default();
@@ -691,12 +690,18 @@ pub async fn report_update<S: AuthorityStore>(
             seen.pop_front();
         }
     }
+    // Kept before unskip requests are settled: whoever a done request wakes sees
+    // this report in the status.
+    let unskipped = (!update.unskipped.is_empty()).then(|| update.clone());
     state
         .releases
         .updates
         .lock()
         .expect("not poisoned")
-        .insert(host, update);
+        .insert(host.clone(), update);
+    if let Some(update) = unskipped {
+        settle_unskips(&state, &host, &update).await?;
+    }
     advance_all(&state).await?;
     Ok(Json(serde_json::json!({ "received_ms": received_ms })))
 }
