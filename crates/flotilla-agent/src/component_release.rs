@@ -303,6 +303,16 @@ impl<S: ReleaseSource> Updater<S> {
         out
     }
 
+    /// The install roots of this host's components that keep release `name` (every
+    /// release when `None`), from the desired state applied last: none before one
+    /// was applied.
+    pub(crate) fn component_roots(&self, name: Option<&str>) -> Vec<InstallRoot> {
+        match self.component_context() {
+            Ok(ctx) => ctx.groups(name).into_iter().map(|g| g.root).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     fn refuse_in_memory(&self, a: &Assignment, refusal: Refusal) -> bool {
         let mut kept = self.component_refusals.lock().expect("not poisoned");
         if kept.get(&a.name).is_some_and(|r| r.is_for(a)) {

@@ -25,6 +25,8 @@
 //!   applied desired state; `status.json`; `agent.json`), written atomically.
 //! - [`unit`]: `flotilla agent unit`: the systemd user unit / launchd plist that
 //!   starts the agent at boot.
+//! - [`unskip`]: operators' unskip requests (from the release long poll): release
+//!   versions removed from this host's skip lists, the lists and outcomes reported.
 //! - [`update`]: self-update, the agent's side: what every start does (`running.json`,
 //!   the measured identity reported, `reported.json`, an orphaned update resumed), the
 //!   updater (assignment → signature → download → digest and size → stage → watchdog),
@@ -57,6 +59,7 @@ pub mod state;
 pub mod supervise;
 pub mod supervisor;
 pub mod unit;
+pub mod unskip;
 pub mod update;
 pub mod watch;
 

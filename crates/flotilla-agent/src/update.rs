@@ -765,6 +765,8 @@ pub struct Updater<S> {
     refusal: Mutex<Option<UpdateRecord>>,
     /// Wakes the report loop.
     pub(crate) changed: tokio::sync::Notify,
+    /// What this process did with each unskip request the authority still sends.
+    pub(crate) unskipped: Mutex<std::collections::BTreeMap<u64, flotilla_release::UnskipOutcome>>,
     /// Component releases' refusals that no install root could keep, by release name.
     pub(crate) component_refusals: Mutex<std::collections::BTreeMap<String, UpdateRecord>>,
     /// The components' measured digests by release name, and when they were measured.
@@ -815,6 +817,7 @@ impl<S: ReleaseSource> Updater<S> {
             running,
             refusal: Mutex::new(None),
             changed: tokio::sync::Notify::new(),
+            unskipped: Mutex::new(std::collections::BTreeMap::new()),
             last_logged: Mutex::new(None),
             last_spawn: Mutex::new(None),
             component_refusals: Mutex::new(std::collections::BTreeMap::new()),
@@ -900,6 +903,8 @@ impl<S: ReleaseSource> Updater<S> {
             update: self.current_record().map(|r| r.report()),
             releases: self.component_digests(),
             updates: self.component_reports(),
+            skipped: self.skip_entries(),
+            unskipped: self.unskip_outcomes(),
             received_ms: now_ms(),
         }
     }
@@ -929,7 +934,9 @@ impl<S: ReleaseSource> Updater<S> {
                 self.resume_orphan();
             }
             let update = self.host_update();
-            let fingerprint = serde_json::to_string(&update.update).unwrap_or_default();
+            let fingerprint =
+                serde_json::to_string(&(&update.update, &update.skipped, &update.unskipped))
+                    .unwrap_or_default();
             let due = match &last {
                 None => true,
                 Some((fp, at)) => *fp != fingerprint || at.elapsed() >= self.cfg.report_every,
@@ -988,6 +995,9 @@ impl<S: ReleaseSource> Updater<S> {
                     backoff.reset();
                     index = a.index;
                     pending = a.assignment;
+                    if self.unskip(&a.unskip) {
+                        self.changed.notify_one();
+                    }
                 }
                 Err(e) => {
                     self.log_once(&format!("release assignment: {}", e.0));

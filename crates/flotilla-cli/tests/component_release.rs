@@ -329,3 +329,35 @@ fn a_component_release_signed_by_an_untrusted_key_changes_nothing() {
     let versions = std::fs::read_dir(s.root.join("versions")).unwrap().count();
     assert_eq!(versions, 1, "nothing downloaded or staged");
 }
+
+#[test]
+fn a_skipped_component_release_is_shown_and_cleared_through_the_authority() {
+    let s = Setup::new();
+    let root = InstallRoot::new(&s.root, "svc");
+    let sha = "e".repeat(64);
+    root.add_skip(flotilla_release::SkipEntry {
+        name: "svc".into(),
+        version: "3.0.0".into(),
+        sha256: sha.clone(),
+        reason: flotilla_release::Reason::CrashLoop,
+        at_ms: 1_700_000_000_000,
+    })
+    .unwrap();
+    // The agent reports the component root's skip list; the status shows it.
+    let line = "skips svc 3.0.0 (sha256:eeeeeeeeeeee, rolled back CrashLoop): `flotilla release unskip 3.0.0 --host h1 --name svc` allows it again";
+    s.wait("the status to show the skip entry", |s| {
+        s.a.run(&["status"]).stdout.contains(line)
+    });
+    let r = s.a.run(&[
+        "release", "unskip", "3.0.0", "--host", "h1", "--name", "svc",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("cleared svc 3.0.0 on h1")
+            && r.stdout
+                .contains("sha256:eeeeeeeeeeee rolled back CrashLoop"),
+        "{r:?}"
+    );
+    assert_eq!(root.skipped(&sha).unwrap(), None);
+    assert!(!s.a.run(&["status"]).stdout.contains("skips svc"));
+}

@@ -530,6 +530,32 @@ impl InstallRoot {
         write_atomic(&path, &bytes, 0o644).map_err(io_err(&path))
     }
 
+    /// Removes every skip entry of release `name` at `version` (both matched exactly,
+    /// case-sensitively): the versions allowed again, e.g. after an operator fixed what
+    /// made them roll back (`flotilla release unskip`). `skip.json` is rewritten
+    /// atomically, as by [`InstallRoot::add_skip`], and only when an entry is removed (a
+    /// missing `skip.json` stays missing). Returns the entries removed, in file order
+    /// (empty: none matched).
+    ///
+    /// # Errors
+    /// As [`InstallRoot::skip_list`] ([`InstallError::Corrupt`] for a `skip.json` that is
+    /// not a list of [`SkipEntry`]: nothing is removed), and writing
+    /// ([`InstallError::Io`]).
+    pub fn remove_skip(&self, name: &str, version: &str) -> Result<Vec<SkipEntry>, InstallError> {
+        let (removed, kept): (Vec<SkipEntry>, Vec<SkipEntry>) = self
+            .skip_list()?
+            .into_iter()
+            .partition(|e| e.name == name && e.version == version);
+        if removed.is_empty() {
+            return Ok(removed);
+        }
+        let mut bytes = serde_json::to_vec_pretty(&kept).expect("skip entries serialise");
+        bytes.push(b'\n');
+        let path = self.skip_path();
+        write_atomic(&path, &bytes, 0o644).map_err(io_err(&path))?;
+        Ok(removed)
+    }
+
     /// Copies the binary at `src` in as version `version` and makes it current (as
     /// [`InstallRoot::flip`]): what `flotilla agent install` does.
     ///
@@ -781,6 +807,63 @@ mod tests {
 
         std::fs::write(r.skip_path(), "not json").unwrap();
         assert!(matches!(r.skipped(&sha), Err(InstallError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn remove_skip_clears_one_release_version() {
+        let (_d, r) = root();
+        // Nothing to remove: no skip.json is made.
+        assert_eq!(r.remove_skip("flotilla-agent", "2.0").unwrap(), vec![]);
+        assert!(!r.skip_path().exists());
+        let entry = |name: &str, version: &str, sha: &str| SkipEntry {
+            name: name.into(),
+            version: version.into(),
+            sha256: sha.repeat(32),
+            reason: Reason::CrashLoop,
+            at_ms: 5,
+        };
+        let a = entry("flotilla-agent", "2.0", "ab");
+        // The same version built twice (two digests), another version, another release.
+        let a2 = entry("flotilla-agent", "2.0", "cd");
+        let b = entry("flotilla-agent", "2.1", "ef");
+        let c = entry("llama-server", "2.0", "01");
+        for e in [&a, &b, &a2, &c] {
+            r.add_skip(e.clone()).unwrap();
+        }
+        // Matched exactly: another version or case is not it.
+        assert_eq!(r.remove_skip("flotilla-agent", "2").unwrap(), vec![]);
+        assert_eq!(r.remove_skip("Flotilla-Agent", "2.0").unwrap(), vec![]);
+        assert_eq!(
+            r.remove_skip("flotilla-agent", "2.0").unwrap(),
+            vec![a.clone(), a2.clone()]
+        );
+        assert_eq!(r.skip_list().unwrap(), vec![b.clone(), c.clone()]);
+        assert_eq!(r.skipped(&a.sha256).unwrap(), None);
+        // Done already: nothing more, the file untouched.
+        assert_eq!(r.remove_skip("flotilla-agent", "2.0").unwrap(), vec![]);
+        assert_eq!(r.remove_skip("llama-server", "2.0").unwrap(), vec![c]);
+        assert_eq!(r.skip_list().unwrap(), vec![b]);
+        // Written atomically: no temp file left beside it, mode 0644.
+        let names: Vec<String> = std::fs::read_dir(r.root())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, ["skip.json"]);
+        assert_eq!(
+            std::fs::metadata(r.skip_path())
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o644
+        );
+        // A corrupt list is an error, never "nothing to remove"; it is left as it was.
+        std::fs::write(r.skip_path(), "not json").unwrap();
+        assert!(matches!(
+            r.remove_skip("flotilla-agent", "2.1"),
+            Err(InstallError::Corrupt { .. })
+        ));
+        assert_eq!(std::fs::read_to_string(r.skip_path()).unwrap(), "not json");
     }
 
     #[test]

@@ -43,6 +43,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::install::SkipEntry;
 use crate::reason::Reason;
 
 /// What to roll out, where and how fast (the operator's request).
@@ -194,9 +195,39 @@ pub struct HostUpdate {
     /// per root; several may name the same release).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub updates: Vec<UpdateReport>,
+    /// Every entry of this host's skip lists: the agent's install root's `skip.json`
+    /// (release [`AGENT_RELEASE`]) and each component install root's (releases this
+    /// host refuses `Skipped`). Empty from an agent that predates it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkipEntry>,
+    /// What this agent process did with the unskip requests the authority still sends
+    /// it (`flotilla release unskip`), one per request id; dropped once the authority
+    /// stops sending the request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unskipped: Vec<UnskipOutcome>,
     /// When the authority received it, ms (set by the authority; ignored from agents).
     #[serde(default)]
     pub received_ms: i64,
+}
+
+/// An agent's answer to one unskip request: the skip entries of release `name` at
+/// `version` it removed from its host's skip lists, or why it could not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnskipOutcome {
+    /// The request's id (given by the authority).
+    pub id: u64,
+    /// Release name.
+    pub name: String,
+    /// Release version.
+    pub version: String,
+    /// The entries removed (empty: none was there, or an earlier run of this request
+    /// removed them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cleared: Vec<SkipEntry>,
+    /// Why a skip list could not be changed (unreadable, not writable); the agent tries
+    /// again at the authority's next answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The release name of the agent's own binary: its running digest is

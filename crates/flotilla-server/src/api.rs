@@ -8,6 +8,7 @@
 
 use flotilla_model::status::{Evidence, StatusReport};
 use flotilla_model::topology::Snapshot;
+use flotilla_release::SkipEntry;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -304,6 +305,12 @@ pub struct AgentIdentityDto {
     /// report deadline: what the authority saw.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conflict: Option<String>,
+    /// What the host refuses `Skipped`: every entry of its skip lists, as its agent
+    /// last reported them (`flotilla_release::SkipEntry`: name, version, sha256,
+    /// reason, at_ms); `flotilla release unskip` clears one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    pub skipped: Vec<SkipEntry>,
 }
 
 /// A release as selected for one host.
@@ -537,4 +544,84 @@ pub struct ReleaseAssignment {
     /// The release to apply, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assignment: Option<Assignment>,
+    /// The host's pending unskip requests, oldest first: release versions to remove
+    /// from its skip lists (sent again in every answer until the host's update report
+    /// shows them carried out; absent from an authority that predates them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unskip: Vec<UnskipRequest>,
+}
+
+/// One unskip request as the host's agent receives it: remove every entry of release
+/// `name` at `version` from the host's skip lists (the agent's install root's
+/// `skip.json` for `flotilla-agent`, else those of the component install roots that
+/// keep release `name`), then report them (`HostUpdate`'s `skipped` and `unskipped`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct UnskipRequest {
+    /// The request's id.
+    pub id: u64,
+    /// The release's name (`flotilla-agent`, or a component release's).
+    pub name: String,
+    /// The release's version.
+    pub version: String,
+}
+
+/// `POST /v1/hosts/{host}/unskip` (operator): allow release `name` at `version` on
+/// the host again, by removing it from the host's skip lists (where an agent records a
+/// version it rolled back, and refuses it `Skipped` from then on).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CreateUnskipRequest {
+    /// The release's name: `flotilla-agent` (the agent's own binary) or a component
+    /// release's (`llama-server`).
+    pub name: String,
+    /// The release's version, as in its manifest (matched exactly).
+    pub version: String,
+}
+
+/// Where an unskip request stands (serialised lowercase).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum UnskipState {
+    /// Sent to the host's agent with every release answer until it reports it done.
+    Pending,
+    /// The host's agent removed the entries, and a report it sent since shows none
+    /// left for this release version.
+    Done,
+}
+
+/// An unskip request (`POST /v1/hosts/{host}/unskip`, `GET /v1/unskips/{id}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct UnskipDto {
+    /// Its id (1, 2, 3…).
+    pub id: u64,
+    /// The host whose skip lists it clears.
+    pub host: String,
+    /// The release's name.
+    pub name: String,
+    /// The release's version.
+    pub version: String,
+    /// `pending` or `done`.
+    pub state: UnskipState,
+    /// When it was requested, ms since the Unix epoch (the authority's clock).
+    pub requested_ms: i64,
+    /// Who requested it (the operator credential's name).
+    pub requested_by: String,
+    /// When the host's report showed it done, ms since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done_ms: Option<i64>,
+    /// The entries of this release version in the host's skip lists as its agent last
+    /// reported them when the request was made (`flotilla_release::SkipEntry`: name,
+    /// version, sha256, reason, at_ms); empty when there were none or the host had
+    /// not reported.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    pub found: Vec<SkipEntry>,
+    /// Once done: the entries the agent removed (`found` when the agent had removed
+    /// them before, e.g. in a run that ended before it reported).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    pub cleared: Vec<SkipEntry>,
+    /// Why the agent could not change a skip list, as it last reported (the request
+    /// stays pending; the agent tries again at its next release answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }

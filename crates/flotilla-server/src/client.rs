@@ -66,6 +66,31 @@ impl ClientError {
     }
 }
 
+/// Why [`Client::unskip_and_wait`] did not end with the request done.
+#[derive(Debug, thiserror::Error)]
+pub enum UnskipError {
+    /// The authority refused the request (an unknown host, one that is not an agent
+    /// host…) or could not be reached.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// The host's agent could not change one of its skip lists (`error` says why);
+    /// the request stays pending and the agent tries again at its next release
+    /// answer.
+    #[error("the agent of `{}` could not clear {} {}: {} (unskip {} stays pending: the agent tries again at its next release poll)",
+        .0.host, .0.name, .0.version, .0.error.as_deref().unwrap_or("?"), .0.id)]
+    Failed(Box<crate::api::UnskipDto>),
+    /// The host's agent did not confirm it within the deadline; the request stays
+    /// pending (the agent clears the entries when it next hears from the authority).
+    #[error("the agent of `{}` did not confirm clearing {} {} within {}: unskip {} stays pending (is the agent running, and does it know unskip requests?)",
+        .unskip.host, .unskip.name, .unskip.version, humantime::format_duration(*.waited), .unskip.id)]
+    NotConfirmed {
+        /// The request as it stands.
+        unskip: Box<crate::api::UnskipDto>,
+        /// How long it was waited for.
+        waited: Duration,
+    },
+}
+
 /// A connection to the authority.
 #[derive(Clone)]
 pub struct Client {
@@ -620,6 +645,90 @@ impl Client {
     ) -> Result<(), ClientError> {
         self.post_short(&format!("/v1/hosts/{host}/release"), update)
             .await
+    }
+
+    /// `POST /v1/hosts/{host}/unskip` (operator): asks that release `req.name` at
+    /// `req.version` be allowed on `host` again (removed from its skip lists by its
+    /// agent). The request as stored, pending; or the one already pending for that
+    /// release version on `host`.
+    ///
+    /// # Errors
+    /// [`ClientError`]; [`ClientError::Api`] with 404 for a host neither in the
+    /// selected revision nor reported by an agent, 400 for a host that is not an
+    /// agent host, a name or version that is not a release word, or a component
+    /// release no component of the host declares.
+    pub async fn request_unskip(
+        &self,
+        host: &str,
+        req: &crate::api::CreateUnskipRequest,
+    ) -> Result<crate::api::UnskipDto, ClientError> {
+        self.post(&format!("/v1/hosts/{host}/unskip"), req).await
+    }
+
+    /// `GET /v1/unskips/{id}?wait=…` (operator): unskip request `id`, answered as soon
+    /// as it is done or carries the agent's error, else after about `wait` (the
+    /// authority caps it at 5 min) as it stands.
+    ///
+    /// # Errors
+    /// [`ClientError`]; an unknown id is [`ClientError::Api`] with 404.
+    pub async fn unskip(
+        &self,
+        id: u64,
+        wait: Duration,
+    ) -> Result<crate::api::UnskipDto, ClientError> {
+        let url = format!("{}/v1/unskips/{id}?wait={}ms", self.base, wait.as_millis());
+        let timeout = wait + Duration::from_secs(15);
+        self.send(self.http.get(&url).timeout(timeout), &url).await
+    }
+
+    /// `flotilla release unskip`: asks the authority to allow release `name` at
+    /// `version` on `host` again ([`Client::request_unskip`]), then, with `deadline`,
+    /// waits up to that long for the host's agent to confirm it: the request `done`,
+    /// with the skip entries it cleared (none when the host's skip lists held none).
+    /// With `deadline` `None` it returns the request at once (pending, unless it was
+    /// done already).
+    ///
+    /// # Errors
+    /// [`UnskipError::Client`]: the authority refused (unknown host, not an agent
+    /// host…) or could not be reached; [`UnskipError::Failed`]: the agent could not
+    /// change a skip list; [`UnskipError::NotConfirmed`]: not done within `deadline`.
+    /// The request stays pending in the last two.
+    pub async fn unskip_and_wait(
+        &self,
+        host: &str,
+        name: &str,
+        version: &str,
+        deadline: Option<Duration>,
+    ) -> Result<crate::api::UnskipDto, UnskipError> {
+        let started = std::time::Instant::now();
+        let mut u = self
+            .request_unskip(
+                host,
+                &crate::api::CreateUnskipRequest {
+                    name: name.to_string(),
+                    version: version.to_string(),
+                },
+            )
+            .await?;
+        let Some(deadline) = deadline else {
+            return Ok(u);
+        };
+        loop {
+            if u.state == crate::api::UnskipState::Done {
+                return Ok(u);
+            }
+            if u.error.is_some() {
+                return Err(UnskipError::Failed(Box::new(u)));
+            }
+            let left = deadline.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Err(UnskipError::NotConfirmed {
+                    unskip: Box::new(u),
+                    waited: deadline,
+                });
+            }
+            u = self.unskip(u.id, left).await?;
+        }
     }
 
     /// `GET` of any path, as text (for `/metrics`, `/healthz`).

@@ -49,4 +49,4 @@ pub mod session_cleanup;
 pub mod sessions;
 pub mod tls;
 
-pub use client::{Client, ClientError};
+pub use client::{Client, ClientError, UnskipError};

@@ -14,7 +14,7 @@ use utoipa::OpenApi;
 #[openapi(
     info(
         title = "Flotilla authority API",
-        description = "The desired-state authority that `flotilla serve` runs: revisions, selection, role-filtered host snapshots (long-polled), agent reports, join tokens, signed releases relayed, blobs, rollouts and agents' release assignments.",
+        description = "The desired-state authority that `flotilla serve` runs: revisions, selection, role-filtered host snapshots (long-polled), agent reports, join tokens, signed releases relayed, blobs, rollouts, agents' release assignments and unskip requests.",
         license(name = "Apache-2.0")
     ),
     paths(
@@ -47,6 +47,8 @@ use utoipa::OpenApi;
         releases::rollout_action,
         releases::assignment,
         releases::report_update,
+        releases::request_unskip,
+        releases::get_unskip,
         sessions::create_session,
         sessions::list_sessions,
         sessions::get_session,
@@ -125,6 +127,10 @@ use utoipa::OpenApi;
         api::ReleaseAssignment,
         api::AgentIdentityDto,
         api::SelectedReleaseDto,
+        api::UnskipRequest,
+        api::CreateUnskipRequest,
+        api::UnskipState,
+        api::UnskipDto,
     ))
 )]
 pub struct ApiDoc;

@@ -11,6 +11,12 @@
 //! `resume`, `abort`) and every second (timeouts, soaks). Each change is persisted
 //! before it is acted on, and the assignments' index is bumped so that the long polls
 //! of the hosts concerned (`GET /v1/hosts/{host}/release`) answer at once.
+//!
+//! Unskip requests (`POST /v1/hosts/{host}/unskip`, an operator's `flotilla release
+//! unskip`) travel the same way: stored pending, sent to the host's agent in every
+//! release answer (the index bumped so it hears at once), done when a report of that
+//! agent says it removed the release version from its skip lists and lists none of it
+//! left (`HostUpdate::unskipped`, `HostUpdate::skipped`).
 
 use crate::api::{self, ApiError};
 use crate::server::{now_ms, park, wait_of, Answer, AppState, Failure, PollQuery};
@@ -47,6 +53,10 @@ pub struct Releases {
     /// when each arrived: two agents reporting for one host alternate.
     pids: std::sync::Mutex<BTreeMap<String, std::collections::VecDeque<(u32, i64)>>>,
     index: watch::Sender<u64>,
+    /// The pending unskip requests by id (each change is written to the store first).
+    unskips: tokio::sync::Mutex<BTreeMap<u64, api::UnskipDto>>,
+    /// Bumped whenever an unskip request changes (wakes `GET /v1/unskips/{id}`).
+    unskip_changes: watch::Sender<u64>,
 }
 
 /// How many of a host's last reporting pids are kept to tell two agents apart.
@@ -101,11 +111,23 @@ impl Releases {
                 updates.insert(u.host, doc);
             }
         }
+        let mut unskips = BTreeMap::new();
+        for r in store.pending_unskips().await? {
+            match serde_json::from_str::<api::UnskipDto>(&r.doc) {
+                Ok(mut doc) => {
+                    doc.id = r.id;
+                    unskips.insert(r.id, doc);
+                }
+                Err(e) => tracing::error!("unskip {}: stored document does not parse: {e}", r.id),
+            }
+        }
         Ok(Releases {
             rollouts: tokio::sync::Mutex::new(rollouts),
             updates: std::sync::Mutex::new(updates),
             pids: std::sync::Mutex::new(BTreeMap::new()),
             index: watch::Sender::new(1),
+            unskips: tokio::sync::Mutex::new(unskips),
+            unskip_changes: watch::Sender::new(0),
         })
     }
 
@@ -612,9 +634,23 @@ pub async fn assignment<S: AuthorityStore>(
     let wait = wait_of(&q.wait)?;
     park(&state.releases.index, q.index, wait, &state.metrics).await;
     let index = *state.releases.index.borrow();
+    let unskip = state
+        .releases
+        .unskips
+        .lock()
+        .await
+        .values()
+        .filter(|u| u.host == host)
+        .map(|u| api::UnskipRequest {
+            id: u.id,
+            name: u.name.clone(),
+            version: u.version.clone(),
+        })
+        .collect();
     Ok(Json(api::ReleaseAssignment {
         index,
         assignment: assignment_of(&state, &host).await?,
+        unskip,
     }))
 }
 
@@ -654,14 +690,269 @@ pub async fn report_update<S: AuthorityStore>(
             seen.pop_front();
         }
     }
+    // Kept before unskip requests are settled: whoever a done request wakes sees
+    // this report in the status.
+    let unskipped = (!update.unskipped.is_empty()).then(|| update.clone());
     state
         .releases
         .updates
         .lock()
         .expect("not poisoned")
-        .insert(host, update);
+        .insert(host.clone(), update);
+    if let Some(update) = unskipped {
+        settle_unskips(&state, &host, &update).await?;
+    }
     advance_all(&state).await?;
     Ok(Json(serde_json::json!({ "received_ms": received_ms })))
+}
+
+/// Whether skip entry `e` is of release `name` at `version` (what an unskip removes).
+fn is_of(e: &flotilla_release::SkipEntry, name: &str, version: &str) -> bool {
+    e.name == name && e.version == version
+}
+
+/// `POST /v1/hosts/{host}/unskip` (operator): allow release `name` at `version` on
+/// `host` again. The request is stored pending and sent to the host's agent with
+/// every release answer (its long poll is woken now) until a report of that agent
+/// says it removed the entries and shows none of them left; then it is `done`.
+/// Requesting what is already pending for the host answers that request.
+///
+/// 404 when the host is neither in the selected revision nor reported by an agent;
+/// 400 for a host that is not an agent host, a name or version that is not a
+/// release word, or a component release no component of the host declares.
+#[utoipa::path(post, path = "/v1/hosts/{host}/unskip", params(("host" = String, Path, description = "the host")),
+    request_body = api::CreateUnskipRequest,
+    responses((status = 200, body = api::UnskipDto), (status = 400, body = ApiError), (status = 403, body = ApiError), (status = 404, body = ApiError)))]
+pub async fn request_unskip<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(host): Path<String>,
+    headers: HeaderMap,
+    Json(req): Json<api::CreateUnskipRequest>,
+) -> Answer<api::UnskipDto> {
+    let by = state.operator(&headers).await?;
+    for (what, word) in [("name", &req.name), ("version", &req.version)] {
+        if !flotilla_release::manifest::is_release_word(word) {
+            return Err(invalid(format!(
+                "release {what} `{word}`: letters, digits and `._+-`, starting with a letter or digit"
+            )));
+        }
+    }
+    let last = state
+        .releases
+        .updates
+        .lock()
+        .expect("not poisoned")
+        .get(&host)
+        .cloned();
+    let found: Vec<flotilla_release::SkipEntry> = last
+        .as_ref()
+        .map(|u| {
+            u.skipped
+                .iter()
+                .filter(|e| is_of(e, &req.name, &req.version))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let topology = state.current_topology();
+    match topology.as_ref().and_then(|t| t.hosts.get(&host)) {
+        Some(h) if h.transport != TransportKind::Agent => {
+            return Err(invalid(format!(
+                "host `{host}` is a `{}` host, not an agent host: only an agent keeps skip lists the authority can clear",
+                h.transport.as_str()
+            )))
+        }
+        Some(_) => {
+            let t = topology.as_ref().expect("the host came from it");
+            let declared = req.name == flotilla_release::AGENT_RELEASE
+                || t.components.iter().any(|c| {
+                    c.host == host && c.release.as_ref().is_some_and(|r| r.name == req.name)
+                });
+            if !declared && found.is_empty() {
+                return Err(invalid(format!(
+                    "no component of host `{host}` declares release `{}` (release = {{ name = \"{}\", root = \"…\" }}), and its skip lists hold none: nothing to clear",
+                    req.name, req.name
+                )));
+            }
+        }
+        // A host no longer in the selected revision whose agent still reports.
+        None if last.is_some() => {}
+        None => {
+            return Err(not_found(format!(
+                "no host `{host}`: it is not in the selected revision and no agent reported for it"
+            )))
+        }
+    }
+    let mut unskips = state.releases.unskips.lock().await;
+    if let Some(same) = unskips
+        .values_mut()
+        .find(|u| u.host == host && u.name == req.name && u.version == req.version)
+    {
+        // Asked again (after fixing what made the agent fail, say): the agent's last
+        // error is forgotten and its next outcome awaited afresh.
+        if same.error.take().is_some() {
+            let doc = serde_json::to_string(&*same).map_err(internal)?;
+            state.store.put_unskip(same.id, doc, true, now_ms()).await?;
+        }
+        let same = same.clone();
+        drop(unskips);
+        state.releases.bump();
+        return Ok(Json(same));
+    }
+    let now = now_ms();
+    let mut doc = api::UnskipDto {
+        id: 0,
+        host: host.clone(),
+        name: req.name,
+        version: req.version,
+        state: api::UnskipState::Pending,
+        requested_ms: now,
+        requested_by: by,
+        done_ms: None,
+        found,
+        cleared: Vec::new(),
+        error: None,
+    };
+    // The stored document's id is the store's (filled in when it is read back).
+    let text = serde_json::to_string(&doc).map_err(internal)?;
+    doc.id = state.store.create_unskip(host.clone(), text, now).await?;
+    tracing::info!(
+        "unskip {}: {} {} on `{host}` requested by {}",
+        doc.id,
+        doc.name,
+        doc.version,
+        doc.requested_by
+    );
+    unskips.insert(doc.id, doc.clone());
+    drop(unskips);
+    // The host's release long poll answers at once with the request.
+    state.releases.bump();
+    state.releases.unskip_changes.send_modify(|i| *i += 1);
+    Ok(Json(doc))
+}
+
+/// Unskip request `id`: pending ones from memory, others from the store.
+async fn unskip_doc<S: AuthorityStore>(
+    state: &AppState<S>,
+    id: u64,
+) -> Result<api::UnskipDto, Failure> {
+    if let Some(u) = state.releases.unskips.lock().await.get(&id) {
+        return Ok(u.clone());
+    }
+    let r = state
+        .store
+        .unskip(id)
+        .await?
+        .ok_or_else(|| not_found(format!("no unskip request {id}")))?;
+    let mut doc: api::UnskipDto = serde_json::from_str(&r.doc).map_err(internal)?;
+    doc.id = r.id;
+    Ok(doc)
+}
+
+/// `GET /v1/unskips/{id}?wait=30s` (operator): an unskip request, long-polled: answers
+/// once it is `done` or carries an error from the host's agent, else after `wait`
+/// (at most 5 min, default 30 s) as it stands.
+#[utoipa::path(get, path = "/v1/unskips/{id}", params(("id" = u64, Path, description = "the unskip request"), crate::server::WaitQuery),
+    responses((status = 200, body = api::UnskipDto), (status = 403, body = ApiError), (status = 404, body = ApiError)))]
+pub async fn get_unskip<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(id): Path<u64>,
+    Query(q): Query<crate::server::WaitQuery>,
+    headers: HeaderMap,
+) -> Answer<api::UnskipDto> {
+    state.operator(&headers).await?;
+    let wait = wait_of(&q.wait)?;
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut rx = state.releases.unskip_changes.subscribe();
+    loop {
+        rx.borrow_and_update();
+        let doc = unskip_doc(&state, id).await?;
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if doc.state == api::UnskipState::Done || doc.error.is_some() || left.is_zero() {
+            return Ok(Json(doc));
+        }
+        let _waiting = crate::server::Waiting::new(&state.metrics.longpoll_waiters);
+        let _ = tokio::time::timeout(left, rx.changed()).await;
+    }
+}
+
+/// Takes what `host`'s agent said of its pending unskip requests in `update`: one it
+/// carried out (an outcome without error) whose release version `update`'s skip lists
+/// no longer hold is `done` (stored, then dropped from the pending ones); an outcome
+/// with an error is kept on the request, which stays pending. Wakes those waiting on
+/// a request that changed.
+async fn settle_unskips<S: AuthorityStore>(
+    state: &AppState<S>,
+    host: &str,
+    update: &HostUpdate,
+) -> Result<(), Failure> {
+    if update.unskipped.is_empty() {
+        return Ok(());
+    }
+    let mut unskips = state.releases.unskips.lock().await;
+    let mut changed = false;
+    let ids: Vec<u64> = unskips
+        .values()
+        .filter(|u| u.host == host)
+        .map(|u| u.id)
+        .collect();
+    for id in ids {
+        let Some(outcome) = update.unskipped.iter().find(|o| o.id == id) else {
+            continue;
+        };
+        let mut u = unskips[&id].clone();
+        let pending = match &outcome.error {
+            Some(e) if u.error.as_ref() == Some(e) => continue,
+            Some(e) => {
+                u.error = Some(e.clone());
+                true
+            }
+            // Removed, but this report still lists some: a rollback added it again
+            // since, or the report was made before; wait for the next one.
+            None if update.skipped.iter().any(|e| is_of(e, &u.name, &u.version)) => continue,
+            None => {
+                u.state = api::UnskipState::Done;
+                u.done_ms = Some(update.received_ms);
+                u.error = None;
+                u.cleared = if outcome.cleared.is_empty() {
+                    u.found.clone()
+                } else {
+                    outcome.cleared.clone()
+                };
+                false
+            }
+        };
+        let doc = serde_json::to_string(&u).map_err(internal)?;
+        state
+            .store
+            .put_unskip(id, doc, pending, update.received_ms)
+            .await?;
+        match (&u.error, pending) {
+            (Some(e), true) => tracing::warn!(
+                "unskip {id}: {} {} on `{host}`: the agent could not clear it: {e}",
+                u.name,
+                u.version
+            ),
+            _ => tracing::info!(
+                "unskip {id}: {} {} on `{host}` done: {} entr{} cleared",
+                u.name,
+                u.version,
+                u.cleared.len(),
+                if u.cleared.len() == 1 { "y" } else { "ies" }
+            ),
+        }
+        if pending {
+            unskips.insert(id, u);
+        } else {
+            unskips.remove(&id);
+        }
+        changed = true;
+    }
+    drop(unskips);
+    if changed {
+        state.releases.unskip_changes.send_modify(|i| *i += 1);
+    }
+    Ok(())
 }
 
 /// The release the newest rollout of `name` gave `host` in `phase` (`Updated`: the one
@@ -756,6 +1047,7 @@ pub async fn agent_identities<S: AuthorityStore>(
                 release,
                 updating_to,
                 runtime_identity,
+                skipped: u.skipped,
                 conflict: two.map(|(a, b)| {
                     format!(
                         "two agents report for this host (pids {a} and {b}): one credential used by two agents (two state directories, or copied to another machine); stop one"

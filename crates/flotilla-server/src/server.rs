@@ -379,6 +379,11 @@ pub fn router<S: AuthorityStore>(state: Arc<AppState<S>>) -> Router {
             get(releases::assignment::<S>).post(releases::report_update::<S>),
         )
         .route(
+            "/v1/hosts/{host}/unskip",
+            post(releases::request_unskip::<S>),
+        )
+        .route("/v1/unskips/{id}", get(releases::get_unskip::<S>))
+        .route(
             "/v1/sessions",
             get(sessions::list_sessions::<S>).post(sessions::create_session::<S>),
         )

@@ -4,9 +4,10 @@
 
 use flotilla_model::{validate, Format, SourceFile, Sources, Topology};
 use flotilla_release::rollout::{HostPhase, HostUpdate, Phase, Rollout, UpdateReport, UpdateState};
-use flotilla_release::{Artifact, Manifest, Reason};
+use flotilla_release::{Artifact, Manifest, Reason, SkipEntry, UnskipOutcome};
 use flotilla_server::api::{AgentReport, JoinRequest, PublishRequest, SelectRequest, TokenRequest};
 use flotilla_server::api::{CreateRolloutRequest, PublishReleaseRequest};
+use flotilla_server::api::{CreateUnskipRequest, UnskipRequest, UnskipState};
 use flotilla_server::server::{AppState, Settings};
 use flotilla_server::{Client, ClientError};
 use flotilla_store::authority::{
@@ -585,6 +586,8 @@ fn update(host: &str, sha: &str, state: UpdateState, reason: Option<Reason>) -> 
         }),
         releases: std::collections::BTreeMap::new(),
         updates: Vec::new(),
+        skipped: Vec::new(),
+        unskipped: Vec::new(),
         received_ms: 0,
     }
 }
@@ -846,6 +849,272 @@ async fn releases_and_rollouts<S: AuthorityStore + Clone>(store: S) {
     assert_eq!(again.phase, Phase::AwaitingApproval);
 }
 
+fn skip(name: &str, version: &str, sha: &str) -> SkipEntry {
+    SkipEntry {
+        name: name.into(),
+        version: version.into(),
+        sha256: sha.into(),
+        reason: Reason::CrashLoop,
+        at_ms: now_ms(),
+    }
+}
+
+/// What `host`'s agent says of its skip lists and of unskip requests.
+fn skip_report(host: &str, skipped: Vec<SkipEntry>, unskipped: Vec<UnskipOutcome>) -> HostUpdate {
+    let mut u = update(host, &"1".repeat(64), UpdateState::Updated, None);
+    u.update = None;
+    u.skipped = skipped;
+    u.unskipped = unskipped;
+    u
+}
+
+/// Unskip requests: operators only; an unknown host, a host that is not an agent
+/// host, a bad version and a component release the host does not run are refused. A
+/// request wakes the host's release poll, which carries it until a report of that
+/// host's agent shows it carried out and the entry gone; then it is done (a waiting
+/// `GET /v1/unskips/{id}` answers) and no longer sent. An agent's error is kept on it.
+/// A pending request survives a restart of the authority.
+async fn unskips<S: AuthorityStore + Clone>(store: S) {
+    let fleet = format!("{FLEET}\n[hosts.box]\ntransport = \"ssh\"\n");
+    let b = start(store).await;
+    b.publish(&topology(&fleet), None).await.unwrap();
+    let studio = b.agent("studio").await;
+    let gpu = b.agent("gpu").await;
+    let bad = skip("flotilla-agent", "2.0.0", &"a".repeat(64));
+    let other = skip("flotilla-agent", "2.1.0", &"b".repeat(64));
+    studio
+        .report_update(
+            "studio",
+            &skip_report("studio", vec![bad.clone(), other.clone()], vec![]),
+        )
+        .await
+        .unwrap();
+    let st = b.operator.status().await.unwrap();
+    let shown = st
+        .hosts
+        .iter()
+        .find(|h| h.host == "studio")
+        .and_then(|h| h.agent_identity.as_ref())
+        .map(|a| a.skipped.clone());
+    assert_eq!(
+        shown,
+        Some(vec![bad.clone(), other.clone()]),
+        "the status shows what a host refuses"
+    );
+
+    let ask = |host: &str, name: &str, version: &str| {
+        let op = b.operator.clone();
+        let (host, req) = (
+            host.to_string(),
+            CreateUnskipRequest {
+                name: name.into(),
+                version: version.into(),
+            },
+        );
+        async move { op.request_unskip(&host, &req).await }
+    };
+    // Refusals.
+    let e = studio
+        .request_unskip(
+            "studio",
+            &CreateUnskipRequest {
+                name: "flotilla-agent".into(),
+                version: "2.0.0".into(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(403), "operators only: {e}");
+    let e = ask("nowhere", "flotilla-agent", "2.0.0").await.unwrap_err();
+    assert_eq!(e.status(), Some(404), "{e}");
+    assert!(e.to_string().contains("no host `nowhere`"), "{e}");
+    let e = ask("box", "flotilla-agent", "2.0.0").await.unwrap_err();
+    assert_eq!(e.status(), Some(400), "{e}");
+    assert!(e.to_string().contains("not an agent host"), "{e}");
+    let e = ask("studio", "flotilla-agent", "../2.0.0")
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(400), "{e}");
+    let e = ask("studio", "llama-server", "2.0.0").await.unwrap_err();
+    assert_eq!(e.status(), Some(400), "{e}");
+    assert!(
+        e.to_string().contains("declares release `llama-server`"),
+        "{e}"
+    );
+
+    // A request wakes the host's release poll and rides every answer.
+    let first = studio
+        .release_assignment("studio", 0, Duration::ZERO)
+        .await
+        .unwrap();
+    assert!(first.unskip.is_empty());
+    let poll = {
+        let studio = studio.clone();
+        let index = first.index;
+        tokio::spawn(async move {
+            studio
+                .release_assignment("studio", index, Duration::from_secs(60))
+                .await
+        })
+    };
+    let u = ask("studio", "flotilla-agent", "2.0.0").await.unwrap();
+    assert_eq!(u.state, UnskipState::Pending);
+    assert_eq!(
+        (u.host.as_str(), u.requested_by.as_str()),
+        ("studio", "tester")
+    );
+    assert_eq!(
+        u.found,
+        vec![bad.clone()],
+        "what the host's last report showed"
+    );
+    let woken = tokio::time::timeout(Duration::from_secs(30), poll)
+        .await
+        .expect("the request wakes the host's poll")
+        .unwrap()
+        .unwrap();
+    let sent = vec![UnskipRequest {
+        id: u.id,
+        name: "flotilla-agent".into(),
+        version: "2.0.0".into(),
+    }];
+    assert_eq!(woken.unskip, sent);
+    let e = gpu
+        .release_assignment("studio", 0, Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(403), "{e}");
+    assert!(gpu
+        .release_assignment("gpu", 0, Duration::ZERO)
+        .await
+        .unwrap()
+        .unskip
+        .is_empty());
+    // Asked again: the same request.
+    assert_eq!(
+        ask("studio", "flotilla-agent", "2.0.0").await.unwrap().id,
+        u.id
+    );
+    assert_eq!(
+        b.operator.unskip(u.id, Duration::ZERO).await.unwrap().state,
+        UnskipState::Pending
+    );
+    let e = b
+        .operator
+        .unskip(u.id + 100, Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(404), "{e}");
+
+    // Done only by a report with the outcome and without the entry.
+    let waiter = {
+        let op = b.operator.clone();
+        tokio::spawn(async move { op.unskip(u.id, Duration::from_secs(60)).await })
+    };
+    let outcome = UnskipOutcome {
+        id: u.id,
+        name: "flotilla-agent".into(),
+        version: "2.0.0".into(),
+        cleared: vec![bad.clone()],
+        error: None,
+    };
+    // A report made before the agent heard of it: no outcome, the entry still there.
+    studio
+        .report_update(
+            "studio",
+            &skip_report("studio", vec![bad.clone(), other.clone()], vec![]),
+        )
+        .await
+        .unwrap();
+    studio
+        .report_update(
+            "studio",
+            &skip_report("studio", vec![other.clone()], vec![outcome.clone()]),
+        )
+        .await
+        .unwrap();
+    let done = tokio::time::timeout(Duration::from_secs(30), waiter)
+        .await
+        .expect("the report wakes the waiter")
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.state, UnskipState::Done, "{done:#?}");
+    assert_eq!(done.cleared, vec![bad.clone()]);
+    assert!(done.done_ms.is_some());
+    assert!(
+        studio
+            .release_assignment("studio", 0, Duration::ZERO)
+            .await
+            .unwrap()
+            .unskip
+            .is_empty(),
+        "no longer sent once done"
+    );
+    // Asking again makes a new request; its version is no longer in the host's list.
+    let again = ask("studio", "flotilla-agent", "2.0.0").await.unwrap();
+    assert_ne!(again.id, u.id);
+    assert!(again.found.is_empty());
+
+    // An agent that cannot change its list: the error is kept, the request pending.
+    let failing = ask("studio", "flotilla-agent", "2.1.0").await.unwrap();
+    studio
+        .report_update(
+            "studio",
+            &skip_report(
+                "studio",
+                vec![other.clone()],
+                vec![UnskipOutcome {
+                    id: failing.id,
+                    name: "flotilla-agent".into(),
+                    version: "2.1.0".into(),
+                    cleared: vec![],
+                    error: Some("skip.json: Permission denied".into()),
+                }],
+            ),
+        )
+        .await
+        .unwrap();
+    let f = b
+        .operator
+        .unskip(failing.id, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(f.state, UnskipState::Pending);
+    assert_eq!(f.error.as_deref(), Some("skip.json: Permission denied"));
+    let e = b
+        .operator
+        .unskip_and_wait(
+            "studio",
+            "flotilla-agent",
+            "2.1.0",
+            Some(Duration::from_secs(1)),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, flotilla_server::UnskipError::NotConfirmed { unskip, .. } if unskip.id == failing.id && unskip.error.is_none()),
+        "asked again, the old error is forgotten and the agent's next outcome awaited: {e}"
+    );
+
+    // Pending requests survive a restart of the authority.
+    let store = b.store.clone();
+    drop(b);
+    let c = start(store).await;
+    let studio = c.agent("studio").await;
+    let sent = studio
+        .release_assignment("studio", 0, Duration::ZERO)
+        .await
+        .unwrap()
+        .unskip;
+    let ids: Vec<u64> = sent.iter().map(|r| r.id).collect();
+    assert_eq!(ids, vec![again.id, failing.id]);
+    assert_eq!(
+        c.operator.unskip(u.id, Duration::ZERO).await.unwrap().state,
+        UnskipState::Done,
+        "a done request is read from the store"
+    );
+}
+
 fn sqlite() -> (SqliteAuthority, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     (
@@ -881,6 +1150,7 @@ both!(joins_and_tokens);
 both!(agents_reach_only_their_own_host);
 both!(revisions_and_long_poll);
 both!(releases_and_rollouts);
+both!(unskips);
 
 #[test]
 fn the_committed_openapi_document_is_current() {

@@ -179,6 +179,11 @@ pub enum StoreError {
     #[error("no rollout {0} in the authority's store")]
     UnknownRollout(u64),
 
+    /// No unskip request has this id (the authority's store,
+    /// [`crate::authority::AuthorityStore::put_unskip`]); nothing was written.
+    #[error("no unskip request {0} in the authority's store")]
+    UnknownUnskip(u64),
+
     /// No agent session has this id; nothing was written.
     #[error("no session {0} in the authority's store")]
     UnknownSession(u64),

@@ -13,8 +13,8 @@ use flotilla_store::authority::{
     AnyAuthority, AuthorityStore, HostReportRecord, HostUpdateRecord, NewJoinToken, NewRelease,
     NewRevision, PostgresAuthority, Principal, QuestionRecord, QueuedCall, Redeem, ReleasePut,
     ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection,
-    SessionCreated, SessionDeleted, SessionRecord, SqliteAuthority, AUTHORITY_DB_FILE,
-    AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
+    SessionCreated, SessionDeleted, SessionRecord, SqliteAuthority, UnskipRecord,
+    AUTHORITY_DB_FILE, AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
 use flotilla_store::StoreError;
 use std::collections::BTreeSet;
@@ -1643,6 +1643,108 @@ mod cases {
         );
     }
 
+    /// Unskip requests get increasing ids, are pending until stored otherwise,
+    /// and pending ones of every host are listed oldest first; the document and
+    /// the pending flag are replaced together; an unknown id writes nothing.
+    pub async fn unskips_are_pending_until_stored_done(fx: &impl Fixture) {
+        let s = fx.open().await;
+        assert!(s.pending_unskips().await.unwrap().is_empty());
+        assert_eq!(s.unskip(1).await.unwrap(), None);
+        let a = s
+            .create_unskip("edge".into(), "{}".into(), T0)
+            .await
+            .unwrap();
+        let b = s
+            .create_unskip("studio".into(), r#"{"b":1}"#.into(), T0 + 1)
+            .await
+            .unwrap();
+        let c = s
+            .create_unskip("edge".into(), r#"{"c":1}"#.into(), T0 + 2)
+            .await
+            .unwrap();
+        assert!(a < b && b < c, "{a} {b} {c}");
+        s.put_unskip(a, r#"{"a":1}"#.into(), true, T0 + 3)
+            .await
+            .unwrap();
+        let record = |id, host: &str, doc: &str, pending, created_ms, updated_ms| UnskipRecord {
+            id,
+            host: host.into(),
+            doc: doc.into(),
+            pending,
+            created_ms,
+            updated_ms,
+        };
+        assert_eq!(
+            s.pending_unskips().await.unwrap(),
+            vec![
+                record(a, "edge", r#"{"a":1}"#, true, T0, T0 + 3),
+                record(b, "studio", r#"{"b":1}"#, true, T0 + 1, T0 + 1),
+                record(c, "edge", r#"{"c":1}"#, true, T0 + 2, T0 + 2),
+            ]
+        );
+        // Done: no longer pending, still readable by id.
+        s.put_unskip(b, r#"{"b":2}"#.into(), false, T0 + 4)
+            .await
+            .unwrap();
+        assert_eq!(
+            s.unskip(b).await.unwrap(),
+            Some(record(b, "studio", r#"{"b":2}"#, false, T0 + 1, T0 + 4))
+        );
+        let pending: Vec<u64> = s
+            .pending_unskips()
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(pending, vec![a, c]);
+        let err = s
+            .put_unskip(c + 100, "{}".into(), false, T0)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::UnknownUnskip(n) if n == c + 100),
+            "{err:?}"
+        );
+        let err = s
+            .put_unskip(u64::MAX, "{}".into(), false, T0)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::UnknownUnskip(u64::MAX)),
+            "{err:?}"
+        );
+        assert_eq!(s.unskip(u64::MAX).await.unwrap(), None);
+    }
+
+    /// Pending unskip requests survive reopening (an authority restart); ids
+    /// continue.
+    pub async fn unskips_survive_reopen(fx: &impl Fixture) {
+        let (a, b) = {
+            let s = fx.open().await;
+            let a = s
+                .create_unskip("edge".into(), "{}".into(), T0)
+                .await
+                .unwrap();
+            let b = s
+                .create_unskip("edge".into(), "{}".into(), T0 + 1)
+                .await
+                .unwrap();
+            s.put_unskip(a, "done".into(), false, T0 + 2).await.unwrap();
+            (a, b)
+        };
+        let s = fx.open().await;
+        let pending = s.pending_unskips().await.unwrap();
+        assert_eq!(pending.len(), 1);
+        assert_eq!((pending[0].id, pending[0].host.as_str()), (b, "edge"));
+        assert_eq!(s.unskip(a).await.unwrap().unwrap().doc, "done");
+        let c = s
+            .create_unskip("edge".into(), "{}".into(), T0 + 3)
+            .await
+            .unwrap();
+        assert!(c > b, "ids continue: {c} after {b}");
+    }
+
     /// Blobs, releases, rollouts and host updates survive reopening; rollout ids
     /// continue.
     pub async fn release_data_survives_reopen(fx: &impl Fixture) {
@@ -1837,6 +1939,8 @@ suite!(
     concurrent_rollout_creations_get_distinct_ids,
     host_updates_keep_the_last_per_host,
     release_data_survives_reopen,
+    unskips_are_pending_until_stored_done,
+    unskips_survive_reopen,
     sessions_events_and_questions,
     concurrent_alert_sessions_are_created_once,
     delete_session_removes_its_rows_only,
@@ -1934,6 +2038,13 @@ async fn any_authority_delegates() {
         .await
         .unwrap();
     assert_eq!(s.host_updates().await.unwrap().len(), 1);
+    let id = s
+        .create_unskip("studio".into(), "{}".into(), T0)
+        .await
+        .unwrap();
+    s.put_unskip(id, "[]".into(), false, T0 + 1).await.unwrap();
+    assert_eq!(s.unskip(id).await.unwrap().unwrap().doc, "[]");
+    assert!(s.pending_unskips().await.unwrap().is_empty());
 }
 
 /// A blob of 1 GiB (more than SQLite's 10^9-byte value limit) is stored and read

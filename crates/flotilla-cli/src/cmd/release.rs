@@ -3,7 +3,7 @@
 //! Offline (no authority): `keygen` (a minisign key pair), `manifest` (describe
 //! artifacts), `sign` (a `.minisig` for a manifest), `verify` (check a manifest and an
 //! artifact as an agent would). Through the authority (`--server`): `publish`,
-//! `list`, `rollout`, `approve`, `pause`, `resume`, `abort`, `status`.
+//! `list`, `rollout`, `approve`, `pause`, `resume`, `abort`, `status`, `unskip`.
 
 use crate::{Cli, EXIT_OK, EXIT_REFUSED};
 use flotilla_release::rollout::Rollout;
@@ -161,6 +161,33 @@ pub enum ReleaseCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Allow a release version again on one agent host: its agent removes it from the
+    /// host's skip list (where a version that rolled back there is kept and refused
+    /// `Skipped` from then on). Waits until the agent confirms, and prints what it
+    /// cleared.
+    Unskip {
+        /// The release's version.
+        #[arg(value_name = "VERSION")]
+        release_version: String,
+        /// The agent host.
+        #[arg(long)]
+        host: String,
+        /// The release's name: `flotilla-agent` (the agent's own binary), or a
+        /// component release's (cleared in the install roots of the host's components
+        /// that declare it).
+        #[arg(long, default_value = flotilla_release::AGENT_RELEASE)]
+        name: String,
+        /// How long to wait for the host's agent to confirm.
+        #[arg(long, default_value = "60s", conflicts_with = "no_wait")]
+        timeout: humantime::Duration,
+        /// Return once the authority recorded the request (the agent clears the entry
+        /// when it next hears from the authority).
+        #[arg(long)]
+        no_wait: bool,
+        /// Print JSON (the request: `state`, `found`, `cleared`, `error`).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
@@ -307,6 +334,65 @@ fn refused(e: flotilla_server::ClientError) -> anyhow::Result<u8> {
     }
 }
 
+/// As [`refused`], and an unknown host or request (404) is refused too: the
+/// authority's message names what it does not know.
+fn refused_or_unknown(e: flotilla_server::ClientError) -> anyhow::Result<u8> {
+    match &e {
+        flotilla_server::ClientError::Api {
+            status: 404, error, ..
+        } => {
+            eprintln!("refused: {}", error.message);
+            Ok(EXIT_REFUSED)
+        }
+        _ => refused(e),
+    }
+}
+
+/// An unskip request: done (what was cleared) or pending (recorded, `--no-wait`).
+fn print_unskip(u: &flotilla_server::api::UnskipDto, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(u)?);
+        return Ok(());
+    }
+    if u.state == flotilla_server::api::UnskipState::Pending {
+        println!(
+            "unskip {}: {} {} on {} requested; its agent clears it when it next hears from the authority (`flotilla release unskip {} --host {}{}` waits for it)",
+            u.id,
+            u.name,
+            u.version,
+            u.host,
+            u.version,
+            u.host,
+            if u.name == flotilla_release::AGENT_RELEASE {
+                String::new()
+            } else {
+                format!(" --name {}", u.name)
+            }
+        );
+        return Ok(());
+    }
+    if u.cleared.is_empty() {
+        println!(
+            "{} {} is not on {}'s skip lists: nothing to clear (unskip {})",
+            u.name, u.version, u.host, u.id
+        );
+        return Ok(());
+    }
+    println!(
+        "cleared {} {} on {} (unskip {}): a rollout may apply it there again",
+        u.name, u.version, u.host, u.id
+    );
+    for e in &u.cleared {
+        println!(
+            "  {} rolled back {} ({} ago)",
+            crate::render::short_digest(&e.sha256),
+            e.reason,
+            flotilla_exec::observe::age(now_ms() - e.at_ms)
+        );
+    }
+    Ok(())
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -371,6 +457,23 @@ fn print_rollout(r: &Rollout, json: bool) -> anyhow::Result<()> {
         ]);
     }
     print!("{}", crate::render::table(&rows));
+    for h in &r.hosts {
+        if h.reason == Some(flotilla_release::Reason::Skipped) {
+            println!(
+                "  {} refuses {} {}: it rolled back there before; once the cause is fixed, `flotilla release unskip {} --host {}{}` allows it again",
+                h.host,
+                r.spec.name,
+                r.spec.version,
+                r.spec.version,
+                h.host,
+                if r.spec.name == flotilla_release::AGENT_RELEASE {
+                    String::new()
+                } else {
+                    format!(" --name {}", r.spec.name)
+                }
+            );
+        }
+    }
     Ok(())
 }
 
@@ -681,6 +784,39 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                     Ok(EXIT_OK)
                 }
                 Err(e) => refused(e),
+            }
+        }
+        ReleaseCommand::Unskip {
+            release_version,
+            host,
+            name,
+            timeout,
+            no_wait,
+            json,
+        } => {
+            let rt = super::runtime()?;
+            let client = super::authority::client(cli)?;
+            let deadline = (!*no_wait).then(|| Duration::from(*timeout));
+            match rt.block_on(client.unskip_and_wait(host, name, release_version, deadline)) {
+                Ok(u) => {
+                    print_unskip(&u, *json)?;
+                    Ok(EXIT_OK)
+                }
+                Err(flotilla_server::UnskipError::Client(e)) => refused_or_unknown(e),
+                Err(
+                    e @ (flotilla_server::UnskipError::Failed(_)
+                    | flotilla_server::UnskipError::NotConfirmed { .. }),
+                ) => {
+                    if *json {
+                        if let flotilla_server::UnskipError::Failed(u)
+                        | flotilla_server::UnskipError::NotConfirmed { unskip: u, .. } = &e
+                        {
+                            println!("{}", serde_json::to_string_pretty(u)?);
+                        }
+                    }
+                    eprintln!("refused: {e}");
+                    Ok(EXIT_REFUSED)
+                }
             }
         }
         ReleaseCommand::Status { id, json } => {

@@ -122,6 +122,22 @@ fn fleet(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                     if let Some(c) = &id.conflict {
                         println!("  agent: WARNING: {c}");
                     }
+                    for e in &id.skipped {
+                        println!(
+                            "  skips {} {} ({}, rolled back {}): `flotilla release unskip {} --host {}{}` allows it again",
+                            e.name,
+                            e.version,
+                            render::short_digest(&e.sha256),
+                            e.reason,
+                            e.version,
+                            h.host,
+                            if e.name == flotilla_release::AGENT_RELEASE {
+                                String::new()
+                            } else {
+                                format!(" --name {}", e.name)
+                            }
+                        );
+                    }
                 }
                 if let Some(rep) = &h.report {
                     for d in &rep.drift {

@@ -55,6 +55,8 @@ fn report(host: &str, at: i64, running: &str, state: Option<UpdateState>) -> Hos
         }),
         releases: BTreeMap::new(),
         updates: Vec::new(),
+        skipped: Vec::new(),
+        unskipped: Vec::new(),
         received_ms: at,
     }
 }
@@ -711,4 +713,34 @@ proptest! {
             }
         }
     }
+}
+
+/// Skip lists and unskip outcomes are left out when empty, and a report without them
+/// (an older agent's) reads as empty: agents and authorities of both kinds interoperate.
+#[test]
+fn skip_lists_in_a_host_update_are_optional_on_the_wire() {
+    let u = report("a", 5, &new_running(), None);
+    let json = serde_json::to_value(&u).unwrap();
+    assert!(
+        json.get("skipped").is_none() && json.get("unskipped").is_none(),
+        "{json}"
+    );
+    assert_eq!(serde_json::from_value::<HostUpdate>(json).unwrap(), u);
+    let mut with = u.clone();
+    with.skipped.push(crate::SkipEntry {
+        name: "flotilla-agent".into(),
+        version: "2.0.0".into(),
+        sha256: NEW.into(),
+        reason: Reason::CrashLoop,
+        at_ms: 3,
+    });
+    with.unskipped.push(crate::UnskipOutcome {
+        id: 7,
+        name: "flotilla-agent".into(),
+        version: "1.9.0".into(),
+        cleared: Vec::new(),
+        error: Some("skip.json: not JSON".into()),
+    });
+    let text = serde_json::to_string(&with).unwrap();
+    assert_eq!(serde_json::from_str::<HostUpdate>(&text).unwrap(), with);
 }

@@ -3,8 +3,9 @@
 //! one-time join tokens, credentials, the last report of each host, the queue of
 //! calls (steps, observations) for each host's agent and, for signed releases
 //! (issue 11), blobs (release artifacts by SHA-256), releases (signed manifests,
-//! unique by name and version), rollouts (JSON documents with store-given ids)
-//! and each host's last update report.
+//! unique by name and version), rollouts (JSON documents with store-given ids),
+//! each host's last update report and operators' unskip requests (JSON documents,
+//! pending until the host's agent cleared its skip lists).
 //!
 //! One trait, [`AuthorityStore`], two implementations run against one test suite
 //! (`tests/authority.rs`):
@@ -31,9 +32,9 @@
 //! - **Atomicity**: every mutating method is one transaction; concurrent
 //!   [`AuthorityStore::publish`] / [`AuthorityStore::select`] calls with the same
 //!   `expect` (from one process or several sharing the database) cannot both win.
-//! - **Opaque documents**: rollouts, host updates, agent calls and reports are
-//!   JSON text the store keeps as given and never parses; release manifests and
-//!   blobs are bytes kept exactly (this crate does not depend on
+//! - **Opaque documents**: rollouts, host updates, unskip requests, agent calls
+//!   and reports are JSON text the store keeps as given and never parses; release
+//!   manifests and blobs are bytes kept exactly (this crate does not depend on
 //!   `flotilla-release`, where their meaning lives).
 //! - **Async**: methods return `Send` futures that must run inside a Tokio runtime
 //!   (SQLite work runs in `tokio::task::spawn_blocking`; PostgreSQL's connections
@@ -56,7 +57,7 @@ pub use sqlite::{SqliteAuthority, AUTHORITY_APPLICATION_ID, AUTHORITY_DB_FILE};
 
 /// The authority's schema version this build creates and understands (the last
 /// migration's number; the same numbering on both backends).
-pub const AUTHORITY_SCHEMA_VERSION: i64 = 4;
+pub const AUTHORITY_SCHEMA_VERSION: i64 = 5;
 
 /// Blobs are stored in chunks of this many bytes (8 MiB; the last chunk may be
 /// shorter), one row each, so that no single value nears a backend's limit
@@ -344,6 +345,46 @@ pub trait AuthorityStore: Send + Sync + 'static {
     fn host_updates(
         &self,
     ) -> impl Future<Output = Result<Vec<HostUpdateRecord>, StoreError>> + Send;
+
+    /// Stores a new unskip request for `host` (an operator's `flotilla release
+    /// unskip`: `doc` is its JSON, `flotilla_server::api::UnskipDto`, stored as
+    /// given), pending, and returns its id: 1, 2, 3… as requests are created, only
+    /// increasing and never reused, even across restarts (on PostgreSQL a creation
+    /// that failed may leave a gap). A document that holds its own id is written
+    /// again with [`AuthorityStore::put_unskip`] once the id is known.
+    /// `updated_ms` starts equal to `created_ms` (ms since the Unix epoch).
+    fn create_unskip(
+        &self,
+        host: String,
+        doc: String,
+        created_ms: i64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Replaces unskip request `id`'s document with `doc` (JSON, stored as given),
+    /// sets whether it is still `pending` and its `updated_ms` (ms since the Unix
+    /// epoch). Unconditional: the last write wins (callers serialise a request's
+    /// updates themselves).
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownUnskip`] when no request has this id (nothing is
+    /// written).
+    fn put_unskip(
+        &self,
+        id: u64,
+        doc: String,
+        pending: bool,
+        updated_ms: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Unskip request `id` with its document; `None` when unknown.
+    fn unskip(
+        &self,
+        id: u64,
+    ) -> impl Future<Output = Result<Option<UnskipRecord>, StoreError>> + Send;
+
+    /// Every pending unskip request, of every host, oldest (lowest id) first.
+    fn pending_unskips(&self)
+        -> impl Future<Output = Result<Vec<UnskipRecord>, StoreError>> + Send;
 
     /// Creates an agent session (`doc`: JSON, `flotilla_server::sessions::Session`,
     /// stored as given) and returns its id (1, 2, 3…, never reused).
@@ -754,6 +795,24 @@ pub struct HostUpdateRecord {
     pub received_ms: i64,
 }
 
+/// A stored unskip request ([`AuthorityStore::unskip`],
+/// [`AuthorityStore::pending_unskips`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnskipRecord {
+    /// Its id (1, 2, 3…), given by [`AuthorityStore::create_unskip`].
+    pub id: u64,
+    /// The host whose skip lists it clears.
+    pub host: String,
+    /// The request as JSON (`flotilla_server::api::UnskipDto`), as last stored.
+    pub doc: String,
+    /// Whether it is still waiting for the host's agent.
+    pub pending: bool,
+    /// When it was created, ms since the Unix epoch.
+    pub created_ms: i64,
+    /// When its document was last stored, ms since the Unix epoch.
+    pub updated_ms: i64,
+}
+
 /// Either backend, chosen at run time (`flotilla serve` with or without
 /// `--database-url`). Implements [`AuthorityStore`] by delegating.
 #[derive(Debug, Clone)]
@@ -951,6 +1010,33 @@ impl AuthorityStore for AnyAuthority {
 
     async fn host_updates(&self) -> Result<Vec<HostUpdateRecord>, StoreError> {
         delegate!(self.host_updates())
+    }
+
+    async fn create_unskip(
+        &self,
+        host: String,
+        doc: String,
+        created_ms: i64,
+    ) -> Result<u64, StoreError> {
+        delegate!(self.create_unskip(host, doc, created_ms))
+    }
+
+    async fn put_unskip(
+        &self,
+        id: u64,
+        doc: String,
+        pending: bool,
+        updated_ms: i64,
+    ) -> Result<(), StoreError> {
+        delegate!(self.put_unskip(id, doc, pending, updated_ms))
+    }
+
+    async fn unskip(&self, id: u64) -> Result<Option<UnskipRecord>, StoreError> {
+        delegate!(self.unskip(id))
+    }
+
+    async fn pending_unskips(&self) -> Result<Vec<UnskipRecord>, StoreError> {
+        delegate!(self.pending_unskips())
     }
 
     async fn create_session(

@@ -35,8 +35,8 @@ use super::{
     stored_serial, AuthorityStore, Cas, HostReportRecord, HostUpdateRecord, NewJoinToken,
     NewRelease, NewRevision, Principal, QuestionRecord, QueuedCall, Redeem, ReleasePut,
     ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection,
-    SessionCreated, SessionDeleted, SessionEventRecord, SessionRecord, AUTHORITY_SCHEMA_VERSION,
-    BLOB_CHUNK_BYTES,
+    SessionCreated, SessionDeleted, SessionEventRecord, SessionRecord, UnskipRecord,
+    AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
 use crate::error::StoreError;
 use std::sync::{Arc, Mutex};
@@ -239,6 +239,25 @@ CREATE TABLE alert_sessions (
     alert_key TEXT   PRIMARY KEY,
     session   BIGINT NOT NULL REFERENCES sessions (id)
 );
+"#,
+    },
+    Migration {
+        version: 5,
+        description: "unskip requests",
+        sql: r#"
+-- Operators' requests to clear a release version from a host's skip lists: JSON
+-- documents (their meaning lives in flotilla-server), pending until the host's
+-- agent reported the entries gone. id: 1, 2, 3… from an identity column (only
+-- increasing, never reused).
+CREATE TABLE unskips (
+    id         BIGINT  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    host       TEXT    NOT NULL,
+    doc        TEXT    NOT NULL,
+    pending    BOOLEAN NOT NULL,
+    created_ms BIGINT  NOT NULL,
+    updated_ms BIGINT  NOT NULL
+);
+CREATE INDEX unskips_pending ON unskips (id) WHERE pending;
 "#,
     },
 ];
@@ -525,6 +544,17 @@ fn question_row(row: &Row) -> QuestionRecord {
         doc: row.get(2),
         created_ms: row.get(3),
         updated_ms: row.get(4),
+    }
+}
+
+fn unskip_row(row: &Row) -> UnskipRecord {
+    UnskipRecord {
+        id: row.get::<_, i64>(0) as u64,
+        host: row.get(1),
+        doc: row.get(2),
+        pending: row.get(3),
+        created_ms: row.get(4),
+        updated_ms: row.get(5),
     }
 }
 
@@ -1216,6 +1246,78 @@ impl AuthorityStore for PostgresAuthority {
                 received_ms: row.get(2),
             })
             .collect())
+    }
+
+    async fn create_unskip(
+        &self,
+        host: String,
+        doc: String,
+        created_ms: i64,
+    ) -> Result<u64, StoreError> {
+        let conn = self.conn().await?;
+        let id: i64 = conn
+            .query_one(
+                "INSERT INTO unskips (host, doc, pending, created_ms, updated_ms)
+                 VALUES ($1, $2, TRUE, $3, $3) RETURNING id",
+                &[&host, &doc, &created_ms],
+            )
+            .await
+            .map_err(pg("create an unskip request"))?
+            .get(0);
+        Ok(id as u64)
+    }
+
+    async fn put_unskip(
+        &self,
+        id: u64,
+        doc: String,
+        pending: bool,
+        updated_ms: i64,
+    ) -> Result<(), StoreError> {
+        let Some(stored) = stored_id(id) else {
+            return Err(StoreError::UnknownUnskip(id));
+        };
+        let conn = self.conn().await?;
+        let n = conn
+            .execute(
+                "UPDATE unskips SET doc = $2, pending = $3, updated_ms = $4 WHERE id = $1",
+                &[&stored, &doc, &pending, &updated_ms],
+            )
+            .await
+            .map_err(pg("store an unskip request"))?;
+        if n == 0 {
+            return Err(StoreError::UnknownUnskip(id));
+        }
+        Ok(())
+    }
+
+    async fn unskip(&self, id: u64) -> Result<Option<UnskipRecord>, StoreError> {
+        let Some(id) = stored_id(id) else {
+            return Ok(None);
+        };
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT id, host, doc, pending, created_ms, updated_ms FROM unskips
+                 WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(pg("read an unskip request"))?;
+        Ok(row.map(|row| unskip_row(&row)))
+    }
+
+    async fn pending_unskips(&self) -> Result<Vec<UnskipRecord>, StoreError> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT id, host, doc, pending, created_ms, updated_ms FROM unskips
+                 WHERE pending ORDER BY id",
+                &[],
+            )
+            .await
+            .map_err(pg("list pending unskip requests"))?;
+        Ok(rows.iter().map(unskip_row).collect())
     }
 
     async fn create_session(

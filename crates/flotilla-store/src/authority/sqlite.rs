@@ -9,8 +9,8 @@ use super::{
     stored_serial, AuthorityStore, Cas, HostReportRecord, HostUpdateRecord, NewJoinToken,
     NewRelease, NewRevision, Principal, QuestionRecord, QueuedCall, Redeem, ReleasePut,
     ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection,
-    SessionCreated, SessionDeleted, SessionEventRecord, SessionRecord, AUTHORITY_SCHEMA_VERSION,
-    BLOB_CHUNK_BYTES,
+    SessionCreated, SessionDeleted, SessionEventRecord, SessionRecord, UnskipRecord,
+    AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
 use crate::error::StoreError;
 use crate::schema::{self, Migration};
@@ -203,6 +203,25 @@ CREATE TABLE alert_sessions (
     alert_key TEXT    PRIMARY KEY,
     session   INTEGER NOT NULL REFERENCES sessions (id)
 ) STRICT;
+"#,
+    },
+    Migration {
+        version: 5,
+        description: "unskip requests",
+        sql: r#"
+-- Operators' requests to clear a release version from a host's skip lists: JSON
+-- documents (their meaning lives in flotilla-server), pending (1) until the
+-- host's agent reported the entries gone. id: 1, 2, 3… (AUTOINCREMENT: never
+-- reused).
+CREATE TABLE unskips (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    host       TEXT    NOT NULL,
+    doc        TEXT    NOT NULL,
+    pending    INTEGER NOT NULL CHECK (pending IN (0, 1)),
+    created_ms INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL
+) STRICT;
+CREATE INDEX unskips_pending ON unskips (id) WHERE pending = 1;
 "#,
     },
 ];
@@ -918,6 +937,77 @@ impl AuthorityStore for SqliteAuthority {
         })
     }
 
+    fn create_unskip(
+        &self,
+        host: String,
+        doc: String,
+        created_ms: i64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        self.run("create an unskip request", true, move |tx| {
+            let id: i64 = tx.query_row(
+                "INSERT INTO unskips (host, doc, pending, created_ms, updated_ms)
+                 VALUES (?1, ?2, 1, ?3, ?3) RETURNING id",
+                (&host, &doc, created_ms),
+                |row| row.get(0),
+            )?;
+            Ok(id as u64)
+        })
+    }
+
+    fn put_unskip(
+        &self,
+        id: u64,
+        doc: String,
+        pending: bool,
+        updated_ms: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.run("store an unskip request", true, move |tx| {
+            let n = match stored_id(id) {
+                Some(stored) => tx.execute(
+                    "UPDATE unskips SET doc = ?2, pending = ?3, updated_ms = ?4 WHERE id = ?1",
+                    (stored, &doc, i64::from(pending), updated_ms),
+                )?,
+                None => 0,
+            };
+            if n == 0 {
+                return Err(StoreError::UnknownUnskip(id).into());
+            }
+            Ok(())
+        })
+    }
+
+    fn unskip(
+        &self,
+        id: u64,
+    ) -> impl Future<Output = Result<Option<UnskipRecord>, StoreError>> + Send {
+        self.run("read an unskip request", false, move |tx| {
+            let Some(id) = stored_id(id) else {
+                return Ok(None);
+            };
+            Ok(tx
+                .query_row(
+                    "SELECT id, host, doc, pending, created_ms, updated_ms FROM unskips
+                     WHERE id = ?1",
+                    [id],
+                    unskip_row,
+                )
+                .optional()?)
+        })
+    }
+
+    fn pending_unskips(
+        &self,
+    ) -> impl Future<Output = Result<Vec<UnskipRecord>, StoreError>> + Send {
+        self.run("list pending unskip requests", false, |tx| {
+            let mut stmt = tx.prepare(
+                "SELECT id, host, doc, pending, created_ms, updated_ms FROM unskips
+                 WHERE pending = 1 ORDER BY id",
+            )?;
+            let rows = stmt.query_map([], unskip_row)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
     fn create_session(
         &self,
         doc: String,
@@ -1205,6 +1295,17 @@ fn release_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ReleaseRecord> {
         signature: row.get(4)?,
         published_by: row.get(5)?,
         created_ms: row.get(6)?,
+    })
+}
+
+fn unskip_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<UnskipRecord> {
+    Ok(UnskipRecord {
+        id: row.get::<_, i64>(0)? as u64,
+        host: row.get(1)?,
+        doc: row.get(2)?,
+        pending: row.get::<_, i64>(3)? != 0,
+        created_ms: row.get(4)?,
+        updated_ms: row.get(5)?,
     })
 }
 
