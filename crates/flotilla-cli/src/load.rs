@@ -30,10 +30,10 @@ pub fn inventory_path(explicit: Option<&Path>) -> Result<PathBuf> {
             return Ok(p);
         }
     }
-    anyhow::bail!(
+    Err(crate::usage(format!(
         "no inventory found: looked for {} in the current directory; pass -f FILE or set FLOTILLA_FILE",
         DEFAULT_FILES.join(" and ")
-    )
+    )))
 }
 
 /// Reads the inventory at `path`, and every `templates/*.toml` / `*.json` beside it,
@@ -43,8 +43,8 @@ pub fn inventory_path(explicit: Option<&Path>) -> Result<PathBuf> {
 /// When a file cannot be read (invalid content, including bytes that are not UTF-8,
 /// is reported in `result` instead).
 pub fn load(path: &Path) -> Result<Loaded> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("cannot read inventory {}", path.display()))?;
+    let bytes = std::fs::read(path)
+        .map_err(|e| crate::usage_from(format!("cannot read inventory {}", path.display()), e))?;
     let mut sources = Sources::new();
     let name = path.display().to_string();
     let inventory = sources.add(SourceFile::from_bytes(

@@ -23,6 +23,61 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_REFUSED: u8 = 1;
 /// Exit status: usage error, unreadable or invalid inventory.
 pub const EXIT_USAGE: u8 = 2;
+/// Exit status: a runtime failure: something could not be reached, read or written,
+/// or the other side failed.
+pub const EXIT_FAILURE: u8 = 3;
+
+/// An error in what was asked, not in running it (exit [`EXIT_USAGE`]): a bad argument
+/// value, a name that matches nothing, an inventory that cannot be read. Every other
+/// error a command returns exits [`EXIT_FAILURE`].
+#[derive(Debug)]
+pub struct Usage {
+    /// What was wrong with what was asked.
+    pub message: String,
+    /// Its cause, when there is one (a file that cannot be read).
+    pub source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Usage {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// A [`Usage`] error.
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Usage {
+        message: message.into(),
+        source: None,
+    })
+}
+
+/// A [`Usage`] error caused by `source`.
+pub fn usage_from(
+    message: impl Into<String>,
+    source: impl std::error::Error + Send + Sync + 'static,
+) -> anyhow::Error {
+    anyhow::Error::new(Usage {
+        message: message.into(),
+        source: Some(Box::new(source)),
+    })
+}
+
+/// A [`Usage`] error from `format!` arguments.
+#[macro_export]
+macro_rules! usage {
+    ($($arg:tt)*) => {
+        $crate::usage(format!($($arg)*))
+    };
+}
 
 const AFTER_HELP: &str = "\
 Exit status:
@@ -31,6 +86,12 @@ Exit status:
      failed (a step failed; what it started was stopped again), or
      `status` found something not as desired or unhealthy
   2  usage error, or an unreadable or invalid inventory
+  3  runtime failure: something could not be reached, read or written, or the
+     other side failed (the authority unreachable, an HTTP 500, a state
+     directory that cannot be written). An error the authority answers counts
+     by its status: 400, 404, 422 exit 2; 403, 409 exit 1
+Under --json, a failure (exit 2 or 3) prints one JSON object on stdout:
+  {\"error\": {\"code\": 3, \"kind\": \"failure\", \"message\": …, \"causes\": […]}}
 
 Global options (-f, -p, --state-dir, --host-timeout, --ssh-persist, --server,
 --operator-file) go before or after the subcommand.
@@ -290,18 +351,78 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
+            let code = exit_code(&e);
             print_error(e.as_ref());
-            ExitCode::from(EXIT_USAGE)
+            if wants_json() {
+                println!("{}", error_json(&e, code));
+            }
+            ExitCode::from(code)
         }
     }
 }
 
-/// Prints `e` and its cause chain on stderr (`error: …`, then `  caused by: …`).
+/// The exit status of an error a command returned: [`EXIT_USAGE`] for a [`Usage`]
+/// error (anywhere in its chain), else [`EXIT_FAILURE`].
+///
+/// An error the authority answered counts by its status: 400, 404 and 422 (what was
+/// asked names nothing, or is malformed) are [`EXIT_USAGE`]; 403 and 409 (not allowed,
+/// or not now) are [`EXIT_REFUSED`]; the rest (401, 5xx) [`EXIT_FAILURE`].
+fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.chain().any(|c| c.is::<Usage>()) {
+        return EXIT_USAGE;
+    }
+    let answered = e.chain().find_map(|c| match c.downcast_ref() {
+        Some(flotilla_server::ClientError::Api { status, .. }) => Some(*status),
+        _ => None,
+    });
+    match answered {
+        Some(400 | 404 | 422) => EXIT_USAGE,
+        Some(403 | 409) => EXIT_REFUSED,
+        _ => EXIT_FAILURE,
+    }
+}
+
+/// Whether `--json` was given (before any `--`, after which arguments are another
+/// program's).
+fn wants_json() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
+}
+
+/// `{"error": {"code": N, "kind": "usage"|"failure", "message": "…", "causes": […]}}`.
+fn error_json(e: &anyhow::Error, code: u8) -> serde_json::Value {
+    let causes: Vec<String> = e.chain().skip(1).map(|c| c.to_string()).collect();
+    serde_json::json!({
+        "error": {
+            "code": code,
+            "kind": if code == EXIT_USAGE { "usage" } else { "failure" },
+            "message": e.to_string(),
+            "causes": causes,
+        }
+    })
+}
+
+/// Prints `e` and its cause chain on stderr (`error: …`, then `  caused by: …`), and
+/// what to do when the authority could not be reached.
 pub fn print_error(e: &(dyn std::error::Error + 'static)) {
     eprintln!("error: {e}");
     let mut cause = e.source();
+    let mut unreachable = unreachable_authority(e);
     while let Some(c) = cause {
         eprintln!("  caused by: {c}");
+        unreachable |= unreachable_authority(c);
         cause = c.source();
     }
+    if unreachable {
+        eprintln!(
+            "  (the authority cannot be reached: start it with `flotilla serve` on its machine (`flotilla serve init` first), or point --server / FLOTILLA_SERVER at the one that runs)"
+        );
+    }
+}
+
+fn unreachable_authority(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.downcast_ref::<flotilla_server::ClientError>()
+        .is_some_and(flotilla_server::ClientError::is_unreachable)
 }

@@ -179,6 +179,7 @@ fn serve_without_init_says_what_to_do() {
             ws.path().join("nowhere").to_str().unwrap(),
         )],
     );
-    assert_eq!(r.code, 2, "{r:?}");
+    // No CA to read: a runtime failure, with what to do.
+    assert_eq!(r.code, 3, "{r:?}");
     assert!(r.stderr.contains("flotilla serve init"), "{}", r.stderr);
 }

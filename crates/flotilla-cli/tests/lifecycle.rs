@@ -808,7 +808,8 @@ fn a_state_dir_that_is_a_file_is_refused() {
         &["status"],
         &[("FLOTILLA_STATE_DIR", "not-a-dir")],
     );
-    assert_eq!(run.code, 2, "{}", run.stdout);
+    // A state directory that cannot be used: a runtime failure.
+    assert_eq!(run.code, 3, "{}", run.stdout);
     assert!(run.stderr.contains("is not a directory"), "{}", run.stderr);
 }
 

@@ -107,6 +107,17 @@ fn base_of(url: &str) -> Result<String, ClientError> {
     Ok(base.to_string())
 }
 
+impl ClientError {
+    /// Whether the authority could not be reached at all (connection refused or
+    /// timed out, no route, a name that does not resolve): nothing was asked.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            ClientError::Http { source, .. } => source.is_connect() || source.is_timeout(),
+            _ => false,
+        }
+    }
+}
+
 impl Client {
     /// A client for the authority at `url` (`https://host:port`) trusting `ca_pem`
     /// alone, sending `credential` (if any) as a bearer token.

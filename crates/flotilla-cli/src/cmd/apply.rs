@@ -3,7 +3,6 @@
 
 use super::lifecycle::{self, RunOpts};
 use crate::Cli;
-use anyhow::Context;
 use std::path::PathBuf;
 
 /// Arguments of `flotilla apply`.
@@ -18,20 +17,23 @@ pub struct Args {
 /// Runs the subcommand; returns the exit status.
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     let text = std::fs::read_to_string(&args.plan)
-        .with_context(|| format!("cannot read plan {}", args.plan.display()))?;
-    let plan: flotilla_plan::Plan = serde_json::from_str(&text).with_context(|| {
-        format!(
-            "{} is not a plan (expected the JSON printed by `flotilla plan … --json`)",
-            args.plan.display()
+        .map_err(|e| crate::usage_from(format!("cannot read plan {}", args.plan.display()), e))?;
+    let plan: flotilla_plan::Plan = serde_json::from_str(&text).map_err(|e| {
+        crate::usage_from(
+            format!(
+                "{} is not a plan (expected the JSON printed by `flotilla plan … --json`)",
+                args.plan.display()
+            ),
+            e,
         )
     })?;
     if plan.format != flotilla_plan::PLAN_FORMAT {
-        anyhow::bail!(
+        return Err(crate::usage(format!(
             "{} has plan format {}, this flotilla reads format {}",
             args.plan.display(),
             plan.format,
             flotilla_plan::PLAN_FORMAT
-        );
+        )));
     }
     lifecycle::run(cli, "apply", None, Some(plan), &args.run)
 }

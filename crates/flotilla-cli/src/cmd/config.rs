@@ -101,11 +101,11 @@ async fn resolve(client: &flotilla_server::Client, rev: &str) -> anyhow::Result<
         .collect();
     match matching.as_slice() {
         [one] => Ok(one.revision.clone()),
-        [] => anyhow::bail!("no revision starts with `{rev}`"),
-        _ => anyhow::bail!(
+        [] => Err(crate::usage(format!("no revision starts with `{rev}`"))),
+        _ => Err(crate::usage(format!(
             "`{rev}` names {} revisions: give more digits",
             matching.len()
-        ),
+        ))),
     }
 }
 

@@ -138,7 +138,9 @@ fn run_checked(
     let result = rt.block_on(invocation.run(op.as_ref(), given, opts.dry_run));
     progress.finish();
     match result {
-        Err(OperateError::Locked(e)) => {
+        Err(OperateError::Locked(e))
+            if matches!(e, flotilla_exec::lock::LockError::Held { .. }) =>
+        {
             err!("error: {e}");
             if opts.json {
                 out!(

@@ -2,7 +2,6 @@
 //! planner against the observed state; nothing is changed.
 
 use crate::{render, Cli, EXIT_OK, EXIT_REFUSED, EXIT_USAGE};
-use anyhow::Context;
 use flotilla_model::Observed;
 use flotilla_plan::{Operation, Verb};
 use std::path::PathBuf;
@@ -89,9 +88,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     let observed: Observed = match &args.observed {
         Some(p) => {
             let text = std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read {}", p.display()))?;
-            serde_json::from_str(&text).with_context(|| {
-                format!("{} is not a valid observed-state document", p.display())
+                .map_err(|e| crate::usage_from(format!("cannot read {}", p.display()), e))?;
+            serde_json::from_str(&text).map_err(|e| {
+                crate::usage_from(
+                    format!("{} is not a valid observed-state document", p.display()),
+                    e,
+                )
             })?
         }
         None => super::observe_now(cli, topology, &[])?.1,

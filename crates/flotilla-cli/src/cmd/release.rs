@@ -217,9 +217,9 @@ fn known_platform(p: &str) -> anyhow::Result<(String, String)> {
     if !["linux", "darwin"].contains(&os.as_str())
         || !["x86_64", "aarch64"].contains(&arch.as_str())
     {
-        anyhow::bail!(
+        return Err(crate::usage!(
             "`{p}` is not a platform agents report: use linux-x86_64, linux-aarch64, darwin-x86_64 or darwin-aarch64"
-        );
+        ));
     }
     Ok((os, arch))
 }
@@ -227,7 +227,7 @@ fn known_platform(p: &str) -> anyhow::Result<(String, String)> {
 fn platform_parts(p: &str) -> anyhow::Result<(String, String)> {
     p.split_once('-')
         .map(|(o, a)| (o.to_string(), a.to_string()))
-        .ok_or_else(|| anyhow::anyhow!("`{p}` is not a platform: `<os>-<arch>`, e.g. linux-x86_64"))
+        .ok_or_else(|| crate::usage!("`{p}` is not a platform: `<os>-<arch>`, e.g. linux-x86_64"))
 }
 
 fn selector(s: &Option<String>) -> anyhow::Result<BTreeMap<String, String>> {
@@ -238,18 +238,18 @@ fn selector(s: &Option<String>) -> anyhow::Result<BTreeMap<String, String>> {
     };
     for part in s.split(',') {
         let (k, v) = part.split_once('=').ok_or_else(|| {
-            anyhow::anyhow!(
+            crate::usage!(
                 "--selector `{s}`: `{part}` is not key=value (labels: key=value[,key=value])"
             )
         })?;
         let (k, v) = (k.trim(), v.trim());
         if k.is_empty() {
-            anyhow::bail!("--selector `{s}`: `{part}` has no label key");
+            return Err(crate::usage!("--selector `{s}`: `{part}` has no label key"));
         }
         if let Some(before) = out.insert(k.to_string(), v.to_string()) {
-            anyhow::bail!(
+            return Err(crate::usage!(
                 "--selector `{s}`: label `{k}` is given twice (`{before}` and `{v}`): a host has one value per label"
-            );
+            ));
         }
     }
     Ok(out)
@@ -258,16 +258,20 @@ fn selector(s: &Option<String>) -> anyhow::Result<BTreeMap<String, String>> {
 fn expires_at(s: &str) -> anyhow::Result<String> {
     if let Ok(d) = humantime::parse_duration(s) {
         if d.is_zero() {
-            anyhow::bail!("--expires `{s}`: the release would be expired at once");
+            return Err(crate::usage!(
+                "--expires `{s}`: the release would be expired at once"
+            ));
         }
         let t = std::time::SystemTime::now() + d;
         return Ok(humantime::format_rfc3339_seconds(t).to_string());
     }
     let t = humantime::parse_rfc3339_weak(s).map_err(|e| {
-        anyhow::anyhow!("--expires `{s}`: neither a duration (`30d`) nor an RFC 3339 time (`2027-01-01T00:00:00Z`) ({e})")
+        crate::usage!("--expires `{s}`: neither a duration (`30d`) nor an RFC 3339 time (`2027-01-01T00:00:00Z`) ({e})")
     })?;
     if t <= std::time::SystemTime::now() {
-        anyhow::bail!("--expires `{s}` is in the past: agents would refuse the release as expired");
+        return Err(crate::usage!(
+            "--expires `{s}` is in the past: agents would refuse the release as expired"
+        ));
     }
     Ok(s.to_string())
 }
@@ -529,7 +533,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             for a in artifacts {
                 let (platform, file) = a
                     .split_once('=')
-                    .ok_or_else(|| anyhow::anyhow!("--artifact `{a}`: expected PLATFORM=FILE"))?;
+                    .ok_or_else(|| crate::usage!("--artifact `{a}`: expected PLATFORM=FILE"))?;
                 let (os, arch) = known_platform(platform)?;
                 list.push(flotilla_release::manifest::Artifact::of_file(
                     Path::new(file),
@@ -543,7 +547,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 let (Some(platform), Some(file), Some(url)) =
                     (parts.next(), parts.next(), parts.next())
                 else {
-                    anyhow::bail!("--url-artifact `{a}`: expected PLATFORM=FILE=URL");
+                    return Err(crate::usage!(
+                        "--url-artifact `{a}`: expected PLATFORM=FILE=URL"
+                    ));
                 };
                 let (os, arch) = known_platform(platform)?;
                 list.push(flotilla_release::manifest::Artifact::of_file(
@@ -659,7 +665,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                         .iter()
                         .map(|(sha, f)| format!("{} is sha256:{sha}", f.display()))
                         .collect();
-                    anyhow::bail!(
+                    return Err(crate::usage!(
                         "artifact {}-{} (sha256:{}) is kept in the authority's blob store: give its file with --artifact{}",
                         a.os,
                         a.arch,
@@ -669,7 +675,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                         } else {
                             format!(" (none of those given is it: {})", given.join(", "))
                         }
-                    );
+                    ));
                 };
                 let created = rt.block_on(client.put_blob(&a.sha256, read(f)?))?;
                 if !*json {
