@@ -47,6 +47,7 @@
 
 pub mod postgres;
 pub mod sqlite;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 use crate::error::StoreError;
