@@ -1,8 +1,8 @@
 //! The authority as desired-state source and report sink, behind the small
-//! [`AuthorityClient`] trait: `flotilla_server::client::Client` implements it once it
+//! [`AuthorityClient`] trait: `flotilla_api::client::Client` implements it once it
 //! is wired to it (its `snapshot` and `report` have these signatures). Until then the
 //! types here ([`SnapshotResponse`], [`ClientError`]) stand in for
-//! `flotilla_server::api::SnapshotResponse` and `flotilla_server::client::ClientError`;
+//! `flotilla_api::wire::SnapshotResponse` and `flotilla_api::client::ClientError`;
 //! wiring the real client means re-exporting the response, mapping the error and the
 //! report (`crate::report::AgentReport` to the API's), in one `impl`.
 //!
@@ -22,9 +22,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The answer to a snapshot long-poll (the authority's wire type).
-pub use flotilla_server::api::SnapshotResponse;
+pub use flotilla_api::wire::SnapshotResponse;
 
-/// Why the authority could not be asked: `flotilla_server::ClientError`'s message and
+/// Why the authority could not be asked: `flotilla_api::ClientError`'s message and
 /// causes, one line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -55,8 +55,8 @@ pub trait AuthorityClient: Send + Sync + 'static {
 }
 
 /// The report as the authority's API carries it.
-pub fn to_api(r: &AgentReport) -> flotilla_server::api::AgentReport {
-    flotilla_server::api::AgentReport {
+pub fn to_api(r: &AgentReport) -> flotilla_api::wire::AgentReport {
+    flotilla_api::wire::AgentReport {
         revision: r.revision.clone(),
         agent_version: r.agent_version.clone(),
         platform: r.platform.clone(),
@@ -64,7 +64,7 @@ pub fn to_api(r: &AgentReport) -> flotilla_server::api::AgentReport {
         drift: r
             .drift
             .iter()
-            .map(|d| flotilla_server::api::Drift {
+            .map(|d| flotilla_api::wire::Drift {
                 component: d.component.clone(),
                 kind: d.kind.as_str().to_string(),
                 evidence: d.evidence.clone(),
@@ -75,7 +75,7 @@ pub fn to_api(r: &AgentReport) -> flotilla_server::api::AgentReport {
 }
 
 /// `e` and its causes on one line, as the agent's [`ClientError`].
-pub(crate) fn one_line(e: &flotilla_server::ClientError) -> ClientError {
+pub(crate) fn one_line(e: &flotilla_api::ClientError) -> ClientError {
     let mut s = e.to_string();
     let mut cause = std::error::Error::source(e);
     while let Some(c) = cause {
@@ -86,20 +86,20 @@ pub(crate) fn one_line(e: &flotilla_server::ClientError) -> ClientError {
     ClientError(s)
 }
 
-impl AuthorityClient for flotilla_server::Client {
+impl AuthorityClient for flotilla_api::Client {
     async fn snapshot(
         &self,
         host: &str,
         index: u64,
         wait: Duration,
     ) -> Result<SnapshotResponse, ClientError> {
-        flotilla_server::Client::snapshot(self, host, index, wait)
+        flotilla_api::Client::snapshot(self, host, index, wait)
             .await
             .map_err(|e| one_line(&e))
     }
 
     async fn report(&self, host: &str, report: &AgentReport) -> Result<(), ClientError> {
-        flotilla_server::Client::report(self, host, &to_api(report))
+        flotilla_api::Client::report(self, host, &to_api(report))
             .await
             .map_err(|e| one_line(&e))
     }
@@ -113,7 +113,7 @@ impl AuthorityClient for flotilla_server::Client {
 /// (`expired`), never run. While the authority cannot be reached, it retries with
 /// backoff (1 s doubling to 1 min).
 pub async fn serve_calls(
-    client: Arc<flotilla_server::Client>,
+    client: Arc<flotilla_api::Client>,
     host: String,
     state_dir: Option<PathBuf>,
     log: crate::Log,

@@ -55,12 +55,12 @@ use crate::watch::{
     end_rolled_back, rollback_not_proven, set_rolling_back, stamp, AwakeClock, AWAKE_STEP, POLL,
     ROLLBACK_MIN_TIMEOUT_MS, STABLE_POLLS,
 };
+use flotilla_api::wire::Assignment;
 use flotilla_exec::statedir::StateDir;
 use flotilla_model::status::{ComponentStatus, Health, Lifecycle};
 use flotilla_model::{Component, Topology};
 use flotilla_plan::{Operation, Verb};
 use flotilla_release::{InstallRoot, Reason, Refusal, UpdateReport, UpdateState};
-use flotilla_server::api::Assignment;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;

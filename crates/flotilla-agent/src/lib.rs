@@ -10,7 +10,7 @@
 //!   FILE` (the CLI's loader handed in as an [`InventoryLoader`]; polled by mtime,
 //!   size and digest; an invalid edit keeps the last good state).
 //! - [`authority`]: the [`authority::AuthorityClient`] trait (what
-//!   `flotilla_server::client::Client` provides), [`authority::AuthoritySource`]
+//!   `flotilla_api::client::Client` provides), [`authority::AuthoritySource`]
 //!   (long-poll with jitter, backoff while unreachable) and
 //!   [`authority::AuthorityReporter`].
 //! - [`agent`]: [`Agent`], the loop: converge each new desired state (stop what it

@@ -23,8 +23,8 @@
 //! every answer.
 
 use crate::update::{try_lock, ReleaseSource, Updater, AGENT_RELEASE};
+use flotilla_api::wire::UnskipRequest;
 use flotilla_release::{InstallRoot, SkipEntry, UnskipOutcome};
-use flotilla_server::api::UnskipRequest;
 
 impl<S: ReleaseSource> Updater<S> {
     /// Carries out the unskip requests of the authority's latest release answer (see

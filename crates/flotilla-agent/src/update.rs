@@ -49,12 +49,12 @@ use crate::authority::{jittered, one_line, Backoff, ClientError};
 use crate::state::AgentDir;
 use crate::supervisor::Supervisor;
 use crate::Log;
+use flotilla_api::wire::{Assignment, ReleaseAssignment};
 use flotilla_release::install::InstallError;
 use flotilla_release::{
     Acceptance, HostUpdate, InstallRoot, Reason, Refusal, TrustedKeys, UpdateReport, UpdateState,
     VersionDir,
 };
-use flotilla_server::api::{Assignment, ReleaseAssignment};
 use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -576,7 +576,7 @@ pub fn try_lock(root: &InstallRoot) -> std::io::Result<Option<nix::fcntl::Flock<
     }
 }
 
-/// The calls the updater makes to its authority (what `flotilla_server::Client`
+/// The calls the updater makes to its authority (what `flotilla_api::Client`
 /// provides).
 pub trait ReleaseSource: Send + Sync + 'static {
     /// `GET /v1/hosts/{host}/release?index={index}&wait={wait}`: the host's release
@@ -616,20 +616,20 @@ pub trait ReleaseSource: Send + Sync + 'static {
     ) -> impl Future<Output = Result<u64, ClientError>> + Send;
 }
 
-impl ReleaseSource for flotilla_server::Client {
+impl ReleaseSource for flotilla_api::Client {
     async fn release_assignment(
         &self,
         host: &str,
         index: u64,
         wait: Duration,
     ) -> Result<ReleaseAssignment, ClientError> {
-        flotilla_server::Client::release_assignment(self, host, index, wait)
+        flotilla_api::Client::release_assignment(self, host, index, wait)
             .await
             .map_err(|e| one_line(&e))
     }
 
     async fn report_update(&self, host: &str, update: &HostUpdate) -> Result<(), ClientError> {
-        flotilla_server::Client::report_update(self, host, update)
+        flotilla_api::Client::report_update(self, host, update)
             .await
             .map_err(|e| one_line(&e))
     }
@@ -640,7 +640,7 @@ impl ReleaseSource for flotilla_server::Client {
         dest: &Path,
         limit: u64,
     ) -> Result<u64, ClientError> {
-        flotilla_server::Client::download_blob(self, sha256, dest, limit)
+        flotilla_api::Client::download_blob(self, sha256, dest, limit)
             .await
             .map_err(|e| one_line(&e))
     }
@@ -1461,7 +1461,7 @@ pub fn spawn_watchdog(
 async fn fetch_url(url: &str, dest: &Path, size: u64) -> Result<u64, Refusal> {
     use std::io::Write;
     let failed = |m: String| Refusal::new(Reason::DownloadFailed, format!("{url}: {m}"));
-    let tls = flotilla_server::tls::native_roots_config().map_err(|e| failed(e.to_string()))?;
+    let tls = flotilla_api::tls::native_roots_config().map_err(|e| failed(e.to_string()))?;
     let http = reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .connect_timeout(Duration::from_secs(10))

@@ -372,7 +372,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
         return EXIT_USAGE;
     }
     let answered = e.chain().find_map(|c| match c.downcast_ref() {
-        Some(flotilla_server::ClientError::Api { status, .. }) => Some(*status),
+        Some(flotilla_api::ClientError::Api { status, .. }) => Some(*status),
         _ => None,
     });
     match answered {
@@ -423,6 +423,6 @@ pub fn print_error(e: &(dyn std::error::Error + 'static)) {
 }
 
 fn unreachable_authority(e: &(dyn std::error::Error + 'static)) -> bool {
-    e.downcast_ref::<flotilla_server::ClientError>()
-        .is_some_and(flotilla_server::ClientError::is_unreachable)
+    e.downcast_ref::<flotilla_api::ClientError>()
+        .is_some_and(flotilla_api::ClientError::is_unreachable)
 }

@@ -720,7 +720,7 @@ struct Fleet {
     a: Authority,
     h: Host,
     secret: String,
-    client: flotilla_server::Client,
+    client: flotilla_api::Client,
     rt: tokio::runtime::Runtime,
     /// The agent's arguments, and its pid.
     args: Vec<String>,
@@ -773,7 +773,7 @@ impl Fleet {
         let pid = h.start_agent_with(&args);
         let op =
             flotilla_server::authority::OperatorFile::read(&a.dir.join("operator.json")).unwrap();
-        let client = flotilla_server::Client::new(&a.url, &op.ca_pem, Some(op.credential)).unwrap();
+        let client = flotilla_api::Client::new(&a.url, &op.ca_pem, Some(op.credential)).unwrap();
         Fleet {
             secret: std::fs::read_to_string(&k.secret_path).unwrap(),
             a,
@@ -834,7 +834,7 @@ impl Fleet {
         let id = self.rt.block_on(async {
             self.client.put_blob(&blob, served).await.unwrap();
             self.client
-                .publish_release(&flotilla_server::api::PublishReleaseRequest {
+                .publish_release(&flotilla_api::wire::PublishReleaseRequest {
                     manifest: String::from_utf8(manifest).unwrap(),
                     signature,
                 })
@@ -842,7 +842,7 @@ impl Fleet {
                 .unwrap();
             let r = self
                 .client
-                .create_rollout(&flotilla_server::api::CreateRolloutRequest {
+                .create_rollout(&flotilla_api::wire::CreateRolloutRequest {
                     name: "flotilla-agent".into(),
                     version: version.into(),
                     selector: Default::default(),

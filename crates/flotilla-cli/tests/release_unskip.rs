@@ -392,7 +392,7 @@ fn a_pending_unskip_survives_an_authority_restart() {
     assert_eq!(e.root.skip_list().unwrap().len(), 1, "0.4.0 stays");
     // The request made before the restart is the one carried out.
     let op = flotilla_server::authority::OperatorFile::read(&a.dir.join("operator.json")).unwrap();
-    let client = flotilla_server::Client::new(&a.url, &op.ca_pem, Some(op.credential)).unwrap();
+    let client = flotilla_api::Client::new(&a.url, &op.ca_pem, Some(op.credential)).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -400,7 +400,7 @@ fn a_pending_unskip_survives_an_authority_restart() {
     let done = rt.block_on(client.unskip(id, DEADLINE)).unwrap();
     assert_eq!(
         done.state,
-        flotilla_server::api::UnskipState::Done,
+        flotilla_api::wire::UnskipState::Done,
         "{done:#?}\n{}",
         e.logs()
     );

@@ -71,9 +71,9 @@ fn operator(s: &SessionsAuthority) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(s.a.dir.join("operator.json")).unwrap()).unwrap()
 }
 
-fn client(s: &SessionsAuthority, credential: &str) -> flotilla_server::Client {
+fn client(s: &SessionsAuthority, credential: &str) -> flotilla_api::Client {
     let op = operator(s);
-    flotilla_server::Client::new(
+    flotilla_api::Client::new(
         &s.a.url,
         op["ca_pem"].as_str().unwrap(),
         Some(credential.to_string()),
@@ -82,10 +82,10 @@ fn client(s: &SessionsAuthority, credential: &str) -> flotilla_server::Client {
 }
 
 fn post_raw(
-    c: &flotilla_server::Client,
+    c: &flotilla_api::Client,
     path: &str,
     body: Vec<u8>,
-) -> Result<Vec<u8>, flotilla_server::ClientError> {
+) -> Result<Vec<u8>, flotilla_api::ClientError> {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(c.post_bytes(path, body, Duration::from_secs(60)))
 }
@@ -753,7 +753,7 @@ fn one_session_cannot_hold_every_executor_slot() {
         );
         let ta = ta.clone();
         std::thread::spawn(move || {
-            let c = flotilla_server::Client::new(&s_url, &ca, Some(ta)).unwrap();
+            let c = flotilla_api::Client::new(&s_url, &ca, Some(ta)).unwrap();
             let body = serde_json::json!({"argv": ["sleep", marker]})
                 .to_string()
                 .into_bytes();

@@ -79,10 +79,10 @@ fn token(s: &SessionsAuthority, id: u64) -> String {
 }
 
 /// A client of the authority with `credential`.
-fn client(s: &SessionsAuthority, credential: &str) -> flotilla_server::Client {
+fn client(s: &SessionsAuthority, credential: &str) -> flotilla_api::Client {
     let op: serde_json::Value =
         serde_json::from_slice(&std::fs::read(s.a.dir.join("operator.json")).unwrap()).unwrap();
-    flotilla_server::Client::new(
+    flotilla_api::Client::new(
         &s.a.url,
         op["ca_pem"].as_str().unwrap(),
         Some(credential.to_string()),
@@ -90,7 +90,7 @@ fn client(s: &SessionsAuthority, credential: &str) -> flotilla_server::Client {
     .unwrap()
 }
 
-fn post(c: &flotilla_server::Client, path: &str, body: &serde_json::Value) -> serde_json::Value {
+fn post(c: &flotilla_api::Client, path: &str, body: &serde_json::Value) -> serde_json::Value {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let bytes = rt
         .block_on(c.post_bytes(path, body.to_string().into_bytes(), Duration::from_secs(30)))

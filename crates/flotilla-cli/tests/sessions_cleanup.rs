@@ -117,7 +117,7 @@ fn questions_of(s: &SessionsAuthority, id: u64) -> Vec<serde_json::Value> {
 fn ask_push(s: &SessionsAuthority, token: &str) -> String {
     let op: serde_json::Value =
         serde_json::from_slice(&std::fs::read(s.a.dir.join("operator.json")).unwrap()).unwrap();
-    let c = flotilla_server::Client::new(
+    let c = flotilla_api::Client::new(
         &s.a.url,
         op["ca_pem"].as_str().unwrap(),
         Some(token.to_string()),

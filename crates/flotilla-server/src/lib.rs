@@ -6,14 +6,12 @@
 //! of the selection as a Consul-style long poll; takes agents' measured reports;
 //! issues one-time join tokens and per-agent credentials (stored hashed); and exposes
 //! `/metrics`, `/healthz`, `/readyz` and its OpenAPI document. Storage is
-//! `flotilla_store::authority` (SQLite or PostgreSQL) behind one trait. This crate
-//! owns the wire types; the model's domain types travel inside them unchanged.
+//! `flotilla_store::authority` (SQLite or PostgreSQL) behind one trait. The wire types
+//! and the client are `flotilla-api`'s (re-exported here as [`api`] and [`client`]).
 //!
 //! Code map:
-//! - [`api`]: the wire DTOs of `/v1`.
 //! - [`server`]: routes, authorisation, long poll, [`server::run`].
-//! - [`client`]: the client agents and the CLI use (CA pinned).
-//! - [`tls`]: the private CA (`serve init`), server and client TLS configurations.
+//! - [`tls`]: the private CA (`serve init`) and the server's TLS configuration.
 //! - [`authority`]: the authority directory, `serve init`, backends, [`authority::serve`].
 //! - [`auth`]: secrets (tokens, credentials) and their hashes.
 //! - [`fleet`]: the fleet's status from agents' reports, aged (pure).
@@ -33,10 +31,8 @@
 
 #![warn(missing_docs)]
 
-pub mod api;
 pub mod auth;
 pub mod authority;
-pub mod client;
 pub mod diff;
 pub mod egress;
 pub mod fleet;
@@ -49,4 +45,6 @@ pub mod session_cleanup;
 pub mod sessions;
 pub mod tls;
 
-pub use client::{Client, ClientError, UnskipError};
+/// The wire types of `/v1` (`flotilla_api::wire`).
+pub use flotilla_api::wire as api;
+pub use flotilla_api::{client, Client, ClientError, UnskipError};

@@ -1,5 +1,6 @@
-//! The authority's TLS: its private CA (made by `flotilla serve init` with rcgen), the
-//! server certificate the CA signs, and the client side that pins the CA.
+//! The authority's TLS: its private CA (made by `flotilla serve init` with rcgen) and
+//! the server certificate the CA signs; the client side that pins the CA is
+//! `flotilla_api::tls` (re-exported here).
 //!
 //! Trust bootstrap follows kubeadm's discovery (`--discovery-token-ca-cert-hash
 //! sha256:…`): the join command carries the SHA-256 of the CA certificate (of its
@@ -16,9 +17,10 @@ use rcgen::{
     SanType,
 };
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::PrivateKeyDer;
+
+pub use flotilla_api::tls::{ca_hash, certificates, client_config, native_roots_config, provider};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// CA certificate file name in the authority directory.
 pub const CA_CERT: &str = "ca.pem";
@@ -55,39 +57,9 @@ pub enum TlsError {
     /// rustls refused the configuration.
     #[error("TLS configuration: {0}")]
     Rustls(#[from] rustls::Error),
-}
-
-/// The crypto provider every TLS configuration here uses: *ring*.
-pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// `sha256:<hex>` of the first certificate in `pem` (DER), the pin agents join with.
-///
-/// # Errors
-/// [`TlsError::Pem`] when `pem` holds no certificate.
-pub fn ca_hash(pem: &str) -> Result<String, TlsError> {
-    let der = certificates(pem.as_bytes(), Path::new("-"))?
-        .into_iter()
-        .next()
-        .expect("certificates() returns at least one");
-    Ok(flotilla_model::digest::sha256_hex(der.as_ref()))
-}
-
-fn certificates(pem: &[u8], path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<_, _>>()
-        .map_err(|e| TlsError::Pem {
-            path: path.to_path_buf(),
-            what: format!("not a PEM certificate: {e}"),
-        })?;
-    if certs.is_empty() {
-        return Err(TlsError::Pem {
-            path: path.to_path_buf(),
-            what: "no certificate in it".into(),
-        });
-    }
-    Ok(certs)
+    /// The client side refused (a certificate, the configuration).
+    #[error(transparent)]
+    Client(#[from] flotilla_api::tls::TlsError),
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
@@ -250,96 +222,6 @@ pub fn chain_pin(cert: &Path) -> Result<(String, String), TlsError> {
 /// PEM text (RFC 7468) of one DER certificate.
 pub fn pem_of(der: &[u8]) -> String {
     pem::encode(&pem::Pem::new("CERTIFICATE", der.to_vec()))
-}
-
-/// A client configuration that trusts `ca_pem` alone.
-///
-/// # Errors
-/// [`TlsError`] when `ca_pem` holds no usable certificate.
-pub fn client_config(ca_pem: &str) -> Result<rustls::ClientConfig, TlsError> {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in certificates(ca_pem.as_bytes(), Path::new("-"))? {
-        roots.add(c)?;
-    }
-    Ok(rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
-}
-
-/// A client configuration that trusts this host's root certificates (the system's
-/// store, `rustls-native-certs`): for servers outside the fleet (a model API, an
-/// artifact's URL). Certificates the store holds but rustls cannot parse are
-/// skipped.
-///
-/// # Errors
-/// [`TlsError`] when no protocol version can be had.
-pub fn native_roots_config() -> Result<rustls::ClientConfig, TlsError> {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_native_certs::load_native_certs().certs {
-        let _ = roots.add(c);
-    }
-    Ok(rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
-}
-
-/// Accepts any server certificate, remembering the chain it was shown: used once,
-/// to fetch the CA whose hash the caller then checks against its pin.
-#[derive(Debug)]
-pub(crate) struct Unverified(pub(crate) Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &rustls::pki_types::ServerName<'_>,
-        _ocsp: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// A client configuration for the one discovery request.
-pub(crate) fn discovery_config() -> Result<rustls::ClientConfig, TlsError> {
-    let p = provider();
-    Ok(rustls::ClientConfig::builder_with_provider(p.clone())
-        .with_safe_default_protocol_versions()?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(Unverified(p)))
-        .with_no_client_auth())
 }
 
 #[cfg(test)]

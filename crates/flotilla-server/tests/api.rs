@@ -2,12 +2,12 @@
 //! storage backends: SQLite (a temporary directory) and PostgreSQL (the server that
 //! `scripts/postgres` starts; `FLOTILLA_TEST_POSTGRES_URL`).
 
+use flotilla_api::wire::{AgentReport, JoinRequest, PublishRequest, SelectRequest, TokenRequest};
+use flotilla_api::wire::{CreateRolloutRequest, PublishReleaseRequest};
+use flotilla_api::wire::{CreateUnskipRequest, UnskipRequest, UnskipState};
 use flotilla_model::{validate, Format, SourceFile, Sources, Topology};
 use flotilla_release::rollout::{HostPhase, HostUpdate, Phase, Rollout, UpdateReport, UpdateState};
 use flotilla_release::{Artifact, Manifest, Reason, SkipEntry, UnskipOutcome};
-use flotilla_server::api::{AgentReport, JoinRequest, PublishRequest, SelectRequest, TokenRequest};
-use flotilla_server::api::{CreateRolloutRequest, PublishReleaseRequest};
-use flotilla_server::api::{CreateUnskipRequest, UnskipRequest, UnskipState};
 use flotilla_server::server::{AppState, Settings};
 use flotilla_server::{Client, ClientError};
 use flotilla_store::authority::{
@@ -163,7 +163,7 @@ impl<S: AuthorityStore + Clone> Running<S> {
         &self,
         t: &Topology,
         expect: Option<String>,
-    ) -> Result<flotilla_server::api::SelectResponse, ClientError> {
+    ) -> Result<flotilla_api::wire::SelectResponse, ClientError> {
         self.operator
             .publish(&PublishRequest {
                 topology: serde_json::from_str(&t.revision_json()).unwrap(),
@@ -293,7 +293,7 @@ async fn agents_reach_only_their_own_host<S: AuthorityStore + Clone>(store: S) {
         studio
             .enqueue_call(
                 "studio",
-                &flotilla_server::api::EnqueueRequest {
+                &flotilla_api::wire::EnqueueRequest {
                     request: serde_json::json!({}),
                     deadline_ms: now_ms() + 60_000,
                 },
@@ -306,7 +306,7 @@ async fn agents_reach_only_their_own_host<S: AuthorityStore + Clone>(store: S) {
         .operator
         .enqueue_call(
             "gpu",
-            &flotilla_server::api::EnqueueRequest {
+            &flotilla_api::wire::EnqueueRequest {
                 request: serde_json::json!({"protocol": 2, "call": "hello"}),
                 deadline_ms: now_ms() + 60_000,
             },
@@ -592,7 +592,7 @@ fn update(host: &str, sha: &str, state: UpdateState, reason: Option<Reason>) -> 
     }
 }
 
-fn rollout_of(dto: flotilla_server::api::RolloutDto) -> Rollout {
+fn rollout_of(dto: flotilla_api::wire::RolloutDto) -> Rollout {
     serde_json::from_value(dto.rollout).unwrap()
 }
 
@@ -700,7 +700,7 @@ async fn releases_and_rollouts<S: AuthorityStore + Clone>(store: S) {
         ops.report_update("ops", &u).await.unwrap();
     }
     let st = b.operator.status().await.unwrap();
-    let conflict = |st: &flotilla_server::api::FleetStatus, host: &str| {
+    let conflict = |st: &flotilla_api::wire::FleetStatus, host: &str| {
         st.hosts
             .iter()
             .find(|h| h.host == host)
@@ -1092,7 +1092,7 @@ async fn unskips<S: AuthorityStore + Clone>(store: S) {
         .await
         .unwrap_err();
     assert!(
-        matches!(&e, flotilla_server::UnskipError::NotConfirmed { unskip, .. } if unskip.id == failing.id && unskip.error.is_none()),
+        matches!(&e, flotilla_api::UnskipError::NotConfirmed { unskip, .. } if unskip.id == failing.id && unskip.error.is_none()),
         "asked again, the old error is forgotten and the agent's next outcome awaited: {e}"
     );
 

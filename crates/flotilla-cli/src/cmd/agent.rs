@@ -238,15 +238,15 @@ fn join(cli: &Cli, a: &JoinArgs) -> anyhow::Result<u8> {
     let dir = AgentDir::resolve(cli.state_dir.as_deref())?;
     let rt = super::runtime()?;
     let (pem, joined) = rt.block_on(async {
-        let pem = flotilla_server::Client::discover_ca(&a.url, &a.ca_hash).await?;
-        let joined = flotilla_server::Client::new(&a.url, &pem, None)?
-            .join(&flotilla_server::api::JoinRequest {
+        let pem = flotilla_api::Client::discover_ca(&a.url, &a.ca_hash).await?;
+        let joined = flotilla_api::Client::new(&a.url, &pem, None)?
+            .join(&flotilla_api::wire::JoinRequest {
                 token: a.token.trim().to_string(),
                 agent_version: flotilla_exec::remote::VERSION.into(),
                 platform: flotilla_exec::remote::this_platform(),
             })
             .await?;
-        Ok::<_, flotilla_server::ClientError>((pem, joined))
+        Ok::<_, flotilla_api::ClientError>((pem, joined))
     })?;
     dir.save_enrollment(&flotilla_agent::state::Enrollment {
         server: a.url.trim_end_matches('/').to_string(),
@@ -315,7 +315,7 @@ fn run_agent(cli: &Cli, a: &RunArgs) -> anyhow::Result<u8> {
             );
             return Ok(EXIT_USAGE);
         }
-        let client = Arc::new(flotilla_server::Client::new(
+        let client = Arc::new(flotilla_api::Client::new(
             &e.server,
             &e.ca_pem,
             Some(e.credential.clone()),
@@ -765,7 +765,7 @@ fn authority_probe(
             return None;
         }
     };
-    let client = match flotilla_server::Client::new(&e.server, &e.ca_pem, None) {
+    let client = match flotilla_api::Client::new(&e.server, &e.ca_pem, None) {
         Ok(c) => c,
         Err(err) => {
             log(&format!("authority {}: {err}: it is not asked", e.server));

@@ -34,7 +34,7 @@ pub fn base_state_dir(cli: &Cli) -> anyhow::Result<PathBuf> {
 }
 
 /// A client of the authority with the operator's credential.
-pub fn client(cli: &Cli) -> anyhow::Result<flotilla_server::Client> {
+pub fn client(cli: &Cli) -> anyhow::Result<flotilla_api::Client> {
     let args = &cli.server;
     let path = match &args.operator_file {
         Some(p) => p.clone(),
@@ -49,7 +49,7 @@ pub fn client(cli: &Cli) -> anyhow::Result<flotilla_server::Client> {
         .server
         .clone()
         .unwrap_or_else(|| format!("https://{}", flotilla_server::authority::DEFAULT_LISTEN));
-    Ok(flotilla_server::Client::new(
+    Ok(flotilla_api::Client::new(
         &url,
         &file.ca_pem,
         Some(file.credential),
@@ -74,7 +74,7 @@ pub fn transport(
         return Ok(ssh);
     }
     let queue: std::sync::Arc<dyn flotilla_exec::transport::agent::CallQueue> =
-        std::sync::Arc::new(client(cli)?);
+        std::sync::Arc::new(AuthorityCalls(client(cli)?));
     Ok(std::sync::Arc::new(
         flotilla_exec::transport::agent::AgentTransport::new(queue, agent_hosts, ssh),
     ))
@@ -105,5 +105,47 @@ pub fn warn_unless_selected(cli: &Cli, topology: &flotilla_model::Topology) {
             &topology.digest()[..19],
             current.map(|c| &c[..c.len().min(19)]).unwrap_or("none")
         );
+    }
+}
+
+/// The authority's client as the queue of the `agent` transport.
+struct AuthorityCalls(flotilla_api::Client);
+
+/// The authority as the queue of the `agent` transport
+/// (`flotilla_exec::transport::agent`): calls for an agent host are queued here and
+/// their answers awaited.
+impl flotilla_exec::transport::agent::CallQueue for AuthorityCalls {
+    fn enqueue<'a>(
+        &'a self,
+        host: &'a str,
+        request: serde_json::Value,
+        deadline_ms: i64,
+    ) -> flotilla_exec::transport::BoxFuture<'a, Result<u64, String>> {
+        Box::pin(async move {
+            self.0
+                .enqueue_call(
+                    host,
+                    &flotilla_api::wire::EnqueueRequest {
+                        request,
+                        deadline_ms,
+                    },
+                )
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn answer<'a>(
+        &'a self,
+        id: u64,
+        wait: std::time::Duration,
+    ) -> flotilla_exec::transport::BoxFuture<'a, Result<Option<serde_json::Value>, String>> {
+        Box::pin(async move {
+            self.0
+                .call_status(id, wait)
+                .await
+                .map(|c| c.response)
+                .map_err(|e| e.to_string())
+        })
     }
 }

@@ -2,8 +2,8 @@
 //! (immutable desired states named by their SHA-256) and which one is selected.
 
 use crate::{Cli, EXIT_OK, EXIT_REFUSED};
-use flotilla_server::api::{PublishRequest, SelectRequest, SelectResponse};
-use flotilla_server::ClientError;
+use flotilla_api::wire::{PublishRequest, SelectRequest, SelectResponse};
+use flotilla_api::ClientError;
 
 /// Arguments of `flotilla config`.
 #[derive(clap::Args, Debug)]
@@ -88,7 +88,7 @@ fn refused(e: ClientError) -> anyhow::Result<u8> {
 }
 
 /// Expands a unique hex prefix to a full revision name.
-async fn resolve(client: &flotilla_server::Client, rev: &str) -> anyhow::Result<String> {
+async fn resolve(client: &flotilla_api::Client, rev: &str) -> anyhow::Result<String> {
     let hex = rev.strip_prefix("sha256:").unwrap_or(rev);
     if hex.len() == 64 {
         return Ok(format!("sha256:{hex}"));

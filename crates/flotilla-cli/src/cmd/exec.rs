@@ -91,7 +91,7 @@ fn exec(_cli: &Cli, args: &Args) -> anyhow::Result<u8> {
 ///
 /// # Errors
 /// A variable that is not set (not inside a runtime), an unreadable file.
-pub fn session_client() -> anyhow::Result<flotilla_server::Client> {
+pub fn session_client() -> anyhow::Result<flotilla_api::Client> {
     let var = |k: &str| {
         std::env::var(k).map_err(|_| {
             crate::usage!("{k} is not set: this command runs inside a session's runtime")
@@ -101,5 +101,5 @@ pub fn session_client() -> anyhow::Result<flotilla_server::Client> {
     let ca_path = var("FLOTILLA_CA")?;
     let token = super::gate::session_token()?;
     let ca = std::fs::read_to_string(&ca_path).map_err(|e| anyhow::anyhow!("{ca_path}: {e}"))?;
-    Ok(flotilla_server::Client::new(&url, &ca, Some(token))?)
+    Ok(flotilla_api::Client::new(&url, &ca, Some(token))?)
 }

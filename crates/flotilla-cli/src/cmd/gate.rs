@@ -91,7 +91,7 @@ fn hook(timeout: Duration) -> anyhow::Result<Vec<u8>> {
     let ca_path = var("FLOTILLA_CA")?;
     let token = session_token()?;
     let ca = std::fs::read_to_string(&ca_path).map_err(|e| anyhow::anyhow!("{ca_path}: {e}"))?;
-    let client = flotilla_server::Client::new(&url, &ca, Some(token))?;
+    let client = flotilla_api::Client::new(&url, &ca, Some(token))?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

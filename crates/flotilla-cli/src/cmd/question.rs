@@ -61,7 +61,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                         Ok(EXIT_OK)
                     }
                 },
-                Err(flotilla_server::ClientError::Api {
+                Err(flotilla_api::ClientError::Api {
                     status: 409, error, ..
                 }) => {
                     eprintln!("refused: {}", error.message);

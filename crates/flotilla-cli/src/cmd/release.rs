@@ -6,8 +6,8 @@
 //! `list`, `rollout`, `approve`, `pause`, `resume`, `abort`, `status`, `unskip`.
 
 use crate::{Cli, EXIT_OK, EXIT_REFUSED};
+use flotilla_api::wire::{CreateRolloutRequest, PublishReleaseRequest};
 use flotilla_release::rollout::Rollout;
-use flotilla_server::api::{CreateRolloutRequest, PublishReleaseRequest};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -324,9 +324,9 @@ pub(crate) fn verify_offline(
 
 /// The authority's refusals (409: a conflict with what it holds; 400: a request it
 /// will not take) are exit 1 with its message; other errors bubble up.
-fn refused(e: flotilla_server::ClientError) -> anyhow::Result<u8> {
+fn refused(e: flotilla_api::ClientError) -> anyhow::Result<u8> {
     match &e {
-        flotilla_server::ClientError::Api {
+        flotilla_api::ClientError::Api {
             status: 400 | 409,
             error,
             ..
@@ -340,9 +340,9 @@ fn refused(e: flotilla_server::ClientError) -> anyhow::Result<u8> {
 
 /// As [`refused`], and an unknown host or request (404) is refused too: the
 /// authority's message names what it does not know.
-fn refused_or_unknown(e: flotilla_server::ClientError) -> anyhow::Result<u8> {
+fn refused_or_unknown(e: flotilla_api::ClientError) -> anyhow::Result<u8> {
     match &e {
-        flotilla_server::ClientError::Api {
+        flotilla_api::ClientError::Api {
             status: 404, error, ..
         } => {
             eprintln!("refused: {}", error.message);
@@ -353,12 +353,12 @@ fn refused_or_unknown(e: flotilla_server::ClientError) -> anyhow::Result<u8> {
 }
 
 /// An unskip request: done (what was cleared) or pending (recorded, `--no-wait`).
-fn print_unskip(u: &flotilla_server::api::UnskipDto, json: bool) -> anyhow::Result<()> {
+fn print_unskip(u: &flotilla_api::wire::UnskipDto, json: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(u)?);
         return Ok(());
     }
-    if u.state == flotilla_server::api::UnskipState::Pending {
+    if u.state == flotilla_api::wire::UnskipState::Pending {
         println!(
             "unskip {}: {} {} on {} requested; its agent clears it when it next hears from the authority (`flotilla release unskip {} --host {}{}` waits for it)",
             u.id,
@@ -503,7 +503,7 @@ fn detail(h: &flotilla_release::rollout::HostRollout, now: i64) -> String {
         .join("; ")
 }
 
-fn rollout_of(dto: flotilla_server::api::RolloutDto) -> anyhow::Result<Rollout> {
+fn rollout_of(dto: flotilla_api::wire::RolloutDto) -> anyhow::Result<Rollout> {
     Ok(serde_json::from_value(dto.rollout)?)
 }
 
@@ -808,14 +808,14 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                     print_unskip(&u, *json)?;
                     Ok(EXIT_OK)
                 }
-                Err(flotilla_server::UnskipError::Client(e)) => refused_or_unknown(e),
+                Err(flotilla_api::UnskipError::Client(e)) => refused_or_unknown(e),
                 Err(
-                    e @ (flotilla_server::UnskipError::Failed(_)
-                    | flotilla_server::UnskipError::NotConfirmed { .. }),
+                    e @ (flotilla_api::UnskipError::Failed(_)
+                    | flotilla_api::UnskipError::NotConfirmed { .. }),
                 ) => {
                     if *json {
-                        if let flotilla_server::UnskipError::Failed(u)
-                        | flotilla_server::UnskipError::NotConfirmed { unskip: u, .. } = &e
+                        if let flotilla_api::UnskipError::Failed(u)
+                        | flotilla_api::UnskipError::NotConfirmed { unskip: u, .. } = &e
                         {
                             println!("{}", serde_json::to_string_pretty(u)?);
                         }

@@ -229,7 +229,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             command: TokenCommand::Create { host, ttl, json },
         }) => {
             let client = super::authority::client(cli)?;
-            let t = rt.block_on(client.create_token(&flotilla_server::api::TokenRequest {
+            let t = rt.block_on(client.create_token(&flotilla_api::wire::TokenRequest {
                 host: host.clone(),
                 ttl_secs: Some(ttl.as_secs().max(1)),
             }))?;

@@ -306,7 +306,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 &ModeRequest { mode: mode.clone() },
             ));
             match r {
-                Err(flotilla_server::ClientError::Api {
+                Err(flotilla_api::ClientError::Api {
                     status: 409, error, ..
                 }) => {
                     eprintln!("refused: {}", error.message);
@@ -341,7 +341,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 }
                 // Refused (its runtime runs), or not everything could be removed: the
                 // authority's message names what remains.
-                Err(flotilla_server::ClientError::Api {
+                Err(flotilla_api::ClientError::Api {
                     status: status @ (409 | 500),
                     error,
                     ..

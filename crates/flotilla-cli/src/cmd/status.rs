@@ -305,7 +305,7 @@ fn runtime_column(rt: &flotilla_model::status::RuntimeStatus) -> String {
 }
 
 /// One line: the agent's measured executable digest against its selected release.
-fn agent_identity(id: &flotilla_server::api::AgentIdentityDto) -> String {
+fn agent_identity(id: &flotilla_api::wire::AgentIdentityDto) -> String {
     let running = id
         .running_sha256
         .as_deref()

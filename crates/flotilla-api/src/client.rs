@@ -2,7 +2,7 @@
 //! HTTPS with the authority's CA pinned (no system roots), a bearer credential, and
 //! typed answers.
 
-use crate::api::{
+use crate::wire::{
     AgentReport, ApiError, DiffResponse, FleetStatus, HistoryResponse, JoinRequest, JoinResponse,
     PublishRequest, RevisionDto, SelectRequest, SelectResponse, SnapshotResponse, TokenRequest,
     TokenResponse,
@@ -78,14 +78,14 @@ pub enum UnskipError {
     /// answer.
     #[error("the agent of `{}` could not clear {} {}: {} (unskip {} stays pending: the agent tries again at its next release poll)",
         .0.host, .0.name, .0.version, .0.error.as_deref().unwrap_or("?"), .0.id)]
-    Failed(Box<crate::api::UnskipDto>),
+    Failed(Box<crate::wire::UnskipDto>),
     /// The host's agent did not confirm it within the deadline; the request stays
     /// pending (the agent clears the entries when it next hears from the authority).
     #[error("the agent of `{}` did not confirm clearing {} {} within {}: unskip {} stays pending (is the agent running, and does it know unskip requests?)",
         .unskip.host, .unskip.name, .unskip.version, humantime::format_duration(*.waited), .unskip.id)]
     NotConfirmed {
         /// The request as it stands.
-        unskip: Box<crate::api::UnskipDto>,
+        unskip: Box<crate::wire::UnskipDto>,
         /// How long it was waited for.
         waited: Duration,
     },
@@ -433,9 +433,9 @@ impl Client {
     pub async fn enqueue_call(
         &self,
         host: &str,
-        req: &crate::api::EnqueueRequest,
+        req: &crate::wire::EnqueueRequest,
     ) -> Result<u64, ClientError> {
-        let r: crate::api::Enqueued = self.post(&format!("/v1/hosts/{host}/calls"), req).await?;
+        let r: crate::wire::Enqueued = self.post(&format!("/v1/hosts/{host}/calls"), req).await?;
         Ok(r.id)
     }
 
@@ -448,7 +448,7 @@ impl Client {
         host: &str,
         after: u64,
         wait: Duration,
-    ) -> Result<crate::api::CallsResponse, ClientError> {
+    ) -> Result<crate::wire::CallsResponse, ClientError> {
         let url = format!(
             "{}/v1/hosts/{host}/calls?after={after}&wait={}ms",
             self.base,
@@ -470,7 +470,7 @@ impl Client {
         let _: serde_json::Value = self
             .post(
                 &format!("/v1/calls/{id}/reply"),
-                &crate::api::ReplyRequest { response },
+                &crate::wire::ReplyRequest { response },
             )
             .await?;
         Ok(())
@@ -484,7 +484,7 @@ impl Client {
         &self,
         id: u64,
         wait: Duration,
-    ) -> Result<crate::api::CallStatus, ClientError> {
+    ) -> Result<crate::wire::CallStatus, ClientError> {
         let url = format!("{}/v1/calls/{id}?wait={}ms", self.base, wait.as_millis());
         let timeout = wait + Duration::from_secs(15);
         self.send(self.http.get(&url).timeout(timeout), &url).await
@@ -565,8 +565,8 @@ impl Client {
     /// bytes is 409.
     pub async fn publish_release(
         &self,
-        req: &crate::api::PublishReleaseRequest,
-    ) -> Result<crate::api::ReleaseDto, ClientError> {
+        req: &crate::wire::PublishReleaseRequest,
+    ) -> Result<crate::wire::ReleaseDto, ClientError> {
         self.post("/v1/releases", req).await
     }
 
@@ -574,7 +574,7 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn releases(&self) -> Result<Vec<crate::api::ReleaseDto>, ClientError> {
+    pub async fn releases(&self) -> Result<Vec<crate::wire::ReleaseDto>, ClientError> {
         self.get("/v1/releases").await
     }
 
@@ -585,8 +585,8 @@ impl Client {
     /// same name 409, no matching host 400.
     pub async fn create_rollout(
         &self,
-        req: &crate::api::CreateRolloutRequest,
-    ) -> Result<crate::api::RolloutDto, ClientError> {
+        req: &crate::wire::CreateRolloutRequest,
+    ) -> Result<crate::wire::RolloutDto, ClientError> {
         self.post("/v1/rollouts", req).await
     }
 
@@ -594,7 +594,7 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn rollouts(&self) -> Result<crate::api::RolloutsResponse, ClientError> {
+    pub async fn rollouts(&self) -> Result<crate::wire::RolloutsResponse, ClientError> {
         self.get("/v1/rollouts").await
     }
 
@@ -602,7 +602,7 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`]; an unknown id is 404.
-    pub async fn rollout(&self, id: u64) -> Result<crate::api::RolloutDto, ClientError> {
+    pub async fn rollout(&self, id: u64) -> Result<crate::wire::RolloutDto, ClientError> {
         self.get(&format!("/v1/rollouts/{id}")).await
     }
 
@@ -615,7 +615,7 @@ impl Client {
         &self,
         id: u64,
         action: &str,
-    ) -> Result<crate::api::RolloutDto, ClientError> {
+    ) -> Result<crate::wire::RolloutDto, ClientError> {
         self.post(
             &format!("/v1/rollouts/{id}/{action}"),
             &serde_json::json!({}),
@@ -633,7 +633,7 @@ impl Client {
         host: &str,
         index: u64,
         wait: Duration,
-    ) -> Result<crate::api::ReleaseAssignment, ClientError> {
+    ) -> Result<crate::wire::ReleaseAssignment, ClientError> {
         self.long_poll(
             &format!(
                 "/v1/hosts/{host}/release?index={index}&wait={}ms",
@@ -671,8 +671,8 @@ impl Client {
     pub async fn request_unskip(
         &self,
         host: &str,
-        req: &crate::api::CreateUnskipRequest,
-    ) -> Result<crate::api::UnskipDto, ClientError> {
+        req: &crate::wire::CreateUnskipRequest,
+    ) -> Result<crate::wire::UnskipDto, ClientError> {
         self.post(&format!("/v1/hosts/{host}/unskip"), req).await
     }
 
@@ -686,7 +686,7 @@ impl Client {
         &self,
         id: u64,
         wait: Duration,
-    ) -> Result<crate::api::UnskipDto, ClientError> {
+    ) -> Result<crate::wire::UnskipDto, ClientError> {
         let url = format!("{}/v1/unskips/{id}?wait={}ms", self.base, wait.as_millis());
         let timeout = wait + Duration::from_secs(15);
         self.send(self.http.get(&url).timeout(timeout), &url).await
@@ -710,12 +710,12 @@ impl Client {
         name: &str,
         version: &str,
         deadline: Option<Duration>,
-    ) -> Result<crate::api::UnskipDto, UnskipError> {
+    ) -> Result<crate::wire::UnskipDto, UnskipError> {
         let started = std::time::Instant::now();
         let mut u = self
             .request_unskip(
                 host,
-                &crate::api::CreateUnskipRequest {
+                &crate::wire::CreateUnskipRequest {
                     name: name.to_string(),
                     version: version.to_string(),
                 },
@@ -725,7 +725,7 @@ impl Client {
             return Ok(u);
         };
         loop {
-            if u.state == crate::api::UnskipState::Done {
+            if u.state == crate::wire::UnskipState::Done {
                 return Ok(u);
             }
             if u.error.is_some() {
@@ -798,42 +798,5 @@ impl Client {
         let url = format!("{}{path_and_query}", self.base);
         let timeout = wait + wait / 8 + Duration::from_secs(15);
         self.send(self.http.get(&url).timeout(timeout), &url).await
-    }
-}
-
-/// The authority as the queue of the `agent` transport
-/// (`flotilla_exec::transport::agent`): calls for an agent host are queued here and
-/// their answers awaited.
-impl flotilla_exec::transport::agent::CallQueue for Client {
-    fn enqueue<'a>(
-        &'a self,
-        host: &'a str,
-        request: serde_json::Value,
-        deadline_ms: i64,
-    ) -> flotilla_exec::transport::BoxFuture<'a, Result<u64, String>> {
-        Box::pin(async move {
-            self.enqueue_call(
-                host,
-                &crate::api::EnqueueRequest {
-                    request,
-                    deadline_ms,
-                },
-            )
-            .await
-            .map_err(|e| e.to_string())
-        })
-    }
-
-    fn answer<'a>(
-        &'a self,
-        id: u64,
-        wait: Duration,
-    ) -> flotilla_exec::transport::BoxFuture<'a, Result<Option<serde_json::Value>, String>> {
-        Box::pin(async move {
-            self.call_status(id, wait)
-                .await
-                .map(|c| c.response)
-                .map_err(|e| e.to_string())
-        })
     }
 }
