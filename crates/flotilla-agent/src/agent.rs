@@ -483,7 +483,7 @@ impl<R: Reporter> Runner<R> {
             if runs_selected(s) {
                 continue;
             }
-            if crate::component_release::in_progress(c) {
+            if crate::record::in_progress(c) {
                 continue; // a release update owns it until it ends
             }
             if !changed && self.supervisor.gave_up(&c.name).is_some() {
@@ -717,7 +717,7 @@ impl<R: Reporter> Runner<R> {
             else {
                 continue;
             };
-            if crate::component_release::in_progress(c) {
+            if crate::record::in_progress(c) {
                 // Its release update restarts, proves and rolls it back itself.
                 continue;
             }

@@ -47,18 +47,18 @@
 
 use crate::agent::{observe_components, project, run_operation, OperationSettings};
 use crate::drift::AGENT_COMMAND;
-use crate::update::{
-    chain, now_ms, try_lock, ReleaseSource, SeenPid, Side, Step, UpdateRecord, Updater, Verified,
-    KEEP_OLD,
-};
-use crate::watch::{
+use crate::proof::{
     end_rolled_back, rollback_not_proven, set_rolling_back, stamp, AwakeClock, AWAKE_STEP, POLL,
     ROLLBACK_MIN_TIMEOUT_MS, STABLE_POLLS,
 };
+use crate::record::{chain, now_ms, try_lock, SeenPid, Side, Step, UpdateRecord, KEEP_OLD};
+pub use crate::record::{in_progress, install_root};
+pub use crate::update::ComponentSettings;
+use crate::update::{ReleaseSource, Updater, Verified};
 use flotilla_api::wire::Assignment;
 use flotilla_exec::statedir::StateDir;
 use flotilla_model::status::{ComponentStatus, Health, Lifecycle};
-use flotilla_model::{Component, Topology};
+use flotilla_model::Topology;
 use flotilla_plan::{Operation, Verb};
 use flotilla_release::{InstallRoot, Reason, Refusal, UpdateReport, UpdateState};
 use std::collections::BTreeMap;
@@ -66,35 +66,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How the updater restarts and observes this host's components.
-#[derive(Debug, Clone)]
-pub struct ComponentSettings {
-    /// The base state directory given to the agent (`--state-dir`), else `None` (the
-    /// environment's default), as the agent's own operations use it.
-    pub state_dir: Option<PathBuf>,
-    /// Readiness deadline of each restarted component.
-    pub ready_timeout: Duration,
-    /// Time allowed to a remote host to answer an observation.
-    pub host_timeout: Duration,
-}
-
 /// How long reported component digests are reused before they are measured again.
 pub const MEASURE_EVERY: Duration = Duration::from_secs(1);
-
-/// The install root a component's program is kept in, when it declares a release.
-pub fn install_root(c: &Component) -> Option<InstallRoot> {
-    c.release
-        .as_ref()
-        .map(|r| InstallRoot::new(PathBuf::from(&r.root), r.name.clone()))
-}
-
-/// Whether a release update of `c`'s install root is between staging and its end (its
-/// supervision and convergence wait meanwhile).
-pub fn in_progress(c: &Component) -> bool {
-    install_root(c)
-        .and_then(|root| UpdateRecord::load(&root).ok().flatten())
-        .is_some_and(|rec| rec.needs_watchdog())
-}
 
 /// The desired state the agent applied last, ready to operate on.
 struct Ctx {

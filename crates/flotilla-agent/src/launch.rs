@@ -24,9 +24,9 @@
 //! process and says `RestartHadNoEffect`. An unreadable record runs the known-good
 //! version; nothing here can keep the agent from starting.
 
+use crate::record::{try_lock, Step, Trial, TrialStart, UpdateRecord, MAX_TRIAL_BOOTS};
 use crate::state::AgentDir;
 use crate::supervisor::Supervisor;
-use crate::update::{try_lock, Step, Trial, TrialStart, UpdateRecord, MAX_TRIAL_BOOTS};
 use crate::Log;
 use flotilla_release::InstallRoot;
 use std::ffi::OsString;
@@ -58,7 +58,7 @@ pub fn decide(root: &InstallRoot, argv0: &Path) -> Launch {
         Err(e) => {
             return Launch::RunThis(format!(
                 "update record unreadable, running this version: {}",
-                crate::update::chain(&e)
+                crate::record::chain(&e)
             ))
         }
     };
@@ -112,13 +112,13 @@ pub fn decide(root: &InstallRoot, argv0: &Path) -> Launch {
     trial.starts.push(TrialStart {
         pid: me,
         start_time_ticks,
-        at_ms: crate::update::now_ms(),
+        at_ms: crate::record::now_ms(),
     });
     if let Err(e) = trial.save(root) {
         // Uncounted, a crash could start it forever: run the known-good version.
         return Launch::RunThis(format!(
             "cannot count the trial start ({}): running the known-good version",
-            crate::update::chain(&e)
+            crate::record::chain(&e)
         ));
     }
     Launch::Exec {
@@ -187,7 +187,7 @@ pub fn before_start(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::update::{Side, UPDATE_FORMAT};
+    use crate::record::{Side, UPDATE_FORMAT};
     use flotilla_release::UpdateState;
 
     /// An install root with 0.1.0 current and 0.2.0 staged, and the record of the
@@ -207,7 +207,7 @@ mod tests {
         let mut rec = UpdateRecord {
             format: UPDATE_FORMAT,
             rollout: 1,
-            name: crate::update::AGENT_RELEASE.into(),
+            name: crate::record::AGENT_RELEASE.into(),
             version: "0.2.0".into(),
             serial: 1,
             key_id: String::new(),

@@ -39,6 +39,12 @@
 //! - [`launch`]: the known-good launcher: every `agent run` reads the update record
 //!   first and runs the new version on trial (a counted `exec`) or itself, so that a
 //!   crash at any step leaves a start that can finish or undo the update.
+//! - [`record`]: the update record (`update.json`, its steps), `trial.json`,
+//!   `update.lock`, `running.json`/`reported.json`, and the helpers every update
+//!   module shares (clock, JSON files, error chains).
+//! - [`proof`]: how an update is proven and ended, shared by the watchdog and
+//!   component releases (poll period, stable looks, [`proof::AwakeClock`], the
+//!   rollback's bookkeeping).
 //! - [`watch`]: the self-update watchdog (`flotilla agent update-watch`): arm the trial,
 //!   restart through the supervisor, prove by measured identity, soak, flip `current`,
 //!   automatic rollback; deadlines on [`watch::AwakeClock`].
@@ -53,6 +59,8 @@ pub mod component_release;
 pub mod drift;
 pub mod launch;
 pub mod local;
+pub mod proof;
+pub mod record;
 pub mod report;
 pub mod source;
 pub mod state;

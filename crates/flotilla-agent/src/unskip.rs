@@ -22,7 +22,8 @@
 //! A request is carried out once per agent process; one that failed is tried again at
 //! every answer.
 
-use crate::update::{try_lock, ReleaseSource, Updater, AGENT_RELEASE};
+use crate::record::{try_lock, AGENT_RELEASE};
+use crate::update::{ReleaseSource, Updater};
 use flotilla_api::wire::UnskipRequest;
 use flotilla_release::{InstallRoot, SkipEntry, UnskipOutcome};
 

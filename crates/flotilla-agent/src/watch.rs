@@ -66,33 +66,23 @@
 //! otherwise it runs itself, and (as an agent) starts a watchdog for the unfinished
 //! update, which rolls it back or finishes it.
 
-use crate::state::AgentDir;
-use crate::supervisor::{self, Supervisor};
-use crate::update::{
+use crate::proof::{end_rolled_back, rollback_not_proven, set_rolling_back, stamp};
+pub use crate::proof::{
+    AwakeClock, AWAKE_STEP, MAX_NEW_PROCESSES, POLL, ROLLBACK_MIN_TIMEOUT_MS, ROLLBACK_TRIES,
+    STABLE_POLLS,
+};
+use crate::record::{
     now_ms, read_json, try_lock, OldAgent, Reported, Running, SeenPid, Side, Step, Trial,
     UpdateError, UpdateRecord, KEEP_OLD, MAX_TRIAL_BOOTS,
 };
+use crate::state::AgentDir;
+use crate::supervisor::{self, Supervisor};
 use crate::Log;
 use flotilla_exec::identity::{self, RuntimeIdentity};
-use flotilla_release::{InstallRoot, Reason, SkipEntry, UpdateState};
+use flotilla_release::{InstallRoot, Reason, UpdateState};
 use std::ffi::OsString;
 use std::process::Child;
 use std::time::{Duration, Instant};
-
-/// How often the watchdog looks.
-pub const POLL: Duration = Duration::from_millis(200);
-
-/// How many consecutive polls must see the same new process.
-pub const STABLE_POLLS: u32 = 5;
-
-/// More new processes than this since the restart is a crash loop.
-pub const MAX_NEW_PROCESSES: usize = 2;
-
-/// The least time allowed to prove the previous version back after a rollback.
-pub const ROLLBACK_MIN_TIMEOUT_MS: u64 = 30_000;
-
-/// How many times the rollback restart is tried.
-pub const ROLLBACK_TRIES: u32 = 3;
 
 /// How long a process stopped by the watchdog gets between SIGTERM and SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
@@ -101,43 +91,8 @@ pub const STOP_GRACE: Duration = Duration::from_secs(10);
 /// longer) the new build has to report once the authority answers again.
 pub const REPORT_GRACE: Duration = Duration::from_secs(15);
 
-/// The most one look of an [`AwakeClock`] counts: a longer gap between two looks is the
-/// host asleep or the process stopped.
-pub const AWAKE_STEP: Duration = Duration::from_secs(2);
-
 /// Asks the authority whether it answers (`Err`: why not), within a few seconds.
 pub type AuthorityProbe = std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
-
-/// Time a process was awake to see: the time between its looks, each look counting at
-/// most `max_step`, so that time the host slept (suspend, on a clock that itself stops
-/// then: `Instant` is `CLOCK_MONOTONIC` on Linux and `CLOCK_UPTIME_RAW` on macOS) or the
-/// process was stopped (SIGSTOP: the monotonic clock runs on) is not counted.
-#[derive(Debug, Clone)]
-pub struct AwakeClock {
-    last: Instant,
-    awake: Duration,
-    max_step: Duration,
-}
-
-impl AwakeClock {
-    /// A clock at zero now, counting at most `max_step` per look.
-    pub fn start(max_step: Duration) -> AwakeClock {
-        AwakeClock {
-            last: Instant::now(),
-            awake: Duration::ZERO,
-            max_step,
-        }
-    }
-
-    /// Looks: adds the time since the last look (at most `max_step`); the awake time
-    /// so far.
-    pub fn tick(&mut self) -> Duration {
-        let now = Instant::now();
-        self.awake += now.duration_since(self.last).min(self.max_step);
-        self.last = now;
-        self.awake
-    }
-}
 
 /// Settings of a watchdog.
 #[derive(Clone)]
@@ -209,12 +164,12 @@ fn failure(reason: Reason, detail: impl Into<String>) -> Failure {
 /// cannot be read.
 pub fn run(cfg: WatchConfig) -> Result<UpdateRecord, WatchError> {
     let lock = try_lock(&cfg.root).map_err(|source| WatchError::Lock {
-        path: crate::update::lock_path(&cfg.root).display().to_string(),
+        path: crate::record::lock_path(&cfg.root).display().to_string(),
         source,
     })?;
     let Some(_lock) = lock else {
         return Err(WatchError::Locked(
-            crate::update::lock_path(&cfg.root).display().to_string(),
+            crate::record::lock_path(&cfg.root).display().to_string(),
         ));
     };
     let mut rec = UpdateRecord::load(&cfg.root)?
@@ -297,7 +252,7 @@ impl Watchdog {
         if let Err(e) = rec.save(&self.cfg.root) {
             self.log(&format!(
                 "update-watch: cannot write the record: {}",
-                crate::update::chain(&e)
+                crate::record::chain(&e)
             ));
         }
     }
@@ -335,7 +290,7 @@ impl Watchdog {
                     rec,
                     failure(
                         Reason::InstallFailed,
-                        format!("arming the trial: {}", crate::update::chain(&e)),
+                        format!("arming the trial: {}", crate::record::chain(&e)),
                     ),
                 );
             }
@@ -1001,49 +956,6 @@ impl Watchdog {
     }
 }
 
-/// Records failure `reason` (`detail`) in `rec`, whose next step is the rollback.
-pub(crate) fn set_rolling_back(rec: &mut UpdateRecord, reason: Reason, detail: String) {
-    rec.evidence
-        .push(format!("{}: {reason}: {detail}", stamp()));
-    rec.reason = Some(reason);
-    rec.detail = detail;
-    rec.state = UpdateState::Restarting;
-    rec.step = Step::RollBack;
-}
-
-/// Records that the previous version (`want`) was not proven back in time (`seen`:
-/// what runs instead) and, while tries are left ([`ROLLBACK_TRIES`]), sets the record
-/// to roll back again; whether it did (else the caller ends the rollback as it is).
-pub(crate) fn rollback_not_proven(rec: &mut UpdateRecord, want: &str, seen: &str) -> bool {
-    rec.evidence.push(format!(
-        "{}: rollback restart {} of {ROLLBACK_TRIES}: the previous version ({want}) is not proven back: {seen}",
-        stamp(),
-        rec.rollbacks
-    ));
-    if rec.rollbacks < ROLLBACK_TRIES {
-        rec.step = Step::RollBack;
-        return true;
-    }
-    false
-}
-
-/// Ends a rolled-back update: the bad version added to `root`'s skip list (never
-/// applied again), the record `RolledBack`, done.
-pub(crate) fn end_rolled_back(root: &InstallRoot, rec: &mut UpdateRecord) {
-    let entry = SkipEntry {
-        name: rec.name.clone(),
-        version: rec.version.clone(),
-        sha256: rec.sha256.clone(),
-        reason: rec.reason.unwrap_or(Reason::HealthTimeout),
-        at_ms: now_ms(),
-    };
-    if let Err(e) = root.add_skip(entry) {
-        rec.evidence.push(format!("{}: skip list: {e}", stamp()));
-    }
-    rec.state = UpdateState::RolledBack;
-    rec.step = Step::Done;
-}
-
 /// Counts consecutive looks at the same process; the count now.
 fn bump(stable: &mut Option<(u32, u64, u32)>, id: Option<&RuntimeIdentity>) -> u32 {
     match (id, stable.as_mut()) {
@@ -1105,11 +1017,6 @@ fn stop_process(pid: u32, ticks: u64, child: Option<&mut Child>) -> String {
         "did not stop within {} s of SIGTERM: SIGKILLed",
         STOP_GRACE.as_secs()
     )
-}
-
-/// Now, RFC 3339 (evidence lines start with it).
-pub(crate) fn stamp() -> String {
-    flotilla_release::manifest::format_rfc3339_ms(now_ms())
 }
 
 #[cfg(test)]

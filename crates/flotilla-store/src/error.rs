@@ -1,7 +1,7 @@
 //! [`StoreError`]: everything that can go wrong in the store, typed.
 
 use crate::ids::{OperationId, StepId};
-use crate::records::Outcome;
+use crate::outcome::Outcome;
 use std::path::PathBuf;
 
 /// An error from the store.

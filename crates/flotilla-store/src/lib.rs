@@ -37,7 +37,8 @@
 //! - [`digests`]: digests of files already hashed, keyed by (device, inode, size,
 //!   mtime, ctime).
 //! - [`observations`]: the last observation of each component on a remote host.
-//! - [`records`]: the record types and the [`Outcome`] / [`RemovalReason`] enums.
+//! - [`records`]: the record types (operations, steps, instances).
+//! - [`outcome`]: the [`Outcome`] / [`RemovalReason`] enums kept as text.
 //! - [`ids`]: [`OperationId`] (`op-<n>`) and [`StepId`] (`step-<n>`).
 //! - [`error`]: the typed error, [`StoreError`].
 
@@ -50,6 +51,7 @@ pub mod ids;
 pub mod instances;
 pub mod journal;
 pub mod observations;
+pub mod outcome;
 pub mod records;
 pub mod schema;
 pub mod stacks;

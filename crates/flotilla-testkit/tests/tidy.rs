@@ -49,11 +49,6 @@ const PROCESS_DEBT: &[(&str, &str)] = &[
 /// to the crate's `src/`), and why they are still there.
 const CYCLE_DEBT: &[(&str, &[&str], &str)] = &[
     (
-        "flotilla-agent",
-        &["agent.rs", "component_release.rs", "update.rs", "watch.rs"],
-        "the update records and shared helpers (now_ms, chain, stamp) to a module of their own",
-    ),
-    (
         "flotilla-exec",
         &[
             "executor.rs",
@@ -80,11 +75,6 @@ const CYCLE_DEBT: &[(&str, &[&str], &str)] = &[
             "sessions.rs",
         ],
         "AppState, Failure and now_ms in server.rs; the session runtime's lifecycle in sessions.rs",
-    ),
-    (
-        "flotilla-store",
-        &["error.rs", "records.rs"],
-        "the error type and the records name each other",
     ),
 ];
 
