@@ -108,7 +108,7 @@ impl AuthorityClient for flotilla_api::Client {
 /// Serves the calls the `agent` transport queues for `host` on the authority (steps
 /// and observations a controller sends with `--server`), until `shutdown`: each is
 /// run by this host's executor exactly as `flotilla host serve` runs one that came
-/// over SSH (`flotilla_exec::remote::serve`, against this host's journal), each in
+/// over SSH (`flotilla_exec::host_mode::serve`, against this host's journal), each in
 /// its own task, and answered once. A call picked up after its deadline is refused
 /// (`expired`), never run. While the authority cannot be reached, it retries with
 /// backoff (1 s doubling to 1 min).
@@ -174,7 +174,7 @@ pub async fn serve_calls(
                                 .enable_all()
                                 .build()
                                 .map(|rt| {
-                                    rt.block_on(flotilla_exec::remote::serve(
+                                    rt.block_on(flotilla_exec::host_mode::serve(
                                         &input,
                                         state_dir.as_deref(),
                                         Arc::new(std::sync::atomic::AtomicBool::new(false)),

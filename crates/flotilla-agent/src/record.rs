@@ -409,12 +409,7 @@ impl UpdateRecord {
 }
 
 /// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+pub use flotilla_exec::this_process::now_ms;
 
 /// Reads a JSON file; `None` when missing or unreadable as `T` (these files are
 /// rewritten whole, atomically, so a partial one is never seen).

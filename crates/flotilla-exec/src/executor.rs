@@ -14,6 +14,8 @@ use crate::probe::{self, ProbeContext, ProbeOutcome};
 use crate::process;
 use crate::secrets::SecretResolver;
 use crate::statedir::StateDir;
+pub use crate::step_report::StepReport;
+pub use crate::this_process::now_ms;
 use crate::transport::Transport;
 use flotilla_model::topology::{Check, Component, Probe};
 use flotilla_model::Topology;
@@ -22,15 +24,7 @@ use flotilla_store::{NewStep, OperationId, Outcome, RemovalReason, StepId, Store
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// Milliseconds since the Unix epoch, now.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+use std::time::{Duration, Instant};
 
 /// Progress reported while a plan runs (for a progress bar or plain lines).
 #[derive(Debug, Clone)]
@@ -58,42 +52,6 @@ pub enum Event {
         /// What will be stopped, in order.
         components: Vec<String>,
     },
-}
-
-/// How one step ended.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct StepReport {
-    /// Component.
-    pub component: String,
-    /// Action, as in the plan.
-    pub action: Action,
-    /// `succeeded` or `failed`.
-    pub outcome: Outcome,
-    /// One line saying what happened.
-    pub summary: String,
-    /// Evidence: last probe, exit status, log tail, identity…
-    pub evidence: serde_json::Value,
-    /// How long it took.
-    #[serde(with = "duration_ms")]
-    pub took: Duration,
-    /// Whether this step launched a process (even if it then failed its readiness
-    /// probe): what the cleanup must stop.
-    pub launched: bool,
-}
-
-mod duration_ms {
-    pub fn serialize<S: serde::Serializer>(
-        d: &std::time::Duration,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(d.as_millis() as u64)
-    }
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
-        d: D,
-    ) -> Result<std::time::Duration, D::Error> {
-        use serde::Deserialize;
-        Ok(std::time::Duration::from_millis(u64::deserialize(d)?))
-    }
 }
 
 /// What applying a plan did.
@@ -461,7 +419,7 @@ impl Executor {
             snapshot: self.topology.snapshot(&c.host),
             step: step.clone(),
             wave: 0,
-            operation: format!("{} on {}", self.operation, crate::operate::who()),
+            operation: format!("{} on {}", self.operation, crate::this_process::who()),
             ready_timeout_ms: self.ready_timeout.as_millis() as u64,
         };
         let grace = c

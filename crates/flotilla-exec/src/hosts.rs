@@ -10,6 +10,7 @@
 //! older ones, and leftovers of interrupted copies, are removed. A binary is never overwritten in place, so a running `flotilla host
 //! serve` keeps its file.
 
+pub use crate::preflight::Finding;
 use crate::remote::{self, Call, HostFacts, Reply};
 use crate::ssh::{Pool, TransportError, REMOTE_ROOT};
 use flotilla_model::Topology;
@@ -232,17 +233,6 @@ pub async fn install(
         previous,
         facts,
     })
-}
-
-/// One finding of [`check`] or [`crate::preflight::check`].
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct Finding {
-    /// What was checked: `reachable`, `platform`, `flotilla`, `disk`, `tool <name>`.
-    pub check: String,
-    /// Whether it is fine.
-    pub ok: bool,
-    /// What was seen.
-    pub saw: String,
 }
 
 /// What [`check`] found on a host.

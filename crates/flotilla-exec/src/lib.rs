@@ -32,8 +32,10 @@
 //!   host per invocation, strict host keys, typed [`ssh::TransportError`]s) and the
 //!   `ssh-tunnel` command line.
 //! - [`remote`]: the versioned JSON exchange with `flotilla host serve` on a host
-//!   (hello, observe, step), both the controller side ([`remote::call`]) and the
-//!   host side ([`remote::serve`]).
+//!   (hello, observe, step): the protocol and the controller side ([`remote::call`]).
+//! - [`host_mode`]: the host side of that exchange ([`host_mode::serve`]).
+//! - [`this_process`]: the wall clock and who runs this process, for the journal.
+//! - [`step_report`]: how one step ended, shared by the executor and the wire.
 //! - [`hosts`]: `flotilla host install` (checksummed, versioned releases and a
 //!   `current` link) and `flotilla host check`.
 //! - [`launchctl`]: pure helpers for the launchd adapter: the job plist
@@ -66,6 +68,7 @@ pub mod adapter;
 pub mod environment;
 pub mod error;
 pub mod executor;
+pub mod host_mode;
 pub mod hosts;
 pub mod identity;
 pub mod launchctl;
@@ -80,7 +83,9 @@ pub mod remote;
 pub mod secrets;
 pub mod ssh;
 pub mod statedir;
+pub mod step_report;
 mod sys;
+pub mod this_process;
 pub mod transport;
 
 /// Serialises a `Duration` as fractional milliseconds (microsecond precision).

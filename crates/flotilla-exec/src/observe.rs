@@ -64,7 +64,7 @@ pub async fn stack_routes(
         let ev = |source: String, saw: String| Evidence {
             signal: Signal::Health,
             source,
-            at_ms: crate::executor::now_ms(),
+            at_ms: crate::this_process::now_ms(),
             saw,
         };
         if stack.readiness.is_empty() {
@@ -191,7 +191,7 @@ impl Observer<'_> {
         &self,
         names: &[String],
     ) -> Result<StatusReport, flotilla_store::StoreError> {
-        let observed_at_ms = crate::executor::now_ms();
+        let observed_at_ms = crate::this_process::now_ms();
         // Executables hashed by earlier invocations need not be hashed again.
         identity::seed_digests_from(self.store);
         let desired = self.store.desired()?;
@@ -361,7 +361,7 @@ impl Observer<'_> {
                     evidence: vec![Evidence {
                         signal: Signal::Condition,
                         source: "journal".into(),
-                        at_ms: crate::executor::now_ms(),
+                        at_ms: crate::this_process::now_ms(),
                         saw: format!(
                             "pid {} (process group {}) was started by {} for `{name}`, which is no longer in the inventory: put it back and stop it, or `kill -TERM -{}`",
                             r.pid, r.pgid, r.operation, r.pgid
@@ -398,7 +398,7 @@ impl Observer<'_> {
             ev.push(Evidence {
                 signal,
                 source,
-                at_ms: crate::executor::now_ms(),
+                at_ms: crate::this_process::now_ms(),
                 saw,
             })
         };
@@ -897,7 +897,7 @@ pub fn mark_dependency_down(topology: &Topology, components: &mut [ComponentStat
             c.evidence.push(Evidence {
                 signal: Signal::Condition,
                 source: "topology".into(),
-                at_ms: crate::executor::now_ms(),
+                at_ms: crate::this_process::now_ms(),
                 saw: saw.join("; "),
             });
         }

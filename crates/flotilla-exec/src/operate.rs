@@ -6,12 +6,13 @@
 //! The CLI's `up`, `down`, `start`, `stop`, `restart` and `apply` are thin calls into
 //! [`Invocation::run`].
 
-use crate::executor::{now_ms, ApplyReport, Event, Executor};
+use crate::executor::{ApplyReport, Event, Executor};
 use crate::identity::{self, IdentityMatch, RuntimeIdentity};
 use crate::lock::{LifecycleLock, LockError, LockHolder};
 use crate::observe::{Observer, StatusReport};
 use crate::secrets::SecretResolver;
 use crate::statedir::StateDir;
+use crate::this_process::{now_ms, who};
 use flotilla_model::status::Observed;
 use flotilla_model::{Target, Topology};
 use flotilla_plan::{Operation, Plan, Refusal, Verb};
@@ -96,25 +97,6 @@ pub struct Invocation {
     /// 130). `None`: a second interrupt changes nothing (the first already stops
     /// what the run started).
     pub on_abandon: Option<Arc<dyn Fn() + Send + Sync>>,
-}
-
-/// `user@hostname` of this process, for the journal.
-pub fn who() -> String {
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .ok()
-        .or_else(|| {
-            nix::unistd::User::from_uid(nix::unistd::getuid())
-                .ok()
-                .flatten()
-                .map(|u| u.name)
-        })
-        .unwrap_or_else(|| format!("uid {}", nix::unistd::getuid()));
-    let host = nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "localhost".into());
-    format!("{user}@{host}")
 }
 
 /// Opens the journal at the state directory (creating the directory).

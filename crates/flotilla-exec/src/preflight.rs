@@ -3,12 +3,23 @@
 //! directories, path arguments (model files…), `env_file`s, secrets and `${env.NAME}`
 //! variables, and their ports. Read-only: nothing is started, written or signalled.
 
-use crate::hosts::Finding;
 use crate::secrets::SecretResolver;
 use crate::statedir::StateDir;
 use flotilla_model::topology::Component;
 use flotilla_model::Topology;
+use serde::Serialize;
 use std::path::Path;
+
+/// One finding of [`check`] or [`crate::preflight::check`].
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct Finding {
+    /// What was checked: `reachable`, `platform`, `flotilla`, `disk`, `tool <name>`.
+    pub check: String,
+    /// Whether it is fine.
+    pub ok: bool,
+    /// What was seen.
+    pub saw: String,
+}
 
 /// Checks every managed component of `topology` on `host` named in `names` (all when
 /// empty). `base_dir` is where relative paths start (the inventory's directory here,

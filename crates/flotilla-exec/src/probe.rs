@@ -126,7 +126,7 @@ impl Recorder {
     fn new() -> Self {
         Recorder {
             t0: Instant::now(),
-            at: crate::executor::now_ms().max(0) as u64,
+            at: crate::this_process::now_ms().max(0) as u64,
             secrets: Vec::new(),
         }
     }

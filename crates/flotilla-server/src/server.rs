@@ -36,7 +36,7 @@ use flotilla_store::authority::{
 use flotilla_store::StoreError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// The longest a snapshot long poll waits (5 min).
@@ -77,12 +77,7 @@ pub struct Settings {
     pub sessions: Option<crate::sessions::SessionsSetup>,
 }
 
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+pub(crate) use flotilla_exec::this_process::now_ms;
 
 /// The selected revision, parsed once.
 #[derive(Clone)]

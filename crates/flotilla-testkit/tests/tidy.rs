@@ -47,36 +47,20 @@ const PROCESS_DEBT: &[(&str, &str)] = &[
 
 /// Import cycles between files that are known, each as the set of its files (relative
 /// to the crate's `src/`), and why they are still there.
-const CYCLE_DEBT: &[(&str, &[&str], &str)] = &[
-    (
-        "flotilla-exec",
-        &[
-            "executor.rs",
-            "hosts.rs",
-            "observe.rs",
-            "operate.rs",
-            "preflight.rs",
-            "probe.rs",
-            "remote.rs",
-            "transport/mod.rs",
-        ],
-        "now_ms in executor.rs, operate's who/open_store/secrets, the wire protocol and the far side in remote.rs, Finding in hosts.rs",
-    ),
-    (
-        "flotilla-server",
-        &[
-            "authority.rs",
-            "openapi.rs",
-            "privsep/launcher.rs",
-            "privsep/mod.rs",
-            "releases.rs",
-            "server.rs",
-            "session_cleanup.rs",
-            "sessions.rs",
-        ],
-        "AppState, Failure and now_ms in server.rs; the session runtime's lifecycle in sessions.rs",
-    ),
-];
+const CYCLE_DEBT: &[(&str, &[&str], &str)] = &[(
+    "flotilla-server",
+    &[
+        "authority.rs",
+        "openapi.rs",
+        "privsep/launcher.rs",
+        "privsep/mod.rs",
+        "releases.rs",
+        "server.rs",
+        "session_cleanup.rs",
+        "sessions.rs",
+    ],
+    "AppState, Failure and now_ms in server.rs; the session runtime's lifecycle in sessions.rs",
+)];
 
 /// Crates whose files may start and signal processes.
 const PROCESS_CRATES: &[&str] = &["flotilla-exec", "flotilla-sessions", "flotilla-testkit"];

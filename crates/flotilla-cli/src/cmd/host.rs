@@ -290,6 +290,6 @@ fn signed_artifact(
 }
 
 fn serve(cli: &Cli) -> anyhow::Result<u8> {
-    flotilla_exec::remote::serve_stdio(cli.state_dir.as_deref())?;
+    flotilla_exec::host_mode::serve_stdio(cli.state_dir.as_deref())?;
     Ok(EXIT_OK)
 }

@@ -256,7 +256,7 @@ fn remote_tail(
             if !exists {
                 eprintln!("no log yet for `{name}` on host `{host}` ({path})");
             }
-            let now = flotilla_exec::executor::now_ms().max(0) as u64;
+            let now = flotilla_exec::this_process::now_ms().max(0) as u64;
             Ok(logs::bound_times(lines, modified_ms.unwrap_or(now)))
         }
         Ok(other) => anyhow::bail!("host `{host}` answered with {other:?}"),
@@ -307,7 +307,7 @@ mod tests {
             1_796_121_663_000
         );
         let ago = parse_since("10m").unwrap();
-        let now = flotilla_exec::executor::now_ms() as u64;
+        let now = flotilla_exec::this_process::now_ms() as u64;
         assert!((now - ago).abs_diff(600_000) < 5_000);
         assert!(parse_since("yesterday").is_err());
     }

@@ -397,11 +397,7 @@ fn print_unskip(u: &flotilla_api::wire::UnskipDto, json: bool) -> anyhow::Result
     Ok(())
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+use flotilla_exec::this_process::now_ms;
 
 fn print_rollout(r: &Rollout, json: bool) -> anyhow::Result<()> {
     if json {

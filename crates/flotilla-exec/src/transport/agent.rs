@@ -12,9 +12,10 @@
 use super::{BoxFuture, Transport};
 use crate::remote::{Call, Reply};
 use crate::ssh::TransportError;
+use crate::this_process::now_ms;
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// Where calls for agents are queued and their answers awaited (the authority's
 /// `POST /v1/hosts/{host}/calls` and `GET /v1/calls/{id}?wait=`).
@@ -64,13 +65,6 @@ impl AgentTransport {
             other,
         }
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 async fn through_queue(
