@@ -237,18 +237,10 @@ pub async fn serve_calls(
     }
 }
 
-/// A random number (the standard library's per-process random hash keys): enough to
-/// jitter poll intervals.
+/// A random number from the operating system (`getrandom`), to jitter poll intervals;
+/// 0 in the unlikely case it has none to give (no jitter then).
 fn random() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or_default(),
-    );
-    h.finish()
+    getrandom::u64().unwrap_or(0)
 }
 
 /// `d` plus a random part of up to `d / fraction`.

@@ -247,9 +247,20 @@ pub fn request(call: Call) -> Request {
     }
 }
 
-/// Single-quotes `s` for a POSIX shell.
+/// `s` quoted as one word for a POSIX shell (`shlex`): unchanged when it needs no
+/// quoting, else single-quoted. A string holding a NUL byte, which no shell word can,
+/// becomes the empty word `''`.
 pub fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
+    shlex::try_quote(s).map_or_else(|_| "''".to_string(), |q| q.into_owned())
+}
+
+/// `path` as one shell word, a leading `$HOME/` left for the shell to expand (the rest
+/// quoted): the install root's paths start with it.
+pub fn shell_path(path: &str) -> String {
+    match path.strip_prefix("$HOME/") {
+        Some(rest) => format!("\"$HOME\"/{}", shell_quote(rest)),
+        None => shell_quote(path),
+    }
 }
 
 /// The command line that runs `binary`'s (default: the installed flotilla's) host
@@ -259,7 +270,7 @@ fn serve_command(fleet: &Pool, host: &str, binary: Option<&str>) -> Result<Strin
     let binary = binary
         .map(str::to_string)
         .unwrap_or_else(|| format!("{REMOTE_ROOT}/current/flotilla"));
-    let mut cmd = format!("exec \"{binary}\" host serve");
+    let mut cmd = format!("exec {} host serve", shell_path(&binary));
     if let Some(d) = &h.state_dir {
         cmd.push_str(" --state-dir ");
         cmd.push_str(&shell_quote(d));

@@ -1467,19 +1467,7 @@ async fn dto<S: AuthorityStore>(state: &AppState<S>, id: u64) -> Result<SessionD
 
 /// A random UUID (version 4, RFC 9562) for Claude Code's `--session-id`.
 fn new_uuid() -> String {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b).expect("the OS random source works");
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
+    uuid::Uuid::new_v4().hyphenated().to_string()
 }
 
 async fn create<S: AuthorityStore>(

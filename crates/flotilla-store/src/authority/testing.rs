@@ -63,14 +63,9 @@ fn quote(value: &str) -> String {
     format!("'{}'", value.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
-/// A random number (std's per-process random hash keys, mixed with the time).
+/// A random number from the operating system (`getrandom`).
 fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-        h.write_u128(t.as_nanos());
-    }
-    h.finish()
+    getrandom::u64().expect("the OS random source works")
 }
 
 /// Whether the process that made the test database `name` is gone (`false` when
