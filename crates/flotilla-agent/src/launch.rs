@@ -69,7 +69,12 @@ pub fn decide(root: &InstallRoot, argv0: &Path) -> Launch {
         .ok()
         .map(|p| flotilla_exec::identity::strip_deleted(&p).to_path_buf());
     if me.is_some() && me == to.binary.canonicalize().ok() {
-        return Launch::RunThis(format!("this is {} {}, on trial", rec.name, rec.version));
+        let how = if rec.step == Step::Committing {
+            "proven, being committed"
+        } else {
+            "on trial"
+        };
+        return Launch::RunThis(format!("this is {} {}, {how}", rec.name, rec.version));
     }
     let through_current =
         std::path::absolute(argv0).is_ok_and(|p| p == root.current_link().join(root.binary_name()));

@@ -182,7 +182,23 @@ pub fn run(cfg: WatchConfig) -> Result<UpdateRecord, WatchError> {
     }
     let from = rec.from.clone().ok_or(WatchError::Incomplete("from"))?;
     let to = rec.to.clone().ok_or(WatchError::Incomplete("to"))?;
-    let old = rec.agent.clone().ok_or(WatchError::Incomplete("agent"))?;
+    let mut old = rec.agent.clone().ok_or(WatchError::Incomplete("agent"))?;
+    // Before the restart was asked, the agent to restart is the one running now: the
+    // one recorded may have died (a power cut after staging) and another started.
+    if matches!(rec.step, Step::Staged | Step::Armed | Step::Flipped) {
+        if let Some(live) = live_agent(&cfg.dir, &old, &from) {
+            rec.evidence.push(format!(
+                "{}: the agent recorded at staging (pid {}) is gone; pid {} (start {}) runs {} now: it is the one restarted",
+                stamp(),
+                old.pid,
+                live.pid,
+                live.start_time_ticks,
+                live.exe_sha256
+            ));
+            rec.agent = Some(live.clone());
+            old = live;
+        }
+    }
     (cfg.log)(&format!(
         "update-watch (pid {}): {} {} → {} ({:?}), supervisor {}",
         std::process::id(),
@@ -954,6 +970,40 @@ impl Watchdog {
             self.from.version, rec.name, rec.version
         ));
     }
+}
+
+/// The agent `running.json` names, when `recorded` is gone and that one lives and runs
+/// the version the update starts from (`from`): its pid, start time, digest, argv and
+/// working directory, measured.
+fn live_agent(dir: &AgentDir, recorded: &OldAgent, from: &Side) -> Option<OldAgent> {
+    let alive = |pid: u32, ticks: u64| {
+        identity::measure(pid)
+            .ok()
+            .flatten()
+            .filter(|m| m.start_time_ticks == ticks)
+    };
+    if alive(recorded.pid, recorded.start_time_ticks).is_some() {
+        return None;
+    }
+    let r: Running = read_json(&dir.running_file())?;
+    let m = alive(r.pid, r.start_time_ticks)?;
+    if m.exe_sha256 != from.measured() {
+        return None;
+    }
+    let argv: Vec<String> = std::fs::read(format!("/proc/{}/cmdline", r.pid))
+        .ok()?
+        .split(|c| *c == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let cwd = std::fs::read_link(format!("/proc/{}/cwd", r.pid)).ok()?;
+    Some(OldAgent {
+        pid: r.pid,
+        start_time_ticks: m.start_time_ticks,
+        exe_sha256: m.exe_sha256,
+        argv,
+        cwd,
+    })
 }
 
 /// Counts consecutive looks at the same process; the count now.

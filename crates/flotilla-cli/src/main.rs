@@ -368,7 +368,13 @@ fn main() -> ExitCode {
 /// asked names nothing, or is malformed) are [`EXIT_USAGE`]; 403 and 409 (not allowed,
 /// or not now) are [`EXIT_REFUSED`]; the rest (401, 5xx) [`EXIT_FAILURE`].
 fn exit_code(e: &anyhow::Error) -> u8 {
-    if e.chain().any(|c| c.is::<Usage>()) {
+    let bad_url = e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<flotilla_api::ClientError>(),
+            Some(flotilla_api::ClientError::Url(_))
+        )
+    });
+    if bad_url || e.chain().any(|c| c.is::<Usage>()) {
         return EXIT_USAGE;
     }
     let answered = e.chain().find_map(|c| match c.downcast_ref() {

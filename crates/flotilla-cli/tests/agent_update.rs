@@ -550,6 +550,36 @@ fn kill_9_of_the_agent_before_the_flip_and_during_the_soak_ends_updated() {
 }
 
 #[test]
+fn after_a_power_cut_at_staging_the_agent_started_again_is_the_one_restarted() {
+    let h = Host::new();
+    let pid = h.start_agent();
+    let new = h.stage("0.2.0", &good_build("cut-staged"));
+    h.write_update(&new, pid, "none", 1000, 30_000);
+    // Everything dies before a watchdog ran; the agent is started again (as a
+    // supervisor would), finds the update and starts the watchdog, which must restart
+    // this agent, not the one recorded at staging.
+    common::kill9(pid);
+    h.wait("the agent to die", || !alive(pid));
+    let again = h.start_agent();
+    h.wait("the update to end", || {
+        h.record().is_some_and(|r| r.step == Step::Done)
+    });
+    let rec = h.record().unwrap();
+    assert_eq!(rec.state, UpdateState::Updated, "{}", h.logs());
+    assert!(
+        rec.evidence
+            .iter()
+            .any(|e| e.contains(&format!("pid {again} (start"))),
+        "{:#?}",
+        rec.evidence
+    );
+    let running = h.running_agent();
+    assert_ne!(running.pid, again);
+    assert_eq!(running.exe_sha256, format!("sha256:{}", new.1));
+    assert!(h.root.skip_list().unwrap().is_empty());
+}
+
+#[test]
 fn an_agent_started_after_its_watchdog_died_resumes_the_update() {
     let h = Host::new();
     let (w_pid, soaking, new) = h.soaking_update("resume");

@@ -509,6 +509,7 @@ pub async fn rollout_action<S: AuthorityStore>(
         .cloned()
         .ok_or_else(|| not_found(format!("no rollout {id}")))?;
     let now = now_ms();
+    let before_action = r.events.len();
     let done = match action.as_str() {
         "approve" => r.approve(now),
         "pause" => r.pause(now),
@@ -529,7 +530,9 @@ pub async fn rollout_action<S: AuthorityStore>(
         conflict(format!("rollout {id}: {e}{hint}"))
     })?;
     let updates = state.releases.updates.lock().expect("not poisoned").clone();
+    tracing::info!(rollout = id, "rollout {id}: {action} (operator)");
     r.advance(&updates, now);
+    log_events(id, &r, before_action);
     let doc = serde_json::to_string(&r).map_err(internal)?;
     state.store.put_rollout(id, doc, now).await?;
     let dto = rollout_dto(&r)?;
@@ -537,6 +540,21 @@ pub async fn rollout_action<S: AuthorityStore>(
     drop(rollouts);
     state.releases.bump();
     Ok(Json(dto))
+}
+
+/// Logs the events of rollout `id` from the `seen`-th on (`web-1: RolledBack (CrashLoop:
+/// …)`, `halted: CrashLoop`), at `info` (`warn` for a failure or rollback).
+fn log_events(id: u64, r: &flotilla_release::rollout::Rollout, seen: usize) {
+    for e in r.events.iter().skip(seen) {
+        let bad = ["Failed", "RolledBack", "halted", "Aborted"]
+            .iter()
+            .any(|w| e.contains(w));
+        if bad {
+            tracing::warn!(rollout = id, release = %r.spec.name, version = %r.spec.version, "rollout {id}: {e}");
+        } else {
+            tracing::info!(rollout = id, release = %r.spec.name, version = %r.spec.version, "rollout {id}: {e}");
+        }
+    }
 }
 
 /// Advances every active rollout against the latest updates; persists and bumps the
@@ -555,7 +573,9 @@ pub async fn advance_all<S: AuthorityStore>(state: &AppState<S>) -> Result<(), F
         .collect();
     for id in ids {
         let mut r = rollouts[&id].clone();
+        let seen = r.events.len();
         if r.advance(&updates, now) {
+            log_events(id, &r, seen);
             let doc = serde_json::to_string(&r).map_err(internal)?;
             state.store.put_rollout(id, doc, now).await?;
             rollouts.insert(id, r);

@@ -578,9 +578,28 @@ fn unit(cli: &Cli, a: &UnitArgs) -> anyhow::Result<u8> {
 
 fn install(a: &InstallArgs) -> anyhow::Result<u8> {
     let root = InstallRoot::new(std::path::absolute(&a.root)?, update::BINARY);
+    // Never under an update in progress: it owns `current` until it ends.
+    match update::UpdateRecord::load(&root) {
+        Ok(Some(rec)) if !rec.finished() => {
+            eprintln!(
+                "error: refused: an update of {} to {} is in progress in {} ({:?}); install again once it ends (`flotilla release status`, or {})",
+                rec.name,
+                rec.version,
+                root.root().display(),
+                rec.step,
+                root.update_path().display()
+            );
+            return Ok(crate::EXIT_REFUSED);
+        }
+        _ => {}
+    }
+    let before = root.current().map(|v| v.name());
     let exe = std::env::current_exe()?;
     let exe = exe.canonicalize().unwrap_or(exe);
     let v = root.install_binary(&exe, flotilla_exec::remote::VERSION)?;
+    if let Some(b) = before.filter(|b| *b != v.name()) {
+        println!("current was {b}: now {} (previous: {b})", v.name());
+    }
     let current = root.root().join("current").join(update::BINARY);
     println!(
         "installed flotilla {} in {} (current)",
