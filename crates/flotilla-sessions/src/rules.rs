@@ -913,17 +913,16 @@ pub fn url_host(url: &str) -> Option<String> {
         // Readers disagree on these (WHATWG treats `\` as `/`): no host.
         return None;
     }
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = if let Some(v6) = host_port.strip_prefix('[') {
-        v6.split(']').next().unwrap_or("")
-    } else {
-        host_port.split(':').next().unwrap_or("")
-    };
-    let host = host.trim_end_matches('.').to_ascii_lowercase();
-    if host.is_empty() || host.contains(['%', '\\', ' ', '\t']) {
-        return None;
-    }
-    Some(host)
+    // WHATWG URL parsing (the `url` crate), as the agent's own fetch reads it.
+    let parsed = url::Url::parse(url.trim()).ok()?;
+    let host = parsed.host_str()?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    (!host.is_empty()).then_some(host)
 }
 
 #[cfg(test)]
