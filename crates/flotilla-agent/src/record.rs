@@ -508,13 +508,21 @@ pub fn lock_path(root: &InstallRoot) -> PathBuf {
 /// # Errors
 /// When the file cannot be opened.
 pub fn try_lock(root: &InstallRoot) -> std::io::Result<Option<nix::fcntl::Flock<std::fs::File>>> {
-    let path = lock_path(root);
+    try_lock_file(&lock_path(root))
+}
+
+/// Takes an exclusive `flock` on `path` (created when missing) without waiting;
+/// `Ok(None)` when another process holds it.
+///
+/// # Errors
+/// When the file cannot be opened or locked for another reason.
+pub fn try_lock_file(path: &Path) -> std::io::Result<Option<nix::fcntl::Flock<std::fs::File>>> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(&path)?;
+        .open(path)?;
     match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
         Ok(l) => Ok(Some(l)),
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),

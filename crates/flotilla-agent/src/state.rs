@@ -121,16 +121,9 @@ impl AgentDir {
         let path = self.dir.join("agent.lock");
         let deadline = std::time::Instant::now() + LOCK_RELEASE_WAIT;
         let mut lock = loop {
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)?;
-            match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-                Ok(lock) => break lock,
-                Err((f, _)) => {
-                    drop(f);
+            match crate::record::try_lock_file(&path)? {
+                Some(lock) => break lock,
+                None => {
                     let holder = std::fs::read_to_string(&path).unwrap_or_default();
                     let dying = holder
                         .trim()
