@@ -417,13 +417,24 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
+/// Writes `value` as pretty JSON to `path`, atomically and durably (0644; the
+/// directory made owner-only when missing).
 pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), UpdateError> {
     let mut bytes = serde_json::to_vec_pretty(value).expect("serialisable");
     bytes.push(b'\n');
-    crate::state::write_atomic(path, &bytes, 0o644).map_err(|e| match e {
-        crate::state::StateError::Io { path, source } => UpdateError::Io { path, source },
-        crate::state::StateError::Corrupt { path, why } => UpdateError::Corrupt { path, why },
-    })
+    let io = |source| UpdateError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        use std::os::unix::fs::DirBuilderExt as _;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io)?;
+    }
+    flotilla_release::install::write_atomic(path, &bytes, 0o644).map_err(io)
 }
 
 /// How many times the known-good launcher starts the new version on trial in one update
