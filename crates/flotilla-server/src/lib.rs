@@ -19,6 +19,8 @@
 //!   (`flotilla_release::rollout`), agents' release assignments and update reports.
 //! - [`sessions`]: agent sessions, their runtimes, the gate's HTTP hook, questions,
 //!   Alertmanager's webhook, the executor and capped outputs.
+//! - [`sessions_config`]: `sessions.toml`, read and checked at start.
+//! - [`users`]: the users the authority's pieces run as (`[privileges]`).
 //! - [`egress`]: a session runtime's only way out (the model API with its
 //!   credential injected, a `CONNECT` allowlist, the authority's API).
 //! - [`session_cleanup`]: deleting sessions and unused mirrors, measured
@@ -43,7 +45,9 @@ pub mod releases;
 pub mod server;
 pub mod session_cleanup;
 pub mod sessions;
+pub mod sessions_config;
 pub mod tls;
+pub mod users;
 
 /// The wire types of `/v1` (`flotilla_api::wire`).
 pub use flotilla_api::wire as api;

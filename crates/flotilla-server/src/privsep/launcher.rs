@@ -10,7 +10,7 @@
 //! and a uid outside `[runtime] uids` is refused.
 
 use super::{dir_beneath, fd_path, open_dir_beneath, read_line, recv, send};
-use crate::sessions::SessionsConfig;
+use crate::sessions_config::SessionsConfig;
 use flotilla_sessions::runtime::{bwrap_argv, sandbox_env, SandboxSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -172,16 +172,18 @@ struct Launcher {
 /// # Errors
 /// When `sessions.toml` cannot be read.
 pub fn serve(authority_dir: &Path, listener: std::os::unix::net::UnixListener) -> io::Result<()> {
-    let config = SessionsConfig::load(&authority_dir.join(crate::sessions::SESSIONS_CONFIG_FILE))
-        .map_err(io::Error::other)?;
+    let config =
+        SessionsConfig::load(&authority_dir.join(crate::sessions_config::SESSIONS_CONFIG_FILE))
+            .map_err(io::Error::other)?;
     let sessions_dir = config
         .dir
         .clone()
-        .unwrap_or_else(|| PathBuf::from(crate::sessions::DEFAULT_SESSIONS_DIR));
-    let uids = crate::sessions::parse_uids(&config.runtime.uids).map_err(io::Error::other)?;
+        .unwrap_or_else(|| PathBuf::from(crate::sessions_config::DEFAULT_SESSIONS_DIR));
+    let uids =
+        crate::sessions_config::parse_uids(&config.runtime.uids).map_err(io::Error::other)?;
     let claude = match &config.runtime.claude {
         Some(p) => p.clone(),
-        None => crate::sessions::which("claude")
+        None => crate::sessions_config::which("claude")
             .ok_or_else(|| io::Error::other("`claude` is not on PATH"))?,
     };
     let mut hidden = vec![authority_dir.to_path_buf(), PathBuf::from("/root")];
@@ -305,7 +307,7 @@ impl Launcher {
         let sdir = self.session_dir(id)?;
         let home = dir_beneath(&sdir, &["home"])?;
         let removed = if reset {
-            crate::sessions::reset_home(&fd_path(&home))?
+            reset_home(&fd_path(&home))?
         } else {
             Vec::new()
         };
@@ -691,4 +693,47 @@ pub fn wait_exit(conn: UnixStream) -> Option<i32> {
         Ok(Reply::Exited { code }) => code,
         _ => None,
     }
+}
+
+/// Removes from an agent's `home` every entry whose name starts with `.` — shell
+/// start-up files (`.bashrc`, `.profile`, `.zshenv`…), `.gitconfig`, `.config`,
+/// `.ssh`, Claude Code's `.claude.json` (MCP servers) and everything under
+/// `.claude` but `.claude/projects` (the transcripts a resumed conversation needs)
+/// — so nothing one runtime wrote there runs in the next without a tool call the
+/// gate saw. Links are removed, never followed. No runtime runs while this runs.
+/// Returns the removed paths, relative to `home`.
+pub(crate) fn reset_home(home: &std::path::Path) -> std::io::Result<Vec<String>> {
+    fn remove(p: &std::path::Path) -> std::io::Result<()> {
+        if std::fs::symlink_metadata(p)?.is_dir() {
+            std::fs::remove_dir_all(p)
+        } else {
+            std::fs::remove_file(p)
+        }
+    }
+    let mut removed = Vec::new();
+    for entry in std::fs::read_dir(home)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with('.') {
+            continue;
+        }
+        let path = entry.path();
+        if name == ".claude" && std::fs::symlink_metadata(&path)?.is_dir() {
+            for inner in std::fs::read_dir(&path)? {
+                let inner = inner?;
+                let inner_name = inner.file_name().to_string_lossy().into_owned();
+                let keep =
+                    inner_name == "projects" && std::fs::symlink_metadata(inner.path())?.is_dir();
+                if !keep {
+                    remove(&inner.path())?;
+                    removed.push(format!(".claude/{inner_name}"));
+                }
+            }
+            continue;
+        }
+        remove(&path)?;
+        removed.push(name);
+    }
+    removed.sort();
+    Ok(removed)
 }

@@ -39,11 +39,7 @@ use std::path::{Path, PathBuf};
 pub const LAUNCHER_SOCKET: &str = "launcher.sock";
 /// The socket of the executor, in `<authority dir>/run/`.
 pub const EXECUTOR_SOCKET: &str = "executor.sock";
-/// The default API user: the uid just below the session range (no account needed).
-pub const DEFAULT_API_USER: &str = "61183";
-/// The default executor user: an unprivileged uid of its own (no account needed),
-/// which holds nothing until the operator gives it access (or names another).
-pub const DEFAULT_EXECUTOR_USER: &str = "61182";
+pub use crate::users::{resolve_user, DEFAULT_API_USER, DEFAULT_EXECUTOR_USER};
 
 /// The longest request line, in bytes.
 const MAX_REQUEST: usize = 1 << 20;
@@ -79,21 +75,6 @@ pub fn resolve_role_user(name: &str) -> Result<RoleUser, String> {
             .collect()
     };
     Ok(RoleUser { uid, gid, groups })
-}
-
-/// A user named in `[privileges]`: an account name or a number (uid = gid then).
-///
-/// # Errors
-/// What is wrong, as a sentence.
-pub fn resolve_user(name: &str) -> Result<(u32, u32), String> {
-    if let Ok(n) = name.parse::<u32>() {
-        return Ok((n, n));
-    }
-    let u = nix::unistd::User::from_name(name)
-        .ok()
-        .flatten()
-        .ok_or_else(|| format!("no user `{name}` on this host"))?;
-    Ok((u.uid.as_raw(), u.gid.as_raw()))
 }
 
 /// Sends `msg` as one JSON line, with `fds` attached to its first byte.
@@ -508,7 +489,7 @@ pub struct Privileged {
 /// a piece that cannot be started.
 pub fn setup(
     authority_dir: &Path,
-    config: &crate::sessions::SessionsConfig,
+    config: &crate::sessions_config::SessionsConfig,
 ) -> Result<Privileged, String> {
     if !nix::unistd::geteuid().is_root() {
         return Err(
@@ -521,7 +502,7 @@ pub fn setup(
     let sessions_dir = config
         .dir
         .clone()
-        .unwrap_or_else(|| PathBuf::from(crate::sessions::DEFAULT_SESSIONS_DIR));
+        .unwrap_or_else(|| PathBuf::from(crate::sessions_config::DEFAULT_SESSIONS_DIR));
     let fail = |what: &str, e: &dyn std::fmt::Display| format!("{what}: {e}");
     {
         use std::os::unix::fs::DirBuilderExt;
@@ -542,7 +523,7 @@ pub fn setup(
         open_top(&sessions_dir).map_err(|e| fail(&format!("{}", sessions_dir.display()), &e))?;
     let sessions_id = dev_ino(&sessions).map_err(|e| fail("the sessions directory", &e))?;
     own_beneath(&authority, api, &|depth, name, id| {
-        !(id == sessions_id || (depth == 0 && name == crate::sessions::SESSIONS_CONFIG_FILE))
+        !(id == sessions_id || (depth == 0 && name == crate::sessions_config::SESSIONS_CONFIG_FILE))
     })
     .map_err(|e| {
         fail(
