@@ -278,10 +278,13 @@ impl Supervisor {
                 }
                 cmd.arg("--unit")
                     .arg(format!("flotilla-agent-update-{tag}"))
-                    .args(["--collect", "--quiet", "--property=KillMode=process"])
-                    .arg(program)
-                    .args(args)
-                    .stdin(Stdio::null());
+                    .args(["--collect", "--quiet", "--property=KillMode=process"]);
+                // A transient unit starts with systemd's environment: the log format
+                // is passed on by name.
+                if let Ok(f) = std::env::var("FLOTILLA_LOG_FORMAT") {
+                    cmd.arg(format!("--setenv=FLOTILLA_LOG_FORMAT={f}"));
+                }
+                cmd.arg(program).args(args).stdin(Stdio::null());
                 Ok(cmd)
             }
             Supervisor::Launchd { .. } | Supervisor::None => {

@@ -28,6 +28,10 @@ pub enum LogFormat {
 /// The environment variable holding a filter (env-filter syntax).
 pub const LOG_ENV: &str = "FLOTILLA_LOG";
 
+/// The environment variable holding the log format (`text`, `json`), as
+/// `--log-format` (passed on to the processes a JSON-logging one starts).
+pub const LOG_FORMAT_ENV: &str = "FLOTILLA_LOG_FORMAT";
+
 /// The level `-v` given `verbose` times selects; `daemon` (serve, agent run) starts
 /// one level up.
 fn level(verbose: u8, daemon: bool) -> &'static str {

@@ -109,6 +109,8 @@ Environment:
   FLOTILLA_DATABASE_URL   `serve`: PostgreSQL instead of SQLite (same as --database-url)
   FLOTILLA_LOG        what the log shows, env-filter syntax (`debug`,
                       `flotilla_exec=trace,info`); default by -v
+  FLOTILLA_LOG_FORMAT `text` or `json` (same as --log-format; passed on to
+                      the processes a JSON-logging one starts)
   NO_COLOR            disable colour";
 
 /// Flotilla: declare a fleet of self-hosted AI services once, plan every change
@@ -166,8 +168,9 @@ pub struct Cli {
     pub verbose: u8,
 
     /// How log lines are written: `text`, or `json` (one object per line, for `serve`
-    /// and `agent run` under a log collector).
-    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text, value_name = "FORMAT")]
+    /// and `agent run` under a log collector; what they start, the update watchdog
+    /// included, writes the same).
+    #[arg(long, global = true, env = logging::LOG_FORMAT_ENV, value_enum, default_value_t = logging::LogFormat::Text, value_name = "FORMAT")]
     pub log_format: logging::LogFormat,
 
     #[command(subcommand)]
@@ -316,6 +319,11 @@ fn main() -> ExitCode {
             })
     );
     logging::init(cli.verbose, cli.log_format, daemon);
+    if cli.log_format == logging::LogFormat::Json {
+        // Processes this one starts (the update watchdog, an agent it restarts) log
+        // the same way. No thread runs yet.
+        std::env::set_var(logging::LOG_FORMAT_ENV, "json");
+    }
     let result = match &cli.command {
         Command::Validate(a) => cmd::validate::run(&cli, a),
         Command::Plan(a) => cmd::plan::run(&cli, a),

@@ -580,6 +580,37 @@ fn after_a_power_cut_at_staging_the_agent_started_again_is_the_one_restarted() {
 }
 
 #[test]
+fn an_agent_logging_json_has_its_watchdog_and_the_agent_it_restarts_log_json() {
+    let h = Host::new();
+    let mut args = h.agent_args();
+    args.extend(["--log-format".to_string(), "json".to_string()]);
+    let pid = h.start_agent_with(&args);
+    let new = h.stage("0.2.0", &good_build("json-logs"));
+    h.write_update(&new, pid, "none", 1000, 30_000);
+    // The agent finds the staged update without a watchdog and starts one itself.
+    h.wait("the update to end", || {
+        h.record().is_some_and(|r| r.step == Step::Done)
+    });
+    assert_eq!(
+        h.record().unwrap().state,
+        UpdateState::Updated,
+        "{}",
+        h.logs()
+    );
+    for file in ["update-watch.log", "agent.log"] {
+        let text = std::fs::read_to_string(h.state.join("agent").join(file))
+            .unwrap_or_else(|e| panic!("{file}: {e}\n{}", h.logs()));
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert!(!lines.is_empty(), "{file} is empty");
+        for l in lines {
+            let v: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("{file}: not JSON ({e}): {l}"));
+            assert!(v["level"].is_string(), "{file}: {l}");
+        }
+    }
+}
+
+#[test]
 fn an_agent_started_after_its_watchdog_died_resumes_the_update() {
     let h = Host::new();
     let (w_pid, soaking, new) = h.soaking_update("resume");

@@ -55,6 +55,7 @@ pub fn run_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
         .current_dir(dir)
         .env_remove("FLOTILLA_FILE")
         .env_remove("FLOTILLA_LOG")
+        .env_remove("FLOTILLA_LOG_FORMAT")
         .env("FLOTILLA_STATE_DIR", dir.join(".flotilla-state"))
         .env("NO_COLOR", "1");
     for (k, v) in env {
