@@ -43,8 +43,9 @@ pub enum Launch {
         program: PathBuf,
         /// Why, for the log.
         why: String,
-        /// Whether a watchdog has to be started first (nobody holds `update.lock`).
-        start_watchdog: bool,
+        /// The update, when a watchdog has to be started for it first (nobody holds
+        /// `update.lock`).
+        start_watchdog: Option<Box<UpdateRecord>>,
     },
 }
 
@@ -87,7 +88,7 @@ pub fn decide(root: &InstallRoot, argv0: &Path) -> Launch {
             root.current_link().join(root.binary_name()).display()
         ));
     }
-    let start_watchdog = matches!(try_lock(root), Ok(Some(_)));
+    let start_watchdog = matches!(try_lock(root), Ok(Some(_))).then(|| Box::new(rec.clone()));
     if rec.step == Step::Committing {
         return Launch::Exec {
             program: to.binary,
@@ -164,16 +165,11 @@ pub fn before_start(
             start_watchdog,
         } => {
             log(&format!("launch: {why}: exec {}", program.display()));
-            if start_watchdog {
-                match UpdateRecord::load(root) {
-                    Ok(Some(rec)) => {
-                        if let Err(e) = crate::update::spawn_watchdog(
-                            root, state_dir, dir, &rec, None, supervisor,
-                        ) {
-                            log(&format!("launch: the watchdog cannot be started: {e}"));
-                        }
-                    }
-                    _ => log("launch: the update record went away"),
+            if let Some(rec) = start_watchdog {
+                if let Err(e) =
+                    crate::update::spawn_watchdog(root, state_dir, dir, &rec, None, supervisor)
+                {
+                    log(&format!("launch: the watchdog cannot be started: {e}"));
                 }
             }
             use std::os::unix::process::CommandExt;

@@ -108,6 +108,29 @@ pub struct OldAgent {
     pub cwd: PathBuf,
 }
 
+impl OldAgent {
+    /// Process `pid` (started at `start_time_ticks`, running `exe_sha256`) with its argv
+    /// (`/proc/<pid>/cmdline`) and working directory (`/proc/<pid>/cwd`); `None` when
+    /// either cannot be read.
+    pub fn of(pid: u32, start_time_ticks: u64, exe_sha256: String) -> Option<OldAgent> {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let argv = cmdline
+            .strip_suffix(&[0])
+            .unwrap_or(&cmdline)
+            .split(|c| *c == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+        Some(OldAgent {
+            pid,
+            start_time_ticks,
+            exe_sha256,
+            argv,
+            cwd,
+        })
+    }
+}
+
 /// Where an update stands: what was done last, so that a watchdog started again goes on
 /// from there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -481,12 +504,17 @@ impl Trial {
     pub fn of(root: &InstallRoot, rec: &UpdateRecord) -> Trial {
         read_json::<Trial>(&Trial::path(root))
             .filter(|t| t.update_started_ms == rec.started_ms && t.sha256 == rec.sha256)
-            .unwrap_or_else(|| Trial {
-                update_started_ms: rec.started_ms,
-                sha256: rec.sha256.clone(),
-                boots: 0,
-                starts: Vec::new(),
-            })
+            .unwrap_or_else(|| Trial::fresh(rec))
+    }
+
+    /// No trial start yet of update `rec`.
+    pub fn fresh(rec: &UpdateRecord) -> Trial {
+        Trial {
+            update_started_ms: rec.started_ms,
+            sha256: rec.sha256.clone(),
+            boots: 0,
+            starts: Vec::new(),
+        }
     }
 
     /// Whether the launcher starts the known-good version from now on.

@@ -762,22 +762,14 @@ impl<S: ReleaseSource> Updater<S> {
     }
 
     fn old_agent(&self) -> OldAgent {
-        let argv: Vec<String> = std::fs::read("/proc/self/cmdline")
-            .map(|b| {
-                b.strip_suffix(&[0])
-                    .unwrap_or(&b)
-                    .split(|c| *c == 0)
-                    .map(|a| String::from_utf8_lossy(a).into_owned())
-                    .collect()
-            })
-            .unwrap_or_else(|_| std::env::args().collect());
-        OldAgent {
-            pid: self.running.pid,
-            start_time_ticks: self.running.start_time_ticks,
-            exe_sha256: self.running.exe_sha256.clone(),
-            argv,
+        let r = &self.running;
+        OldAgent::of(r.pid, r.start_time_ticks, r.exe_sha256.clone()).unwrap_or_else(|| OldAgent {
+            pid: r.pid,
+            start_time_ticks: r.start_time_ticks,
+            exe_sha256: r.exe_sha256.clone(),
+            argv: std::env::args().collect(),
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
-        }
+        })
     }
 
     /// Downloads `artifact` into `<root>/downloads/` and checks size and digest; the

@@ -283,13 +283,7 @@ impl Watchdog {
 
     /// Arms the trial: the trial count reset; `current` stays.
     fn arm(&mut self, rec: &mut UpdateRecord) {
-        let trial = Trial {
-            update_started_ms: rec.started_ms,
-            sha256: rec.sha256.clone(),
-            boots: 0,
-            starts: Vec::new(),
-        };
-        match trial.save(&self.cfg.root) {
+        match Trial::fresh(rec).save(&self.cfg.root) {
             Ok(()) => {
                 rec.attempt(format!(
                     "armed: the agent's next {MAX_TRIAL_BOOTS} starts through current run {} on trial; current stays {}",
@@ -476,22 +470,16 @@ impl Watchdog {
         if let Some(c) = &self.child {
             return Some(c.id());
         }
-        let alive = |pid: u32, ticks: u64| {
-            identity::measure(pid)
-                .ok()
-                .flatten()
-                .is_some_and(|m| m.start_time_ticks == ticks)
-        };
         let last = rec.seen.iter().rev().find(|s| s.ended.is_none());
         if let Some(s) = last {
-            if alive(s.pid, s.start_time_ticks) {
+            if still(s.pid, s.start_time_ticks).is_some() {
                 return Some(s.pid);
             }
         }
         // A trial start (by whoever started the agent; it `exec`s the new version).
         let trial = Trial::of(&self.cfg.root, rec);
         if let Some(t) = trial.starts.last() {
-            if alive(t.pid, t.start_time_ticks) {
+            if still(t.pid, t.start_time_ticks).is_some() {
                 return Some(t.pid);
             }
         }
@@ -501,11 +489,7 @@ impl Watchdog {
     /// The pid `running.json` names, when that process still lives.
     fn running_pid(&self) -> Option<u32> {
         let r: Running = read_json(&self.cfg.dir.running_file())?;
-        identity::measure(r.pid)
-            .ok()
-            .flatten()
-            .filter(|m| m.start_time_ticks == r.start_time_ticks)
-            .map(|m| m.pid)
+        still(r.pid, r.start_time_ticks).map(|m| m.pid)
     }
 
     fn is_old(&self, id: &RuntimeIdentity) -> bool {
@@ -532,11 +516,7 @@ impl Watchdog {
         }
         // One that is gone without our seeing it end.
         for s in rec.seen.iter_mut().filter(|s| s.ended.is_none()) {
-            let alive = identity::measure(s.pid)
-                .ok()
-                .flatten()
-                .is_some_and(|m| m.start_time_ticks == s.start_time_ticks);
-            if !alive {
+            if still(s.pid, s.start_time_ticks).is_none() {
                 s.ended = Some(format!("gone ({})", stamp()));
             }
         }
@@ -976,34 +956,23 @@ impl Watchdog {
 /// the version the update starts from (`from`): its pid, start time, digest, argv and
 /// working directory, measured.
 fn live_agent(dir: &AgentDir, recorded: &OldAgent, from: &Side) -> Option<OldAgent> {
-    let alive = |pid: u32, ticks: u64| {
-        identity::measure(pid)
-            .ok()
-            .flatten()
-            .filter(|m| m.start_time_ticks == ticks)
-    };
-    if alive(recorded.pid, recorded.start_time_ticks).is_some() {
+    if still(recorded.pid, recorded.start_time_ticks).is_some() {
         return None;
     }
     let r: Running = read_json(&dir.running_file())?;
-    let m = alive(r.pid, r.start_time_ticks)?;
+    let m = still(r.pid, r.start_time_ticks)?;
     if m.exe_sha256 != from.measured() {
         return None;
     }
-    let argv: Vec<String> = std::fs::read(format!("/proc/{}/cmdline", r.pid))
-        .ok()?
-        .split(|c| *c == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    let cwd = std::fs::read_link(format!("/proc/{}/cwd", r.pid)).ok()?;
-    Some(OldAgent {
-        pid: r.pid,
-        start_time_ticks: m.start_time_ticks,
-        exe_sha256: m.exe_sha256,
-        argv,
-        cwd,
-    })
+    OldAgent::of(r.pid, m.start_time_ticks, m.exe_sha256)
+}
+
+/// Process `pid`, measured, when it still is the one started at `ticks`.
+fn still(pid: u32, ticks: u64) -> Option<RuntimeIdentity> {
+    identity::measure(pid)
+        .ok()
+        .flatten()
+        .filter(|m| m.start_time_ticks == ticks)
 }
 
 /// Counts consecutive looks at the same process; the count now.
@@ -1029,12 +998,7 @@ fn bump(stable: &mut Option<(u32, u64, u32)>, id: Option<&RuntimeIdentity>) -> u
 fn stop_process(pid: u32, ticks: u64, child: Option<&mut Child>) -> String {
     use nix::sys::signal::{kill, Signal};
     use nix::unistd::Pid;
-    let same = |p: u32| {
-        identity::measure(p)
-            .ok()
-            .flatten()
-            .is_some_and(|m| m.start_time_ticks == ticks)
-    };
+    let same = |p: u32| still(p, ticks).is_some();
     if !same(pid) {
         return "already gone".into();
     }

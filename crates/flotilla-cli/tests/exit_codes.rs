@@ -7,15 +7,7 @@ mod common;
 use common::authority::Authority;
 use common::{run_with_env, Workspace};
 
-const INVENTORY: &str = r#"
-[hosts.local]
-transport = "local"
-
-[components.sleeper]
-adapter = "process"
-host = "local"
-command = ["sleep", "600"]
-"#;
+use common::SLEEPER as INVENTORY;
 
 /// The one JSON error object a failure prints under `--json`.
 fn error_object(stdout: &str) -> serde_json::Value {

@@ -6,15 +6,7 @@ mod common;
 use common::authority::Authority;
 use common::{run_with_env, Workspace};
 
-const INVENTORY: &str = r#"
-[hosts.local]
-transport = "local"
-
-[components.sleeper]
-adapter = "process"
-host = "local"
-command = ["sleep", "600"]
-"#;
+use common::SLEEPER as INVENTORY;
 
 #[test]
 fn flotilla_log_debug_shows_the_operation_and_its_steps() {

@@ -12,6 +12,8 @@
 
 mod common;
 
+use common::release::{good_build, run_program as run};
+
 use common::authority::Authority;
 use flotilla_release::{InstallRoot, Reason, SkipEntry};
 use flotilla_testkit::wait_until;
@@ -176,31 +178,6 @@ impl Drop for Edge {
             }
         }
     }
-}
-
-/// Runs `program args` in `dir` with `state` as the state directory; (code, stdout,
-/// stderr).
-fn run(program: &Path, dir: &Path, args: &[&str], state: &Path) -> (i32, String, String) {
-    let out = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .env_remove("FLOTILLA_FILE")
-        .env("FLOTILLA_STATE_DIR", state)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run flotilla");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// A good new build: this `flotilla` with bytes appended (another digest; it runs).
-fn good_build(tag: &str) -> Vec<u8> {
-    let mut b = std::fs::read(env!("CARGO_BIN_EXE_flotilla")).unwrap();
-    b.extend_from_slice(format!("\nflotilla test build {tag}\n").as_bytes());
-    b
 }
 
 fn platform() -> String {

@@ -265,20 +265,11 @@ fn the_agent_does_not_depend_on_the_server() {
     let depends = manifest
         .lines()
         .any(|l| l.trim_start().starts_with("flotilla-server"));
-    // Known debt until the wire types and the client have a crate of their own.
-    const AGENT_ON_SERVER_DEBT: bool = false;
-    if AGENT_ON_SERVER_DEBT {
-        assert!(
-            depends || !uses.is_empty(),
-            "the agent no longer depends on the server: set AGENT_ON_SERVER_DEBT to false"
-        );
-    } else {
-        assert!(
-            !depends && uses.is_empty(),
-            "flotilla-agent depends on flotilla-server (the wire types and Client are in flotilla-api):\n{}",
-            uses.join("\n")
-        );
-    }
+    assert!(
+        !depends && uses.is_empty(),
+        "flotilla-agent depends on flotilla-server (the wire types and Client are in flotilla-api):\n{}",
+        uses.join("\n")
+    );
 }
 
 #[test]

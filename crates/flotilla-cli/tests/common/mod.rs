@@ -10,6 +10,17 @@ pub mod sessions;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// One local `process` component, `sleeper` (`sleep 600`).
+pub const SLEEPER: &str = r#"
+[hosts.local]
+transport = "local"
+
+[components.sleeper]
+adapter = "process"
+host = "local"
+command = ["sleep", "600"]
+"#;
+
 /// A temporary directory holding an inventory (and maybe templates).
 pub struct Workspace {
     pub dir: tempfile::TempDir,
