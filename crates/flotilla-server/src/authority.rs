@@ -5,10 +5,10 @@
 //! ([`crate::tls`]), `authority.db` (SQLite, the default backend) and
 //! `operator.json` ([`OperatorFile`], mode 0600).
 
-use crate::server::{AppState, Settings};
-use crate::tls::{self, TlsError};
+pub use crate::error::AuthorityError;
+use crate::state::{AppState, Settings};
+use crate::tls;
 use flotilla_store::authority::{AuthorityStore, PostgresAuthority, Principal, SqliteAuthority};
-use flotilla_store::StoreError;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -20,53 +20,6 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7443";
 pub const DATABASE_FILE: &str = "authority.db";
 /// The operator credential file in the authority directory.
 pub const OPERATOR_FILE: &str = "operator.json";
-
-/// What can go wrong running an authority.
-#[derive(Debug, thiserror::Error)]
-pub enum AuthorityError {
-    /// Agent sessions cannot be set up (`sessions.toml`, Claude Code, the runtime
-    /// user).
-    #[error("agent sessions: {0}")]
-    Sessions(String),
-    /// `sessions.toml` is not valid.
-    #[error(transparent)]
-    SessionsConfig(#[from] crate::sessions::SessionsConfigError),
-    /// TLS files.
-    #[error(transparent)]
-    Tls(#[from] TlsError),
-    /// The store.
-    #[error("authority store: {0}")]
-    Store(#[from] StoreError),
-    /// A file of the authority directory.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The selected revision in the store does not parse as a topology.
-    #[error("the selected revision {revision} in the store does not parse: {reason}")]
-    CorruptRevision {
-        /// The revision.
-        revision: String,
-        /// Why.
-        reason: String,
-    },
-    /// The directory was never initialised.
-    #[error("{0} has no CA: run `flotilla serve init` first (or pass --tls-cert and --tls-key)")]
-    NotInitialised(PathBuf),
-    /// Listening failed.
-    #[error("listening on {addr}: {source}")]
-    Listen {
-        /// The address.
-        addr: SocketAddr,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-}
 
 /// The operator's credential, as `serve init` writes it: what the CLI's `--server`
 /// needs to trust and be trusted by the authority.

@@ -35,17 +35,26 @@
 
 pub mod auth;
 pub mod authority;
+pub mod calls;
 pub mod diff;
 pub mod egress;
+pub mod error;
+pub mod failure;
 pub mod fleet;
+pub mod joining;
+pub mod longpoll;
 pub mod metrics;
 pub mod openapi;
 pub mod privsep;
 pub mod releases;
+pub mod revisions;
 pub mod server;
+pub mod service;
 pub mod session_cleanup;
 pub mod sessions;
 pub mod sessions_config;
+pub mod state;
+pub mod status;
 pub mod tls;
 pub mod users;
 

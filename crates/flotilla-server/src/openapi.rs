@@ -3,10 +3,16 @@
 //! writes it; a test keeps it equal).
 
 use crate::api;
+use crate::calls;
+use crate::joining;
 use crate::releases;
-use crate::server;
+use crate::revisions;
+use crate::service;
 use crate::session_cleanup;
 use crate::sessions;
+use crate::status;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use utoipa::OpenApi;
 
 /// The document's definition.
@@ -18,25 +24,25 @@ use utoipa::OpenApi;
         license(name = "Apache-2.0")
     ),
     paths(
-        server::healthz,
-        server::readyz,
-        server::metrics,
-        server::ca_pem,
-        server::openapi,
-        server::join,
-        server::create_token,
-        server::snapshot,
-        server::report,
-        server::history,
-        server::publish,
-        server::select,
-        server::revision,
-        server::diff,
-        server::status,
-        server::enqueue_call,
-        server::pending_calls,
-        server::reply_call,
-        server::call_status,
+        service::healthz,
+        service::readyz,
+        service::metrics,
+        service::ca_pem,
+        crate::openapi::openapi,
+        joining::join,
+        joining::create_token,
+        revisions::snapshot,
+        revisions::report,
+        revisions::history,
+        revisions::publish,
+        revisions::select,
+        revisions::revision,
+        revisions::diff,
+        status::status,
+        calls::enqueue_call,
+        calls::pending_calls,
+        calls::reply_call,
+        calls::call_status,
         releases::put_blob,
         releases::get_blob,
         releases::publish_release,
@@ -142,4 +148,14 @@ pub fn document() -> String {
         .expect("the OpenAPI document serialises");
     s.push('\n');
     s
+}
+
+/// `GET /v1/openapi.json`: this API's OpenAPI document.
+#[utoipa::path(get, path = "/v1/openapi.json", responses((status = 200, description = "OpenAPI 3.1", body = Object)))]
+pub async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        crate::openapi::document(),
+    )
+        .into_response()
 }

@@ -29,13 +29,15 @@
 //! kills the runtime first (the same kill as `DELETE /v1/sessions/{id}/runtime`)
 //! and waits until its process is gone.
 
-use crate::server::{now_ms, Answer, AppState, Failure};
+use crate::failure::{Answer, Failure};
 use crate::sessions::{
     alive, kill_runtime, load_session, sessions_of, SessionDoc, SESSIONS_CONFIG_FILE,
 };
+use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
+use flotilla_exec::this_process::now_ms;
 use flotilla_sessions::clone_cache::{CloneCache, PIN_PREFIX};
 use flotilla_store::authority::AuthorityStore;
 use serde::{Deserialize, Serialize};

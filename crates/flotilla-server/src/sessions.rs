@@ -23,14 +23,16 @@
 //!   `[retention]` live in [`crate::session_cleanup`].
 
 use crate::api::ApiError;
+use crate::failure::{Answer, Failure};
 use crate::privsep::launcher;
-use crate::server::{now_ms, Answer, AppState, Failure};
 pub use crate::sessions_config::*;
+use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use flotilla_exec::this_process::now_ms;
 use flotilla_sessions::alerts::Matcher;
 use flotilla_sessions::clone_cache::CloneCache;
 use flotilla_sessions::executor::Allowlist;

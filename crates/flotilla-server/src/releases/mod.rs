@@ -18,13 +18,21 @@
 //! agent says it removed the release version from its skip lists and lists none of it
 //! left (`HostUpdate::unskipped`, `HostUpdate::skipped`).
 
+pub mod state;
+
+pub use state::{two_agents, Releases};
+use state::PIDS_KEPT;
+
 use crate::api::{self, ApiError};
-use crate::server::{now_ms, park, wait_of, Answer, AppState, Failure, PollQuery};
+use crate::failure::{Answer, Failure};
+use crate::longpoll::{park, wait_of, PollQuery};
+use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use flotilla_exec::this_process::now_ms;
 use flotilla_model::inventory::TransportKind;
 use flotilla_release::rollout::{HostUpdate, Rollout, RolloutSpec};
 use flotilla_release::Manifest;
@@ -33,7 +41,6 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
 
 /// The largest artifact `PUT /v1/blobs/{sha256}` takes (1 GiB).
 pub const BLOB_LIMIT: usize = 1 << 30;
@@ -43,98 +50,6 @@ pub const MIN_TIMEOUT_MS: u64 = 10_000;
 
 /// How often the authority advances its active rollouts on its own (timeouts, soaks).
 pub const TICK: Duration = Duration::from_secs(1);
-
-/// The rollouts and what each agent last said about its release, in memory beside
-/// the store (loaded at start; every change is written to the store first).
-pub struct Releases {
-    rollouts: tokio::sync::Mutex<BTreeMap<u64, Rollout>>,
-    updates: std::sync::Mutex<BTreeMap<String, HostUpdate>>,
-    /// Per host, the pids of its last reports (oldest first, at most [`PIDS_KEPT`]) and
-    /// when each arrived: two agents reporting for one host alternate.
-    pids: std::sync::Mutex<BTreeMap<String, std::collections::VecDeque<(u32, i64)>>>,
-    index: watch::Sender<u64>,
-    /// The pending unskip requests by id (each change is written to the store first).
-    unskips: tokio::sync::Mutex<BTreeMap<u64, api::UnskipDto>>,
-    /// Bumped whenever an unskip request changes (wakes `GET /v1/unskips/{id}`).
-    unskip_changes: watch::Sender<u64>,
-}
-
-/// How many of a host's last reporting pids are kept to tell two agents apart.
-const PIDS_KEPT: usize = 6;
-
-/// Two agents report for one host when, among its reports within `window_ms` of `now`,
-/// a pid reported, then another, then the first again (a self-update or a restart
-/// changes the pid once and the old one falls silent). Returns the two pids.
-pub fn two_agents(
-    pids: &std::collections::VecDeque<(u32, i64)>,
-    now: i64,
-    window_ms: i64,
-) -> Option<(u32, u32)> {
-    let recent: Vec<u32> = pids
-        .iter()
-        .filter(|(_, at)| now - at <= window_ms)
-        .map(|(p, _)| *p)
-        .collect();
-    for (i, a) in recent.iter().enumerate() {
-        let Some(j) = recent[i + 1..].iter().position(|b| b != a) else {
-            continue;
-        };
-        let b = recent[i + 1 + j];
-        if recent[i + 1 + j + 1..].contains(a) {
-            return Some((*a, b));
-        }
-    }
-    None
-}
-
-impl Releases {
-    /// Loads every rollout and the latest update report of every host from `store`.
-    ///
-    /// # Errors
-    /// The store's; a stored document that does not parse is skipped with an error
-    /// logged (it cannot be advanced, and nothing is assigned from it).
-    pub async fn load<S: AuthorityStore>(
-        store: &S,
-    ) -> Result<Releases, flotilla_store::StoreError> {
-        let mut rollouts = BTreeMap::new();
-        for r in store.rollouts().await? {
-            match serde_json::from_str::<Rollout>(&r.doc) {
-                Ok(doc) => {
-                    rollouts.insert(r.id, doc);
-                }
-                Err(e) => tracing::error!("rollout {}: stored document does not parse: {e}", r.id),
-            }
-        }
-        let mut updates = BTreeMap::new();
-        for u in store.host_updates().await? {
-            if let Ok(doc) = serde_json::from_str::<HostUpdate>(&u.doc) {
-                updates.insert(u.host, doc);
-            }
-        }
-        let mut unskips = BTreeMap::new();
-        for r in store.pending_unskips().await? {
-            match serde_json::from_str::<api::UnskipDto>(&r.doc) {
-                Ok(mut doc) => {
-                    doc.id = r.id;
-                    unskips.insert(r.id, doc);
-                }
-                Err(e) => tracing::error!("unskip {}: stored document does not parse: {e}", r.id),
-            }
-        }
-        Ok(Releases {
-            rollouts: tokio::sync::Mutex::new(rollouts),
-            updates: std::sync::Mutex::new(updates),
-            pids: std::sync::Mutex::new(BTreeMap::new()),
-            index: watch::Sender::new(1),
-            unskips: tokio::sync::Mutex::new(unskips),
-            unskip_changes: watch::Sender::new(0),
-        })
-    }
-
-    fn bump(&self) {
-        self.index.send_modify(|i| *i += 1);
-    }
-}
 
 fn invalid(message: impl Into<String>) -> Failure {
     Failure::new(StatusCode::BAD_REQUEST, "invalid", message)
@@ -872,12 +787,12 @@ async fn unskip_doc<S: AuthorityStore>(
 /// `GET /v1/unskips/{id}?wait=30s` (operator): an unskip request, long-polled: answers
 /// once it is `done` or carries an error from the host's agent, else after `wait`
 /// (at most 5 min, default 30 s) as it stands.
-#[utoipa::path(get, path = "/v1/unskips/{id}", params(("id" = u64, Path, description = "the unskip request"), crate::server::WaitQuery),
+#[utoipa::path(get, path = "/v1/unskips/{id}", params(("id" = u64, Path, description = "the unskip request"), crate::longpoll::WaitQuery),
     responses((status = 200, body = api::UnskipDto), (status = 403, body = ApiError), (status = 404, body = ApiError)))]
 pub async fn get_unskip<S: AuthorityStore>(
     State(state): State<Arc<AppState<S>>>,
     Path(id): Path<u64>,
-    Query(q): Query<crate::server::WaitQuery>,
+    Query(q): Query<crate::longpoll::WaitQuery>,
     headers: HeaderMap,
 ) -> Answer<api::UnskipDto> {
     state.operator(&headers).await?;
@@ -891,7 +806,7 @@ pub async fn get_unskip<S: AuthorityStore>(
         if doc.state == api::UnskipState::Done || doc.error.is_some() || left.is_zero() {
             return Ok(Json(doc));
         }
-        let _waiting = crate::server::Waiting::new(&state.metrics.longpoll_waiters);
+        let _waiting = crate::longpoll::Waiting::new(&state.metrics.longpoll_waiters);
         let _ = tokio::time::timeout(left, rx.changed()).await;
     }
 }
@@ -1046,7 +961,7 @@ pub async fn agent_identities<S: AuthorityStore>(
             .lock()
             .expect("not poisoned")
             .get(&host)
-            .and_then(|p| two_agents(p, crate::server::now_ms(), window));
+            .and_then(|p| two_agents(p, now_ms(), window));
         let updating_to = pick(HostPhase::Updating);
         let runtime_identity = match (&release, &u.running_sha256) {
             (None, _) => "no-release",

@@ -1,0 +1,231 @@
+//! The authority's shared state ([`AppState`]): the store, the selected revision in
+//! memory, the releases' and sessions' state, credentials seen, the calls' and
+//! replies' wake-ups, the metrics; and who the caller of a request is.
+
+use crate::api;
+use crate::auth;
+use crate::error::AuthorityError;
+use crate::failure::Failure;
+use crate::metrics::Metrics;
+use axum::http::{header, HeaderMap, StatusCode};
+use flotilla_model::topology::Topology;
+use flotilla_store::authority::{AuthorityStore, Principal, Selection};
+use flotilla_store::StoreError;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Settings of the service.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The CA certificate clients pin, PEM (served at `/v1/ca.pem`).
+    pub ca_pem: String,
+    /// Its pin, `sha256:<hex>`.
+    pub ca_hash: String,
+    /// A host whose agent has not reported for this long is `unreachable`.
+    pub report_deadline: Duration,
+    /// Agent sessions (`sessions.toml`), or `None`: off.
+    pub sessions: Option<crate::sessions::SessionsSetup>,
+}
+
+/// The selected revision, parsed once.
+#[derive(Clone)]
+pub(crate) struct Current {
+    pub(crate) selection: Selection,
+    pub(crate) topology: Arc<Topology>,
+}
+
+/// Shared state of the service.
+pub struct AppState<S> {
+    pub(crate) store: S,
+    pub(crate) settings: Settings,
+    pub(crate) releases: crate::releases::state::Releases,
+    pub(crate) sessions: Option<crate::sessions::Sessions>,
+    pub(crate) current: RwLock<Option<Current>>,
+    pub(crate) index: watch::Sender<u64>,
+    pub(crate) principals: Mutex<HashMap<String, Principal>>,
+    pub(crate) last_reports: Mutex<HashMap<String, (i64, Option<String>)>>,
+    /// Per host: the id of the last call queued for it (wakes its agent's poll).
+    pub(crate) calls: Mutex<HashMap<String, watch::Sender<u64>>>,
+    /// Bumped at every reply (wakes whoever awaits an answer).
+    pub(crate) replies: watch::Sender<u64>,
+    /// The metrics.
+    pub metrics: Metrics,
+}
+
+pub(crate) fn selection_dto(s: &Selection) -> api::SelectionDto {
+    api::SelectionDto {
+        index: s.index,
+        revision: s.digest.clone(),
+        selected_ms: s.selected_ms,
+        selected_by: s.selected_by.clone(),
+    }
+}
+
+impl<S: AuthorityStore> AppState<S> {
+    /// Loads the current selection from `store`.
+    ///
+    /// # Errors
+    /// [`AuthorityError::Store`] when the store cannot be read,
+    /// [`AuthorityError::CorruptRevision`] when its selected revision does not parse.
+    pub async fn new(store: S, settings: Settings) -> Result<Arc<AppState<S>>, AuthorityError> {
+        let current = match store.selection().await? {
+            None => None,
+            Some(selection) => {
+                let rev = store
+                    .revision(selection.digest.clone())
+                    .await?
+                    .ok_or_else(|| StoreError::UnknownRevision(selection.digest.clone()))?;
+                let topology = Topology::from_revision(&rev.content).map_err(|e| {
+                    AuthorityError::CorruptRevision {
+                        revision: selection.digest.clone(),
+                        reason: e.to_string(),
+                    }
+                })?;
+                Some(Current {
+                    selection,
+                    topology: Arc::new(topology),
+                })
+            }
+        };
+        let index = current.as_ref().map_or(0, |c| c.selection.index);
+        let metrics = Metrics::default();
+        metrics.selection_index.set(index);
+        let releases = crate::releases::state::Releases::load(&store).await?;
+        let sessions = match settings.sessions.clone() {
+            None => None,
+            Some(setup) => {
+                Some(crate::sessions::Sessions::new(setup).map_err(AuthorityError::Sessions)?)
+            }
+        };
+        Ok(Arc::new(AppState {
+            store,
+            releases,
+            sessions,
+            settings,
+            current: RwLock::new(current),
+            index: watch::Sender::new(index),
+            principals: Mutex::new(HashMap::new()),
+            last_reports: Mutex::new(HashMap::new()),
+            calls: Mutex::new(HashMap::new()),
+            replies: watch::Sender::new(0),
+            metrics,
+        }))
+    }
+
+    pub(crate) fn host_calls(&self, host: &str) -> watch::Receiver<u64> {
+        self.calls
+            .lock()
+            .expect("not poisoned")
+            .entry(host.to_string())
+            .or_insert_with(|| watch::Sender::new(0))
+            .subscribe()
+    }
+
+    /// The report deadline, in ms.
+    pub(crate) fn settings_report_deadline_ms(&self) -> i64 {
+        self.settings.report_deadline.as_millis() as i64
+    }
+
+    /// The selected revision's topology, if any.
+    pub(crate) fn current_topology(&self) -> Option<Arc<Topology>> {
+        self.current().map(|c| c.topology)
+    }
+
+    pub(crate) fn current(&self) -> Option<Current> {
+        self.current.read().expect("not poisoned").clone()
+    }
+
+    pub(crate) async fn caller(&self, headers: &HeaderMap) -> Result<Principal, Failure> {
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(auth::bearer)
+            .ok_or_else(|| {
+                Failure::new(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "no bearer credential (Authorization: Bearer …)",
+                )
+            })?;
+        let hash = auth::hash_secret(token);
+        if let Some(p) = self.principals.lock().expect("not poisoned").get(&hash) {
+            return Ok(p.clone());
+        }
+        let p = self.store.principal(hash.clone()).await?.ok_or_else(|| {
+            Failure::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "unknown credential",
+            )
+        })?;
+        self.principals
+            .lock()
+            .expect("not poisoned")
+            .insert(hash, p.clone());
+        Ok(p)
+    }
+
+    pub(crate) async fn operator(&self, headers: &HeaderMap) -> Result<String, Failure> {
+        match self.caller(headers).await? {
+            Principal::Operator { name } => Ok(name),
+            Principal::Agent { host } => Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("the agent of `{host}` may not do this: operators only"),
+            )),
+            Principal::Session { id } => Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("the runtime of session {id} may not do this: operators only"),
+            )),
+            Principal::Alerts { name } => Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("the alert sender `{name}` may not do this: operators only"),
+            )),
+        }
+    }
+
+    /// The caller, when it may act for `host`: that host's agent, or (when
+    /// `operator_too`) an operator. Otherwise 403, saying the agent may only `what`.
+    pub(crate) async fn for_host(
+        &self,
+        headers: &HeaderMap,
+        host: &str,
+        operator_too: bool,
+        what: &str,
+    ) -> Result<Principal, Failure> {
+        match self.caller(headers).await? {
+            Principal::Agent { host: own } if own == host => Ok(Principal::Agent { host: own }),
+            Principal::Agent { host: own } => Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("the agent of `{own}` may {what}"),
+            )),
+            p @ Principal::Operator { .. } if operator_too => Ok(p),
+            Principal::Operator { .. } => Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("only the host's agent may do this (an agent may {what})"),
+            )),
+            Principal::Session { .. } | Principal::Alerts { .. } => Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "only the host's agent or an operator may do this",
+            )),
+        }
+    }
+
+    /// Replaces the in-memory selection after a committed change and wakes polls.
+    pub(crate) fn install(&self, selection: Selection, topology: Arc<Topology>) {
+        let index = selection.index;
+        *self.current.write().expect("not poisoned") = Some(Current {
+            selection,
+            topology,
+        });
+        self.metrics.selection_index.set(index);
+        self.index.send_replace(index);
+    }
+}
