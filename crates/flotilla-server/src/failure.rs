@@ -1,5 +1,5 @@
 //! An error answer of the API ([`Failure`]: an HTTP status and an [`ApiError`] body)
-//! and the handlers' result type [`Answer`].
+//! and the handlers' result type `Answer`.
 
 use crate::api::ApiError;
 use axum::http::StatusCode;

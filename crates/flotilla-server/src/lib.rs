@@ -9,26 +9,37 @@
 //! `flotilla_store::authority` (SQLite or PostgreSQL) behind one trait. The wire types
 //! and the client are `flotilla-api`'s (re-exported here as [`api`] and [`client`]).
 //!
-//! Code map:
-//! - [`server`]: routes, authorisation, long poll, [`server::run`].
-//! - [`tls`]: the private CA (`serve init`) and the server's TLS configuration.
-//! - [`authority`]: the authority directory, `serve init`, backends, [`authority::serve`].
-//! - [`auth`]: secrets (tokens, credentials) and their hashes.
-//! - [`fleet`]: the fleet's status from agents' reports, aged (pure).
+//! Code map (no file imports one that imports it back; the tidy test checks):
+//! - [`server`]: the router, its middleware (credential first, request ids and
+//!   metrics per route) and [`server::run`].
+//! - [`state`]: the shared state ([`state::AppState`]) and who a caller is.
+//! - [`failure`]: an error answer and the handlers' result type.
+//! - [`longpoll`]: waits, the waiting gauge, parking a request on an index.
+//! - [`service`]: `/healthz`, `/readyz`, `/metrics`, `/v1/ca.pem`.
+//! - [`joining`]: join tokens and agent credentials.
+//! - [`revisions`]: publishing and selecting revisions, history, diffs, each host's
+//!   long-polled snapshot and its reports.
+//! - [`status`]: the fleet's status route; [`fleet`]: that status from agents'
+//!   reports, aged (pure).
+//! - [`calls`]: operators' calls to agents and their replies.
 //! - [`releases`]: signed releases relayed, the blob store, rollouts advanced
-//!   (`flotilla_release::rollout`), agents' release assignments and update reports.
-//! - [`sessions`]: agent sessions, their runtimes, the gate's HTTP hook, questions,
-//!   Alertmanager's webhook, the executor and capped outputs.
+//!   (`flotilla_release::rollout`), agents' release assignments and update reports;
+//!   their state in memory in [`releases::state`].
+//! - [`sessions`]: agent sessions (a directory of its own: state, stored documents,
+//!   wire types, records, the runtime's lifecycle, routes, questions, the gate's HTTP
+//!   hook, pushes, the executor, Alertmanager's webhook, cleanup and retention).
 //! - [`sessions_config`]: `sessions.toml`, read and checked at start.
 //! - [`users`]: the users the authority's pieces run as (`[privileges]`).
 //! - [`egress`]: a session runtime's only way out (the model API with its
 //!   credential injected, a `CONNECT` allowlist, the authority's API).
-//! - [`session_cleanup`]: deleting sessions and unused mirrors, measured
-//!   (`DELETE /v1/sessions/{id}`, `[retention]`).
-//! - [`diff`]: revision diffs as DTOs.
-//! - [`metrics`]: the Prometheus figures.
 //! - [`privsep`]: with sessions, the authority split in three: the root launcher
 //!   (sandboxes as session uids), the executor, and the unprivileged API.
+//! - [`tls`]: the private CA (`serve init`) and the server's TLS configuration.
+//! - [`authority`]: the authority directory, `serve init`, backends,
+//!   [`authority::serve`]; [`error`]: what can go wrong running one.
+//! - [`auth`]: secrets (tokens, credentials) and their hashes.
+//! - [`diff`]: revision diffs as DTOs.
+//! - [`metrics`]: the Prometheus figures.
 //! - [`openapi`]: the generated OpenAPI document.
 
 #![warn(missing_docs)]
@@ -50,7 +61,6 @@ pub mod releases;
 pub mod revisions;
 pub mod server;
 pub mod service;
-pub mod session_cleanup;
 pub mod sessions;
 pub mod sessions_config;
 pub mod state;

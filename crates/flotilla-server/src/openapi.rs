@@ -8,7 +8,7 @@ use crate::joining;
 use crate::releases;
 use crate::revisions;
 use crate::service;
-use crate::session_cleanup;
+
 use crate::sessions;
 use crate::status;
 use axum::http::header;
@@ -62,7 +62,7 @@ use utoipa::OpenApi;
         sessions::send_message,
         sessions::switch_mode,
         sessions::stop_runtime,
-        session_cleanup::delete_session,
+        sessions::delete_session,
         sessions::list_questions,
         sessions::answer_question,
         sessions::gate_hook,
@@ -96,8 +96,8 @@ use utoipa::OpenApi;
         sessions::AlertsResponse,
         sessions::AlertsCredentialRequest,
         sessions::AlertsCredentialResponse,
-        session_cleanup::CleanupReport,
-        session_cleanup::MirrorReport,
+        sessions::cleanup::CleanupReport,
+        sessions::cleanup::MirrorReport,
         api::ApiError,
         api::JoinRequest,
         api::JoinResponse,

@@ -98,7 +98,7 @@ pub fn router<S: AuthorityStore>(state: Arc<AppState<S>>) -> Router {
         )
         .route(
             "/v1/sessions/{id}",
-            get(sessions::get_session::<S>).delete(crate::session_cleanup::delete_session::<S>),
+            get(sessions::get_session::<S>).delete(crate::sessions::cleanup::delete_session::<S>),
         )
         .route(
             "/v1/sessions/{id}/events",
@@ -260,7 +260,7 @@ pub async fn run<S: AuthorityStore>(
     });
     releases::spawn_ticker(&state);
     crate::sessions::spawn_reconciler(&state);
-    crate::session_cleanup::spawn_retention(&state);
+    crate::sessions::cleanup::spawn_retention(&state);
     let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls));
     listener.set_nonblocking(true)?;
     // TCP_NODELAY on every connection: small answers (a gate decision, a long

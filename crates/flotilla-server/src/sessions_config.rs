@@ -57,7 +57,7 @@ pub struct SessionsConfig {
     #[serde(default = "default_cap")]
     pub output_cap: usize,
     /// When sessions and mirrors are deleted on their own
-    /// ([`crate::session_cleanup`]).
+    /// ([`crate::sessions::cleanup`]).
     #[serde(default)]
     pub retention: RetentionConfig,
 }

@@ -26,7 +26,7 @@ pub struct Settings {
     /// A host whose agent has not reported for this long is `unreachable`.
     pub report_deadline: Duration,
     /// Agent sessions (`sessions.toml`), or `None`: off.
-    pub sessions: Option<crate::sessions::SessionsSetup>,
+    pub sessions: Option<crate::sessions::state::SessionsSetup>,
 }
 
 /// The selected revision, parsed once.
@@ -41,7 +41,7 @@ pub struct AppState<S> {
     pub(crate) store: S,
     pub(crate) settings: Settings,
     pub(crate) releases: crate::releases::state::Releases,
-    pub(crate) sessions: Option<crate::sessions::Sessions>,
+    pub(crate) sessions: Option<crate::sessions::state::Sessions>,
     pub(crate) current: RwLock<Option<Current>>,
     pub(crate) index: watch::Sender<u64>,
     pub(crate) principals: Mutex<HashMap<String, Principal>>,
@@ -95,9 +95,9 @@ impl<S: AuthorityStore> AppState<S> {
         let releases = crate::releases::state::Releases::load(&store).await?;
         let sessions = match settings.sessions.clone() {
             None => None,
-            Some(setup) => {
-                Some(crate::sessions::Sessions::new(setup).map_err(AuthorityError::Sessions)?)
-            }
+            Some(setup) => Some(
+                crate::sessions::state::Sessions::new(setup).map_err(AuthorityError::Sessions)?,
+            ),
         };
         Ok(Arc::new(AppState {
             store,

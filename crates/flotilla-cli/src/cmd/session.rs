@@ -4,7 +4,7 @@
 //! files, refs and rows, with what was freed measured).
 
 use crate::{Cli, EXIT_OK, EXIT_REFUSED};
-use flotilla_server::session_cleanup::CleanupReport;
+use flotilla_server::sessions::cleanup::CleanupReport;
 use flotilla_server::sessions::{
     CreateSessionRequest, MessageRequest, ModeRequest, SessionDto, SessionEventsResponse,
     SessionsResponse,

@@ -20,8 +20,8 @@
 
 pub mod state;
 
-pub use state::{two_agents, Releases};
 use state::PIDS_KEPT;
+pub use state::{two_agents, Releases};
 
 use crate::api::{self, ApiError};
 use crate::failure::{Answer, Failure};

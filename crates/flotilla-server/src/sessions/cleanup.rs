@@ -29,10 +29,11 @@
 //! kills the runtime first (the same kill as `DELETE /v1/sessions/{id}/runtime`)
 //! and waits until its process is gone.
 
+use super::docs::{alive, SessionDoc};
+use super::lifecycle::{every_reconcile, kill_runtime};
+use super::records::{load_session, sessions_of};
 use crate::failure::{Answer, Failure};
-use crate::sessions::{
-    alive, kill_runtime, load_session, sessions_of, SessionDoc, SESSIONS_CONFIG_FILE,
-};
+use crate::sessions_config::SESSIONS_CONFIG_FILE;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -519,10 +520,10 @@ pub(crate) async fn retention_pass<S: AuthorityStore>(state: &AppState<S>) -> Ve
     out
 }
 
-/// Runs [`retention_pass`] every [`crate::sessions::SessionsConfig::reconcile_every`],
+/// Runs `retention_pass` every [`crate::sessions::SessionsConfig::reconcile_every`],
 /// beside the sessions' reconciler (`flotilla serve`).
 pub fn spawn_retention<S: AuthorityStore>(state: &Arc<AppState<S>>) {
-    crate::sessions::every_reconcile(state, |state| async move {
+    every_reconcile(state, |state| async move {
         retention_pass(&state).await;
     });
 }
