@@ -82,32 +82,6 @@ pub fn allowed(allow: &[String], host: &str, port: u16) -> bool {
     })
 }
 
-/// Checks one `[egress] allow` entry.
-///
-/// # Errors
-/// What is wrong, as a sentence.
-pub fn check_allow_entry(entry: &str) -> Result<(), String> {
-    if entry.is_empty() || entry.chars().any(|c| c.is_whitespace() || c == '/') {
-        return Err(format!(
-            "`{entry}` is not a destination (`host`, `host:port`, `*.domain`)"
-        ));
-    }
-    let host = match entry.rsplit_once(':') {
-        Some((h, p)) => {
-            p.parse::<u16>()
-                .map_err(|_| format!("`{entry}`: `{p}` is not a port"))?;
-            h
-        }
-        None => entry,
-    };
-    if host == "*" || host.strip_prefix("*.").is_some_and(|d| !d.contains('.')) {
-        return Err(format!(
-            "`{entry}` is too wide: name a domain (`*.example.com`), not every host"
-        ));
-    }
-    Ok(())
-}
-
 /// One thing a runtime's network did: `kind` is `model`, `connect` or `api`;
 /// `allowed` whether it went through.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -437,10 +411,16 @@ mod tests {
         assert!(!allowed(&allow, "127.0.0.2", 8080));
         assert!(allowed(&allow, "::1", 9));
         for bad in ["", "*", "*.com", "a b", "x:port", "http://x"] {
-            assert!(check_allow_entry(bad).is_err(), "{bad}");
+            assert!(
+                flotilla_sessions::config::check_allow_entry(bad).is_err(),
+                "{bad}"
+            );
         }
         for good in ["api.anthropic.com", "*.pypi.org", "127.0.0.1:8080"] {
-            assert!(check_allow_entry(good).is_ok(), "{good}");
+            assert!(
+                flotilla_sessions::config::check_allow_entry(good).is_ok(),
+                "{good}"
+            );
         }
     }
 }

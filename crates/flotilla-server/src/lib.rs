@@ -28,12 +28,12 @@
 //! - [`sessions`]: agent sessions (a directory of its own: state, stored documents,
 //!   wire types, records, the runtime's lifecycle, routes, questions, the gate's HTTP
 //!   hook, pushes, the executor, Alertmanager's webhook, cleanup and retention).
-//! - [`sessions_config`]: `sessions.toml`, read and checked at start.
-//! - [`users`]: the users the authority's pieces run as (`[privileges]`).
 //! - [`egress`]: a session runtime's only way out (the model API with its
 //!   credential injected, a `CONNECT` allowlist, the authority's API).
-//! - [`privsep`]: with sessions, the authority split in three: the root launcher
-//!   (sandboxes as session uids), the executor, and the unprivileged API.
+//! - `sessions.toml`, the users the authority's pieces run as and the privilege
+//!   separation (the root launcher that starts sandboxes as session uids, the
+//!   executor, the unprivileged API) are the sessions runtime's, in
+//!   `flotilla-sessions` (re-exported as [`sessions_config`], [`users`], [`privsep`]).
 //! - [`tls`]: the private CA (`serve init`) and the server's TLS configuration.
 //! - [`authority`]: the authority directory, `serve init`, backends,
 //!   [`authority::serve`]; [`error`]: what can go wrong running one.
@@ -56,18 +56,21 @@ pub mod joining;
 pub mod longpoll;
 pub mod metrics;
 pub mod openapi;
-pub mod privsep;
 pub mod releases;
 pub mod revisions;
 pub mod server;
 pub mod service;
 pub mod sessions;
-pub mod sessions_config;
 pub mod state;
 pub mod status;
 pub mod tls;
-pub mod users;
 
 /// The wire types of `/v1` (`flotilla_api::wire`).
 pub use flotilla_api::wire as api;
 pub use flotilla_api::{client, Client, ClientError, UnskipError};
+/// `sessions.toml` (`flotilla_sessions::config`).
+pub use flotilla_sessions::config as sessions_config;
+/// The authority's privilege separation (`flotilla_sessions::privsep`).
+pub use flotilla_sessions::privsep;
+/// The users the authority's pieces run as (`flotilla_sessions::users`).
+pub use flotilla_sessions::users;

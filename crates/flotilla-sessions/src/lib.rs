@@ -17,19 +17,27 @@
 //! - [`alerts`]: Alertmanager's webhook (version 4), the matcher, the dedup key.
 //! - [`executor`]: the executor's read allowlist over argv lists.
 //! - [`runtime`]: the local runtime's bubblewrap sandbox.
+//! - [`config`]: `sessions.toml`, read and checked at the authority's start.
+//! - [`users`]: the users the authority's pieces run as (`[privileges]`).
+//! - [`privsep`]: with sessions, the authority split in three: the root launcher
+//!   (starts and kills runtimes, as session uids), the executor, and the
+//!   unprivileged API; their Unix-socket protocols.
 //! - [`bridge`]: inside that sandbox, loopback ports relayed to the authority's
 //!   Unix sockets (its only way out).
 
 pub mod alerts;
 pub mod bridge;
 pub mod clone_cache;
+pub mod config;
 pub mod executor;
 pub mod hook;
 pub mod output;
 pub mod policy;
+pub mod privsep;
 pub mod rules;
 pub mod runtime;
 pub mod shell;
+pub mod users;
 
 use serde::{Deserialize, Serialize};
 

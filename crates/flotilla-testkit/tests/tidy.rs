@@ -35,14 +35,6 @@ const PROCESS_DEBT: &[(&str, &str)] = &[
         "crates/flotilla-agent/src/watch.rs",
         "the watchdog's identity-checked TERM→KILL of the old agent: flotilla-exec has its own, to share",
     ),
-    (
-        "crates/flotilla-server/src/privsep/launcher.rs",
-        "the root launcher starts and kills session runtimes: to move into the sessions runtime",
-    ),
-    (
-        "crates/flotilla-server/src/privsep/mod.rs",
-        "starts the launcher and executor roles: to move into the sessions runtime",
-    ),
 ];
 
 /// Import cycles between files that are known, each as the set of its files (relative

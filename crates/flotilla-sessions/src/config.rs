@@ -2,13 +2,13 @@
 //! the runtime, the gate, alerts, the executor, privileges, egress, retention), read
 //! and checked at start with errors that say file:line:column.
 
-use flotilla_sessions::alerts::Matcher;
-use flotilla_sessions::executor::Allowlist;
-use flotilla_sessions::output;
-use flotilla_sessions::policy::{AlwaysAsk, Policy};
-use flotilla_sessions::rules::Rules;
-use flotilla_sessions::runtime::Network;
-use flotilla_sessions::Mode;
+use crate::alerts::Matcher;
+use crate::executor::Allowlist;
+use crate::output;
+use crate::policy::{AlwaysAsk, Policy};
+use crate::rules::Rules;
+use crate::runtime::Network;
+use crate::Mode;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -57,7 +57,7 @@ pub struct SessionsConfig {
     #[serde(default = "default_cap")]
     pub output_cap: usize,
     /// When sessions and mirrors are deleted on their own
-    /// ([`crate::sessions::cleanup`]).
+    /// ([`the authority's session cleanup`]).
     #[serde(default)]
     pub retention: RetentionConfig,
 }
@@ -596,7 +596,7 @@ impl SessionsConfig {
             )));
         }
         for entry in &config.egress.allow {
-            crate::egress::check_allow_entry(entry)
+            check_allow_entry(entry)
                 .map_err(|e| invalid(format!("{}[egress] allow: {e}", at(entry))))?;
         }
         if let Some(m) = &config.egress.model {
@@ -694,7 +694,7 @@ impl SessionsConfig {
         Ok(config)
     }
 
-    pub(crate) fn policy(&self) -> Result<Policy, String> {
+    pub fn policy(&self) -> Result<Policy, String> {
         let rules = Rules::parse(&self.gate.allow, &self.gate.ask, &self.gate.deny)
             .map_err(|e| format!("[gate]: {e}"))?;
         let always_ask = match &self.gate.always_ask {
@@ -706,7 +706,7 @@ impl SessionsConfig {
         Ok(Policy { rules, always_ask })
     }
 
-    pub(crate) fn matchers(&self) -> Result<Vec<Matcher>, String> {
+    pub fn matchers(&self) -> Result<Vec<Matcher>, String> {
         let list = self
             .alerts
             .as_ref()
@@ -719,10 +719,36 @@ impl SessionsConfig {
 }
 
 /// The first `name` on `PATH` that is a file.
-pub(crate) fn which(name: &str) -> Option<PathBuf> {
+pub fn which(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|p| p.join(name))
             .find(|p| p.is_file())
     })
+}
+
+/// Checks one `[egress] allow` entry.
+///
+/// # Errors
+/// What is wrong, as a sentence.
+pub fn check_allow_entry(entry: &str) -> Result<(), String> {
+    if entry.is_empty() || entry.chars().any(|c| c.is_whitespace() || c == '/') {
+        return Err(format!(
+            "`{entry}` is not a destination (`host`, `host:port`, `*.domain`)"
+        ));
+    }
+    let host = match entry.rsplit_once(':') {
+        Some((h, p)) => {
+            p.parse::<u16>()
+                .map_err(|_| format!("`{entry}`: `{p}` is not a port"))?;
+            h
+        }
+        None => entry,
+    };
+    if host == "*" || host.strip_prefix("*.").is_some_and(|d| !d.contains('.')) {
+        return Err(format!(
+            "`{entry}` is too wide: name a domain (`*.example.com`), not every host"
+        ));
+    }
+    Ok(())
 }

@@ -489,7 +489,7 @@ pub struct Privileged {
 /// a piece that cannot be started.
 pub fn setup(
     authority_dir: &Path,
-    config: &crate::sessions_config::SessionsConfig,
+    config: &crate::config::SessionsConfig,
 ) -> Result<Privileged, String> {
     if !nix::unistd::geteuid().is_root() {
         return Err(
@@ -502,7 +502,7 @@ pub fn setup(
     let sessions_dir = config
         .dir
         .clone()
-        .unwrap_or_else(|| PathBuf::from(crate::sessions_config::DEFAULT_SESSIONS_DIR));
+        .unwrap_or_else(|| PathBuf::from(crate::config::DEFAULT_SESSIONS_DIR));
     let fail = |what: &str, e: &dyn std::fmt::Display| format!("{what}: {e}");
     {
         use std::os::unix::fs::DirBuilderExt;
@@ -523,7 +523,7 @@ pub fn setup(
         open_top(&sessions_dir).map_err(|e| fail(&format!("{}", sessions_dir.display()), &e))?;
     let sessions_id = dev_ino(&sessions).map_err(|e| fail("the sessions directory", &e))?;
     own_beneath(&authority, api, &|depth, name, id| {
-        !(id == sessions_id || (depth == 0 && name == crate::sessions_config::SESSIONS_CONFIG_FILE))
+        !(id == sessions_id || (depth == 0 && name == crate::config::SESSIONS_CONFIG_FILE))
     })
     .map_err(|e| {
         fail(

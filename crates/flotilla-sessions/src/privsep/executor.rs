@@ -61,11 +61,11 @@ pub fn serve(listener: std::os::unix::net::UnixListener) -> io::Result<()> {
 }
 
 fn run(req: &ExecRequest) -> ExecReply {
-    match flotilla_sessions::executor::run(&req.argv, None, Duration::from_millis(req.timeout_ms)) {
+    match crate::executor::run(&req.argv, None, Duration::from_millis(req.timeout_ms)) {
         Ok(out) => ExecReply::Ran {
             code: match out.status {
-                flotilla_sessions::executor::ExecStatus::Exited { code } => Some(code),
-                flotilla_sessions::executor::ExecStatus::Signaled { .. } => None,
+                crate::executor::ExecStatus::Exited { code } => Some(code),
+                crate::executor::ExecStatus::Signaled { .. } => None,
             },
             timed_out: out.timed_out,
             stdout: out.stdout,

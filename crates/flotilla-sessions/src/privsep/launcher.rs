@@ -10,8 +10,8 @@
 //! and a uid outside `[runtime] uids` is refused.
 
 use super::{dir_beneath, fd_path, open_dir_beneath, read_line, recv, send};
-use crate::sessions_config::SessionsConfig;
-use flotilla_sessions::runtime::{bwrap_argv, sandbox_env, SandboxSpec};
+use crate::config::SessionsConfig;
+use crate::runtime::{bwrap_argv, sandbox_env, SandboxSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io;
@@ -172,18 +172,16 @@ struct Launcher {
 /// # Errors
 /// When `sessions.toml` cannot be read.
 pub fn serve(authority_dir: &Path, listener: std::os::unix::net::UnixListener) -> io::Result<()> {
-    let config =
-        SessionsConfig::load(&authority_dir.join(crate::sessions_config::SESSIONS_CONFIG_FILE))
-            .map_err(io::Error::other)?;
+    let config = SessionsConfig::load(&authority_dir.join(crate::config::SESSIONS_CONFIG_FILE))
+        .map_err(io::Error::other)?;
     let sessions_dir = config
         .dir
         .clone()
-        .unwrap_or_else(|| PathBuf::from(crate::sessions_config::DEFAULT_SESSIONS_DIR));
-    let uids =
-        crate::sessions_config::parse_uids(&config.runtime.uids).map_err(io::Error::other)?;
+        .unwrap_or_else(|| PathBuf::from(crate::config::DEFAULT_SESSIONS_DIR));
+    let uids = crate::config::parse_uids(&config.runtime.uids).map_err(io::Error::other)?;
     let claude = match &config.runtime.claude {
         Some(p) => p.clone(),
-        None => crate::sessions_config::which("claude")
+        None => crate::config::which("claude")
             .ok_or_else(|| io::Error::other("`claude` is not on PATH"))?,
     };
     let mut hidden = vec![authority_dir.to_path_buf(), PathBuf::from("/root")];
@@ -702,7 +700,7 @@ pub fn wait_exit(conn: UnixStream) -> Option<i32> {
 /// — so nothing one runtime wrote there runs in the next without a tool call the
 /// gate saw. Links are removed, never followed. No runtime runs while this runs.
 /// Returns the removed paths, relative to `home`.
-pub(crate) fn reset_home(home: &std::path::Path) -> std::io::Result<Vec<String>> {
+pub fn reset_home(home: &std::path::Path) -> std::io::Result<Vec<String>> {
     fn remove(p: &std::path::Path) -> std::io::Result<()> {
         if std::fs::symlink_metadata(p)?.is_dir() {
             std::fs::remove_dir_all(p)
