@@ -40,6 +40,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use flotilla_exec::this_process::now_ms;
 use flotilla_sessions::clone_cache::{CloneCache, PIN_PREFIX};
+use flotilla_sessions::runtime::Runtime;
 use flotilla_store::authority::AuthorityStore;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashSet};
@@ -189,7 +190,7 @@ struct Removed {
 /// removes them; the launcher measures before and after, never following a link).
 fn remove_files(
     clones: &CloneCache,
-    launcher_socket: &FsPath,
+    runtime: &dyn Runtime,
     repo: &str,
     id: u64,
     sdir: &FsPath,
@@ -213,27 +214,19 @@ fn remove_files(
     let pin_dropped = refs_dropped.contains(&format!("{PIN_PREFIX}{sid}"));
     let (mut before, mut left) = (Usage::default(), Usage::default());
     if std::fs::symlink_metadata(sdir).is_ok() {
-        match crate::privsep::launcher::call(
-            launcher_socket,
-            &crate::privsep::launcher::Request::Remove { id },
-            &[],
-        ) {
-            Ok(crate::privsep::launcher::Reply::Removed {
-                bytes,
-                files,
-                left_bytes,
-                left_files,
-                problem,
-            }) => {
-                before = Usage { bytes, files };
-                left = Usage {
-                    bytes: left_bytes,
-                    files: left_files,
+        match runtime.remove(id) {
+            Ok(r) => {
+                before = Usage {
+                    bytes: r.bytes,
+                    files: r.files,
                 };
-                problems.extend(problem);
+                left = Usage {
+                    bytes: r.left_bytes,
+                    files: r.left_files,
+                };
+                problems.extend(r.problem);
             }
-            Ok(other) => problems.push(format!("the launcher answered {other:?}")),
-            Err(e) => problems.push(format!("the launcher: {e}")),
+            Err(e) => problems.push(format!("the runtime: {e}")),
         }
         if std::fs::symlink_metadata(sdir).is_err() {
             removed.push(sdir.display().to_string());
@@ -308,13 +301,14 @@ pub(crate) async fn delete<S: AuthorityStore>(
     let clones = sessions.clones.clone();
     let repo = doc.repo.clone();
     let dir = sdir.clone();
-    let socket = sessions.launcher_socket().to_path_buf();
+    let runtime = sessions.runtime.clone();
     // Measured by the launcher before anything goes: a cleanup must be able to
     // say what it freed, and what is left.
-    let (before, removed, left) =
-        tokio::task::spawn_blocking(move || remove_files(&clones, &socket, &repo, id, &dir))
-            .await
-            .map_err(|e| internal("cleanup-incomplete", format!("session {id}: {e}")))?;
+    let (before, removed, left) = tokio::task::spawn_blocking(move || {
+        remove_files(&clones, runtime.as_ref(), &repo, id, &dir)
+    })
+    .await
+    .map_err(|e| internal("cleanup-incomplete", format!("session {id}: {e}")))?;
     let problems = if removed.problems.is_empty() {
         String::new()
     } else {

@@ -7,13 +7,13 @@ use super::records::{event, invalid, load_session, save_session, sessions_of};
 use super::state::{Live, Sessions};
 use super::wire::CreateSessionRequest;
 use crate::failure::Failure;
-use crate::privsep::launcher;
 use crate::sessions_config::*;
 use crate::state::AppState;
 use axum::http::StatusCode;
 use flotilla_exec::this_process::now_ms;
 use flotilla_sessions::hook::HookHandler;
 use flotilla_sessions::runtime::Network;
+use flotilla_sessions::runtime::{HomeReset, Runtime, StartSpec, Started};
 use flotilla_store::authority::{AuthorityStore, Principal};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -100,7 +100,8 @@ pub(crate) async fn end_runtime<S: AuthorityStore>(
 /// every process inside (--unshare-pid: its pid 1 is gone).
 pub(crate) async fn kill_runtime(sessions: &Sessions, rt: &RuntimeRecord) {
     if alive(rt) {
-        if let Err(e) = launch(sessions, launcher::Request::Kill { pid: rt.pid }, &[]).await {
+        let pid = rt.pid;
+        if let Err(e) = on_runtime(sessions, move |r| r.stop(pid)).await {
             tracing::warn!("killing runtime pid {}: {e}", rt.pid);
         }
     }
@@ -305,16 +306,14 @@ fn uids_in_use() -> std::collections::HashSet<u32> {
         .collect()
 }
 
-/// One request to the launcher (the root piece, [`crate::privsep`]), off the
-/// async runtime.
-pub(crate) async fn launch(
+/// One call of the sessions' runtime (blocking: a socket round trip to the root
+/// launcher for the local one), off the async runtime's workers.
+pub(crate) async fn on_runtime<T: Send + 'static>(
     sessions: &Sessions,
-    req: launcher::Request,
-    fds: &[std::os::fd::RawFd],
-) -> std::io::Result<launcher::Reply> {
-    let socket = sessions.privileged.launcher.clone();
-    let fds = fds.to_vec();
-    tokio::task::spawn_blocking(move || launcher::call(&socket, &req, &fds))
+    call: impl FnOnce(&dyn Runtime) -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    let runtime = sessions.runtime.clone();
+    tokio::task::spawn_blocking(move || call(runtime.as_ref()))
         .await
         .map_err(std::io::Error::other)?
 }
@@ -427,30 +426,20 @@ pub(crate) async fn boot<S: AuthorityStore>(
     }
     if give {
         // Its own only (0700); the session's directory is traversed, not listed.
-        launch(sessions, launcher::Request::Own { id, uid }, &[])
+        on_runtime(sessions, move |r| r.own(id, uid))
             .await
             .map_err(|e| internal("giving its tree and home to its uid", &e))?;
     }
     close_to_others(&sdir, 0o711).map_err(|e| internal("closing the session's directory", &e))?;
     // Nothing the last runtime left in its home's start-up files runs in this one
     // unless a tool call the gate saw puts it there again.
-    let reset = launch(
-        sessions,
-        launcher::Request::ResetHome {
-            id,
-            agent_session: doc.agent_session.clone(),
-        },
-        &[],
-    )
-    .await
-    .map_err(|e| internal("resetting its home", &e))?;
-    let launcher::Reply::Reset {
+    let agent_session = doc.agent_session.clone();
+    let HomeReset {
         removed,
         transcript,
-    } = reset
-    else {
-        return Err(internal("resetting its home", &"an unexpected answer"));
-    };
+    } = on_runtime(sessions, move |r| r.reset_home(id, &agent_session))
+        .await
+        .map_err(|e| internal("resetting its home", &e))?;
     if !removed.is_empty() {
         event(
             state,
@@ -502,17 +491,10 @@ pub(crate) async fn boot<S: AuthorityStore>(
         .store
         .create_credential(token_hash.clone(), Principal::Session { id }, now_ms())
         .await?;
-    launch(
-        sessions,
-        launcher::Request::Token {
-            id,
-            uid,
-            token: token.clone(),
-        },
-        &[],
-    )
-    .await
-    .map_err(|e| internal("giving its credential to its uid", &e))?;
+    let credential = token.clone();
+    on_runtime(sessions, move |r| r.give_credential(id, uid, &credential))
+        .await
+        .map_err(|e| internal("giving its credential to its uid", &e))?;
 
     // Claude Code's headless command line (measured against 2.1.328): the first
     // runtime names the conversation (`--session-id`), later ones `--resume` it
@@ -572,7 +554,7 @@ pub(crate) async fn boot<S: AuthorityStore>(
         });
         let egress = crate::egress::start(&run, sessions.egress.clone(), sink)
             .map_err(|e| internal("opening its network sockets", &e))?;
-        launch(sessions, launcher::Request::Sockets { id, uid }, &[])
+        on_runtime(sessions, move |r| r.give_sockets(id, uid))
             .await
             .map_err(|e| internal("giving its network sockets to its uid", &e))?;
         Some(egress)
@@ -690,26 +672,22 @@ pub(crate) async fn boot<S: AuthorityStore>(
             std::fs::File::open("/dev/null").map_err(|e| internal("opening /dev/null", &e))?
         }
     };
-    let request = launcher::Request::Spawn {
+    let spec = StartSpec {
         id,
         uid,
         repo: doc.repo.clone(),
         program: program.into(),
         args,
         env,
+        stdio: [stdin, out, err],
     };
-    let socket = sessions.privileged.launcher.clone();
-    let (pid, start_ticks, exit) = tokio::task::spawn_blocking(move || {
-        use std::os::fd::AsRawFd;
-        launcher::spawn(
-            &socket,
-            &request,
-            &[stdin.as_raw_fd(), out.as_raw_fd(), err.as_raw_fd()],
-        )
-    })
-    .await
-    .map_err(|e| internal("starting its sandbox", &e))?
-    .map_err(|e| internal("starting its sandbox (is bubblewrap installed?)", &e))?;
+    let Started {
+        pid,
+        start_ticks,
+        exit,
+    } = on_runtime(sessions, move |r| r.start(spec))
+        .await
+        .map_err(|e| internal("starting its sandbox (is bubblewrap installed?)", &e))?;
     let rt = RuntimeRecord {
         pid,
         start_ticks,
@@ -736,10 +714,7 @@ pub(crate) async fn boot<S: AuthorityStore>(
     .await?;
     let weak = Arc::downgrade(state);
     tokio::spawn(async move {
-        let code = tokio::task::spawn_blocking(move || launcher::wait_exit(exit))
-            .await
-            .ok()
-            .flatten();
+        let code = tokio::task::spawn_blocking(exit).await.ok().flatten();
         // Its network goes with it.
         drop(egress);
         let Some(state) = weak.upgrade() else { return };
@@ -823,22 +798,10 @@ pub(crate) fn ended<S: AuthorityStore>(
             serde_json::json!({"kind": "runtime-exited", "pid": rt.pid, "boot": rt.boot, "code": code, "stderr": stderr}),
         )
         .await?;
-        let transcript = launch(
-            sessions,
-            launcher::Request::HasTranscript {
-                id,
-                agent_session: doc.agent_session.clone(),
-            },
-            &[],
-        )
-        .await;
-        let began = matches!(
-            transcript,
-            Ok(launcher::Reply::Reset {
-                transcript: true,
-                ..
-            })
-        );
+        let agent_session = doc.agent_session.clone();
+        let began = on_runtime(sessions, move |r| r.has_transcript(id, &agent_session))
+            .await
+            .unwrap_or(false);
         if code != Some(0) && !began {
             // It failed before its conversation began: its prompt is given again
             // with the next message.

@@ -7,6 +7,7 @@ use flotilla_sessions::alerts::Matcher;
 use flotilla_sessions::clone_cache::CloneCache;
 use flotilla_sessions::executor::Allowlist;
 use flotilla_sessions::policy::Policy;
+use flotilla_sessions::runtime::Runtime;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,6 +24,8 @@ pub struct Sessions {
     pub(crate) ca_pem: String,
     /// The launcher and the executor.
     pub(crate) privileged: crate::privsep::Privileged,
+    /// Where runtimes run (the bubblewrap sandbox, through the launcher).
+    pub(crate) runtime: Arc<dyn Runtime>,
     pub(crate) flotilla_exe: PathBuf,
     pub(crate) claude: PathBuf,
     /// `[runtime] uids`, inclusive.
@@ -154,6 +157,9 @@ impl Sessions {
             matchers,
             allowlist,
             url: setup.url,
+            runtime: Arc::new(flotilla_sessions::runtime::local::Local {
+                socket: setup.privileged.launcher.clone(),
+            }),
             privileged: setup.privileged,
             ca_pem: setup.ca_pem,
             flotilla_exe,
@@ -179,11 +185,6 @@ impl Sessions {
             .entry(id)
             .or_default()
             .clone()
-    }
-
-    /// The launcher's socket (the root piece, [`crate::privsep`]).
-    pub(crate) fn launcher_socket(&self) -> &std::path::Path {
-        &self.privileged.launcher
     }
 
     pub(crate) fn session_dir(&self, id: u64) -> PathBuf {

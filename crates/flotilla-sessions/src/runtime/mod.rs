@@ -10,13 +10,20 @@
 //! host's, or none, as the session's configuration says); bwrap itself is started as an unprivileged user, so nothing inside can
 //! gain root.
 //!
-//! This module builds the sandbox's argv ([`bwrap_argv`], pure) and says what a
-//! runtime is ([`RuntimeKind`]); starting and watching the process is the
-//! authority's job (it owns the child and reaps it). A `kubernetes` runtime (one
-//! Job per session) fits the same shape: a spec in, a handle whose liveness is
+//! This module builds the sandbox's argv ([`bwrap_argv`], pure), says what a
+//! runtime is ([`RuntimeKind`]) and what every runtime does ([`Runtime`]: prepare a
+//! session's files for its uid, start the agent's process from a [`StartSpec`],
+//! hand back a [`Started`] whose end can be awaited, stop it, remove the session).
+//! The first implementation is [`local::Local`], the bubblewrap sandbox started by
+//! the root launcher ([`crate::privsep::launcher`]); a `kubernetes` runtime (one
+//! Pod per session) fits the same shape: a spec in, a handle whose liveness is
 //! reconciled against the platform out.
 
+pub mod local;
+
 use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io;
 use std::path::PathBuf;
 
 /// Which kind of runtime a session uses.
@@ -212,4 +219,98 @@ mod tests {
             );
         }
     }
+}
+
+/// What a runtime needs to start one session's agent process.
+#[derive(Debug)]
+pub struct StartSpec {
+    /// The session.
+    pub id: u64,
+    /// Its uid (and gid).
+    pub uid: u32,
+    /// Its repository (a name of `sessions.toml`'s `[repos]`).
+    pub repo: String,
+    /// `claude` (Claude Code) or `bridge` (`flotilla sandbox-bridge`, which runs
+    /// Claude Code as its child).
+    pub program: String,
+    /// The program's arguments.
+    pub args: Vec<String>,
+    /// The process's whole environment.
+    pub env: Vec<(String, String)>,
+    /// Its standard input, output and error.
+    pub stdio: [File; 3],
+}
+
+/// A started runtime: its identity, and its end to wait for.
+pub struct Started {
+    /// The process's pid (bwrap's, for [`local::Local`]).
+    pub pid: u32,
+    /// Its start time, clock ticks since boot (with the pid, its identity).
+    pub start_ticks: u64,
+    /// Blocks until the process ends; its exit code, `None` for a signal or when
+    /// the end cannot be known (the runtime's supervisor went away).
+    pub exit: Box<dyn FnOnce() -> Option<i32> + Send>,
+}
+
+impl std::fmt::Debug for Started {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Started")
+            .field("pid", &self.pid)
+            .field("start_ticks", &self.start_ticks)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What resetting a session's home found ([`Runtime::reset_home`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HomeReset {
+    /// What was removed, relative to the home.
+    pub removed: Vec<String>,
+    /// Whether Claude Code's transcript of the conversation is there.
+    pub transcript: bool,
+}
+
+/// A session's directory removed ([`Runtime::remove`]): measured before and
+/// after, links not followed, hard links counted once, directories not counted.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Removed {
+    /// Bytes of its files before.
+    pub bytes: u64,
+    /// Its files before.
+    pub files: u64,
+    /// Bytes of the files that could not be removed.
+    pub left_bytes: u64,
+    /// Files that could not be removed.
+    pub left_files: u64,
+    /// Why something was left.
+    pub problem: Option<String>,
+}
+
+/// Where sessions' agent processes run. Every method blocks (a socket round trip,
+/// or an API call for a cluster): call it off an async runtime's workers.
+///
+/// # Errors
+/// Every method: [`io::Error`] when the runtime cannot be reached or refuses
+/// (the refusal's reason as the message).
+pub trait Runtime: Send + Sync + std::fmt::Debug {
+    /// Which kind of runtime this is.
+    fn kind(&self) -> RuntimeKind;
+    /// Gives session `id`'s tree and home to `uid`, its own only.
+    fn own(&self, id: u64, uid: u32) -> io::Result<()>;
+    /// Removes what the last runtime left in session `id`'s home that would run in
+    /// the next (start-up files), keeping conversation `agent_session`'s transcript.
+    fn reset_home(&self, id: u64, agent_session: &str) -> io::Result<HomeReset>;
+    /// Whether conversation `agent_session`'s transcript is in session `id`'s home.
+    fn has_transcript(&self, id: u64, agent_session: &str) -> io::Result<bool>;
+    /// Gives session `id`'s runtime its credential, readable by `uid` only.
+    fn give_credential(&self, id: u64, uid: u32, token: &str) -> io::Result<()>;
+    /// Gives session `id`'s network sockets (its only way out) to `uid`.
+    fn give_sockets(&self, id: u64, uid: u32) -> io::Result<()>;
+    /// Starts the agent's process.
+    fn start(&self, spec: StartSpec) -> io::Result<Started>;
+    /// Stops the process `pid` this runtime started (at once: it and everything
+    /// it started).
+    fn stop(&self, pid: u32) -> io::Result<()>;
+    /// Removes session `id`'s whole directory, measured.
+    fn remove(&self, id: u64) -> io::Result<Removed>;
 }
