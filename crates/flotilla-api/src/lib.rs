@@ -7,6 +7,8 @@
 //! Code map:
 //! - [`wire`]: the request and response bodies of every `/v1` route, with their
 //!   OpenAPI schemas (utoipa); the model's domain types travel inside them unchanged.
+//! - [`sessions`]: the same for sessions, questions, the executor, pushes, alerts
+//!   and cleanup, with the documents stored per session and per question.
 //! - [`client`]: [`Client`], reqwest over rustls with the authority's CA pinned,
 //!   long-poll helpers, typed [`ClientError`]s.
 //! - [`tls`]: the client side of the authority's TLS (the CA pin, the one discovery
@@ -15,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod sessions;
 pub mod tls;
 pub mod wire;
 

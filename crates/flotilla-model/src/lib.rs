@@ -27,6 +27,7 @@
 //!   validation's cycle check and [`Topology::from_snapshot`].
 //! - [`status`]: lifecycle, health, observability and the [`Observed`] snapshot.
 //! - [`digest`]: canonical JSON and SHA-256.
+//! - [`session`]: a coding-agent session's permission [`session::Mode`].
 
 pub mod diag;
 pub mod digest;
@@ -34,6 +35,7 @@ pub mod interp;
 pub mod inventory;
 pub mod node;
 pub mod revision;
+pub mod session;
 pub mod source;
 pub mod status;
 pub mod template;

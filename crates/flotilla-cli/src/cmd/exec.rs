@@ -11,7 +11,7 @@
 //! `FLOTILLA_SESSION_TOKEN_FILE` (or `FLOTILLA_SESSION_TOKEN`).
 
 use crate::Cli;
-use flotilla_server::sessions::{ExecRequest, ExecResponse};
+use flotilla_api::sessions::{ExecRequest, ExecResponse};
 use std::io::Write;
 
 /// Arguments of `flotilla exec`.

@@ -12,7 +12,7 @@
 //! `FLOTILLA_SESSION_TOKEN_FILE` (or `FLOTILLA_SESSION_TOKEN`).
 
 use crate::{Cli, EXIT_REFUSED};
-use flotilla_server::sessions::{PushRequest, PushResponse};
+use flotilla_api::sessions::{PushRequest, PushResponse};
 
 /// Arguments of `flotilla push`.
 #[derive(clap::Args, Debug)]

@@ -4,7 +4,7 @@
 //! again).
 
 use crate::{Cli, EXIT_OK, EXIT_REFUSED};
-use flotilla_server::sessions::{AnswerRequest, QuestionDto};
+use flotilla_api::sessions::{AnswerRequest, QuestionDto};
 
 /// Arguments of `flotilla question`.
 #[derive(clap::Args, Debug)]

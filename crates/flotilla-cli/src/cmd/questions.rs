@@ -2,7 +2,7 @@
 //! human, open ones first (`--all` for answered ones too).
 
 use crate::{Cli, EXIT_OK};
-use flotilla_server::sessions::QuestionsResponse;
+use flotilla_api::sessions::QuestionsResponse;
 
 /// Arguments of `flotilla questions`.
 #[derive(clap::Args, Debug)]

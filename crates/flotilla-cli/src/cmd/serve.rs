@@ -210,11 +210,10 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         }
         Some(ServeCommand::AlertsCredential { name }) => {
             let client = super::authority::client(cli)?;
-            let r: flotilla_server::sessions::AlertsCredentialResponse =
-                rt.block_on(client.post(
-                    "/v1/credentials/alerts",
-                    &flotilla_server::sessions::AlertsCredentialRequest { name: name.clone() },
-                ))?;
+            let r: flotilla_api::sessions::AlertsCredentialResponse = rt.block_on(client.post(
+                "/v1/credentials/alerts",
+                &flotilla_api::sessions::AlertsCredentialRequest { name: name.clone() },
+            ))?;
             println!("credential for alert sender `{}` (shown once):", r.name);
             println!("  {}", r.credential);
             println!("Alertmanager's receiver (alertmanager.yml):");

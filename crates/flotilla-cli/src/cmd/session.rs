@@ -4,8 +4,8 @@
 //! files, refs and rows, with what was freed measured).
 
 use crate::{Cli, EXIT_OK, EXIT_REFUSED};
-use flotilla_server::sessions::cleanup::CleanupReport;
-use flotilla_server::sessions::{
+use flotilla_api::sessions::CleanupReport;
+use flotilla_api::sessions::{
     CreateSessionRequest, MessageRequest, ModeRequest, SessionDto, SessionEventsResponse,
     SessionsResponse,
 };

@@ -1,12 +1,13 @@
 //! Alertmanager's webhook (`POST /v1/alerts/alertmanager`), which opens or wakes
 //! sessions, and the alert sender's credential.
 
-use super::docs::SessionDoc;
 use super::lifecycle::{create, deliver};
 use super::records::{event, invalid, sessions_of};
-use super::wire::{
+use flotilla_api::sessions::{
     AlertsCredentialRequest, AlertsCredentialResponse, AlertsResponse, CreateSessionRequest,
+    SessionDoc,
 };
+
 use crate::api::ApiError;
 use crate::failure::{Answer, Failure};
 use crate::sessions_config::*;

@@ -29,7 +29,7 @@
 //! kills the runtime first (the same kill as `DELETE /v1/sessions/{id}/runtime`)
 //! and waits until its process is gone.
 
-use super::docs::{alive, SessionDoc};
+use super::docs::alive;
 use super::lifecycle::{every_reconcile, kill_runtime};
 use super::records::{load_session, sessions_of};
 use crate::failure::{Answer, Failure};
@@ -38,68 +38,19 @@ use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
+use flotilla_api::sessions::{CleanupReport, MirrorReport, SessionDoc};
 use flotilla_exec::this_process::now_ms;
 use flotilla_sessions::clone_cache::{CloneCache, PIN_PREFIX};
 use flotilla_sessions::runtime::Runtime;
 use flotilla_store::authority::AuthorityStore;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::collections::{BTreeSet, HashSet};
 use std::path::Path as FsPath;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use utoipa::ToSchema;
 
 /// How long a forced delete waits for a killed runtime's process to be gone.
 pub const KILL_WAIT: Duration = Duration::from_secs(10);
-
-/// What a session's delete freed, measured (`DELETE /v1/sessions/{id}`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
-pub struct CleanupReport {
-    /// The session.
-    pub id: u64,
-    /// Bytes under its directory before, all gone now: the sizes of its regular
-    /// files and symbolic links (a file with several links counted once).
-    pub freed_bytes: u64,
-    /// Files under its directory before (everything but directories), all gone now.
-    pub freed_files: u64,
-    /// What was removed: its directory's entries (`tree`, `home`, `run`, the
-    /// transcripts…), then the directory itself.
-    pub removed: Vec<String>,
-    /// Whether its pin in the repository's mirror was there and is gone.
-    pub pin_dropped: bool,
-    /// The mirror refs dropped (its pin, its latest push request).
-    pub refs_dropped: Vec<String>,
-    /// The pid of the runtime a forced delete killed first.
-    #[serde(default)]
-    pub runtime_killed: Option<u32>,
-    /// Store rows deleted with the session's: events.
-    pub events: u64,
-    /// … questions.
-    pub questions: u64,
-    /// … its runtimes' credentials.
-    pub credentials: u64,
-    /// Executor outputs (blob ids) this session referenced, kept: blobs are shared
-    /// by content.
-    #[serde(default)]
-    pub outputs_kept: Vec<String>,
-    /// Mirrors removed after this delete (no pin left, unused for `[retention]
-    /// mirror_grace`).
-    #[serde(default)]
-    pub mirrors_removed: Vec<MirrorReport>,
-}
-
-/// A mirror removed because no session uses it any more, measured.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
-pub struct MirrorReport {
-    /// The repository (a name in `sessions.toml`).
-    pub repo: String,
-    /// Its directory (gone).
-    pub path: String,
-    /// Bytes it held (regular files and links).
-    pub freed_bytes: u64,
-    /// Files it held.
-    pub freed_files: u64,
-}
 
 /// What is under a directory, measured without following symbolic links.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

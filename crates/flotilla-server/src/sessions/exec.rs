@@ -7,7 +7,8 @@ use super::questions::{
     find_question, open_count, open_question, use_answer, EXECUTOR_TOOL, MAX_OPEN_QUESTIONS,
 };
 use super::records::{event, invalid, not_found, sessions_of};
-use super::wire::{ExecRequest, ExecResponse};
+use flotilla_api::sessions::{ExecRequest, ExecResponse};
+
 use crate::api::ApiError;
 use crate::failure::{Answer, Failure};
 use crate::state::AppState;

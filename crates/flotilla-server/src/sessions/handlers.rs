@@ -1,15 +1,17 @@
 //! The sessions' and questions' routes: create, list, read, events, messages, mode,
 //! stopping a runtime, listing and answering questions.
 
-use super::docs::{derive_state, AnswerDoc, QuestionDoc};
+use super::docs::derive_state;
 use super::lifecycle::{create, deliver_detached, end_runtime, kill_runtime, reconcile};
 use super::push::{carry_out_push, PUSH_TOOL};
 use super::questions::EXECUTOR_TOOL;
 use super::records::{event, invalid, load_session, not_found, open_questions, sessions_of};
-use super::wire::{
-    AnswerRequest, CreateSessionRequest, EventsQuery, MessageRequest, ModeRequest, QuestionDto,
-    QuestionsResponse, SessionDto, SessionEventDto, SessionEventsResponse, SessionsResponse,
+use flotilla_api::sessions::{
+    AnswerDoc, AnswerRequest, CreateSessionRequest, EventsQuery, MessageRequest, ModeRequest,
+    QuestionDoc, QuestionDto, QuestionsResponse, SessionDto, SessionEventDto,
+    SessionEventsResponse, SessionsResponse,
 };
+
 use crate::api::ApiError;
 use crate::failure::{Answer, Failure};
 use crate::state::AppState;

@@ -2,10 +2,11 @@
 //! boots a runtime through the launcher), reaping its end, reconciling what runs
 //! against the records, and booting sessions that waited for capacity.
 
-use super::docs::{alive, RuntimeEnd, RuntimeRecord, SessionDoc};
+use super::docs::alive;
 use super::records::{event, invalid, load_session, save_session, sessions_of};
 use super::state::{Live, Sessions};
-use super::wire::CreateSessionRequest;
+use flotilla_api::sessions::{CreateSessionRequest, RuntimeEnd, RuntimeRecord, SessionDoc};
+
 use crate::failure::Failure;
 use crate::sessions_config::*;
 use crate::state::AppState;

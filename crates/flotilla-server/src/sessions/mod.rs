@@ -23,7 +23,7 @@
 //!   `[retention]` live in [`cleanup`].
 //!
 //! Files: [`state`] (the sessions' state), [`docs`] (stored documents, derived
-//! state), [`wire`] (requests and answers), [`records`] (reading and writing a
+//! state), [`records`] (reading and writing a
 //! session's rows), [`lifecycle`] (create, deliver, boot, reap, reconcile),
 //! [`handlers`] (the sessions' and questions' routes), [`questions`], [`gate`],
 //! [`push`](mod@push), [`exec`](mod@exec), [`alerts`], [`cleanup`].
@@ -39,16 +39,15 @@ pub mod push;
 pub mod questions;
 pub mod records;
 pub mod state;
-pub mod wire;
 
 pub use crate::sessions_config::*;
 pub use alerts::*;
 pub use cleanup::*;
 pub use docs::*;
 pub use exec::*;
+pub use flotilla_api::sessions::*;
 pub use gate::*;
 pub use handlers::*;
 pub use lifecycle::spawn_reconciler;
 pub use push::*;
 pub use state::{Sessions, SessionsSetup};
-pub use wire::*;

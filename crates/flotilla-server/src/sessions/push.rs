@@ -1,12 +1,12 @@
 //! `POST /v1/push`: a session's push, asked as a question and carried out by the
 //! authority with the real credential.
 
-use super::docs::QuestionDoc;
 use super::gate::session_caller;
 use super::lifecycle::deliver_detached;
 use super::questions::{find_question, open_count, open_question, MAX_OPEN_QUESTIONS};
 use super::records::{event, invalid, load_session, sessions_of};
-use super::wire::{PushRequest, PushResponse};
+use flotilla_api::sessions::{PushRequest, PushResponse, QuestionDoc};
+
 use crate::api::ApiError;
 use crate::failure::{Answer, Failure};
 use crate::state::AppState;
@@ -237,7 +237,7 @@ pub(crate) async fn carry_out_push<S: AuthorityStore>(
     Ok(outcome)
 }
 
-/// `POST /v1/push`: a session's push (`flotilla push`): see `push_request`.
+/// `POST /v1/push`: a session's push (`flotilla push`), asked as a question and carried out by the authority with the real credential.
 #[utoipa::path(post, path = "/v1/push", request_body = PushRequest,
     responses((status = 200, body = PushResponse), (status = 403, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn push<S: AuthorityStore>(

@@ -1,10 +1,10 @@
 //! Durable questions: opening one for a call the gate asks about, finding the
 //! answered one for the same input, and using an answer once.
 
-use super::docs::{AnswerDoc, QuestionDoc};
 use super::records::open_questions;
 use crate::failure::Failure;
 use crate::state::AppState;
+use flotilla_api::sessions::{AnswerDoc, QuestionDoc};
 use flotilla_exec::this_process::now_ms;
 use flotilla_store::authority::AuthorityStore;
 

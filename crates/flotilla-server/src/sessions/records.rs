@@ -1,9 +1,8 @@
 //! Reading and writing a session's rows: its document, its events, its open
 //! questions, its answer shape; the errors the sessions' routes share.
 
-use super::docs::{QuestionDoc, SessionDoc};
-
 use super::state::Sessions;
+use flotilla_api::sessions::{QuestionDoc, SessionDoc};
 
 use crate::failure::Failure;
 use crate::sessions_config::*;
