@@ -56,13 +56,31 @@ pub fn alive(pid: u32) -> bool {
     }
 }
 
-/// A TCP port on 127.0.0.1 that was free when this returned (bound to port 0, then
-/// released; another process may still take it, so tests should use it promptly).
+/// A TCP port on 127.0.0.1 that was free when this returned (bound, then released;
+/// another process may still take it, so tests should use it promptly).
+///
+/// Drawn at random from 20000–32767, below Linux's default ephemeral range
+/// (`net.ipv4.ip_local_port_range`, 32768–60999): the kernel hands out ephemeral
+/// ports (every `connect` and every bind to port 0 of the tests running beside this
+/// one) close to each other, so a port taken from that range is soon handed to
+/// someone else; one drawn below it collides only with another draw.
+///
+/// # Panics
+/// When no port of that range can be bound after many tries.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind 127.0.0.1:0")
+    use std::hash::{BuildHasher, Hasher};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 32_768 - LOW;
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    for attempt in 0..1000u32 {
+        hasher.write_u32(attempt);
+        let port = (LOW + (hasher.finish() % u64::from(SPAN)) as u32) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free TCP port on 127.0.0.1 in 20000-32767")
 }
 
 /// The `flotilla-testkit` binary in this workspace's target directory (next to the

@@ -43,13 +43,10 @@ pub fn testkit() -> PathBuf {
     .clone()
 }
 
-/// A TCP port on 127.0.0.1 that was free a moment ago.
+/// A TCP port on 127.0.0.1 that was free a moment ago
+/// ([`flotilla_testkit::free_port`]: below the ephemeral range).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    flotilla_testkit::free_port()
 }
 
 /// Polls `f` every 5 ms until it returns `Some`, panicking with `what` after

@@ -153,6 +153,38 @@ pub const GATE_BODY_LIMIT: usize = 8 << 20;
 /// could overflow, which aborts the whole authority).
 pub const GATE_STACK_BYTES: usize = 64 << 20;
 
+/// The most bytes of an oversized hook payload read and thrown away after
+/// [`GATE_BODY_LIMIT`] (32 MiB), so that its sender, still writing, gets the deny
+/// instead of a reset connection; beyond it the connection is closed.
+pub const GATE_DRAIN_LIMIT: usize = 32 << 20;
+
+/// A hook payload of at most [`GATE_BODY_LIMIT`] bytes; a larger one is an error
+/// once the rest (up to [`GATE_DRAIN_LIMIT`]) has been read and dropped.
+async fn read_bounded(body: axum::body::Body) -> Result<Vec<u8>, Failure> {
+    use futures_util::StreamExt as _;
+    let too_large = || {
+        invalid(format!(
+            "the hook payload is larger than {GATE_BODY_LIMIT} bytes, or was cut short"
+        ))
+    };
+    let mut stream = body.into_data_stream();
+    let mut kept = Vec::new();
+    let mut seen = 0usize;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| too_large())?;
+        seen += chunk.len();
+        if seen <= GATE_BODY_LIMIT {
+            kept.extend_from_slice(&chunk);
+        } else if seen > GATE_BODY_LIMIT + GATE_DRAIN_LIMIT {
+            break;
+        }
+    }
+    if seen > GATE_BODY_LIMIT {
+        return Err(too_large());
+    }
+    Ok(kept)
+}
+
 /// [`flotilla_sessions::policy::decide`] on a thread of its own with a known
 /// stack ([`GATE_STACK_BYTES`]). Fails closed: a panic, or a thread that cannot be
 /// started, is a deny for this call, and the authority goes on.
@@ -199,13 +231,7 @@ pub async fn gate_hook<S: AuthorityStore>(
 ) -> Response {
     // Read (bounded) before anything else only to answer in the payload's own
     // hook event shape; nothing of it is looked at before the credential is.
-    let body = axum::body::to_bytes(body, GATE_BODY_LIMIT)
-        .await
-        .map_err(|_| {
-            invalid(format!(
-                "the hook payload is larger than {GATE_BODY_LIMIT} bytes, or was cut short"
-            ))
-        });
+    let body = read_bounded(body).await;
     let event_name = body
         .as_ref()
         .ok()
