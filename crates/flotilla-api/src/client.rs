@@ -66,6 +66,25 @@ impl ClientError {
     }
 }
 
+/// Why [`Client::resolve_revision`] found no single revision.
+#[derive(Debug, thiserror::Error)]
+pub enum RevisionPrefixError {
+    /// The authority could not be asked.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// No revision starts with the prefix.
+    #[error("no revision starts with `{0}`")]
+    NotFound(String),
+    /// Several revisions start with it.
+    #[error("`{prefix}` names {count} revisions: give more digits")]
+    Ambiguous {
+        /// The prefix as given.
+        prefix: String,
+        /// How many revisions it names.
+        count: usize,
+    },
+}
+
 /// Why [`Client::unskip_and_wait`] did not end with the request done.
 #[derive(Debug, thiserror::Error)]
 pub enum UnskipError {
@@ -399,6 +418,34 @@ impl Client {
     /// [`ClientError`].
     pub async fn history(&self) -> Result<HistoryResponse, ClientError> {
         self.get("/v1/revisions").await
+    }
+
+    /// The revision (`sha256:<64 hex>`) that `rev` names: a whole name (with or
+    /// without `sha256:`) as it is, or a unique hex prefix of one the authority holds
+    /// (looked up in [`Client::history`]).
+    ///
+    /// # Errors
+    /// [`RevisionPrefixError`]: none or several match, or the authority's.
+    pub async fn resolve_revision(&self, rev: &str) -> Result<String, RevisionPrefixError> {
+        let hex = rev.strip_prefix("sha256:").unwrap_or(rev);
+        if hex.len() == 64 {
+            return Ok(format!("sha256:{hex}"));
+        }
+        let all = self.history().await?;
+        let matching: Vec<&str> = all
+            .revisions
+            .iter()
+            .map(|r| r.revision.as_str())
+            .filter(|r| r.strip_prefix("sha256:").unwrap_or(r).starts_with(hex))
+            .collect();
+        match matching.as_slice() {
+            [one] => Ok(one.to_string()),
+            [] => Err(RevisionPrefixError::NotFound(rev.to_string())),
+            _ => Err(RevisionPrefixError::Ambiguous {
+                prefix: rev.to_string(),
+                count: matching.len(),
+            }),
+        }
     }
 
     /// `GET /v1/revisions/{rev}` (operator).

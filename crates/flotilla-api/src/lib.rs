@@ -21,4 +21,4 @@ pub mod sessions;
 pub mod tls;
 pub mod wire;
 
-pub use client::{Client, ClientError, UnskipError};
+pub use client::{Client, ClientError, RevisionPrefixError, UnskipError};

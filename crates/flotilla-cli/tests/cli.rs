@@ -438,7 +438,18 @@ fn status_watch_shows_the_time_and_takes_an_interval() {
             .cloned()
             .collect()
     };
-    let refreshed = wait_until(Duration::from_secs(20), || headers().len() >= 3);
+    let tables = || {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.starts_with("COMPONENT"))
+            .count()
+    };
+    // Three refreshes seen whole (a header is read before its table).
+    let refreshed = wait_until(Duration::from_secs(20), || {
+        headers().len() >= 3 && tables() >= 3
+    });
     let _ = child.kill();
     let _ = child.wait();
     let _ = reader.join();

@@ -87,6 +87,7 @@ pub mod step_report;
 mod sys;
 pub mod this_process;
 pub mod transport;
+pub mod world;
 
 /// Serialises a `Duration` as fractional milliseconds (microsecond precision).
 pub(crate) mod serde_ms {

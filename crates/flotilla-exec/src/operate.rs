@@ -48,6 +48,10 @@ pub enum OperateError {
         #[source]
         source: std::io::Error,
     },
+    /// The state directory could not be resolved (no home directory, or a file
+    /// where it should be).
+    #[error("cannot use the state directory")]
+    StateDirUnresolved(#[source] std::io::Error),
     /// A plan given to `apply` no longer matches what it was computed from.
     #[error("stale plan: {0}; plan again")]
     StalePlan(String),

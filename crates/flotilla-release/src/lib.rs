@@ -30,4 +30,7 @@ pub use rollout::{
     UpdateReport, UpdateState, AGENT_RELEASE,
 };
 pub use sign::{keygen, public_key_id, sign, KeyFiles, SignError};
-pub use verify::{signature_key_id, Acceptance, KeyError, TrustedKeys};
+pub use verify::{
+    manifest_and_signature, signature_key_id, verify_offline, Acceptance, KeyError, OfflineError,
+    TrustedKeys,
+};

@@ -326,8 +326,61 @@ impl Platform {
     }
 }
 
+/// Why a manifest's expiry is not accepted ([`expiry`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExpiryError {
+    /// A zero duration.
+    #[error("the release would be expired at once")]
+    AtOnce,
+    /// Neither a duration nor a time.
+    #[error("neither a duration (`30d`) nor an RFC 3339 time (`2027-01-01T00:00:00Z`) ({0})")]
+    Unreadable(String),
+    /// A time not after now.
+    #[error("is in the past: agents would refuse the release as expired")]
+    Past,
+}
+
+/// A manifest's `expires` (RFC 3339, UTC, seconds) from `s`: a duration from `now`
+/// (`30d`, humantime's syntax) or an RFC 3339 time after `now`, kept as written.
+///
+/// # Errors
+/// [`ExpiryError`]: a zero duration, a time not after `now`, or neither.
+pub fn expiry(s: &str, now: std::time::SystemTime) -> Result<String, ExpiryError> {
+    if let Ok(d) = humantime::parse_duration(s) {
+        if d.is_zero() {
+            return Err(ExpiryError::AtOnce);
+        }
+        return Ok(humantime::format_rfc3339_seconds(now + d).to_string());
+    }
+    let t = humantime::parse_rfc3339_weak(s).map_err(|e| ExpiryError::Unreadable(e.to_string()))?;
+    if t <= now {
+        return Err(ExpiryError::Past);
+    }
+    Ok(s.to_string())
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_expiry_is_a_duration_from_now_or_a_later_time() {
+        let now = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000);
+        assert_eq!(super::expiry("1d", now).unwrap(), "2027-01-16T08:00:00Z");
+        assert_eq!(
+            super::expiry("2030-01-01T00:00:00Z", now).unwrap(),
+            "2030-01-01T00:00:00Z"
+        );
+        assert_eq!(super::expiry("0s", now), Err(super::ExpiryError::AtOnce));
+        assert_eq!(
+            super::expiry("2020-01-01T00:00:00Z", now),
+            Err(super::ExpiryError::Past)
+        );
+        assert!(matches!(
+            super::expiry("soon", now),
+            Err(super::ExpiryError::Unreadable(_))
+        ));
+    }
+
     use super::*;
 
     const SHA: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";

@@ -729,5 +729,57 @@ impl Rollout {
     }
 }
 
+/// Why a label selector does not parse ([`parse_selector`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    /// A part is not `key=value`.
+    #[error("`{0}` is not key=value (labels: key=value[,key=value])")]
+    NotKeyValue(String),
+    /// A part has an empty key.
+    #[error("`{0}` has no label key")]
+    NoKey(String),
+    /// A key is given twice.
+    #[error(
+        "label `{key}` is given twice (`{first}` and `{second}`): a host has one value per label"
+    )]
+    Twice {
+        /// The key.
+        key: String,
+        /// Its first value.
+        first: String,
+        /// Its second value.
+        second: String,
+    },
+}
+
+/// Parses a label selector, `key=value[,key=value]` (spaces around keys and values
+/// trimmed), into its labels; empty (or only spaces) selects every agent host.
+///
+/// # Errors
+/// [`SelectorError`] naming the part that is wrong.
+pub fn parse_selector(s: &str) -> Result<BTreeMap<String, String>, SelectorError> {
+    let mut out = BTreeMap::new();
+    if s.trim().is_empty() {
+        return Ok(out);
+    }
+    for part in s.split(',') {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| SelectorError::NotKeyValue(part.to_string()))?;
+        let (k, v) = (k.trim(), v.trim());
+        if k.is_empty() {
+            return Err(SelectorError::NoKey(part.to_string()));
+        }
+        if let Some(before) = out.insert(k.to_string(), v.to_string()) {
+            return Err(SelectorError::Twice {
+                key: k.to_string(),
+                first: before,
+                second: v.to_string(),
+            });
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests;

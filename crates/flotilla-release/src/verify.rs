@@ -239,6 +239,86 @@ impl Acceptance {
     }
 }
 
+/// Why a manifest could not be checked offline at all (as opposed to a
+/// [`Refusal`](crate::Refusal): checked, and an agent would refuse it).
+#[derive(Debug, thiserror::Error)]
+pub enum OfflineError {
+    /// A file (the manifest or a key) could not be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A trusted key file is not a minisign public key.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+/// `(manifest, signature)` paths from either of them: the signature is the
+/// manifest's path with `.minisig` appended (minisign's convention).
+pub fn manifest_and_signature(path: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    match path.to_str().and_then(|s| s.strip_suffix(".minisig")) {
+        Some(m) => (std::path::PathBuf::from(m), path.to_path_buf()),
+        None => {
+            let mut sig = path.as_os_str().to_owned();
+            sig.push(".minisig");
+            (path.to_path_buf(), std::path::PathBuf::from(sig))
+        }
+    }
+}
+
+/// Checks a signed manifest (`manifest` or its `.minisig`) as an agent would, offline:
+/// the signature by one of `trusted_keys` (public key files), expiry at `now_ms`
+/// (ms since the Unix epoch), and an artifact for `os`-`arch` (no serial history
+/// here). `Ok(Err(refusal))` when an agent would refuse it — a missing signature
+/// file is an unsigned manifest, refused like any other; `Ok(Ok((key id, manifest,
+/// artifact)))` when it would take it.
+///
+/// # Errors
+/// [`OfflineError`] when the manifest or a key file cannot be read, or a key is
+/// not one.
+pub fn verify_offline(
+    manifest: &std::path::Path,
+    trusted_keys: &[std::path::PathBuf],
+    os: &str,
+    arch: &str,
+    now_ms: i64,
+) -> Result<Result<(String, crate::Manifest, crate::Artifact), crate::Refusal>, OfflineError> {
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).map_err(|source| OfflineError::Read {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    let (mpath, spath) = manifest_and_signature(manifest);
+    let bytes = read(&mpath)?;
+    let Ok(sig) = std::fs::read_to_string(&spath) else {
+        return Ok(Err(crate::Refusal::new(
+            crate::Reason::SignatureInvalid,
+            format!(
+                "unsigned: no signature file {} (`flotilla release sign {}`)",
+                spath.display(),
+                mpath.display()
+            ),
+        )));
+    };
+    let texts = trusted_keys
+        .iter()
+        .map(|p| read(p).map(|b| String::from_utf8_lossy(&b).into_owned()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let keys = TrustedKeys::from_texts(&refs)?;
+    Ok(keys.verify(&bytes, &sig).and_then(|(key_id, m)| {
+        let a = Acceptance::default()
+            .check(&key_id, &m, os, arch, now_ms)?
+            .clone();
+        Ok((key_id, m, a))
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -467,6 +467,18 @@ async fn revisions_and_long_poll<S: AuthorityStore + Clone>(store: S) {
     assert_eq!(woke.index, p1.selection.index);
     assert_eq!(woke.revision.as_deref(), Some(p1.revision.as_str()));
     assert_eq!(p1.revision, t1.digest());
+    // A unique prefix names it; one nothing starts with is said so.
+    let hex = &p1.revision["sha256:".len()..];
+    assert_eq!(
+        a.operator.resolve_revision(&hex[..8]).await.unwrap(),
+        p1.revision
+    );
+    assert_eq!(a.operator.resolve_revision(hex).await.unwrap(), p1.revision);
+    let other = if hex.starts_with('0') { "f" } else { "0" };
+    assert!(matches!(
+        a.operator.resolve_revision(other).await,
+        Err(flotilla_api::RevisionPrefixError::NotFound(_))
+    ));
 
     // Same content: same revision, nothing changes.
     let again = a.publish(&t1, None).await.unwrap();

@@ -4,9 +4,7 @@
 //! passes, 1 otherwise.
 
 use crate::{render, Cli, EXIT_OK, EXIT_REFUSED};
-use flotilla_exec::hosts::{CheckReport, Finding};
-use flotilla_exec::remote::{Call, Reply};
-use flotilla_exec::transport::Transport;
+use flotilla_exec::hosts::CheckReport;
 
 /// Arguments of `flotilla check`.
 #[derive(clap::Args, Debug)]
@@ -32,15 +30,16 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             Err(bad) => return Ok(bad.report()),
         },
     };
-    let mut hosts: Vec<&str> = topology
+    let mut hosts: Vec<String> = topology
         .components
         .iter()
         .filter(|c| c.is_managed() && (names.is_empty() || names.contains(&c.name)))
-        .map(|c| c.host.as_str())
+        .map(|c| c.host.clone())
         .collect();
     hosts.sort();
     hosts.dedup();
-    let reports = reports(cli, &topology, &hosts, &names, &loaded.base_dir)?;
+    let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    let reports = reports(cli, topology.clone(), &hosts, &names, &loaded.base_dir)?;
     print(&reports, args.json)?;
     Ok(if reports.iter().all(CheckReport::ok) {
         EXIT_OK
@@ -49,52 +48,17 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     })
 }
 
-/// The pre-flight report of each of `hosts`: local ones checked here, remote ones
-/// asked to check themselves (all at once, within `--host-timeout`).
+/// The pre-flight report of each of `hosts` ([`flotilla_exec::world::World::preflight`]).
 pub fn reports(
     cli: &Cli,
-    topology: &flotilla_model::Topology,
+    topology: flotilla_model::Topology,
     hosts: &[&str],
     names: &[String],
     base_dir: &std::path::Path,
 ) -> anyhow::Result<Vec<CheckReport>> {
-    let state = super::state_dir(cli, topology)?;
-    let secrets = flotilla_exec::operate::secrets(&state)?;
-    let pool = super::ssh_pool(cli, topology);
     let rt = super::runtime()?;
-    let asks = hosts.iter().map(|&host| {
-        let pool = &pool;
-        let (state, secrets) = (&state, &secrets);
-        async move {
-            let remote = topology.hosts.get(host).is_some_and(|h| h.is_remote());
-            let findings = if !remote {
-                flotilla_exec::preflight::check(topology, host, names, base_dir, state, secrets)
-            } else {
-                let call = Call::Check {
-                    snapshot: topology.snapshot(host),
-                    names: names.to_vec(),
-                };
-                match pool.call(host, call, cli.host_timeout, None).await {
-                    Ok(Reply::Checked { findings }) => findings,
-                    Ok(other) => vec![Finding {
-                        check: "reachable".into(),
-                        ok: false,
-                        saw: format!("unexpected answer {other:?}"),
-                    }],
-                    Err(e) => vec![Finding {
-                        check: "reachable".into(),
-                        ok: false,
-                        saw: e.to_string(),
-                    }],
-                }
-            };
-            CheckReport {
-                host: host.to_string(),
-                findings,
-            }
-        }
-    });
-    Ok(rt.block_on(futures_util::future::join_all(asks)))
+    let world = super::world(cli, topology)?;
+    Ok(rt.block_on(world.preflight(hosts, names, base_dir)))
 }
 
 /// Prints `reports` as tables (one per host) or JSON.

@@ -87,26 +87,14 @@ fn refused(e: ClientError) -> anyhow::Result<u8> {
     }
 }
 
-/// Expands a unique hex prefix to a full revision name.
+/// Expands a unique hex prefix to a full revision name
+/// ([`flotilla_api::Client::resolve_revision`]); none or several is a usage error.
 async fn resolve(client: &flotilla_api::Client, rev: &str) -> anyhow::Result<String> {
-    let hex = rev.strip_prefix("sha256:").unwrap_or(rev);
-    if hex.len() == 64 {
-        return Ok(format!("sha256:{hex}"));
-    }
-    let all = client.history().await?;
-    let matching: Vec<_> = all
-        .revisions
-        .iter()
-        .filter(|r| r.revision["sha256:".len()..].starts_with(hex))
-        .collect();
-    match matching.as_slice() {
-        [one] => Ok(one.revision.clone()),
-        [] => Err(crate::usage(format!("no revision starts with `{rev}`"))),
-        _ => Err(crate::usage(format!(
-            "`{rev}` names {} revisions: give more digits",
-            matching.len()
-        ))),
-    }
+    use flotilla_api::RevisionPrefixError as E;
+    client.resolve_revision(rev).await.map_err(|e| match e {
+        E::Client(e) => e.into(),
+        e => crate::usage(e.to_string()),
+    })
 }
 
 /// Runs the subcommand; returns the exit status.

@@ -147,8 +147,13 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         HostCommand::Check { host, json } => {
             // This machine: the pre-flight checks of its components (nothing to reach).
             if topology.hosts.get(host).is_some_and(|h| !h.is_remote()) {
-                let reports =
-                    super::check::reports(cli, &topology, &[host.as_str()], &[], &loaded.base_dir)?;
+                let reports = super::check::reports(
+                    cli,
+                    topology.clone(),
+                    &[host.as_str()],
+                    &[],
+                    &loaded.base_dir,
+                )?;
                 super::check::print(&reports, *json)?;
                 return Ok(if reports.iter().all(hosts::CheckReport::ok) {
                     EXIT_OK

@@ -91,28 +91,24 @@ pub fn state_dir(
 
 /// The project of a topology loaded by [`topology_or_exit`] (always set there).
 pub fn project(topology: &flotilla_model::Topology) -> &str {
-    topology
-        .project
-        .as_deref()
-        .unwrap_or(flotilla_exec::remote::DEFAULT_PROJECT)
+    flotilla_exec::world::project_of(topology)
 }
 
-/// A status report and the planner's view of it.
-pub type Observation = (
-    flotilla_exec::observe::StatusReport,
-    flotilla_model::Observed,
-);
-
-/// Observes what runs now (read-only; nothing is created when the state directory has
-/// no journal yet) for `names` (all components when empty).
-pub fn observe_now(
+/// `topology`'s project opened ([`flotilla_exec::world::World`]): its state
+/// directory (`--state-dir`), secrets, and its remote hosts reached over SSH or, with
+/// `--server`, through the authority to their agents, within `--host-timeout`.
+pub fn world(
     cli: &Cli,
-    topology: &flotilla_model::Topology,
-    names: &[String],
-) -> anyhow::Result<Observation> {
-    let rt = runtime()?;
-    let fleet = authority::transport(cli, topology)?;
-    observe_with(cli, &rt, fleet.as_ref(), topology, names)
+    topology: impl Into<std::sync::Arc<Topology>>,
+) -> anyhow::Result<flotilla_exec::world::World> {
+    let topology = topology.into();
+    let fleet = authority::transport(cli, &topology)?;
+    Ok(flotilla_exec::world::World::open(
+        topology,
+        cli.state_dir.as_deref(),
+        fleet,
+        cli.host_timeout,
+    )?)
 }
 
 /// A tokio runtime for one command.
@@ -120,34 +116,6 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-}
-
-/// [`observe_now`] on a given runtime and SSH connections (kept by a caller that
-/// observes repeatedly, such as `status --watch`).
-pub fn observe_with(
-    cli: &Cli,
-    rt: &tokio::runtime::Runtime,
-    fleet: &dyn flotilla_exec::transport::Transport,
-    topology: &flotilla_model::Topology,
-    names: &[String],
-) -> anyhow::Result<Observation> {
-    let state = state_dir(cli, topology)?;
-    rt.block_on(async {
-        let mut store = if state.database().exists() {
-            flotilla_store::Store::open(&state.database())?
-        } else {
-            flotilla_store::Store::open_in_memory()?
-        };
-        let secrets = flotilla_exec::operate::secrets(&state)?;
-        let remote = flotilla_exec::operate::RemoteObservation {
-            transport: fleet,
-            host_timeout: cli.host_timeout,
-        };
-        Ok(
-            flotilla_exec::operate::observe(topology, &mut store, &state, &secrets, names, remote)
-                .await?,
-        )
-    })
 }
 
 /// SSH connections to the topology's remote hosts, connecting within `--host-timeout`;

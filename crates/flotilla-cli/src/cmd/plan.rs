@@ -96,7 +96,11 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 )
             })?
         }
-        None => super::observe_now(cli, topology, &[])?.1,
+        None => {
+            super::runtime()?
+                .block_on(super::world(cli, topology.clone())?.observe(&[]))?
+                .1
+        }
     };
     match flotilla_plan::plan(topology, &observed, &op) {
         Ok(plan) => {

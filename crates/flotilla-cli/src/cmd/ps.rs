@@ -56,7 +56,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             Err(bad) => return Ok(bad.report()),
         },
     };
-    let report = super::observe_now(cli, &topology, &names)?.0;
+    let report = super::runtime()?
+        .block_on(super::world(cli, topology.clone())?.observe(&names))?
+        .0;
     let rows: Vec<Row> = report
         .components
         .iter()

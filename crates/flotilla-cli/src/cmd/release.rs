@@ -198,20 +198,46 @@ fn read_text(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
-/// `(manifest, signature)` paths from either of them.
-fn pair(path: &Path) -> (PathBuf, PathBuf) {
-    match path.to_str().and_then(|s| s.strip_suffix(".minisig")) {
-        Some(m) => (PathBuf::from(m), path.to_path_buf()),
-        None => {
-            let mut sig = path.as_os_str().to_owned();
-            sig.push(".minisig");
-            (path.to_path_buf(), PathBuf::from(sig))
-        }
-    }
-}
-
 /// `PLATFORM` of an artifact being described: Flotilla's words only, so that a typo
 /// (`linux-amd64`) is caught here and not as `NoMatchingArtifact` on every host.
+fn selector(s: &Option<String>) -> anyhow::Result<BTreeMap<String, String>> {
+    let s = s.as_deref().unwrap_or_default();
+    flotilla_release::rollout::parse_selector(s).map_err(|e| crate::usage!("--selector `{s}`: {e}"))
+}
+
+fn expires_at(s: &str) -> anyhow::Result<String> {
+    use flotilla_release::manifest::ExpiryError;
+    flotilla_release::manifest::expiry(s, std::time::SystemTime::now()).map_err(|e| match e {
+        ExpiryError::Past => crate::usage!("--expires `{s}` {e}"),
+        e => crate::usage!("--expires `{s}`: {e}"),
+    })
+}
+
+/// [`flotilla_release::verify_offline`] now.
+pub(crate) fn verify_offline(
+    manifest: &Path,
+    trusted_keys: &[PathBuf],
+    os: &str,
+    arch: &str,
+) -> anyhow::Result<
+    Result<
+        (
+            String,
+            flotilla_release::Manifest,
+            flotilla_release::Artifact,
+        ),
+        flotilla_release::Refusal,
+    >,
+> {
+    Ok(flotilla_release::verify_offline(
+        manifest,
+        trusted_keys,
+        os,
+        arch,
+        now_ms(),
+    )?)
+}
+
 fn known_platform(p: &str) -> anyhow::Result<(String, String)> {
     let (os, arch) = platform_parts(p)?;
     if !["linux", "darwin"].contains(&os.as_str())
@@ -228,98 +254,6 @@ fn platform_parts(p: &str) -> anyhow::Result<(String, String)> {
     p.split_once('-')
         .map(|(o, a)| (o.to_string(), a.to_string()))
         .ok_or_else(|| crate::usage!("`{p}` is not a platform: `<os>-<arch>`, e.g. linux-x86_64"))
-}
-
-fn selector(s: &Option<String>) -> anyhow::Result<BTreeMap<String, String>> {
-    let mut out = BTreeMap::new();
-    // None or empty: every agent host.
-    let Some(s) = s.as_deref().filter(|s| !s.trim().is_empty()) else {
-        return Ok(out);
-    };
-    for part in s.split(',') {
-        let (k, v) = part.split_once('=').ok_or_else(|| {
-            crate::usage!(
-                "--selector `{s}`: `{part}` is not key=value (labels: key=value[,key=value])"
-            )
-        })?;
-        let (k, v) = (k.trim(), v.trim());
-        if k.is_empty() {
-            return Err(crate::usage!("--selector `{s}`: `{part}` has no label key"));
-        }
-        if let Some(before) = out.insert(k.to_string(), v.to_string()) {
-            return Err(crate::usage!(
-                "--selector `{s}`: label `{k}` is given twice (`{before}` and `{v}`): a host has one value per label"
-            ));
-        }
-    }
-    Ok(out)
-}
-
-fn expires_at(s: &str) -> anyhow::Result<String> {
-    if let Ok(d) = humantime::parse_duration(s) {
-        if d.is_zero() {
-            return Err(crate::usage!(
-                "--expires `{s}`: the release would be expired at once"
-            ));
-        }
-        let t = std::time::SystemTime::now() + d;
-        return Ok(humantime::format_rfc3339_seconds(t).to_string());
-    }
-    let t = humantime::parse_rfc3339_weak(s).map_err(|e| {
-        crate::usage!("--expires `{s}`: neither a duration (`30d`) nor an RFC 3339 time (`2027-01-01T00:00:00Z`) ({e})")
-    })?;
-    if t <= std::time::SystemTime::now() {
-        return Err(crate::usage!(
-            "--expires `{s}` is in the past: agents would refuse the release as expired"
-        ));
-    }
-    Ok(s.to_string())
-}
-
-/// Checks a signed manifest (`manifest` or its `.minisig`) as an agent would, offline:
-/// the signature by one of `trusted_keys` (public key files), expiry, and an artifact
-/// for `os`-`arch` (no serial history here). `Ok(Err(refusal))` when an agent would
-/// refuse it; `Err` when a file cannot be read.
-pub(crate) fn verify_offline(
-    manifest: &Path,
-    trusted_keys: &[PathBuf],
-    os: &str,
-    arch: &str,
-) -> anyhow::Result<
-    Result<
-        (
-            String,
-            flotilla_release::Manifest,
-            flotilla_release::Artifact,
-        ),
-        flotilla_release::Refusal,
-    >,
-> {
-    let (mpath, spath) = pair(manifest);
-    let bytes = read(&mpath)?;
-    // A missing signature file is an unsigned manifest: refused like any other.
-    let Ok(sig) = std::fs::read_to_string(&spath) else {
-        return Ok(Err(flotilla_release::Refusal::new(
-            flotilla_release::Reason::SignatureInvalid,
-            format!(
-                "unsigned: no signature file {} (`flotilla release sign {}`)",
-                spath.display(),
-                mpath.display()
-            ),
-        )));
-    };
-    let texts = trusted_keys
-        .iter()
-        .map(|p| read_text(p))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let keys = flotilla_release::verify::TrustedKeys::from_texts(&refs)?;
-    Ok(keys.verify(&bytes, &sig).and_then(|(key_id, m)| {
-        let a = flotilla_release::verify::Acceptance::default()
-            .check(&key_id, &m, os, arch, now_ms())?
-            .clone();
-        Ok((key_id, m, a))
-    }))
 }
 
 /// The authority's refusals (409: a conflict with what it holds; 400: a request it
@@ -588,7 +522,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 &bytes,
                 &format!("{} {} serial {}", m.name, m.version, m.serial),
             )?;
-            let out = output.clone().unwrap_or_else(|| pair(manifest).1);
+            let out = output
+                .clone()
+                .unwrap_or_else(|| flotilla_release::manifest_and_signature(manifest).1);
             std::fs::write(&out, sig).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
             println!("signed {} {}: {}", m.name, m.version, out.display());
             Ok(EXIT_OK)
@@ -641,7 +577,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             artifacts,
             json,
         } => {
-            let (mpath, spath) = pair(signature);
+            let (mpath, spath) = flotilla_release::manifest_and_signature(signature);
             let manifest_text = read_text(&mpath)?;
             let signature_text = read_text(&spath)?;
             let m = flotilla_release::Manifest::parse(manifest_text.as_bytes())

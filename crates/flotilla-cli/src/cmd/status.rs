@@ -49,15 +49,10 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     };
     // One runtime and one set of SSH connections for every refresh of `--watch`.
     let rt = super::runtime()?;
-    let fleet = super::ssh_pool(cli, &topology);
-    let state = super::state_dir(cli, &topology)?;
-    let secrets = flotilla_exec::operate::secrets(&state)?;
+    let world = super::world(cli, topology)?;
     loop {
         let began = std::time::Instant::now();
-        let mut report = super::observe_with(cli, &rt, &fleet, &topology, &names)?.0;
-        report.stacks = rt.block_on(flotilla_exec::observe::stack_routes(
-            &topology, &secrets, &report,
-        ));
+        let report = rt.block_on(world.status(&names))?;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
         } else {

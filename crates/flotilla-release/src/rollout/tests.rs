@@ -744,3 +744,25 @@ fn skip_lists_in_a_host_update_are_optional_on_the_wire() {
     let text = serde_json::to_string(&with).unwrap();
     assert_eq!(serde_json::from_str::<HostUpdate>(&text).unwrap(), with);
 }
+
+#[test]
+fn selectors_parse_key_value_lists_and_say_which_part_is_wrong() {
+    assert!(parse_selector("  ").unwrap().is_empty());
+    assert_eq!(
+        parse_selector("role = gpu,zone=a").unwrap(),
+        BTreeMap::from([("role".into(), "gpu".into()), ("zone".into(), "a".into())])
+    );
+    assert_eq!(
+        parse_selector("role").unwrap_err(),
+        SelectorError::NotKeyValue("role".into())
+    );
+    assert_eq!(
+        parse_selector("=gpu").unwrap_err(),
+        SelectorError::NoKey("=gpu".into())
+    );
+    let twice = parse_selector("role=gpu,role=cpu").unwrap_err();
+    assert_eq!(
+        twice.to_string(),
+        "label `role` is given twice (`gpu` and `cpu`): a host has one value per label"
+    );
+}
