@@ -6,6 +6,9 @@
 //! by the program, so reading every prefix as the option is the safe side. Short
 //! options are found inside a cluster (`-xzIcmd`). For these programs a word known only
 //! at run time (`sort "$opt"`) could be such an option and is unparsed as well.
+//!
+//! Programs that read commands the gate cannot see (debuggers, editors, `parallel`,
+//! `at`, `crontab`…) are unparsed whatever their arguments ([`ALWAYS_UNPARSED`]).
 
 use super::options::{could_name, splits};
 use super::Arg;

@@ -1,6 +1,8 @@
 //! Programs whose argument is a small program the gate reads: awk (a program that can
 //! run commands, `system`, pipes, `getline`, or one read from a file is unparsed) and
-//! GNU sed (the `e` command and `s///e` flag, or a script read from a file).
+//! GNU sed (the `e` command and `s///e` flag, or a script read from a file). Also grep
+//! patterns (matched, never run: consumed as checked code) and make (`--eval`, `-E` and
+//! a `SHELL=` on the command line run code).
 
 use super::options::could_name;
 use super::variables::MAKE_VARS;

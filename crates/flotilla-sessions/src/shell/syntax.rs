@@ -271,7 +271,7 @@ impl Walker {
                 self.assignment(a, depth, in_prefix);
                 if !in_prefix {
                     // After the program name it is an argument (`export PATH=…` is
-                    // checked with the program, see `wrapper`).
+                    // checked with the program, see `Walker::wrapper`).
                     let arg = self.word(&w.value, depth);
                     words.push(arg);
                 }
