@@ -3,7 +3,10 @@
 //! follows git's parse-options (gitcli(7)): long options may be abbreviated to any
 //! unambiguous prefix, short options bundle (`-iO…`) and take attached values.
 
-use super::{Arg, Step, Walker};
+use super::options::could_name;
+use super::step::Step;
+use super::walker::Walker;
+use super::Arg;
 
 impl Walker {
     /// git, and `git-SUB` programs (git's plumbing paths, `/usr/lib/git-core/git-push`
@@ -322,14 +325,6 @@ pub const GIT_GLOBAL_WITH_VALUE: &[&str] = &[
     "--list-cmds",
     "--shallow-file",
 ];
-
-/// Whether `--WORD` could name the long option `option` in a parse-options program
-/// (git, GNU tools): the whole name, or a prefix of it (git and getopt_long accept any
-/// unambiguous prefix; an ambiguous one is refused, so treating every prefix as the
-/// option is the safe reading).
-pub fn could_name(word: &str, option: &str) -> bool {
-    !word.is_empty() && option.starts_with(word)
-}
 
 /// The values of a git option that takes one (`-c V`, `-cV`, `--config V`,
 /// `--config=V`, prefixes of the long name), with the option as written.

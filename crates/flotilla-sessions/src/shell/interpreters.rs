@@ -2,7 +2,9 @@
 //! database clients: code given on the command line, read from standard input or a
 //! terminal is unparsed; a script file is a program run like any other.
 
-use super::{is_python, Arg, Step};
+use super::runners::is_python;
+use super::step::Step;
+use super::Arg;
 
 /// How an interpreter takes code on its command line.
 #[derive(Default)]
@@ -447,4 +449,29 @@ pub(super) fn sql_client(name: &str, args: &[Arg]) -> Result<Step, String> {
             "`{name}` reads commands (with shell escapes) from standard input"
         ))
     }
+}
+
+/// `deno eval`/`repl` and `bun eval`/`repl` run code the gate cannot see, and so does
+/// `deno` without a subcommand (a REPL); other interpreters have no subcommands.
+pub(super) fn subcommand(name: &str, args: &[Arg]) -> Result<(), String> {
+    if name == "deno" || name == "bun" {
+        let sub = args.iter().find(|a| !a.as_text().starts_with('-'));
+        match sub.and_then(Arg::literal) {
+            Some("eval" | "repl") => {
+                return Err(format!(
+                    "`{name} {}` runs code the gate cannot see",
+                    sub.map_or("", Arg::as_text)
+                ))
+            }
+            None if name == "deno"
+                && !args
+                    .iter()
+                    .any(|a| matches!(a.literal(), Some("-h" | "--help" | "-V" | "--version"))) =>
+            {
+                return Err("`deno` without a subcommand starts a REPL".to_string())
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }

@@ -6,8 +6,20 @@
 //! by the program, so reading every prefix as the option is the safe side. Short
 //! options are found inside a cluster (`-xzIcmd`). For these programs a word known only
 //! at run time (`sort "$opt"`) could be such an option and is unparsed as well.
+//!
+//! Programs that read commands the gate cannot see (debuggers, editors, `parallel`,
+//! `at`, `crontab`…) are unparsed whatever their arguments ([`ALWAYS_UNPARSED`]).
 
-use super::{could_name, splits, Arg};
+use super::options::{could_name, splits};
+use super::Arg;
+
+/// Programs that read commands the gate cannot see (from standard input or the
+/// terminal, with shell escapes) or build them at run time: always unparsed.
+pub(super) const ALWAYS_UNPARSED: &[&str] = &[
+    "gdb", "lldb", "ed", "red", "ex", "vi", "vim", "nvim", "view", "vimdiff", "emacs", "dc", "ftp",
+    "sftp", "lftp", "mail", "mailx", "irb", "jshell", "parallel", "sem", "at", "batch", "newgrp",
+    "crontab",
+];
 
 /// One program's options that run another program.
 struct RunsOptions {

@@ -1,8 +1,13 @@
 //! Programs whose argument is a small program the gate reads: awk (a program that can
 //! run commands, `system`, pipes, `getline`, or one read from a file is unparsed) and
-//! GNU sed (the `e` command and `s///e` flag, or a script read from a file).
+//! GNU sed (the `e` command and `s///e` flag, or a script read from a file). Also grep
+//! patterns (matched, never run: consumed as checked code) and make (`--eval`, `-E` and
+//! a `SHELL=` on the command line run code).
 
-use super::{could_name, Arg, Walker};
+use super::options::could_name;
+use super::variables::MAKE_VARS;
+use super::walker::Walker;
+use super::Arg;
 
 impl Walker {
     /// awk: a program that can run commands (`system(…)`, pipes to or from commands,
@@ -253,6 +258,39 @@ impl Walker {
         }
         Ok(())
     }
+
+    /// grep and ripgrep: a pattern is matched, never run or printed, so a `$(` in it is
+    /// plain text (every static argument is consumed as code the gate checked).
+    pub(super) fn patterns(&mut self, args: &[Arg]) {
+        // A pattern is matched, never run or printed: `$(` in it is plain text.
+        self.code
+            .extend(args.iter().filter_map(Arg::literal).map(str::to_string));
+    }
+}
+
+/// make: `--eval`/`-E` evaluate code from the command line, and `SHELL=` (or a make
+/// option variable) changes the shell recipes run with.
+pub(super) fn make(name: &str, args: &[Arg]) -> Result<(), String> {
+    for a in args {
+        let t = a.as_text();
+        let short_e = t.starts_with('-') && !t.starts_with("--") && t.contains('E');
+        let var = t
+            .split('=')
+            .next()
+            .unwrap_or("")
+            .trim_end_matches([':', '+', '?', '!']);
+        if t.starts_with("--eval") || short_e {
+            return Err(format!("`{name} {t}` evaluates code from the command line"));
+        }
+        if t.contains('=')
+            && (matches!(var, "SHELL" | ".SHELLFLAGS" | "MAKESHELL") || MAKE_VARS.contains(&var))
+        {
+            return Err(format!(
+                "`{name} {t}` changes the shell make runs recipes with"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Whether an awk program could write a file: `print`/`printf` redirected with `>` or

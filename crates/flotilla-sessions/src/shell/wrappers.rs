@@ -1,8 +1,12 @@
-//! The wrappers `Walker::other` dispatches to: programs that run another command
-//! after changing how it runs (scheduling, limits, privileges, namespaces, tracing)
-//! or through a shell (`script`, `watch`, `sg`).
+//! Wrappers: programs that run another command after changing how it runs (`timeout`,
+//! `nice`, `nohup`, `setsid`, `stdbuf`, `time`, `ionice`, the builtins `builtin`,
+//! `exec` and `command`, `busybox APPLET`, `env`; scheduling, limits, privileges and
+//! namespaces; tracing) or through a shell (`script`, `watch`, `sg`).
 
-use super::{scan, scan_permuted, Arg, OptSpec, Step, Walker};
+use super::options::{scan, scan_permuted, OptSpec};
+use super::step::Step;
+use super::walker::Walker;
+use super::Arg;
 
 /// The rest of the words as the command a wrapper runs (nothing left: the wrapper is
 /// itself the command).
@@ -28,7 +32,176 @@ fn shell_if_empty(name: &str, rest: &[Arg]) -> Result<Step, String> {
     }
 }
 
+/// `timeout [options] DURATION CMD…`.
+pub(super) fn timeout(args: &[Arg]) -> Result<Step, String> {
+    let name = "timeout";
+    let o = scan(
+        name,
+        args,
+        &OptSpec {
+            short_value: "ks",
+            short_flags: "v",
+            long_value: &["kill-after", "signal"],
+            long_flags: &["preserve-status", "foreground", "verbose"],
+            ..OptSpec::default()
+        },
+    )?;
+    if o.info {
+        return Ok(Step::Itself);
+    }
+    // DURATION, then the command.
+    match args.get(o.operands) {
+        None => Ok(Step::Itself),
+        Some(_) => Ok(runs(&args[o.operands + 1..])),
+    }
+}
+
+/// `nice [-n N | -N] CMD…`.
+pub(super) fn nice(args: &[Arg]) -> Result<Step, String> {
+    let name = "nice";
+    let o = scan(
+        name,
+        args,
+        &OptSpec {
+            short_value: "n",
+            long_value: &["adjustment"],
+            numeric_short: true,
+            ..OptSpec::default()
+        },
+    )?;
+    if o.info {
+        return Ok(Step::Itself);
+    }
+    Ok(runs(&args[o.operands..]))
+}
+
+/// `nohup`, `setsid`, `stdbuf`, `time`, `ionice`, `builtin`, `exec`: options, then the
+/// command (`ionice -p/-P/-u` acts on running processes: it is itself the command).
+pub(super) fn plain(name: &str, args: &[Arg]) -> Result<Step, String> {
+    let spec = match name {
+        "nohup" | "builtin" => OptSpec::default(),
+        "setsid" => OptSpec {
+            short_flags: "cfw",
+            long_flags: &["ctty", "fork", "wait"],
+            ..OptSpec::default()
+        },
+        "stdbuf" => OptSpec {
+            short_value: "ioe",
+            long_value: &["input", "output", "error"],
+            ..OptSpec::default()
+        },
+        "time" => OptSpec {
+            short_value: "fo",
+            short_flags: "apqv",
+            long_value: &["format", "output"],
+            long_flags: &["append", "verbose", "portability", "quiet"],
+            ..OptSpec::default()
+        },
+        "ionice" => OptSpec {
+            short_value: "cnpPu",
+            short_flags: "t",
+            long_value: &["class", "classdata", "pid", "pgid", "uid"],
+            long_flags: &["ignore"],
+            ..OptSpec::default()
+        },
+        _ => OptSpec {
+            short_value: "a",
+            short_flags: "cl",
+            ..OptSpec::default()
+        },
+    };
+    let o = scan(name, args, &spec)?;
+    if o.info || (name == "ionice" && o.has_any("pPu", &["pid", "pgid", "uid"])) {
+        return Ok(Step::Itself);
+    }
+    Ok(runs(&args[o.operands..]))
+}
+
+/// `command [-p] CMD…` (`-v`/`-V` only describe a command).
+pub(super) fn command(args: &[Arg]) -> Result<Step, String> {
+    let name = "command";
+    let o = scan(
+        name,
+        args,
+        &OptSpec {
+            short_flags: "pvV",
+            ..OptSpec::default()
+        },
+    )?;
+    if o.has_any("vV", &[]) {
+        return Ok(Step::Itself);
+    }
+    Ok(runs(&args[o.operands..]))
+}
+
+/// `busybox APPLET…` runs the applet (`busybox --list`… is itself the command).
+pub(super) fn busybox(args: &[Arg]) -> Result<Step, String> {
+    match args.first() {
+        Some(Arg::Literal(a)) if a.starts_with('-') => Ok(Step::Itself),
+        // An applet named at run time is unparsed when resolved.
+        _ => Ok(runs(args)),
+    }
+}
+
 impl Walker {
+    /// `env [options] [VAR=value…] [CMD…]`: assignments are checked; bare `env` prints
+    /// the environment; `-S` splits a string into a command.
+    pub(super) fn env(&mut self, args: &[Arg], depth: usize) -> Result<Step, String> {
+        if matches!(args.first(), Some(Arg::Literal(a)) if a == "-") {
+            return self.env(&args[1..], depth);
+        }
+        let o = scan(
+            "env",
+            args,
+            &OptSpec {
+                short_value: "uCS",
+                short_flags: "i0v",
+                long_value: &["unset", "chdir", "split-string"],
+                long_flags: &[
+                    "ignore-environment",
+                    "null",
+                    "debug",
+                    "list-signal-handling",
+                ],
+                long_optional: &["block-signal", "default-signal", "ignore-signal"],
+                ..OptSpec::default()
+            },
+        )?;
+        if o.has_any("S", &["split-string"]) {
+            return Err("`env -S` splits a string into a command".to_string());
+        }
+        if o.info {
+            return Ok(Step::Itself);
+        }
+        let mut rest = &args[o.operands..];
+        loop {
+            match rest.first() {
+                Some(Arg::Literal(a)) => match a.split_once('=') {
+                    Some((var, value)) => {
+                        let value = Arg::Literal(value.to_string());
+                        self.assigned(var, Some(&value), depth)
+                            .map_err(|reason| format!("`env`: {reason}"))?;
+                        rest = &rest[1..];
+                    }
+                    None => break,
+                },
+                Some(Arg::Dynamic(a)) => {
+                    return Err(format!("`env` operand `{a}` is not static"));
+                }
+                None => break,
+            }
+        }
+        if rest.is_empty() {
+            // Bare `env` (with or without assignments) prints the environment: it is
+            // itself the command.
+            return Ok(Step::Itself);
+        }
+        Ok(Step::Runs {
+            rest: rest.to_vec(),
+            open_ended: false,
+        })
+    }
+
     /// Wrappers that change the process's scheduling, limits, privileges or namespaces
     /// before running a command (`flock`, `taskset`, `chrt`, `setpriv`, `unshare`,
     /// `nsenter`, `chroot`, `prlimit`, `systemd-run`).

@@ -27,7 +27,9 @@
 //! them only a write earlier in the line counts, or any write when source order is not
 //! run order (loops, functions, traps, `find -exec`, coprocesses, background jobs).
 
-use super::{basename, interpreter, is_code_runner, Analysis, Arg, Unparsed};
+use super::interpreters::interpreter;
+use super::runners::is_code_runner;
+use super::{basename, Analysis, Arg, Unparsed};
 
 /// Directories whose programs are the system's own.
 const SYSTEM_BIN_DIRS: &[&str] = &[
