@@ -880,8 +880,8 @@ pub(crate) async fn run_operation(
 ) -> Result<String, OpFailure> {
     let log = Arc::clone(&settings.log);
     let invocation = Invocation {
-        // Stopped by its supervisor (SIGTERM), never abandoned mid-run.
-        on_abandon: None,
+        // Stopped by its supervisor (SIGTERM), never cancelled mid-run.
+        cancel: flotilla_exec::CancellationToken::new(),
         topology: Arc::clone(topology),
         state: state.clone(),
         base_dir: base_dir.to_path_buf(),

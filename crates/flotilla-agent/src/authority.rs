@@ -177,7 +177,7 @@ pub async fn serve_calls(
                                     rt.block_on(flotilla_exec::host_mode::serve(
                                         &input,
                                         state_dir.as_deref(),
-                                        Arc::new(std::sync::atomic::AtomicBool::new(false)),
+                                        flotilla_exec::CancellationToken::new(),
                                     ))
                                 })
                         })

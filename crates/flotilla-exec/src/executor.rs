@@ -99,7 +99,7 @@ pub struct Executor {
     pub events: Arc<dyn Fn(Event) + Send + Sync>,
     /// Set (e.g. on Ctrl-C) to stop waiting, skip the remaining waves and clean up
     /// what this invocation started.
-    pub cancelled: Arc<std::sync::atomic::AtomicBool>,
+    pub cancelled: tokio_util::sync::CancellationToken,
     /// How steps reach components on remote hosts (`None`: this executor runs on
     /// the component's own host, e.g. inside `flotilla host serve`).
     pub transport: Option<Arc<dyn Transport>>,
@@ -143,7 +143,7 @@ fn failed(summary: impl Into<String>) -> Done {
 
 impl Executor {
     fn is_cancelled(&self) -> bool {
-        self.cancelled.load(std::sync::atomic::Ordering::SeqCst)
+        self.cancelled.is_cancelled()
     }
 
     fn emit(&self, e: Event) {
@@ -429,12 +429,7 @@ impl Executor {
             .unwrap_or_default();
         // Readiness, then a stop's grace period and SIGKILL wait, plus the exchange.
         let allowed = self.ready_timeout + grace + Duration::from_secs(30);
-        let cancelled = Arc::clone(&self.cancelled);
-        let give_up = Box::pin(async move {
-            while !cancelled.load(std::sync::atomic::Ordering::SeqCst) {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        });
+        let give_up = Box::pin(self.cancelled.clone().cancelled_owned());
         match transport.call(&c.host, call, allowed, Some(give_up)).await {
             Ok(crate::remote::Reply::Step { report }) => {
                 let mut evidence = report.evidence;
@@ -481,9 +476,9 @@ impl Executor {
         exited: Option<probe::ExitedFn<'_>>,
     ) -> Result<ProbeOutcome, probe::WaitError> {
         let deadline = Instant::now() + self.ready_timeout;
-        let cancelled = Arc::clone(&self.cancelled);
+        let cancelled = self.cancelled.clone();
         let stop_waiting = move || -> Option<String> {
-            if cancelled.load(std::sync::atomic::Ordering::SeqCst) {
+            if cancelled.is_cancelled() {
                 return Some("interrupted (Ctrl-C)".into());
             }
             exited.and_then(|f| f())

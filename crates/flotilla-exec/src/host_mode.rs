@@ -28,12 +28,12 @@ pub fn serve_stdio(state_dir: Option<&Path>) -> std::io::Result<()> {
     let mut stdin = std::io::BufReader::new(std::io::stdin());
     let mut input = Vec::new();
     stdin.read_until(b'\n', &mut input)?;
-    let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = Arc::clone(&cancelled);
+    let cancelled = tokio_util::sync::CancellationToken::new();
+    let flag = cancelled.clone();
     std::thread::spawn(move || {
         let mut rest = Vec::new();
         let _ = stdin.read_to_end(&mut rest);
-        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        flag.cancel();
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -47,13 +47,13 @@ pub fn serve_stdio(state_dir: Option<&Path>) -> std::io::Result<()> {
 
 /// Serves one request on the host (what `flotilla host serve` runs): `input` is
 /// the request's JSON, `state_dir` the `--state-dir` given (else the default).
-/// `cancelled` is set when the controller gives up (its end of standard input
+/// `cancelled` is cancelled when the controller gives up (its end of standard input
 /// closes): a step then stops waiting and stops what it launched. Never fails:
 /// problems are [`Reply::Error`] answers.
 pub async fn serve(
     input: &[u8],
     state_dir: Option<&Path>,
-    cancelled: Arc<std::sync::atomic::AtomicBool>,
+    cancelled: tokio_util::sync::CancellationToken,
 ) -> Response {
     let value: serde_json::Value = match serde_json::from_slice(input) {
         Ok(v) => v,
@@ -227,7 +227,7 @@ struct StepArgs {
 async fn run_step(
     state: &StateDir,
     args: StepArgs,
-    cancelled: Arc<std::sync::atomic::AtomicBool>,
+    cancelled: tokio_util::sync::CancellationToken,
 ) -> Result<StepReport, String> {
     let StepArgs {
         topology,
@@ -275,7 +275,7 @@ async fn run_step(
         .map_err(|e| crate::error::chain(&e))?;
     let store = Arc::new(Mutex::new(store));
     let base_dir = home_dir();
-    let exec = Arc::new(Executor {
+    let mut exec = Executor {
         cancelled,
         topology,
         state: state.clone(),
@@ -289,13 +289,13 @@ async fn run_step(
         events: Arc::new(|_| {}),
         transport: None,
         adapters: crate::adapter::Adapters::native(),
-    });
+    };
     let mut report = exec.run_step(wave, step.clone()).await;
     // A start that failed here (not ready, or the controller gave up) leaves nothing
     // running: the controller may be gone and unable to clean up.
     if report.outcome != flotilla_store::Outcome::Succeeded && report.launched {
-        exec.cancelled
-            .store(false, std::sync::atomic::Ordering::SeqCst);
+        // A cancelled run still stops what it launched: with a token of its own.
+        exec.cancelled = tokio_util::sync::CancellationToken::new();
         let stop = Step {
             action: flotilla_plan::Action::Stop,
             reason: "stopped again on the host after a failed start".into(),

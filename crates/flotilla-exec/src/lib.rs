@@ -108,6 +108,8 @@ pub use logs::{rotate_if_needed, tail_log};
 pub use probe::{ProbeContext, ProbeOutcome, WaitError, WaitFailure, WaitOptions};
 pub use process::{ProcessSpec, StartedProcess, StopOutcome};
 pub use secrets::{SecretError, SecretResolver};
+/// Cancellation passed down to an invocation, an executor or a host-mode step.
+pub use tokio_util::sync::CancellationToken;
 
 /// The start time of process `pid` (clock ticks since boot, field 22 of
 /// `/proc/<pid>/stat`, proc(5)) while it exists and has not exited; `None` when it

@@ -96,11 +96,10 @@ pub struct Invocation {
     pub fleet: Arc<dyn crate::transport::Transport>,
     /// Time allowed per remote host to answer an observation.
     pub host_timeout: Duration,
-    /// Called on a second interrupt (Ctrl-C) during the run: the run is abandoned
-    /// as it is, and the caller (the binary) ends the process (`flotilla` exits
-    /// 130). `None`: a second interrupt changes nothing (the first already stops
-    /// what the run started).
-    pub on_abandon: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// Cancelled by the caller (the binary, on Ctrl-C) to stop the run: no further
+    /// step starts, waits stop, and what this run started is stopped and journaled.
+    /// How a process ends when asked twice is the caller's business.
+    pub cancel: tokio_util::sync::CancellationToken,
 }
 
 /// Opens the journal at the state directory (creating the directory).
@@ -663,22 +662,8 @@ impl Invocation {
         .map_err(map)?;
         let op_id = store.begin_operation(&new_op).map_err(map)?;
         let store = Arc::new(Mutex::new(store));
-        let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = Arc::clone(&cancelled);
-        let on_abandon = self.on_abandon.clone();
-        let watcher = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                flag.store(true, std::sync::atomic::Ordering::SeqCst);
-                eprintln!("interrupted: stopping what this run started (Ctrl-C again to abandon it as is)");
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    if let Some(abandon) = on_abandon {
-                        abandon();
-                    }
-                }
-            }
-        });
         let exec = Arc::new(Executor {
-            cancelled,
+            cancelled: self.cancel.clone(),
             topology: Arc::clone(&self.topology),
             state: self.state.clone(),
             store: Arc::clone(&store),
@@ -693,7 +678,6 @@ impl Invocation {
             adapters: crate::adapter::Adapters::native(),
         });
         let report = exec.apply(&plan).await;
-        watcher.abort();
         drop(exec);
         let mut store = match Arc::try_unwrap(store) {
             Ok(m) => m.into_inner().unwrap_or_else(|p| p.into_inner()),

@@ -379,7 +379,6 @@ async fn exchange(
 mod tests {
     use super::*;
     use crate::host_mode::serve;
-    use std::sync::Arc;
 
     fn answer(input: &str) -> (serde_json::Value, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
@@ -388,7 +387,11 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let r = rt.block_on(serve(input.as_bytes(), Some(&state), Arc::default()));
+        let r = rt.block_on(serve(
+            input.as_bytes(),
+            Some(&state),
+            tokio_util::sync::CancellationToken::new(),
+        ));
         (serde_json::to_value(&r).unwrap(), dir)
     }
 

@@ -117,11 +117,11 @@ fn run_checked(
     let fleet = super::authority::transport(cli, &validated.topology)?;
     super::authority::warn_unless_selected(cli, &validated.topology);
     let topology = Arc::new(validated.topology);
+    let cancel = flotilla_exec::CancellationToken::new();
     let invocation = Invocation {
         fleet,
         host_timeout: cli.host_timeout,
-        // Ctrl-C twice: abandon the run as it is.
-        on_abandon: Some(Arc::new(|| std::process::exit(130))),
+        cancel: cancel.clone(),
         topology: Arc::clone(&topology),
         state,
         base_dir,
@@ -135,7 +135,9 @@ fn run_checked(
         }),
     };
     let rt = super::runtime()?;
+    let interrupts = rt.spawn(interrupts(cancel));
     let result = rt.block_on(invocation.run(op.as_ref(), given, opts.dry_run));
+    interrupts.abort();
     progress.finish();
     match result {
         Err(OperateError::Locked(e))
@@ -328,6 +330,19 @@ impl Progress {
     fn finish(&self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
+        }
+    }
+}
+
+/// Ctrl-C once cancels the run (no further step starts; what it started is stopped
+/// and journaled); twice abandons it as it is: the process exits 130 (128 + SIGINT,
+/// as a shell reports an interrupted command).
+async fn interrupts(cancel: flotilla_exec::CancellationToken) {
+    if tokio::signal::ctrl_c().await.is_ok() {
+        cancel.cancel();
+        err!("interrupted: stopping what this run started (Ctrl-C again to abandon it as is)");
+        if tokio::signal::ctrl_c().await.is_ok() {
+            std::process::exit(130);
         }
     }
 }
