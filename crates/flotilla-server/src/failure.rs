@@ -47,3 +47,23 @@ impl From<StoreError> for Failure {
 }
 
 pub(crate) type Answer<T> = Result<Json<T>, Failure>;
+
+/// 400 `invalid`: a request the authority will not take, saying why.
+pub(crate) fn invalid(message: impl Into<String>) -> Failure {
+    Failure::new(StatusCode::BAD_REQUEST, "invalid", message)
+}
+
+/// 404 `not-found`.
+pub(crate) fn not_found(message: impl Into<String>) -> Failure {
+    Failure::new(StatusCode::NOT_FOUND, "not-found", message)
+}
+
+/// 409 `conflict`: the request conflicts with what the authority holds.
+pub(crate) fn conflict(message: impl Into<String>) -> Failure {
+    Failure::new(StatusCode::CONFLICT, "conflict", message)
+}
+
+/// 500 `internal`.
+pub(crate) fn internal(e: impl std::fmt::Display) -> Failure {
+    Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+}

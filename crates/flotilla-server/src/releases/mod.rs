@@ -24,7 +24,7 @@ use state::PIDS_KEPT;
 pub use state::{two_agents, Releases};
 
 use crate::api::{self, ApiError};
-use crate::failure::{Answer, Failure};
+use crate::failure::{conflict, internal, invalid, not_found, Answer, Failure};
 use crate::longpoll::{park, wait_of, PollQuery};
 use crate::state::AppState;
 use axum::body::Bytes;
@@ -50,22 +50,6 @@ pub const MIN_TIMEOUT_MS: u64 = 10_000;
 
 /// How often the authority advances its active rollouts on its own (timeouts, soaks).
 pub const TICK: Duration = Duration::from_secs(1);
-
-fn invalid(message: impl Into<String>) -> Failure {
-    Failure::new(StatusCode::BAD_REQUEST, "invalid", message)
-}
-
-fn not_found(message: impl Into<String>) -> Failure {
-    Failure::new(StatusCode::NOT_FOUND, "not-found", message)
-}
-
-fn conflict(message: impl Into<String>) -> Failure {
-    Failure::new(StatusCode::CONFLICT, "conflict", message)
-}
-
-fn internal(e: impl std::fmt::Display) -> Failure {
-    Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-}
 
 /// `PUT /v1/blobs/{sha256}` (operator): store an artifact; its bytes must hash to the
 /// path's SHA-256 (64 lowercase hex digits).

@@ -2,7 +2,8 @@
 //! sessions, and the alert sender's credential.
 
 use super::lifecycle::{create, deliver};
-use super::records::{event, invalid, sessions_of};
+use super::records::{event, sessions_of};
+use crate::failure::invalid;
 use flotilla_api::sessions::{
     AlertsCredentialRequest, AlertsCredentialResponse, AlertsResponse, CreateSessionRequest,
     SessionDoc,

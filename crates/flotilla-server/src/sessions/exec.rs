@@ -6,7 +6,8 @@ use super::push::{git_push_words, push_request};
 use super::questions::{
     find_question, open_count, open_question, use_answer, EXECUTOR_TOOL, MAX_OPEN_QUESTIONS,
 };
-use super::records::{event, invalid, not_found, sessions_of};
+use super::records::{event, sessions_of};
+use crate::failure::{invalid, not_found};
 use flotilla_api::sessions::{ExecRequest, ExecResponse};
 
 use crate::api::ApiError;

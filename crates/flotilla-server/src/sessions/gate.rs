@@ -4,7 +4,8 @@
 
 use super::docs::alive;
 use super::questions::{find_question, open_count, open_question, use_answer, MAX_OPEN_QUESTIONS};
-use super::records::{event, invalid, load_session, save_session, sessions_of};
+use super::records::{event, load_session, save_session, sessions_of};
+use crate::failure::invalid;
 use crate::failure::Failure;
 use crate::state::AppState;
 use axum::extract::State;

@@ -5,7 +5,8 @@ use super::docs::derive_state;
 use super::lifecycle::{create, deliver_detached, end_runtime, kill_runtime, reconcile};
 use super::push::{carry_out_push, PUSH_TOOL};
 use super::questions::EXECUTOR_TOOL;
-use super::records::{event, invalid, load_session, not_found, open_questions, sessions_of};
+use super::records::{event, load_session, open_questions, sessions_of};
+use crate::failure::{invalid, not_found};
 use flotilla_api::sessions::{
     AnswerDoc, AnswerRequest, CreateSessionRequest, EventsQuery, MessageRequest, ModeRequest,
     QuestionDoc, QuestionDto, QuestionsResponse, SessionDto, SessionEventDto,

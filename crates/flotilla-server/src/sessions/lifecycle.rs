@@ -3,8 +3,9 @@
 //! against the records, and booting sessions that waited for capacity.
 
 use super::docs::alive;
-use super::records::{event, invalid, load_session, save_session, sessions_of};
+use super::records::{event, load_session, save_session, sessions_of};
 use super::state::{Live, Sessions};
+use crate::failure::invalid;
 use flotilla_api::sessions::{CreateSessionRequest, RuntimeEnd, RuntimeRecord, SessionDoc};
 
 use crate::failure::Failure;

@@ -4,7 +4,8 @@
 use super::gate::session_caller;
 use super::lifecycle::deliver_detached;
 use super::questions::{find_question, open_count, open_question, MAX_OPEN_QUESTIONS};
-use super::records::{event, invalid, load_session, sessions_of};
+use super::records::{event, load_session, sessions_of};
+use crate::failure::invalid;
 use flotilla_api::sessions::{PushRequest, PushResponse, QuestionDoc};
 
 use crate::api::ApiError;

@@ -4,7 +4,7 @@
 use super::state::Sessions;
 use flotilla_api::sessions::{QuestionDoc, SessionDoc};
 
-use crate::failure::Failure;
+use crate::failure::{not_found, Failure};
 use crate::sessions_config::*;
 use crate::state::AppState;
 use axum::http::StatusCode;
@@ -17,14 +17,6 @@ pub(crate) fn off() -> Failure {
         "sessions-off",
         format!("agent sessions are off: the authority has no {SESSIONS_CONFIG_FILE}"),
     )
-}
-
-pub(crate) fn invalid(message: impl Into<String>) -> Failure {
-    Failure::new(StatusCode::BAD_REQUEST, "invalid", message)
-}
-
-pub(crate) fn not_found(message: impl Into<String>) -> Failure {
-    Failure::new(StatusCode::NOT_FOUND, "not-found", message)
 }
 
 pub(crate) fn sessions_of<S>(state: &AppState<S>) -> Result<&Sessions, Failure> {
