@@ -583,6 +583,39 @@ fn cli_killed_mid_up_then_rerun_starts_no_duplicates() {
 }
 
 #[test]
+fn down_after_an_up_killed_midway_stops_what_that_up_started() {
+    // s = [c], c → b → a: kill -9 the `up` while b is starting (a is ready).
+    let f = Fleet::new(
+        &[
+            svc("a", &[]),
+            Svc {
+                name: "b",
+                flags: &["--status-before-ready", "503", "--ready-after", "60000"],
+                deps: &["a"],
+                extra: "",
+            },
+            svc("c", &["b"]),
+        ],
+        "[stacks.s]\ncomponents = [\"c\"]\n",
+    );
+    let mut cli = f.spawn(&["up", "s"]);
+    assert!(wait_until(DEADLINE, || f.pid("b").is_some()));
+    cli.kill().unwrap();
+    cli.wait().unwrap();
+    let (a, b) = (f.pid("a").unwrap(), f.pid("b").unwrap());
+    assert!(alive(a) && alive(b));
+    let down = f.run(&["down", "s"]);
+    assert_eq!(down.code, 0, "{}\n{}", down.stdout, down.stderr);
+    assert!(
+        wait_until(DEADLINE, || !alive(a) && !alive(b)),
+        "down left what the interrupted up started running:\n{}\n{}",
+        down.stdout,
+        down.stderr
+    );
+    assert!(f.pid("c").is_none(), "c never started");
+}
+
+#[test]
 fn a_recorded_pid_now_used_by_another_program_is_never_signalled() {
     let f = Fleet::new(&[svc("svc", &[])], "");
     assert_eq!(f.run(&["start", "svc"]).code, 0);

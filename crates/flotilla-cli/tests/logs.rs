@@ -198,9 +198,13 @@ fn several_components_and_a_stack_interleave_with_prefixes_and_markers() {
     assert!(stack.contains("proxy | hello from proxy"), "{stack}");
     let every = f.ok(&["logs"]).stdout;
     assert!(every.contains("llm   | hello from llm"), "{every}");
-    // One component: its lines as they are.
+    // One component: its lines as they are, and only its own (not what it depends
+    // on: proxy depends on llm).
     let one = f.ok(&["logs", "llm"]).stdout;
     assert!(one.lines().any(|l| l == "hello from llm"), "{one}");
+    let own = f.ok(&["logs", "proxy"]).stdout;
+    assert!(own.lines().any(|l| l == "hello from proxy"), "{own}");
+    assert!(!own.contains("hello from llm"), "{own}");
 
     // --timestamps: an RFC 3339 time after the prefix; -n per log.
     let stamped = f

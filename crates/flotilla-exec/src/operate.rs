@@ -661,6 +661,31 @@ impl Invocation {
         )
         .map_err(map)?;
         let op_id = store.begin_operation(&new_op).map_err(map)?;
+        // What an `up` (a start or restart of a stack) will start is the stack's
+        // before anything starts: killed midway, its `down` still stops it.
+        if let (Some(Target::Stack(stack)), Verb::Start | Verb::Restart) = (
+            self.topology.target(&plan.operation.target),
+            plan.operation.verb,
+        ) {
+            let starting: Vec<String> = plan
+                .steps()
+                .filter(|s| s.action == flotilla_plan::Action::Start)
+                .map(|s| s.component.clone())
+                .collect();
+            if !starting.is_empty() {
+                let mut order: Vec<String> = store
+                    .stack_records()
+                    .map_err(map)?
+                    .get(&stack.name)
+                    .map(|r| r.start_order.clone())
+                    .unwrap_or_default();
+                order.retain(|n| !starting.contains(n));
+                order.extend(starting);
+                store
+                    .record_stack_start(&stack.name, &order, now_ms())
+                    .map_err(map)?;
+            }
+        }
         let store = Arc::new(Mutex::new(store));
         let exec = Arc::new(Executor {
             cancelled: self.cancel.clone(),

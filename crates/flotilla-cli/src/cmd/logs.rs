@@ -142,7 +142,11 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             Ok(target) => target,
             Err(bad) => return Ok(bad.report()),
         };
-        let members = topology.with_upstream(&target);
+        // A component is itself; a stack its members and what they depend on.
+        let members = match target {
+            flotilla_model::Target::Component(id) => vec![topology.component(id).name.clone()],
+            flotilla_model::Target::Stack(_) => topology.with_upstream(&target),
+        };
         let ordered = topology
             .order()
             .iter()
