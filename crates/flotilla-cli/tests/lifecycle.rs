@@ -583,6 +583,31 @@ fn cli_killed_mid_up_then_rerun_starts_no_duplicates() {
 }
 
 #[test]
+fn up_and_down_without_a_stack_take_every_stack() {
+    let f = Fleet::new(
+        &[svc("a", &[]), svc("b", &["a"]), svc("c", &[])],
+        "[stacks.one]\ncomponents = [\"b\"]\n[stacks.two]\ncomponents = [\"c\"]\n",
+    );
+    let up = f.run(&["up"]);
+    assert_eq!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
+    assert!(
+        up.stderr.contains("==> up one") && up.stderr.contains("==> up two"),
+        "{}",
+        up.stderr
+    );
+    let pids: Vec<i32> = ["a", "b", "c"].iter().map(|n| f.pid(n).unwrap()).collect();
+    assert!(pids.iter().all(|&p| alive(p)));
+    let down = f.run(&["down"]);
+    assert_eq!(down.code, 0, "{}\n{}", down.stdout, down.stderr);
+    assert!(
+        wait_until(DEADLINE, || pids.iter().all(|&p| !alive(p))),
+        "{}\n{}",
+        down.stdout,
+        down.stderr
+    );
+}
+
+#[test]
 fn down_after_an_up_killed_midway_stops_what_that_up_started() {
     // s = [c], c → b → a: kill -9 the `up` while b is starting (a is ready).
     let f = Fleet::new(

@@ -1,4 +1,4 @@
-//! `flotilla down STACK`: take a stack down, in the reverse of the order it was started in.
+//! `flotilla down [STACK]`: take a stack down (without one: every stack, in turn), in the reverse of the order it was started in.
 //! External components are never stopped.
 
 use super::lifecycle::{self, RunOpts};
@@ -8,7 +8,7 @@ use flotilla_plan::{Operation, Verb};
 /// Arguments of `flotilla down`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The stack (without one: list the stacks).
+    /// The stack (without one: every stack, in turn).
     pub stack: Option<String>,
     /// Stop the stack even though components outside it depend on it.
     #[arg(long)]
@@ -22,15 +22,15 @@ pub struct Args {
 
 /// Runs the subcommand; returns the exit status.
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
-    let Some(stack) = &args.stack else {
-        return lifecycle::no_stack(cli, "down");
-    };
-    let op = Operation {
+    let op = |stack: &str| Operation {
         verb: Verb::Stop,
-        target: stack.clone(),
+        target: stack.to_string(),
         force: args.force,
         cascade: args.cascade,
         no_recreate: false,
     };
-    lifecycle::run_stack(cli, "down", op, &args.run)
+    match &args.stack {
+        Some(stack) => lifecycle::run_stack(cli, "down", op(stack), &args.run),
+        None => lifecycle::every_stack(cli, "down", op, &args.run),
+    }
 }

@@ -51,35 +51,58 @@ pub fn run(
     run_checked(cli, verb, op, given, opts, super::Takes::Either)
 }
 
-/// `up`/`down` without a stack: lists the stacks (with their members) on standard
-/// error, and a usage hint; exit 2.
-pub fn no_stack(cli: &Cli, verb: &str) -> anyhow::Result<u8> {
+/// `up`/`down` without a stack: every stack the inventory declares, in turn (by
+/// name for `up`, the reverse for `down`), each its own operation, like `docker
+/// compose up` brings up the whole file. `up` stops at the first stack that does not
+/// come up; `down` goes on and exits with the worst status. An inventory without
+/// stacks is a usage error (exit 2) naming the component verbs instead.
+pub fn every_stack(
+    cli: &Cli,
+    verb: &str,
+    op: impl Fn(&str) -> Operation,
+    opts: &RunOpts,
+) -> anyhow::Result<u8> {
     let (_, validated) = match super::topology_or_exit(cli)? {
         Ok(v) => v,
         Err(code) => return Ok(code),
     };
-    let topology = &validated.topology;
-    let instead = if verb == "down" { "stop" } else { "start" };
-    if topology.stacks.is_empty() {
-        err!("error: `{verb}` takes a stack, and the inventory declares none");
+    let mut stacks: Vec<String> = validated.topology.stacks.keys().cloned().collect();
+    if stacks.is_empty() {
+        let instead = if verb == "down" { "stop" } else { "start" };
+        err!("error: `{verb}` without a stack brings every stack {}, and the inventory declares none", if verb == "down" { "down" } else { "up" });
         err!("  declare one ([stacks.NAME] with components = [...]), or use `flotilla {instead} COMPONENT`");
-    } else {
-        err!("error: `{verb}` takes a stack; the inventory declares:");
-        let rows: Vec<Vec<String>> = topology
-            .stacks
-            .values()
-            .map(|s| {
-                vec![
-                    format!("  {}", s.name),
-                    s.components.join(", "),
-                    s.description.clone().unwrap_or_default(),
-                ]
-            })
-            .collect();
-        let _ = write!(std::io::stderr(), "{}", render::table(&rows));
+        err!("usage: flotilla {verb} [STACK]  (one component: flotilla {instead} COMPONENT)");
+        return Ok(crate::EXIT_USAGE);
     }
-    err!("usage: flotilla {verb} STACK  (one component: flotilla {instead} COMPONENT)");
-    Ok(crate::EXIT_USAGE)
+    if verb == "down" {
+        stacks.reverse();
+    }
+    let several = stacks.len() > 1;
+    let mut left = Vec::new();
+    for stack in &stacks {
+        if several {
+            err!("==> {verb} {stack}");
+        }
+        let code = run_stack(cli, verb, op(stack), opts)?;
+        if code != EXIT_OK {
+            if verb == "up" {
+                return Ok(code);
+            }
+            left.push((stack, code));
+        }
+    }
+    // A stack refused because another stack's members still used its components
+    // may go down once that one is down: each is tried once more.
+    let mut worst = EXIT_OK;
+    for (stack, code) in left {
+        worst = worst.max(if several {
+            err!("==> {verb} {stack} (again, after the others)");
+            run_stack(cli, verb, op(stack), opts)?
+        } else {
+            code
+        });
+    }
+    Ok(worst)
 }
 
 fn run_checked(
