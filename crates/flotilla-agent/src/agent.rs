@@ -739,6 +739,14 @@ fn classify(s: &ComponentStatus, journal: &JournalFacts, store: &flotilla_store:
         Lifecycle::Running => State::Up,
         Lifecycle::Starting | Lifecycle::Stopping | Lifecycle::Unknown => State::Unsettled,
         Lifecycle::Stopped | Lifecycle::Failed => {
+            if matches!(
+                s.started_by,
+                flotilla_model::status::StartedBy::Foreign { .. }
+            ) {
+                // Another process holds its port: no restart can succeed, and that
+                // process is never touched. `status` says so (attention).
+                return State::Unsettled;
+            }
             if journal.stopped_on_purpose(&s.name, s.desired) {
                 return State::StoppedOnPurpose;
             }

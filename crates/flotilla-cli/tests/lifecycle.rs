@@ -402,8 +402,16 @@ fn port_conflict_is_refused_and_reported_not_adopted() {
         port
     ))
     .is_ok()));
+    // Not running: a process that is not this component holds its port.
     let status = f.status_of("web");
     assert_eq!(status["condition"], "attention", "{status}");
+    assert_eq!(status["lifecycle"], "stopped", "{status}");
+    let evidence = status["evidence"].to_string();
+    assert!(
+        evidence.contains(&format!("port {port} is held by pid {}", squatter.0.id()))
+            && evidence.contains("not by this component"),
+        "{status}"
+    );
     let run = f.run(&["start", "web"]);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(

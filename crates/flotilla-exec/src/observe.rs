@@ -582,13 +582,14 @@ impl Observer<'_> {
                         }
                         if let Some(ls) = listening.get(&ep.port) {
                             if let Some(l) = ls.first() {
+                                // Its own process is not running: whatever holds
+                                // the port is someone else's, never adopted.
                                 let who = l.describe();
-                                s.lifecycle = Lifecycle::Running;
                                 s.condition = Condition::Attention;
                                 s.started_by = StartedBy::Foreign {
                                     evidence: format!("{who} on port {}", ep.port),
                                 };
-                                push(Signal::Condition, format!("/proc/net/tcp port {}", ep.port), format!("{who} listens on endpoint `{name}` ({}); this project did not start it: not adopted", l.address));
+                                push(Signal::Condition, format!("/proc/net/tcp port {}", ep.port), format!("port {} is held by {who}, not by this component (endpoint `{name}`, {}): not adopted", ep.port, l.address));
                                 break;
                             }
                         }

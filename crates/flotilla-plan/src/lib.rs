@@ -600,7 +600,8 @@ impl Planner<'_> {
                 )
             };
         }
-        if o.is_up() {
+        // Up, or held by a process that is not it (its port taken): never adopted.
+        if o.is_up() || matches!(o.started_by, StartedBy::Foreign { .. }) {
             self.check_foreign(id);
         }
         if o.is_up() && !o.config_changes.is_empty() {
