@@ -774,6 +774,56 @@ fn type_errors_show_the_expected_form() {
             ],
         ),
         (
+            "a shell-style reference",
+            "[components.a]\ncommand = [\"a\", \"--port\", \"${PORT}\"]\n",
+            UnknownReference,
+            "\"${PORT}\"",
+            &[
+                "unknown reference `${PORT}`",
+                "did you mean `${env.PORT}` (the environment flotilla runs in)?",
+            ],
+        ),
+        (
+            "restart as a policy name",
+            "[components.a]\ncommand = [\"a\"]\nrestart = \"always\"\n",
+            InvalidValue,
+            "\"always\"",
+            &[
+                "component `a`: `restart` is a table, not a string",
+                "write `restart = { policy = \"always\" }`",
+            ],
+        ),
+        (
+            "a probe as a URL",
+            "[components.a]\ncommand = [\"a\"]\nreadiness = \"http://127.0.0.1:8080/health\"\n",
+            InvalidValue,
+            "\"http://",
+            &[
+                "`readiness` is a table, not a string",
+                "write `readiness = { http = { endpoint = \"http\", path = \"/health\" }, period = \"1s\" }`",
+            ],
+        ),
+        (
+            "an http check as a URL",
+            "[components.a]\ncommand = [\"a\"]\nreadiness = { http = \"http://127.0.0.1:1/health\" }\n",
+            InvalidValue,
+            "\"http://",
+            &[
+                "`http` is a table, not a string",
+                "write `http = { endpoint = \"http\", path = \"/health\" }`",
+            ],
+        ),
+        (
+            "a duration as a number",
+            "[components.a]\ncommand = [\"a\"]\nstop = { grace_period = 5 }\n",
+            InvalidValue,
+            "5 }",
+            &[
+                "`grace_period` is a duration: a string with its unit, not an integer",
+                "write `grace_period = \"5s\"`",
+            ],
+        ),
+        (
             "an endpoint as a port number",
             "[components.a]\ncommand = [\"a\"]\nendpoints = { http = 8080 }\n",
             InvalidValue,

@@ -39,13 +39,14 @@ pub(super) fn component_error(err: DecodeError, current: &Node, json: bool) -> D
                 "command" => command(value, s),
                 "env" => env(value, s),
                 "endpoints" => endpoints("endpoints", value, s),
-                _ => None,
+                _ => shaped(&path, value, s),
             }
         }
         (Code::InvalidValue, [name]) if key == "endpoints" => {
             let value = node_at(current, &path).filter(|v| !matches!(v.value, Value::Array(_)));
             value.and_then(|v| endpoint(name, v, s))
         }
+        (Code::InvalidValue, _) => node_at(current, &path).and_then(|v| shaped(&path, v, s)),
         _ => None,
     };
     match hint {
@@ -327,6 +328,129 @@ fn endpoint_url(n: &Node) -> Option<(String, String)> {
         _ => return None,
     };
     Some(("http".into(), format!("http://{ip}:{port}")))
+}
+
+/// Keys whose value is a duration (humantime: `"500ms"`, `"5s"`, `"2m"`).
+const DURATIONS: &[&str] = &[
+    "grace_period",
+    "period",
+    "timeout",
+    "initial_delay",
+    "backoff",
+    "max_backoff",
+    "stays_open",
+];
+
+/// The probe kinds a readiness or liveness probe takes, each with its form.
+const CHECKS: &[(&str, &str, &str)] = &[
+    (
+        "http",
+        r#"{ endpoint = "http", path = "/health" }"#,
+        r#"{"endpoint": "http", "path": "/health"}"#,
+    ),
+    ("tcp", r#"{ endpoint = "http" }"#, r#"{"endpoint": "http"}"#),
+    (
+        "exec",
+        r#"{ command = ["pg_isready"] }"#,
+        r#"{"command": ["pg_isready"]}"#,
+    ),
+    ("process", "{}", "{}"),
+    (
+        "log",
+        r#"{ pattern = "listening on" }"#,
+        r#"{"pattern": "listening on"}"#,
+    ),
+    (
+        "request",
+        r#"{ endpoint = "http", path = "/v1/models" }"#,
+        r#"{"endpoint": "http", "path": "/v1/models"}"#,
+    ),
+];
+
+/// A value of the wrong type for a table-shaped key (`restart`, `stop`, a probe, a
+/// probe's check) or a duration, explained with the key's form and an example built
+/// from what was written where it can be (`restart = "always"` →
+/// `restart = { policy = "always" }`).
+fn shaped(path: &[&str], value: &Node, s: Syntax) -> Option<Hint> {
+    let key = *path.last()?;
+    let parent = path.len().checked_sub(2).map(|i| path[i]);
+    let written = kind_with_article(value.value.kind());
+    let text = match &value.value {
+        Value::String(t) => Some(t.to_string()),
+        _ => None,
+    };
+    let ex = |toml: &str, json: &str| {
+        if s.json {
+            format!("\"{key}\": {json}")
+        } else {
+            format!("{key} = {toml}")
+        }
+    };
+    let table = |help: String| Hint {
+        message: Some(format!("`{key}` is a table, not {written}")),
+        help,
+    };
+    if DURATIONS.contains(&key) {
+        let example = match &value.value {
+            Value::Integer(n) => format!("{n}s"),
+            Value::Float(f) => format!("{}ms", (f * 1000.0).round() as i64),
+            _ => "5s".into(),
+        };
+        return Some(Hint {
+            message: Some(format!(
+                "`{key}` is a duration: a string with its unit, not {written}"
+            )),
+            help: format!(
+                "write `{}` (units: ms, s, m, h)",
+                s.assign(key, &s.string(&example))
+            ),
+        });
+    }
+    match key {
+        "restart" => {
+            let policy = text
+                .as_deref()
+                .filter(|t| ["on-failure", "always", "never"].contains(t))
+                .unwrap_or("on-failure");
+            Some(table(format!(
+                "write `{}` (policy: on-failure (the default), always or never; optional: backoff, max_backoff, max_restarts)",
+                ex(
+                    &format!(r#"{{ policy = "{policy}" }}"#),
+                    &format!(r#"{{"policy": "{policy}"}}"#)
+                )
+            )))
+        }
+        "stop" => Some(table(format!(
+            "write `{}`",
+            ex(
+                r#"{ signal = "SIGTERM", grace_period = "10s" }"#,
+                r#"{"signal": "SIGTERM", "grace_period": "10s"}"#
+            )
+        ))),
+        "readiness" | "liveness" => {
+            let http = text.as_deref().is_some_and(|t| t.starts_with("http"));
+            let check = if http { "http" } else { "tcp" };
+            let (_, toml, json) = CHECKS.iter().find(|(k, _, _)| *k == check)?;
+            Some(table(format!(
+                "write `{}`: one check ({}) naming one of the component's endpoints, with optional period, timeout, initial_delay",
+                ex(
+                    &format!("{{ {check} = {toml}, period = \"1s\" }}"),
+                    &format!("{{\"{check}\": {json}, \"period\": \"1s\"}}")
+                ),
+                CHECKS.iter().map(|(k, _, _)| *k).collect::<Vec<_>>().join(", ")
+            )))
+        }
+        check if matches!(parent, Some("readiness" | "liveness")) => {
+            let (_, toml, json) = CHECKS.iter().find(|(k, _, _)| *k == check)?;
+            let endpoint = if matches!(check, "http" | "tcp" | "request") {
+                " (`endpoint` names one of the component's endpoints; declare an address under `endpoints` first)"
+            } else {
+                ""
+            };
+            Some(table(format!("write `{}`{endpoint}", ex(toml, json))))
+        }
+        _ => None,
+    }
 }
 
 /// An unknown key docker compose users write, with what Flotilla calls it.

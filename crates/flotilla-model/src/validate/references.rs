@@ -732,11 +732,16 @@ impl Validator {
                                     format!(
                                         "component `{}`, {what}: {}",
                                         d.name,
-                                        crate::interp::RefError::Unknown(r)
+                                        crate::interp::RefError::Unknown(r.clone())
                                     ),
                                     s.loc,
                                 )
-                                .with_help(help),
+                                .with_help(if r.contains('.') {
+                                    help.to_string()
+                                } else {
+                                    // `${PORT}`: a shell or compose habit.
+                                    format!("did you mean `${{env.{r}}}` (the environment flotilla runs in)? {help}")
+                                }),
                             );
                         }
                     }
