@@ -262,6 +262,7 @@ mod tests {
             config_changes: Vec::new(),
             evidence: Vec::new(),
             last_known: None,
+            owner_error: None,
         }
     }
 

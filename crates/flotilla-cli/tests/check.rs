@@ -68,3 +68,37 @@ fn check_finds_what_would_make_a_start_fail_before_anything_starts() {
     assert!(run.stdout.contains("all checks passed"), "{}", run.stdout);
     drop(busy);
 }
+
+/// A component whose owner cannot exist on this host (launchd off macOS): `check`
+/// fails it saying why, and a plan refuses naming the owner, instead of "wait until
+/// it settles" (it never would).
+#[test]
+fn an_owner_that_cannot_run_here_fails_check_and_the_plan_says_why() {
+    let ws = common::Workspace::new();
+    ws.write(
+        "flotilla.toml",
+        "[components.svc]\nadapter = \"launchd\"\nlaunchd = { label = \"com.example.svc\" }\ncommand = [\"/bin/sleep\", \"300\"]\n",
+    );
+    let env = [("FLOTILLA_STATE_DIR", "state"), ("FLOTILLA_LAUNCHCTL", "")];
+    let run = common::run_with_env(ws.path(), &["check"], &env);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("svc: owner") && run.stdout.contains("launchd runs only on macOS"),
+        "{}",
+        run.stdout
+    );
+    let status = common::run_with_env(ws.path(), &["status", "--json"], &env);
+    assert!(
+        status.stdout.contains("\"owner_error\""),
+        "{}",
+        status.stdout
+    );
+    let plan = common::run_with_env(ws.path(), &["plan", "start", "svc"], &env);
+    assert_eq!(plan.code, 1, "{}\n{}", plan.stdout, plan.stderr);
+    let said = format!("{}{}", plan.stdout, plan.stderr);
+    assert!(
+        said.contains("its owner cannot be asked") && said.contains("launchd runs only on macOS"),
+        "{said}"
+    );
+    assert!(!said.contains("wait until it settles"), "{said}");
+}

@@ -368,6 +368,7 @@ impl Observer<'_> {
                         ),
                     }],
                     last_known: None,
+                    owner_error: None,
                 });
             }
         }
@@ -424,11 +425,13 @@ impl Observer<'_> {
             config_changes: Vec::new(),
             evidence: Vec::new(),
             last_known: None,
+            owner_error: None,
         };
         let mut identity = None;
         if let Err(e) = &seen {
             s.lifecycle = Lifecycle::Unknown;
             s.condition = Condition::Error;
+            s.owner_error = Some(e.to_string());
             push(
                 Signal::Lifecycle,
                 ownership(c).to_string(),

@@ -416,6 +416,7 @@ fn unseen(
                 config_changes: Vec::new(),
                 evidence,
                 last_known,
+                owner_error: None,
             }
         })
         .collect())

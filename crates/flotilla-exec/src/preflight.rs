@@ -58,6 +58,22 @@ pub fn check(
                 saw,
             })
         };
+        // The owner of its lifecycle is there to be asked.
+        let owner = match c.adapter.unwrap_or_default() {
+            flotilla_model::inventory::AdapterKind::Systemd => {
+                Some(("systemd", crate::adapter::systemd::unavailable()))
+            }
+            flotilla_model::inventory::AdapterKind::Launchd => {
+                Some(("launchd", crate::adapter::launchd::unavailable()))
+            }
+            _ => None,
+        };
+        if let Some((name, why)) = owner {
+            match why {
+                Some(why) => push("owner", false, why),
+                None => push("owner", true, format!("{name} can be asked")),
+            }
+        }
         let cwd = match &c.cwd {
             Some(d) => base_dir.join(d),
             None => base_dir.to_path_buf(),

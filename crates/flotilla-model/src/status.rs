@@ -158,6 +158,11 @@ pub struct ObservedComponent {
     /// changed, key by key (`command[2] "18752" → "18755"`); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub config_changes: Vec<String>,
+    /// When the owner of its lifecycle (systemd, launchd…) could not be asked: why
+    /// (`systemd is not the init system here…`). Its lifecycle is then unknown, and
+    /// no wait makes it known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_error: Option<String>,
 }
 
 impl ObservedComponent {
@@ -168,6 +173,7 @@ impl ObservedComponent {
         observability: Observability::Observed,
         started_by: StartedBy::Nobody,
         config_changes: Vec::new(),
+        owner_error: None,
     };
 
     /// Absent from an observation: nothing is known of it.
@@ -177,6 +183,7 @@ impl ObservedComponent {
         observability: Observability::Unobserved,
         started_by: StartedBy::Nobody,
         config_changes: Vec::new(),
+        owner_error: None,
     };
 
     /// Running and its readiness passes (or it has no readiness contract).
@@ -498,6 +505,9 @@ pub struct ComponentStatus {
     /// When it drifted: what changed since it started, key by key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub config_changes: Vec<String>,
+    /// When the owner of its lifecycle could not be asked: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_error: Option<String>,
     /// The evidence for the signals above.
     pub evidence: Vec<Evidence>,
     /// When its host cannot be reached: what was last seen there, and when.
@@ -596,6 +606,7 @@ impl StatusReport {
                             observability: c.observability,
                             started_by: c.started_by.clone(),
                             config_changes: c.config_changes.clone(),
+                            owner_error: c.owner_error.clone(),
                         },
                     )
                 })

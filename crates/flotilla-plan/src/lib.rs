@@ -276,6 +276,15 @@ pub enum Reason {
         /// What was seen.
         evidence: String,
     },
+    /// The owner of the component's lifecycle (systemd, launchd…) cannot be asked
+    /// on its host, so its state is unknown and no wait makes it known.
+    #[error("`{component}`: its owner cannot be asked ({why}); fix that, or change its adapter")]
+    OwnerUnavailable {
+        /// The component.
+        component: String,
+        /// Why (the owner's own error).
+        why: String,
+    },
     /// The component is between states, or its lifecycle is unknown.
     #[error("`{component}` is {lifecycle}; wait until it settles, then plan again")]
     Unsettled {
@@ -630,13 +639,28 @@ impl Planner<'_> {
             ),
             Lifecycle::Stopped | Lifecycle::Failed => (Action::Start, why.into()),
             Lifecycle::Stopping | Lifecycle::Unknown => {
-                self.reasons.push(Reason::Unsettled {
-                    component: c.name.clone(),
-                    lifecycle: lifecycle_name(o.lifecycle).into(),
-                });
+                self.unsettled(id);
                 (Action::Noop, String::new())
             }
         }
+    }
+
+    /// Refuses for `id` between states, or unknown: waiting helps, unless the owner
+    /// of its lifecycle cannot be asked at all (then no wait does, and it says why).
+    fn unsettled(&mut self, id: ComponentId) {
+        let c = self.topo.component(id);
+        let o = self.obs(id);
+        let reason = match &o.owner_error {
+            Some(why) => Reason::OwnerUnavailable {
+                component: c.name.clone(),
+                why: why.clone(),
+            },
+            None => Reason::Unsettled {
+                component: c.name.clone(),
+                lifecycle: lifecycle_name(o.lifecycle).into(),
+            },
+        };
+        self.reasons.push(reason);
     }
 
     fn start(&mut self, targets: &[ComponentId], why: &str) -> Vec<Wave> {

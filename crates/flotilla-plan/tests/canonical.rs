@@ -39,6 +39,7 @@ fn topology_observed_and_plan_serialise_canonically() {
             started_by: StartedBy::Flotilla {
                 operation: "op-1".into(),
             },
+            owner_error: None,
         },
     );
     observed.components.insert(
@@ -51,6 +52,7 @@ fn topology_observed_and_plan_serialise_canonically() {
             started_by: StartedBy::Foreign {
                 evidence: "pid 7".into(),
             },
+            owner_error: None,
         },
     );
     observed.stacks.insert(

@@ -60,6 +60,7 @@ fn state(entries: &[(&str, Lifecycle, Health)]) -> Observed {
                 observability: Observability::Observed,
                 config_changes: Vec::new(),
                 started_by: StartedBy::Nobody,
+                owner_error: None,
             },
         );
     }
@@ -327,6 +328,7 @@ fn unreachable_and_foreign_components_are_refused() {
             started_by: StartedBy::Foreign {
                 evidence: "pid 4242 (llama-server)".into(),
             },
+            owner_error: None,
         },
     );
     let r = plan(&t, &o, &Operation::new(Verb::Start, "proxy")).unwrap_err();
@@ -442,6 +444,7 @@ fn build(c: &Case) -> (Topology, Observed) {
                 observability: Observability::Observed,
                 config_changes: Vec::new(),
                 started_by: StartedBy::Nobody,
+                owner_error: None,
             },
         );
     }

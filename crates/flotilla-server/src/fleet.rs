@@ -109,6 +109,7 @@ pub fn merged(
                         saw: "its host's agent has not reported it".into(),
                     }],
                     last_known: None,
+                    owner_error: None,
                 });
         }
         let order: std::collections::HashMap<&str, usize> = t

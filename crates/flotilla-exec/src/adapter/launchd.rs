@@ -62,6 +62,18 @@ pub enum RestartMethod {
     Reload,
 }
 
+/// Why the launchd adapter cannot work on this machine, if it cannot: launchd runs
+/// only on macOS, and no `launchctl` was given explicitly ([`LAUNCHCTL_ENV`]).
+pub fn unavailable() -> Option<String> {
+    let given = std::env::var_os(LAUNCHCTL_ENV).is_some_and(|v| !v.is_empty());
+    (!given && !cfg!(target_os = "macos")).then(|| {
+        format!(
+            "launchd runs only on macOS (this host runs {}): the launchd adapter cannot manage it here",
+            std::env::consts::OS
+        )
+    })
+}
+
 /// The `launchd` adapter.
 #[derive(Debug, Clone)]
 pub struct Launchd {
@@ -86,6 +98,12 @@ impl Launchd {
     }
 
     fn ctl(&self, c: &Component, args: &[String]) -> Result<String, ExecError> {
+        if let Some(why) = unavailable() {
+            return Err(ExecError::Adapter {
+                component: c.name.clone(),
+                message: why,
+            });
+        }
         run_owner_command(&c.name, &self.launchctl, args)
     }
 

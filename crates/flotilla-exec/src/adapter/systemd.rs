@@ -49,6 +49,16 @@ pub const SYSTEMCTL_ENV: &str = "FLOTILLA_SYSTEMCTL";
 const PROPERTIES: &str =
     "Id,LoadState,ActiveState,SubState,Result,MainPID,NRestarts,ExecMainStartTimestampMonotonic,ExecMainStatus,FragmentPath";
 
+/// Why the systemd adapter cannot work on this machine, if it cannot: systemd is not
+/// the init system (sd_booted(3): `/run/systemd/system` is missing) and no
+/// `systemctl` was given explicitly ([`SYSTEMCTL_ENV`]).
+pub fn unavailable() -> Option<String> {
+    let given = std::env::var_os(SYSTEMCTL_ENV).is_some_and(|v| !v.is_empty());
+    (!given && !std::path::Path::new("/run/systemd/system").is_dir()).then(|| {
+        "systemd is not the init system here (/run/systemd/system is missing): the systemd adapter cannot manage it on this host".to_string()
+    })
+}
+
 /// The `systemd` adapter.
 #[derive(Debug, Clone)]
 pub struct Systemd {
@@ -65,6 +75,12 @@ impl Systemd {
     }
 
     fn ctl(&self, c: &Component, args: &[&str]) -> Result<String, ExecError> {
+        if let Some(why) = unavailable() {
+            return Err(ExecError::Adapter {
+                component: c.name.clone(),
+                message: why,
+            });
+        }
         let mut all: Vec<String> = Vec::new();
         if is_user(c) {
             all.push("--user".into());
