@@ -412,12 +412,23 @@ impl<R: Reporter> Runner<R> {
         op: Operation,
         command_line: String,
     ) -> Result<String, OpFailure> {
-        let settings = OperationSettings {
+        run_operation(
+            &self.settings(),
+            topology,
+            state,
+            base_dir,
+            op,
+            command_line,
+        )
+        .await
+    }
+
+    fn settings(&self) -> OperationSettings {
+        OperationSettings {
             ready_timeout: self.cfg.ready_timeout,
             host_timeout: self.cfg.host_timeout,
             log: Arc::clone(&self.cfg.log),
-        };
-        run_operation(&settings, topology, state, base_dir, op, command_line).await
+        }
     }
 
     async fn converge(
@@ -615,6 +626,19 @@ impl<R: Reporter> Runner<R> {
                         let line = format!(
                             "{AGENT_COMMAND}: supervise: restart {component} after {how} (restart {attempt} of {max})"
                         );
+                        // Each component's own policy decides: a restart that would
+                        // also start a stopped dependency is not carried out.
+                        let stopped = stopped_upstream(&topology, status, &component);
+                        if !stopped.is_empty() {
+                            let n = stopped.len();
+                            self.event(format!(
+                                "restart {attempt} of {max} of `{component}` not carried out: it would also start {}, stopped (its own restart policy, or an operator, left {} so); supervision never starts a component as a side effect: start {} to bring `{component}` back",
+                                stopped.join(", "),
+                                if n == 1 { "it" } else { "them" },
+                                if n == 1 { "it" } else { "them" },
+                            ));
+                            continue;
+                        }
                         let op = Operation::new(Verb::Start, component.clone());
                         match self
                             .operate(&topology, &state, &base_dir, op, line)
@@ -731,6 +755,29 @@ impl<R: Reporter> Runner<R> {
         }
         out
     }
+}
+
+/// The components `component` depends on (directly or not) that are not running
+/// now, named as `` `llm` ``: what starting it would start too.
+fn stopped_upstream(topology: &Topology, status: &StatusReport, component: &str) -> Vec<String> {
+    let Some(id) = topology.id(component) else {
+        return Vec::new();
+    };
+    topology
+        .with_upstream(&flotilla_model::Target::Component(id))
+        .into_iter()
+        .filter(|n| n != component)
+        .filter(|n| {
+            let c = topology.component(topology.id(n).expect("upstream names exist"));
+            c.is_managed()
+                && status
+                    .components
+                    .iter()
+                    .find(|s| &s.name == n)
+                    .is_some_and(|s| matches!(s.lifecycle, Lifecycle::Stopped | Lifecycle::Failed))
+        })
+        .map(|n| format!("`{n}`"))
+        .collect()
 }
 
 /// What supervision sees of `s`.
@@ -886,8 +933,21 @@ pub(crate) async fn run_operation(
     op: Operation,
     command_line: String,
 ) -> Result<String, OpFailure> {
+    let invocation = invocation(settings, topology, state, base_dir, command_line);
+    let what = op.to_string();
+    finish(&what, invocation.run(Some(&op), None, false).await)
+}
+
+/// One journaled operation's invocation with `command_line`, logging each step.
+fn invocation(
+    settings: &OperationSettings,
+    topology: &Arc<Topology>,
+    state: &StateDir,
+    base_dir: &std::path::Path,
+    command_line: String,
+) -> Invocation {
     let log = Arc::clone(&settings.log);
-    let invocation = Invocation {
+    Invocation {
         // Stopped by its supervisor (SIGTERM), never cancelled mid-run.
         cancel: flotilla_exec::CancellationToken::new(),
         topology: Arc::clone(topology),
@@ -917,13 +977,19 @@ pub(crate) async fn run_operation(
             settings.host_timeout,
         )),
         host_timeout: settings.host_timeout,
-    };
-    let what = op.to_string();
+    }
+}
+
+/// What came of an operation `what`, as the agent reports it.
+fn finish(
+    what: &str,
+    outcome: Result<InvocationOutcome, OperateError>,
+) -> Result<String, OpFailure> {
     let failed = |message: String| OpFailure {
         message,
         locked: false,
     };
-    match invocation.run(Some(&op), None, false).await {
+    match outcome {
         Ok(InvocationOutcome::Applied {
             report, operation, ..
         }) => match &report.failed {
@@ -934,7 +1000,7 @@ pub(crate) async fn run_operation(
             ))),
         },
         Ok(InvocationOutcome::Refused(r)) => Err(failed(format!("`{what}` {r}"))),
-        Ok(InvocationOutcome::Planned(_)) => unreachable!("not a dry run"),
+        Ok(InvocationOutcome::Planned(_)) => Err(failed(format!("`{what}`: planned, not run"))),
         Err(OperateError::Locked(e)) => Err(OpFailure {
             message: format!("`{what}`: {e}"),
             locked: true,

@@ -411,6 +411,53 @@ fn supervises_by_restart_policy_and_reports_drift_without_reverting_it() {
 }
 
 /// Socket inodes of `pid`'s open file descriptors.
+#[test]
+fn a_supervised_restart_never_starts_a_dependency_its_policy_left_stopped() {
+    let ws = Workspace::new();
+    let _kill = KillComponents(ws.path().to_path_buf());
+    // llm exits cleanly (left stopped: on-failure); proxy depends on it and is killed.
+    let mut t = service(
+        "llm",
+        ", \"--crash-after\", \"1500\", \"--exit-code\", \"0\"",
+    );
+    t.push_str("restart = { policy = \"on-failure\", backoff = \"50ms\" }\n");
+    t.push_str(&service("proxy", ""));
+    t.push_str(
+        "depends_on = [\"llm\"]\nrestart = { policy = \"on-failure\", backoff = \"50ms\" }\n",
+    );
+    ws.write("flotilla.toml", &t);
+    let agent = AgentProc::start(&ws);
+    let events = || report(&ws)["events"].to_string();
+    wait_for(&ws, &agent, "llm's clean exit to be left alone", || {
+        events().contains("`llm` exited cleanly")
+    });
+    let llm = pid(&ws, "llm").unwrap();
+    assert!(!alive(llm));
+    let p1 = pid(&ws, "proxy").unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(p1 as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    wait_for(
+        &ws,
+        &agent,
+        "the restart of proxy to be refused, saying why",
+        || events().contains("would also start `llm`"),
+    );
+    assert_eq!(pid(&ws, "llm"), Some(llm), "llm was started again");
+    assert!(!alive(llm));
+    assert!(
+        !operations(&ws).iter().any(|o| o["command_line"]
+            .as_str()
+            .unwrap()
+            .contains("restart proxy")
+            && o["outcome"] == "succeeded"),
+        "{:#?}",
+        operations(&ws)
+    );
+}
+
 fn socket_inodes(pid: u32) -> Vec<u64> {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
