@@ -172,11 +172,7 @@ pub fn before_start(
                     log(&format!("launch: the watchdog cannot be started: {e}"));
                 }
             }
-            use std::os::unix::process::CommandExt;
-            let err = std::process::Command::new(&program)
-                .arg0(&argv0)
-                .args(&argv[1..])
-                .exec();
+            let err = flotilla_exec::detached::exec_in_place(&program, &argv0, &argv[1..]);
             log(&format!(
                 "launch: exec {} failed: {err}; running the known-good version",
                 program.display()

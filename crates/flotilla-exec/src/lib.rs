@@ -14,7 +14,12 @@
 //! - [`process`]: process mechanics behind the process-family adapters: [`process::start`] a component detached in its
 //!   own session and process group with output appended to its log;
 //!   [`process::stop`] its whole group, identity first (invariant 5);
-//!   [`process::listeners`] on a port (conflict detection).
+//!   [`process::listeners`] on a port (conflict detection);
+//!   [`process::stop_identified`], one process known by pid and start time.
+//! - [`detached`]: programs that are not components: a service manager's verb run to
+//!   its end ([`detached::run_verb`]), a detached start in a session of its own
+//!   ([`detached::spawn_detached`]), this process replaced in place
+//!   ([`detached::exec_in_place`]).
 //! - [`logs`]: copy-truncate rotation, `tail`, and the scan behind `log` probes.
 //! - [`probe`]: one check of any probe kind ([`probe::check`], [`probe::observe`]) and
 //!   the readiness wait ([`probe::wait_ready`], [`probe::wait_ready_with`]), each
@@ -65,6 +70,7 @@
 #![warn(missing_docs)]
 
 pub mod adapter;
+pub mod detached;
 pub mod environment;
 pub mod error;
 pub mod executor;

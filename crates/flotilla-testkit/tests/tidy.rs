@@ -24,18 +24,6 @@ use std::path::{Path, PathBuf};
 /// Files outside exec and sessions that still start or signal processes, and why.
 const PROCESS_DEBT: &[(&str, &str)] = &[
     (
-        "crates/flotilla-agent/src/launch.rs",
-        "the known-good launcher execs the new version in place (exec keeps the pid the supervisor watches)",
-    ),
-    (
-        "crates/flotilla-agent/src/supervisor.rs",
-        "systemctl/launchctl verbs and the detached watchdog start: to move behind flotilla-exec",
-    ),
-    (
-        "crates/flotilla-agent/src/watch.rs",
-        "the watchdog's identity-checked TERM→KILL of the old agent: flotilla-exec has its own, to share",
-    ),
-    (
         "crates/flotilla-server/src/privsep/launcher.rs",
         "the root launcher starts and kills session runtimes: to move into the sessions runtime",
     ),
