@@ -66,8 +66,7 @@ pub fn decide(root: &InstallRoot, argv0: &Path) -> Launch {
     let Some(to) = rec.to.clone().filter(|_| rec.runs_new_version()) else {
         return Launch::RunThis(String::new());
     };
-    let me = std::fs::read_link("/proc/self/exe")
-        .ok()
+    let me = flotilla_exec::sys::self_exe()
         .map(|p| flotilla_exec::identity::strip_deleted(&p).to_path_buf());
     if me.is_some() && me == to.binary.canonicalize().ok() {
         let how = if rec.step == Step::Committing {

@@ -113,14 +113,14 @@ impl OldAgent {
     /// (`/proc/<pid>/cmdline`) and working directory (`/proc/<pid>/cwd`); `None` when
     /// either cannot be read.
     pub fn of(pid: u32, start_time_ticks: u64, exe_sha256: String) -> Option<OldAgent> {
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let cmdline = flotilla_exec::sys::read_cmdline(pid).ok().flatten()?;
         let argv = cmdline
             .strip_suffix(&[0])
             .unwrap_or(&cmdline)
             .split(|c| *c == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+        let cwd = flotilla_exec::sys::read_cwd_link(pid).ok().flatten()?;
         Some(OldAgent {
             pid,
             start_time_ticks,

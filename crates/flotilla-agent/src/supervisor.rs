@@ -146,7 +146,7 @@ impl Supervisor {
     /// `auto`: what this process's environment says supervises it (see the module
     /// docs).
     pub fn detect() -> Supervisor {
-        let cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let cgroup = flotilla_exec::sys::self_cgroup().unwrap_or_default();
         Supervisor::detect_from(
             std::env::var("INVOCATION_ID").ok().as_deref(),
             &cgroup,

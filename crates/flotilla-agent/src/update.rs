@@ -735,7 +735,7 @@ impl<S: ReleaseSource> Updater<S> {
 
     /// The version directory this process runs from, with its measured digest.
     fn running_side(&self, root: &InstallRoot) -> Option<Side> {
-        let exe = std::fs::read_link("/proc/self/exe").ok()?;
+        let exe = flotilla_exec::sys::self_exe()?;
         let exe = flotilla_exec::identity::strip_deleted(&exe).to_path_buf();
         let sha = self.running.exe_sha256.strip_prefix("sha256:")?.to_string();
         for v in [root.current(), root.previous()].into_iter().flatten() {
@@ -1063,7 +1063,7 @@ mod tests {
         fn new() -> Fixture {
             let t = tempfile::tempdir().unwrap();
             let root = InstallRoot::new(t.path().join("root"), BINARY);
-            let me = std::fs::read_link("/proc/self/exe").unwrap();
+            let me = flotilla_exec::sys::self_exe().unwrap();
             let v = root.version_dir("0.1.0", &"a".repeat(64)).unwrap();
             std::fs::create_dir_all(&v.dir).unwrap();
             std::os::unix::fs::symlink(&me, &v.binary).unwrap();
@@ -1388,7 +1388,7 @@ mod tests {
     async fn a_release_already_running_is_updated_without_a_restart() {
         let f = Fixture::new();
         let u = f.updater(true);
-        let me = std::fs::read(std::fs::read_link("/proc/self/exe").unwrap()).unwrap();
+        let me = std::fs::read(flotilla_exec::sys::self_exe().unwrap()).unwrap();
         let m = f.manifest("0.1.0", 5, &me);
         assert!(u.consider(&f.assignment(&m, 1, Some(&f.secret))).await);
         let rec = f.record();

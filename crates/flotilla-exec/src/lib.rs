@@ -51,8 +51,9 @@
 //! - [`lock`]: the lifecycle lock (one mutating invocation per state directory).
 //! - [`statedir`]: where local state lives, and what each file is.
 //! - [`error`]: the error type, [`ExecError`].
-//! - `sys` (private): the platform boundary. Linux reads `/proc`; elsewhere every
-//!   `/proc`-based function fails with [`ExecError::Unsupported`].
+//! - [`sys`]: the platform boundary, where every `/proc` read of the workspace lives.
+//!   Linux reads `/proc`; elsewhere every `/proc`-based function fails with
+//!   [`ExecError::Unsupported`] (or answers `None`).
 //!
 //! Threads vs async: [`identity`], [`process`], [`logs`] and [`secrets`] are blocking
 //! and need no runtime (call them via `spawn_blocking` from async code; only
@@ -90,7 +91,7 @@ pub mod secrets;
 pub mod ssh;
 pub mod statedir;
 pub mod step_report;
-mod sys;
+pub mod sys;
 pub mod this_process;
 pub mod transport;
 
