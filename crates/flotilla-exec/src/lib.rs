@@ -48,7 +48,8 @@
 //!   `launchctl print` ([`launchctl::parse_print`]) and domain/service targets.
 //! - [`preflight`]: `flotilla check`: programs, files, `env_file`s, secrets and ports
 //!   of components, checked on their host before anything starts.
-//! - [`lock`]: the lifecycle lock (one mutating invocation per state directory).
+//! - [`lock`]: the lifecycle lock (one mutating invocation per state directory) and
+//!   [`lock::try_lock_file`], the workspace's one non-blocking `flock`.
 //! - [`statedir`]: where local state lives, and what each file is.
 //! - [`error`]: the error type, [`ExecError`].
 //! - [`sys`]: the platform boundary, where every `/proc` read of the workspace lives.
