@@ -66,8 +66,7 @@ pub fn decide(root: &InstallRoot, argv0: &Path) -> Launch {
     let Some(to) = rec.to.clone().filter(|_| rec.runs_new_version()) else {
         return Launch::RunThis(String::new());
     };
-    let me = std::fs::read_link("/proc/self/exe")
-        .ok()
+    let me = flotilla_exec::sys::self_exe()
         .map(|p| flotilla_exec::identity::strip_deleted(&p).to_path_buf());
     if me.is_some() && me == to.binary.canonicalize().ok() {
         let how = if rec.step == Step::Committing {
@@ -172,11 +171,7 @@ pub fn before_start(
                     log(&format!("launch: the watchdog cannot be started: {e}"));
                 }
             }
-            use std::os::unix::process::CommandExt;
-            let err = std::process::Command::new(&program)
-                .arg0(&argv0)
-                .args(&argv[1..])
-                .exec();
+            let err = flotilla_exec::detached::exec_in_place(&program, &argv0, &argv[1..]);
             log(&format!(
                 "launch: exec {} failed: {err}; running the known-good version",
                 program.display()

@@ -6,6 +6,7 @@
 //! JSON files, an error's chain).
 
 use flotilla_api::wire::Assignment;
+use flotilla_exec::lock::LockMode;
 use flotilla_model::Component;
 use flotilla_release::install::InstallError;
 use flotilla_release::{InstallRoot, Reason, Refusal, UpdateReport, UpdateState, VersionDir};
@@ -113,14 +114,14 @@ impl OldAgent {
     /// (`/proc/<pid>/cmdline`) and working directory (`/proc/<pid>/cwd`); `None` when
     /// either cannot be read.
     pub fn of(pid: u32, start_time_ticks: u64, exe_sha256: String) -> Option<OldAgent> {
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let cmdline = flotilla_exec::sys::read_cmdline(pid).ok().flatten()?;
         let argv = cmdline
             .strip_suffix(&[0])
             .unwrap_or(&cmdline)
             .split(|c| *c == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+        let cwd = flotilla_exec::sys::read_cwd_link(pid).ok().flatten()?;
         Some(OldAgent {
             pid,
             start_time_ticks,
@@ -547,26 +548,7 @@ pub fn lock_path(root: &InstallRoot) -> PathBuf {
 /// # Errors
 /// When the file cannot be opened.
 pub fn try_lock(root: &InstallRoot) -> std::io::Result<Option<nix::fcntl::Flock<std::fs::File>>> {
-    try_lock_file(&lock_path(root))
-}
-
-/// Takes an exclusive `flock` on `path` (created when missing) without waiting;
-/// `Ok(None)` when another process holds it.
-///
-/// # Errors
-/// When the file cannot be opened or locked for another reason.
-pub fn try_lock_file(path: &Path) -> std::io::Result<Option<nix::fcntl::Flock<std::fs::File>>> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)?;
-    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-        Ok(l) => Ok(Some(l)),
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
-        Err((_, e)) => Err(std::io::Error::from(e)),
-    }
+    flotilla_exec::lock::try_lock_file(&lock_path(root), LockMode::Exclusive)
 }
 
 /// An error and its causes, one line.

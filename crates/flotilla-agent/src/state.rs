@@ -17,6 +17,7 @@
 //! to disk, renamed over the old one, then the directory flushed; a reader (or an
 //! agent killed at any moment) sees the old content or the new, never a mix.
 
+use flotilla_exec::lock::{try_lock_file, LockMode};
 use flotilla_model::topology::Snapshot;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -121,7 +122,7 @@ impl AgentDir {
         let path = self.dir.join("agent.lock");
         let deadline = std::time::Instant::now() + LOCK_RELEASE_WAIT;
         let mut lock = loop {
-            match crate::record::try_lock_file(&path)? {
+            match try_lock_file(&path, LockMode::Exclusive)? {
                 Some(lock) => break lock,
                 None => {
                     let holder = std::fs::read_to_string(&path).unwrap_or_default();

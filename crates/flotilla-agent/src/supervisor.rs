@@ -18,7 +18,7 @@
 //! | --- | --- | --- |
 //! | systemd | `systemctl [--user] restart --no-block UNIT` | `systemctl [--user] show --property=MainPID,NRestarts UNIT` |
 //! | launchd | `launchctl kickstart -k DOMAIN/LABEL` | `launchctl print DOMAIN/LABEL` (`pid`, `runs`) |
-//! | none | the watchdog stops the old process and starts the new one itself ([`spawn_detached`]) | what the watchdog started |
+//! | none | the watchdog stops the old process and starts the new one itself ([`flotilla_exec::detached::spawn_detached`]) | what the watchdog started |
 //!
 //! `--no-block` because the agent's own watchdog asks, and must go on watching while
 //! systemd stops and starts the unit (the answer of a blocking restart says only that
@@ -28,15 +28,17 @@
 //! was bootstrapped, which is exactly the trap the watchdog's proof catches.
 //!
 //! The watchdog itself must outlive the restart it asks for
-//! ([`Supervisor::watchdog_command`]): under systemd it runs in a transient unit of its
+//! ([`Supervisor::watchdog_unit_argv`]): under systemd it runs in a transient unit of its
 //! own (`systemd-run --collect`), since restarting the agent's unit kills every process
 //! in its cgroup that `KillMode` covers; elsewhere it runs in a session of its own
 //! (`setsid`), out of the job's process group that launchd signals.
+//!
+//! The commands are run by `flotilla-exec` ([`flotilla_exec::detached`]), which
+//! starts and signals every process.
 
+use flotilla_exec::detached::{run_verb, VerbError};
 use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 /// What supervises the agent process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,25 +67,9 @@ pub enum SupervisorError {
     /// `--supervisor` holds something else.
     #[error("`{0}` is not a supervisor: use auto, systemd:UNIT, systemd:user:UNIT, launchd:DOMAIN/LABEL or none")]
     Parse(String),
-    /// A supervisor command could not be started.
-    #[error("`{command}` could not be run")]
-    Run {
-        /// The command line.
-        command: String,
-        /// Cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A supervisor command failed.
-    #[error("`{command}` failed ({status}): {stderr}")]
-    Failed {
-        /// The command line.
-        command: String,
-        /// How it exited.
-        status: String,
-        /// Its standard error, trimmed.
-        stderr: String,
-    },
+    /// A supervisor command could not be started, or failed.
+    #[error(transparent)]
+    Verb(#[from] VerbError),
     /// No supervisor: there is no command to run (the watchdog does it itself).
     #[error("the agent has no supervisor: nothing to ask")]
     NoSupervisor,
@@ -160,7 +146,7 @@ impl Supervisor {
     /// `auto`: what this process's environment says supervises it (see the module
     /// docs).
     pub fn detect() -> Supervisor {
-        let cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let cgroup = flotilla_exec::sys::self_cgroup().unwrap_or_default();
         Supervisor::detect_from(
             std::env::var("INVOCATION_ID").ok().as_deref(),
             &cgroup,
@@ -220,7 +206,8 @@ impl Supervisor {
     /// not be run, or failed.
     pub fn restart(&self) -> Result<String, SupervisorError> {
         let argv = self.restart_argv().ok_or(SupervisorError::NoSupervisor)?;
-        run(&argv).map(|_| argv.join(" "))
+        run_verb(&argv)?;
+        Ok(argv.join(" "))
     }
 
     /// What the supervisor says of its main process now.
@@ -232,14 +219,14 @@ impl Supervisor {
     pub fn observe(&self) -> Result<MainProcess, SupervisorError> {
         match self {
             Supervisor::Systemd { user, unit } => {
-                let out = run(&systemctl(
+                let out = run_verb(&systemctl(
                     *user,
                     &["show", "--property=MainPID,NRestarts", "--", unit.as_str()],
                 ))?;
                 Ok(parse_systemctl_show(&out))
             }
             Supervisor::Launchd { domain, label } => {
-                let out = run(&[
+                let out = run_verb(&[
                     program(LAUNCHCTL_ENV, "launchctl"),
                     "print".to_string(),
                     flotilla_exec::launchctl::service_target(domain, label),
@@ -255,99 +242,40 @@ impl Supervisor {
     }
 
     /// The command that starts the watchdog `program args…` so that it outlives a
-    /// restart of the agent: `systemd-run [--user] --unit flotilla-agent-update-<tag>
-    /// --collect --quiet --property=KillMode=process program args…` under systemd (its
-    /// own transient unit, removed when it ends); elsewhere `program args…` in a new
-    /// session (`setsid`), standard input `/dev/null`, standard output and error
-    /// appended to `log`.
-    ///
-    /// # Errors
-    /// When `log` cannot be opened.
-    pub fn watchdog_command(
+    /// restart of the agent, under systemd: `systemd-run [--user] --unit
+    /// flotilla-agent-update-<tag> --collect --quiet --property=KillMode=process
+    /// program args…` (its own transient unit, removed when it ends; run it with
+    /// [`run_verb`]). `None` elsewhere: start `program args…` detached, in a new
+    /// session ([`flotilla_exec::detached::spawn_detached`]).
+    pub fn watchdog_unit_argv(
         &self,
         program: &Path,
         args: &[OsString],
         tag: &str,
-        log: &Path,
-    ) -> std::io::Result<Command> {
-        match self {
-            Supervisor::Systemd { user, .. } => {
-                let mut cmd = Command::new("systemd-run");
-                if *user {
-                    cmd.arg("--user");
-                }
-                cmd.arg("--unit")
-                    .arg(format!("flotilla-agent-update-{tag}"))
-                    .args(["--collect", "--quiet", "--property=KillMode=process"]);
-                // A transient unit starts with systemd's environment: the log format
-                // is passed on by name.
-                if let Ok(f) = std::env::var("FLOTILLA_LOG_FORMAT") {
-                    cmd.arg(format!("--setenv=FLOTILLA_LOG_FORMAT={f}"));
-                }
-                cmd.arg(program).args(args).stdin(Stdio::null());
-                Ok(cmd)
-            }
-            Supervisor::Launchd { .. } | Supervisor::None => {
-                let mut cmd = Command::new(program);
-                cmd.args(args);
-                detach(&mut cmd, log)?;
-                Ok(cmd)
-            }
+    ) -> Option<Vec<OsString>> {
+        let Supervisor::Systemd { user, .. } = self else {
+            return None;
+        };
+        let mut argv: Vec<OsString> = vec!["systemd-run".into()];
+        if *user {
+            argv.push("--user".into());
         }
+        argv.push("--unit".into());
+        argv.push(format!("flotilla-agent-update-{tag}").into());
+        argv.extend(
+            ["--collect", "--quiet", "--property=KillMode=process"]
+                .into_iter()
+                .map(OsString::from),
+        );
+        // A transient unit starts with systemd's environment: the log format is
+        // passed on by name.
+        if let Ok(f) = std::env::var("FLOTILLA_LOG_FORMAT") {
+            argv.push(format!("--setenv=FLOTILLA_LOG_FORMAT={f}").into());
+        }
+        argv.push(program.as_os_str().to_owned());
+        argv.extend(args.iter().cloned());
+        Some(argv)
     }
-}
-
-/// Makes `cmd` start detached: a new session (`setsid`, so no signal to the caller's
-/// process group or session reaches it), standard input `/dev/null`, standard output
-/// and error appended to `log` (created 0600 when missing, its directory too).
-///
-/// # Errors
-/// When `log` cannot be opened.
-pub fn detach(cmd: &mut Command, log: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Some(dir) = log.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(log)?;
-    let err = out.try_clone()?;
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::from(out))
-        .stderr(Stdio::from(err));
-    // SAFETY: `setsid` is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(|_| ())
-                .map_err(std::io::Error::from)
-        });
-    }
-    Ok(())
-}
-
-/// Starts `program` with `argv` (`argv[0]` included, as the old process had it) in
-/// `cwd`, detached ([`detach`], output appended to `log`). The child is returned for
-/// reaping; dropping it neither kills nor waits for the process.
-///
-/// # Errors
-/// When the log cannot be opened or the program cannot be started.
-pub fn spawn_detached(
-    program: &Path,
-    argv: &[OsString],
-    cwd: &Path,
-    log: &Path,
-) -> std::io::Result<std::process::Child> {
-    let mut cmd = Command::new(program);
-    if let Some(first) = argv.first() {
-        cmd.arg0(first);
-    }
-    cmd.args(argv.iter().skip(1));
-    cmd.current_dir(if cwd.is_dir() { cwd } else { Path::new("/") });
-    detach(&mut cmd, log)?;
-    cmd.spawn()
 }
 
 /// The variable naming the `launchctl` to run (as the launchd adapter's), else
@@ -371,27 +299,6 @@ fn systemctl(user: bool, rest: &[&str]) -> Vec<String> {
     }
     v.extend(rest.iter().map(|s| s.to_string()));
     v
-}
-
-/// Runs `argv` to its end; its standard output.
-fn run(argv: &[String]) -> Result<String, SupervisorError> {
-    let command = argv.join(" ");
-    let out = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| SupervisorError::Run {
-            command: command.clone(),
-            source,
-        })?;
-    if !out.status.success() {
-        return Err(SupervisorError::Failed {
-            command,
-            status: out.status.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// `MainPID=…` and `NRestarts=…` of `systemctl show`'s output.
@@ -564,23 +471,25 @@ mod tests {
         let s = Supervisor::parse("systemd:user:a.service")
             .unwrap()
             .unwrap();
-        let t = tempfile::tempdir().unwrap();
-        let cmd = s
-            .watchdog_command(
+        let argv = s
+            .watchdog_unit_argv(
                 Path::new("/opt/f/versions/1-abc/flotilla"),
                 &["agent".into(), "update-watch".into()],
                 "7",
-                &t.path().join("w.log"),
             )
             .unwrap();
-        let args: Vec<String> = cmd
-            .get_args()
+        let args: Vec<String> = argv
+            .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        assert_eq!(cmd.get_program(), "systemd-run");
         assert_eq!(
             args.join(" "),
-            "--user --unit flotilla-agent-update-7 --collect --quiet --property=KillMode=process /opt/f/versions/1-abc/flotilla agent update-watch"
+            "systemd-run --user --unit flotilla-agent-update-7 --collect --quiet --property=KillMode=process /opt/f/versions/1-abc/flotilla agent update-watch"
+        );
+        // Elsewhere the watchdog starts detached, not through a command of its own.
+        assert_eq!(
+            Supervisor::None.watchdog_unit_argv(Path::new("/x"), &[], "7"),
+            None
         );
     }
 }

@@ -76,13 +76,13 @@ use crate::record::{
     UpdateError, UpdateRecord, KEEP_OLD, MAX_TRIAL_BOOTS,
 };
 use crate::state::AgentDir;
-use crate::supervisor::{self, Supervisor};
+use crate::supervisor::Supervisor;
 use crate::Log;
 use flotilla_exec::identity::{self, RuntimeIdentity};
 use flotilla_release::{InstallRoot, Reason, UpdateState};
 use std::ffi::OsString;
 use std::process::Child;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a process stopped by the watchdog gets between SIGTERM and SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
@@ -405,7 +405,12 @@ impl Watchdog {
         } else {
             argv[0] = program.clone().into_os_string();
         }
-        match supervisor::spawn_detached(&program, &argv, &self.old.cwd, &self.cfg.dir.log_file()) {
+        match flotilla_exec::detached::spawn_detached(
+            &program,
+            &argv,
+            Some(&self.old.cwd),
+            &self.cfg.dir.log_file(),
+        ) {
             Ok(child) => {
                 let pid = child.id();
                 rec.attempt(format!("started {} as pid {pid}", program.display()));
@@ -994,43 +999,29 @@ fn bump(stable: &mut Option<(u32, u64, u32)>, id: Option<&RuntimeIdentity>) -> u
 }
 
 /// SIGTERM to `pid` if it still is the process started at `ticks` (identity before
-/// signal), SIGKILL after [`STOP_GRACE`]; waits for it to go. How it went.
+/// signal), SIGKILL after [`STOP_GRACE`]; waits for it to go, then reaps `child` (the
+/// watchdog's own, when it started that process). How it went.
 fn stop_process(pid: u32, ticks: u64, child: Option<&mut Child>) -> String {
-    use nix::sys::signal::{kill, Signal};
-    use nix::unistd::Pid;
-    let same = |p: u32| still(p, ticks).is_some();
-    if !same(pid) {
-        return "already gone".into();
-    }
-    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
-    let mut child = child;
-    let start = Instant::now();
-    let gone = |child: &mut Option<&mut Child>| {
-        if let Some(c) = child.as_deref_mut() {
-            let _ = c.try_wait();
+    use flotilla_exec::process::{stop_identified, StopOutcome};
+    let how = match stop_identified(pid, ticks, STOP_GRACE) {
+        Ok(StopOutcome::AlreadyGone { .. } | StopOutcome::IdentityMismatch { .. }) => {
+            "already gone".to_string()
         }
-        !same(pid)
+        Ok(StopOutcome::Stopped {
+            escalated_to_kill: false,
+            took,
+            ..
+        }) => format!("stopped (SIGTERM) in {} ms", took.as_millis()),
+        Ok(StopOutcome::Stopped { .. }) => format!(
+            "did not stop within {} s of SIGTERM: SIGKILLed",
+            STOP_GRACE.as_secs()
+        ),
+        Err(e) => format!("not stopped: {e}"),
     };
-    while start.elapsed() < STOP_GRACE {
-        if gone(&mut child) {
-            return format!("stopped (SIGTERM) in {} ms", start.elapsed().as_millis());
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if let Some(c) = child {
+        let _ = c.try_wait();
     }
-    if same(pid) {
-        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
-    }
-    let start_kill = Instant::now();
-    while start_kill.elapsed() < Duration::from_secs(5) {
-        if gone(&mut child) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    format!(
-        "did not stop within {} s of SIGTERM: SIGKILLed",
-        STOP_GRACE.as_secs()
-    )
+    how
 }
 
 #[cfg(test)]

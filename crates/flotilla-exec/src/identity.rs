@@ -261,8 +261,7 @@ pub fn program_file_change(
             )
         });
     }
-    let started =
-        boot_time()? + std::time::Duration::from_millis(start_time_ticks * 1000 / USER_HZ);
+    let started = boot_time()? + ticks_to_duration(start_time_ticks);
     let Ok(md) = std::fs::metadata(path) else {
         return Some(format!(
             "the {role} `{}` it started with is gone",
@@ -291,9 +290,7 @@ fn boot_time() -> Option<std::time::SystemTime> {
     static BOOT: OnceLock<Option<std::time::SystemTime>> = OnceLock::new();
     *BOOT.get_or_init(|| {
         let now = std::time::SystemTime::now();
-        let t = std::fs::read_to_string("/proc/uptime").ok()?;
-        let up: f64 = t.split_ascii_whitespace().next()?.parse().ok()?;
-        now.checked_sub(std::time::Duration::from_secs_f64(up))
+        now.checked_sub(sys::uptime()?)
     })
 }
 
@@ -604,23 +601,21 @@ pub fn staleness(measured: &RuntimeIdentity) -> Result<Staleness, ExecError> {
     }
 }
 
-/// Clock ticks per second of `/proc/<pid>/stat`'s start time (Linux's `USER_HZ`,
-/// 100 on every architecture it exports to user space).
-const USER_HZ: u64 = 100;
+/// `ticks` clock ticks ([`sys::clock_ticks_per_second`]) as a duration, to the
+/// millisecond.
+fn ticks_to_duration(ticks: u64) -> std::time::Duration {
+    std::time::Duration::from_millis(ticks * 1000 / sys::clock_ticks_per_second())
+}
 
 /// When a process with start time `ticks` (clock ticks since boot) started, as an
 /// RFC 3339 UTC time (`2026-12-01T10:41:03Z`) from the boot time in `/proc/stat`
 /// (`btime`); `<ticks> ticks after boot` when that cannot be read.
 pub fn describe_start(ticks: u64) -> String {
-    let btime = std::fs::read_to_string("/proc/stat").ok().and_then(|t| {
-        t.lines()
-            .find_map(|l| l.strip_prefix("btime "))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-    });
-    match btime {
+    match sys::boot_time_secs() {
         Some(b) => {
             let at = std::time::UNIX_EPOCH
-                + std::time::Duration::from_millis(b * 1000 + ticks * 1000 / USER_HZ);
+                + std::time::Duration::from_secs(b)
+                + ticks_to_duration(ticks);
             humantime::format_rfc3339_seconds(at).to_string()
         }
         None => format!("{ticks} ticks after boot"),

@@ -14,7 +14,12 @@
 //! - [`process`]: process mechanics behind the process-family adapters: [`process::start`] a component detached in its
 //!   own session and process group with output appended to its log;
 //!   [`process::stop`] its whole group, identity first (invariant 5);
-//!   [`process::listeners`] on a port (conflict detection).
+//!   [`process::listeners`] on a port (conflict detection);
+//!   [`process::stop_identified`], one process known by pid and start time.
+//! - [`detached`]: programs that are not components: a service manager's verb run to
+//!   its end ([`detached::run_verb`]), a detached start in a session of its own
+//!   ([`detached::spawn_detached`]), this process replaced in place
+//!   ([`detached::exec_in_place`]).
 //! - [`logs`]: copy-truncate rotation, `tail`, and the scan behind `log` probes.
 //! - [`probe`]: one check of any probe kind ([`probe::check`], [`probe::observe`]) and
 //!   the readiness wait ([`probe::wait_ready`], [`probe::wait_ready_with`]), each
@@ -43,11 +48,13 @@
 //!   `launchctl print` ([`launchctl::parse_print`]) and domain/service targets.
 //! - [`preflight`]: `flotilla check`: programs, files, `env_file`s, secrets and ports
 //!   of components, checked on their host before anything starts.
-//! - [`lock`]: the lifecycle lock (one mutating invocation per state directory).
+//! - [`lock`]: the lifecycle lock (one mutating invocation per state directory) and
+//!   [`lock::try_lock_file`], the workspace's one non-blocking `flock`.
 //! - [`statedir`]: where local state lives, and what each file is.
 //! - [`error`]: the error type, [`ExecError`].
-//! - `sys` (private): the platform boundary. Linux reads `/proc`; elsewhere every
-//!   `/proc`-based function fails with [`ExecError::Unsupported`].
+//! - [`sys`]: the platform boundary, where every `/proc` read of the workspace lives.
+//!   Linux reads `/proc`; elsewhere every `/proc`-based function fails with
+//!   [`ExecError::Unsupported`] (or answers `None`).
 //!
 //! Threads vs async: [`identity`], [`process`], [`logs`] and [`secrets`] are blocking
 //! and need no runtime (call them via `spawn_blocking` from async code; only
@@ -65,6 +72,7 @@
 #![warn(missing_docs)]
 
 pub mod adapter;
+pub mod detached;
 pub mod environment;
 pub mod error;
 pub mod executor;
@@ -84,7 +92,7 @@ pub mod secrets;
 pub mod ssh;
 pub mod statedir;
 pub mod step_report;
-mod sys;
+pub mod sys;
 pub mod this_process;
 pub mod transport;
 pub mod world;

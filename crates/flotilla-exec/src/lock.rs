@@ -6,12 +6,50 @@
 //! lock when the holder exits, even after `kill -9`, so a stale file never blocks.
 //! Read-only verbs take no lock. Steps sent to a host by a controller take it shared,
 //! plus an exclusive lock per component ([`LifecycleLock::acquire_for_step`]).
+//!
+//! [`try_lock_file`] is the workspace's one way to take an `flock(2)` without waiting
+//! (the lifecycle lock, the agent's `agent.lock` and an install root's `update.lock`).
 
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+
+/// How a lock file is held: by one holder, or by any number of shared holders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockMode {
+    /// `LOCK_EX`: one holder, no shared ones.
+    Exclusive,
+    /// `LOCK_SH`: any number of shared holders, no exclusive one.
+    Shared,
+}
+
+/// Opens `path` for reading and writing (created when missing, never truncated) and
+/// takes an `flock(2)` on it in `mode` without waiting: `Ok(None)` when another
+/// holder has it. The lock lives as long as the returned value (it is released when
+/// dropped, or when this process ends, even by `kill -9`); the file can be written
+/// through it.
+///
+/// # Errors
+/// When the file cannot be opened or locked for another reason.
+pub fn try_lock_file(path: &Path, mode: LockMode) -> std::io::Result<Option<Flock<File>>> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    let how = match mode {
+        LockMode::Exclusive => FlockArg::LockExclusiveNonblock,
+        LockMode::Shared => FlockArg::LockSharedNonblock,
+    };
+    match Flock::lock(file, how) {
+        Ok(l) => Ok(Some(l)),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, e)) => Err(std::io::Error::from(e)),
+    }
+}
 
 /// Who holds the lock (written into the lock file as JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,7 +137,7 @@ impl LifecycleLock {
     /// [`LockError::Held`] naming the holder, or [`LockError::Io`].
     pub fn acquire(state_dir: &Path, me: &LockHolder) -> Result<LifecycleLock, LockError> {
         let path = state_dir.join("run").join("lifecycle.lock");
-        Self::acquire_file(state_dir, path, Some(me), FlockArg::LockExclusiveNonblock)
+        Self::acquire_file(state_dir, path, Some(me), LockMode::Exclusive)
     }
 
     /// What a step sent by a controller takes on a host (`flotilla host serve`): the
@@ -119,7 +157,7 @@ impl LifecycleLock {
             state_dir,
             state_dir.join("run").join("lifecycle.lock"),
             None,
-            FlockArg::LockSharedNonblock,
+            LockMode::Shared,
         )?;
         let own = Self::acquire_file(
             state_dir,
@@ -127,7 +165,7 @@ impl LifecycleLock {
                 .join("run")
                 .join(format!("component-{component}.lock")),
             Some(me),
-            FlockArg::LockExclusiveNonblock,
+            LockMode::Exclusive,
         )?;
         Ok((shared, own))
     }
@@ -136,31 +174,19 @@ impl LifecycleLock {
         state_dir: &Path,
         path: PathBuf,
         me: Option<&LockHolder>,
-        how: FlockArg,
+        mode: LockMode,
     ) -> Result<LifecycleLock, LockError> {
         let io = |source| LockError::Io {
             path: path.clone(),
             source,
         };
         std::fs::create_dir_all(path.parent().expect("has a parent")).map_err(io)?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io)?;
-        let mut lock = match Flock::lock(file, how) {
-            Ok(l) => l,
-            Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
-                let mut text = String::new();
-                let _ = file.read_to_string(&mut text);
-                return Err(LockError::Held {
-                    state_dir: state_dir.to_path_buf(),
-                    holder: HolderInfo(serde_json::from_str(text.trim()).ok()),
-                });
-            }
-            Err((_, errno)) => return Err(io(std::io::Error::from(errno))),
+        let Some(mut lock) = try_lock_file(&path, mode).map_err(io)? else {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            return Err(LockError::Held {
+                state_dir: state_dir.to_path_buf(),
+                holder: HolderInfo(serde_json::from_str(text.trim()).ok()),
+            });
         };
         let Some(me) = me else {
             return Ok(LifecycleLock {

@@ -666,6 +666,38 @@ pub fn stop(
     })
 }
 
+/// `SIGTERM` to the one process `pid` (not its group) if it still is the process
+/// that started at `start_time_ticks` (identity before signal), `SIGKILL` after
+/// `grace`: [`stop`] for a process known by pid and start time only (one this crate
+/// did not start, such as the agent a self-update replaces).
+///
+/// Gone → [`StopOutcome::AlreadyGone`]; the pid now names another process →
+/// [`StopOutcome::IdentityMismatch`]; in both cases nothing is signalled.
+///
+/// # Errors
+/// As [`stop`].
+pub fn stop_identified(
+    pid: u32,
+    start_time_ticks: u64,
+    grace: Duration,
+) -> Result<StopOutcome, ExecError> {
+    let Some(mut measured) = identity::measure(pid)? else {
+        return Ok(StopOutcome::AlreadyGone {
+            survivors: Vec::new(),
+        });
+    };
+    if measured.start_time_ticks != start_time_ticks {
+        let why = format!(
+            "pid {pid} start time {} ≠ recorded {start_time_ticks} (clock ticks since boot)",
+            measured.start_time_ticks
+        );
+        return Ok(StopOutcome::IdentityMismatch { measured, why });
+    }
+    // No group: the pid alone is signalled.
+    measured.pgid = 0;
+    stop(&measured, "SIGTERM", grace)
+}
+
 /// Pids of the live (non-zombie) processes in process group `pgid`, sorted.
 ///
 /// # Errors

@@ -284,6 +284,48 @@ fn a_reused_pid_is_not_signalled() {
 }
 
 #[test]
+fn stop_identified_signals_the_pid_alone_and_only_while_it_is_the_same_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = start_testkit(dir.path(), "kit", &["--spawn-child"]);
+    let child_line = wait_for_line(&run.log, "CHILD ");
+    let child: u32 = child_line["CHILD ".len()..].trim().parse().unwrap();
+    let ticks = run.started.identity.start_time_ticks;
+    // Another start time: nothing is signalled.
+    match process::stop_identified(run.pid(), ticks - 1, Duration::from_secs(1)).unwrap() {
+        StopOutcome::IdentityMismatch { measured, why } => {
+            assert_eq!(measured.pid, run.pid());
+            assert!(why.contains("start time"), "{why}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(alive(run.pid()));
+    let out = process::stop_identified(run.pid(), ticks, Duration::from_secs(5)).unwrap();
+    assert!(
+        matches!(
+            out,
+            StopOutcome::Stopped {
+                escalated_to_kill: false,
+                ..
+            }
+        ),
+        "{out:?}"
+    );
+    assert!(!alive(run.pid()));
+    // The pid alone, not its process group.
+    assert!(alive(child), "the group's other member was signalled");
+    assert_eq!(
+        process::stop_identified(run.pid(), ticks, Duration::from_secs(1)).unwrap(),
+        StopOutcome::AlreadyGone { survivors: vec![] }
+    );
+    let mut rest = run.started.identity.clone();
+    rest.pid = child;
+    rest.start_time_ticks = flotilla_exec::process_start_ticks(child).unwrap();
+    rest.pgid = 0;
+    let out = process::stop(&rest, "SIGKILL", Duration::from_secs(1)).unwrap();
+    assert!(matches!(out, StopOutcome::Stopped { .. }), "{out:?}");
+}
+
+#[test]
 fn listeners_name_the_pid_and_command() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();

@@ -236,6 +236,14 @@ pub enum StoreError {
         source: tokio_postgres::Error,
     },
 
+    /// The connection pool refused a connection for a reason other than opening it
+    /// (a timeout, a closed pool: neither is configured).
+    #[error("the authority's PostgreSQL connection pool: {why}")]
+    PostgresPool {
+        /// What the pool said.
+        why: String,
+    },
+
     /// Any other PostgreSQL failure (including a lost connection), with what the
     /// store was doing.
     #[error("authority database (PostgreSQL): cannot {context}: {source}")]

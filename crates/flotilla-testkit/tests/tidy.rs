@@ -22,20 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Files outside exec and sessions that still start or signal processes, and why.
-const PROCESS_DEBT: &[(&str, &str)] = &[
-    (
-        "crates/flotilla-agent/src/launch.rs",
-        "the known-good launcher execs the new version in place (exec keeps the pid the supervisor watches)",
-    ),
-    (
-        "crates/flotilla-agent/src/supervisor.rs",
-        "systemctl/launchctl verbs and the detached watchdog start: to move behind flotilla-exec",
-    ),
-    (
-        "crates/flotilla-agent/src/watch.rs",
-        "the watchdog's identity-checked TERM→KILL of the old agent: flotilla-exec has its own, to share",
-    ),
-];
+const PROCESS_DEBT: &[(&str, &str)] = &[];
 
 /// Import cycles between files that are known, each as the set of its files (relative
 /// to the crate's `src/`), and why they are still there.

@@ -128,7 +128,7 @@ impl<S: ReleaseSource> Updater<S> {
 
     /// The version directory this process runs from, with its measured digest.
     fn running_side(&self, root: &InstallRoot) -> Option<Side> {
-        let exe = std::fs::read_link("/proc/self/exe").ok()?;
+        let exe = flotilla_exec::sys::self_exe()?;
         let exe = flotilla_exec::identity::strip_deleted(&exe).to_path_buf();
         let sha = self.running.exe_sha256.strip_prefix("sha256:")?.to_string();
         for v in [root.current(), root.previous()].into_iter().flatten() {

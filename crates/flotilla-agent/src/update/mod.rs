@@ -37,7 +37,7 @@
 //! 4. `update.json` written `Staged` (what runs now, what to run, this process's pid,
 //!    start time, argv and working directory, the supervisor), then the watchdog started
 //!    detached from the binary running now: `flotilla agent update-watch` (see
-//!    [`crate::supervisor::Supervisor::watchdog_command`]). From there on the watchdog
+//!    [`crate::supervisor::Supervisor::watchdog_unit_argv`]). From there on the watchdog
 //!    owns the update: it arms the new version for trial, restarts the agent (the
 //!    known-good `current` runs it, [`crate::launch`]), proves it, and flips `current`
 //!    only then ([`crate::watch`]).

@@ -77,7 +77,7 @@ impl Fixture {
     fn new() -> Fixture {
         let t = tempfile::tempdir().unwrap();
         let root = InstallRoot::new(t.path().join("root"), BINARY);
-        let me = std::fs::read_link("/proc/self/exe").unwrap();
+        let me = flotilla_exec::sys::self_exe().unwrap();
         let v = root.version_dir("0.1.0", &"a".repeat(64)).unwrap();
         std::fs::create_dir_all(&v.dir).unwrap();
         std::os::unix::fs::symlink(&me, &v.binary).unwrap();
@@ -401,7 +401,7 @@ async fn a_skipped_version_is_never_applied_again() {
 async fn a_release_already_running_is_updated_without_a_restart() {
     let f = Fixture::new();
     let u = f.updater(true);
-    let me = std::fs::read(std::fs::read_link("/proc/self/exe").unwrap()).unwrap();
+    let me = std::fs::read(flotilla_exec::sys::self_exe().unwrap()).unwrap();
     let m = f.manifest("0.1.0", 5, &me);
     assert!(u.consider(&f.assignment(&m, 1, Some(&f.secret))).await);
     let rec = f.record();

@@ -70,19 +70,26 @@ pub fn spawn_watchdog(
         supervisor.to_string().into(),
     ];
     let tag = format!("{}-{}", rec.rollout, now_ms());
-    let mut cmd = supervisor.watchdog_command(&program, &args, &tag, &dir.watch_log_file())?;
-    let mut child = cmd.spawn()?;
-    if matches!(supervisor, Supervisor::Systemd { .. }) {
-        // systemd-run returns once the transient unit started.
-        let status = child.wait()?;
-        if !status.success() {
-            return Err(std::io::Error::other(format!("systemd-run: {status}")));
+    match supervisor.watchdog_unit_argv(&program, &args, &tag) {
+        Some(argv) => {
+            // systemd-run returns once the transient unit started.
+            flotilla_exec::detached::run_verb(&argv).map_err(std::io::Error::other)?;
         }
-    } else {
-        // Reaped when it ends (while this process lives); it never waits on us.
-        std::thread::spawn(move || {
-            let _ = child.wait();
-        });
+        None => {
+            let argv: Vec<std::ffi::OsString> = std::iter::once(program.clone().into_os_string())
+                .chain(args)
+                .collect();
+            let mut child = flotilla_exec::detached::spawn_detached(
+                &program,
+                &argv,
+                None,
+                &dir.watch_log_file(),
+            )?;
+            // Reaped when it ends (while this process lives); it never waits on us.
+            std::thread::spawn(move || {
+                let _ = child.wait();
+            });
+        }
     }
     Ok(())
 }

@@ -388,9 +388,9 @@ fn updater_config(
                 return Err(EXIT_USAGE);
             }
         },
-        None => std::fs::read_link("/proc/self/exe")
-            .ok()
-            .and_then(|exe| InstallRoot::of_exe(&exe, update::BINARY)),
+        None => {
+            flotilla_exec::sys::self_exe().and_then(|exe| InstallRoot::of_exe(&exe, update::BINARY))
+        }
     };
     let base = dir.path().parent().unwrap_or(dir.path());
     Ok(UpdaterConfig {
@@ -752,15 +752,12 @@ fn processes_running_from(root: &std::path::Path) -> Vec<(u32, PathBuf)> {
     let Ok(root) = std::fs::canonicalize(root) else {
         return Vec::new();
     };
-    std::fs::read_dir("/proc")
+    flotilla_exec::sys::list_pids()
+        .unwrap_or_default()
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
-            let text = exe.to_string_lossy();
-            let path = PathBuf::from(text.strip_suffix(" (deleted)").unwrap_or(&text));
+        .filter_map(|pid| {
+            let exe = flotilla_exec::sys::read_exe_link(pid).ok().flatten()?;
+            let path = flotilla_exec::identity::strip_deleted(&exe).to_path_buf();
             (pid != std::process::id() && path.starts_with(&root)).then_some((pid, path))
         })
         .collect()

@@ -42,7 +42,7 @@ pub(crate) fn read_stat(pid: u32) -> Result<Option<ProcStat>, ExecError> {
 
 /// `readlink /proc/<pid>/exe` (may end in `" (deleted)"`); `Ok(None)` when gone or
 /// when the process has no executable (zombie, kernel thread).
-pub(crate) fn read_exe_link(pid: u32) -> Result<Option<PathBuf>, ExecError> {
+pub fn read_exe_link(pid: u32) -> Result<Option<PathBuf>, ExecError> {
     let path = proc_path(pid, "exe");
     match std::fs::read_link(&path) {
         Ok(p) => Ok(Some(p)),
@@ -52,7 +52,7 @@ pub(crate) fn read_exe_link(pid: u32) -> Result<Option<PathBuf>, ExecError> {
 }
 
 /// `readlink /proc/<pid>/cwd`: the process's working directory; `Ok(None)` when gone.
-pub(crate) fn read_cwd_link(pid: u32) -> Result<Option<PathBuf>, ExecError> {
+pub fn read_cwd_link(pid: u32) -> Result<Option<PathBuf>, ExecError> {
     let path = proc_path(pid, "cwd");
     match std::fs::read_link(&path) {
         Ok(p) => Ok(Some(p)),
@@ -73,7 +73,7 @@ pub(crate) fn open_exe_image(pid: u32) -> Result<Option<std::fs::File>, ExecErro
 }
 
 /// The raw bytes of `/proc/<pid>/cmdline` (NUL-terminated argv); `Ok(None)` when gone.
-pub(crate) fn read_cmdline(pid: u32) -> Result<Option<Vec<u8>>, ExecError> {
+pub fn read_cmdline(pid: u32) -> Result<Option<Vec<u8>>, ExecError> {
     let path = proc_path(pid, "cmdline");
     match std::fs::read(&path) {
         Ok(b) => Ok(Some(b)),
@@ -90,7 +90,7 @@ pub(crate) fn read_comm(pid: u32) -> Option<String> {
 }
 
 /// Every pid currently in `/proc`.
-pub(crate) fn list_pids() -> Result<Vec<u32>, ExecError> {
+pub fn list_pids() -> Result<Vec<u32>, ExecError> {
     let dir = std::fs::read_dir("/proc").map_err(|source| ExecError::Io {
         path: "/proc".into(),
         source,
@@ -224,6 +224,35 @@ pub(crate) fn environ_var(pid: u32, key: &str) -> Option<String> {
         .split(|b| *b == 0)
         .find_map(|kv| kv.strip_prefix(prefix.as_bytes()))
         .map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
+/// `readlink /proc/self/exe`: the executable this process runs (may end in
+/// `" (deleted)"`); `None` when it cannot be read.
+pub fn self_exe() -> Option<PathBuf> {
+    std::fs::read_link("/proc/self/exe").ok()
+}
+
+/// The text of `/proc/self/cgroup` (this process's control groups); `None` when it
+/// cannot be read.
+pub fn self_cgroup() -> Option<String> {
+    std::fs::read_to_string("/proc/self/cgroup").ok()
+}
+
+/// How long the machine has been up: the first field of `/proc/uptime` (to the
+/// hundredth of a second); `None` when it cannot be read.
+pub fn uptime() -> Option<std::time::Duration> {
+    let t = std::fs::read_to_string("/proc/uptime").ok()?;
+    let up: f64 = t.split_ascii_whitespace().next()?.parse().ok()?;
+    std::time::Duration::try_from_secs_f64(up).ok()
+}
+
+/// When the machine booted, in whole seconds since the epoch: `btime` of
+/// `/proc/stat`; `None` when it cannot be read.
+pub fn boot_time_secs() -> Option<u64> {
+    let t = std::fs::read_to_string("/proc/stat").ok()?;
+    t.lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 #[cfg(test)]

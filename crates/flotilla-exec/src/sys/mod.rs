@@ -1,18 +1,37 @@
-//! The platform boundary: everything that reads OS process tables lives below here.
+//! The platform boundary: every read of `/proc` in the workspace lives below here.
 //!
-//! Linux reads `/proc` ([`linux`]); every other OS gets [`unsupported`], whose
-//! functions have the same signatures and fail with [`crate::ExecError::Unsupported`].
-//! Signals, sessions and process groups are POSIX and live in [`crate::process`].
+//! Linux reads `/proc` (`linux.rs`); every other OS gets `unsupported.rs`, whose
+//! functions have the same signatures and fail with [`crate::ExecError::Unsupported`]
+//! (or answer `None`). Signals, sessions and process groups are POSIX and live in
+//! [`crate::process`].
+//!
+//! Public readers: [`read_exe_link`], [`read_cwd_link`], [`read_cmdline`] and
+//! [`list_pids`] (of any process: "gone" is `Ok(None)`, other failures name the pid
+//! and file); [`self_exe`] and [`self_cgroup`] (this process); [`uptime`] and
+//! [`boot_time_secs`] (the machine); [`clock_ticks_per_second`], the unit of a
+//! process's start time.
 
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-pub(crate) use linux::*;
+pub use linux::*;
 
 #[cfg(not(target_os = "linux"))]
 mod unsupported;
 #[cfg(not(target_os = "linux"))]
-pub(crate) use unsupported::*;
+pub use unsupported::*;
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`, Linux's `USER_HZ`): the unit of a
+/// process's start time in `/proc/<pid>/stat`. Asked once per process; 100 (what
+/// Linux exports on every architecture) if the system does not say.
+pub fn clock_ticks_per_second() -> u64 {
+    static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        // SAFETY: sysconf reads a constant of the C library; no memory is passed.
+        let n = unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) };
+        u64::try_from(n).ok().filter(|&n| n > 0).unwrap_or(100)
+    })
+}
 
 /// The fields of `/proc/<pid>/stat` that Flotilla uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +93,13 @@ pub(crate) fn parse_stat(text: &str) -> Result<ProcStat, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clock_ticks_are_what_the_system_says() {
+        let n = clock_ticks_per_second();
+        assert!((1..=10_000).contains(&n), "{n}");
+        assert_eq!(clock_ticks_per_second(), n);
+    }
 
     #[test]
     fn stat_with_spaces_and_parens_in_comm() {

@@ -23,11 +23,11 @@ pub(crate) fn read_stat(_pid: u32) -> Result<Option<ProcStat>, ExecError> {
     Err(unsupported("reading a process's start time"))
 }
 
-pub(crate) fn read_exe_link(_pid: u32) -> Result<Option<PathBuf>, ExecError> {
+pub fn read_exe_link(_pid: u32) -> Result<Option<PathBuf>, ExecError> {
     Err(unsupported("reading a process's executable path"))
 }
 
-pub(crate) fn read_cwd_link(_pid: u32) -> Result<Option<PathBuf>, ExecError> {
+pub fn read_cwd_link(_pid: u32) -> Result<Option<PathBuf>, ExecError> {
     Err(unsupported("reading a process's working directory"))
 }
 
@@ -35,7 +35,7 @@ pub(crate) fn open_exe_image(_pid: u32) -> Result<Option<std::fs::File>, ExecErr
     Err(unsupported("hashing a process's running executable"))
 }
 
-pub(crate) fn read_cmdline(_pid: u32) -> Result<Option<Vec<u8>>, ExecError> {
+pub fn read_cmdline(_pid: u32) -> Result<Option<Vec<u8>>, ExecError> {
     Err(unsupported("reading a process's argv"))
 }
 
@@ -43,7 +43,7 @@ pub(crate) fn read_comm(_pid: u32) -> Option<String> {
     None
 }
 
-pub(crate) fn list_pids() -> Result<Vec<u32>, ExecError> {
+pub fn list_pids() -> Result<Vec<u32>, ExecError> {
     Err(unsupported("listing processes"))
 }
 
@@ -62,5 +62,21 @@ pub(crate) fn socket_owners(_inodes: &HashSet<u64>) -> Result<HashMap<u64, Vec<u
 }
 
 pub(crate) fn environ_var(_pid: u32, _key: &str) -> Option<String> {
+    None
+}
+
+pub fn self_exe() -> Option<PathBuf> {
+    None
+}
+
+pub fn self_cgroup() -> Option<String> {
+    None
+}
+
+pub fn uptime() -> Option<std::time::Duration> {
+    None
+}
+
+pub fn boot_time_secs() -> Option<u64> {
     None
 }

@@ -26,9 +26,11 @@
 //!   NOTHING` on (name, version), then a read of the row that won. Rollout ids
 //!   come from an identity column (only increasing, never reused; a failed
 //!   creation may leave a gap).
-//! - **Connections**: a small pool (at most [`POSTGRES_MAX_CONNECTIONS`]), opened
-//!   on demand; a connection found closed (server restarted, network cut) is
-//!   dropped and the next call opens a new one. The pool is shared by clones.
+//! - **Connections**: a small `deadpool-postgres` pool (at most
+//!   [`POSTGRES_MAX_CONNECTIONS`]; further calls wait), opened on demand; a
+//!   connection found closed when taken (server restarted, network cut) is dropped
+//!   and another taken or opened (`RecyclingMethod::Fast`: no query per checkout).
+//!   The pool is shared by clones.
 
 use super::{
     decide, existing_release, principal_columns, principal_from_columns, refusal, stored_id,
@@ -39,9 +41,8 @@ use super::{
     AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
 use crate::error::StoreError;
-use std::sync::{Arc, Mutex};
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
 use std::time::Duration;
-use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio_postgres::{Client, Config, NoTls, Row, Transaction};
 
 /// The table that records the applied schema migrations (`version`,
@@ -268,7 +269,7 @@ const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == AUTHORITY_SCHE
 /// clones share the connection pool. See the [module docs](self).
 #[derive(Clone)]
 pub struct PostgresAuthority {
-    pool: Arc<Pool>,
+    pool: Pool,
 }
 
 impl std::fmt::Debug for PostgresAuthority {
@@ -278,60 +279,6 @@ impl std::fmt::Debug for PostgresAuthority {
             .field("max_connections", &POSTGRES_MAX_CONNECTIONS)
             .finish_non_exhaustive()
     }
-}
-
-struct Pool {
-    config: Config,
-    idle: Mutex<Vec<Client>>,
-    permits: Semaphore,
-}
-
-/// A connection taken from the pool; returned to it on drop unless closed.
-struct Pooled<'a> {
-    client: Option<Client>,
-    pool: &'a Pool,
-    _permit: SemaphorePermit<'a>,
-}
-
-impl std::ops::Deref for Pooled<'_> {
-    type Target = Client;
-    fn deref(&self) -> &Client {
-        self.client.as_ref().expect("present until dropped")
-    }
-}
-
-impl std::ops::DerefMut for Pooled<'_> {
-    fn deref_mut(&mut self) -> &mut Client {
-        self.client.as_mut().expect("present until dropped")
-    }
-}
-
-impl Drop for Pooled<'_> {
-    fn drop(&mut self) {
-        if let Some(client) = self.client.take() {
-            if !client.is_closed() {
-                self.pool
-                    .idle
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(client);
-            }
-        }
-    }
-}
-
-/// Opens one connection and spawns the task that drives it.
-async fn open(config: &Config) -> Result<Client, StoreError> {
-    let (client, connection) = config
-        .connect(NoTls)
-        .await
-        .map_err(|source| StoreError::PostgresConnect { source })?;
-    // Ends when the client is dropped or the connection breaks; the client then
-    // reports `is_closed` and its calls fail, and the pool drops it.
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(client)
 }
 
 impl PostgresAuthority {
@@ -356,13 +303,18 @@ impl PostgresAuthority {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
         }
-        let authority = PostgresAuthority {
-            pool: Arc::new(Pool {
-                config,
-                idle: Mutex::new(Vec::new()),
-                permits: Semaphore::new(POSTGRES_MAX_CONNECTIONS),
-            }),
-        };
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POSTGRES_MAX_CONNECTIONS)
+            .build()
+            .expect("a pool without timeouts or hooks needs no runtime to build");
+        let authority = PostgresAuthority { pool };
         {
             let mut conn = authority.conn().await?;
             migrate(&mut conn).await?;
@@ -387,8 +339,6 @@ impl PostgresAuthority {
         Ok(row.get(0))
     }
 
-    /// A connection from the pool (waits while all are in use), opening one when
-    /// none is idle.
     /// Replaces document `id` of `table` (one of `rollouts`, `sessions`,
     /// `questions`: each has `id`, `doc` and `updated_ms`); `unknown(id)` when it
     /// has no such row.
@@ -418,26 +368,15 @@ impl PostgresAuthority {
         Ok(())
     }
 
-    async fn conn(&self) -> Result<Pooled<'_>, StoreError> {
-        let permit = self
-            .pool
-            .permits
-            .acquire()
-            .await
-            .expect("the pool's semaphore is never closed");
-        let idle = {
-            let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
-            idle.retain(|c| !c.is_closed());
-            idle.pop()
-        };
-        let client = match idle {
-            Some(c) => c,
-            None => open(&self.pool.config).await?,
-        };
-        Ok(Pooled {
-            client: Some(client),
-            pool: &self.pool,
-            _permit: permit,
+    /// A connection from the pool (waits while all are in use), opening one when
+    /// none is idle.
+    async fn conn(&self) -> Result<Object, StoreError> {
+        self.pool.get().await.map_err(|e| match e {
+            PoolError::Backend(source) => StoreError::PostgresConnect { source },
+            // No timeouts, hooks or closing are configured: not expected.
+            other => StoreError::PostgresPool {
+                why: other.to_string(),
+            },
         })
     }
 }
@@ -1613,7 +1552,10 @@ mod tests {
                 .unwrap();
             {
                 let config: Config = db.url.parse().unwrap();
-                let mut client = open(&config).await.unwrap();
+                let (mut client, connection) = config.connect(NoTls).await.unwrap();
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                });
                 migrate_with(&mut client, &MIGRATIONS[..2]).await.unwrap();
                 client
                     .execute(
