@@ -454,7 +454,7 @@ impl<R: Reporter> Runner<R> {
                 return out;
             }
         };
-        let journal = match JournalFacts::read(&store, &status) {
+        let journal = match JournalFacts::read(&store) {
             Ok(j) => j,
             Err(e) => {
                 out.failures.push(format!("journal: {e}"));
@@ -696,10 +696,9 @@ impl<R: Reporter> Runner<R> {
                 }
             }
         }
-        let journal = JournalFacts::read(&store, &status).unwrap_or_default();
+        let journal = JournalFacts::read(&store).unwrap_or_default();
         drop(store);
-        let applied_at_ms = self.applied.as_ref().map_or(0, |a| a.applied_at_ms);
-        let drift = drift::find(&topology, &status, &journal, applied_at_ms, now_ms());
+        let drift = drift::find(&topology, &status, &journal, now_ms());
         let fingerprint = fingerprint(&status, &drift, self.applied.as_ref(), self.events.back());
         let due = match &self.last_report {
             None => true,
@@ -732,7 +731,7 @@ impl<R: Reporter> Runner<R> {
         status: &StatusReport,
         store: &flotilla_store::Store,
     ) -> Vec<Decision> {
-        let journal = JournalFacts::read(store, status).unwrap_or_default();
+        let journal = JournalFacts::read(store).unwrap_or_default();
         let now = Instant::now();
         let mut out = Vec::new();
         for &id in topology.order() {

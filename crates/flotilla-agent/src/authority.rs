@@ -76,14 +76,7 @@ pub fn to_api(r: &AgentReport) -> flotilla_api::wire::AgentReport {
 
 /// `e` and its causes on one line, as the agent's [`ClientError`].
 pub(crate) fn one_line(e: &flotilla_api::ClientError) -> ClientError {
-    let mut s = e.to_string();
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    ClientError(s)
+    ClientError(e.one_line())
 }
 
 impl AuthorityClient for flotilla_api::Client {

@@ -4,8 +4,9 @@
 //!
 //! - `stopped-by-hand`: desired `running` in the snapshot, but an operation that was
 //!   not the agent's stopped it (its desired lifecycle in the journal is `stopped`).
-//! - `started-by-hand`: its running instance was started by an operation that was not
-//!   the agent's, after the agent applied the snapshot.
+//!
+//! A component started or restarted through Flotilla (the CLI on the host, or an
+//! operation through the authority) is as desired: never drift, whoever ran it.
 //! - `foreign`: a process Flotilla did not start holds one of its ports.
 //! - `config`: it runs another effective config than the snapshot's (condition
 //!   `drift`).
@@ -33,58 +34,25 @@ pub fn is_agents(command_line: &str) -> bool {
     command_line.starts_with(AGENT_COMMAND)
 }
 
-/// What the journal says of one operation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OperationFacts {
-    /// Its command line.
-    pub command_line: String,
-    /// When it began, ms since the Unix epoch.
-    pub started_at_ms: i64,
-}
-
-/// The journal's facts drift needs: each component's last acting step, and the
-/// operations that started running instances.
+/// The journal's facts drift needs: each component's last acting step.
 #[derive(Debug, Default, Clone)]
 pub struct JournalFacts {
     /// The newest step that acted on each component.
     pub last_steps: BTreeMap<String, LastStep>,
-    /// The operations named by running components' `started_by`.
-    pub operations: BTreeMap<String, OperationFacts>,
 }
 
 impl JournalFacts {
-    /// Reads them from `store` for the components of `status`.
+    /// Reads them from `store`.
     ///
     /// # Errors
     /// Journal read errors.
-    pub fn read(store: &Store, status: &StatusReport) -> Result<Self, flotilla_store::StoreError> {
+    pub fn read(store: &Store) -> Result<Self, flotilla_store::StoreError> {
         let last_steps = store
             .last_steps()?
             .into_iter()
             .map(|l| (l.component.clone(), l))
             .collect();
-        let mut operations = BTreeMap::new();
-        for c in &status.components {
-            let StartedBy::Flotilla { operation } = &c.started_by else {
-                continue;
-            };
-            let Ok(id) = operation.parse::<flotilla_store::OperationId>() else {
-                continue;
-            };
-            if let Some((op, _)) = store.operation(id)? {
-                operations.insert(
-                    operation.clone(),
-                    OperationFacts {
-                        command_line: op.command_line,
-                        started_at_ms: op.started_at_ms,
-                    },
-                );
-            }
-        }
-        Ok(JournalFacts {
-            last_steps,
-            operations,
-        })
+        Ok(JournalFacts { last_steps })
     }
 
     /// Whether `component` was stopped on purpose by someone other than the agent:
@@ -110,13 +78,12 @@ fn condition_evidence(e: &[Evidence]) -> Vec<Evidence> {
 }
 
 /// The drift of the components of `status` against `desired` (the topology the agent
-/// applied), given the journal's facts, the snapshot having been applied at
-/// `applied_at_ms` (ms since the Unix epoch). Sorted by component, then kind.
+/// applied), given the journal's facts, at `now_ms` (ms since the Unix epoch).
+/// Sorted by component, then kind.
 pub fn find(
     desired: &Topology,
     status: &StatusReport,
     journal: &JournalFacts,
-    applied_at_ms: i64,
     now_ms: i64,
 ) -> Vec<Drift> {
     let mut out = Vec::new();
@@ -158,31 +125,6 @@ pub fn find(
                 kind: DriftKind::StoppedByHand,
                 evidence: vec![ev("journal".into(), saw)],
             });
-        }
-        if running {
-            if let StartedBy::Flotilla { operation } = &s.started_by {
-                if let Some(op) = journal.operations.get(operation) {
-                    if !is_agents(&op.command_line) && op.started_at_ms >= applied_at_ms {
-                        let pid = s
-                            .runtime_identity
-                            .as_ref()
-                            .map(|r| format!("pid {} ", r.measured.pid))
-                            .unwrap_or_default();
-                        out.push(Drift {
-                            component: s.name.clone(),
-                            kind: DriftKind::StartedByHand,
-                            evidence: vec![ev(
-                                "journal".into(),
-                                format!(
-                                    "{pid}was started by {operation} `{}` at {}, not by the agent",
-                                    op.command_line,
-                                    rfc3339(op.started_at_ms)
-                                ),
-                            )],
-                        });
-                    }
-                }
-            }
         }
         if let StartedBy::Foreign { evidence } = &s.started_by {
             out.push(Drift {
@@ -302,13 +244,6 @@ mod tests {
             "b".into(),
             last("b", 3, "flotilla agent: apply sha256:1: start b", "start"),
         );
-        journal.operations.insert(
-            "op-3".into(),
-            OperationFacts {
-                command_line: "flotilla agent: apply sha256:1: start b".into(),
-                started_at_ms: 5_000,
-            },
-        );
         let r = report(
             status("a", Lifecycle::Stopped, DesiredLifecycle::Stopped, None),
             status(
@@ -318,7 +253,7 @@ mod tests {
                 Some("op-3"),
             ),
         );
-        let d = find(&t, &r, &journal, 1_000, 9_000);
+        let d = find(&t, &r, &journal, 9_000);
         assert_eq!(d.len(), 1, "{d:#?}");
         assert_eq!(
             (d[0].component.as_str(), d[0].kind),
@@ -329,14 +264,8 @@ mod tests {
             "{d:#?}"
         );
 
-        // b restarted by hand after the snapshot was applied; before, it is not drift.
-        journal.operations.insert(
-            "op-9".into(),
-            OperationFacts {
-                command_line: "flotilla restart b".into(),
-                started_at_ms: 6_000,
-            },
-        );
+        // b restarted through the CLI after the snapshot was applied: a change made
+        // through Flotilla is never drift.
         let r = report(
             status(
                 "a",
@@ -351,14 +280,9 @@ mod tests {
                 Some("op-9"),
             ),
         );
-        let d = find(&t, &r, &journal, 1_000, 9_000);
-        assert_eq!(
-            d.iter()
-                .map(|d| (d.component.as_str(), d.kind))
-                .collect::<Vec<_>>(),
-            [("b", DriftKind::StartedByHand)]
-        );
-        assert!(find(&t, &r, &journal, 7_000, 9_000).is_empty());
+        let d = find(&t, &r, &journal, 9_000);
+        assert!(d.is_empty(), "{d:?}");
+        assert!(find(&t, &r, &journal, 9_000).is_empty());
 
         // The agent's own failed start left `stopped`: not a purpose, not drift.
         journal.last_steps.insert(
@@ -374,7 +298,7 @@ mod tests {
                 Some("op-3"),
             ),
         );
-        assert!(find(&t, &r, &journal, 1_000, 9_000).is_empty());
+        assert!(find(&t, &r, &journal, 9_000).is_empty());
         assert!(!journal.stopped_on_purpose("a", Some(DesiredLifecycle::Stopped)));
     }
 }

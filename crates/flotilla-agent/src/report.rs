@@ -51,9 +51,6 @@ pub enum DriftKind {
     /// The desired state says it runs; someone stopped it (`flotilla stop`): it stays
     /// stopped.
     StoppedByHand,
-    /// Started or restarted by an operation that was not the agent's, after the agent
-    /// applied its desired state.
-    StartedByHand,
     /// A process Flotilla did not start holds one of its ports.
     Foreign,
     /// It runs another effective config than the desired one (started by hand from
@@ -73,7 +70,6 @@ impl DriftKind {
     pub fn as_str(self) -> &'static str {
         match self {
             DriftKind::StoppedByHand => "stopped-by-hand",
-            DriftKind::StartedByHand => "started-by-hand",
             DriftKind::Foreign => "foreign",
             DriftKind::Config => "config",
             DriftKind::Runtime => "runtime",

@@ -1,5 +1,6 @@
 //! `flotilla agent unit`: the service definition that starts the agent at boot — a
-//! systemd user unit (Linux) or a launchd LaunchAgent property list (macOS). Both run
+//! systemd unit (Linux: a system unit for root, `User=` when asked; a user unit
+//! otherwise) or a launchd LaunchAgent property list (macOS). Both run
 //! the absolute path of the binary that printed them, restart the agent whenever it
 //! exits, and leave the components running when the agent itself stops or restarts
 //! (they run in their own sessions; the unit says `KillMode=process`, the plist
@@ -24,14 +25,38 @@ pub struct UnitSpec {
     pub executable: PathBuf,
     /// Its arguments (`agent run --inventory /abs/flotilla.toml …`).
     pub args: Vec<String>,
-    /// `PATH` for the agent and the components it starts (a service manager's own
-    /// `PATH` is minimal): the one of whoever printed the unit.
+    /// `PATH` for the agent and the components it starts: [`SERVICE_PATH`] with the
+    /// binary's own directory first, never a copy of the invoking shell's (shims and
+    /// per-user tool directories belong in a component's `env`).
     pub path_env: Option<String>,
+    /// Where the unit goes: the system manager (run as root, or for `user`) or the
+    /// invoking user's manager.
+    pub scope: UnitScope,
+    /// The command line that printed it, for the install comment.
+    pub printed_by: String,
     /// Where its log goes under launchd (`<state>/agent/agent.log`); systemd keeps it
     /// in the journal.
     pub log_file: PathBuf,
     /// What it manages, for the description.
     pub what: String,
+}
+
+/// The directories a service's `PATH` holds (the Filesystem Hierarchy Standard's,
+/// as systemd gives system services).
+pub const SERVICE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Which systemd manager a unit is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnitScope {
+    /// The system manager (`/etc/systemd/system`, `WantedBy=multi-user.target`),
+    /// running the agent as root, or as `User=` when given.
+    System {
+        /// The user the agent runs as (`User=`); `None`: root.
+        user: Option<String>,
+    },
+    /// The invoking user's manager (`~/.config/systemd/user`,
+    /// `WantedBy=default.target`).
+    User,
 }
 
 /// The arguments of `flotilla agent run` for a unit: the inventory (absolute) or
@@ -86,20 +111,35 @@ pub fn systemd_word(s: &str) -> String {
     out
 }
 
-/// The systemd user unit (install it as
-/// `~/.config/systemd/user/flotilla-agent.service`).
+/// The systemd unit: a system unit (install it as
+/// `/etc/systemd/system/flotilla-agent.service`) or a user unit
+/// (`~/.config/systemd/user/flotilla-agent.service`), as [`UnitSpec::scope`] says.
 pub fn systemd_unit(spec: &UnitSpec) -> String {
     let exec: Vec<String> = std::iter::once(spec.executable.display().to_string())
         .chain(spec.args.iter().cloned())
         .map(|a| systemd_word(&a))
         .collect();
+    let printed_by = spec.printed_by.replace('\n', " ");
+    let install = match &spec.scope {
+        UnitScope::System { .. } => format!(
+            "# Install (a system unit):\n\
+             #   {printed_by} > /etc/systemd/system/{SYSTEMD_UNIT}\n\
+             #   systemctl daemon-reload && systemctl enable --now {SYSTEMD_UNIT}\n"
+        ),
+        UnitScope::User => format!(
+            "# Install (a user unit; `loginctl enable-linger $USER` starts it at boot without a login):\n\
+             #   mkdir -p ~/.config/systemd/user\n\
+             #   {printed_by} > ~/.config/systemd/user/{SYSTEMD_UNIT}\n\
+             #   systemctl --user daemon-reload && systemctl --user enable --now {SYSTEMD_UNIT}\n"
+        ),
+    };
     let mut u = String::new();
     u.push_str(&format!(
         "# flotilla agent: {what}\n\
-         # Install (a user unit; `loginctl enable-linger $USER` starts it at boot without a login):\n\
-         #   mkdir -p ~/.config/systemd/user\n\
-         #   flotilla agent unit > ~/.config/systemd/user/{SYSTEMD_UNIT}\n\
-         #   systemctl --user daemon-reload && systemctl --user enable --now {SYSTEMD_UNIT}\n\
+         {install}\
+         # The components it starts run in their own sessions but stay in this unit's\n\
+         # cgroup: `systemctl status {SYSTEMD_UNIT}` lists them; KillMode=process leaves\n\
+         # them running when the agent stops or restarts, and they are not killed with it.\n\
          [Unit]\n\
          Description=Flotilla agent ({what})\n\
          \n\
@@ -109,6 +149,9 @@ pub fn systemd_unit(spec: &UnitSpec) -> String {
         what = spec.what.replace('\n', " "),
         exec = exec.join(" "),
     ));
+    if let UnitScope::System { user: Some(user) } = &spec.scope {
+        u.push_str(&format!("User={}\n", systemd_word(user)));
+    }
     if let Some(p) = &spec.path_env {
         u.push_str(&format!(
             "Environment={}\n",
@@ -121,9 +164,12 @@ pub fn systemd_unit(spec: &UnitSpec) -> String {
          # Components run in their own sessions: stopping or restarting the agent leaves them running.\n\
          KillMode=process\n\
          \n\
-         [Install]\n\
-         WantedBy=default.target\n",
+         [Install]\n",
     );
+    u.push_str(match spec.scope {
+        UnitScope::System { .. } => "WantedBy=multi-user.target\n",
+        UnitScope::User => "WantedBy=default.target\n",
+    });
     u
 }
 
@@ -163,8 +209,9 @@ pub fn launchd_plist(spec: &UnitSpec) -> String {
         text.push('\n');
     }
     let install = format!(
-        "<!-- flotilla agent: {what}\n     Install: flotilla agent unit --launchd > ~/Library/LaunchAgents/{LAUNCHD_LABEL}.plist\n              launchctl bootstrap gui/$(id -u) ~/Library/LaunchAgents/{LAUNCHD_LABEL}.plist -->\n",
-        what = spec.what.replace("--", "- -")
+        "<!-- flotilla agent: {what}\n     Install: {printed_by} > ~/Library/LaunchAgents/{LAUNCHD_LABEL}.plist\n              launchctl bootstrap gui/$(id -u) ~/Library/LaunchAgents/{LAUNCHD_LABEL}.plist -->\n",
+        what = spec.what.replace("--", "- -"),
+        printed_by = spec.printed_by.replace("--", "- -"),
     );
     // After the XML declaration and DOCTYPE, before the top-level element.
     match text.find("<plist") {
@@ -188,6 +235,8 @@ mod tests {
                 None,
             ),
             path_env: Some("/usr/bin:/bin".into()),
+            scope: UnitScope::User,
+            printed_by: "flotilla agent unit".into(),
             log_file: "/var/lib/flotilla/agent/agent.log".into(),
             what: "desired state from /srv/my app/flotilla.toml".into(),
         }
@@ -208,6 +257,26 @@ mod tests {
         ] {
             assert!(u.contains(line), "{line}: {u}");
         }
+    }
+
+    #[test]
+    fn a_system_unit_is_wanted_by_multi_user_and_runs_as_the_user_asked() {
+        let mut s = spec();
+        s.scope = UnitScope::System {
+            user: Some("ops".into()),
+        };
+        s.printed_by = "flotilla agent unit --user ops".into();
+        let u = systemd_unit(&s);
+        for line in [
+            "User=ops\n",
+            "WantedBy=multi-user.target\n",
+            "#   flotilla agent unit --user ops > /etc/systemd/system/flotilla-agent.service\n",
+            "#   systemctl daemon-reload && systemctl enable --now flotilla-agent.service\n",
+        ] {
+            assert!(u.contains(line), "{line}: {u}");
+        }
+        assert!(!u.contains("default.target"), "{u}");
+        assert!(!u.contains("--user daemon-reload"), "{u}");
     }
 
     #[test]

@@ -135,6 +135,27 @@ impl ClientError {
             _ => false,
         }
     }
+
+    /// This error and its causes on one line, each said once (a cause whose text the
+    /// line already holds is left out); an authority that cannot be reached is said
+    /// so first (`cannot reach the authority: https://…: … Connection refused`).
+    pub fn one_line(&self) -> String {
+        let mut s = if self.is_unreachable() {
+            format!("cannot reach the authority: {self}")
+        } else {
+            self.to_string()
+        };
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            let text = c.to_string();
+            if !s.contains(&text) {
+                s.push_str(": ");
+                s.push_str(&text);
+            }
+            cause = c.source();
+        }
+        s
+    }
 }
 
 impl Client {

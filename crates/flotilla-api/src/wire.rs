@@ -107,9 +107,8 @@ pub struct Drift {
     /// The component.
     pub component: String,
     /// What kind: `stopped-by-hand` (desired running, stopped by an operation that
-    /// was not the agent's), `started-by-hand` (started or restarted by someone else
-    /// after the agent applied its desired state), `foreign` (a process Flotilla did
-    /// not start holds its port), `config` (it runs another effective config than the
+    /// was not the agent's), `foreign` (a process Flotilla did not start holds its
+    /// port), `config` (it runs another effective config than the
     /// desired one), `runtime` (its executable or an `identity_files` file was edited
     /// since it started), `undesired` (a process Flotilla started runs for a
     /// component the desired state does not have).

@@ -421,11 +421,18 @@ fn error_json(e: &anyhow::Error, code: u8) -> serde_json::Value {
 /// Prints `e` and its cause chain on stderr (`error: …`, then `  caused by: …`), and
 /// what to do when the authority could not be reached.
 pub fn print_error(e: &(dyn std::error::Error + 'static)) {
-    eprintln!("error: {e}");
+    let mut said = e.to_string();
+    eprintln!("error: {said}");
     let mut cause = e.source();
     let mut unreachable = unreachable_authority(e);
     while let Some(c) = cause {
-        eprintln!("  caused by: {c}");
+        // A cause whose text was already said (an error that shows its source in
+        // its own message) is not said twice.
+        let text = c.to_string();
+        if !said.contains(&text) {
+            eprintln!("  caused by: {text}");
+            said.push_str(&text);
+        }
         unreachable |= unreachable_authority(c);
         cause = c.source();
     }

@@ -575,8 +575,44 @@ fn unit_runs_this_binary_with_the_absolute_inventory() {
         "{exec}"
     );
     assert!(r.stdout.contains("KillMode=process\n"), "{}", r.stdout);
+    // Root gets a system unit; anyone else a user unit.
+    let wanted = if nix::unistd::Uid::effective().is_root() {
+        "WantedBy=multi-user.target\n"
+    } else {
+        "WantedBy=default.target\n"
+    };
+    assert!(r.stdout.contains(wanted), "{}", r.stdout);
+    // The state directory is always explicit (the CLI's own), PATH is the service
+    // PATH after this binary's directory, never the invoking shell's, and the
+    // install comment is the command that printed it.
+    let state = ws.path().join(".flotilla-state");
     assert!(
-        r.stdout.contains("WantedBy=default.target\n"),
+        exec.contains(&format!("--state-dir {}", state.display())),
+        "{exec}"
+    );
+    let path_line = format!(
+        "Environment=PATH={}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n",
+        exe.parent().unwrap().display()
+    );
+    assert!(r.stdout.contains(&path_line), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("agent unit --inventory flotilla.toml > "),
+        "{}",
+        r.stdout
+    );
+    // Without --inventory, the current directory's inventory (as every verb).
+    let here = ws.run(&["agent", "unit"]);
+    assert_eq!(here.code, 0, "{}", here.stderr);
+    assert!(
+        here.stdout.contains("--inventory ") && here.stdout.contains("flotilla.toml"),
+        "{}",
+        here.stdout
+    );
+    // A system unit for another user.
+    let r = ws.run(&["agent", "unit", "--user", "ops"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("User=ops\n") && r.stdout.contains("WantedBy=multi-user.target\n"),
         "{}",
         r.stdout
     );
@@ -591,8 +627,14 @@ fn unit_runs_this_binary_with_the_absolute_inventory() {
         assert!(r.stdout.contains(key), "{key}: {}", r.stdout);
     }
 
-    // Without an inventory it needs an authority it has joined.
-    let r = ws.run(&["agent", "unit"]);
+    // Without an inventory anywhere it needs an authority it has joined.
+    let empty = ws.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let r = common::run_with_env(
+        &empty,
+        &["agent", "unit"],
+        &[("FLOTILLA_STATE_DIR", state.to_str().unwrap())],
+    );
     assert_eq!(r.code, 2, "{}", r.stdout);
     assert!(r.stderr.contains("agent join"), "{}", r.stderr);
     // An invalid inventory is refused before anything is printed.

@@ -479,7 +479,7 @@ impl Executor {
         let cancelled = self.cancelled.clone();
         let stop_waiting = move || -> Option<String> {
             if cancelled.is_cancelled() {
-                return Some("interrupted (Ctrl-C)".into());
+                return Some(probe::INTERRUPTED.into());
             }
             exited.and_then(|f| f())
         };

@@ -159,9 +159,13 @@ pub struct UnitArgs {
     /// Print a launchd LaunchAgent plist (the default on macOS).
     #[arg(long, conflicts_with = "systemd")]
     pub launchd: bool,
-    /// Print a systemd user unit (the default elsewhere).
+    /// Print a systemd unit (the default elsewhere): a system unit when run as
+    /// root or with --user, else the invoking user's unit.
     #[arg(long)]
     pub systemd: bool,
+    /// A system unit that runs the agent as this user (`User=`).
+    #[arg(long, value_name = "NAME", conflicts_with = "launchd")]
+    pub user: Option<String>,
 }
 
 /// Runs the subcommand; returns the exit status.
@@ -500,7 +504,14 @@ fn unit(cli: &Cli, a: &UnitArgs) -> anyhow::Result<u8> {
         Err(code) => return Ok(code),
     };
     let dir = AgentDir::resolve(cli.state_dir.as_deref())?;
-    let inventory = match a.inventory.as_ref().or(cli.file.as_ref()) {
+    // --inventory, -f, else the inventory of the current directory (as every verb).
+    let found = crate::load::inventory_path(None).ok();
+    let inventory = match a
+        .inventory
+        .as_ref()
+        .or(cli.file.as_ref())
+        .or(found.as_ref())
+    {
         Some(i) => {
             let abs = std::path::absolute(i)?;
             // The unit must run: check the inventory and the host now.
@@ -538,11 +549,9 @@ fn unit(cli: &Cli, a: &UnitArgs) -> anyhow::Result<u8> {
             None
         }
     };
-    let state_dir = cli
-        .state_dir
-        .as_deref()
-        .map(std::path::absolute)
-        .transpose()?;
+    // Always explicit: the agent must use the journal this CLI uses, whatever the
+    // service manager's environment (XDG_STATE_HOME, HOME) says.
+    let state_dir = Some(super::authority::base_state_dir(cli)?);
     let executable = std::env::current_exe()?;
     let executable = executable.canonicalize().unwrap_or(executable);
     // From an install root, the unit runs `<root>/current/flotilla`: a self-update
@@ -551,6 +560,7 @@ fn unit(cli: &Cli, a: &UnitArgs) -> anyhow::Result<u8> {
         Some(root) => root.root().join("current").join(update::BINARY),
         None => executable,
     };
+    let bin_dir = executable.parent().map(std::path::Path::to_path_buf);
     let spec = flotilla_agent::unit::UnitSpec {
         executable,
         args: flotilla_agent::unit::run_args(
@@ -559,7 +569,24 @@ fn unit(cli: &Cli, a: &UnitArgs) -> anyhow::Result<u8> {
             state_dir.as_deref(),
             project.as_deref(),
         ),
-        path_env: std::env::var("PATH").ok(),
+        path_env: Some(match bin_dir {
+            Some(bin) => format!("{}:{}", bin.display(), flotilla_agent::unit::SERVICE_PATH),
+            None => flotilla_agent::unit::SERVICE_PATH.to_string(),
+        }),
+        scope: if a.user.is_some() || nix::unistd::Uid::effective().is_root() {
+            flotilla_agent::unit::UnitScope::System {
+                user: a.user.clone(),
+            }
+        } else {
+            flotilla_agent::unit::UnitScope::User
+        },
+        printed_by: shlex::try_join(
+            std::env::args()
+                .collect::<Vec<_>>()
+                .iter()
+                .map(String::as_str),
+        )
+        .unwrap_or_else(|_| "flotilla agent unit".into()),
         log_file: dir.path().join("agent.log"),
         what: match &inventory {
             Some(i) => format!("desired state from {}", i.display()),

@@ -29,6 +29,7 @@ pub use http::BODY_READ_LIMIT;
 pub use outcome::{ProbeOutcome, BODY_EXCERPT_BYTES};
 pub use wait::{
     wait_ready, wait_ready_with, Backoff, ExitedFn, WaitError, WaitFailure, WaitOptions,
+    INTERRUPTED,
 };
 
 use crate::identity::RuntimeIdentity;

@@ -114,6 +114,10 @@ impl fmt::Debug for WaitOptions<'_> {
     }
 }
 
+/// What an exit callback answers when the wait was interrupted (Ctrl-C, a
+/// cancelled run) rather than the process having exited.
+pub const INTERRUPTED: &str = "interrupted (Ctrl-C)";
+
 /// Why [`wait_ready`] gave up.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "reason")]
@@ -133,6 +137,7 @@ impl fmt::Display for WaitFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WaitFailure::Deadline => f.write_str("deadline passed"),
+            WaitFailure::Exited { status } if status == INTERRUPTED => f.write_str(status),
             WaitFailure::Exited { status } => write!(f, "process exited ({status})"),
             WaitFailure::Misconfigured => f.write_str("probe cannot pass as configured"),
         }

@@ -370,6 +370,37 @@ impl PostgresAuthority {
 
     /// A connection from the pool (waits while all are in use), opening one when
     /// none is idle.
+    /// One document of `kind` by id; `None` when there is none.
+    async fn get_doc<R>(
+        &self,
+        context: &'static str,
+        kind: &DocKind<R>,
+        id: u64,
+    ) -> Result<Option<R>, StoreError> {
+        let Some(id) = stored_id(id) else {
+            return Ok(None);
+        };
+        let conn = self.conn().await?;
+        let sql = format!("SELECT {} FROM {} WHERE id = $1", kind.columns, kind.table);
+        let row = conn.query_opt(&sql, &[&id]).await.map_err(pg(context))?;
+        Ok(row.map(|row| (kind.row)(&row)))
+    }
+
+    /// Every document of `kind`, newest first.
+    async fn list_docs<R>(
+        &self,
+        context: &'static str,
+        kind: &DocKind<R>,
+    ) -> Result<Vec<R>, StoreError> {
+        let conn = self.conn().await?;
+        let sql = format!(
+            "SELECT {} FROM {} ORDER BY id DESC",
+            kind.columns, kind.table
+        );
+        let rows = conn.query(&sql, &[]).await.map_err(pg(context))?;
+        Ok(rows.iter().map(kind.row).collect())
+    }
+
     async fn conn(&self) -> Result<Object, StoreError> {
         self.pool.get().await.map_err(|e| match e {
             PoolError::Backend(source) => StoreError::PostgresConnect { source },
@@ -466,6 +497,32 @@ fn release_row(row: &Row) -> ReleaseRecord {
         created_ms: row.get(6),
     }
 }
+
+/// A kind of document row (rollouts, sessions, questions): its table, the columns
+/// read, and how a row of them becomes a record. One reading of every kind.
+struct DocKind<R> {
+    table: &'static str,
+    columns: &'static str,
+    row: fn(&Row) -> R,
+}
+
+const ROLLOUTS: DocKind<RolloutRecord> = DocKind {
+    table: "rollouts",
+    columns: "id, name, doc, created_ms, updated_ms",
+    row: rollout_row,
+};
+
+const SESSIONS: DocKind<SessionRecord> = DocKind {
+    table: "sessions",
+    columns: "id, doc, created_ms, updated_ms",
+    row: session_row,
+};
+
+const QUESTIONS: DocKind<QuestionRecord> = DocKind {
+    table: "questions",
+    columns: "id, session, doc, created_ms, updated_ms",
+    row: question_row,
+};
 
 fn session_row(row: &Row) -> SessionRecord {
     SessionRecord {
@@ -1124,30 +1181,11 @@ impl AuthorityStore for PostgresAuthority {
     }
 
     async fn rollout(&self, id: u64) -> Result<Option<RolloutRecord>, StoreError> {
-        let Some(id) = stored_id(id) else {
-            return Ok(None);
-        };
-        let conn = self.conn().await?;
-        let row = conn
-            .query_opt(
-                "SELECT id, name, doc, created_ms, updated_ms FROM rollouts WHERE id = $1",
-                &[&id],
-            )
-            .await
-            .map_err(pg("read a rollout"))?;
-        Ok(row.map(|row| rollout_row(&row)))
+        self.get_doc("read a rollout", &ROLLOUTS, id).await
     }
 
     async fn rollouts(&self) -> Result<Vec<RolloutRecord>, StoreError> {
-        let conn = self.conn().await?;
-        let rows = conn
-            .query(
-                "SELECT id, name, doc, created_ms, updated_ms FROM rollouts ORDER BY id DESC",
-                &[],
-            )
-            .await
-            .map_err(pg("list rollouts"))?;
-        Ok(rows.iter().map(rollout_row).collect())
+        self.list_docs("list rollouts", &ROLLOUTS).await
     }
 
     async fn put_host_update(
@@ -1324,30 +1362,11 @@ impl AuthorityStore for PostgresAuthority {
     }
 
     async fn session(&self, id: u64) -> Result<Option<SessionRecord>, StoreError> {
-        let Some(id) = stored_id(id) else {
-            return Ok(None);
-        };
-        let conn = self.conn().await?;
-        let row = conn
-            .query_opt(
-                "SELECT id, doc, created_ms, updated_ms FROM sessions WHERE id = $1",
-                &[&id],
-            )
-            .await
-            .map_err(pg("read a session"))?;
-        Ok(row.map(|row| session_row(&row)))
+        self.get_doc("read a session", &SESSIONS, id).await
     }
 
     async fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
-        let conn = self.conn().await?;
-        let rows = conn
-            .query(
-                "SELECT id, doc, created_ms, updated_ms FROM sessions ORDER BY id DESC",
-                &[],
-            )
-            .await
-            .map_err(pg("list sessions"))?;
-        Ok(rows.iter().map(session_row).collect())
+        self.list_docs("list sessions", &SESSIONS).await
     }
 
     async fn delete_session(&self, id: u64) -> Result<SessionDeleted, StoreError> {
@@ -1490,30 +1509,11 @@ impl AuthorityStore for PostgresAuthority {
     }
 
     async fn question(&self, id: u64) -> Result<Option<QuestionRecord>, StoreError> {
-        let Some(id) = stored_id(id) else {
-            return Ok(None);
-        };
-        let conn = self.conn().await?;
-        let row = conn
-            .query_opt(
-                "SELECT id, session, doc, created_ms, updated_ms FROM questions WHERE id = $1",
-                &[&id],
-            )
-            .await
-            .map_err(pg("read a question"))?;
-        Ok(row.map(|row| question_row(&row)))
+        self.get_doc("read a question", &QUESTIONS, id).await
     }
 
     async fn questions(&self) -> Result<Vec<QuestionRecord>, StoreError> {
-        let conn = self.conn().await?;
-        let rows = conn
-            .query(
-                "SELECT id, session, doc, created_ms, updated_ms FROM questions ORDER BY id DESC",
-                &[],
-            )
-            .await
-            .map_err(pg("list questions"))?;
-        Ok(rows.iter().map(question_row).collect())
+        self.list_docs("list questions", &QUESTIONS).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -335,6 +335,39 @@ impl SqliteAuthority {
         })
     }
 
+    /// One document of `kind` by id; `None` when there is none.
+    fn get_doc<R: Send + 'static>(
+        &self,
+        context: &'static str,
+        kind: DocKind<R>,
+        id: u64,
+    ) -> impl Future<Output = Result<Option<R>, StoreError>> + Send {
+        self.run(context, false, move |tx| {
+            let Some(id) = stored_id(id) else {
+                return Ok(None);
+            };
+            let sql = format!("SELECT {} FROM {} WHERE id = ?1", kind.columns, kind.table);
+            Ok(tx.query_row(&sql, [id], kind.row).optional()?)
+        })
+    }
+
+    /// Every document of `kind`, newest first.
+    fn list_docs<R: Send + 'static>(
+        &self,
+        context: &'static str,
+        kind: DocKind<R>,
+    ) -> impl Future<Output = Result<Vec<R>, StoreError>> + Send {
+        self.run(context, false, move |tx| {
+            let sql = format!(
+                "SELECT {} FROM {} ORDER BY id DESC",
+                kind.columns, kind.table
+            );
+            let mut stmt = tx.prepare(&sql)?;
+            let rows = stmt.query_map([], kind.row)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
     fn run<T: Send + 'static>(
         &self,
         context: &'static str,
@@ -878,28 +911,11 @@ impl AuthorityStore for SqliteAuthority {
         &self,
         id: u64,
     ) -> impl Future<Output = Result<Option<RolloutRecord>, StoreError>> + Send {
-        self.run("read a rollout", false, move |tx| {
-            let Some(id) = stored_id(id) else {
-                return Ok(None);
-            };
-            Ok(tx
-                .query_row(
-                    "SELECT id, name, doc, created_ms, updated_ms FROM rollouts WHERE id = ?1",
-                    [id],
-                    rollout_row,
-                )
-                .optional()?)
-        })
+        self.get_doc("read a rollout", ROLLOUTS, id)
     }
 
     fn rollouts(&self) -> impl Future<Output = Result<Vec<RolloutRecord>, StoreError>> + Send {
-        self.run("list rollouts", false, |tx| {
-            let mut stmt = tx.prepare(
-                "SELECT id, name, doc, created_ms, updated_ms FROM rollouts ORDER BY id DESC",
-            )?;
-            let rows = stmt.query_map([], rollout_row)?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
-        })
+        self.list_docs("list rollouts", ROLLOUTS)
     }
 
     fn put_host_update(
@@ -1069,27 +1085,11 @@ impl AuthorityStore for SqliteAuthority {
         &self,
         id: u64,
     ) -> impl Future<Output = Result<Option<SessionRecord>, StoreError>> + Send {
-        self.run("read a session", false, move |tx| {
-            let Some(id) = stored_id(id) else {
-                return Ok(None);
-            };
-            Ok(tx
-                .query_row(
-                    "SELECT id, doc, created_ms, updated_ms FROM sessions WHERE id = ?1",
-                    [id],
-                    session_row,
-                )
-                .optional()?)
-        })
+        self.get_doc("read a session", SESSIONS, id)
     }
 
     fn sessions(&self) -> impl Future<Output = Result<Vec<SessionRecord>, StoreError>> + Send {
-        self.run("list sessions", false, |tx| {
-            let mut stmt = tx
-                .prepare("SELECT id, doc, created_ms, updated_ms FROM sessions ORDER BY id DESC")?;
-            let rows = stmt.query_map([], session_row)?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
-        })
+        self.list_docs("list sessions", SESSIONS)
     }
 
     fn delete_session(
@@ -1224,28 +1224,11 @@ impl AuthorityStore for SqliteAuthority {
         &self,
         id: u64,
     ) -> impl Future<Output = Result<Option<QuestionRecord>, StoreError>> + Send {
-        self.run("read a question", false, move |tx| {
-            let Some(id) = stored_id(id) else {
-                return Ok(None);
-            };
-            Ok(tx
-                .query_row(
-                    "SELECT id, session, doc, created_ms, updated_ms FROM questions WHERE id = ?1",
-                    [id],
-                    question_row,
-                )
-                .optional()?)
-        })
+        self.get_doc("read a question", QUESTIONS, id)
     }
 
     fn questions(&self) -> impl Future<Output = Result<Vec<QuestionRecord>, StoreError>> + Send {
-        self.run("list questions", false, |tx| {
-            let mut stmt = tx.prepare(
-                "SELECT id, session, doc, created_ms, updated_ms FROM questions ORDER BY id DESC",
-            )?;
-            let rows = stmt.query_map([], question_row)?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
-        })
+        self.list_docs("list questions", QUESTIONS)
     }
 
     fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
@@ -1255,6 +1238,32 @@ impl AuthorityStore for SqliteAuthority {
         })
     }
 }
+
+/// A kind of document row (rollouts, sessions, questions): its table, the columns
+/// read, and how a row of them becomes a record. One reading of every kind.
+struct DocKind<R> {
+    table: &'static str,
+    columns: &'static str,
+    row: fn(&rusqlite::Row<'_>) -> rusqlite::Result<R>,
+}
+
+const ROLLOUTS: DocKind<RolloutRecord> = DocKind {
+    table: "rollouts",
+    columns: "id, name, doc, created_ms, updated_ms",
+    row: rollout_row,
+};
+
+const SESSIONS: DocKind<SessionRecord> = DocKind {
+    table: "sessions",
+    columns: "id, doc, created_ms, updated_ms",
+    row: session_row,
+};
+
+const QUESTIONS: DocKind<QuestionRecord> = DocKind {
+    table: "questions",
+    columns: "id, session, doc, created_ms, updated_ms",
+    row: question_row,
+};
 
 fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRecord> {
     Ok(SessionRecord {
