@@ -125,6 +125,7 @@ pub struct Cli {
         short = 'f',
         long = "file",
         global = true,
+        help_heading = "Global options",
         env = "FLOTILLA_FILE",
         value_name = "FILE"
     )]
@@ -136,24 +137,31 @@ pub struct Cli {
         short = 'p',
         long,
         global = true,
+        help_heading = "Global options",
         env = "FLOTILLA_PROJECT",
         value_name = "NAME"
     )]
     pub project: Option<String>,
 
     /// State directory (journal, logs, lock). Default: $XDG_STATE_HOME/flotilla, else ~/.local/state/flotilla.
-    #[arg(long, global = true, env = "FLOTILLA_STATE_DIR", value_name = "DIR")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "FLOTILLA_STATE_DIR",
+        value_name = "DIR"
+    )]
     pub state_dir: Option<PathBuf>,
 
     /// Time allowed to each remote host to connect and answer an observation; a host
     /// that does not is shown `unreachable` with its last-known state.
-    #[arg(long, global = true, env = "FLOTILLA_HOST_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, global = true, help_heading = "Global options", env = "FLOTILLA_HOST_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub host_timeout: std::time::Duration,
 
     /// Keep each host's SSH master connection for this long after use, for the next
     /// invocations to reuse (no new handshake); off by default (one connection per
     /// host per invocation). Control sockets live in the state directory's `run/ssh/`.
-    #[arg(long, global = true, env = "FLOTILLA_SSH_PERSIST", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, global = true, help_heading = "Global options", env = "FLOTILLA_SSH_PERSIST", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub ssh_persist: Option<std::time::Duration>,
 
     /// The authority (`--server`, `--operator-file`).
@@ -164,13 +172,13 @@ pub struct Cli {
     /// span as it closes), `-vvv` trace. `FLOTILLA_LOG` (env-filter syntax, e.g.
     /// `debug` or `flotilla_exec=trace`) overrides it. For `status`, `-v` also prints
     /// each component's evidence.
-    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
+    #[arg(short = 'v', long = "verbose", global = true, help_heading = "Global options", action = clap::ArgAction::Count)]
     pub verbose: u8,
 
     /// How log lines are written: `text`, or `json` (one object per line, for `serve`
     /// and `agent run` under a log collector; what they start, the update watchdog
     /// included, writes the same).
-    #[arg(long, global = true, env = logging::LOG_FORMAT_ENV, value_enum, default_value_t = logging::LogFormat::Text, value_name = "FORMAT")]
+    #[arg(long, global = true, help_heading = "Global options", env = logging::LOG_FORMAT_ENV, value_enum, default_value_t = logging::LogFormat::Text, value_name = "FORMAT")]
     pub log_format: logging::LogFormat,
 
     #[command(subcommand)]

@@ -90,6 +90,17 @@ fn global_options_are_accepted_after_the_subcommand() {
     ] {
         assert!(run.stdout.contains(opt), "{opt}: {}", run.stdout);
     }
+    // A subcommand's own options come first, the global ones after them.
+    let own = run.stdout.find("--json").expect("ps's own option");
+    let global = run
+        .stdout
+        .find("Global options:")
+        .expect("a global section");
+    assert!(
+        own < global && global < run.stdout.find("--state-dir").unwrap(),
+        "{}",
+        run.stdout
+    );
     // `logs` keeps `-f` for --follow; the inventory is `--file` there.
     let help = w.run(&["logs", "--help"]).stdout;
     assert!(help.contains("-f, --follow"), "{help}");
@@ -493,6 +504,21 @@ fn man_page_covers_every_subcommand() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.starts_with(".TH flotilla 1 "), "{}", run.stdout);
     assert!(run.stdout.contains(".SH SYNOPSIS"), "{}", run.stdout);
+    // The main page also has the inventory's shape, examples and files, in that
+    // order, before the version.
+    let at = |s: &str| {
+        run.stdout
+            .find(s)
+            .unwrap_or_else(|| panic!("{s}:\n{}", run.stdout))
+    };
+    assert!(
+        at(".SH INVENTORY") < at(".SH EXAMPLES")
+            && at(".SH EXAMPLES") < at(".SH FILES")
+            && at(".SH FILES") < at(".SH VERSION"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("state.db"), "{}", run.stdout);
     for n in &names {
         let entry = format!("flotilla\\-{}(1)", n.replace('-', "\\-"));
         assert!(run.stdout.contains(&entry), "{entry}:\n{}", run.stdout);

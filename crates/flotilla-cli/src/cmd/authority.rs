@@ -11,13 +11,20 @@ pub struct ServerArgs {
     /// and `serve token`). With it, `status` shows the fleet as its agents report it,
     /// and steps for components on `agent` hosts go through the authority to their
     /// agents.
-    #[arg(long, global = true, env = "FLOTILLA_SERVER", value_name = "URL")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "FLOTILLA_SERVER",
+        value_name = "URL"
+    )]
     pub server: Option<String>,
     /// The operator credential file `flotilla serve init` wrote (credential and CA).
     /// Default: `<state dir>/authority/operator.json`.
     #[arg(
         long,
         global = true,
+        help_heading = "Global options",
         env = "FLOTILLA_OPERATOR_FILE",
         value_name = "FILE"
     )]

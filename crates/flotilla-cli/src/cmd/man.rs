@@ -65,7 +65,14 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
 fn render(cmd: &clap::Command) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
     man(cmd).render(&mut out)?;
-    let text = String::from_utf8_lossy(&out);
+    let mut text = String::from_utf8_lossy(&out).into_owned();
+    if cmd.get_name() == "flotilla" {
+        // The main page: the inventory's shape, examples and files, before VERSION.
+        match text.find("\n.SH VERSION") {
+            Some(i) => text.insert_str(i + 1, MAIN_SECTIONS),
+            None => text.push_str(MAIN_SECTIONS),
+        }
+    }
     let Some(th) = text.lines().position(|l| l.starts_with(".TH ")) else {
         return Ok(out);
     };
@@ -76,6 +83,57 @@ fn render(cmd: &clap::Command) -> std::io::Result<Vec<u8>> {
     page.push('\n');
     Ok(page.into_bytes())
 }
+
+/// What the main page adds to clap's sections (roff): an inventory reference,
+/// examples and the files Flotilla reads and writes.
+const MAIN_SECTIONS: &str = r#".SH INVENTORY
+\fIflotilla.toml\fR (or \fIflotilla.json\fR) declares the fleet once; \fBflotilla schema\fR prints its JSON Schema.
+.TP
+\fB[hosts.NAME]\fR
+\fBtransport\fR = "local" | "ssh" | "agent"; \fBaddress\fR, \fBuser\fR for ssh.
+.TP
+\fB[components.NAME]\fR
+\fBcommand\fR (argv list), \fBhost\fR, \fBadapter\fR ("process", "systemd", "launchd", "ssh-tunnel"), \fBowner\fR ("managed" | "external"), \fBenv\fR, \fBenv_file\fR, \fBinherit_env\fR, \fBendpoints\fR (name = "http://127.0.0.1:8080"), \fBdepends_on\fR (names), \fBconnections\fR, \fBreadiness\fR and \fBliveness\fR (\fBhttp\fR, \fBtcp\fR, \fBexec\fR, \fBrequest\fR, \fBlog\fR or \fBprocess\fR, with \fBperiod\fR, \fBtimeout\fR), \fBstop\fR (\fBsignal\fR, \fBgrace_period\fR), \fBrestart\fR (\fBpolicy\fR = "on-failure" | "always" | "never", \fBbackoff\fR, \fBmax_restarts\fR), \fBtemplate\fR and \fBparams\fR.
+.TP
+\fB[stacks.NAME]\fR
+\fBcomponents\fR (the members; their dependencies come along), \fBreadiness\fR (end-to-end probes).
+.SH EXAMPLES
+.nf
+flotilla validate                 # check the inventory, with file:line:column errors
+flotilla plan up chat             # what `up chat` would do, changing nothing
+flotilla up chat                  # start the stack, each member proven ready
+flotilla status -v                # every signal with its evidence
+flotilla logs llm -f              # follow one component's log
+flotilla restart llm --cascade    # restart it and what depends on it
+flotilla down chat                # stop the stack in reverse start order
+flotilla man --dir ~/.local/share/man/man1
+.fi
+.SH FILES
+.TP
+\fI./flotilla.toml\fR, \fI./flotilla.json\fR, \fI./templates/*.toml\fR
+The inventory (\fB\-f\fR, \fBFLOTILLA_FILE\fR) and user templates beside it.
+.TP
+\fI$FLOTILLA_STATE_DIR\fR, else \fI$XDG_STATE_HOME/flotilla\fR, else \fI~/.local/state/flotilla\fR
+The base state directory (\fB\-\-state\-dir\fR).
+.TP
+\fIBASE/projects/PROJECT/state.db\fR
+The journal: operations, steps, instances, desired lifecycles, stack start orders (SQLite).
+.TP
+\fIBASE/projects/PROJECT/logs/COMPONENT.log\fR
+A component's output, rotated (\fI.1\fR, \fI.2\fR…).
+.TP
+\fIBASE/projects/PROJECT/run/lifecycle.lock\fR
+The lifecycle lock and its holder.
+.TP
+\fIBASE/secrets.env\fR
+Secrets (NAME=value, mode 0600), shared by the projects.
+.TP
+\fIBASE/agent/\fR
+\fBflotilla agent\fR's enrollment, status and update records.
+.TP
+\fIBASE/authority/\fR
+\fBflotilla serve\fR's CA, database and operator credential.
+"#;
 
 /// The page of one command, whose footer names flotilla's version (clap_mangen would
 /// name the subcommand's).
