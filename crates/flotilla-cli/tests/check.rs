@@ -32,6 +32,8 @@ fn check_finds_what_would_make_a_start_fail_before_anything_starts() {
         "models/small.gguf does not exist",
         "llm: environment",
         "llm.env",
+        // A missing env_file does not hide the missing secret behind it.
+        "FLOTILLA_CHECK_TEST_TOKEN",
         &format!("llm: port {busy_port}"),
         "busy:",
         "problem(s)",

@@ -60,6 +60,46 @@ pub fn effective(
     Ok(env.into_iter().collect())
 }
 
+/// Every reason `c`'s start environment cannot be built, each said once: an
+/// unreadable or malformed `env_file`, each missing secret, each `${env.NAME}` that
+/// is not set — one problem never hides the next (what [`effective`] stops at).
+pub fn problems(c: &Component, secrets: &SecretResolver, base_dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(file) = &c.env_file {
+        let path = base_dir.join(file);
+        match std::fs::read_to_string(&path) {
+            Err(e) => out.push(format!(
+                "component `{}`: env_file {}: {e}",
+                c.name,
+                path.display()
+            )),
+            Ok(text) => {
+                if let Err(line) = crate::secrets::parse_dotenv(&text) {
+                    out.push(format!(
+                        "component `{}`: env_file {}:{line}: expected NAME=value",
+                        c.name,
+                        path.display()
+                    ));
+                }
+            }
+        }
+    }
+    for (k, v) in &c.env {
+        let one = BTreeMap::from([(k.clone(), v.clone())]);
+        match secrets.resolve_env(&c.name, &one) {
+            Err(e) => out.push(e.to_string()),
+            Ok(pairs) => {
+                for (_, value) in pairs {
+                    if let Err(e) = from_environment(&c.name, &value) {
+                        out.push(e);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 /// `text` with every `${env.NAME}` replaced by `NAME`'s value in the environment
 /// Flotilla runs in.
 ///

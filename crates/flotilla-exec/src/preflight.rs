@@ -98,7 +98,16 @@ pub fn check(
                         .unwrap_or_default()
                 ),
             ),
-            Err(e) => push("environment", false, e.clone()),
+            Err(first) => {
+                // Every problem, not only the first one `effective` stopped at.
+                let all = crate::environment::problems(c, secrets, base_dir);
+                if all.is_empty() {
+                    push("environment", false, first.clone());
+                }
+                for problem in all {
+                    push("environment", false, problem);
+                }
+            }
         }
         if let Some(program) = c.command.first() {
             let env = env.clone().unwrap_or_default();
