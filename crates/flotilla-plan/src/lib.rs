@@ -480,13 +480,10 @@ impl Planner<'_> {
     /// Refuses if the component's state cannot be seen; returns whether it can.
     fn check_observable(&mut self, id: ComponentId) -> bool {
         let o = self.obs(id);
-        let name = match o.observability {
-            Observability::Observed => return true,
-            Observability::Unreachable => "unreachable",
-            Observability::NotPermitted => "not-permitted",
-            Observability::Unsupported => "not observable from here (no usable flotilla or state directory on its host: see `flotilla status`)",
-            Observability::Unobserved => "not observed (absent from the observed state planned against)",
-        };
+        if o.observability == Observability::Observed {
+            return true;
+        }
+        let name = observability_name(o.observability);
         let c = self.topo.component(id);
         self.reasons.push(Reason::Unobservable {
             component: c.name.clone(),
@@ -747,6 +744,9 @@ impl Planner<'_> {
             in_set[id.index()] = true;
         }
         let mut impact = Vec::new();
+        // With --force, what cannot be seen (its host unreachable or not permitted)
+        // is reported and left as it is; everything else is stopped.
+        let mut unreached: BTreeSet<ComponentId> = BTreeSet::new();
         for &id in &set {
             let c = self.topo.component(id);
             if c.owner == Owner::External && !stack_op {
@@ -755,11 +755,25 @@ impl Planner<'_> {
                     why: "`stop` would stop it".into(),
                 });
             }
-            self.check_observable(id);
+            let seen = self.obs(id).observability;
+            if op.force && c.is_managed() && seen != Observability::Observed {
+                unreached.insert(id);
+                impact.push(Impact {
+                    component: c.name.clone(),
+                    effect: format!(
+                        "not reached: its host `{}` is {}; left as it is (--force)",
+                        c.host,
+                        observability_name(seen)
+                    ),
+                });
+            } else {
+                self.check_observable(id);
+            }
         }
         let managed_up: Vec<ComponentId> = set
             .iter()
             .copied()
+            .filter(|id| !unreached.contains(id))
             .filter(|&id| self.topo.component(id).is_managed() && self.obs(id).is_up())
             .collect();
         for &id in &managed_up {
@@ -836,6 +850,11 @@ impl Planner<'_> {
             let o = self.obs(id);
             let (a, r) = if c.owner == Owner::External {
                 (Action::Noop, "external: observed only, never stopped")
+            } else if unreached.contains(&id) {
+                (
+                    Action::Noop,
+                    "not reached: its host cannot be seen (--force)",
+                )
             } else if !o.is_up() {
                 (
                     Action::RecordStopped,
@@ -969,6 +988,17 @@ impl Planner<'_> {
             )
         }));
         (waves, impact)
+    }
+}
+
+/// How a refusal or an impact says that a component cannot be seen.
+fn observability_name(o: Observability) -> &'static str {
+    match o {
+        Observability::Observed => "observed",
+        Observability::Unreachable => "unreachable",
+        Observability::NotPermitted => "not-permitted",
+        Observability::Unsupported => "not observable from here (no usable flotilla or state directory on its host: see `flotilla status`)",
+        Observability::Unobserved => "not observed (absent from the observed state planned against)",
     }
 }
 

@@ -661,3 +661,36 @@ fn start_restarts_a_running_component_whose_config_changed_unless_told_not_to() 
     assert_eq!(llm.action, Action::Noop, "{llm:?}");
     assert!(llm.reason.contains("--no-recreate"), "{}", llm.reason);
 }
+
+#[test]
+fn down_force_stops_what_it_sees_and_reports_the_rest_as_not_reached() {
+    let t = topology(STACK);
+    let mut o = ready(&["llm", "embed", "vectors", "proxy"]);
+    // llm's host is gone for good.
+    o.components.get_mut("llm").unwrap().observability = Observability::Unreachable;
+    let record = flotilla_model::status::StackRecord {
+        start_order: vec!["llm".into(), "embed".into(), "proxy".into()],
+    };
+    o.stacks.insert("chat".into(), record);
+    // Without --force: refused, naming the host it cannot see.
+    let refused = plan(&t, &o, &op(Verb::Stop, "chat", false, false)).unwrap_err();
+    assert!(refused.to_string().contains("unreachable"), "{refused}");
+    // With --force: what it sees is stopped, in order; llm is reported, not touched.
+    let p = plan(&t, &o, &op(Verb::Stop, "chat", true, false)).unwrap();
+    let steps: Vec<(&str, String)> = p
+        .steps()
+        .map(|s| (s.action.as_str(), s.component.clone()))
+        .collect();
+    assert!(steps.contains(&("stop", "proxy".into())), "{steps:?}");
+    assert!(steps.contains(&("stop", "embed".into())), "{steps:?}");
+    assert!(steps.contains(&("no-op", "llm".into())), "{steps:?}");
+    let llm = p
+        .impact
+        .iter()
+        .find(|i| i.component == "llm")
+        .expect("llm's impact");
+    assert!(
+        llm.effect.contains("not reached") && llm.effect.contains("unreachable"),
+        "{llm:?}"
+    );
+}
