@@ -624,7 +624,8 @@ impl<R: Reporter> Runner<R> {
                         how,
                     } => {
                         let line = format!(
-                            "{AGENT_COMMAND}: supervise: restart {component} after {how} (restart {attempt} of {max})"
+                            "{}{component} after {how} (restart {attempt} of {max})",
+                            flotilla_store::SUPERVISED_RESTART
                         );
                         // Each component's own policy decides: a restart that would
                         // also start a stopped dependency is not carried out.

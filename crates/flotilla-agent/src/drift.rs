@@ -205,6 +205,7 @@ mod tests {
             evidence: Vec::new(),
             last_known: None,
             owner_error: None,
+            restarts: None,
         }
     }
 

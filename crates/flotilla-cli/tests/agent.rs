@@ -335,6 +335,17 @@ fn supervises_by_restart_policy_and_reports_drift_without_reverting_it() {
         })
         .unwrap_or_else(|| panic!("no restart journaled: {ops:#?}"));
     assert_eq!(restart["outcome"], "succeeded", "{restart:#}");
+    // `ps` counts the agent's restarts (a field, from the journal).
+    let ps = ws.run(&["ps", "killed", "--json"]);
+    assert_eq!(ps.code, 0, "{}", ps.stderr);
+    let row = ps.json()["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "killed")
+        .cloned()
+        .unwrap_or_else(|| panic!("{}", ps.stdout));
+    assert_eq!(row["restarts"], 1, "{row:#}");
     assert!(
         restart["command_line"]
             .as_str()

@@ -335,6 +335,11 @@ impl Observer<'_> {
             self.observe_one(c, (rec, now, seen), want, mark, &listening, last)
         });
         let mut components = futures_util::future::join_all(futures).await;
+        // The agent's supervised restarts, for what no native owner counts.
+        let supervised = self.store.supervised_restarts()?;
+        for c in components.iter_mut().filter(|c| c.restarts.is_none()) {
+            c.restarts = supervised.get(&c.name).copied();
+        }
         mark_dependency_down(self.topology, &mut components);
         // Instances the journal holds for components no longer in the inventory.
         if names.is_empty() {
@@ -369,6 +374,7 @@ impl Observer<'_> {
                     }],
                     last_known: None,
                     owner_error: None,
+                    restarts: None,
                 });
             }
         }
@@ -426,6 +432,7 @@ impl Observer<'_> {
             evidence: Vec::new(),
             last_known: None,
             owner_error: None,
+            restarts: None,
         };
         let mut identity = None;
         if let Err(e) = &seen {
@@ -440,6 +447,7 @@ impl Observer<'_> {
         }
         if let Ok(Some(seen)) = seen {
             s.lifecycle = seen.lifecycle;
+            s.restarts = seen.owner_restarts;
             for (source, saw) in seen.evidence {
                 push(Signal::Lifecycle, source, saw);
             }

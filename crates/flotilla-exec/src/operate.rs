@@ -417,6 +417,7 @@ fn unseen(
                 evidence,
                 last_known,
                 owner_error: None,
+                restarts: None,
             }
         })
         .collect())

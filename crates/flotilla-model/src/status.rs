@@ -508,6 +508,12 @@ pub struct ComponentStatus {
     /// When the owner of its lifecycle could not be asked: why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_error: Option<String>,
+    /// How many times its supervisor restarted it: systemd's `NRestarts`, launchd's
+    /// runs after the first, or the agent's supervised restarts since the last other
+    /// operation on it (from the journal). `None` when nothing supervises it or it
+    /// was never restarted by the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarts: Option<u64>,
     /// The evidence for the signals above.
     pub evidence: Vec<Evidence>,
     /// When its host cannot be reached: what was last seen there, and when.

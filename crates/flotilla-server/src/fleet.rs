@@ -110,6 +110,7 @@ pub fn merged(
                     }],
                     last_known: None,
                     owner_error: None,
+                    restarts: None,
                 });
         }
         let order: std::collections::HashMap<&str, usize> = t

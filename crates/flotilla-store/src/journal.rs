@@ -10,6 +10,7 @@ use crate::records::{LastStep, NewOperation, NewStep, OperationRecord, Outcome, 
 use crate::store::{Store, TxError};
 use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
+use std::collections::BTreeMap;
 
 const OPERATION_COLUMNS: &str = "id, verb, target, flags, plan_digest, topology_digest, who, pid, \
      command_line, started_at_ms, ended_at_ms, outcome, error";
@@ -89,6 +90,10 @@ fn require_running(conn: &Connection, id: OperationId) -> Result<(), TxError> {
 pub(crate) fn sql_limit(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
 }
+
+/// How the command line of an agent's supervised restart begins (`flotilla agent:
+/// supervise: restart llm after pid 4242 killed by SIGKILL (restart 1 of 10)`).
+pub const SUPERVISED_RESTART: &str = "flotilla agent: supervise: restart ";
 
 impl Store {
     /// Journals an operation before its first step runs, as [`Outcome::Running`].
@@ -232,6 +237,30 @@ impl Store {
             ))?;
             let rows = stmt.query_map([sql_limit(limit)], operation_from_row)?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
+    /// Per component, how many times its supervisor (the agent) restarted it since
+    /// the last other operation on it: the succeeded operations whose command line
+    /// starts with [`SUPERVISED_RESTART`] and whose target is the component, counted
+    /// after the newest operation on that target that is not one.
+    ///
+    /// # Errors
+    /// [`StoreError::Busy`] / [`StoreError::Sqlite`].
+    pub fn supervised_restarts(&self) -> Result<BTreeMap<String, u64>, StoreError> {
+        self.read("count supervised restarts", |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT o.target, COUNT(*) FROM operations o \
+                 WHERE o.outcome = 'succeeded' AND substr(o.command_line, 1, ?2) = ?1 \
+                 AND o.id > COALESCE((SELECT MAX(p.id) FROM operations p \
+                     WHERE p.target = o.target AND substr(p.command_line, 1, ?2) != ?1), 0) \
+                 GROUP BY o.target",
+            )?;
+            let rows = stmt.query_map(
+                rusqlite::params![SUPERVISED_RESTART, SUPERVISED_RESTART.len() as i64],
+                |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)? as u64)),
+            )?;
+            Ok(rows.collect::<rusqlite::Result<BTreeMap<_, _>>>()?)
         })
     }
 

@@ -61,6 +61,7 @@ pub use digests::FileDigest;
 pub use error::StoreError;
 pub use flotilla_model::status::{DesiredLifecycle, StackRecord};
 pub use ids::{OperationId, ParseIdError, StepId};
+pub use journal::SUPERVISED_RESTART;
 pub use observations::HostObservation;
 pub use records::{
     InstanceRecord, LastStep, NewOperation, NewStep, OperationRecord, Outcome, ParseEnumError,

@@ -110,22 +110,8 @@ fn row(topology: &Topology, report: &StatusReport, c: &ComponentStatus) -> Row {
         ports,
         started_at_ms,
         uptime_ms: started_at_ms.map(|s| (report.observed_at_ms - s).max(0)),
-        restarts: restarts(c),
+        restarts: c.restarts,
     }
-}
-
-/// Restarts reported by the component's native owner: systemd's `NRestarts`, which
-/// the systemd adapter's lifecycle evidence carries (`…, NRestarts 2, …`). Nothing
-/// else reports restarts, so for other components this is `None`, never a guess.
-fn restarts(c: &ComponentStatus) -> Option<u64> {
-    c.evidence
-        .iter()
-        .filter(|e| e.signal == flotilla_model::status::Signal::Lifecycle)
-        .find_map(|e| {
-            let (_, after) = e.saw.split_once("NRestarts ")?;
-            let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
-            digits.parse().ok()
-        })
 }
 
 fn text(rows: &[Row]) -> String {
