@@ -737,18 +737,26 @@ fn apply_runs_a_saved_plan_and_refuses_a_stale_one() {
         "{}",
         stale.stderr
     );
-    // The journal holds both operations, newest first, with their steps.
+    // The journal holds the applied operation and both refusals (stale plans are
+    // refused like any operation), newest first.
     let ops = f.run(&["operations", "--json"]).json();
-    assert_eq!(
-        ops.as_array().unwrap().len(),
-        1,
-        "refused applies are not operations: {ops}"
-    );
+    let ops = ops.as_array().unwrap();
+    assert_eq!(ops.len(), 3, "{ops:#?}");
+    for refused in &ops[..2] {
+        assert_eq!(refused["outcome"], "refused", "{refused:#}");
+        assert!(
+            refused["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("stale plan: "),
+            "{refused:#}"
+        );
+    }
     let shown = f
         .run(&[
             "operations",
             "show",
-            ops[0]["id"].as_str().unwrap(),
+            ops[2]["id"].as_str().unwrap(),
             "--json",
         ])
         .json();

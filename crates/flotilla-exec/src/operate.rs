@@ -496,6 +496,42 @@ pub(crate) fn reconcile(
 }
 
 impl Invocation {
+    /// Refuses a saved plan that no longer holds (`why`), journaling the refusal so
+    /// that `operations` shows it like any other.
+    fn refuse_stale(
+        &self,
+        store: &mut Store,
+        plan: &Plan,
+        why: String,
+    ) -> Result<InvocationOutcome, OperateError> {
+        let map = |source| OperateError::Store {
+            path: self.state.database(),
+            source: Box::new(source),
+        };
+        let refused = NewOperation {
+            verb: plan.operation.verb.to_string(),
+            target: plan.operation.target.clone(),
+            flags: Vec::new(),
+            plan_digest: String::new(),
+            topology_digest: self.topology.digest().to_string(),
+            plan_json: serde_json::json!({ "stale_plan": &why }).to_string(),
+            who: who(),
+            pid: std::process::id(),
+            command_line: self.command_line.clone(),
+            started_at_ms: now_ms(),
+        };
+        let id = store.begin_operation(&refused).map_err(map)?;
+        store
+            .finish_operation(
+                id,
+                Outcome::Refused,
+                now_ms(),
+                Some(&format!("stale plan: {why}")),
+            )
+            .map_err(map)?;
+        Err(OperateError::StalePlan(why))
+    }
+
     /// Plans `op` (or takes `given`, checking it is not stale), shows the plan, and
     /// unless `dry_run` applies it under the lifecycle lock, journaled.
     ///
@@ -557,12 +593,12 @@ impl Invocation {
                             Ok(fresh) => changed_steps(&plan, &fresh),
                             Err(r) => format!("; now it would be refused: {r}"),
                         };
-                    return Err(OperateError::StalePlan(format!(
+                    return self.refuse_stale(&mut store, &plan, format!(
                         "the inventory changed since it was planned (topology {} now, {} in the plan){changed}; re-plan: `flotilla plan {}`",
                         self.topology.digest(),
                         plan.topology_digest,
                         plan_args(&plan.operation)
-                    )));
+                    ));
                 }
                 let now = observed.digest();
                 if plan.observed_digest != now {
@@ -590,20 +626,20 @@ impl Invocation {
                             Ok(fresh) => changed_steps(&plan, &fresh),
                             Err(r) => format!("; now it would be refused: {r}"),
                         };
-                    return Err(OperateError::StalePlan(format!(
+                    return self.refuse_stale(&mut store, &plan, format!(
                         "what runs changed since it was planned (observed state {now} now, {} in the plan){why}{changed}; re-plan: `flotilla plan {}`",
                         plan.observed_digest,
                         plan_args(&plan.operation)
-                    )));
+                    ));
                 }
                 // Same inputs must give the same plan: anything else was edited by hand.
                 match flotilla_plan::plan(&self.topology, &observed, &plan.operation) {
                     Ok(fresh) if fresh == plan => plan,
                     _ => {
-                        return Err(OperateError::StalePlan(format!(
+                        return self.refuse_stale(&mut store, &plan, format!(
                             "the plan is not what `{}` computes from the same inventory and state (was it edited?)",
                             plan.operation
-                        )))
+                        ))
                     }
                 }
             }
