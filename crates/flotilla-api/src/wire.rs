@@ -277,6 +277,11 @@ pub struct HostStateDto {
     /// the release selected for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_identity: Option<AgentIdentityDto>,
+    /// When the last report was measured before the last operation step the host
+    /// answered through the authority: that operation (`op-7`). What the report says
+    /// may already be undone; a newer report is due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_before: Option<String>,
 }
 
 /// An agent's runtime identity as the status shows it.

@@ -139,6 +139,20 @@ pub async fn reply_call<S: AuthorityStore>(
             ),
         });
     }
+    // A step of an operation changed the host: reports measured before it are old.
+    if let Some(call) = state.store.call(id).await? {
+        if let Some(op) = serde_json::from_str::<serde_json::Value>(&call.call)
+            .ok()
+            .as_ref()
+            .and_then(operation_of)
+        {
+            state
+                .last_steps
+                .lock()
+                .expect("not poisoned")
+                .insert(host.clone(), (op, now_ms()));
+        }
+    }
     state.replies.send_modify(|n| *n += 1);
     Ok(Json(serde_json::json!({ "id": id })))
 }
@@ -174,5 +188,20 @@ pub async fn call_status<S: AuthorityStore>(
             }));
         }
         let _ = tokio::time::timeout(left, rx.changed()).await;
+    }
+}
+
+/// The operation a host-mode call is a step of (its `operation` field, wherever the
+/// request nests it); `None` for an observation or a check.
+fn operation_of(call: &serde_json::Value) -> Option<String> {
+    match call {
+        serde_json::Value::Object(map) => map
+            .get("operation")
+            .and_then(|v| v.as_str())
+            .filter(|op| op.starts_with("op-"))
+            .map(str::to_string)
+            .or_else(|| map.values().find_map(operation_of)),
+        serde_json::Value::Array(items) => items.iter().find_map(operation_of),
+        _ => None,
     }
 }

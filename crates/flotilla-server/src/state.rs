@@ -48,6 +48,9 @@ pub struct AppState<S> {
     pub(crate) last_reports: Mutex<HashMap<String, (i64, Option<String>)>>,
     /// Per host: the id of the last call queued for it (wakes its agent's poll).
     pub(crate) calls: Mutex<HashMap<String, watch::Sender<u64>>>,
+    /// Per host: the operation of the last step its agent answered, and when (ms),
+    /// so that a report measured before it is shown as such.
+    pub(crate) last_steps: Mutex<HashMap<String, (String, i64)>>,
     /// Bumped at every reply (wakes whoever awaits an answer).
     pub(crate) replies: watch::Sender<u64>,
     /// The metrics.
@@ -109,6 +112,7 @@ impl<S: AuthorityStore> AppState<S> {
             principals: Mutex::new(HashMap::new()),
             last_reports: Mutex::new(HashMap::new()),
             calls: Mutex::new(HashMap::new()),
+            last_steps: Mutex::new(HashMap::new()),
             replies: watch::Sender::new(0),
             metrics,
         }))

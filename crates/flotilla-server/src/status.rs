@@ -47,6 +47,7 @@ pub async fn status<S: AuthorityStore>(
                     revision: None,
                     report: None,
                     agent_identity: None,
+                    report_before: None,
                 },
             );
         }
@@ -77,9 +78,38 @@ pub async fn status<S: AuthorityStore>(
     if let Some(c) = &current {
         releases::annotate_component_releases(&state, &c.topology, &mut merged).await;
     }
+    // A report measured before the last operation step its host answered may show
+    // what that step undid: say so on each of its components.
+    let last_steps = state.last_steps.lock().expect("not poisoned").clone();
+    let before: std::collections::HashMap<&str, &str> = parsed
+        .iter()
+        .filter_map(|(host, _, report)| {
+            let (op, at) = last_steps.get(host)?;
+            (report.status.observed_at_ms < *at).then_some((host.as_str(), op.as_str()))
+        })
+        .collect();
+    for c in &mut merged.components {
+        if let Some(op) = before.get(c.host.as_str()) {
+            c.evidence.push(flotilla_model::status::Evidence {
+                signal: flotilla_model::status::Signal::Lifecycle,
+                source: "authority".into(),
+                at_ms: now,
+                saw: format!(
+                    "reported before {op}, which changed this host since: a newer report is due"
+                ),
+            });
+        }
+    }
     for r in stored {
         let age = now - r.received_ms;
         let report: Option<api::AgentReport> = serde_json::from_str(&r.report).ok();
+        let measured_ms = report
+            .as_ref()
+            .map_or(r.received_ms, |p| p.status.observed_at_ms);
+        let report_before = last_steps
+            .get(&r.host)
+            .filter(|(_, at)| measured_ms < *at)
+            .map(|(op, _)| op.clone());
         hosts.insert(
             r.host.clone(),
             api::HostStateDto {
@@ -95,6 +125,7 @@ pub async fn status<S: AuthorityStore>(
                 revision: r.revision,
                 report,
                 agent_identity: None,
+                report_before,
             },
         );
     }

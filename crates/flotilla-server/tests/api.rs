@@ -190,6 +190,38 @@ fn report(revision: Option<String>) -> AgentReport {
     }
 }
 
+async fn a_report_from_before_an_operation_says_so<S: AuthorityStore + Clone>(store: S) {
+    let a = start(store).await;
+    let gpu = a.agent("gpu").await;
+    // A report measured before a step its host answered since is shown as such,
+    // until a newer report arrives.
+    gpu.report("gpu", &report(None)).await.unwrap();
+    let step = a
+        .operator
+        .enqueue_call(
+            "gpu",
+            &flotilla_api::wire::EnqueueRequest {
+                request: serde_json::json!({"protocol": 2, "call": {"step": {"operation": "op-7"}}}),
+                deadline_ms: now_ms() + 60_000,
+            },
+        )
+        .await
+        .unwrap();
+    gpu.reply_call(step, serde_json::json!({"reply": "step"}))
+        .await
+        .unwrap();
+    let host = |s: &flotilla_api::wire::FleetStatus| {
+        s.hosts.iter().find(|h| h.host == "gpu").cloned().unwrap()
+    };
+    let status = a.operator.status().await.unwrap();
+    assert_eq!(host(&status).report_before.as_deref(), Some("op-7"));
+    let mut newer = report(None);
+    newer.status.observed_at_ms = now_ms() + 1_000; // measured after the step
+    gpu.report("gpu", &newer).await.unwrap();
+    let status = a.operator.status().await.unwrap();
+    assert_eq!(host(&status).report_before, None);
+}
+
 async fn joins_and_tokens<S: AuthorityStore + Clone>(store: S) {
     let a = start(store).await;
     let agent = a.agent("studio").await;
@@ -1159,6 +1191,7 @@ macro_rules! both {
 }
 
 both!(joins_and_tokens);
+both!(a_report_from_before_an_operation_says_so);
 both!(agents_reach_only_their_own_host);
 both!(revisions_and_long_poll);
 both!(releases_and_rollouts);

@@ -111,7 +111,12 @@ fn fleet(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                     (Some(r), _) => format!(", on {r}"),
                     (None, _) => String::new(),
                 };
-                println!("host {}: {}{age}{rev}", h.host, h.observability);
+                let before = h
+                    .report_before
+                    .as_ref()
+                    .map(|op| format!(", from before {op} (a newer report is due)"))
+                    .unwrap_or_default();
+                println!("host {}: {}{age}{before}{rev}", h.host, h.observability);
                 if let Some(id) = &h.agent_identity {
                     println!("  agent: {}", agent_identity(id));
                     if let Some(c) = &id.conflict {
