@@ -131,9 +131,27 @@ impl ClientError {
     /// timed out, no route, a name that does not resolve): nothing was asked.
     pub fn is_unreachable(&self) -> bool {
         match self {
-            ClientError::Http { source, .. } => source.is_connect() || source.is_timeout(),
+            ClientError::Http { source, .. } => {
+                (source.is_connect() || source.is_timeout()) && !self.is_not_this_authority()
+            }
             _ => false,
         }
+    }
+
+    /// Whether something answered at the URL but not as this authority: the TLS
+    /// handshake failed (a certificate the pinned CA did not sign, or no TLS at all).
+    pub fn is_not_this_authority(&self) -> bool {
+        let ClientError::Http { source, .. } = self else {
+            return false;
+        };
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(source);
+        while let Some(c) = cause {
+            if is_tls(c) {
+                return true;
+            }
+            cause = c.source();
+        }
+        false
     }
 
     /// This error and its causes on one line, each said once (a cause whose text the
@@ -142,6 +160,8 @@ impl ClientError {
     pub fn one_line(&self) -> String {
         let mut s = if self.is_unreachable() {
             format!("cannot reach the authority: {self}")
+        } else if self.is_not_this_authority() {
+            format!("not this authority (the TLS handshake failed): {self}")
         } else {
             self.to_string()
         };
@@ -155,6 +175,21 @@ impl ClientError {
             cause = c.source();
         }
         s
+    }
+}
+
+/// Whether `e` is the TLS stack's error, possibly inside I/O errors (which carry
+/// it as their inner error, not as their source).
+fn is_tls(e: &(dyn std::error::Error + 'static)) -> bool {
+    if e.downcast_ref::<rustls::Error>().is_some() {
+        return true;
+    }
+    match e.downcast_ref::<std::io::Error>() {
+        Some(io) => {
+            io.kind() == std::io::ErrorKind::InvalidData
+                || io.get_ref().is_some_and(|inner| is_tls(inner))
+        }
+        None => false,
     }
 }
 
@@ -173,7 +208,7 @@ impl Client {
             .build()
             .map_err(|source| ClientError::Http {
                 url: base.clone(),
-                source,
+                source: source.without_url(),
             })?;
         Ok(Client {
             base,
@@ -198,7 +233,7 @@ impl Client {
             .build()
             .map_err(|source| ClientError::Http {
                 url: base.clone(),
-                source,
+                source: source.without_url(),
             })?;
         let url = format!("{base}/v1/ca.pem");
         let pem = http
@@ -208,13 +243,13 @@ impl Client {
             .and_then(|r| r.error_for_status())
             .map_err(|source| ClientError::Http {
                 url: url.clone(),
-                source,
+                source: source.without_url(),
             })?
             .text()
             .await
             .map_err(|source| ClientError::Http {
                 url: url.clone(),
-                source,
+                source: source.without_url(),
             })?;
         let found = crate::tls::ca_hash(&pem)?;
         if !found.eq_ignore_ascii_case(ca_hash.trim()) {
@@ -240,9 +275,9 @@ impl Client {
             Some(c) => req.bearer_auth(c),
             None => req,
         };
-        let http = |source| ClientError::Http {
+        let http = |source: reqwest::Error| ClientError::Http {
             url: url.to_string(),
-            source,
+            source: source.without_url(),
         };
         let resp = req.send().await.map_err(http)?;
         let status = resp.status();
@@ -609,7 +644,7 @@ impl Client {
         let mut written = 0u64;
         while let Some(chunk) = resp.chunk().await.map_err(|source| ClientError::Http {
             url: url.clone(),
-            source,
+            source: source.without_url(),
         })? {
             let received = written + chunk.len() as u64;
             if received > limit {
@@ -820,7 +855,10 @@ impl Client {
             .await?
             .text()
             .await
-            .map_err(|source| ClientError::Http { url, source })
+            .map_err(|source| ClientError::Http {
+                url,
+                source: source.without_url(),
+            })
     }
 
     /// `GET url` with the credential: the response when it is a success, else its
@@ -831,9 +869,9 @@ impl Client {
         url: &str,
         timeout: Duration,
     ) -> Result<reqwest::Response, ClientError> {
-        let http = |source| ClientError::Http {
+        let http = |source: reqwest::Error| ClientError::Http {
             url: url.to_string(),
-            source,
+            source: source.without_url(),
         };
         let mut req = self.http.get(url).timeout(timeout);
         if let Some(c) = &self.credential {

@@ -309,14 +309,23 @@ fn main() -> ExitCode {
     );
     if !mutating {
         // Like other command-line tools, a reading command whose output pipe closed
-        // (`flotilla schema | head`) just ends, instead of failing to print.
-        // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
-        let _ = unsafe {
-            nix::sys::signal::signal(
-                nix::sys::signal::Signal::SIGPIPE,
-                nix::sys::signal::SigHandler::SigDfl,
-            )
-        };
+        // (`flotilla schema | head`) just ends, instead of failing to print. Not by
+        // SIGPIPE's default action: that would also kill it when a server closes a
+        // connection it is writing to (hyper and rustls write with writev); the
+        // failed print to stdout ends it instead.
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let payload = info.payload();
+            let message = payload
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| payload.downcast_ref::<&str>().copied())
+                .unwrap_or_default();
+            if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
+                std::process::exit(EXIT_OK.into());
+            }
+            default(info)
+        }));
     }
     let daemon = matches!(
         cli.command,
@@ -415,7 +424,18 @@ fn wants_json() -> bool {
 
 /// `{"error": {"code": N, "kind": "usage"|"failure", "message": "…", "causes": […]}}`.
 fn error_json(e: &anyhow::Error, code: u8) -> serde_json::Value {
-    let causes: Vec<String> = e.chain().skip(1).map(|c| c.to_string()).collect();
+    // Each cause once: one an error already shows in its own message is left out.
+    let mut said = e.to_string();
+    let causes: Vec<String> = e
+        .chain()
+        .skip(1)
+        .map(|c| c.to_string())
+        .filter(|c| {
+            let new = !said.contains(c.as_str());
+            said.push_str(c);
+            new
+        })
+        .collect();
     serde_json::json!({
         "error": {
             "code": code,
@@ -448,7 +468,24 @@ pub fn print_error(e: &(dyn std::error::Error + 'static)) {
         eprintln!(
             "  (the authority cannot be reached: start it with `flotilla serve` on its machine (`flotilla serve init` first), or point --server / FLOTILLA_SERVER at the one that runs)"
         );
+    } else if not_this_authority(e) {
+        eprintln!(
+            "  (something answers there, but not as the authority whose CA is pinned: check --server / FLOTILLA_SERVER, and that the operator file (--operator-file) is the one `flotilla serve init` wrote for it)"
+        );
     }
+}
+
+fn not_this_authority(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<flotilla_api::ClientError>()
+            .is_some_and(flotilla_api::ClientError::is_not_this_authority)
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 fn unreachable_authority(e: &(dyn std::error::Error + 'static)) -> bool {

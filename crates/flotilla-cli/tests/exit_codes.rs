@@ -39,6 +39,13 @@ fn an_unreachable_authority_exits_3_and_says_how_to_start_one() {
         r.stderr
     );
     assert!(r.stderr.contains("Connection refused"), "{}", r.stderr);
+    // The request's URL is said once.
+    assert_eq!(
+        r.stderr.matches("https://127.0.0.1:1/").count(),
+        1,
+        "{}",
+        r.stderr
+    );
     let j = run_with_env(
         w.path(),
         &["status", "--server", "https://127.0.0.1:1", "--json"],
@@ -56,6 +63,33 @@ fn an_unreachable_authority_exits_3_and_says_how_to_start_one() {
             .any(|c| c.as_str().unwrap().contains("Connection refused")),
         "{v}"
     );
+}
+
+#[test]
+fn something_that_is_not_the_authority_is_not_called_unreachable() {
+    let a = Authority::initialised("[hosts.edge]\ntransport = \"agent\"\n", &[]);
+    let op = a.dir.join("operator.json");
+    let env = [("FLOTILLA_OPERATOR_FILE", op.to_str().unwrap())];
+    let w = Workspace::new();
+    w.write("flotilla.toml", INVENTORY);
+    // A plain-text server where the authority should be: the TLS handshake fails.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        if let Ok((mut s, _)) = listener.accept() {
+            let _ = std::io::Write::write_all(&mut s, b"HTTP/1.0 200 OK\r\n\r\nhello\n");
+        }
+    });
+    let url = format!("https://127.0.0.1:{port}");
+    let r = run_with_env(w.path(), &["status", "--server", &url], &env);
+    let _ = server.join();
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.stderr.contains("not as the authority whose CA is pinned"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("cannot be reached"), "{}", r.stderr);
 }
 
 #[test]
@@ -79,6 +113,24 @@ fn a_state_directory_that_cannot_be_written_exits_3() {
             .contains("is not a directory"),
         "{v}"
     );
+}
+
+#[test]
+fn a_journal_that_cannot_be_read_is_an_error_not_nothing_running() {
+    let w = Workspace::new();
+    w.write("flotilla.toml", INVENTORY);
+    // The state directory is there, but its projects cannot be looked into.
+    let base = w.path().join("state");
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::write(base.join("projects"), "").unwrap();
+    let r = run_with_env(
+        w.path(),
+        &["status"],
+        &[("FLOTILLA_STATE_DIR", base.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("cannot use state directory"), "{r:?}");
+    assert!(!r.stdout.contains("stopped"), "{r:?}");
 }
 
 #[test]

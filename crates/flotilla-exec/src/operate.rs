@@ -39,8 +39,8 @@ pub enum OperateError {
     /// Secrets could not be read.
     #[error(transparent)]
     Secrets(#[from] crate::secrets::SecretError),
-    /// The state directory could not be created.
-    #[error("cannot create state directory {path}")]
+    /// The state directory could not be created or read.
+    #[error("cannot use state directory {path}")]
     StateDir {
         /// The directory.
         path: PathBuf,

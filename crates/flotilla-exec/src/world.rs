@@ -84,7 +84,28 @@ impl World {
         names: &[String],
     ) -> Result<(StatusReport, Observed), OperateError> {
         let database = self.state.database();
-        let opened = if database.exists() {
+        // A journal that cannot be looked at is an error, never "nothing recorded":
+        // that would show what runs as stopped.
+        let exists = database
+            .try_exists()
+            .map_err(|source| OperateError::StateDir {
+                path: database.clone(),
+                source,
+            })?;
+        if !exists {
+            if let Some(dir) = database.parent() {
+                // The project directory is there but cannot be listed: the same.
+                if let Err(source) = std::fs::read_dir(dir) {
+                    if source.kind() != std::io::ErrorKind::NotFound {
+                        return Err(OperateError::StateDir {
+                            path: dir.to_path_buf(),
+                            source,
+                        });
+                    }
+                }
+            }
+        }
+        let opened = if exists {
             Store::open(&database)
         } else {
             Store::open_in_memory()
