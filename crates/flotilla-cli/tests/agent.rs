@@ -620,13 +620,32 @@ fn unit_runs_this_binary_with_the_absolute_inventory() {
         here.stdout
     );
     // A system unit for another user.
-    let r = ws.run(&["agent", "unit", "--user", "ops"]);
+    let r = ws.run(&["agent", "unit", "--user", "nobody"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
-        r.stdout.contains("User=ops\n") && r.stdout.contains("WantedBy=multi-user.target\n"),
+        r.stdout.contains("User=nobody\n") && r.stdout.contains("WantedBy=multi-user.target\n"),
         "{}",
         r.stdout
     );
+    // With no state directory given, that user's, not the one of whoever printed it.
+    let out = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args(["agent", "unit", "--user", "nobody"])
+        .current_dir(ws.path())
+        .env_remove("FLOTILLA_STATE_DIR")
+        .env_remove("FLOTILLA_FILE")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let home = nix::unistd::User::from_name("nobody").unwrap().unwrap().dir;
+    assert!(
+        text.contains(&format!(
+            "--state-dir {}",
+            home.join(".local/state/flotilla").display()
+        )),
+        "{text}"
+    );
+    let r = ws.run(&["agent", "unit", "--user", "no-such-user-flotilla"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
 
     let r = ws.run(&["agent", "unit", "--inventory", "flotilla.toml", "--launchd"]);
     assert_eq!(r.code, 0, "{}", r.stderr);

@@ -438,7 +438,11 @@ impl Observer<'_> {
         if let Err(e) = &seen {
             s.lifecycle = Lifecycle::Unknown;
             s.condition = Condition::Error;
-            s.owner_error = Some(e.to_string());
+            // Its own words: the component is named by the status already.
+            s.owner_error = Some(match e {
+                crate::ExecError::Adapter { message, .. } => message.clone(),
+                other => other.to_string(),
+            });
             push(
                 Signal::Lifecycle,
                 ownership(c).to_string(),

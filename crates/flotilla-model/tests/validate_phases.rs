@@ -824,6 +824,13 @@ fn type_errors_show_the_expected_form() {
             ],
         ),
         (
+            "a duration without its unit",
+            "[components.a]\ncommand = [\"a\"]\nstop = { grace_period = \"5x\" }\n",
+            InvalidValue,
+            "\"5x\"",
+            &["`grace_period` is a duration with its unit (`500ms`, `5s`, `2m`, `1h`); `5x` is not one"],
+        ),
+        (
             "an endpoint as a port number",
             "[components.a]\ncommand = [\"a\"]\nendpoints = { http = 8080 }\n",
             InvalidValue,

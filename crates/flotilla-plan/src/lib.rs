@@ -269,7 +269,7 @@ pub enum Reason {
         observability: String,
     },
     /// Something else is running the component; it is reported, never adopted.
-    #[error("`{component}` is running under another owner ({evidence}); stop that first or let Flotilla observe it as external")]
+    #[error("`{component}`: {evidence}, which Flotilla did not start: stop that process first, or declare the component `owner = \"external\"` to observe it")]
     ForeignOwner {
         /// The component.
         component: String,

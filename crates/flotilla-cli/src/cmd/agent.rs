@@ -40,9 +40,10 @@ pub enum AgentCommand {
     /// drift (<state>/agent/status.json). Runs until SIGTERM or Ctrl-C; the components
     /// keep running after it. Never listens on a port.
     Run(RunArgs),
-    /// Print the systemd user unit (Linux) or launchd plist (macOS, --launchd) that
-    /// runs `flotilla agent run` at boot with this binary (`<root>/current/flotilla`
-    /// when this binary runs from an install root, so that self-updates take effect).
+    /// Print the unit that runs `flotilla agent run` at boot with this binary
+    /// (`<root>/current/flotilla` when it runs from an install root, so that
+    /// self-updates take effect): a systemd system unit as root or with --user, else
+    /// the invoking user's unit (Linux); a launchd plist (macOS, --launchd).
     Unit(UnitArgs),
     /// Copy this binary into an install root as its current version
     /// (<root>/versions/<version>-<sha12>/flotilla, <root>/current → it), the layout
@@ -550,8 +551,32 @@ fn unit(cli: &Cli, a: &UnitArgs) -> anyhow::Result<u8> {
         }
     };
     // Always explicit: the agent must use the journal this CLI uses, whatever the
-    // service manager's environment (XDG_STATE_HOME, HOME) says.
-    let state_dir = Some(super::authority::base_state_dir(cli)?);
+    // service manager's environment (XDG_STATE_HOME, HOME) says; for another user
+    // (--user), that user's own state directory unless one is given.
+    let run_as = match &a.user {
+        Some(name) => Some(
+            nix::unistd::User::from_name(name)
+                .ok()
+                .flatten()
+                .ok_or_else(|| {
+                    crate::usage(format!("--user {name}: no such user on this machine"))
+                })?,
+        ),
+        None => None,
+    };
+    let state_dir = match (&run_as, &cli.state_dir) {
+        (Some(user), None) => {
+            let name = &user.name;
+            if !user.dir.is_dir() {
+                eprintln!(
+                    "warning: the home of `{name}` ({}) does not exist: pass --state-dir with a directory `{name}` can write",
+                    user.dir.display()
+                );
+            }
+            Some(user.dir.join(".local/state/flotilla"))
+        }
+        _ => Some(super::authority::base_state_dir(cli)?),
+    };
     let executable = std::env::current_exe()?;
     let executable = executable.canonicalize().unwrap_or(executable);
     // From an install root, the unit runs `<root>/current/flotilla`: a self-update

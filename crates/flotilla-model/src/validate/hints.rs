@@ -391,6 +391,14 @@ fn shaped(path: &[&str], value: &Node, s: Syntax) -> Option<Hint> {
         help,
     };
     if DURATIONS.contains(&key) {
+        if let Some(text) = &text {
+            return Some(Hint {
+                message: Some(format!(
+                    "`{key}` is a duration with its unit (`500ms`, `5s`, `2m`, `1h`); `{text}` is not one"
+                )),
+                help: format!("write e.g. `{}`", s.assign(key, &s.string("5s"))),
+            });
+        }
         let example = match &value.value {
             Value::Integer(n) => format!("{n}s"),
             Value::Float(f) => format!("{}ms", (f * 1000.0).round() as i64),
