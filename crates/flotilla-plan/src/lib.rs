@@ -770,9 +770,51 @@ impl Planner<'_> {
                 self.check_observable(id);
             }
         }
+        // What the stack started only as a dependency stays running while something
+        // outside the set (another stack's member) still depends on it: said, not
+        // refused; only the stack's own members are refused for their dependents.
+        let mut kept: BTreeSet<ComponentId> = BTreeSet::new();
+        if stack_op {
+            loop {
+                let before = kept.len();
+                for &id in &set {
+                    if targets.contains(&id) || kept.contains(&id) || !self.obs(id).is_up() {
+                        continue;
+                    }
+                    let users: Vec<String> = self
+                        .topo
+                        .downstream(id)
+                        .iter()
+                        .copied()
+                        .filter(|d| {
+                            (!in_set[d.index()] || kept.contains(d)) && self.obs(*d).is_up()
+                        })
+                        .map(|d| format!("`{}`", self.topo.component(d).name))
+                        .collect();
+                    if !users.is_empty() {
+                        kept.insert(id);
+                        impact.push(Impact {
+                            component: self.topo.component(id).name.clone(),
+                            effect: format!(
+                                "left running: {} still depend{} on it",
+                                users.join(", "),
+                                if users.len() == 1 { "s" } else { "" }
+                            ),
+                        });
+                    }
+                }
+                if kept.len() == before {
+                    break;
+                }
+            }
+            for id in &kept {
+                in_set[id.index()] = false;
+            }
+        }
         let managed_up: Vec<ComponentId> = set
             .iter()
             .copied()
+            .filter(|id| !kept.contains(id))
             .filter(|id| !unreached.contains(id))
             .filter(|&id| self.topo.component(id).is_managed() && self.obs(id).is_up())
             .collect();

@@ -694,3 +694,50 @@ fn down_force_stops_what_it_sees_and_reports_the_rest_as_not_reached() {
         "{llm:?}"
     );
 }
+
+#[test]
+fn down_leaves_a_dependency_another_stack_still_uses_running_and_says_so() {
+    // s = [c], c → b → a; u = [e], e → a: a is shared.
+    let t = topology(
+        r#"
+[components.a]
+command = ["a"]
+[components.b]
+command = ["b"]
+depends_on = ["a"]
+[components.c]
+command = ["c"]
+depends_on = ["b"]
+[components.e]
+command = ["e"]
+depends_on = ["a"]
+[stacks.s]
+components = ["c"]
+[stacks.u]
+components = ["e"]
+"#,
+    );
+    let mut o = ready(&["a", "b", "c", "e"]);
+    o.stacks.insert(
+        "s".into(),
+        flotilla_model::status::StackRecord {
+            start_order: vec!["a".into(), "b".into(), "c".into()],
+        },
+    );
+    let p = plan(&t, &o, &op(Verb::Stop, "s", false, false)).unwrap();
+    let stopped: Vec<String> = p
+        .steps()
+        .filter(|s| s.action == flotilla_plan::Action::Stop)
+        .map(|s| s.component.clone())
+        .collect();
+    assert_eq!(stopped, vec!["c".to_string(), "b".to_string()]);
+    let a = p
+        .impact
+        .iter()
+        .find(|i| i.component == "a")
+        .expect("a's impact");
+    assert!(a.effect.contains("left running: `e`"), "{a:?}");
+    // A stack's own member with a running dependent outside it is still refused.
+    let refused = plan(&t, &o, &op(Verb::Stop, "b", false, false)).unwrap_err();
+    assert!(refused.to_string().contains("dependents"), "{refused}");
+}
