@@ -744,8 +744,9 @@ impl Planner<'_> {
             in_set[id.index()] = true;
         }
         let mut impact = Vec::new();
-        // With --force, what cannot be seen (its host unreachable or not permitted)
-        // is reported and left as it is; everything else is stopped.
+        // A stack's stop with --force: what cannot be seen (its host unreachable or
+        // not permitted) is reported and left as it is; everything else is stopped.
+        // A component named alone that cannot be seen is still refused.
         let mut unreached: BTreeSet<ComponentId> = BTreeSet::new();
         for &id in &set {
             let c = self.topo.component(id);
@@ -756,7 +757,7 @@ impl Planner<'_> {
                 });
             }
             let seen = self.obs(id).observability;
-            if op.force && c.is_managed() && seen != Observability::Observed {
+            if op.force && stack_op && c.is_managed() && seen != Observability::Observed {
                 unreached.insert(id);
                 impact.push(Impact {
                     component: c.name.clone(),

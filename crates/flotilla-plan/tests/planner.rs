@@ -693,6 +693,9 @@ fn down_force_stops_what_it_sees_and_reports_the_rest_as_not_reached() {
         llm.effect.contains("not reached") && llm.effect.contains("unreachable"),
         "{llm:?}"
     );
+    // A component named alone that cannot be seen is refused, --force or not.
+    let alone = plan(&t, &o, &op(Verb::Stop, "llm", true, false)).unwrap_err();
+    assert!(alone.to_string().contains("unreachable"), "{alone}");
 }
 
 #[test]
