@@ -206,6 +206,7 @@ mod tests {
             last_known: None,
             owner_error: None,
             restarts: None,
+            running_ports: None,
         }
     }
 

@@ -616,6 +616,37 @@ fn up_and_down_without_a_stack_take_every_stack() {
 }
 
 #[test]
+fn after_a_port_change_status_and_ps_describe_what_runs_until_it_is_restarted() {
+    let f = Fleet::new(&[svc("llm", &[])], "");
+    assert_eq!(f.run(&["start", "llm"]).code, 0);
+    let old = f.ports["llm"];
+    let new = flotilla_testkit::free_port();
+    // The inventory now says another port; the running process still serves the old.
+    let toml = std::fs::read_to_string(f.ws.path().join("flotilla.toml")).unwrap();
+    f.ws.write(
+        "flotilla.toml",
+        &toml.replace(&format!("127.0.0.1:{old}"), &format!("127.0.0.1:{new}")),
+    );
+    let st = f.status_of("llm");
+    assert_eq!(st["lifecycle"], "running", "{st}");
+    assert_eq!(st["condition"], "drift", "{st}");
+    assert_eq!(st["health"], "healthy", "probed where it runs: {st}");
+    let evidence = st["evidence"].to_string();
+    assert!(
+        evidence.contains(&format!("restart pending (port {old} → {new})")),
+        "{st}"
+    );
+    let ps = f.run(&["ps", "llm", "--json"]);
+    let ports = ps.json()["components"][0]["ports"].clone();
+    assert_eq!(ports, serde_json::json!([old]), "{}", ps.stdout);
+    // Restarted, it runs and is probed on the new port.
+    assert_eq!(f.run(&["restart", "llm"]).code, 0);
+    let st = f.status_of("llm");
+    assert_eq!(st["condition"], "ok", "{st}");
+    assert_eq!(st["health"], "healthy", "{st}");
+}
+
+#[test]
 fn down_after_an_up_killed_midway_stops_what_that_up_started() {
     // s = [c], c → b → a: kill -9 the `up` while b is starting (a is ready).
     let f = Fleet::new(

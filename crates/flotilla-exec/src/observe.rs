@@ -375,6 +375,7 @@ impl Observer<'_> {
                     last_known: None,
                     owner_error: None,
                     restarts: None,
+                    running_ports: None,
                 });
             }
         }
@@ -433,6 +434,7 @@ impl Observer<'_> {
             last_known: None,
             owner_error: None,
             restarts: None,
+            running_ports: None,
         };
         let mut identity = None;
         if let Err(e) = &seen {
@@ -621,6 +623,40 @@ impl Observer<'_> {
             // Not unexpected: the operation in progress has it on its hands.
             s.condition = Condition::Ok;
         }
+        // Edited since it started: its endpoints as it runs them, for the probes and
+        // for what `ps` shows, until it is restarted.
+        let running_endpoints = if s.condition == Condition::Drift {
+            rec.as_ref()
+                .and_then(running_endpoints)
+                .filter(|old| old != &c.endpoints)
+        } else {
+            None
+        };
+        if let Some(old) = &running_endpoints {
+            for (name, ep) in &c.endpoints {
+                if let Some(was) = old.get(name).filter(|was| was.port != ep.port) {
+                    push(
+                        Signal::Condition,
+                        "inventory vs journal".into(),
+                        format!(
+                            "drift: restart pending (port {} → {}): endpoint `{name}` still listens on {} until it is restarted",
+                            was.port, ep.port, was.port
+                        ),
+                    );
+                }
+            }
+            let mut ports: Vec<u16> = old.values().map(|e| e.port).collect();
+            ports.sort_unstable();
+            ports.dedup();
+            s.running_ports = Some(ports);
+        }
+        let probes = |p: &Option<flotilla_model::topology::Probe>| {
+            p.as_ref().map(|p| match &running_endpoints {
+                Some(old) => at_endpoints(p, &c.endpoints, old),
+                None => p.clone(),
+            })
+        };
+        let (readiness, liveness) = (probes(&c.readiness), probes(&c.liveness));
         // Health: the readiness contract, and liveness when declared.
         let probing = c.owner == Owner::External || s.lifecycle == Lifecycle::Running;
         if !probing {
@@ -649,7 +685,7 @@ impl Observer<'_> {
             };
             let mut healthy = true;
             let mut cut_short = false;
-            for (which, p) in [("readiness", &c.readiness), ("liveness", &c.liveness)] {
+            for (which, p) in [("readiness", &readiness), ("liveness", &liveness)] {
                 let Some(p) = p else { continue };
                 let allowed = match self.probe_deadline {
                     Some(d) => p
@@ -951,6 +987,49 @@ pub fn marked_instances(
 /// `s` runs as `m`, the instance recorded as `r` (or its owner's replacement of it):
 /// who started it, config drift against the journal, and whether the executable on
 /// disk is still the one running (`stale-runtime`).
+/// The endpoints the instance `r` was started with, from its recorded config (`None`
+/// when it was recorded without one, or it does not parse).
+fn running_endpoints(
+    r: &InstanceRecord,
+) -> Option<BTreeMap<String, flotilla_model::values::Endpoint>> {
+    let config: serde_json::Value = serde_json::from_str(r.config_json.as_deref()?).ok()?;
+    serde_json::from_value(config.get("endpoints")?.clone()).ok()
+}
+
+/// `p` aimed at the endpoints `old` instead of `now` (a check's URL or address
+/// whose endpoint moved is rewritten to where it was).
+fn at_endpoints(
+    p: &flotilla_model::topology::Probe,
+    now: &BTreeMap<String, flotilla_model::values::Endpoint>,
+    old: &BTreeMap<String, flotilla_model::values::Endpoint>,
+) -> flotilla_model::topology::Probe {
+    use flotilla_model::topology::Check;
+    let moved = |name: &str| Some((now.get(name)?, old.get(name)?)).filter(|(n, o)| n != o);
+    let mut p = p.clone();
+    match &mut p.check {
+        Check::Http { url, endpoint, .. } | Check::Request { url, endpoint, .. } => {
+            if let Some((n, o)) = moved(endpoint) {
+                if let Some(rest) = url.strip_prefix(n.url.trim_end_matches('/')) {
+                    *url = format!("{}{rest}", o.url.trim_end_matches('/'));
+                }
+            }
+        }
+        Check::Tcp {
+            address, endpoint, ..
+        } => {
+            if let Some((_, o)) = moved(endpoint) {
+                *address = if o.dial_host().contains(':') {
+                    format!("[{}]:{}", o.dial_host(), o.port)
+                } else {
+                    format!("{}:{}", o.dial_host(), o.port)
+                };
+            }
+        }
+        _ => {}
+    }
+    p
+}
+
 fn running_instance(
     c: &Component,
     s: &mut ComponentStatus,

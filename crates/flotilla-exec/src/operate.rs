@@ -418,6 +418,7 @@ fn unseen(
                 last_known,
                 owner_error: None,
                 restarts: None,
+                running_ports: None,
             }
         })
         .collect())

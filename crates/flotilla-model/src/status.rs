@@ -514,6 +514,11 @@ pub struct ComponentStatus {
     /// was never restarted by the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restarts: Option<u64>,
+    /// The ports of the endpoints the running instance was started with, when they
+    /// differ from the inventory's (it was edited since): what it really listens
+    /// on until it is restarted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_ports: Option<Vec<u16>>,
     /// The evidence for the signals above.
     pub evidence: Vec<Evidence>,
     /// When its host cannot be reached: what was last seen there, and when.

@@ -111,6 +111,7 @@ pub fn merged(
                     last_known: None,
                     owner_error: None,
                     restarts: None,
+                    running_ports: None,
                 });
         }
         let order: std::collections::HashMap<&str, usize> = t

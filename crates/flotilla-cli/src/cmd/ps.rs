@@ -96,6 +96,10 @@ fn row(topology: &Topology, report: &StatusReport, c: &ComponentStatus) -> Row {
         .unwrap_or_default();
     ports.sort_unstable();
     ports.dedup();
+    // Edited since it started: the ports it really listens on.
+    if let Some(running) = &c.running_ports {
+        ports = running.clone();
+    }
     let running = c.lifecycle == flotilla_model::Lifecycle::Running;
     let identity = c.runtime_identity.as_ref().filter(|_| running);
     let started_at_ms = identity.map(|i| i.started_at_ms);
