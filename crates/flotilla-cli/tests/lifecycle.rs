@@ -668,6 +668,11 @@ fn down_after_an_up_killed_midway_stops_what_that_up_started() {
     cli.wait().unwrap();
     let (a, b) = (f.pid("a").unwrap(), f.pid("b").unwrap());
     assert!(alive(a) && alive(b));
+    // Only b, whose step had not completed, is blamed for the interruption.
+    let sa = f.status_of("a");
+    assert!(!sa.to_string().contains("interrupted"), "{sa}");
+    let sb = f.status_of("b");
+    assert!(sb.to_string().contains("interrupted"), "{sb}");
     let down = f.run(&["down", "s"]);
     assert_eq!(down.code, 0, "{}\n{}", down.stdout, down.stderr);
     assert!(

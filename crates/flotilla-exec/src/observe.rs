@@ -837,6 +837,12 @@ impl<'a> LastOp<'a> {
     fn went_wrong(&self) -> Option<String> {
         let l = self.step;
         let until = "shown until an operation on it succeeds";
+        let interrupted = matches!(l.operation_outcome, Outcome::Interrupted)
+            || (l.operation_outcome == Outcome::Running && !self.live);
+        if interrupted && l.step_outcome == Outcome::Succeeded {
+            // Its own step completed: the interruption is the others' to answer for.
+            return None;
+        }
         match l.operation_outcome {
             Outcome::Running if !self.live => Some(format!(
                 "{} was interrupted (its process {} is gone) during its `{}` step on this component; {until}",
