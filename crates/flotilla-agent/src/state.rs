@@ -118,11 +118,18 @@ impl AgentDir {
     /// the file cannot be opened.
     pub fn lock(&self) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
         use std::io::Write as _;
-        std::fs::create_dir_all(&self.dir)?;
+        // Said with the path: a state directory it cannot write is named.
+        let at = |path: &Path| {
+            let path = path.to_path_buf();
+            move |e: std::io::Error| {
+                std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+            }
+        };
+        std::fs::create_dir_all(&self.dir).map_err(at(&self.dir))?;
         let path = self.dir.join("agent.lock");
         let deadline = std::time::Instant::now() + LOCK_RELEASE_WAIT;
         let mut lock = loop {
-            match try_lock_file(&path, LockMode::Exclusive)? {
+            match try_lock_file(&path, LockMode::Exclusive).map_err(at(&path))? {
                 Some(lock) => break lock,
                 None => {
                     let holder = std::fs::read_to_string(&path).unwrap_or_default();

@@ -540,6 +540,28 @@ fn holds_no_listening_socket_while_its_component_listens() {
 }
 
 #[test]
+fn a_state_directory_the_agent_cannot_use_is_named() {
+    let ws = Workspace::new();
+    ws.write("flotilla.toml", &service("web", ""));
+    // A file where the agent's own directory should be.
+    let state = ws.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("agent"), "").unwrap();
+    let r = common::run_with_env(
+        ws.path(),
+        &["agent", "run", "--inventory", "flotilla.toml"],
+        &[("FLOTILLA_STATE_DIR", state.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.stderr
+            .contains(&state.join("agent").display().to_string()),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
 fn one_agent_per_state_directory() {
     let ws = Workspace::new();
     let _kill = KillComponents(ws.path().to_path_buf());
