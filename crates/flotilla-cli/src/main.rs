@@ -424,18 +424,7 @@ fn wants_json() -> bool {
 
 /// `{"error": {"code": N, "kind": "usage"|"failure", "message": "…", "causes": […]}}`.
 fn error_json(e: &anyhow::Error, code: u8) -> serde_json::Value {
-    // Each cause once: one an error already shows in its own message is left out.
-    let mut said = e.to_string();
-    let causes: Vec<String> = e
-        .chain()
-        .skip(1)
-        .map(|c| c.to_string())
-        .filter(|c| {
-            let new = !said.contains(c.as_str());
-            said.push_str(c);
-            new
-        })
-        .collect();
+    let causes = causes_once(&e.to_string(), e.chain().skip(1));
     serde_json::json!({
         "error": {
             "code": code,
@@ -449,21 +438,13 @@ fn error_json(e: &anyhow::Error, code: u8) -> serde_json::Value {
 /// Prints `e` and its cause chain on stderr (`error: …`, then `  caused by: …`), and
 /// what to do when the authority could not be reached.
 pub fn print_error(e: &(dyn std::error::Error + 'static)) {
-    let mut said = e.to_string();
-    eprintln!("error: {said}");
-    let mut cause = e.source();
-    let mut unreachable = unreachable_authority(e);
-    while let Some(c) = cause {
-        // A cause whose text was already said (an error that shows its source in
-        // its own message) is not said twice.
-        let text = c.to_string();
-        if !said.contains(&text) {
-            eprintln!("  caused by: {text}");
-            said.push_str(&text);
-        }
-        unreachable |= unreachable_authority(c);
-        cause = c.source();
+    let message = e.to_string();
+    eprintln!("error: {message}");
+    let chain = std::iter::successors(e.source(), |c| c.source());
+    for text in causes_once(&message, chain.clone()) {
+        eprintln!("  caused by: {text}");
     }
+    let unreachable = std::iter::once(e).chain(chain).any(unreachable_authority);
     if unreachable {
         eprintln!(
             "  (the authority cannot be reached: start it with `flotilla serve` on its machine (`flotilla serve init` first), or point --server / FLOTILLA_SERVER at the one that runs)"
@@ -476,16 +457,28 @@ pub fn print_error(e: &(dyn std::error::Error + 'static)) {
 }
 
 fn not_this_authority(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cause = Some(e);
-    while let Some(c) = cause {
-        if c.downcast_ref::<flotilla_api::ClientError>()
+    std::iter::successors(Some(e), |c| c.source()).any(|c| {
+        c.downcast_ref::<flotilla_api::ClientError>()
             .is_some_and(flotilla_api::ClientError::is_not_this_authority)
-        {
-            return true;
-        }
-        cause = c.source();
-    }
-    false
+    })
+}
+
+/// The causes of an error whose message is `message`, each said once: a cause whose
+/// text was already said (an error that shows its source in its own message) is
+/// left out.
+fn causes_once<'e>(
+    message: &str,
+    causes: impl Iterator<Item = &'e (dyn std::error::Error + 'static)>,
+) -> Vec<String> {
+    let mut said = message.to_string();
+    causes
+        .map(|c| c.to_string())
+        .filter(|text| {
+            let new = !said.contains(text.as_str());
+            said.push_str(text);
+            new
+        })
+        .collect()
 }
 
 fn unreachable_authority(e: &(dyn std::error::Error + 'static)) -> bool {

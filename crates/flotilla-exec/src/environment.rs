@@ -38,18 +38,8 @@ pub fn effective(
             env.insert(name.to_string(), v);
         }
     }
-    if let Some(file) = &c.env_file {
-        let path = base_dir.join(file);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("component `{}`: env_file {}: {e}", c.name, path.display()))?;
-        let pairs = crate::secrets::parse_dotenv(&text).map_err(|line| {
-            format!(
-                "component `{}`: env_file {}:{line}: expected NAME=value",
-                c.name,
-                path.display()
-            )
-        })?;
-        env.extend(pairs);
+    if let Some(pairs) = env_file(c, base_dir) {
+        env.extend(pairs?);
     }
     for (k, v) in secrets
         .resolve_env(&c.name, &c.env)
@@ -60,29 +50,36 @@ pub fn effective(
     Ok(env.into_iter().collect())
 }
 
+/// `c`'s `env_file` (relative to `base_dir`) read and parsed, `None` when it has
+/// none; an unreadable or malformed one is said with its path (and line).
+fn env_file(c: &Component, base_dir: &Path) -> Option<Result<Vec<(String, String)>, String>> {
+    let path = base_dir.join(c.env_file.as_ref()?);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) => {
+            return Some(Err(format!(
+                "component `{}`: env_file {}: {e}",
+                c.name,
+                path.display()
+            )))
+        }
+    };
+    Some(crate::secrets::parse_dotenv(&text).map_err(|line| {
+        format!(
+            "component `{}`: env_file {}:{line}: expected NAME=value",
+            c.name,
+            path.display()
+        )
+    }))
+}
+
 /// Every reason `c`'s start environment cannot be built, each said once: an
 /// unreadable or malformed `env_file`, each missing secret, each `${env.NAME}` that
 /// is not set — one problem never hides the next (what [`effective`] stops at).
 pub fn problems(c: &Component, secrets: &SecretResolver, base_dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(file) = &c.env_file {
-        let path = base_dir.join(file);
-        match std::fs::read_to_string(&path) {
-            Err(e) => out.push(format!(
-                "component `{}`: env_file {}: {e}",
-                c.name,
-                path.display()
-            )),
-            Ok(text) => {
-                if let Err(line) = crate::secrets::parse_dotenv(&text) {
-                    out.push(format!(
-                        "component `{}`: env_file {}:{line}: expected NAME=value",
-                        c.name,
-                        path.display()
-                    ));
-                }
-            }
-        }
+    if let Some(Err(e)) = env_file(c, base_dir) {
+        out.push(e);
     }
     for (k, v) in &c.env {
         let one = BTreeMap::from([(k.clone(), v.clone())]);

@@ -505,17 +505,35 @@ impl Invocation {
         plan: &Plan,
         why: String,
     ) -> Result<InvocationOutcome, OperateError> {
+        self.journal_refusal(
+            store,
+            &plan.operation,
+            serde_json::json!({ "stale_plan": &why }),
+            &format!("stale plan: {why}"),
+        )?;
+        Err(OperateError::StalePlan(why))
+    }
+
+    /// Journals a refused operation `op` (`plan_json`: what was refused, `error`:
+    /// why): refusals are operations too, and `operations` shows them.
+    fn journal_refusal(
+        &self,
+        store: &mut Store,
+        op: &Operation,
+        plan_json: serde_json::Value,
+        error: &str,
+    ) -> Result<(), OperateError> {
         let map = |source| OperateError::Store {
             path: self.state.database(),
             source: Box::new(source),
         };
         let refused = NewOperation {
-            verb: plan.operation.verb.to_string(),
-            target: plan.operation.target.clone(),
+            verb: op.verb.to_string(),
+            target: op.target.clone(),
             flags: Vec::new(),
             plan_digest: String::new(),
             topology_digest: self.topology.digest().to_string(),
-            plan_json: serde_json::json!({ "stale_plan": &why }).to_string(),
+            plan_json: plan_json.to_string(),
             who: who(),
             pid: std::process::id(),
             command_line: self.command_line.clone(),
@@ -523,14 +541,8 @@ impl Invocation {
         };
         let id = store.begin_operation(&refused).map_err(map)?;
         store
-            .finish_operation(
-                id,
-                Outcome::Refused,
-                now_ms(),
-                Some(&format!("stale plan: {why}")),
-            )
-            .map_err(map)?;
-        Err(OperateError::StalePlan(why))
+            .finish_operation(id, Outcome::Refused, now_ms(), Some(error))
+            .map_err(map)
     }
 
     /// Plans `op` (or takes `given`, checking it is not stale), shows the plan, and
@@ -648,23 +660,12 @@ impl Invocation {
                 Ok(p) => p,
                 Err(r) => {
                     if !dry_run {
-                        // Refusals are journaled too: `operations` shows them.
-                        let refused = NewOperation {
-                            verb: op.verb.to_string(),
-                            target: op.target.clone(),
-                            flags: Vec::new(),
-                            plan_digest: String::new(),
-                            topology_digest: self.topology.digest().to_string(),
-                            plan_json: serde_json::json!({ "refusal": &r }).to_string(),
-                            who: who(),
-                            pid: std::process::id(),
-                            command_line: self.command_line.clone(),
-                            started_at_ms: now_ms(),
-                        };
-                        let id = store.begin_operation(&refused).map_err(map)?;
-                        store
-                            .finish_operation(id, Outcome::Refused, now_ms(), Some(&r.to_string()))
-                            .map_err(map)?;
+                        self.journal_refusal(
+                            &mut store,
+                            op,
+                            serde_json::json!({ "refusal": &r }),
+                            &r.to_string(),
+                        )?;
                     }
                     return Ok(InvocationOutcome::Refused(r));
                 }

@@ -814,6 +814,34 @@ pub struct UnskipRecord {
     pub updated_ms: i64,
 }
 
+/// A table of document-like records (rollouts, sessions, questions) and the columns
+/// its records are read from, in that order: the same in both backends.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DocTable {
+    /// The table.
+    pub(crate) name: &'static str,
+    /// The columns read, comma-separated.
+    pub(crate) columns: &'static str,
+}
+
+/// Rollouts: id, name, doc, created, updated.
+pub(crate) const ROLLOUT_DOCS: DocTable = DocTable {
+    name: "rollouts",
+    columns: "id, name, doc, created_ms, updated_ms",
+};
+
+/// Sessions: id, doc, created, updated.
+pub(crate) const SESSION_DOCS: DocTable = DocTable {
+    name: "sessions",
+    columns: "id, doc, created_ms, updated_ms",
+};
+
+/// Questions: id, session, doc, created, updated.
+pub(crate) const QUESTION_DOCS: DocTable = DocTable {
+    name: "questions",
+    columns: "id, session, doc, created_ms, updated_ms",
+};
+
 /// Either backend, chosen at run time (`flotilla serve` with or without
 /// `--database-url`). Implements [`AuthorityStore`] by delegating.
 #[derive(Debug, Clone)]

@@ -381,7 +381,10 @@ impl PostgresAuthority {
             return Ok(None);
         };
         let conn = self.conn().await?;
-        let sql = format!("SELECT {} FROM {} WHERE id = $1", kind.columns, kind.table);
+        let sql = format!(
+            "SELECT {} FROM {} WHERE id = $1",
+            kind.table.columns, kind.table.name
+        );
         let row = conn.query_opt(&sql, &[&id]).await.map_err(pg(context))?;
         Ok(row.map(|row| (kind.row)(&row)))
     }
@@ -395,7 +398,7 @@ impl PostgresAuthority {
         let conn = self.conn().await?;
         let sql = format!(
             "SELECT {} FROM {} ORDER BY id DESC",
-            kind.columns, kind.table
+            kind.table.columns, kind.table.name
         );
         let rows = conn.query(&sql, &[]).await.map_err(pg(context))?;
         Ok(rows.iter().map(kind.row).collect())
@@ -498,29 +501,25 @@ fn release_row(row: &Row) -> ReleaseRecord {
     }
 }
 
-/// A kind of document row (rollouts, sessions, questions): its table, the columns
-/// read, and how a row of them becomes a record. One reading of every kind.
+/// A kind of document row: its table and columns ([`super::DocTable`]) and how a
+/// row of them becomes a record in this backend.
 struct DocKind<R> {
-    table: &'static str,
-    columns: &'static str,
+    table: super::DocTable,
     row: fn(&Row) -> R,
 }
 
 const ROLLOUTS: DocKind<RolloutRecord> = DocKind {
-    table: "rollouts",
-    columns: "id, name, doc, created_ms, updated_ms",
+    table: super::ROLLOUT_DOCS,
     row: rollout_row,
 };
 
 const SESSIONS: DocKind<SessionRecord> = DocKind {
-    table: "sessions",
-    columns: "id, doc, created_ms, updated_ms",
+    table: super::SESSION_DOCS,
     row: session_row,
 };
 
 const QUESTIONS: DocKind<QuestionRecord> = DocKind {
-    table: "questions",
-    columns: "id, session, doc, created_ms, updated_ms",
+    table: super::QUESTION_DOCS,
     row: question_row,
 };
 

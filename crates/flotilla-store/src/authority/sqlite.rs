@@ -346,7 +346,10 @@ impl SqliteAuthority {
             let Some(id) = stored_id(id) else {
                 return Ok(None);
             };
-            let sql = format!("SELECT {} FROM {} WHERE id = ?1", kind.columns, kind.table);
+            let sql = format!(
+                "SELECT {} FROM {} WHERE id = ?1",
+                kind.table.columns, kind.table.name
+            );
             Ok(tx.query_row(&sql, [id], kind.row).optional()?)
         })
     }
@@ -360,7 +363,7 @@ impl SqliteAuthority {
         self.run(context, false, move |tx| {
             let sql = format!(
                 "SELECT {} FROM {} ORDER BY id DESC",
-                kind.columns, kind.table
+                kind.table.columns, kind.table.name
             );
             let mut stmt = tx.prepare(&sql)?;
             let rows = stmt.query_map([], kind.row)?;
@@ -1239,29 +1242,25 @@ impl AuthorityStore for SqliteAuthority {
     }
 }
 
-/// A kind of document row (rollouts, sessions, questions): its table, the columns
-/// read, and how a row of them becomes a record. One reading of every kind.
+/// A kind of document row: its table and columns ([`super::DocTable`]) and how a
+/// row of them becomes a record in this backend.
 struct DocKind<R> {
-    table: &'static str,
-    columns: &'static str,
+    table: super::DocTable,
     row: fn(&rusqlite::Row<'_>) -> rusqlite::Result<R>,
 }
 
 const ROLLOUTS: DocKind<RolloutRecord> = DocKind {
-    table: "rollouts",
-    columns: "id, name, doc, created_ms, updated_ms",
+    table: super::ROLLOUT_DOCS,
     row: rollout_row,
 };
 
 const SESSIONS: DocKind<SessionRecord> = DocKind {
-    table: "sessions",
-    columns: "id, doc, created_ms, updated_ms",
+    table: super::SESSION_DOCS,
     row: session_row,
 };
 
 const QUESTIONS: DocKind<QuestionRecord> = DocKind {
-    table: "questions",
-    columns: "id, session, doc, created_ms, updated_ms",
+    table: super::QUESTION_DOCS,
     row: question_row,
 };
 
