@@ -45,9 +45,7 @@ use flotilla_exec::operate::{
     self, Invocation, InvocationOutcome, OperateError, RemoteObservation,
 };
 use flotilla_exec::statedir::StateDir;
-use flotilla_model::status::{
-    ComponentStatus, Condition, DesiredLifecycle, Evidence, Lifecycle, Signal,
-};
+use flotilla_model::status::{ComponentStatus, Condition, DesiredLifecycle, Lifecycle};
 use flotilla_model::Topology;
 use flotilla_plan::{Action, Operation, Verb};
 use std::collections::{BTreeSet, VecDeque};
@@ -683,18 +681,21 @@ impl<R: Reporter> Runner<R> {
                 return;
             }
         };
-        // A component given up on needs a person.
-        for c in status.components.iter_mut() {
-            if let Some(evidence) = self.supervisor.gave_up(&c.name) {
-                if c.lifecycle != Lifecycle::Running {
-                    c.condition = Condition::Attention;
-                    c.evidence.push(Evidence {
-                        signal: Signal::Condition,
-                        source: "agent supervision".into(),
-                        at_ms: now_ms(),
-                        saw: evidence.to_string(),
-                    });
-                }
+        // A restart pending or a crash loop given up on (which needs a person): in
+        // this report, and for every `status` on this host.
+        let now = now_ms();
+        let supervision = flotilla_exec::supervision::SupervisionFile {
+            written_at_ms: now,
+            components: self.supervisor.view(Instant::now(), now),
+        };
+        flotilla_exec::supervision::annotate(&mut status, &supervision, now);
+        let previous = flotilla_exec::supervision::read(state.root());
+        if previous.components != supervision.components {
+            if let Err(e) = flotilla_exec::supervision::write(state.root(), &supervision) {
+                self.event(format!(
+                    "cannot write {}: {e}",
+                    flotilla_exec::supervision::path(state.root()).display()
+                ));
             }
         }
         let journal = JournalFacts::read(&store).unwrap_or_default();

@@ -114,6 +114,10 @@ struct Streak {
     next_at: Option<Instant>,
     up_since: Option<Instant>,
     gave_up: Option<String>,
+    /// When it gave up.
+    gave_up_at: Option<Instant>,
+    /// `max_restarts` and how it went down, for the restart scheduled at `next_at`.
+    pending: Option<(u32, String)>,
     clean_noted: bool,
 }
 
@@ -222,6 +226,7 @@ impl Supervisor {
                             restart.max_restarts
                         );
                         s.gave_up = Some(evidence.clone());
+                        s.gave_up_at = Some(now);
                         Some(Decision::GaveUp {
                             component: component.to_string(),
                             evidence,
@@ -232,6 +237,7 @@ impl Supervisor {
                             .backoff
                             .get_or_insert(Duration::from_millis(restart.backoff_ms));
                         s.next_at = Some(now + delay);
+                        s.pending = Some((restart.max_restarts, how.clone()));
                         Some(Decision::Scheduled {
                             component: component.to_string(),
                             attempt: s.restarts + 1,
@@ -259,6 +265,45 @@ impl Supervisor {
                 }
             }
         }
+    }
+
+    /// What supervision is doing about each component, as shared with `status`
+    /// ([`flotilla_exec::supervision`]): a restart pending after its backoff, or a
+    /// crash loop given up on. `now` and `now_ms` are the same moment on the
+    /// monotonic and the wall clock.
+    pub fn view(
+        &self,
+        now: Instant,
+        now_ms: i64,
+    ) -> BTreeMap<String, flotilla_exec::supervision::Supervision> {
+        use flotilla_exec::supervision::Supervision;
+        let wall = |at: Instant| -> i64 {
+            if at >= now {
+                now_ms + at.duration_since(now).as_millis() as i64
+            } else {
+                now_ms - now.duration_since(at).as_millis() as i64
+            }
+        };
+        self.streaks
+            .iter()
+            .filter_map(|(name, s)| {
+                let seen = if let Some(evidence) = &s.gave_up {
+                    Supervision::GaveUp {
+                        evidence: evidence.clone(),
+                        at_ms: s.gave_up_at.map(wall).unwrap_or(now_ms),
+                    }
+                } else {
+                    let (at, (max, after)) = (s.next_at?, s.pending.clone()?);
+                    Supervision::BackingOff {
+                        attempt: s.restarts + 1,
+                        max,
+                        due_at_ms: wall(at),
+                        after,
+                    }
+                };
+                Some((name.clone(), seen))
+            })
+            .collect()
     }
 
     /// The earliest moment a scheduled restart is due, if any (the agent looks again

@@ -276,6 +276,21 @@ fn parse() -> Cli {
 }
 
 fn main() -> ExitCode {
+    // The log writer a component runs under (`flotilla log-writer`, started by this
+    // binary for each component it starts; not a command for people): it reads its
+    // orders from stdin, so it is dispatched before the command line is parsed.
+    if std::env::args_os().nth(1).as_deref() == Some(flotilla_exec::log_writer::SUBCOMMAND.as_ref())
+    {
+        flotilla_exec::log_writer::main();
+    }
+    // Components are started through this very binary's log writer: `/proc/self/exe`
+    // names it even after an update replaced the file.
+    let me = std::path::Path::new("/proc/self/exe");
+    match (me.exists(), std::env::current_exe()) {
+        (true, _) => flotilla_exec::log_writer::enable(me.to_path_buf()),
+        (false, Ok(exe)) => flotilla_exec::log_writer::enable(exe),
+        (false, Err(_)) => {}
+    }
     let cli = parse();
     let mutating = matches!(
         cli.command,

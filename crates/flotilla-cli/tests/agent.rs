@@ -304,14 +304,39 @@ fn supervises_by_restart_policy_and_reports_drift_without_reverting_it() {
     t.push_str("restart = { policy = \"on-failure\", backoff = \"50ms\" }\n");
     t.push_str(&service("configured", ""));
     t.push_str("identity_files = [\"conf.txt\"]\n");
+    t.push_str(&service("patient", ""));
+    t.push_str("restart = { policy = \"always\", backoff = \"1h\", max_backoff = \"1h\" }\n");
     ws.write("flotilla.toml", &t);
     let agent = AgentProc::start(&ws);
     let running = |n: &str| component(&report(&ws), n)["lifecycle"] == "running";
-    wait_for(&ws, &agent, "killed, byhand and configured to run", || {
-        ["killed", "byhand", "configured"]
-            .iter()
-            .all(|n| running(n))
+    wait_for(
+        &ws,
+        &agent,
+        "killed, byhand, configured and patient to run",
+        || {
+            ["killed", "byhand", "configured", "patient"]
+                .iter()
+                .all(|n| running(n))
+        },
+    );
+
+    // While a restart waits out its backoff, every `status` on the host says so.
+    let p1 = pid(&ws, "patient").unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(p1 as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let local_status = |name: &str| ws.run(&["status", name]).stdout;
+    wait_for(&ws, &agent, "patient's pending restart in status", || {
+        let out = local_status("patient");
+        out.contains("restarting in 59m") && out.contains("(attempt 1 of ")
     });
+    let out = local_status("patient");
+    assert!(
+        out.contains(&format!("after pid {p1} killed by SIGKILL")),
+        "{out}"
+    );
 
     // SIGKILL: restarted with a new pid, journaled as the agent's restart.
     let k1 = pid(&ws, "killed").unwrap();
@@ -392,6 +417,11 @@ fn supervises_by_restart_policy_and_reports_drift_without_reverting_it() {
         })
         .count();
     assert_eq!(restarts, 2, "{:#?}", operations(&ws));
+    // Not only in the agent's report: `status` on the host says it too.
+    let out = ws.run(&["status", "looping", "--json"]);
+    let c = &out.json()["components"][0];
+    assert_eq!(c["condition"], "attention", "{c:#}");
+    assert!(c.to_string().contains("crash loop: 2 restarts in"), "{c:#}");
 
     // A clean exit under on-failure is left stopped.
     wait_for(&ws, &agent, "clean's exit", || {

@@ -402,3 +402,88 @@ fn readiness_probing_does_not_flood_a_loading_server() {
     );
     f.ok(&["stop", "llm"]);
 }
+
+/// Every line carries the time it was written (the log writer stamps it as it reads
+/// the component's output), so `--timestamps` and `--since` are true to the line for
+/// a server that has been up for a while; the start marker comes before the
+/// process's first line, and a marker says how it ended when it dies.
+#[test]
+fn each_line_keeps_its_own_time_and_the_end_of_a_process_is_marked() {
+    let f = Fleet::new(&[("ticker", &["--log-every", "200"], &[])], "");
+    f.ok(&["start", "ticker"]);
+    let pid = f.pid("ticker");
+    let out = f.logs_until(&["ticker", "-n", "1000", "--timestamps"], &["TICK 6"]);
+    let timed: Vec<(u64, &str)> = out
+        .lines()
+        .map(|l| {
+            let (stamp, text) = l.split_once(' ').unwrap_or_else(|| panic!("{l}"));
+            let at = humantime::parse_rfc3339(stamp)
+                .unwrap_or_else(|e| panic!("{l}: {e}"))
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64;
+            (at, text)
+        })
+        .collect();
+    // The start marker, then the process's first line (written before it could be
+    // read), then ticks ~200 ms apart: each has its own time, in order.
+    let started = timed
+        .iter()
+        .position(|(_, t)| t.contains(&format!(": started pid {pid} (op-")))
+        .unwrap_or_else(|| panic!("no start marker:\n{out}"));
+    let first = timed
+        .iter()
+        .position(|(_, t)| t.starts_with(&format!("STARTED pid={pid} ")))
+        .unwrap_or_else(|| panic!("no first line:\n{out}"));
+    assert!(started < first, "the start marker comes first:\n{out}");
+    let ticks: Vec<u64> = timed
+        .iter()
+        .filter(|(_, t)| t.starts_with("TICK "))
+        .map(|(at, _)| *at)
+        .collect();
+    assert!(ticks.windows(2).all(|w| w[0] <= w[1]), "{out}");
+    let span = ticks[ticks.len() - 1] - ticks[0];
+    assert!(
+        span >= 150 * (ticks.len() as u64 - 1),
+        "ticks 200 ms apart are stamped {span} ms apart in all:\n{out}"
+    );
+    // --since a tick's time + 1 ms: that tick and the ones before are left out,
+    // the later ones shown.
+    let (at, text) = timed
+        .iter()
+        .find(|(_, t)| *t == "TICK 3")
+        .copied()
+        .unwrap_or_else(|| panic!("{out}"));
+    let since =
+        humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(at + 1)).to_string();
+    let after = f.ok(&["logs", "ticker", "--since", &since]).stdout;
+    assert!(!after.lines().any(|l| l == text), "{since}:\n{after}");
+    assert!(!after.contains("STARTED pid="), "{since}:\n{after}");
+    assert!(after.lines().any(|l| l == "TICK 5"), "{since}:\n{after}");
+
+    // Killed behind Flotilla's back: the log says how it ended.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let out = f.logs_until(
+        &["ticker"],
+        &[&format!("pid {pid} ended: killed by SIGKILL")],
+    );
+    let last = out.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("--- flotilla ")
+            && last.ends_with(&format!("pid {pid} ended: killed by SIGKILL ---")),
+        "the end marker comes after its last line:\n{out}"
+    );
+    // And status names how it ended, from that marker.
+    let status = f.run(&["status", "ticker"]);
+    assert!(
+        status
+            .stdout
+            .contains(&format!("pid {pid} is gone (killed by SIGKILL at ")),
+        "{}",
+        status.stdout
+    );
+}

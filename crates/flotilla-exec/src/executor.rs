@@ -605,7 +605,12 @@ impl Executor {
 
     /// What `adapter` needs to start `c`: argv, the resolved environment plus the
     /// instance marker, directories.
-    fn launch(&self, c: &Component, adapter: &dyn Adapter) -> Result<Launch, Done> {
+    fn launch(
+        &self,
+        c: &Component,
+        adapter: &dyn Adapter,
+        replacing: Option<&RuntimeIdentity>,
+    ) -> Result<Launch, Done> {
         let mut env =
             crate::environment::effective(c, &self.secrets, &self.base_dir).map_err(failed)?;
         env.push((
@@ -628,12 +633,13 @@ impl Executor {
             log_max_bytes: self.log_max_bytes,
             log_keep: self.log_keep,
             state_root: self.state.root().to_path_buf(),
+            start_note: start_note(replacing, &self.operation.to_string()),
         })
     }
 
     async fn start(&self, c: &Component, adapter: Arc<dyn Adapter>) -> StepResult {
         self.port_conflict(c).await?;
-        let launch = self.launch(c, adapter.as_ref())?;
+        let launch = self.launch(c, adapter.as_ref(), None)?;
         let launched = tokio::task::spawn_blocking(move || adapter.start(&launch))
             .await
             .expect("start task")
@@ -655,7 +661,7 @@ impl Executor {
         if before.is_none() && rec.is_none() {
             self.port_conflict(c).await?;
         }
-        let launch = self.launch(c, adapter.as_ref())?;
+        let launch = self.launch(c, adapter.as_ref(), before.as_ref())?;
         let launched = tokio::task::spawn_blocking(move || adapter.restart(&launch, rec.as_ref()))
             .await
             .expect("restart task")
@@ -699,19 +705,18 @@ impl Executor {
             )
         })
         .map_err(|e| failed(e).launched())?;
-        crate::logs::append_marker(
-            &self.log_path(c),
-            &format!(
-                "started pid {}{} ({})",
-                identity.pid,
-                replaced
-                    .as_ref()
-                    .map(|old| format!(", replacing pid {}", old.pid))
-                    .unwrap_or_default(),
-                self.operation
-            ),
-        );
+        if !launched.start_marked {
+            crate::logs::append_marker(
+                &self.log_path(c),
+                &format!(
+                    "started pid {}{}",
+                    identity.pid,
+                    start_note(replaced.as_ref(), &self.operation.to_string())
+                ),
+            );
+        }
         let ident_json = serde_json::to_value(&identity).unwrap_or_default();
+        let log_start_offset = launched.log_start_offset;
         let probe = c.readiness.clone().unwrap_or_else(default_readiness);
         let secrets = Arc::clone(&self.secrets);
         let lookup = move |n: &str| secrets.get(n);
@@ -765,7 +770,7 @@ impl Executor {
                 .launched())
             }
             Err(w) => {
-                let tail = crate::logs::tail_log(&self.log_path(c), 10).unwrap_or_default();
+                let tail = crate::logs::tail_since(&self.log_path(c), log_start_offset, 10);
                 let last = w
                     .last
                     .as_ref()
@@ -903,6 +908,14 @@ fn stop_marked(root: &std::path::Path, component: &str, signal: &str, grace: Dur
         }
     }
     out
+}
+
+/// What follows `started pid N` in a start marker: `, replacing pid 41 (op-12)`.
+fn start_note(replacing: Option<&RuntimeIdentity>, operation: &str) -> String {
+    match replacing {
+        Some(old) => format!(", replacing pid {} ({operation})", old.pid),
+        None => format!(" ({operation})"),
+    }
 }
 
 /// The main process of `c` running now, measured: what its adapter sees, or (for

@@ -15,13 +15,17 @@
 //! `--- flotilla 2026-12-01T10:41:03.120Z: started pid 4242 (op-12) ---`. The `log`
 //! probe never matches them.
 //!
-//! **When a line was written.** Components write their log themselves, without
-//! timestamps, and Flotilla does not sit in between, so the time of a line is known
-//! as an upper bound ([`TimedLine::at_ms`], "written at or before"):
+//! **When a line was written.** A process component's output goes through its log
+//! writer ([`crate::log_writer`]), which stamps every line as it reads it, in the
+//! Kubernetes CRI log format: `2026-12-01T10:41:03.120Z stdout F text`
+//! ([`parse_stamped`]); readers show the text and use the time (exact to the
+//! millisecond). Lines written without a writer (a log from an older version, a
+//! component started by a library without one) have no time of their own, so it is
+//! known as an upper bound ([`TimedLine::at_ms`], "written at or before"):
 //! - a marker line: the time in it (exact);
-//! - a line already in the file: the time of the first marker after it, else the
-//!   file's modification time (when its last line was written) — for lines in a
-//!   rotated copy (`X.log.1`), that copy's modification time at most;
+//! - a line already in the file: the time of the first stamped or marker line after
+//!   it, else the file's modification time (when its last line was written) — for
+//!   lines in a rotated copy (`X.log.1`), that copy's modification time at most;
 //! - a line read while following ([`Follower`]): the file's modification time just
 //!   after it was read, which is within one poll (100 ms) of when it was written.
 //!
@@ -173,6 +177,64 @@ pub fn tail_log(path: &Path, lines: usize) -> Result<Vec<String>, ExecError> {
     Ok(current)
 }
 
+/// What this run of a component wrote: the texts of the last `n` lines written at
+/// or after byte `offset` of its log (markers included, e.g. how it ended; at most
+/// the last 64 KiB are read). Empty when the log cannot be read, or was rotated
+/// since (shorter than `offset`).
+pub fn tail_since(path: &Path, offset: u64, n: usize) -> Vec<String> {
+    const MAX_READ: u64 = 64 * 1024;
+    let read = || -> io::Result<Vec<String>> {
+        let mut f = File::open(path)?;
+        let len = f.metadata()?.len();
+        if len < offset {
+            return Ok(Vec::new());
+        }
+        let from = offset.max(len.saturating_sub(MAX_READ));
+        f.seek(SeekFrom::Start(from))?;
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf)?;
+        let mut body: &[u8] = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        if from > offset {
+            // Started mid-line: drop the piece.
+            body = body
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(&[][..], |i| &body[i + 1..]);
+        }
+        if body.is_empty() {
+            return Ok(Vec::new());
+        }
+        let lines: Vec<&[u8]> = body.split(|&b| b == b'\n').collect();
+        Ok(lines[lines.len().saturating_sub(n)..]
+            .iter()
+            .map(|raw| text_of(&String::from_utf8_lossy(raw)).to_string())
+            .collect())
+    };
+    read().unwrap_or_default()
+}
+
+/// How `pid` ended, as its log writer recorded it in the log at `path`
+/// (`--- flotilla <time>: pid 4242 ended: killed by SIGKILL ---`): `(time in ms
+/// since the epoch, "killed by SIGKILL")`. Only the last 16 KiB of the file are
+/// read; `None` when no such marker is there.
+pub fn ended(path: &Path, pid: u32) -> Option<(u64, String)> {
+    let mut f = File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(16 * 1024)))
+        .ok()?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).ok()?;
+    let needle = format!(": pid {pid} ended: ");
+    String::from_utf8_lossy(&buf)
+        .lines()
+        .rev()
+        .find_map(|line| {
+            let at = marker_time_ms(line)?;
+            let (_, how) = line.split_once(&needle)?;
+            Some((at, how.strip_suffix(MARKER_END)?.to_string()))
+        })
+}
+
 /// A line found by [`scan_log`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LogHit {
@@ -220,18 +282,19 @@ pub(crate) fn scan_log(path: &Path, offset: u64, pattern: &regex::Regex) -> io::
             continue;
         }
         for (i, raw) in body.split(|&b| b == b'\n').enumerate() {
-            let line = String::from_utf8_lossy(raw);
-            if is_marker(&line) {
+            let raw = String::from_utf8_lossy(raw);
+            if is_marker(&raw) {
                 continue;
             }
+            let line = text_of(&raw);
             scanned += 1;
-            if pattern.is_match(&line) {
+            if pattern.is_match(line) {
                 let before = count_newlines(&file, from)?;
                 return Ok(LogScan {
                     hit: Some(LogHit {
                         file,
                         line_no: before + i as u64 + 1,
-                        line: line.into_owned(),
+                        line: line.to_string(),
                     }),
                     scanned,
                 });
@@ -279,6 +342,54 @@ pub fn marker_line(at: SystemTime, text: &str) -> String {
         "{MARKER_START}{}: {text}{MARKER_END}",
         humantime::format_rfc3339_millis(at)
     )
+}
+
+/// A log line as the log writer stamped it (the Kubernetes CRI container log
+/// format): `<RFC 3339 time> <stdout|stderr> <F|P> <text>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamped<'a> {
+    /// When the writer read it, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// `stdout` or `stderr`.
+    pub stream: &'a str,
+    /// `P`: a piece of a longer line (or an unfinished last one); `F`: a whole line
+    /// or the last piece of one.
+    pub partial: bool,
+    /// What the component wrote (no newline).
+    pub text: &'a str,
+}
+
+/// Parses a stamped line; `None` for a marker or a line written without a log writer.
+pub fn parse_stamped(line: &str) -> Option<Stamped<'_>> {
+    let (stamp, rest) = line.split_once(' ')?;
+    let (stream, rest) = rest.split_once(' ')?;
+    if stream != "stdout" && stream != "stderr" {
+        return None;
+    }
+    let (tag, text) = match rest.split_once(' ') {
+        Some((tag, text)) => (tag, text),
+        None => (rest, ""),
+    };
+    let partial = match tag {
+        "F" => false,
+        "P" => true,
+        _ => return None,
+    };
+    if !stamp.ends_with('Z') || !stamp.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let at_ms = epoch_ms(humantime::parse_rfc3339(stamp).ok()?);
+    Some(Stamped {
+        at_ms,
+        stream,
+        partial,
+        text,
+    })
+}
+
+/// What a component wrote on a log line: the text of a stamped line, else the line.
+pub fn text_of(line: &str) -> &str {
+    parse_stamped(line).map_or(line, |s| s.text)
 }
 
 /// Whether `line` is one of Flotilla's marker lines.
@@ -338,18 +449,30 @@ pub struct TimedLine {
 }
 
 /// Times lines read from the end of one file whose last line was written at or
-/// before `end_ms` (its modification time): each line gets the time of the first
-/// marker after it, else `end_ms`. Times never decrease down the list.
+/// before `end_ms` (its modification time): a stamped line ([`parse_stamped`]) gets
+/// its own time and is shown by its text; any other line the time of the first
+/// stamped or marker line after it, else `end_ms`. Times never decrease down the
+/// list.
 pub fn bound_times(lines: Vec<String>, end_ms: u64) -> Vec<TimedLine> {
     let mut bound = end_ms;
     let mut out: Vec<TimedLine> = lines
         .into_iter()
         .rev()
-        .map(|text| {
-            if let Some(t) = marker_time_ms(&text) {
+        .map(|line| {
+            if let Some(st) = parse_stamped(&line) {
+                bound = bound.min(st.at_ms);
+                return TimedLine {
+                    at_ms: bound,
+                    text: st.text.to_string(),
+                };
+            }
+            if let Some(t) = marker_time_ms(&line) {
                 bound = bound.min(t);
             }
-            TimedLine { at_ms: bound, text }
+            TimedLine {
+                at_ms: bound,
+                text: line,
+            }
         })
         .collect();
     out.reverse();

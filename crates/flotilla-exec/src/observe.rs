@@ -43,6 +43,7 @@ use flotilla_model::Topology;
 use flotilla_store::{InstanceRecord, LastStep, Outcome, Store};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// Runs the readiness probes of every stack all of whose members are in `report`,
 /// once each (timeout: the probe's own), and returns their route health.
@@ -553,7 +554,14 @@ impl Observer<'_> {
                                 IdentityMatch::Reused { why } => {
                                     format!("pid {} now belongs to another process ({why})", r.pid)
                                 }
-                                _ => format!("pid {} is gone", r.pid),
+                                _ => match crate::logs::ended(Path::new(&r.log_path), r.pid) {
+                                    Some((at, how)) => format!(
+                                        "pid {} is gone ({how} at {}, its log says)",
+                                        r.pid,
+                                        crate::logs::rfc3339_ms(at)
+                                    ),
+                                    None => format!("pid {} is gone", r.pid),
+                                },
                             };
                             push(
                                 Signal::Lifecycle,

@@ -59,6 +59,9 @@ pub struct ProcessSpec {
     pub log_max_bytes: u64,
     /// Rotated copies kept (`X.log.1` … `X.log.<keep>`).
     pub log_keep: u32,
+    /// Appended to `started pid N` in the start marker the log writer writes before
+    /// the process's first line, e.g. ` (op-12)` (see [`crate::log_writer`]).
+    pub start_note: String,
 }
 
 impl fmt::Debug for ProcessSpec {
@@ -79,6 +82,7 @@ impl fmt::Debug for ProcessSpec {
             .field("log_path", &self.log_path)
             .field("log_max_bytes", &self.log_max_bytes)
             .field("log_keep", &self.log_keep)
+            .field("start_note", &self.start_note)
             .finish()
     }
 }
@@ -107,8 +111,13 @@ impl fmt::Debug for ChildWatch {
 }
 
 impl ChildWatch {
-    fn spawn(mut child: std::process::Child, component: &str) -> std::io::Result<ChildWatch> {
-        let pid = child.id();
+    /// Waits for `child`, reporting it as `pid` (the component's, when `child` is its
+    /// log writer, which exits the way the component did).
+    fn spawn(
+        mut child: std::process::Child,
+        pid: u32,
+        component: &str,
+    ) -> std::io::Result<ChildWatch> {
         let (tx, _) = tokio::sync::watch::channel(None);
         let state = Arc::new(WatchState {
             status: Mutex::new(None),
@@ -241,6 +250,9 @@ pub struct StartedProcess {
     /// [`crate::probe::ProbeContext::log_start_offset`] so only lines from this run
     /// count.
     pub log_start_offset: u64,
+    /// Whether the start marker is already in the log (written by the log writer
+    /// before the process's first line); when not, the caller writes it.
+    pub start_marked: bool,
 }
 
 /// Resolves `program` the way [`start`] does: with a `/`, relative to `cwd`;
@@ -375,53 +387,21 @@ pub fn start(spec: &ProcessSpec) -> Result<StartedProcess, ExecError> {
         ExecError::Io { path, source } => log_err(&path, source),
         other => other,
     })?;
-    let log = open_append(&spec.log_path).map_err(|e| log_err(&spec.log_path, e))?;
     let log_start_offset = file_len(&spec.log_path);
-    let log2 = log.try_clone().map_err(|e| log_err(&spec.log_path, e))?;
-
-    let mut cmd = Command::new(&program);
-    if !spec.inherit_env {
-        cmd.env_clear();
-    }
-    cmd.arg0(&spec.program)
-        .args(&spec.args)
-        .current_dir(&spec.cwd)
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(log2));
-    // SAFETY: `setsid` is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(|_| ())
-                .map_err(std::io::Error::from)
-        });
-    }
-    // ETXTBSY: the program was just written and some forked-but-not-yet-exec'd child
-    // (of this or another thread) still holds the writable descriptor; it clears as
-    // soon as that child execs, so retry briefly.
-    let busy_deadline = Instant::now() + Duration::from_millis(500);
-    let child = loop {
-        match cmd.spawn() {
-            Ok(c) => break c,
-            Err(e)
-                if e.raw_os_error() == Some(nix::libc::ETXTBSY)
-                    && Instant::now() < busy_deadline =>
-            {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            Err(source) => {
-                return Err(ExecError::Spawn {
-                    component: component.to_string(),
-                    program: program.clone(),
-                    source,
-                })
-            }
+    let (child, pid, start_marked) = match crate::log_writer::program() {
+        Some(writer) => {
+            // Opened here too, so an unusable log is named as such.
+            drop(open_append(&spec.log_path).map_err(|e| log_err(&spec.log_path, e))?);
+            let (child, pid) = spawn_through_writer(writer, spec, &program)?;
+            (child, pid, true)
+        }
+        None => {
+            let child = spawn_direct(spec, &program, &log_err)?;
+            let pid = child.id();
+            (child, pid, false)
         }
     };
-    let pid = child.id();
-    let watch = ChildWatch::spawn(child, component).map_err(|source| ExecError::Spawn {
+    let watch = ChildWatch::spawn(child, pid, component).map_err(|source| ExecError::Spawn {
         component: component.to_string(),
         program: program.clone(),
         source,
@@ -446,6 +426,7 @@ pub fn start(spec: &ProcessSpec) -> Result<StartedProcess, ExecError> {
                         child: watch,
                         program,
                         log_start_offset,
+                        start_marked,
                     });
                 }
                 last = format!("still running the pre-exec image {}", id.exe.display());
@@ -477,6 +458,148 @@ pub fn start(spec: &ProcessSpec) -> Result<StartedProcess, ExecError> {
             });
         }
         std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Spawns the program itself with stdout and stderr appended to the log (no log
+/// writer: lines get no time of their own).
+fn spawn_direct(
+    spec: &ProcessSpec,
+    program: &Path,
+    log_err: &dyn Fn(&Path, std::io::Error) -> ExecError,
+) -> Result<std::process::Child, ExecError> {
+    let component = spec.component.as_str();
+    let log = open_append(&spec.log_path).map_err(|e| log_err(&spec.log_path, e))?;
+    let log2 = log.try_clone().map_err(|e| log_err(&spec.log_path, e))?;
+    let mut cmd = Command::new(program);
+    if !spec.inherit_env {
+        cmd.env_clear();
+    }
+    cmd.arg0(&spec.program)
+        .args(&spec.args)
+        .current_dir(&spec.cwd)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(log2));
+    // SAFETY: `setsid` is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+    // ETXTBSY: the program was just written and some forked-but-not-yet-exec'd child
+    // (of this or another thread) still holds the writable descriptor; it clears as
+    // soon as that child execs, so retry briefly.
+    let busy_deadline = Instant::now() + Duration::from_millis(500);
+    loop {
+        match cmd.spawn() {
+            Ok(c) => return Ok(c),
+            Err(e)
+                if e.raw_os_error() == Some(nix::libc::ETXTBSY)
+                    && Instant::now() < busy_deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(source) => {
+                return Err(ExecError::Spawn {
+                    component: component.to_string(),
+                    program: program.to_path_buf(),
+                    source,
+                })
+            }
+        }
+    }
+}
+
+/// Starts the program through the log writer (`writer log-writer`, see
+/// [`crate::log_writer`]), in a session of its own: returns the writer's child
+/// handle (it exits the way the component does) and the component's pid.
+fn spawn_through_writer(
+    writer: &Path,
+    spec: &ProcessSpec,
+    program: &Path,
+) -> Result<(std::process::Child, u32), ExecError> {
+    use crate::log_writer::{Reply, Request, SUBCOMMAND};
+    use std::io::{BufRead, Write};
+    let component = spec.component.as_str();
+    let spawn_err = |source: std::io::Error| ExecError::Spawn {
+        component: component.to_string(),
+        program: program.to_path_buf(),
+        source,
+    };
+    let mut env: Vec<(String, String)> = Vec::new();
+    if spec.inherit_env {
+        env.extend(std::env::vars());
+    }
+    env.extend(spec.env.iter().cloned());
+    let request = Request {
+        program: program.to_path_buf(),
+        arg0: spec.program.clone(),
+        args: spec.args.clone(),
+        env,
+        cwd: spec.cwd.clone(),
+        log: spec.log_path.clone(),
+        start_note: spec.start_note.clone(),
+    };
+    let mut cmd = Command::new(writer);
+    cmd.arg(SUBCOMMAND)
+        .env_clear()
+        .current_dir("/")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    // SAFETY: `setsid` is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| ExecError::Spawn {
+        component: component.to_string(),
+        program: writer.to_path_buf(),
+        source: e,
+    })?;
+    let sent = child
+        .stdin
+        .take()
+        .map(|mut stdin| {
+            serde_json::to_writer(&mut stdin, &request)
+                .map_err(std::io::Error::from)
+                .and_then(|()| stdin.flush())
+        })
+        .unwrap_or_else(|| Err(std::io::Error::other("no pipe to the log writer")));
+    drop(request);
+    let mut line = String::new();
+    let answered = child
+        .stdout
+        .take()
+        .map(|out| std::io::BufReader::new(out).read_line(&mut line))
+        .unwrap_or(Ok(0));
+    match serde_json::from_str::<Reply>(line.trim()) {
+        Ok(Reply::Started { pid }) => Ok((child, pid)),
+        Ok(Reply::SpawnFailed { errno, message }) => {
+            let _ = child.wait();
+            Err(spawn_err(match errno {
+                Some(n) => std::io::Error::from_raw_os_error(n),
+                None => std::io::Error::other(message),
+            }))
+        }
+        Err(_) => {
+            let status = child.wait().map(|s| describe_exit(&s)).unwrap_or_default();
+            let why = match (sent, answered) {
+                (Err(e), _) | (_, Err(e)) => e.to_string(),
+                _ => format!("it ended ({status}) without starting it"),
+            };
+            Err(spawn_err(std::io::Error::other(format!(
+                "the log writer {} failed: {why}",
+                writer.display()
+            ))))
+        }
     }
 }
 
@@ -894,6 +1017,7 @@ mod tests {
             log_path: "/tmp/x.log".into(),
             log_max_bytes: 0,
             log_keep: 0,
+            start_note: String::new(),
         };
         let s = format!("{spec:?}");
         assert!(s.contains("TOKEN=<redacted>") && !s.contains("hunter2"));

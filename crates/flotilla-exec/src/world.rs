@@ -118,7 +118,7 @@ impl World {
             transport: self.fleet.as_ref(),
             host_timeout: self.host_timeout,
         };
-        observe(
+        let (mut report, observed) = observe(
             &self.topology,
             &mut store,
             &self.state,
@@ -126,7 +126,14 @@ impl World {
             names,
             remote,
         )
-        .await
+        .await?;
+        // What the agent's supervision is doing about what is down here.
+        crate::supervision::annotate(
+            &mut report,
+            &crate::supervision::read(self.state.root()),
+            crate::this_process::now_ms(),
+        );
+        Ok((report, observed))
     }
 
     /// [`World::observe`] with every stack's end-to-end readiness probes run now

@@ -209,6 +209,7 @@ impl Launchd {
             log_start_offset: offset,
             child: None,
             facts: facts(c, &info),
+            start_marked: false,
         })
     }
 }

@@ -51,6 +51,9 @@ pub struct Launch {
     pub log_keep: u32,
     /// The state directory's root (unit environment files live under `run/`).
     pub state_root: PathBuf,
+    /// Appended to `started pid N` in the start marker, e.g. `, replacing pid 41
+    /// (op-12)`.
+    pub start_note: String,
 }
 
 impl std::fmt::Debug for Launch {
@@ -81,6 +84,9 @@ pub struct Launched {
     pub child: Option<ChildWatch>,
     /// What the adapter did and saw (e.g. `{"unit": "x.service", "n_restarts": 0}`).
     pub facts: serde_json::Value,
+    /// Whether the start marker is already in the log (the process adapter's log
+    /// writer puts it before the first line); when not, the executor writes it.
+    pub start_marked: bool,
 }
 
 /// How a stop ended.

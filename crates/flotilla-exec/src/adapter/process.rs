@@ -34,12 +34,14 @@ pub(crate) fn start_process(launch: &Launch) -> Result<Launched, ExecError> {
         log_path: launch.log_path.clone(),
         log_max_bytes: launch.log_max_bytes,
         log_keep: launch.log_keep,
+        start_note: launch.start_note.clone(),
     };
     let started = proc_::start(&spec)?;
     Ok(Launched {
         identity: started.identity,
         log_start_offset: started.log_start_offset,
         child: Some(started.child),
+        start_marked: started.start_marked,
         facts: serde_json::json!({ "program": started.program }),
     })
 }

@@ -175,6 +175,7 @@ impl Systemd {
             log_start_offset,
             child: None,
             facts: st.facts(),
+            start_marked: false,
         })
     }
 }
@@ -583,6 +584,7 @@ mod tests {
             log_max_bytes: 0,
             log_keep: 0,
             state_root: "/state".into(),
+            start_note: String::new(),
         }
     }
 

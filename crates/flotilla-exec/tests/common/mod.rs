@@ -88,6 +88,7 @@ pub fn spec(dir: &Path, component: &str, program: &str, args: &[&str]) -> Proces
         log_path: dir.join("logs").join(format!("{component}.log")),
         log_max_bytes: 1 << 20,
         log_keep: 2,
+        start_note: String::new(),
     }
 }
 

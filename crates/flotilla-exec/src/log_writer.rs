@@ -1,0 +1,371 @@
+//! The log writer: a small process that owns a component's stdout and stderr pipes
+//! and stamps every line with the time it was read, the way a container runtime's
+//! shim (conmon, containerd-shim) owns a container's output.
+//!
+//! **Why a process of its own.** A component outlives the `flotilla` invocation that
+//! started it, so something that outlives it too must read its pipes. The writer is
+//! the component's parent: [`crate::process::start`] starts `flotilla log-writer`
+//! (this program, [`enable`]d by the binary), hands it the component's command,
+//! environment and log over its stdin, and reads back the component's pid. The
+//! writer then:
+//! 1. starts the component (its own session and process group, stdin `/dev/null`,
+//!    stdout and stderr two pipes), and writes the start marker
+//!    (`started pid N …`, see [`crate::logs::append_marker`]) before it reads the
+//!    component's first byte;
+//! 2. appends each line it reads to the log in the Kubernetes CRI container log
+//!    format (`<RFC 3339 time> <stdout|stderr> <F|P> <text>`, the format kubelet,
+//!    containerd and CRI-O write; see the CRI "container log" design,
+//!    <https://github.com/kubernetes/design-proposals-archive/blob/main/node/kubelet-cri-logging.md>):
+//!    `F` a whole line, `P` a piece of a line longer than [`MAX_LINE`] bytes (or
+//!    one the component left unfinished when its output closed);
+//! 3. when the component exits, writes a marker with how it ended
+//!    (`pid N ended: exit status 3` / `…: killed by SIGTERM`) after the lines it
+//!    wrote, and exits **the same way** (same exit code, or the same signal), so its
+//!    own parent sees the component's exit status as if it were the component.
+//!
+//! It lives in its own session (Ctrl-C in the terminal that ran `flotilla up` does
+//! not reach it), ignores `SIGINT`, `SIGTERM` and `SIGHUP` (its component decides
+//! when it ends; a handler, unlike an ignored disposition, is not inherited across
+//! `exec`), and carries no environment of the component's (so it is never taken for
+//! the component by its instance marker). If it is killed anyway (`SIGKILL`), the
+//! component's next write fails with `EPIPE`.
+//!
+//! Lines written by processes the component left behind after it exited are read
+//! for at most [`DRAIN_AFTER_EXIT`] more.
+
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{self, BufRead, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The subcommand of the `flotilla` binary that runs [`main`]: `flotilla log-writer`.
+pub const SUBCOMMAND: &str = "log-writer";
+/// Longest piece of a line written as one log line (bytes); longer lines are split
+/// into `P` pieces followed by the `F` rest, as CRI runtimes do (16 KiB there too).
+pub const MAX_LINE: usize = 16 * 1024;
+/// How long the writer keeps reading after its component exited, for lines still in
+/// the pipes or written by processes it left behind.
+pub const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
+
+static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
+
+/// Declares that `program` answers `program log-writer` with [`main`] (the `flotilla`
+/// binary calls this with its own path at start): from then on
+/// [`crate::process::start`] starts components through it. Until then (e.g. in a
+/// library's own tests) components write to their log directly and their lines are
+/// timed by the markers around them. The first call wins.
+pub fn enable(program: PathBuf) {
+    let _ = PROGRAM.set(program);
+}
+
+/// The program [`enable`]d, if any.
+pub fn program() -> Option<&'static Path> {
+    PROGRAM.get().map(PathBuf::as_path)
+}
+
+/// What the starter hands the writer on its stdin (one JSON document). Carries the
+/// component's environment, secrets included: it travels through a pipe, never in
+/// an argument list.
+#[derive(Serialize, Deserialize)]
+pub struct Request {
+    /// The resolved program to execute.
+    pub program: PathBuf,
+    /// argv\[0\] as declared.
+    pub arg0: String,
+    /// Arguments after argv\[0\].
+    pub args: Vec<String>,
+    /// The component's whole environment.
+    pub env: Vec<(String, String)>,
+    /// Its working directory.
+    pub cwd: PathBuf,
+    /// The log file (appended to; created with its directory).
+    pub log: PathBuf,
+    /// Appended to `started pid N` in the start marker, e.g. ` (op-12)`.
+    pub start_note: String,
+}
+
+/// What the writer answers on its stdout once the component started (one JSON line).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reply {
+    /// The component runs as this pid.
+    Started {
+        /// Its pid.
+        pid: u32,
+    },
+    /// It could not be started.
+    SpawnFailed {
+        /// The OS error number, when there was one.
+        errno: Option<i32>,
+        /// What failed.
+        message: String,
+    },
+}
+
+/// Stamps `text` as one log line: `2026-12-01T10:41:03.120Z stdout F text`.
+fn cri_line(at: SystemTime, stream: &str, full: bool, text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() + 40);
+    out.extend_from_slice(humantime::format_rfc3339_millis(at).to_string().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(stream.as_bytes());
+    out.extend_from_slice(if full { b" F " } else { b" P " });
+    out.extend_from_slice(text);
+    out.push(b'\n');
+    out
+}
+
+/// Copies one pipe into the log, line by line, until it closes.
+fn relay(pipe: impl Read, stream: &'static str, log: Arc<Mutex<File>>) {
+    let mut reader = io::BufReader::with_capacity(64 * 1024, pipe);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        // At most MAX_LINE bytes per piece, so a line without end cannot grow memory.
+        match (&mut reader)
+            .take(MAX_LINE as u64)
+            .read_until(b'\n', &mut line)
+        {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        };
+        let full = line.last() == Some(&b'\n');
+        if full {
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+        }
+        let mut f = log.lock().unwrap_or_else(|e| e.into_inner());
+        // Stamped under the lock, so times never decrease down the file; one write
+        // per line, so with O_APPEND it lands whole, after Flotilla's markers.
+        let _ = f.write_all(&cri_line(SystemTime::now(), stream, full, &line));
+    }
+}
+
+extern "C" fn ignore(_: nix::libc::c_int) {}
+
+/// Handles (and so ignores) the signals a terminal or a service manager sends, in a
+/// way that `exec` resets for the component.
+fn shield_from_signals() {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let act = SigAction::new(
+        SigHandler::Handler(ignore),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: the handler does nothing, so it is async-signal-safe.
+        let _ = unsafe { sigaction(sig, &act) };
+    }
+}
+
+/// Exits the way `status` says a process ended: its exit code, or its signal (with
+/// the default action restored and no core dump of this process).
+fn exit_like(status: ExitStatus) -> ! {
+    if let Some(sig) = status.signal() {
+        use nix::sys::signal::{raise, signal, SigHandler, SigSet, SigmaskHow, Signal};
+        if let Ok(sig) = Signal::try_from(sig) {
+            let _ = nix::sys::prctl::set_dumpable(false);
+            // SAFETY: restoring the default action installs no handler.
+            let _ = unsafe { signal(sig, SigHandler::SigDfl) };
+            let mut set = SigSet::empty();
+            set.add(sig);
+            let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
+            let _ = raise(sig);
+        }
+        std::process::exit(128 + sig);
+    }
+    std::process::exit(status.code().unwrap_or(255))
+}
+
+/// Writes `reply` as one JSON line to this process's stdout, then points stdout at
+/// `/dev/null` so the starter's closed end can never fail a later write.
+fn answer(reply: &Reply) {
+    let mut out = io::stdout().lock();
+    let _ = serde_json::to_writer(&mut out, reply);
+    let _ = out.write_all(b"\n");
+    let _ = out.flush();
+    drop(out);
+    if let Ok(null) = File::options().write(true).open("/dev/null") {
+        let _ = nix::unistd::dup2_stdout(&null);
+    }
+}
+
+/// `flotilla log-writer`: reads a [`Request`] from stdin, starts the component, and
+/// relays its output into its log until it exits (see the module docs). Never
+/// returns: exits like the component did; 127 when it could not be started (after
+/// answering [`Reply::SpawnFailed`]); 125 when the request was unreadable.
+pub fn main() -> ! {
+    shield_from_signals();
+    let mut raw = Vec::new();
+    let request: Request = match io::stdin()
+        .read_to_end(&mut raw)
+        .map_err(|e| e.to_string())
+        .and_then(|_| serde_json::from_slice(&raw).map_err(|e| e.to_string()))
+    {
+        Ok(r) => r,
+        Err(e) => {
+            answer(&Reply::SpawnFailed {
+                errno: None,
+                message: format!("log writer: unreadable request: {e}"),
+            });
+            std::process::exit(125);
+        }
+    };
+    drop(raw);
+    let log = match crate::logs::open_append(&request.log) {
+        Ok(f) => Arc::new(Mutex::new(f)),
+        Err(e) => {
+            answer(&Reply::SpawnFailed {
+                errno: e.raw_os_error(),
+                message: format!("cannot open {}: {e}", request.log.display()),
+            });
+            std::process::exit(127);
+        }
+    };
+    let mut cmd = Command::new(&request.program);
+    cmd.arg0(&request.arg0)
+        .args(&request.args)
+        .env_clear()
+        .envs(request.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&request.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: `setsid` is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(io::Error::from));
+    }
+    // ETXTBSY: the program was just written and a forked-but-not-yet-exec'd child
+    // somewhere still holds it open for writing; it clears as soon as that execs.
+    let busy_deadline = Instant::now() + Duration::from_millis(500);
+    let mut child = loop {
+        match cmd.spawn() {
+            Ok(c) => break c,
+            Err(e)
+                if e.raw_os_error() == Some(nix::libc::ETXTBSY)
+                    && Instant::now() < busy_deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => {
+                answer(&Reply::SpawnFailed {
+                    errno: e.raw_os_error(),
+                    message: e.to_string(),
+                });
+                std::process::exit(127);
+            }
+        }
+    };
+    let pid = child.id();
+    crate::logs::append_marker(
+        &request.log,
+        &format!("started pid {pid}{}", request.start_note),
+    );
+    answer(&Reply::Started { pid });
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let mut relays = 0;
+    if let Some(out) = child.stdout.take() {
+        let (log, done) = (Arc::clone(&log), done_tx.clone());
+        if std::thread::Builder::new()
+            .spawn(move || {
+                relay(out, "stdout", log);
+                let _ = done.send(());
+            })
+            .is_ok()
+        {
+            relays += 1;
+        }
+    }
+    if let Some(err) = child.stderr.take() {
+        let (log, done) = (Arc::clone(&log), done_tx.clone());
+        if std::thread::Builder::new()
+            .spawn(move || {
+                relay(err, "stderr", log);
+                let _ = done.send(());
+            })
+            .is_ok()
+        {
+            relays += 1;
+        }
+    }
+    drop(done_tx);
+    let status = loop {
+        match child.wait() {
+            Ok(s) => break s,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => break ExitStatus::from_raw(255 << 8),
+        }
+    };
+    let deadline = Instant::now() + DRAIN_AFTER_EXIT;
+    for _ in 0..relays {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if done_rx.recv_timeout(left).is_err() {
+            break;
+        }
+    }
+    // Held until the exit, so no relay writes after the marker.
+    let _held = log.lock().unwrap_or_else(|e| e.into_inner());
+    crate::logs::append_marker(
+        &request.log,
+        &format!(
+            "pid {pid} ended: {}",
+            crate::process::describe_exit(&status)
+        ),
+    );
+    exit_like(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_stamped_in_the_cri_format() {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_796_121_663_120);
+        assert_eq!(
+            String::from_utf8(cri_line(at, "stderr", true, b"hello")).unwrap(),
+            "2026-12-01T10:41:03.120Z stderr F hello\n"
+        );
+        assert_eq!(
+            String::from_utf8(cri_line(at, "stdout", false, b"par")).unwrap(),
+            "2026-12-01T10:41:03.120Z stdout P par\n"
+        );
+    }
+
+    #[test]
+    fn relay_splits_long_lines_and_keeps_an_unfinished_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.log");
+        let log = Arc::new(Mutex::new(crate::logs::open_append(&path).unwrap()));
+        let mut input = b"one\r\n".to_vec();
+        input.extend(std::iter::repeat_n(b'a', MAX_LINE + 3));
+        input.extend_from_slice(b"\nend");
+        relay(&input[..], "stdout", log);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let kinds: Vec<(&str, usize)> = text
+            .lines()
+            .map(|l| {
+                let mut parts = l.splitn(4, ' ');
+                let (_, _, tag, body) = (
+                    parts.next(),
+                    parts.next(),
+                    parts.next().unwrap(),
+                    parts.next().unwrap_or(""),
+                );
+                (tag, body.len())
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![("F", 3), ("P", MAX_LINE), ("F", 3), ("P", 3)],
+            "{text}"
+        );
+    }
+}
