@@ -281,7 +281,7 @@ fn main() -> ExitCode {
     // orders from stdin, so it is dispatched before the command line is parsed.
     if std::env::args_os().nth(1).as_deref() == Some(flotilla_exec::log_writer::SUBCOMMAND.as_ref())
     {
-        flotilla_exec::log_writer::main();
+        return flotilla_exec::log_writer::main();
     }
     // Components are started through this very binary's log writer: `/proc/self/exe`
     // names it even after an update replaced the file.

@@ -76,6 +76,7 @@ pub mod detached;
 pub mod environment;
 pub mod error;
 pub mod executor;
+pub mod exit_status;
 pub mod host_mode;
 pub mod hosts;
 pub mod identity;

@@ -38,7 +38,7 @@ use std::fs::File;
 use std::io::{self, BufRead, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, ExitCode, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -119,7 +119,10 @@ fn cri_line(at: SystemTime, stream: &str, full: bool, text: &[u8]) -> Vec<u8> {
 }
 
 /// Copies one pipe into the log, line by line, until it closes.
-fn relay(pipe: impl Read, stream: &'static str, log: Arc<Mutex<File>>) {
+/// The log, and whether it is closed to relays (the end marker is written).
+type SharedLog = Arc<Mutex<(File, bool)>>;
+
+fn relay(pipe: impl Read, stream: &'static str, log: SharedLog) {
     let mut reader = io::BufReader::with_capacity(64 * 1024, pipe);
     let mut line = Vec::new();
     loop {
@@ -141,7 +144,11 @@ fn relay(pipe: impl Read, stream: &'static str, log: Arc<Mutex<File>>) {
                 line.pop();
             }
         }
-        let mut f = log.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = log.lock().unwrap_or_else(|e| e.into_inner());
+        let (f, closed) = &mut *held;
+        if *closed {
+            return;
+        }
         // Stamped under the lock, so times never decrease down the file; one write
         // per line, so with O_APPEND it lands whole, after Flotilla's markers.
         let _ = f.write_all(&cri_line(SystemTime::now(), stream, full, &line));
@@ -165,9 +172,11 @@ fn shield_from_signals() {
     }
 }
 
-/// Exits the way `status` says a process ended: its exit code, or its signal (with
-/// the default action restored and no core dump of this process).
-fn exit_like(status: ExitStatus) -> ! {
+/// Ends the way `status` says a process ended: by its signal (the default action
+/// restored, no core dump of this process), which does not return for a signal
+/// that terminates; else the exit code to return from `main` (`128 + signal` for a
+/// signal that does not terminate).
+fn end_like(status: ExitStatus) -> ExitCode {
     if let Some(sig) = status.signal() {
         use nix::sys::signal::{raise, signal, SigHandler, SigSet, SigmaskHow, Signal};
         if let Ok(sig) = Signal::try_from(sig) {
@@ -179,9 +188,9 @@ fn exit_like(status: ExitStatus) -> ! {
             let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
             let _ = raise(sig);
         }
-        std::process::exit(128 + sig);
+        return ExitCode::from((128 + sig).clamp(0, 255) as u8);
     }
-    std::process::exit(status.code().unwrap_or(255))
+    ExitCode::from(status.code().unwrap_or(255).clamp(0, 255) as u8)
 }
 
 /// Writes `reply` as one JSON line to this process's stdout, then points stdout at
@@ -198,10 +207,11 @@ fn answer(reply: &Reply) {
 }
 
 /// `flotilla log-writer`: reads a [`Request`] from stdin, starts the component, and
-/// relays its output into its log until it exits (see the module docs). Never
-/// returns: exits like the component did; 127 when it could not be started (after
-/// answering [`Reply::SpawnFailed`]); 125 when the request was unreadable.
-pub fn main() -> ! {
+/// relays its output into its log until it exits (see the module docs). Ends like
+/// the component did (returning its exit code for `main` to return, or dying of its
+/// signal); 127 when it could not be started (after answering
+/// [`Reply::SpawnFailed`]); 125 when the request was unreadable.
+pub fn main() -> ExitCode {
     shield_from_signals();
     let mut raw = Vec::new();
     let request: Request = match io::stdin()
@@ -215,18 +225,18 @@ pub fn main() -> ! {
                 errno: None,
                 message: format!("log writer: unreadable request: {e}"),
             });
-            std::process::exit(125);
+            return ExitCode::from(125);
         }
     };
     drop(raw);
     let log = match crate::logs::open_append(&request.log) {
-        Ok(f) => Arc::new(Mutex::new(f)),
+        Ok(f) => Arc::new(Mutex::new((f, false))),
         Err(e) => {
             answer(&Reply::SpawnFailed {
                 errno: e.raw_os_error(),
                 message: format!("cannot open {}: {e}", request.log.display()),
             });
-            std::process::exit(127);
+            return ExitCode::from(127);
         }
     };
     let mut cmd = Command::new(&request.program);
@@ -259,7 +269,7 @@ pub fn main() -> ! {
                     errno: e.raw_os_error(),
                     message: e.to_string(),
                 });
-                std::process::exit(127);
+                return ExitCode::from(127);
             }
         }
     };
@@ -310,16 +320,18 @@ pub fn main() -> ! {
             break;
         }
     }
-    // Held until the exit, so no relay writes after the marker.
-    let _held = log.lock().unwrap_or_else(|e| e.into_inner());
+    // Closed under the lock, so no relay writes after the marker.
+    let mut held = log.lock().unwrap_or_else(|e| e.into_inner());
     crate::logs::append_marker(
         &request.log,
         &format!(
             "pid {pid} ended: {}",
-            crate::process::describe_exit(&status)
+            crate::exit_status::describe_exit(&status)
         ),
     );
-    exit_like(status)
+    held.1 = true;
+    drop(held);
+    end_like(status)
 }
 
 #[cfg(test)]
@@ -343,7 +355,10 @@ mod tests {
     fn relay_splits_long_lines_and_keeps_an_unfinished_end() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.log");
-        let log = Arc::new(Mutex::new(crate::logs::open_append(&path).unwrap()));
+        let log = Arc::new(Mutex::new((
+            crate::logs::open_append(&path).unwrap(),
+            false,
+        )));
         let mut input = b"one\r\n".to_vec();
         input.extend(std::iter::repeat_n(b'a', MAX_LINE + 3));
         input.extend_from_slice(b"\nend");

@@ -218,24 +218,7 @@ pub fn reaped_exit(pid: u32) -> Option<ExitStatus> {
         .map(|(_, s)| *s)
 }
 
-/// "exit status 1", "killed by SIGKILL", "killed by SIGSEGV (core dumped)".
-pub fn describe_exit(status: &ExitStatus) -> String {
-    if let Some(code) = status.code() {
-        return format!("exit status {code}");
-    }
-    if let Some(sig) = status.signal() {
-        let name = Signal::try_from(sig)
-            .map(|s| s.as_str().to_string())
-            .unwrap_or_else(|_| format!("signal {sig}"));
-        let core = if status.core_dumped() {
-            " (core dumped)"
-        } else {
-            ""
-        };
-        return format!("killed by {name}{core}");
-    }
-    format!("{status}")
-}
+pub use crate::exit_status::describe_exit;
 
 /// A component process just started by [`start`].
 #[derive(Debug)]
