@@ -362,9 +362,10 @@ fn sigterm_ignoring_service_is_killed_after_grace_and_its_child_too() {
     assert!(wait_until(DEADLINE, || std::fs::read_to_string(&log)
         .is_ok_and(|l| l.contains("CHILD "))));
     let text = std::fs::read_to_string(&log).unwrap();
+    // Lines are stamped by the log writer: `<time> stdout F CHILD 42`.
     let child: i32 = text
         .lines()
-        .find_map(|l| l.strip_prefix("CHILD "))
+        .find_map(|l| l.split_once(" F CHILD ").map(|(_, pid)| pid))
         .unwrap()
         .trim()
         .parse()
@@ -664,6 +665,22 @@ fn down_after_an_up_killed_midway_stops_what_that_up_started() {
     );
     let mut cli = f.spawn(&["up", "s"]);
     assert!(wait_until(DEADLINE, || f.pid("b").is_some()));
+    // While it starts, `ps` shows its pid.
+    let starting = f.pid("b").unwrap();
+    let mut row = serde_json::Value::Null;
+    assert!(
+        wait_until(DEADLINE, || {
+            let ps = f.run(&["ps", "b", "--json"]).json();
+            row = ps["components"]
+                .as_array()
+                .and_then(|rows| rows.iter().find(|r| r["name"] == "b"))
+                .cloned()
+                .unwrap_or_default();
+            row["state"] == "starting"
+        }),
+        "{row}"
+    );
+    assert_eq!(row["pid"], starting, "{row}");
     cli.kill().unwrap();
     cli.wait().unwrap();
     let (a, b) = (f.pid("a").unwrap(), f.pid("b").unwrap());

@@ -100,8 +100,14 @@ fn row(topology: &Topology, report: &StatusReport, c: &ComponentStatus) -> Row {
     if let Some(running) = &c.running_ports {
         ports = running.clone();
     }
-    let running = c.lifecycle == flotilla_model::Lifecycle::Running;
-    let identity = c.runtime_identity.as_ref().filter(|_| running);
+    // Its process, also while it is starting or stopping.
+    let live = matches!(
+        c.lifecycle,
+        flotilla_model::Lifecycle::Running
+            | flotilla_model::Lifecycle::Starting
+            | flotilla_model::Lifecycle::Stopping
+    );
+    let identity = c.runtime_identity.as_ref().filter(|_| live);
     let started_at_ms = identity.map(|i| i.started_at_ms);
     Row {
         name: c.name.clone(),
