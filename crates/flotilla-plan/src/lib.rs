@@ -602,7 +602,10 @@ impl Planner<'_> {
             } else {
                 (
                     Action::AwaitReady,
-                    "external (observed only): wait for readiness".into(),
+                    format!(
+                        "external (observed only): wait for readiness{}",
+                        readiness_target(c)
+                    ),
                 )
             };
         }
@@ -632,7 +635,7 @@ impl Planner<'_> {
             _ if o.is_ready() => (Action::Noop, "already running and ready".into()),
             Lifecycle::Running | Lifecycle::Starting => (
                 Action::AwaitReady,
-                "already running: wait for readiness".into(),
+                format!("already running: wait for readiness{}", readiness_target(c)),
             ),
             Lifecycle::Stopped | Lifecycle::Failed => (Action::Start, why.into()),
             Lifecycle::Stopping | Lifecycle::Unknown => {
@@ -1054,4 +1057,13 @@ fn lifecycle_name(l: Lifecycle) -> &'static str {
         Lifecycle::Failed => "failed",
         Lifecycle::Unknown => "unknown",
     }
+}
+
+/// ` (GET http://127.0.0.1:8080/health)`: what `c`'s readiness probe looks at, for a
+/// step that waits on it; empty without one.
+fn readiness_target(c: &flotilla_model::topology::Component) -> String {
+    c.readiness
+        .as_ref()
+        .map(|p| format!(" ({})", p.check.target()))
+        .unwrap_or_default()
 }

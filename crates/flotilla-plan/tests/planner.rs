@@ -244,6 +244,54 @@ depends_on = ["db"]
     );
 }
 
+/// A step that waits on a readiness probe says what the probe looks at, an inline
+/// target (`url`, `address`) as much as a named endpoint.
+#[test]
+fn waiting_on_readiness_shows_the_probe_target() {
+    let t = topology(
+        r#"
+[components.vectors]
+owner = "external"
+readiness = { http = { url = "http://127.0.0.1:6333/readyz" } }
+[components.db]
+owner = "external"
+readiness = { tcp = { address = "127.0.0.1:5432" } }
+[components.api]
+command = ["api"]
+depends_on = ["vectors", "db"]
+"#,
+    );
+    let p = plan(
+        &t,
+        &Observed::default(),
+        &Operation::new(Verb::Start, "api"),
+    )
+    .unwrap();
+    let reason = |name: &str| {
+        p.waves
+            .iter()
+            .flat_map(|w| &w.steps)
+            .find(|s| s.component == name)
+            .map(|s| (s.action, s.reason.clone()))
+            .unwrap_or_else(|| panic!("{name}"))
+    };
+    assert_eq!(
+        reason("vectors"),
+        (
+            Action::AwaitReady,
+            "external (observed only): wait for readiness (GET http://127.0.0.1:6333/readyz)"
+                .into()
+        )
+    );
+    assert_eq!(
+        reason("db"),
+        (
+            Action::AwaitReady,
+            "external (observed only): wait for readiness (connect 127.0.0.1:5432)".into()
+        )
+    );
+}
+
 #[test]
 fn restart_is_alone_unless_cascade() {
     let t = topology(STACK);
