@@ -483,12 +483,17 @@ impl Planner<'_> {
         if o.observability == Observability::Observed {
             return true;
         }
-        let name = observability_name(o.observability);
+        // What its host (or the way to it) said, verbatim, rather than a guess.
+        let name = match (&o.unobserved_why, o.observability) {
+            (Some(why), Observability::Unsupported) => format!("not observable from here ({why})"),
+            (Some(why), other) => format!("{} ({why})", observability_name(other)),
+            (None, other) => observability_name(other).to_string(),
+        };
         let c = self.topo.component(id);
         self.reasons.push(Reason::Unobservable {
             component: c.name.clone(),
             host: c.host.clone(),
-            observability: name.into(),
+            observability: name,
         });
         false
     }

@@ -61,6 +61,7 @@ fn state(entries: &[(&str, Lifecycle, Health)]) -> Observed {
                 config_changes: Vec::new(),
                 started_by: StartedBy::Nobody,
                 owner_error: None,
+                unobserved_why: None,
             },
         );
     }
@@ -377,6 +378,7 @@ fn unreachable_and_foreign_components_are_refused() {
                 evidence: "pid 4242 (llama-server)".into(),
             },
             owner_error: None,
+            unobserved_why: None,
         },
     );
     let r = plan(&t, &o, &Operation::new(Verb::Start, "proxy")).unwrap_err();
@@ -493,6 +495,7 @@ fn build(c: &Case) -> (Topology, Observed) {
                 config_changes: Vec::new(),
                 started_by: StartedBy::Nobody,
                 owner_error: None,
+                unobserved_why: None,
             },
         );
     }
