@@ -442,3 +442,69 @@ stop = {{ grace_period = "2s" }}
             && component(s, "slow")["lifecycle"] == "running"
     });
 }
+
+/// `check` of a component on an `agent` host is run by that host's agent (through the
+/// authority), and its own refusal — a secrets file others can read — reaches the
+/// controller in its words: in `check`, and in an operation's refusal, instead of a
+/// guess that nothing usable runs there. `logs -f` of it says what to run instead.
+#[test]
+fn check_and_refusals_of_an_agent_host_come_from_its_agent() {
+    let pa = free_port();
+    let a = Authority::with(&inventory(pa, None), &["--report-deadline", "2s"]);
+    let mut agent = AgentProc::new(a.ws.path());
+    let t = a.run(&["serve", "token", "create", "--host", "studio", "--json"]);
+    assert_eq!(t.code, 0, "{t:?}");
+    let t = t.json();
+    let (token, pin) = (t["token"].as_str().unwrap(), t["ca_hash"].as_str().unwrap());
+    let out = agent.join(&a.url, token, pin);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(a.publish(&[]).code, 0);
+    agent.start();
+    wait_for(&a, &agent, "a to run", |s| {
+        let c = component(s, "a");
+        c["lifecycle"] == "running" && c["observability"] == "observed"
+    });
+
+    // Checked by the agent on its own host.
+    let check = a.run(&["-f", "fleet/flotilla.toml", "check"]);
+    assert_eq!(check.code, 0, "{check:?}\nagent log:\n{}", agent.log());
+    assert!(check.stdout.contains("host studio:"), "{}", check.stdout);
+    assert!(
+        check.stdout.contains("a: environment") && check.stdout.contains("a: program"),
+        "{}",
+        check.stdout
+    );
+    assert!(!check.stdout.contains("host local"), "{}", check.stdout);
+
+    // `logs -f` of it: a specific refusal that says what to run instead.
+    let follow = a.run(&["-f", "fleet/flotilla.toml", "logs", "-f", "a"]);
+    assert_eq!(follow.code, 2, "{follow:?}");
+    assert!(
+        follow.stderr.contains("driven by its agent")
+            && follow.stderr.contains("run `flotilla logs a` without -f"),
+        "{}",
+        follow.stderr
+    );
+
+    // Its secrets file readable by others: the agent refuses, in its own words.
+    let secrets = agent.state.join("secrets.env");
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let refusal = format!(
+        "secrets file {path} has mode 0644, readable by others: run `chmod 600 {path}`",
+        path = secrets.display()
+    );
+    let check = a.run(&["-f", "fleet/flotilla.toml", "check"]);
+    assert_eq!(check.code, 1, "{check:?}");
+    assert!(check.stdout.contains(&refusal), "{}", check.stdout);
+    let stop = a.run(&["-f", "fleet/flotilla.toml", "stop", "a"]);
+    assert_eq!(stop.code, 1, "{stop:?}");
+    let said = format!("{}{}", stop.stdout, stop.stderr);
+    assert!(said.contains(&refusal), "{said}");
+    assert!(!said.contains("no usable flotilla"), "{said}");
+    assert!(agent.pid("a").is_some_and(alive), "a left running");
+}

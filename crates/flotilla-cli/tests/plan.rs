@@ -205,3 +205,56 @@ fn completions_are_generated() {
     assert_eq!(run.code, 0);
     assert!(run.stdout.contains("flotilla"), "{}", run.stdout);
 }
+
+/// A probe given an inline target (`http = { url = … }`, `tcp = { address = … }`)
+/// instead of an endpoint: validated, shown in the plan, in the topology, and in
+/// status evidence, where it is probed for real (a loopback listener that answers
+/// one HTTP request with 200).
+#[test]
+fn inline_probe_targets_show_in_plan_topology_and_status() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let w = Workspace::new();
+    w.write(
+        "flotilla.toml",
+        &format!(
+            r#"
+[components.vectors]
+owner = "external"
+readiness = {{ http = {{ url = "http://127.0.0.1:{port}/readyz" }} }}
+liveness = {{ tcp = {{ address = "127.0.0.1:{port}" }} }}
+"#
+        ),
+    );
+    let url = format!("http://127.0.0.1:{port}/readyz");
+    let run = w.run(&["plan", "start", "vectors"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains(&format!("wait for readiness (GET {url})")),
+        "{}",
+        run.stdout
+    );
+    // Not answering yet (the plan above waits for readiness); now it does.
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let mut buf = [0u8; 2048];
+            let _ = s.read(&mut buf);
+            let _ =
+                s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+        }
+    });
+    let t = w.run(&["topology", "--json"]).json();
+    let readiness = &t["components"][0]["readiness"]["check"]["http"];
+    assert_eq!(readiness["url"], url.as_str(), "{t:#}");
+    assert!(readiness.get("endpoint").is_none(), "{t:#}");
+    let run = w.run(&["status", "--json"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let status = run.json().to_string();
+    assert!(status.contains(&format!("GET {url} → 200")), "{status}");
+    assert!(
+        status.contains(&format!("connect 127.0.0.1:{port}: accepted")),
+        "{status}"
+    );
+}

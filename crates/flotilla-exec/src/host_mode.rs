@@ -163,12 +163,41 @@ pub async fn serve(
             }
         }
         Call::Check { snapshot, names } => {
-            let (here, state, topology, secrets) = match host_side(state_dir, snapshot) {
-                Ok(x) => x,
-                Err(e) => return *e,
+            let here = snapshot.host.clone();
+            let project = snapshot.project.as_deref().unwrap_or(DEFAULT_PROJECT);
+            let state = match StateDir::resolve(state_dir, project) {
+                Ok(s) => s,
+                Err(e) => return error("state", format!("state directory: {e}")),
             };
-            let findings =
-                crate::preflight::check(&topology, &here, &names, &home_dir(), &state, &secrets);
+            let topology = match Topology::from_snapshot(snapshot) {
+                Ok(t) => t,
+                Err(e) => return error("snapshot", e.to_string()),
+            };
+            // Secrets this host refuses to read (a secrets file others can read…) are
+            // a finding in this host's own words; the other checks still run.
+            let mut findings = Vec::new();
+            let secrets = match crate::operate::secrets(&state) {
+                Ok(s) => s,
+                Err(e) => {
+                    findings.push(crate::preflight::Finding {
+                        check: "secrets".into(),
+                        ok: false,
+                        saw: crate::error::chain(&e),
+                    });
+                    match crate::secrets::SecretResolver::new(true, None) {
+                        Ok(s) => s,
+                        Err(e) => return error("state", e.to_string()),
+                    }
+                }
+            };
+            findings.extend(crate::preflight::check(
+                &topology,
+                &here,
+                &names,
+                &home_dir(),
+                &state,
+                &secrets,
+            ));
             reply(Reply::Checked { findings })
         }
         Call::Step {

@@ -1021,15 +1021,23 @@ fn at_endpoints(
     let moved = |name: &str| Some((now.get(name)?, old.get(name)?)).filter(|(n, o)| n != o);
     let mut p = p.clone();
     match &mut p.check {
-        Check::Http { url, endpoint, .. } | Check::Request { url, endpoint, .. } => {
+        Check::Http {
+            url,
+            endpoint: Some(endpoint),
+            ..
+        }
+        | Check::Request { url, endpoint, .. } => {
             if let Some((n, o)) = moved(endpoint) {
                 if let Some(rest) = url.strip_prefix(n.url.trim_end_matches('/')) {
                     *url = format!("{}{rest}", o.url.trim_end_matches('/'));
                 }
             }
         }
+        // An inline target (no endpoint) does not move with the endpoints.
         Check::Tcp {
-            address, endpoint, ..
+            address,
+            endpoint: Some(endpoint),
+            ..
         } => {
             if let Some((_, o)) = moved(endpoint) {
                 *address = if o.dial_host().contains(':') {

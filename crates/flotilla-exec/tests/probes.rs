@@ -17,7 +17,7 @@ const T: Duration = Duration::from_secs(2);
 fn http(url: &str) -> Check {
     Check::Http {
         body_contains: None,
-        endpoint: "api".into(),
+        endpoint: Some("api".into()),
         json_equals: None,
         json_pointer: None,
         status: StatusRange::default(),
@@ -28,7 +28,7 @@ fn http(url: &str) -> Check {
 fn tcp(address: &str) -> Check {
     Check::Tcp {
         address: address.into(),
-        endpoint: "api".into(),
+        endpoint: Some("api".into()),
         stays_open: None,
     }
 }
@@ -153,7 +153,7 @@ async fn http_check_body_and_json_pointer() {
         |contains: Option<&str>, pointer: Option<&str>, equals: Option<serde_json::Value>| {
             Check::Http {
                 body_contains: contains.map(str::to_string),
-                endpoint: "api".into(),
+                endpoint: Some("api".into()),
                 json_equals: equals,
                 json_pointer: pointer.map(str::to_string),
                 status: StatusRange::default(),
@@ -202,7 +202,7 @@ async fn http_check_body_and_json_pointer() {
 
     let strict = Check::Http {
         body_contains: None,
-        endpoint: "api".into(),
+        endpoint: Some("api".into()),
         json_equals: None,
         json_pointer: None,
         status: StatusRange { min: 204, max: 204 },
@@ -754,7 +754,7 @@ async fn tcp_stays_open_tells_a_dead_forward_from_a_live_one() {
     };
     let with = |address: &str| Check::Tcp {
         address: address.into(),
-        endpoint: "fwd".into(),
+        endpoint: Some("fwd".into()),
         stays_open: Some(HumanDuration(Duration::from_millis(300))),
     };
     let dead = probe::check(&with(&closing_addr), &ctx, Duration::from_secs(2)).await;

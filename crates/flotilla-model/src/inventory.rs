@@ -383,12 +383,19 @@ pub struct ProbeSpec {
 #[serde(deny_unknown_fields)]
 pub struct ProcessCheck {}
 
-/// TCP connect check.
+/// TCP connect check: `endpoint` or `address`, exactly one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [{"required": ["endpoint"]}, {"required": ["address"]}]))]
 pub struct TcpCheck {
-    /// Name of one of the component's endpoints.
-    pub endpoint: String,
+    /// Name of one of the component's endpoints. Set this or `address`, not both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// An address given inline instead of an endpoint: `host:port` (e.g.
+    /// `"127.0.0.1:5432"`, `"[::1]:5432"`); may reference `${host.address}`,
+    /// `${host.name}` and `${component.name}`. Set this or `endpoint`, not both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
     /// Also require that the peer does not close the connection within this time
     /// after accepting it (e.g. `"250ms"`): what tells a live SSH forward from one
     /// whose far end is gone (`ssh` accepts, then closes when the remote connect
@@ -397,13 +404,22 @@ pub struct TcpCheck {
     pub stays_open: Option<HumanDuration>,
 }
 
-/// HTTP GET check.
+/// HTTP GET check: `endpoint` or `url`, exactly one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [{"required": ["endpoint"]}, {"required": ["url"]}]))]
 pub struct HttpCheck {
-    /// Name of one of the component's endpoints.
-    pub endpoint: String,
-    /// Path appended to the endpoint, e.g. `/health`.
+    /// Name of one of the component's endpoints. Set this or `url`, not both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// A URL given inline instead of an endpoint: `http://` or `https://`, a host, and
+    /// a port unless the scheme's default (e.g. `"http://127.0.0.1:8080/health"`); may
+    /// reference `${host.address}`, `${host.name}` and `${component.name}`. Set this
+    /// or `endpoint`, not both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Path appended to the endpoint, e.g. `/health` (with `url`, write the path in
+    /// the URL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// Accepted statuses; default `200-299`.

@@ -163,6 +163,10 @@ pub struct ObservedComponent {
     /// no wait makes it known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_error: Option<String>,
+    /// When it could not be seen: what its host, or the way to it, said — e.g. an
+    /// agent's own refusal (`secrets file … has mode 0644 …`), verbatim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unobserved_why: Option<String>,
 }
 
 impl ObservedComponent {
@@ -174,6 +178,7 @@ impl ObservedComponent {
         started_by: StartedBy::Nobody,
         config_changes: Vec::new(),
         owner_error: None,
+        unobserved_why: None,
     };
 
     /// Absent from an observation: nothing is known of it.
@@ -184,6 +189,7 @@ impl ObservedComponent {
         started_by: StartedBy::Nobody,
         config_changes: Vec::new(),
         owner_error: None,
+        unobserved_why: None,
     };
 
     /// Running and its readiness passes (or it has no readiness contract).
@@ -618,6 +624,14 @@ impl StatusReport {
                             started_by: c.started_by.clone(),
                             config_changes: c.config_changes.clone(),
                             owner_error: c.owner_error.clone(),
+                            unobserved_why: (c.observability != Observability::Observed)
+                                .then(|| {
+                                    c.evidence
+                                        .iter()
+                                        .find(|e| e.signal == Signal::Observability)
+                                        .map(|e| e.saw.clone())
+                                })
+                                .flatten(),
                         },
                     )
                 })

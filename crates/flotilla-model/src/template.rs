@@ -72,7 +72,8 @@ fn http_url(bind: &str, port: Port) -> String {
 fn http_probe(path: &str, period_ms: u64) -> ProbeSpec {
     ProbeSpec {
         http: Some(HttpCheck {
-            endpoint: "http".into(),
+            endpoint: Some("http".into()),
+            url: None,
             path: Some(path.into()),
             status: None,
             body_contains: None,
@@ -492,7 +493,8 @@ pub fn expand_builtin(name: &str, params: &Node) -> Result<TemplateOutput, Decod
                 if let Some((_, endpoint)) = p.target.rsplit_once('.') {
                     out.readiness = Some(ProbeSpec {
                         tcp: Some(crate::inventory::TcpCheck {
-                            endpoint: endpoint.to_string(),
+                            endpoint: Some(endpoint.to_string()),
+                            address: None,
                             stays_open: Some(HumanDuration(std::time::Duration::from_millis(250))),
                         }),
                         period: Some(HumanDuration(std::time::Duration::from_secs(2))),

@@ -124,8 +124,10 @@ pub enum Check {
     Tcp {
         /// `host:port` dialled.
         address: String,
-        /// Endpoint name.
-        endpoint: String,
+        /// The endpoint it was resolved from; `None` when the address was given
+        /// inline (`tcp = { address = "host:port" }`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        endpoint: Option<String>,
         /// The connection must not be closed by the peer within this time.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         stays_open: Option<HumanDuration>,
@@ -135,8 +137,10 @@ pub enum Check {
         /// Text the body must contain.
         #[serde(skip_serializing_if = "Option::is_none")]
         body_contains: Option<String>,
-        /// Endpoint name.
-        endpoint: String,
+        /// The endpoint it was resolved from; `None` when the URL was given inline
+        /// (`http = { url = "http://…" }`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        endpoint: Option<String>,
         /// Expected value at the pointer.
         #[serde(skip_serializing_if = "Option::is_none")]
         json_equals: Option<serde_json::Value>,
@@ -187,6 +191,22 @@ pub enum Check {
         /// Regex.
         pattern: String,
     },
+}
+
+impl Check {
+    /// What the check looks at, in a few words for plans and messages:
+    /// `GET http://127.0.0.1:8080/health`, `connect 127.0.0.1:5432`, `exec pg_isready`,
+    /// `log /listening/`, `process`.
+    pub fn target(&self) -> String {
+        match self {
+            Check::Process => "process".into(),
+            Check::Tcp { address, .. } => format!("connect {address}"),
+            Check::Http { url, .. } => format!("GET {url}"),
+            Check::Request { method, url, .. } => format!("{method} {url}"),
+            Check::Exec { command } => format!("exec {}", command.join(" ")),
+            Check::Log { pattern } => format!("log /{pattern}/"),
+        }
+    }
 }
 
 /// A probe with its timing defaults filled (Kubernetes' defaults, except a 1 s period).

@@ -478,12 +478,77 @@ fn probes_phase() {
             ],
         ),
         (
+            "an inline target and an endpoint, and neither",
+            "[components.a]\ncommand = [\"a\"]\nendpoints = { http = \"http://127.0.0.1:8080\" }\nreadiness = { http = { endpoint = \"http\", url = \"http://127.0.0.1:8080/\" } }\nliveness = { tcp = { stays_open = \"1s\" } }\n",
+            &[],
+            &[(InvalidProbe, "{ endpoint = \"http\", url"), (InvalidProbe, "{ stays_open")],
+        ),
+        (
+            "inline urls that are not http URLs, a path beside a url",
+            "[components.a]\nowner = \"external\"\nreadiness = { http = { url = \"127.0.0.1:8080/health\" } }\nliveness = { http = { url = \"ftp://127.0.0.1:21/\" } }\n[components.b]\nowner = \"external\"\nreadiness = { http = { url = \"http://:8080/\" } }\nliveness = { http = { url = \"http://127.0.0.1:9/\", path = \"/health\" } }\n",
+            &[],
+            &[
+                (InvalidValue, "\"127.0.0.1:8080/health\""),
+                (InvalidValue, "\"ftp://"),
+                (InvalidValue, "\"http://:8080/\""),
+                (InvalidProbe, "\"/health\""),
+            ],
+        ),
+        (
+            "inline addresses without a port, with a scheme, an unknown reference",
+            "[components.a]\nowner = \"external\"\nreadiness = { tcp = { address = \"db.internal\" } }\nliveness = { tcp = { address = \"tcp://127.0.0.1:5432\" } }\n[components.b]\nowner = \"external\"\nreadiness = { tcp = { address = \"${db.port}\" } }\n",
+            &[],
+            &[
+                (InvalidValue, "\"db.internal\""),
+                (InvalidValue, "\"tcp://"),
+                (UnknownReference, "\"${db.port}\""),
+            ],
+        ),
+        (
             "stack probes: a tcp check, a missing endpoint",
             "[components.a]\ncommand = [\"a\"]\nendpoints = { http = \"http://127.0.0.1:8080\" }\n[stacks.s]\ncomponents = [\"a\"]\nreadiness = [{ tcp = { endpoint = \"http\" } }, { request = { endpoint = \"a.nope\" } }]\n",
             &[],
             &[(InvalidProbe, "{ tcp"), (UnknownEndpoint, "\"a.nope\"")],
         ),
     ]);
+}
+
+/// A probe's `http` and `tcp` checks may give their target inline (`url`,
+/// `address`) instead of naming an endpoint; `${host.address}`, `${host.name}`,
+/// `${component.name}` and a template's `${params.NAME}` are substituted in it.
+#[test]
+fn inline_probe_targets_resolve() {
+    use flotilla_model::topology::Check;
+    let inventory = "[hosts.gpu]\ntransport = \"ssh\"\naddress = \"10.0.0.7\"\n[components.db]\nowner = \"external\"\nreadiness = { tcp = { address = \"127.0.0.1:5432\" } }\nliveness = { tcp = { address = \"[::1]:5432\" } }\n[components.api]\nowner = \"external\"\nhost = \"gpu\"\nreadiness = { http = { url = \"http://${host.address}:8080/health\" } }\nliveness = { http = { url = \"https://${component.name}.example\" } }\n[components.side]\ntemplate = \"probed\"\nparams = { port = 9000 }\n";
+    let template = "params = { port = { type = \"port\" } }\nowner = \"external\"\n[readiness]\nhttp = { url = \"http://127.0.0.1:${params.port}/ready\" }\n";
+    let (_, result) = run(inventory, &[("probed", template)]);
+    let topology = result.unwrap_or_else(|d| panic!("{d:#?}"));
+    let check = |name: &str, readiness: bool| {
+        let c = topology.component(topology.id(name).unwrap_or_else(|| panic!("{name}")));
+        let p = if readiness { &c.readiness } else { &c.liveness };
+        p.as_ref().expect("a probe").check.clone()
+    };
+    let tcp = |address: &str| Check::Tcp {
+        address: address.into(),
+        endpoint: None,
+        stays_open: None,
+    };
+    assert_eq!(check("db", true), tcp("127.0.0.1:5432"));
+    assert_eq!(check("db", false), tcp("[::1]:5432"));
+    let url = |c: Check| match c {
+        Check::Http { url, endpoint, .. } => {
+            assert_eq!(endpoint, None);
+            url
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(url(check("api", true)), "http://10.0.0.7:8080/health");
+    assert_eq!(url(check("api", false)), "https://api.example/");
+    assert_eq!(url(check("side", true)), "http://127.0.0.1:9000/ready");
+    assert_eq!(
+        check("api", true).target(),
+        "GET http://10.0.0.7:8080/health"
+    );
 }
 
 #[test]
@@ -611,9 +676,9 @@ fn a_broken_key_hides_only_what_depends_on_it() {
         ),
         (
             "a required key missing in a nested table sets that table aside, not the entry",
-            "[components.a]\ncommand = [\"a\"]\ndepends_on = [\"b\"]\nreadiness = { http = { path = \"/\" } }\n[components.b]\ncommand = [\"b\"]\ndepends_on = [\"a\"]\n",
+            "[components.a]\ncommand = [\"a\"]\ndepends_on = [\"b\"]\nreadiness = { log = { } }\n[components.b]\ncommand = [\"b\"]\ndepends_on = [\"a\"]\n",
             &[],
-            &[(DependencyCycle, "\"b\"]\nreadiness"), (MissingKey, "{ path")],
+            &[(DependencyCycle, "\"b\"]\nreadiness"), (MissingKey, "{ } }")],
         ),
         (
             "a tunnel missing its target still has its dependencies checked",
@@ -644,7 +709,7 @@ fn a_broken_key_hides_only_what_depends_on_it() {
                 "whisper",
                 "command = [\"whisper\"]\nendpoints = { http = \"http://127.0.0.1:8090\" }\nreadiness = { http = { path = \"/\" } }\n",
             )],
-            &[(UnknownDependency, "\"ghost\""), (MissingKey, "{ path")],
+            &[(UnknownDependency, "\"ghost\""), (InvalidProbe, "{ path")],
         ),
         (
             "a stack with a broken key still has its members checked",
@@ -800,7 +865,7 @@ fn type_errors_show_the_expected_form() {
             "\"http://",
             &[
                 "`readiness` is a table, not a string",
-                "write `readiness = { http = { endpoint = \"http\", path = \"/health\" }, period = \"1s\" }`",
+                "write `readiness = { http = { url = \"http://127.0.0.1:8080/health\" }, period = \"1s\" }`",
             ],
         ),
         (
@@ -810,7 +875,18 @@ fn type_errors_show_the_expected_form() {
             "\"http://",
             &[
                 "`http` is a table, not a string",
-                "write `http = { endpoint = \"http\", path = \"/health\" }`",
+                "write `http = { url = \"http://127.0.0.1:1/health\" }`",
+                "or name one of the component's endpoints: `http = { endpoint = \"http\", path = \"/health\" }`",
+            ],
+        ),
+        (
+            "a tcp check as an address",
+            "[components.a]\ncommand = [\"a\"]\nliveness = { tcp = \"127.0.0.1:5432\" }\n",
+            InvalidValue,
+            "\"127.0.0.1:5432\"",
+            &[
+                "`tcp` is a table, not a string",
+                "write `tcp = { address = \"127.0.0.1:5432\" }`",
             ],
         ),
         (

@@ -483,12 +483,17 @@ impl Planner<'_> {
         if o.observability == Observability::Observed {
             return true;
         }
-        let name = observability_name(o.observability);
+        // What its host (or the way to it) said, verbatim, rather than a guess.
+        let name = match (&o.unobserved_why, o.observability) {
+            (Some(why), Observability::Unsupported) => format!("not observable from here ({why})"),
+            (Some(why), other) => format!("{} ({why})", observability_name(other)),
+            (None, other) => observability_name(other).to_string(),
+        };
         let c = self.topo.component(id);
         self.reasons.push(Reason::Unobservable {
             component: c.name.clone(),
             host: c.host.clone(),
-            observability: name.into(),
+            observability: name,
         });
         false
     }
@@ -602,7 +607,10 @@ impl Planner<'_> {
             } else {
                 (
                     Action::AwaitReady,
-                    "external (observed only): wait for readiness".into(),
+                    format!(
+                        "external (observed only): wait for readiness{}",
+                        readiness_target(c)
+                    ),
                 )
             };
         }
@@ -632,7 +640,7 @@ impl Planner<'_> {
             _ if o.is_ready() => (Action::Noop, "already running and ready".into()),
             Lifecycle::Running | Lifecycle::Starting => (
                 Action::AwaitReady,
-                "already running: wait for readiness".into(),
+                format!("already running: wait for readiness{}", readiness_target(c)),
             ),
             Lifecycle::Stopped | Lifecycle::Failed => (Action::Start, why.into()),
             Lifecycle::Stopping | Lifecycle::Unknown => {
@@ -1054,4 +1062,13 @@ fn lifecycle_name(l: Lifecycle) -> &'static str {
         Lifecycle::Failed => "failed",
         Lifecycle::Unknown => "unknown",
     }
+}
+
+/// ` (GET http://127.0.0.1:8080/health)`: what `c`'s readiness probe looks at, for a
+/// step that waits on it; empty without one.
+fn readiness_target(c: &flotilla_model::topology::Component) -> String {
+    c.readiness
+        .as_ref()
+        .map(|p| format!(" ({})", p.check.target()))
+        .unwrap_or_default()
 }

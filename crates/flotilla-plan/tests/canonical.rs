@@ -40,6 +40,7 @@ fn topology_observed_and_plan_serialise_canonically() {
                 operation: "op-1".into(),
             },
             owner_error: None,
+            unobserved_why: None,
         },
     );
     observed.components.insert(
@@ -53,6 +54,7 @@ fn topology_observed_and_plan_serialise_canonically() {
                 evidence: "pid 7".into(),
             },
             owner_error: None,
+            unobserved_why: None,
         },
     );
     observed.stacks.insert(

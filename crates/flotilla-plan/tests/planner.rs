@@ -61,6 +61,7 @@ fn state(entries: &[(&str, Lifecycle, Health)]) -> Observed {
                 config_changes: Vec::new(),
                 started_by: StartedBy::Nobody,
                 owner_error: None,
+                unobserved_why: None,
             },
         );
     }
@@ -244,6 +245,54 @@ depends_on = ["db"]
     );
 }
 
+/// A step that waits on a readiness probe says what the probe looks at, an inline
+/// target (`url`, `address`) as much as a named endpoint.
+#[test]
+fn waiting_on_readiness_shows_the_probe_target() {
+    let t = topology(
+        r#"
+[components.vectors]
+owner = "external"
+readiness = { http = { url = "http://127.0.0.1:6333/readyz" } }
+[components.db]
+owner = "external"
+readiness = { tcp = { address = "127.0.0.1:5432" } }
+[components.api]
+command = ["api"]
+depends_on = ["vectors", "db"]
+"#,
+    );
+    let p = plan(
+        &t,
+        &Observed::default(),
+        &Operation::new(Verb::Start, "api"),
+    )
+    .unwrap();
+    let reason = |name: &str| {
+        p.waves
+            .iter()
+            .flat_map(|w| &w.steps)
+            .find(|s| s.component == name)
+            .map(|s| (s.action, s.reason.clone()))
+            .unwrap_or_else(|| panic!("{name}"))
+    };
+    assert_eq!(
+        reason("vectors"),
+        (
+            Action::AwaitReady,
+            "external (observed only): wait for readiness (GET http://127.0.0.1:6333/readyz)"
+                .into()
+        )
+    );
+    assert_eq!(
+        reason("db"),
+        (
+            Action::AwaitReady,
+            "external (observed only): wait for readiness (connect 127.0.0.1:5432)".into()
+        )
+    );
+}
+
 #[test]
 fn restart_is_alone_unless_cascade() {
     let t = topology(STACK);
@@ -329,6 +378,7 @@ fn unreachable_and_foreign_components_are_refused() {
                 evidence: "pid 4242 (llama-server)".into(),
             },
             owner_error: None,
+            unobserved_why: None,
         },
     );
     let r = plan(&t, &o, &Operation::new(Verb::Start, "proxy")).unwrap_err();
@@ -445,6 +495,7 @@ fn build(c: &Case) -> (Topology, Observed) {
                 config_changes: Vec::new(),
                 started_by: StartedBy::Nobody,
                 owner_error: None,
+                unobserved_why: None,
             },
         );
     }

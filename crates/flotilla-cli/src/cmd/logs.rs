@@ -1,7 +1,8 @@
 //! `flotilla logs [TARGET…] [-f] [-n N] [--timestamps] [--since WHEN]`: the logs (stdout
 //! and stderr) of components — several interleaved in time order, each line prefixed
 //! with its component's name — and Flotilla's marker line at every start and stop. A
-//! component on an `ssh` host is read on that host.
+//! component on an `ssh` host is read on that host; one on an `agent` host by its
+//! agent (through the authority, with `--server`). `-f` follows local logs only.
 
 use crate::{Cli, EXIT_OK, EXIT_USAGE};
 use flotilla_exec::logs::{self, TimedLine};
@@ -31,7 +32,8 @@ pub struct Args {
     /// on). None: every component.
     #[arg(value_name = "TARGET")]
     pub targets: Vec<String>,
-    /// Keep printing new lines as they are written (until interrupted).
+    /// Keep printing new lines as they are written (until interrupted); components
+    /// on this machine only.
     #[arg(short = 'f', long)]
     pub follow: bool,
     /// How many of the last lines of each log to print first [default: 50, or all
@@ -168,10 +170,20 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     };
     if args.follow {
         if let Some(n) = names.iter().find(|n| host_of(n).is_some()) {
-            eprintln!(
-                "error: `{n}` runs on host `{}`: `logs -f` follows local logs only; use `ssh` there, or `flotilla logs` without -f",
-                host_of(n).unwrap_or_default()
-            );
+            let host = host_of(n).unwrap_or_default();
+            let by_agent = topology
+                .hosts
+                .get(&host)
+                .is_some_and(|h| h.transport == flotilla_model::inventory::TransportKind::Agent);
+            if by_agent {
+                eprintln!(
+                    "error: `{n}` runs on host `{host}`, driven by its agent: `logs -f` follows local logs only; run `flotilla logs {n}` without -f (its agent reads it, through the authority with --server; run it again for new lines), or `flotilla logs -f {n}` on host `{host}` itself"
+                );
+            } else {
+                eprintln!(
+                    "error: `{n}` runs on host `{host}`: `logs -f` follows local logs only; use `ssh` there, or `flotilla logs` without -f"
+                );
+            }
             return Ok(EXIT_USAGE);
         }
     }

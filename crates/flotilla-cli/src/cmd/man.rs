@@ -93,7 +93,7 @@ const MAIN_SECTIONS: &str = r#".SH INVENTORY
 \fBtransport\fR = "local" | "ssh" | "agent"; \fBaddress\fR, \fBuser\fR for ssh.
 .TP
 \fB[components.NAME]\fR
-\fBcommand\fR (argv list), \fBhost\fR, \fBadapter\fR ("process", "systemd", "launchd", "ssh-tunnel"), \fBowner\fR ("managed" | "external"), \fBenv\fR, \fBenv_file\fR, \fBinherit_env\fR, \fBendpoints\fR (name = "http://127.0.0.1:8080"), \fBdepends_on\fR (names), \fBconnections\fR, \fBreadiness\fR and \fBliveness\fR (\fBhttp\fR, \fBtcp\fR, \fBexec\fR, \fBrequest\fR, \fBlog\fR or \fBprocess\fR, with \fBperiod\fR, \fBtimeout\fR), \fBstop\fR (\fBsignal\fR, \fBgrace_period\fR), \fBrestart\fR (\fBpolicy\fR = "on-failure" | "always" | "never", \fBbackoff\fR, \fBmax_restarts\fR), \fBtemplate\fR and \fBparams\fR.
+\fBcommand\fR (argv list), \fBhost\fR, \fBadapter\fR ("process", "systemd", "launchd", "ssh-tunnel"), \fBowner\fR ("managed" | "external"), \fBenv\fR, \fBenv_file\fR, \fBinherit_env\fR, \fBendpoints\fR (name = "http://127.0.0.1:8080"), \fBdepends_on\fR (names), \fBconnections\fR, \fBreadiness\fR and \fBliveness\fR (\fBhttp\fR, \fBtcp\fR, \fBexec\fR, \fBrequest\fR, \fBlog\fR or \fBprocess\fR, with \fBperiod\fR, \fBtimeout\fR; \fBhttp\fR and \fBtcp\fR name an \fBendpoint\fR, or give \fBurl\fR = "http://127.0.0.1:8080/health" or \fBaddress\fR = "127.0.0.1:5432" inline), \fBstop\fR (\fBsignal\fR, \fBgrace_period\fR), \fBrestart\fR (\fBpolicy\fR = "on-failure" | "always" | "never", \fBbackoff\fR, \fBmax_restarts\fR), \fBtemplate\fR and \fBparams\fR.
 .TP
 \fB[stacks.NAME]\fR
 \fBcomponents\fR (the members; their dependencies come along), \fBreadiness\fR (end-to-end probes).

@@ -36,6 +36,8 @@ pub(super) struct Draft<'a> {
     pub(super) tunnel: Option<Located<crate::inventory::TunnelSpec>>,
     // Filled in the cross-reference phase.
     pub(super) parsed_endpoints: BTreeMap<String, Endpoint>,
+    /// Its host's address (`${host.address}` in endpoints and inline probe targets).
+    pub(super) host_address: String,
     /// Upstream components (indices into the name-sorted drafts) and where each
     /// dependency is declared.
     pub(super) deps: BTreeMap<usize, Location>,
@@ -414,6 +416,7 @@ impl Validator {
             release,
             tunnel,
             parsed_endpoints: BTreeMap::new(),
+            host_address: String::new(),
             deps: BTreeMap::new(),
             connections: BTreeMap::new(),
             resolved_tunnel: None,

@@ -436,28 +436,72 @@ fn shaped(path: &[&str], value: &Node, s: Syntax) -> Option<Hint> {
             )
         ))),
         "readiness" | "liveness" => {
-            let http = text.as_deref().is_some_and(|t| t.starts_with("http"));
-            let check = if http { "http" } else { "tcp" };
-            let (_, toml, json) = CHECKS.iter().find(|(k, _, _)| *k == check)?;
+            let kinds = CHECKS
+                .iter()
+                .map(|(k, _, _)| *k)
+                .collect::<Vec<_>>()
+                .join(", ");
+            // A URL or `host:port` as the probe: the same check, with its target inline.
+            if let Some((check, inline)) = text.as_deref().and_then(inline_target) {
+                let period = s.assign("period", &s.string("1s"));
+                let check = s.assign(
+                    check,
+                    &format!("{{ {} }}", s.assign(inline.0, &s.string(inline.1))),
+                );
+                return Some(table(format!(
+                    "write `{}`: one check ({kinds}) with optional period, timeout, initial_delay",
+                    s.assign(key, &format!("{{ {check}, {period} }}"))
+                )));
+            }
+            let (_, toml, json) = CHECKS.iter().find(|(k, _, _)| *k == "tcp")?;
             Some(table(format!(
-                "write `{}`: one check ({}) naming one of the component's endpoints, with optional period, timeout, initial_delay",
+                "write `{}`: one check ({kinds}) naming one of the component's endpoints (or, for http and tcp, an inline `url` or `address`), with optional period, timeout, initial_delay",
                 ex(
-                    &format!("{{ {check} = {toml}, period = \"1s\" }}"),
-                    &format!("{{\"{check}\": {json}, \"period\": \"1s\"}}")
+                    &format!("{{ tcp = {toml}, period = \"1s\" }}"),
+                    &format!("{{\"tcp\": {json}, \"period\": \"1s\"}}")
                 ),
-                CHECKS.iter().map(|(k, _, _)| *k).collect::<Vec<_>>().join(", ")
             )))
         }
         check if matches!(parent, Some("readiness" | "liveness")) => {
             let (_, toml, json) = CHECKS.iter().find(|(k, _, _)| *k == check)?;
-            let endpoint = if matches!(check, "http" | "tcp" | "request") {
-                " (`endpoint` names one of the component's endpoints; declare an address under `endpoints` first)"
-            } else {
-                ""
+            if let Some((kind, (field, target))) = text.as_deref().and_then(inline_target) {
+                if kind == check {
+                    return Some(table(format!(
+                        "write `{}` (or name one of the component's endpoints: `{}`)",
+                        s.assign(
+                            check,
+                            &format!("{{ {} }}", s.assign(field, &s.string(target)))
+                        ),
+                        ex(toml, json)
+                    )));
+                }
+            }
+            let endpoint = match check {
+                "http" => " (`endpoint` names one of the component's endpoints; or give the URL inline: `url = \"http://127.0.0.1:8080/health\"`)",
+                "tcp" => " (`endpoint` names one of the component's endpoints; or give the address inline: `address = \"127.0.0.1:8080\"`)",
+                "request" => " (`endpoint` names one of the component's endpoints; declare an address under `endpoints` first)",
+                _ => "",
             };
             Some(table(format!("write `{}`{endpoint}", ex(toml, json))))
         }
         _ => None,
+    }
+}
+
+/// The check a probe written as one string stands for, with its inline target: an
+/// `http://`/`https://` URL → (`http`, (`url`, it)); `host:port` → (`tcp`,
+/// (`address`, it)).
+fn inline_target(text: &str) -> Option<(&'static str, (&'static str, &str))> {
+    if text.starts_with("http://") || text.starts_with("https://") {
+        Some(("http", ("url", text)))
+    } else if !text.contains("://")
+        && text
+            .rsplit_once(':')
+            .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+    {
+        Some(("tcp", ("address", text)))
+    } else {
+        None
     }
 }
 

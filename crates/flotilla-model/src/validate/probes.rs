@@ -174,17 +174,92 @@ impl Validator {
             }
             Check::Process
         } else if let Some(t) = &p.tcp {
-            let e = own(&t.endpoint, "tcp", self)?;
+            let address = match (&t.endpoint, &t.address) {
+                (Some(ep), None) => {
+                    let e = own(ep, "tcp", self)?;
+                    format!("{}:{}", e.host, e.port)
+                }
+                (None, Some(a)) => {
+                    let text =
+                        self.inline_target(d, which, "address", a, at(&["tcp", "address"]))?;
+                    match inline_address(&text) {
+                        Ok(a) => a,
+                        Err(msg) => {
+                            self.push(
+                                Diagnostic::error(
+                                    Code::InvalidValue,
+                                    format!("{which} probe of `{}`: tcp address `{text}`: {msg}", d.name),
+                                    at(&["tcp", "address"]),
+                                )
+                                .with_help("an address is host:port, e.g. `tcp = { address = \"127.0.0.1:5432\" }`"),
+                            );
+                            return None;
+                        }
+                    }
+                }
+                (endpoint, _) => {
+                    self.push(one_target(
+                        &format!("`{}`", d.name),
+                        which,
+                        "tcp",
+                        "address",
+                        endpoint.is_some(),
+                        at(&["tcp"]),
+                    ));
+                    return None;
+                }
+            };
             Check::Tcp {
                 endpoint: t.endpoint.clone(),
-                address: format!("{}:{}", e.host, e.port),
+                address,
                 stays_open: t.stays_open,
             }
         } else if let Some(h) = &p.http {
-            let e = own(&h.endpoint, "http", self)?;
+            let url = match (&h.endpoint, &h.url) {
+                (Some(ep), None) => join(&own(ep, "http", self)?, &h.path),
+                (None, Some(u)) => {
+                    if h.path.is_some() {
+                        self.push(
+                            Diagnostic::error(
+                                Code::InvalidProbe,
+                                format!("{which} probe of `{}`: an http check with `url` takes its path from the URL, not `path`", d.name),
+                                at(&["http", "path"]),
+                            )
+                            .with_help(format!("write the path in the URL, e.g. `url = \"{}/health\"`", u.trim_end_matches('/'))),
+                        );
+                        return None;
+                    }
+                    let text = self.inline_target(d, which, "url", u, at(&["http", "url"]))?;
+                    match inline_url(&text) {
+                        Ok(u) => u,
+                        Err(msg) => {
+                            self.push(
+                                Diagnostic::error(
+                                    Code::InvalidValue,
+                                    format!("{which} probe of `{}`: http url `{text}`: {msg}", d.name),
+                                    at(&["http", "url"]),
+                                )
+                                .with_help("a URL is http:// or https://, a host, and a port unless the scheme's default, e.g. `http = { url = \"http://127.0.0.1:8080/health\" }`"),
+                            );
+                            return None;
+                        }
+                    }
+                }
+                (endpoint, _) => {
+                    self.push(one_target(
+                        &format!("`{}`", d.name),
+                        which,
+                        "http",
+                        "url",
+                        endpoint.is_some(),
+                        at(&["http"]),
+                    ));
+                    return None;
+                }
+            };
             Check::Http {
                 endpoint: h.endpoint.clone(),
-                url: join(&e, &h.path),
+                url,
                 status: h.status.unwrap_or_default(),
                 body_contains: h.body_contains.clone(),
                 json_pointer: h.json_pointer.clone(),
@@ -427,6 +502,115 @@ impl Validator {
             }
         }
     }
+}
+
+impl Validator {
+    /// An inline probe target (`key` is `url` or `address`) with `${host.address}`,
+    /// `${host.name}` and `${component.name}` substituted, as in endpoints; `None`
+    /// after reporting a reference that resolves to nothing.
+    fn inline_target(
+        &mut self,
+        d: &Draft<'_>,
+        which: &str,
+        key: &str,
+        text: &str,
+        loc: Location,
+    ) -> Option<String> {
+        let resolved = crate::interp::substitute(text, |r| match r {
+            "host.address" => Some(d.host_address.clone()),
+            "host.name" => Some(d.host.clone()),
+            "component.name" => Some(d.name.to_string()),
+            _ => None,
+        });
+        match resolved {
+            Ok(t) => Some(t),
+            Err(e) => {
+                self.push(
+                    Diagnostic::error(
+                        Code::UnknownReference,
+                        format!("{which} probe of `{}`, `{key}`: {e}", d.name),
+                        loc,
+                    )
+                    .with_help(format!(
+                        "a probe's `{key}` may reference ${{host.address}}, ${{host.name}} and ${{component.name}}; to probe one of the component's endpoints, name it with `endpoint`"
+                    )),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// The error for a `kind` check (`tcp`, `http`) of `owner`'s `which` probe that names
+/// both an endpoint and an inline target (`inline`: `address`, `url`), or neither.
+pub(super) fn one_target(
+    owner: &str,
+    which: &str,
+    kind: &str,
+    inline: &str,
+    both: bool,
+    loc: Location,
+) -> Diagnostic {
+    let example = if kind == "http" {
+        "http = { url = \"http://127.0.0.1:8080/health\" }"
+    } else {
+        "tcp = { address = \"127.0.0.1:8080\" }"
+    };
+    let named = if kind == "http" {
+        "http = { endpoint = \"http\", path = \"/health\" }"
+    } else {
+        "tcp = { endpoint = \"http\" }"
+    };
+    Diagnostic::error(
+        Code::InvalidProbe,
+        if both {
+            format!("{which} probe of {owner}: the {kind} check sets both `endpoint` and `{inline}`; set exactly one")
+        } else {
+            format!("{which} probe of {owner}: the {kind} check sets neither `endpoint` nor `{inline}`; set exactly one")
+        },
+        loc,
+    )
+    .with_help(format!(
+        "name one of the component's endpoints, e.g. `{named}`, or give the target inline, e.g. `{example}`"
+    ))
+}
+
+/// An inline `tcp` address, `host:port` (IPv6 in brackets), as dialled.
+fn inline_address(text: &str) -> Result<String, String> {
+    if let Some((scheme, _)) = text.split_once("://") {
+        return Err(format!("an address has no scheme (`{scheme}://`)"));
+    }
+    let e = Endpoint::parse(text)?;
+    if !e.path.is_empty() {
+        return Err(format!("an address has no path (`{}`)", e.path));
+    }
+    Ok(if e.host.contains(':') {
+        format!("[{}]:{}", e.host, e.port)
+    } else {
+        format!("{}:{}", e.host, e.port)
+    })
+}
+
+/// An inline `http` URL: `http://` or `https://`, a host, a port (or the scheme's
+/// default); `/` when it has no path.
+fn inline_url(text: &str) -> Result<String, String> {
+    if !text.contains("://") {
+        return Err(format!(
+            "not a URL: it has no scheme (write `http://{text}`)"
+        ));
+    }
+    let e = Endpoint::parse(text)?;
+    let scheme = e.scheme.as_deref().unwrap_or_default();
+    if !matches!(scheme, "http" | "https") {
+        return Err(format!(
+            "the scheme is `{scheme}`: an http check speaks http:// or https://"
+        ));
+    }
+    Ok(if e.path.is_empty() {
+        format!("{text}/")
+    } else {
+        text.to_string()
+    })
 }
 
 fn regex_syntax_check(pattern: &str) -> Result<(), String> {

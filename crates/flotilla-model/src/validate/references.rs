@@ -7,7 +7,7 @@ use super::{
     Validator,
 };
 use crate::diag::{Code, Diagnostic, Location};
-use crate::inventory::{ComponentSpec, Owner, TransportKind};
+use crate::inventory::{ComponentSpec, Owner, ProbeSpec, TransportKind};
 use crate::node::{self, DecodeError, Entry, Node, Value};
 use crate::source::{Sources, Span};
 use crate::template::{self, TemplateFile, TemplateOutput};
@@ -85,6 +85,35 @@ impl Validator {
                             format!("default of parameter `{pname}`: {msg}"),
                             root.span_at(&["params", pname, "default"]),
                         );
+                    }
+                }
+            }
+            // A probe's http or tcp check targets an endpoint or an inline address:
+            // exactly one (checked here, in the template's own file).
+            for (which, probe) in [("readiness", &spec.readiness), ("liveness", &spec.liveness)] {
+                let Some(p) = probe else { continue };
+                let targets = [
+                    p.http
+                        .as_ref()
+                        .map(|h| ("http", "url", h.endpoint.is_some(), h.url.is_some())),
+                    p.tcp
+                        .as_ref()
+                        .map(|t| ("tcp", "address", t.endpoint.is_some(), t.address.is_some())),
+                ];
+                for (kind, inline, named, given) in targets.into_iter().flatten() {
+                    if named == given {
+                        ok = false;
+                        self.push(super::probes::one_target(
+                            &format!("template `{}`", r.name),
+                            which,
+                            kind,
+                            inline,
+                            named,
+                            Location {
+                                file: r.file,
+                                span: root.span_at(&[which, kind]),
+                            },
+                        ));
                     }
                 }
             }
@@ -379,8 +408,8 @@ impl Validator {
                 .iter()
                 .map(|(k, v)| (k.clone(), sub(v)))
                 .collect(),
-            readiness: spec.readiness.clone(),
-            liveness: spec.liveness.clone(),
+            readiness: spec.readiness.as_ref().map(|p| probe_params(p, &sub)),
+            liveness: spec.liveness.as_ref().map(|p| probe_params(p, &sub)),
             stop: spec.stop.clone(),
             tunnel: None,
         })
@@ -428,6 +457,7 @@ impl Validator {
                 }
             }
             d.parsed_endpoints = parsed;
+            d.host_address = host_addr;
         }
     }
 
@@ -884,4 +914,17 @@ fn endpoint_field(ep: &Endpoint, field: &str) -> Option<String> {
         "url" => Some(ep.url.clone()),
         _ => None,
     }
+}
+
+/// `p` with `${params.NAME}` substituted (by `sub`) in an inline probe target (`url`,
+/// `address`), the one place a template's probe may carry an address of its own.
+fn probe_params(p: &ProbeSpec, sub: &impl Fn(&str) -> String) -> ProbeSpec {
+    let mut p = p.clone();
+    if let Some(h) = &mut p.http {
+        h.url = h.url.as_deref().map(sub);
+    }
+    if let Some(t) = &mut p.tcp {
+        t.address = t.address.as_deref().map(sub);
+    }
+    p
 }
