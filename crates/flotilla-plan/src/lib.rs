@@ -428,24 +428,46 @@ fn link(topology: &Topology, waves: &mut [Wave]) {
             })
         })
         .collect();
+    // Where each step's edges come from, so that finding them does not compare every
+    // pair of steps (10,000 steps would be 10^8 comparisons): the steps of each
+    // component, and the stops and the starts, each in plan order.
+    let mut of_component: Vec<Vec<usize>> = vec![Vec::new(); topology.len()];
+    let mut of_kind: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
+    for (n, &(_, id, stopping)) in flat.iter().enumerate() {
+        of_component[id.index()].push(n);
+        of_kind[usize::from(stopping)].push(n);
+    }
     let mut k = 0;
     for (w, wave) in waves.iter_mut().enumerate() {
+        // `flat` is in wave order: the steps of earlier waves are a prefix of it.
+        let before = flat.partition_point(|&(wi, _, _)| wi < w);
+        let earlier = |steps: &[usize]| -> std::ops::Range<usize> {
+            0..steps.partition_point(|&n| n < before)
+        };
         for step in wave.steps.iter_mut() {
             let Some(&(_, j, stop_j)) = flat.get(k) else {
                 break;
             };
-            step.after = flat
-                .iter()
-                .enumerate()
-                .filter(|(_, &(wi, i, stop_i))| {
-                    wi < w
-                        && (i == j
-                            || stop_i != stop_j
-                            || (!stop_j && topology.upstream(j).contains(&i))
-                            || (stop_j && topology.downstream(j).contains(&i)))
-                })
-                .map(|(n, _)| n)
-                .collect();
+            // The same component's earlier steps, every earlier step of the other
+            // kind (stop/start), and the earlier steps of the components a start
+            // needs (upstream) or a stop waits for (downstream).
+            let mut after = Vec::new();
+            let same = &of_component[j.index()];
+            after.extend_from_slice(&same[earlier(same)]);
+            let other = &of_kind[usize::from(!stop_j)];
+            after.extend_from_slice(&other[earlier(other)]);
+            let related = if stop_j {
+                topology.downstream(j)
+            } else {
+                topology.upstream(j)
+            };
+            for &i in related {
+                let steps = &of_component[i.index()];
+                after.extend_from_slice(&steps[earlier(steps)]);
+            }
+            after.sort_unstable();
+            after.dedup();
+            step.after = after;
             k += 1;
         }
     }

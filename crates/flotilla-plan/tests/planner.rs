@@ -561,6 +561,41 @@ proptest! {
         }
     }
 
+    /// The edges are exactly those the rule names, found here by comparing every pair
+    /// of steps: an earlier wave's step of the same component, of the other kind
+    /// (stop or start), or of an upstream dependency (for a start) or a downstream
+    /// dependent (for a stop).
+    #[test]
+    fn step_edges_are_exactly_the_rule(c in case(), target in 0usize..24, verb in 0usize..3, cascade in any::<bool>()) {
+        let (t, o) = build(&c);
+        let name = format!("c{:02}", target % c.deps.len());
+        let verb = [Verb::Start, Verb::Stop, Verb::Restart][verb];
+        let Ok(p) = plan(&t, &o, &Operation { cascade, ..Operation::new(verb, &name) }) else { return Ok(()) };
+        let flat: Vec<(usize, flotilla_model::topology::ComponentId, bool)> = p
+            .waves
+            .iter()
+            .enumerate()
+            .flat_map(|(w, wave)| wave.steps.iter().map(move |s| (w, s, matches!(s.action, Action::Stop | Action::RecordStopped))))
+            .map(|(w, s, stopping)| (w, t.id(&s.component).unwrap(), stopping))
+            .collect();
+        for (k, step) in p.steps().enumerate() {
+            let (w, j, stop_j) = flat[k];
+            let expected: Vec<usize> = flat
+                .iter()
+                .enumerate()
+                .filter(|(_, &(wi, i, stop_i))| {
+                    wi < w
+                        && (i == j
+                            || stop_i != stop_j
+                            || (!stop_j && t.upstream(j).contains(&i))
+                            || (stop_j && t.downstream(j).contains(&i)))
+                })
+                .map(|(n, _)| n)
+                .collect();
+            prop_assert_eq!(&step.after, &expected, "step {} ({})", k, step.component);
+        }
+    }
+
     #[test]
     fn start_respects_dependency_order(c in case(), target in 0usize..24) {
         let (t, o) = build(&c);

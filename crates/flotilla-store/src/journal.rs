@@ -347,21 +347,31 @@ impl Store {
     /// [`StoreError::Busy`] / [`StoreError::Sqlite`].
     pub fn last_steps(&self) -> Result<Vec<LastStep>, StoreError> {
         self.read("read each component's last step", |conn| {
+            // Each operation's first failed step is looked up once per operation
+            // (`first_failed`), not once per component: 200 components started by one
+            // operation would otherwise scan its 200 steps 200 times.
             let mut stmt = conn.prepare_cached(
-                "SELECT s.component, s.id, s.action, s.outcome, s.started_at_ms, \
+                "WITH last AS (SELECT component, MAX(id) AS id FROM steps \
+                               WHERE action <> 'no-op' GROUP BY component), \
+                      first_failed AS MATERIALIZED ( \
+                          SELECT o.id AS operation, \
+                                 (SELECT MIN(id) FROM steps WHERE operation = o.id \
+                                  AND outcome IN ('failed', 'interrupted')) AS id \
+                          FROM operations AS o \
+                          WHERE o.id IN (SELECT s.operation FROM last \
+                                         JOIN steps AS s ON s.id = last.id)) \
+                 SELECT s.component, s.id, s.action, s.outcome, s.started_at_ms, \
                         CASE WHEN json_valid(s.evidence) \
                              THEN json_extract(s.evidence, '$.summary') END, \
                         o.id, o.command_line, o.pid, o.outcome, o.error, \
                         f.component, \
                         CASE WHEN json_valid(f.evidence) \
                              THEN json_extract(f.evidence, '$.summary') END \
-                 FROM (SELECT component, MAX(id) AS id FROM steps \
-                       WHERE action <> 'no-op' GROUP BY component) AS last \
+                 FROM last \
                  JOIN steps AS s ON s.id = last.id \
                  JOIN operations AS o ON o.id = s.operation \
-                 LEFT JOIN steps AS f ON f.id = ( \
-                     SELECT MIN(id) FROM steps \
-                     WHERE operation = o.id AND outcome IN ('failed', 'interrupted')) \
+                 LEFT JOIN first_failed AS ff ON ff.operation = o.id \
+                 LEFT JOIN steps AS f ON f.id = ff.id \
                  ORDER BY s.component",
             )?;
             let text = |row: &Row<'_>, i: usize| -> rusqlite::Result<Option<String>> {
