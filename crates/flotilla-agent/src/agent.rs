@@ -809,24 +809,30 @@ fn classify(s: &ComponentStatus, journal: &JournalFacts, store: &flotilla_store:
 }
 
 /// How `component`'s last recorded process ended, as far as this process knows: its
-/// exit status when it was this agent's child.
+/// exit status when it was this agent's child, else as its log writer recorded it
+/// in its log (a process started by another invocation).
 fn how_it_ended(component: &str, store: &flotilla_store::Store) -> (Option<bool>, String) {
-    let pid = store
+    let last = store
         .instance(component)
         .ok()
         .flatten()
-        .map(|r| r.pid)
+        .map(|r| (r.pid, r.log_path))
         .or_else(|| {
             store
                 .removed_instances(64)
                 .ok()?
                 .into_iter()
                 .find(|r| r.instance.component == component)
-                .map(|r| r.instance.pid)
+                .map(|r| (r.instance.pid, r.instance.log_path))
         });
-    let Some(pid) = pid else {
+    let Some((pid, log)) = last else {
         return (None, "no process recorded".into());
     };
+    if flotilla_exec::process::reaped_exit(pid).is_none() {
+        if let Some((_, how)) = flotilla_exec::logs::ended(std::path::Path::new(&log), pid) {
+            return (Some(how == "exit status 0"), format!("pid {pid} {how}"));
+        }
+    }
     match flotilla_exec::process::reaped_exit(pid) {
         Some(status) => (
             Some(status.success()),

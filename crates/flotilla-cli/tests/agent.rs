@@ -434,6 +434,25 @@ fn supervises_by_restart_policy_and_reports_drift_without_reverting_it() {
         .as_str()
         .unwrap()
         .contains("restart clean")));
+    // Started by the CLI (so not the agent's child), its clean exit is known from
+    // the marker its log writer wrote: left stopped too.
+    run_ok(&ws, &["start", "clean"]);
+    wait_for(&ws, &agent, "clean's second clean exit", || {
+        let logs = ws.run(&["logs", "clean", "-n", "1000"]).stdout;
+        logs.matches("ended: exit status 0").count() >= 2
+    });
+    let seen = report(&ws)["status"]["observed_at_ms"].as_i64().unwrap();
+    wait_for(&ws, &agent, "reports a second later", || {
+        report(&ws)["status"]["observed_at_ms"].as_i64().unwrap() > seen + 1000
+    });
+    assert!(
+        !operations(&ws).iter().any(|o| o["command_line"]
+            .as_str()
+            .unwrap()
+            .contains("restart clean")),
+        "{:#?}",
+        operations(&ws)
+    );
 
     // An identity file edited by hand: drift (runtime), not restarted.
     let c1 = pid(&ws, "configured").unwrap();
