@@ -281,27 +281,30 @@ pub fn main() -> ExitCode {
     answer(&Reply::Started { pid });
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let mut relays = 0;
-    if let Some(out) = child.stdout.take() {
+    let pipes: [(Option<Box<dyn Read + Send>>, &'static str); 2] = [
+        (
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            "stdout",
+        ),
+        (
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            "stderr",
+        ),
+    ];
+    for (pipe, stream) in pipes {
+        let Some(pipe) = pipe else { continue };
         let (log, done) = (Arc::clone(&log), done_tx.clone());
-        if std::thread::Builder::new()
-            .spawn(move || {
-                relay(out, "stdout", log);
-                let _ = done.send(());
-            })
-            .is_ok()
-        {
-            relays += 1;
-        }
-    }
-    if let Some(err) = child.stderr.take() {
-        let (log, done) = (Arc::clone(&log), done_tx.clone());
-        if std::thread::Builder::new()
-            .spawn(move || {
-                relay(err, "stderr", log);
-                let _ = done.send(());
-            })
-            .is_ok()
-        {
+        let spawned = std::thread::Builder::new().spawn(move || {
+            relay(pipe, stream, log);
+            let _ = done.send(());
+        });
+        if spawned.is_ok() {
             relays += 1;
         }
     }
