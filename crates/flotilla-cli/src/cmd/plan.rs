@@ -58,7 +58,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         Ok(v) => v,
         Err(code) => return Ok(code),
     };
-    let topology = &validated.topology;
+    // Shared with the world that observes it, not copied; and never freed: the
+    // process ends after printing the plan, and freeing a large topology piece by
+    // piece would only delay that.
+    let shared = std::sync::Arc::new(validated.topology);
+    std::mem::forget(std::sync::Arc::clone(&shared));
+    let topology: &flotilla_model::Topology = &shared;
     let (typed, takes) = match args.verb {
         PlanVerb::Start => ("plan start", super::Takes::Either),
         PlanVerb::Stop => ("plan stop", super::Takes::Either),
@@ -98,7 +103,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         }
         None => {
             super::runtime()?
-                .block_on(super::world(cli, topology.clone())?.observe(&[]))?
+                .block_on(super::world(cli, std::sync::Arc::clone(&shared))?.observe(&[]))?
                 .1
         }
     };
