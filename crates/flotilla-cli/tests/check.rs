@@ -79,7 +79,7 @@ fn an_owner_that_cannot_run_here_fails_check_and_the_plan_says_why() {
     let ws = common::Workspace::new();
     ws.write(
         "flotilla.toml",
-        "[components.svc]\nadapter = \"launchd\"\nlaunchd = { label = \"com.example.svc\" }\ncommand = [\"/bin/sleep\", \"300\"]\n",
+        "[components.svc]\nadapter = \"launchd\"\nlaunchd = { label = \"com.example.svc\" }\ncommand = [\"/bin/sleep\", \"300\"]\n[stacks.s]\ncomponents = [\"svc\"]\n",
     );
     let env = [("FLOTILLA_STATE_DIR", "state"), ("FLOTILLA_LAUNCHCTL", "")];
     let run = common::run_with_env(ws.path(), &["check"], &env);
@@ -103,4 +103,13 @@ fn an_owner_that_cannot_run_here_fails_check_and_the_plan_says_why() {
         "{said}"
     );
     assert!(!said.contains("wait until it settles"), "{said}");
+    // `up` of its stack is refused as typed, not as the `start` it stands for.
+    let up = common::run_with_env(ws.path(), &["up", "s"], &env);
+    assert_eq!(up.code, 1, "{}\n{}", up.stdout, up.stderr);
+    assert!(
+        up.stderr.contains("flotilla up s: refused"),
+        "{}",
+        up.stderr
+    );
+    assert!(!up.stderr.contains("flotilla start s"), "{}", up.stderr);
 }

@@ -480,14 +480,78 @@ fn check_and_refusals_of_an_agent_host_come_from_its_agent() {
     );
     assert!(!check.stdout.contains("host local"), "{}", check.stdout);
 
-    // `logs -f` of it: a specific refusal that says what to run instead.
-    let follow = a.run(&["-f", "fleet/flotilla.toml", "logs", "-f", "a"]);
-    assert_eq!(follow.code, 2, "{follow:?}");
+    // `logs -f` of it: followed through its agent. A line appended to its log on
+    // the agent's host shows up.
+    let mut follow = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args(["-f", "fleet/flotilla.toml", "logs", "-f", "-n", "1", "a"])
+        .current_dir(a.ws.path())
+        .envs(a.env())
+        .env_remove("FLOTILLA_FILE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = follow.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // The agent's project directory holds the log.
+    let log = std::fs::read_dir(agent.state.join("projects"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("logs/a.log"))
+        .chain(std::iter::once(agent.state.join("logs/a.log")))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("no log of a under {}", agent.state.display()));
+    let mut seen = Vec::new();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut appended = false;
+    let found = loop {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break false;
+        }
+        match rx.recv_timeout(left.min(std::time::Duration::from_millis(200))) {
+            Ok(line) => {
+                let hit = line == "FOLLOWED THROUGH THE AGENT";
+                seen.push(line);
+                if hit {
+                    break true;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(_) => break false,
+        }
+        // Once the first lines were printed (it follows from there), append one.
+        if !appended && !seen.is_empty() {
+            use std::io::Write as _;
+            let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+            writeln!(
+                f,
+                "2026-12-02T10:00:00.000Z stdout F FOLLOWED THROUGH THE AGENT"
+            )
+            .unwrap();
+            appended = true;
+        }
+    };
+    let _ = follow.kill();
+    let out = follow.wait_with_output().unwrap();
     assert!(
-        follow.stderr.contains("driven by its agent")
-            && follow.stderr.contains("run `flotilla logs a` without -f"),
-        "{}",
-        follow.stderr
+        found,
+        "not followed through the agent ({}):\n{}\nstderr:\n{}",
+        log.display(),
+        seen.join("\n"),
+        String::from_utf8_lossy(&out.stderr)
     );
 
     // Its secrets file readable by others: the agent refuses, in its own words.

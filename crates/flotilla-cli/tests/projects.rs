@@ -140,6 +140,28 @@ fn two_projects_sharing_a_state_directory_never_touch_each_other() {
     assert!(wait_until(DEADLINE, || !alive(b_pid)));
 }
 
+/// The same project name under two state directories: the process of the one is
+/// named by its state directory in the other's status.
+#[test]
+fn the_same_project_in_another_state_directory_is_named_by_that_directory() {
+    let (r1, r2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (s1, s2) = (r1.path().join("state"), r2.path().join("state"));
+    let port = free_port();
+    let a = Project::new(r1.path(), "twin", &s1, port, "");
+    a.ok(&["up", "chat"]);
+    let _ga = common::KillOnDrop(a.pid());
+    let b = Project::new(r2.path(), "twin", &s2, port, "");
+    let llm = b.llm();
+    assert_eq!(llm["condition"], "attention", "{llm:#}");
+    let ev = serde_json::to_string(&llm["evidence"]).unwrap();
+    let dir = s1.join("projects/twin");
+    assert!(
+        ev.contains(&format!("flotilla project `twin` in {}", dir.display())),
+        "{ev}"
+    );
+    a.ok(&["down", "chat"]);
+}
+
 #[test]
 fn a_state_directory_from_before_projects_is_taken_over_by_the_first_change() {
     let root = tempfile::tempdir().unwrap();

@@ -139,6 +139,7 @@ pub async fn serve(
             component,
             lines,
             project,
+            from,
         } => {
             if component.is_empty() || component.contains('/') || component.starts_with('.') {
                 return error("request", format!("`{component}` is not a component name"));
@@ -148,8 +149,14 @@ pub async fn serve(
                 Err(e) => return error("state", e),
             };
             let path = state.log(&component);
-            match crate::logs::tail_log(&path, lines) {
-                Ok(lines) => reply(Reply::Logs {
+            // At most 1 MiB of new lines per call while following.
+            let read = match from {
+                Some(from) => crate::logs::read_since(&path, from, 1 << 20),
+                None => crate::logs::tail_with_end(&path, lines),
+            };
+            match read {
+                Ok((lines, end)) => reply(Reply::Logs {
+                    end: Some(end),
                     path: path.display().to_string(),
                     exists: path.exists(),
                     modified_ms: std::fs::metadata(&path)

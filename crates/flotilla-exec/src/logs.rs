@@ -177,6 +177,89 @@ pub fn tail_log(path: &Path, lines: usize) -> Result<Vec<String>, ExecError> {
     Ok(current)
 }
 
+/// [`tail_log`] and where the current file ended when its lines were read (the
+/// cursor for [`read_since`]).
+///
+/// # Errors
+/// [`ExecError::Io`] naming the file when it exists but cannot be read.
+pub fn tail_with_end(path: &Path, lines: usize) -> Result<(Vec<String>, u64), ExecError> {
+    let (mut current, end) = match File::open(path) {
+        Ok(mut f) => last_lines_of(&mut f, lines).map_err(|e| io_err(path, e))?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => (Vec::new(), 0),
+        Err(e) => return Err(io_err(path, e)),
+    };
+    if current.len() < lines {
+        let old = rotated_path(path, 1);
+        let mut older = match last_lines(&old, lines - current.len()) {
+            Ok(v) => v,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(io_err(&old, e)),
+        };
+        older.append(&mut current);
+        current = older;
+    }
+    Ok((current, end))
+}
+
+/// The whole lines appended to the log at `path` since byte `from` (a cursor from
+/// [`tail_with_end`] or an earlier call), at most about `max_bytes` of them, and the
+/// cursor after them (`flotilla logs -f` of a component on another host, polled
+/// there). A log shorter than `from` was rotated (copy-truncate) since: the rest of
+/// `X.log.1` from `from` comes first, then the new file from its start. An
+/// unfinished last line is left for the next call.
+///
+/// # Errors
+/// [`ExecError::Io`] naming the file when it exists but cannot be read.
+pub fn read_since(path: &Path, from: u64, max_bytes: u64) -> Result<(Vec<String>, u64), ExecError> {
+    let read = |p: &Path, at: u64, buf: &mut Vec<u8>| -> Result<u64, ExecError> {
+        let mut f = match File::open(p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(io_err(p, e)),
+        };
+        let len = f.metadata().map_err(|e| io_err(p, e))?.len();
+        if len > at {
+            f.seek(SeekFrom::Start(at)).map_err(|e| io_err(p, e))?;
+            f.take(max_bytes)
+                .read_to_end(buf)
+                .map_err(|e| io_err(p, e))?;
+        }
+        Ok(len)
+    };
+    let mut buf = Vec::new();
+    let len = file_len(path);
+    let mut cursor = if len < from {
+        let old = rotated_path(path, 1);
+        read(&old, from, &mut buf)?;
+        // Whatever the old copy held after `from` is read whole (it no longer
+        // grows), so the new file is read from its start.
+        if let Some(nl) = buf.iter().rposition(|&b| b == b'\n') {
+            buf.truncate(nl + 1);
+        } else {
+            buf.clear();
+        }
+        0
+    } else {
+        from
+    };
+    let before = buf.len();
+    read(path, cursor, &mut buf)?;
+    // Only whole lines: the cursor stops after the last newline read here.
+    let tail = &buf[before..];
+    let kept = tail.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    buf.truncate(before + kept);
+    cursor += kept as u64;
+    let body = buf.strip_suffix(b"\n").unwrap_or(&buf);
+    let lines = if body.is_empty() {
+        Vec::new()
+    } else {
+        body.split(|&b| b == b'\n')
+            .map(|l| String::from_utf8_lossy(l).into_owned())
+            .collect()
+    };
+    Ok((lines, cursor))
+}
+
 /// What this run of a component wrote: the texts of the last `n` lines written at
 /// or after byte `offset` of its log (markers included, e.g. how it ended; at most
 /// the last 64 KiB are read). Empty when the log cannot be read, or was rotated

@@ -824,15 +824,19 @@ pub fn instance_marker(operation: &str, component: &str, state_dir: &Path) -> St
 }
 
 /// Which Flotilla started `pid`, from its [`INSTANCE_MARKER`]: `component `llm` of
-/// flotilla project `other` (op-7)`, or of the state directory it names when that is
-/// not a project's.
+/// flotilla project `other` in /srv/state/projects/other (op-7)` (the directory
+/// tells apart projects of the same name in different state directories), or of
+/// the state directory it names when that is not a project's.
 pub fn flotilla_owner(pid: u32) -> Option<String> {
     let marker = sys::environ_var(pid, INSTANCE_MARKER)?;
     let (rest, dir) = marker.split_once('@')?;
     let (op, component) = rest.split_once('/')?;
     let dir = Path::new(dir);
     Some(match crate::statedir::StateDir::project_of(dir) {
-        Some(project) => format!("component `{component}` of flotilla project `{project}` ({op})"),
+        Some(project) => format!(
+            "component `{component}` of flotilla project `{project}` in {} ({op})",
+            dir.display()
+        ),
         None => format!(
             "component `{component}` of the flotilla state directory {} ({op})",
             dir.display()
@@ -885,7 +889,8 @@ pub struct Listener {
 impl Listener {
     /// Who it is, for messages: `pid 4242 (python3)`, or that it cannot be seen;
     /// for a process another Flotilla project started, which one
-    /// (`pid 4242 (llama-server), component `llm` of flotilla project `other` (op-7)`).
+    /// (`pid 4242 (llama-server), component `llm` of flotilla project `other` in
+    /// /srv/state/projects/other (op-7)`).
     pub fn describe(&self) -> String {
         let who = match (self.pid, &self.command) {
             (Some(p), Some(cmd)) => format!("pid {p} ({cmd})"),

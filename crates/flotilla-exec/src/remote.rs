@@ -81,6 +81,10 @@ pub enum Call {
         /// Its project (`default` when absent).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         project: Option<String>,
+        /// Instead of the last `lines`: the whole lines appended since this byte
+        /// offset (the `end` of an earlier answer), for following the log.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<u64>,
     },
     /// Pre-flight checks of components on the host ([`crate::preflight::check`]).
     Check {
@@ -143,6 +147,10 @@ pub enum Reply {
         /// written by then (what `flotilla logs` orders lines by).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         modified_ms: Option<u64>,
+        /// Where the log ended after these lines: the `from` of the next call that
+        /// follows it (absent from hosts that cannot follow).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        end: Option<u64>,
     },
     /// To [`Call::Check`].
     Checked {

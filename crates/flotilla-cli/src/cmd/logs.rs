@@ -2,9 +2,10 @@
 //! and stderr) of components — several interleaved in time order, each line prefixed
 //! with its component's name — and Flotilla's marker line at every start and stop. A
 //! component on an `ssh` host is read on that host; one on an `agent` host by its
-//! agent (through the authority, with `--server`). `-f` follows local logs only.
+//! agent (through the authority, with `--server`). `-f` follows them all: local logs
+//! every 0.1 s, the others asked every second for what was appended since.
 
-use crate::{Cli, EXIT_OK, EXIT_USAGE};
+use crate::{Cli, EXIT_OK};
 use flotilla_exec::logs::{self, TimedLine};
 use std::io::{IsTerminal, Write};
 
@@ -16,11 +17,10 @@ prefixed with its component's name (`llm   | …`), coloured on a terminal unles
 NO_COLOR is set. Flotilla writes a marker line into a component's log at every start \
 and stop: `--- flotilla 2026-12-01T10:41:03.120Z: started pid 4242 (op-12) ---`.
 
-When a line was written: components write their logs themselves, without times, so \
-Flotilla knows the time by which a line had been written. For its marker lines that \
-is exact; for a line already in the file, it is the time of the next marker after it, \
-else the file's last modification; for a line that arrives while following (-f), the \
-file's modification just after it was read (within 0.1 s of its writing). \
+When a line was written: a process component's log writer stamps every line as it \
+reads it, so each line has its own time (to the millisecond). A line without a stamp \
+(written by an older Flotilla, or by a systemd or launchd job) is known by the time of \
+the next stamped or marker line after it, else the file's last modification. \
 --timestamps shows that time (RFC 3339, UTC); lines are ordered by it, and --since \
 leaves out the lines it proves older.";
 
@@ -32,8 +32,8 @@ pub struct Args {
     /// on). None: every component.
     #[arg(value_name = "TARGET")]
     pub targets: Vec<String>,
-    /// Keep printing new lines as they are written (until interrupted); components
-    /// on this machine only.
+    /// Keep printing new lines as they are written (until interrupted); logs on
+    /// other hosts are asked for their new lines every second.
     #[arg(short = 'f', long)]
     pub follow: bool,
     /// How many of the last lines of each log to print first [default: 50, or all
@@ -168,34 +168,18 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             .filter(|h| h.is_remote())
             .map(|_| c.host.clone())
     };
-    if args.follow {
-        if let Some(n) = names.iter().find(|n| host_of(n).is_some()) {
-            let host = host_of(n).unwrap_or_default();
-            let by_agent = topology
-                .hosts
-                .get(&host)
-                .is_some_and(|h| h.transport == flotilla_model::inventory::TransportKind::Agent);
-            if by_agent {
-                eprintln!(
-                    "error: `{n}` runs on host `{host}`, driven by its agent: `logs -f` follows local logs only; run `flotilla logs {n}` without -f (its agent reads it, through the authority with --server; run it again for new lines), or `flotilla logs -f {n}` on host `{host}` itself"
-                );
-            } else {
-                eprintln!(
-                    "error: `{n}` runs on host `{host}`: `logs -f` follows local logs only; use `ssh` there, or `flotilla logs` without -f"
-                );
-            }
-            return Ok(EXIT_USAGE);
-        }
-    }
     let tail = args
         .tail
         .unwrap_or(if args.since.is_some() { usize::MAX } else { 50 });
     let state = super::state_dir(cli, topology)?;
     let mut sources: Vec<Vec<TimedLine>> = Vec::with_capacity(names.len());
-    let mut follow_from = Vec::new();
+    // (component index, log, where it ended) of local logs; (index, host, where
+    // it ended) of logs read on their hosts, for following.
+    let mut follow_local: Vec<(usize, std::path::PathBuf, u64)> = Vec::new();
+    let mut follow_remote: Vec<(usize, String, u64)> = Vec::new();
     let mut remote_ctx = None;
     let mut failed = false;
-    for name in &names {
+    for (i, name) in names.iter().enumerate() {
         if let Some(host) = host_of(name) {
             let (fleet, rt) = match &remote_ctx {
                 Some(ctx) => ctx,
@@ -204,8 +188,20 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                     super::runtime()?,
                 )),
             };
-            match remote_tail(cli, topology, fleet, rt, &host, name, tail) {
-                Ok(lines) => sources.push(lines),
+            match remote_read(cli, topology, fleet, rt, &host, name, Read::Tail(tail)) {
+                Ok((lines, end)) => {
+                    sources.push(lines);
+                    match end {
+                        Some(end) => follow_remote.push((i, host, end)),
+                        None if args.follow => {
+                            eprintln!(
+                                "error: host `{host}` runs a flotilla that cannot follow a log: `{name}` is not followed (upgrade it, or run `flotilla logs -f {name}` there)"
+                            );
+                            failed = true;
+                        }
+                        None => {}
+                    }
+                }
                 Err(e) => {
                     eprintln!("error: {e}");
                     failed = true;
@@ -222,7 +218,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             );
         }
         let got = logs::tail_timed(&path, tail)?;
-        follow_from.push((path, got.end));
+        follow_local.push((i, path, got.end));
         sources.push(got.lines);
     }
     let colour = !args.no_color
@@ -237,30 +233,81 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     if !args.follow {
         return Ok(if failed { crate::EXIT_REFUSED } else { EXIT_OK });
     }
-    // Every component is local here (checked above), so log i is component i.
-    let mut follower = logs::Follower::new(follow_from);
-    follower.run(|i, line| {
-        render.line(&mut out, i, &line)?;
-        out.flush()
-    })?;
-    Ok(EXIT_OK)
+    // Local logs are polled every 0.1 s; logs on other hosts are asked for what
+    // was appended since the last answer every REMOTE_POLL.
+    let local: Vec<usize> = follow_local.iter().map(|(i, _, _)| *i).collect();
+    let mut follower =
+        logs::Follower::new(follow_local.into_iter().map(|(_, path, end)| (path, end)));
+    let mut next_remote = std::time::Instant::now() + REMOTE_POLL;
+    let mut complained = std::collections::BTreeSet::new();
+    loop {
+        let mut batch: Vec<Vec<TimedLine>> = vec![Vec::new(); names.len()];
+        for (k, line) in follower.poll()? {
+            batch[local[k]].push(line);
+        }
+        if !follow_remote.is_empty() && std::time::Instant::now() >= next_remote {
+            let (fleet, rt) = remote_ctx.as_ref().expect("remote logs were read");
+            for (i, host, end) in follow_remote.iter_mut() {
+                let name = &names[*i];
+                match remote_read(cli, topology, fleet, rt, host, name, Read::Since(*end)) {
+                    Ok((lines, Some(next))) => {
+                        complained.remove(name);
+                        *end = next;
+                        batch[*i].extend(lines);
+                    }
+                    Ok((_, None)) => {}
+                    Err(e) => {
+                        // Said once until it answers again; following goes on.
+                        if complained.insert(name.clone()) {
+                            eprintln!("error: {e} (still following)");
+                        }
+                    }
+                }
+            }
+            next_remote = std::time::Instant::now() + REMOTE_POLL;
+        }
+        for (i, line) in logs::merge(batch) {
+            render.line(&mut out, i, &line)?;
+        }
+        out.flush()?;
+        std::thread::sleep(logs::FOLLOW_POLL);
+    }
 }
 
-/// The last `tail` lines of `name`'s log on an `ssh` host, read there and timed by
-/// the file's modification time there.
-fn remote_tail(
+/// How often `logs -f` asks another host for the new lines of a log there.
+const REMOTE_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What [`remote_read`] asks for.
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    /// The last N lines.
+    Tail(usize),
+    /// The whole lines appended since this byte offset.
+    Since(u64),
+}
+
+/// Lines of `name`'s log on another host (`ssh`, or `agent` through the authority),
+/// read there: the last ones or those appended since an offset, timed (stamped
+/// lines by their own time, others by the file's modification time there), and
+/// where the log ended (`None` from a host that cannot follow).
+fn remote_read(
     cli: &Cli,
     topology: &flotilla_model::Topology,
     fleet: &std::sync::Arc<dyn flotilla_exec::transport::Transport>,
     rt: &tokio::runtime::Runtime,
     host: &str,
     name: &str,
-    tail: usize,
-) -> anyhow::Result<Vec<TimedLine>> {
+    read: Read,
+) -> anyhow::Result<(Vec<TimedLine>, Option<u64>)> {
+    let (lines, from) = match read {
+        Read::Tail(n) => (n, None),
+        Read::Since(at) => (0, Some(at)),
+    };
     let call = flotilla_exec::remote::Call::Logs {
         component: name.to_string(),
-        lines: tail,
+        lines,
         project: topology.project.clone(),
+        from,
     };
     match rt.block_on(fleet.call(host, call, cli.host_timeout, None)) {
         Ok(flotilla_exec::remote::Reply::Logs {
@@ -268,12 +315,13 @@ fn remote_tail(
             exists,
             lines,
             modified_ms,
+            end,
         }) => {
-            if !exists {
+            if !exists && from.is_none() {
                 eprintln!("no log yet for `{name}` on host `{host}` ({path})");
             }
             let now = flotilla_exec::this_process::now_ms().max(0) as u64;
-            Ok(logs::bound_times(lines, modified_ms.unwrap_or(now)))
+            Ok((logs::bound_times(lines, modified_ms.unwrap_or(now)), end))
         }
         Ok(other) => anyhow::bail!("host `{host}` answered with {other:?}"),
         Err(e) => anyhow::bail!("{e}"),

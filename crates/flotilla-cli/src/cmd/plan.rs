@@ -128,7 +128,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             ) {
                 bad.report();
             } else {
-                eprintln!("{}: refused", refusal.operation);
+                let word = typed.trim_start_matches("plan ");
+                eprintln!("{}: refused", super::as_typed(&refusal.operation, word));
                 for r in &refusal.reasons {
                     eprintln!("  - {r}");
                 }

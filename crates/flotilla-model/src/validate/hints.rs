@@ -484,6 +484,76 @@ fn shaped(path: &[&str], value: &Node, s: Syntax) -> Option<Hint> {
             };
             Some(table(format!("write `{}`{endpoint}", ex(toml, json))))
         }
+        "max_restarts" if parent == Some("restart") => {
+            let n = match &value.value {
+                Value::String(t) => t.trim().parse::<u32>().ok(),
+                Value::Float(f) if *f >= 0.0 => Some(f.round() as u32),
+                _ => None,
+            }
+            .unwrap_or(5);
+            Some(Hint {
+                message: Some(format!(
+                    "`max_restarts` is a whole number of restarts in a row (0 or more), not {written}"
+                )),
+                help: format!("write `{}`", s.assign(key, &n.to_string())),
+            })
+        }
+        "host" | "cwd" | "template" | "env_file" | "profile" | "description"
+            if parent.is_none() || path.first() == Some(&"profiles") =>
+        {
+            let (example, what) = match key {
+                "host" => ("gpu1", "the name of a host declared under `hosts`"),
+                "cwd" => ("/srv/llm", "a directory, relative to the inventory's"),
+                "template" => ("llama-server", "the name of a built-in or user template"),
+                "env_file" => (".env", "a file of NAME=value lines"),
+                "profile" => ("fast", "the name of one of the component's profiles"),
+                _ => ("what it is for", "free text"),
+            };
+            Some(Hint {
+                message: Some(format!("`{key}` is a string, not {written}")),
+                help: format!("write `{}` ({what})", s.assign(key, &s.string(example))),
+            })
+        }
+        "labels" => {
+            // docker compose's list form (`["team=ml"]`) becomes the table.
+            let pairs: Vec<(String, String)> = match &value.value {
+                Value::Array(items) => items
+                    .iter()
+                    .filter_map(|i| match &i.value {
+                        Value::String(t) => {
+                            let (k, v) = t.split_once('=').unwrap_or((t, ""));
+                            Some((k.to_string(), v.to_string()))
+                        }
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let pairs = if pairs.is_empty() {
+                vec![("team".to_string(), "ml".to_string())]
+            } else {
+                pairs
+            };
+            Some(table(format!(
+                "write `{}` (NAME = \"value\", values are strings)",
+                s.assign(key, &s.table(&pairs))
+            )))
+        }
+        label if parent == Some("labels") => {
+            let v = match &value.value {
+                Value::Integer(n) => n.to_string(),
+                Value::Float(f) => f.to_string(),
+                Value::Bool(b) => b.to_string(),
+                _ => "value".into(),
+            };
+            Some(Hint {
+                message: Some(format!("label `{label}` is a string, not {written}")),
+                help: format!(
+                    "write `{}` (label values are strings)",
+                    s.assign(label, &s.string(&v))
+                ),
+            })
+        }
         _ => None,
     }
 }
