@@ -314,28 +314,7 @@ fn parse_systemctl_show(text: &str) -> MainProcess {
     m
 }
 
-/// The systemd unit of a `/proc/self/cgroup` text: the last `*.service` component of
-/// the unified hierarchy's path (`0::…`, else the `name=systemd` v1 hierarchy), and
-/// whether it is a user unit (the path goes through `user@UID.service`).
-pub fn unit_from_cgroup(cgroup: &str) -> Option<(bool, String)> {
-    let path = cgroup
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .or_else(|| {
-            cgroup
-                .lines()
-                .find_map(|l| l.split_once(":name=systemd:").map(|(_, p)| p))
-        })?;
-    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-    let i = parts.iter().rposition(|p| p.ends_with(".service"))?;
-    let unit = parts[i];
-    if unit.starts_with("user@") {
-        // The user manager itself, not one of its units.
-        return None;
-    }
-    let user = parts[..i].iter().any(|p| p.starts_with("user@"));
-    Some((user, unit.to_string()))
-}
+pub use flotilla_exec::placement::unit_from_cgroup;
 
 #[cfg(test)]
 mod tests {

@@ -137,9 +137,10 @@ pub fn systemd_unit(spec: &UnitSpec) -> String {
     u.push_str(&format!(
         "# flotilla agent: {what}\n\
          {install}\
-         # The components it starts run in their own sessions but stay in this unit's\n\
-         # cgroup: `systemctl status {SYSTEMD_UNIT}` lists them; KillMode=process leaves\n\
-         # them running when the agent stops or restarts, and they are not killed with it.\n\
+         # Each component it starts runs in a transient scope of its own\n\
+         # (flotilla-<component>-<ms>.scope: `systemctl list-units 'flotilla-*'`), not in\n\
+         # this unit's cgroup; KillMode=process leaves what it started without one\n\
+         # running too when the agent stops or restarts.\n\
          [Unit]\n\
          Description=Flotilla agent ({what})\n\
          \n\

@@ -1488,6 +1488,68 @@ mod hosts {
         );
     }
 
+    /// A component the agent starts while it runs as a systemd service lives in a
+    /// transient scope of its own, not in the agent's cgroup: killing every process
+    /// of the agent's unit leaves it running, and the agent restarted by systemd
+    /// finds it as it was.
+    #[test]
+    fn components_of_an_agent_unit_run_in_scopes_of_their_own() {
+        let _serial = testnet::lock();
+        let net = Testnet::get();
+        let sd = net.systemd_host();
+        let h = Host::new_in(&sd.home);
+        let pid_file = h.path().join("c.pid");
+        std::fs::write(
+            h.path().join("flotilla.toml"),
+            format!(
+                "[components.c]\ncommand = [\"/bin/sh\", \"-c\", \"echo $$ > {}; exec sleep 3600\"]\n",
+                pid_file.display()
+            ),
+        )
+        .unwrap();
+        let (unit, _) = start(sd, &h, &h.current_binary(), "scope");
+        let mut pid = String::new();
+        let mut cgroup = String::new();
+        let placed = wait_until(DEADLINE, || {
+            pid = std::fs::read_to_string(&pid_file)
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+            if pid.is_empty() {
+                return false;
+            }
+            cgroup =
+                String::from_utf8_lossy(&sd.exec(&["cat", &format!("/proc/{pid}/cgroup")]).stdout)
+                    .into_owned();
+            cgroup.contains("/flotilla-c-") && cgroup.contains(".scope")
+        });
+        assert!(
+            placed,
+            "c (pid {pid:?}) is not in a scope of its own: {cgroup}\nagent:\n{}\n{}",
+            ok(sd.exec(&["journalctl", "-u", &unit.name, "--no-pager", "-o", "cat"])),
+            h.logs()
+        );
+        assert!(!cgroup.contains(&unit.name), "{cgroup}");
+        // Every process of the agent's unit killed: c is not one of them.
+        ok(sd.exec(&["systemctl", "kill", "--signal=SIGKILL", &unit.name]));
+        h.wait("the agent to be started again and report", || {
+            let main = ok(sd.exec(&["systemctl", "show", "-p", "MainPID", "--value", &unit.name]));
+            let main: u64 = main.trim().parse().unwrap_or(0);
+            main != 0 && h.reported().is_some_and(|r| r["pid"] == main)
+        });
+        assert!(
+            sd.exec(&["kill", "-0", &pid]).status.success(),
+            "c (pid {pid}) died with the agent's unit"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&pid_file).unwrap().trim(),
+            pid,
+            "c was started again"
+        );
+        drop(unit);
+        let _ = sd.exec(&["kill", &pid]);
+    }
+
     #[test]
     fn a_systemd_unit_pointed_at_a_stale_path_is_restart_had_no_effect() {
         let _serial = testnet::lock();

@@ -13,15 +13,17 @@
 
 use crate::identity::{self, argv_digest, IdentityMatch, RuntimeIdentity};
 use crate::logs::{file_len, open_append, rotate_if_needed};
+pub use crate::spawn::ProcessSpec;
+use crate::spawn::{spawn_direct, spawn_through_writer};
 use crate::{sys, ExecError};
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::net::SocketAddr;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::str::FromStr;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -32,60 +34,6 @@ const IDENTITY_DEADLINE: Duration = Duration::from_secs(2);
 const STOP_POLL: Duration = Duration::from_millis(10);
 /// How long [`stop`] waits for the group to vanish after `SIGKILL`.
 const KILL_DEADLINE: Duration = Duration::from_secs(5);
-
-/// Everything needed to start one component's process.
-#[derive(Clone)]
-pub struct ProcessSpec {
-    /// The component's name (used in errors and tracing only).
-    pub component: String,
-    /// The program: a path if it contains `/` (relative paths are relative to
-    /// `cwd`), otherwise a name searched in `PATH` (the component's own `PATH` from
-    /// `env` when it sets one, else this process's). Also passed as argv\[0\].
-    pub program: String,
-    /// Arguments after argv\[0\].
-    pub args: Vec<String>,
-    /// The environment, already resolved (secret values included): the whole
-    /// environment of the child unless `inherit_env`. Never logged; `Debug` prints the
-    /// names only.
-    pub env: Vec<(String, String)>,
-    /// Start from this process's environment (then `env` over it) instead of `env`
-    /// alone.
-    pub inherit_env: bool,
-    /// Working directory (must exist).
-    pub cwd: PathBuf,
-    /// The log file: stdout and stderr are appended to it. Its directory is created.
-    pub log_path: PathBuf,
-    /// Rotate the log at start when it is larger than this many bytes (0: never).
-    pub log_max_bytes: u64,
-    /// Rotated copies kept (`X.log.1` … `X.log.<keep>`).
-    pub log_keep: u32,
-    /// Appended to `started pid N` in the start marker the log writer writes before
-    /// the process's first line, e.g. ` (op-12)` (see [`crate::log_writer`]).
-    pub start_note: String,
-}
-
-impl fmt::Debug for ProcessSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ProcessSpec")
-            .field("component", &self.component)
-            .field("program", &self.program)
-            .field("args", &self.args)
-            .field(
-                "env",
-                &self
-                    .env
-                    .iter()
-                    .map(|(k, _)| format!("{k}=<redacted>"))
-                    .collect::<Vec<_>>(),
-            )
-            .field("cwd", &self.cwd)
-            .field("log_path", &self.log_path)
-            .field("log_max_bytes", &self.log_max_bytes)
-            .field("log_keep", &self.log_keep)
-            .field("start_note", &self.start_note)
-            .finish()
-    }
-}
 
 struct WatchState {
     status: Mutex<Option<ExitStatus>>,
@@ -441,148 +389,6 @@ pub fn start(spec: &ProcessSpec) -> Result<StartedProcess, ExecError> {
             });
         }
         std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-/// Spawns the program itself with stdout and stderr appended to the log (no log
-/// writer: lines get no time of their own).
-fn spawn_direct(
-    spec: &ProcessSpec,
-    program: &Path,
-    log_err: &dyn Fn(&Path, std::io::Error) -> ExecError,
-) -> Result<std::process::Child, ExecError> {
-    let component = spec.component.as_str();
-    let log = open_append(&spec.log_path).map_err(|e| log_err(&spec.log_path, e))?;
-    let log2 = log.try_clone().map_err(|e| log_err(&spec.log_path, e))?;
-    let mut cmd = Command::new(program);
-    if !spec.inherit_env {
-        cmd.env_clear();
-    }
-    cmd.arg0(&spec.program)
-        .args(&spec.args)
-        .current_dir(&spec.cwd)
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(log2));
-    // SAFETY: `setsid` is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(|_| ())
-                .map_err(std::io::Error::from)
-        });
-    }
-    // ETXTBSY: the program was just written and some forked-but-not-yet-exec'd child
-    // (of this or another thread) still holds the writable descriptor; it clears as
-    // soon as that child execs, so retry briefly.
-    let busy_deadline = Instant::now() + Duration::from_millis(500);
-    loop {
-        match cmd.spawn() {
-            Ok(c) => return Ok(c),
-            Err(e)
-                if e.raw_os_error() == Some(nix::libc::ETXTBSY)
-                    && Instant::now() < busy_deadline =>
-            {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            Err(source) => {
-                return Err(ExecError::Spawn {
-                    component: component.to_string(),
-                    program: program.to_path_buf(),
-                    source,
-                })
-            }
-        }
-    }
-}
-
-/// Starts the program through the log writer (`writer log-writer`, see
-/// [`crate::log_writer`]), in a session of its own: returns the writer's child
-/// handle (it exits the way the component does) and the component's pid.
-fn spawn_through_writer(
-    writer: &Path,
-    spec: &ProcessSpec,
-    program: &Path,
-) -> Result<(std::process::Child, u32), ExecError> {
-    use crate::log_writer::{Reply, Request, SUBCOMMAND};
-    use std::io::{BufRead, Write};
-    let component = spec.component.as_str();
-    let spawn_err = |source: std::io::Error| ExecError::Spawn {
-        component: component.to_string(),
-        program: program.to_path_buf(),
-        source,
-    };
-    let mut env: Vec<(String, String)> = Vec::new();
-    if spec.inherit_env {
-        env.extend(std::env::vars());
-    }
-    env.extend(spec.env.iter().cloned());
-    let request = Request {
-        program: program.to_path_buf(),
-        arg0: spec.program.clone(),
-        args: spec.args.clone(),
-        env,
-        cwd: spec.cwd.clone(),
-        log: spec.log_path.clone(),
-        start_note: spec.start_note.clone(),
-    };
-    let mut cmd = Command::new(writer);
-    cmd.arg(SUBCOMMAND)
-        .env_clear()
-        .current_dir("/")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    // SAFETY: `setsid` is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(|_| ())
-                .map_err(std::io::Error::from)
-        });
-    }
-    let mut child = cmd.spawn().map_err(|e| ExecError::Spawn {
-        component: component.to_string(),
-        program: writer.to_path_buf(),
-        source: e,
-    })?;
-    let sent = child
-        .stdin
-        .take()
-        .map(|mut stdin| {
-            serde_json::to_writer(&mut stdin, &request)
-                .map_err(std::io::Error::from)
-                .and_then(|()| stdin.flush())
-        })
-        .unwrap_or_else(|| Err(std::io::Error::other("no pipe to the log writer")));
-    drop(request);
-    let mut line = String::new();
-    let answered = child
-        .stdout
-        .take()
-        .map(|out| std::io::BufReader::new(out).read_line(&mut line))
-        .unwrap_or(Ok(0));
-    match serde_json::from_str::<Reply>(line.trim()) {
-        Ok(Reply::Started { pid }) => Ok((child, pid)),
-        Ok(Reply::SpawnFailed { errno, message }) => {
-            let _ = child.wait();
-            Err(spawn_err(match errno {
-                Some(n) => std::io::Error::from_raw_os_error(n),
-                None => std::io::Error::other(message),
-            }))
-        }
-        Err(_) => {
-            let status = child.wait().map(|s| describe_exit(&s)).unwrap_or_default();
-            let why = match (sent, answered) {
-                (Err(e), _) | (_, Err(e)) => e.to_string(),
-                _ => format!("it ended ({status}) without starting it"),
-            };
-            Err(spawn_err(std::io::Error::other(format!(
-                "the log writer {} failed: {why}",
-                writer.display()
-            ))))
-        }
     }
 }
 
