@@ -390,6 +390,17 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => ExitCode::from(code),
+        // A reading command whose output pipe closed (`flotilla logs | head`) just
+        // ends, as when printing panicked on it above.
+        Err(e)
+            if !mutating
+                && e.chain().any(|c| {
+                    c.downcast_ref::<std::io::Error>()
+                        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+                }) =>
+        {
+            ExitCode::from(EXIT_OK)
+        }
         Err(e) => {
             let code = exit_code(&e);
             print_error(e.as_ref());

@@ -864,6 +864,17 @@ fn dry_run_changes_nothing() {
 
 #[test]
 fn ctrl_c_during_up_cleans_up_what_it_started() {
+    interrupted_up_cleans_up(nix::sys::signal::Signal::SIGINT);
+}
+
+/// SIGTERM (what `timeout`, systemd and process-compose send) is asked to stop the
+/// same way.
+#[test]
+fn sigterm_during_up_cleans_up_what_it_started() {
+    interrupted_up_cleans_up(nix::sys::signal::Signal::SIGTERM);
+}
+
+fn interrupted_up_cleans_up(signal: nix::sys::signal::Signal) {
     let f = Fleet::new(
         &[
             svc("base", &[]),
@@ -879,11 +890,7 @@ fn ctrl_c_during_up_cleans_up_what_it_started() {
     let mut cli = f.spawn(&["up", "s"]);
     assert!(wait_until(DEADLINE, || f.pid("slow").is_some()));
     let (base, slow) = (f.pid("base").unwrap(), f.pid("slow").unwrap());
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(cli.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(cli.id() as i32), signal).unwrap();
     let status = cli.wait().unwrap();
     assert_eq!(status.code(), Some(1), "{status:?}");
     assert!(
@@ -892,6 +899,27 @@ fn ctrl_c_during_up_cleans_up_what_it_started() {
     );
     let ops = f.run(&["operations", "--json"]).json();
     assert_eq!(ops[0]["outcome"], "rolled-back", "{ops}");
+}
+
+/// A process that exits at once: the failure shows what it wrote.
+#[test]
+fn a_start_that_exits_at_once_shows_its_last_lines() {
+    let f = Fleet::new(
+        &[],
+        "[components.crashfast]\ncommand = [\"sh\", \"-c\", \"echo about to fail >&2; exit 7\"]\n",
+    );
+    let run = f.run(&["start", "crashfast"]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("exited at once (exit status 7)"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("last lines of its log:") && run.stderr.contains("    about to fail"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]

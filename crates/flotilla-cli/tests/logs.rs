@@ -487,3 +487,67 @@ fn each_line_keeps_its_own_time_and_the_end_of_a_process_is_marked() {
         status.stdout
     );
 }
+
+/// What a component writes is in its log when written: a line without its end
+/// (a prompt, a progress bar) as a piece that `logs` shows; a log that outgrows its
+/// cap is rotated while the component runs, not only when something starts; and
+/// `logs | head` ends quietly.
+#[test]
+fn unfinished_lines_show_at_once_and_a_growing_log_is_rotated_while_it_runs() {
+    let f = Fleet::new(
+        &[],
+        "[components.nonl]\ncommand = [\"sh\", \"-c\", \"printf 'no newline here'; sleep 600\"]\n\
+         [components.flood]\ncommand = [\"sh\", \"-c\", \"yes flooding-the-log | head -c 12000000; sleep 600\"]\n",
+    );
+    let _stop = StopOnDrop(&f, &["nonl", "flood"]);
+    f.ok(&["start", "nonl"]);
+    f.logs_until(&["nonl"], &["no newline here"]);
+    f.ok(&["start", "flood"]);
+    let log = common::project_dir(&f.state, f.ws.path()).join("logs/flood.log");
+    let rotated = flotilla_exec::logs::rotated_path(&log, 1);
+    let mut sizes = (0, 0);
+    assert!(
+        wait_until(DEADLINE, || {
+            sizes = (
+                std::fs::metadata(&rotated).map(|m| m.len()).unwrap_or(0),
+                std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0),
+            );
+            sizes.0 > 10 << 20
+        }),
+        "never rotated while running: {sizes:?} ({})",
+        log.display()
+    );
+    // `logs | head -1`: the pipe closes early; no error.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args(["logs", "flood", "-n", "200000"])
+        .current_dir(f.ws.path())
+        .env("FLOTILLA_STATE_DIR", &f.state)
+        .env_remove("FLOTILLA_FILE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("Broken pipe"));
+}
+
+/// Stops the named components when dropped.
+struct StopOnDrop<'a>(&'a Fleet, &'a [&'a str]);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        for n in self.1 {
+            let _ = self.0.run(&["stop", n]);
+        }
+    }
+}

@@ -637,13 +637,21 @@ impl Executor {
         })
     }
 
+    /// A start that failed (e.g. the process exited at once): the error, with what
+    /// the process wrote (its log from `offset`, where it stood before the start).
+    fn start_failed(&self, c: &Component, offset: u64, e: crate::ExecError) -> Done {
+        let tail = crate::logs::tail_since(&self.log_path(c), offset, 10);
+        Done::new(e.to_string(), serde_json::json!({ "log_tail": tail }))
+    }
+
     async fn start(&self, c: &Component, adapter: Arc<dyn Adapter>) -> StepResult {
         self.port_conflict(c).await?;
         let launch = self.launch(c, adapter.as_ref(), None)?;
+        let offset = crate::logs::file_len(&launch.log_path);
         let launched = tokio::task::spawn_blocking(move || adapter.start(&launch))
             .await
             .expect("start task")
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| self.start_failed(c, offset, e))?;
         self.became_ready(c, launched, None).await
     }
 
@@ -662,10 +670,11 @@ impl Executor {
             self.port_conflict(c).await?;
         }
         let launch = self.launch(c, adapter.as_ref(), before.as_ref())?;
+        let offset = crate::logs::file_len(&launch.log_path);
         let launched = tokio::task::spawn_blocking(move || adapter.restart(&launch, rec.as_ref()))
             .await
             .expect("restart task")
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| self.start_failed(c, offset, e))?;
         if let Err(why) = prove_restart(before.as_ref(), &launched.identity) {
             let evidence = serde_json::json!({
                 "before": before,

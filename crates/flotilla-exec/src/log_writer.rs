@@ -35,7 +35,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::{self, BufRead, Read, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
@@ -86,6 +86,13 @@ pub struct Request {
     pub log: PathBuf,
     /// Appended to `started pid N` in the start marker, e.g. ` (op-12)`.
     pub start_note: String,
+    /// Rotate the log (copy-truncate) whenever it grows past this many bytes (0:
+    /// never).
+    #[serde(default)]
+    pub log_max_bytes: u64,
+    /// Rotated copies kept.
+    #[serde(default)]
+    pub log_keep: u32,
 }
 
 /// What the writer answers on its stdout once the component started (one JSON line).
@@ -118,40 +125,80 @@ fn cri_line(at: SystemTime, stream: &str, full: bool, text: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Copies one pipe into the log, line by line, until it closes.
-/// The log, and whether it is closed to relays (the end marker is written).
-type SharedLog = Arc<Mutex<(File, bool)>>;
+/// The log the relays share.
+struct Log {
+    file: File,
+    /// Closed to relays: the end marker is written.
+    closed: bool,
+    path: PathBuf,
+    /// Rotate (copy-truncate) when larger than this many bytes (0: never).
+    max_bytes: u64,
+    /// Rotated copies kept.
+    keep: u32,
+}
 
-fn relay(pipe: impl Read, stream: &'static str, log: SharedLog) {
-    let mut reader = io::BufReader::with_capacity(64 * 1024, pipe);
-    let mut line = Vec::new();
+type SharedLog = Arc<Mutex<Log>>;
+
+/// Copies one pipe into the log until it closes: each whole line as an `F` line,
+/// a line longer than [`MAX_LINE`] as `P` pieces then the `F` rest, and what a read
+/// ends with before its newline at once as a `P` piece (so a prompt or a progress
+/// line is in the log when it is written, not when its line ends; readers join the
+/// pieces).
+fn relay(mut pipe: impl Read, stream: &'static str, log: SharedLog) {
+    let mut buf = vec![0u8; 64 * 1024];
     loop {
-        line.clear();
-        // At most MAX_LINE bytes per piece, so a line without end cannot grow memory.
-        match (&mut reader)
-            .take(MAX_LINE as u64)
-            .read_until(b'\n', &mut line)
-        {
+        let n = match pipe.read(&mut buf) {
             Ok(0) => return,
-            Ok(_) => {}
+            Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => return,
         };
-        let full = line.last() == Some(&b'\n');
-        if full {
-            line.pop();
-            if line.last() == Some(&b'\r') {
-                line.pop();
+        // (text, whole) pieces of this read.
+        let mut pieces: Vec<(&[u8], bool)> = Vec::new();
+        let mut rest = &buf[..n];
+        loop {
+            let (line, whole, next) = match rest.iter().position(|&b| b == b'\n') {
+                Some(i) => (&rest[..i], true, &rest[i + 1..]),
+                None => (rest, false, &rest[rest.len()..]),
+            };
+            if line.is_empty() && !whole {
+                break;
+            }
+            let line = match (whole, line.strip_suffix(b"\r")) {
+                (true, Some(l)) => l,
+                _ => line,
+            };
+            let mut chunks = line.chunks(MAX_LINE).peekable();
+            if chunks.peek().is_none() {
+                pieces.push((line, whole));
+            }
+            while let Some(c) = chunks.next() {
+                pieces.push((c, whole && chunks.peek().is_none()));
+            }
+            rest = next;
+            if rest.is_empty() {
+                break;
             }
         }
         let mut held = log.lock().unwrap_or_else(|e| e.into_inner());
-        let (f, closed) = &mut *held;
-        if *closed {
+        if held.closed {
             return;
         }
         // Stamped under the lock, so times never decrease down the file; one write
-        // per line, so with O_APPEND it lands whole, after Flotilla's markers.
-        let _ = f.write_all(&cri_line(SystemTime::now(), stream, full, &line));
+        // per read, so with O_APPEND it lands whole, after Flotilla's markers.
+        let now = SystemTime::now();
+        let mut out = Vec::with_capacity(n + pieces.len() * 40);
+        for (text, whole) in pieces {
+            out.extend_from_slice(&cri_line(now, stream, whole, text));
+        }
+        let _ = held.file.write_all(&out);
+        // Kept to its size while it runs, not only when something starts: the
+        // file is appended to, so after the copy-truncate the next line lands at 0.
+        let over =
+            held.max_bytes > 0 && held.file.metadata().is_ok_and(|m| m.len() > held.max_bytes);
+        if over {
+            let _ = crate::logs::rotate_if_needed(&held.path, held.max_bytes, held.keep);
+        }
     }
 }
 
@@ -213,6 +260,9 @@ fn answer(reply: &Reply) {
 /// [`Reply::SpawnFailed`]); 125 when the request was unreadable.
 pub fn main() -> ExitCode {
     shield_from_signals();
+    // Its command name (`comm`, what top and pgrep show) instead of `exe` when it
+    // was started as /proc/self/exe.
+    let _ = nix::sys::prctl::set_name(c"flotilla-logs");
     let mut raw = Vec::new();
     let request: Request = match io::stdin()
         .read_to_end(&mut raw)
@@ -230,7 +280,13 @@ pub fn main() -> ExitCode {
     };
     drop(raw);
     let log = match crate::logs::open_append(&request.log) {
-        Ok(f) => Arc::new(Mutex::new((f, false))),
+        Ok(file) => Arc::new(Mutex::new(Log {
+            file,
+            closed: false,
+            path: request.log.clone(),
+            max_bytes: request.log_max_bytes,
+            keep: request.log_keep,
+        })),
         Err(e) => {
             answer(&Reply::SpawnFailed {
                 errno: e.raw_os_error(),
@@ -316,6 +372,8 @@ pub fn main() -> ExitCode {
             Err(_) => break ExitStatus::from_raw(255 << 8),
         }
     };
+    // When it ended, not when what it left behind stopped writing.
+    let ended_at = SystemTime::now();
     let deadline = Instant::now() + DRAIN_AFTER_EXIT;
     for _ in 0..relays {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -325,14 +383,15 @@ pub fn main() -> ExitCode {
     }
     // Closed under the lock, so no relay writes after the marker.
     let mut held = log.lock().unwrap_or_else(|e| e.into_inner());
-    crate::logs::append_marker(
+    crate::logs::append_marker_at(
         &request.log,
+        ended_at,
         &format!(
             "pid {pid} ended: {}",
             crate::exit_status::describe_exit(&status)
         ),
     );
-    held.1 = true;
+    held.closed = true;
     drop(held);
     end_like(status)
 }
@@ -358,10 +417,13 @@ mod tests {
     fn relay_splits_long_lines_and_keeps_an_unfinished_end() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.log");
-        let log = Arc::new(Mutex::new((
-            crate::logs::open_append(&path).unwrap(),
-            false,
-        )));
+        let log = Arc::new(Mutex::new(Log {
+            file: crate::logs::open_append(&path).unwrap(),
+            closed: false,
+            path: path.clone(),
+            max_bytes: 0,
+            keep: 0,
+        }));
         let mut input = b"one\r\n".to_vec();
         input.extend(std::iter::repeat_n(b'a', MAX_LINE + 3));
         input.extend_from_slice(b"\nend");

@@ -491,13 +491,18 @@ pub fn marker_time_ms(line: &str) -> Option<u64> {
     humantime::parse_rfc3339(stamp).ok().map(epoch_ms)
 }
 
+/// [`append_marker_at`] now.
+pub fn append_marker(path: &Path, text: &str) {
+    append_marker_at(path, SystemTime::now(), text)
+}
+
 /// Appends a marker line saying `text` (e.g. `started pid 4242 (op-12)`), stamped
-/// now, to the log at `path` (created with its directory if missing), on a line of
+/// `at`, to the log at `path` (created with its directory if missing), on a line of
 /// its own even if the component left its last line unfinished. Never fails: a
 /// marker that cannot be written is a warning in Flotilla's own log, not a failed
 /// step. `text` must never carry a secret.
-pub fn append_marker(path: &Path, text: &str) {
-    let line = marker_line(SystemTime::now(), text);
+pub fn append_marker_at(path: &Path, at: SystemTime, text: &str) {
+    let line = marker_line(at, text);
     let write = || -> io::Result<()> {
         let mut f = open_append(path)?;
         let len = f.metadata()?.len();
@@ -533,28 +538,56 @@ pub struct TimedLine {
 
 /// Times lines read from the end of one file whose last line was written at or
 /// before `end_ms` (its modification time): a stamped line ([`parse_stamped`]) gets
-/// its own time and is shown by its text; any other line the time of the first
-/// stamped or marker line after it, else `end_ms`. Times never decrease down the
-/// list.
+/// its own time and is shown by its text, the pieces of a line written in several
+/// (`P` … then `F`, one stream) joined into one, as CRI log readers do; a marker
+/// line its own time; any other line the time of the first stamped or marker line
+/// after it, else `end_ms`. Lines stay in file order (a marker written late, such
+/// as a death noticed after its process's last lines were read, may carry an
+/// earlier time than the lines before it).
 pub fn bound_times(lines: Vec<String>, end_ms: u64) -> Vec<TimedLine> {
+    // Forward: join pieces, per stream, at the place of their first piece.
+    // (time, text, exact)
+    let mut joined: Vec<(u64, String, bool)> = Vec::with_capacity(lines.len());
+    let mut open: Vec<(String, usize)> = Vec::new(); // (stream, index in joined)
+    for line in lines {
+        match parse_stamped(&line) {
+            Some(st) => {
+                let at = open.iter().position(|(s, _)| s == st.stream);
+                let index = match at {
+                    Some(k) => {
+                        let (_, index) = open[k].clone();
+                        if !st.partial {
+                            open.remove(k);
+                        }
+                        index
+                    }
+                    None => {
+                        joined.push((st.at_ms, String::new(), true));
+                        if st.partial {
+                            open.push((st.stream.to_string(), joined.len() - 1));
+                        }
+                        joined.len() - 1
+                    }
+                };
+                joined[index].1.push_str(st.text);
+            }
+            None => match marker_time_ms(&line) {
+                Some(t) => joined.push((t, line, true)),
+                None => joined.push((0, line, false)),
+            },
+        }
+    }
+    // Backward: bound the unstamped lines.
     let mut bound = end_ms;
-    let mut out: Vec<TimedLine> = lines
+    let mut out: Vec<TimedLine> = joined
         .into_iter()
         .rev()
-        .map(|line| {
-            if let Some(st) = parse_stamped(&line) {
-                bound = bound.min(st.at_ms);
-                return TimedLine {
-                    at_ms: bound,
-                    text: st.text.to_string(),
-                };
-            }
-            if let Some(t) = marker_time_ms(&line) {
-                bound = bound.min(t);
-            }
-            TimedLine {
-                at_ms: bound,
-                text: line,
+        .map(|(at, text, exact)| {
+            if exact {
+                bound = bound.min(at);
+                TimedLine { at_ms: at, text }
+            } else {
+                TimedLine { at_ms: bound, text }
             }
         })
         .collect();
@@ -800,6 +833,30 @@ pub fn follow(path: &Path, from: u64, out: &mut impl std::io::Write) -> std::io:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stamped_lines_keep_their_own_time_and_pieces_are_joined() {
+        let stamp = |ms: u64, rest: &str| format!("{} {rest}", rfc3339_ms(ms));
+        let lines = vec![
+            "unstamped".to_string(),
+            stamp(1_000_005, "stdout P no new"),
+            stamp(1_000_007, "stderr F err"),
+            stamp(1_000_009, "stdout F line here"),
+            stamp(1_000_010, "stdout F next"),
+        ];
+        // The file's modification time reads earlier than the last stamp.
+        let timed = bound_times(lines, 1_000_008);
+        let got: Vec<(u64, &str)> = timed.iter().map(|l| (l.at_ms, l.text.as_str())).collect();
+        assert_eq!(
+            got,
+            vec![
+                (1_000_005, "unstamped"),
+                (1_000_005, "no newline here"),
+                (1_000_007, "err"),
+                (1_000_010, "next"),
+            ]
+        );
+    }
     use std::io::Write;
 
     #[test]

@@ -166,7 +166,7 @@ pub(crate) fn spawn_through_writer(
         }
     }
     let mut cmd = Command::new(writer);
-    cmd.env_clear();
+    cmd.arg0("flotilla").env_clear();
     match through_writer(cmd, writer, spec, program)? {
         Ok(started) => Ok(started),
         Err(why) => Err(ExecError::Spawn {
@@ -212,8 +212,12 @@ fn through_writer(
         cwd: spec.cwd.clone(),
         log: spec.log_path.clone(),
         start_note: spec.start_note.clone(),
+        log_max_bytes: spec.log_max_bytes,
+        log_keep: spec.log_keep,
     };
+    // `flotilla log-writer llm` in ps (the component's name is for people only).
     cmd.arg(SUBCOMMAND)
+        .arg(&spec.component)
         .current_dir("/")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

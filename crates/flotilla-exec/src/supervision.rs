@@ -8,7 +8,9 @@
 //! components; readers ([`read`]) tolerate its absence (no agent) and a damaged file
 //! (treated as empty). [`annotate`] turns it into evidence on a status report.
 
-use flotilla_model::status::{Condition, Evidence, Lifecycle, Signal, StatusReport};
+use flotilla_model::status::{
+    Condition, DesiredLifecycle, Evidence, Lifecycle, Signal, StatusReport,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -55,7 +57,11 @@ impl Supervision {
                 after,
             } => {
                 let left = due_at_ms - now_ms;
-                if left >= 0 {
+                // The agent looks every check interval: a restart just due is not
+                // overdue yet.
+                if (-5_000..0).contains(&left) {
+                    format!("restart {attempt} of {max} due now, after {after}")
+                } else if left >= 0 {
                     format!(
                         "restarting in {} (attempt {attempt} of {max}) after {after}",
                         crate::observe::age(left)
@@ -105,15 +111,18 @@ pub fn write(state_root: &Path, file: &SupervisionFile) -> std::io::Result<()> {
     std::fs::rename(&tmp, &target)
 }
 
-/// Adds what supervision says to the components of `report` that are not running:
-/// one `condition` evidence line each (source `agent supervision`), and condition
-/// `attention` for a component given up on.
+/// Adds what supervision says to the components of `report` that are down while
+/// they should run (not running, desired `running`, no operation starting them
+/// now): one `condition` evidence line each (source `agent supervision`), and
+/// condition `attention` for a component given up on. A component stopped since
+/// (desired `stopped`) or being started gets none.
 pub fn annotate(report: &mut StatusReport, file: &SupervisionFile, now_ms: i64) {
     for c in report.components.iter_mut() {
         let Some(s) = file.components.get(&c.name) else {
             continue;
         };
-        if c.lifecycle == Lifecycle::Running {
+        let down = matches!(c.lifecycle, Lifecycle::Stopped | Lifecycle::Failed);
+        if !down || c.desired != Some(DesiredLifecycle::Running) {
             continue;
         }
         if matches!(s, Supervision::GaveUp { .. }) {

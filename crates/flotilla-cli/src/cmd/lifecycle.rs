@@ -361,11 +361,21 @@ impl Progress {
 /// and journaled); twice abandons it as it is: the process exits 130 (128 + SIGINT,
 /// as a shell reports an interrupted command).
 async fn interrupts(cancel: flotilla_exec::CancellationToken) {
-    if tokio::signal::ctrl_c().await.is_ok() {
+    use tokio::signal::unix::{signal, SignalKind};
+    // SIGTERM (`timeout`, systemd, process-compose) is asked to stop like Ctrl-C.
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut asked = async || match term.as_mut() {
+        Some(t) => tokio::select! {
+            r = tokio::signal::ctrl_c() => r.is_ok().then_some(130),
+            _ = t.recv() => Some(143),
+        },
+        None => tokio::signal::ctrl_c().await.is_ok().then_some(130),
+    };
+    if asked().await.is_some() {
         cancel.cancel();
         err!("interrupted: stopping what this run started (Ctrl-C again to abandon it as is)");
-        if tokio::signal::ctrl_c().await.is_ok() {
-            std::process::exit(130);
+        if let Some(code) = asked().await {
+            std::process::exit(code);
         }
     }
 }

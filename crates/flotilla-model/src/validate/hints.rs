@@ -491,9 +491,14 @@ fn shaped(path: &[&str], value: &Node, s: Syntax) -> Option<Hint> {
                 _ => None,
             }
             .unwrap_or(5);
+            let not = match &value.value {
+                Value::Integer(i) if *i < 0 => format!("not {i}"),
+                Value::Integer(i) => format!("at most {}, not {i}", u32::MAX),
+                _ => format!("not {written}"),
+            };
             Some(Hint {
                 message: Some(format!(
-                    "`max_restarts` is a whole number of restarts in a row (0 or more), not {written}"
+                    "`max_restarts` is a whole number of restarts in a row (0 or more), {not}"
                 )),
                 help: format!("write `{}`", s.assign(key, &n.to_string())),
             })

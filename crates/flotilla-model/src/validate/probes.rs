@@ -225,7 +225,11 @@ impl Validator {
                                 format!("{which} probe of `{}`: an http check with `url` takes its path from the URL, not `path`", d.name),
                                 at(&["http", "path"]),
                             )
-                            .with_help(format!("write the path in the URL, e.g. `url = \"{}/health\"`", u.trim_end_matches('/'))),
+                            .with_help(format!(
+                                "write the path in the URL, e.g. `url = \"{}/{}\"`",
+                                u.trim_end_matches('/'),
+                                h.path.as_deref().unwrap_or("health").trim_start_matches('/')
+                            )),
                         );
                         return None;
                     }
