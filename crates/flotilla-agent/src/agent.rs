@@ -133,6 +133,8 @@ struct Runner<R> {
     applied: Option<Applied>,
     target: Option<Target>,
     supervisor: Supervisor,
+    /// Whether what an earlier run recorded of supervision was taken back.
+    restored: bool,
     events: VecDeque<String>,
     retry: Backoff,
     retry_at: Option<Instant>,
@@ -198,6 +200,7 @@ impl<S: Source, R: Reporter> Agent<S, R> {
             applied,
             target: None,
             supervisor: Supervisor::new(),
+            restored: false,
             events: VecDeque::new(),
             retry: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
             retry_at: None,
@@ -437,6 +440,15 @@ impl<R: Reporter> Runner<R> {
     ) -> Converged {
         let mut out = Converged::default();
         let short = short_revision(&desired.revision);
+        if !self.restored {
+            // A crash loop given up on, or a clean exit, before this agent started
+            // stays so: not started again by converging.
+            self.restored = true;
+            self.supervisor.restore(
+                &flotilla_exec::supervision::read(state.root()),
+                Instant::now(),
+            );
+        }
         // 1. What the previous snapshot had and this one removed, dependents first.
         if let Some(prev) = self.applied.clone() {
             match self.stop_removed(&prev, desired, topology, &short).await {
@@ -495,9 +507,15 @@ impl<R: Reporter> Runner<R> {
             if crate::record::in_progress(c) {
                 continue; // a release update owns it until it ends
             }
-            if !changed && self.supervisor.gave_up(&c.name).is_some() {
+            if !changed
+                && (self.supervisor.gave_up(&c.name).is_some()
+                    || self.supervisor.exited_cleanly(&c.name).is_some())
+            {
                 // A crash loop supervision gave up on waits for a person or a new
-                // config, not for the next retry.
+                // config, not for the next retry; a clean exit its policy leaves
+                // stopped stays so. What depends on it is held with it (starting
+                // that would start it).
+                held.insert(c.name.clone());
                 continue;
             }
             todo.push((c.name.clone(), changed));
@@ -566,7 +584,11 @@ impl<R: Reporter> Runner<R> {
         let mut failures = Vec::new();
         for &id in before.order().iter().rev() {
             let name = before.component(id).name.clone();
-            self.supervisor.forget(&name);
+            // A removed component's streak goes with it (a changed one's is
+            // forgotten when it is started again with its new config).
+            if removed.contains(&name) {
+                self.supervisor.forget(&name);
+            }
             if !removed.contains(&name) || !up.contains(name.as_str()) {
                 continue;
             }
@@ -630,12 +652,22 @@ impl<R: Reporter> Runner<R> {
                         let stopped = stopped_upstream(&topology, status, &component);
                         if !stopped.is_empty() {
                             let n = stopped.len();
+                            let newly = self.supervisor.block(
+                                &component,
+                                format!(
+                                    "it would also start {}, stopped; start {} to bring `{component}` back",
+                                    stopped.join(", "),
+                                    if n == 1 { "it" } else { "them" }
+                                ),
+                            );
+                            if newly {
                             self.event(format!(
                                 "restart {attempt} of {max} of `{component}` not carried out: it would also start {}, stopped (its own restart policy, or an operator, left {} so); supervision never starts a component as a side effect: start {} to bring `{component}` back",
                                 stopped.join(", "),
                                 if n == 1 { "it" } else { "them" },
                                 if n == 1 { "it" } else { "them" },
                             ));
+                            }
                             continue;
                         }
                         let op = Operation::new(Verb::Start, component.clone());
@@ -750,6 +782,15 @@ impl<R: Reporter> Runner<R> {
                 continue;
             };
             let state = classify(s, &journal, store);
+            if self.supervisor.is_blocked(&c.name) {
+                // Held until the dependency it would start runs again.
+                if matches!(state, supervise::State::Down { .. })
+                    && !stopped_upstream(topology, status, &c.name).is_empty()
+                {
+                    continue;
+                }
+                self.supervisor.unblock(&c.name);
+            }
             if let Some(d) = self.supervisor.decide(&c.name, &restart, &state, now) {
                 out.push(d);
             }

@@ -119,6 +119,11 @@ struct Streak {
     /// `max_restarts` and how it went down, for the restart scheduled at `next_at`.
     pending: Option<(u32, String)>,
     clean_noted: bool,
+    /// Why its restart is not carried out now (a dependency it would start is
+    /// stopped).
+    blocked: Option<String>,
+    /// How it exited cleanly, left stopped by an `on-failure` policy.
+    clean_exit: Option<String>,
 }
 
 /// Restart bookkeeping per component.
@@ -185,6 +190,8 @@ impl Supervisor {
             State::Up => {
                 s.next_at = None;
                 s.clean_noted = false;
+                s.blocked = None;
+                s.clean_exit = None;
                 if s.gave_up.take().is_some() {
                     // Started again by someone: a new streak.
                     *s = Streak::default();
@@ -207,6 +214,7 @@ impl Supervisor {
                     if std::mem::replace(&mut s.clean_noted, true) {
                         return None;
                     }
+                    s.clean_exit = Some(how.clone());
                     return Some(Decision::CleanExit {
                         component: component.to_string(),
                         how: how.clone(),
@@ -267,6 +275,66 @@ impl Supervisor {
         }
     }
 
+    /// Holds `component`'s restarts while `why` (a stopped dependency it would also
+    /// start): an attempt just decided does not count, and none is scheduled until
+    /// [`Supervisor::unblock`]. Whether it was not blocked before (say so once).
+    pub fn block(&mut self, component: &str, why: String) -> bool {
+        let attempted = self
+            .streaks
+            .get(component)
+            .is_some_and(|s| s.next_at.is_none() && s.backoff_before.is_some());
+        if attempted {
+            self.not_attempted(component);
+        }
+        let s = self.streaks.entry(component.to_string()).or_default();
+        s.next_at = None;
+        s.backoff_before = None;
+        s.blocked.replace(why).is_none()
+    }
+
+    /// Whether `component`'s restarts are held ([`Supervisor::block`]).
+    pub fn is_blocked(&self, component: &str) -> bool {
+        self.streaks
+            .get(component)
+            .is_some_and(|s| s.blocked.is_some())
+    }
+
+    /// Lets `component`'s restarts go on (what blocked them is gone).
+    pub fn unblock(&mut self, component: &str) {
+        if let Some(s) = self.streaks.get_mut(component) {
+            s.blocked = None;
+        }
+    }
+
+    /// When `component` exited cleanly and its `on-failure` policy left it stopped:
+    /// how it ended.
+    pub fn exited_cleanly(&self, component: &str) -> Option<&str> {
+        self.streaks
+            .get(component)
+            .and_then(|s| s.clean_exit.as_deref())
+    }
+
+    /// Takes back what an earlier run of the agent recorded (its
+    /// [`flotilla_exec::supervision`] file): crash loops given up on and clean exits
+    /// stay so after the agent restarts, instead of being started again.
+    pub fn restore(&mut self, file: &flotilla_exec::supervision::SupervisionFile, now: Instant) {
+        use flotilla_exec::supervision::Supervision;
+        for (name, seen) in &file.components {
+            let s = self.streaks.entry(name.clone()).or_default();
+            match seen {
+                Supervision::GaveUp { evidence, .. } => {
+                    s.gave_up = Some(evidence.clone());
+                    s.gave_up_at = Some(now);
+                }
+                Supervision::Exited { how } => {
+                    s.clean_exit = Some(how.clone());
+                    s.clean_noted = true;
+                }
+                Supervision::BackingOff { .. } | Supervision::Blocked { .. } => {}
+            }
+        }
+    }
+
     /// What supervision is doing about each component, as shared with `status`
     /// ([`flotilla_exec::supervision`]): a restart pending after its backoff, or a
     /// crash loop given up on. `now` and `now_ms` are the same moment on the
@@ -292,6 +360,10 @@ impl Supervisor {
                         evidence: evidence.clone(),
                         at_ms: s.gave_up_at.map(wall).unwrap_or(now_ms),
                     }
+                } else if let Some(why) = &s.blocked {
+                    Supervision::Blocked { why: why.clone() }
+                } else if let Some(how) = &s.clean_exit {
+                    Supervision::Exited { how: how.clone() }
                 } else {
                     let (at, (max, after)) = (s.next_at?, s.pending.clone()?);
                     Supervision::BackingOff {

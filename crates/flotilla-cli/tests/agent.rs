@@ -486,11 +486,15 @@ fn a_supervised_restart_never_starts_a_dependency_its_policy_left_stopped() {
         "depends_on = [\"llm\"]\nrestart = { policy = \"on-failure\", backoff = \"50ms\" }\n",
     );
     ws.write("flotilla.toml", &t);
-    let agent = AgentProc::start(&ws);
+    let mut agent = AgentProc::start(&ws);
     let events = || report(&ws)["events"].to_string();
     wait_for(&ws, &agent, "llm's clean exit to be left alone", || {
         events().contains("`llm` exited cleanly")
     });
+    // Not down unexpectedly: done, as its policy says.
+    let st = ws.run(&["status", "llm", "--json"]).json()["components"][0].clone();
+    assert_eq!(st["condition"], "ok", "{st:#}");
+    assert!(st.to_string().contains("exited cleanly"), "{st:#}");
     let llm = pid(&ws, "llm").unwrap();
     assert!(!alive(llm));
     let p1 = pid(&ws, "proxy").unwrap();
@@ -515,6 +519,36 @@ fn a_supervised_restart_never_starts_a_dependency_its_policy_left_stopped() {
             && o["outcome"] == "succeeded"),
         "{:#?}",
         operations(&ws)
+    );
+    // `status` says the restart is held and why, never a countdown to it; a second
+    // later it still is, and no attempt was counted.
+    let held = || ws.run(&["status", "proxy"]).stdout;
+    wait_for(&ws, &agent, "proxy's held restart in status", || {
+        held().contains("not restarted: it would also start `llm`, stopped")
+    });
+    let seen = report(&ws)["status"]["observed_at_ms"].as_i64().unwrap();
+    wait_for(&ws, &agent, "reports a second later", || {
+        report(&ws)["status"]["observed_at_ms"].as_i64().unwrap() > seen + 1000
+    });
+    let out = held();
+    assert!(!out.contains("restarting in"), "{out}");
+    assert!(out.contains("not restarted"), "{out}");
+    // The agent restarted: llm's clean exit still stands (not started again).
+    agent.stop();
+    let agent = AgentProc::start(&ws);
+    let seen = report(&ws)["status"]["observed_at_ms"]
+        .as_i64()
+        .unwrap_or(0);
+    wait_for(&ws, &agent, "the new agent to report", || {
+        report(&ws)["status"]["observed_at_ms"]
+            .as_i64()
+            .is_some_and(|t| t > seen + 1000)
+    });
+    assert_eq!(
+        pid(&ws, "llm"),
+        Some(llm),
+        "llm was started again after the agent restarted:\n{}",
+        agent.log()
     );
 }
 

@@ -42,6 +42,16 @@ pub enum Supervision {
         /// When it gave up (ms since the Unix epoch).
         at_ms: i64,
     },
+    /// Its restart is held: it would also start a dependency that is stopped.
+    Blocked {
+        /// `it would also start `llm`, stopped; start it to bring `proxy` back`.
+        why: String,
+    },
+    /// It exited cleanly and its `on-failure` policy leaves it stopped.
+    Exited {
+        /// `pid 42 exit status 0`.
+        how: String,
+    },
 }
 
 impl Supervision {
@@ -74,6 +84,10 @@ impl Supervision {
                 }
             }
             Supervision::GaveUp { evidence, .. } => evidence.clone(),
+            Supervision::Blocked { why } => format!("not restarted: {why}"),
+            Supervision::Exited { how } => {
+                format!("exited cleanly ({how}); its restart policy is on-failure: left stopped")
+            }
         }
     }
 }
@@ -125,8 +139,15 @@ pub fn annotate(report: &mut StatusReport, file: &SupervisionFile, now_ms: i64) 
         if !down || c.desired != Some(DesiredLifecycle::Running) {
             continue;
         }
-        if matches!(s, Supervision::GaveUp { .. }) {
-            c.condition = Condition::Attention;
+        match s {
+            Supervision::GaveUp { .. } | Supervision::Blocked { .. } => {
+                c.condition = Condition::Attention;
+            }
+            // Done, as its policy says: not down unexpectedly.
+            Supervision::Exited { .. } if c.condition == Condition::DownUnexpectedly => {
+                c.condition = Condition::Ok;
+            }
+            _ => {}
         }
         c.evidence.push(Evidence {
             signal: Signal::Condition,
