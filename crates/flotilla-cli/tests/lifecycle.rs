@@ -901,6 +901,28 @@ fn interrupted_up_cleans_up(signal: nix::sys::signal::Signal) {
     assert_eq!(ops[0]["outcome"], "rolled-back", "{ops}");
 }
 
+/// A daemonising command (its leader exits at once, a child goes on writing): an
+/// exit at start, said as such, and the child stopped.
+#[test]
+fn a_daemonising_command_is_an_exit_at_start() {
+    let f = Fleet::new(&[], "[components.daemon]\ncommand = [\"sh\", \"-c\", \"(while true; do echo child-alive; sleep 0.3; done) & echo parent exiting; exit 0\"]\n");
+    let run = f.run(&["start", "daemon"]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    // Said as an exit (at once, or before it was ready), never as an identity that
+    // could not be measured.
+    assert!(run.stderr.contains("exit status 0"), "{}", run.stderr);
+    assert!(
+        !run.stderr.contains("could not be measured"),
+        "{}",
+        run.stderr
+    );
+    let ps = std::process::Command::new("pgrep")
+        .args(["-f", "child-alive"])
+        .output()
+        .unwrap();
+    assert!(!ps.status.success(), "the daemon's child lives on");
+}
+
 /// A process that exits at once: the failure shows what it wrote.
 #[test]
 fn a_start_that_exits_at_once_shows_its_last_lines() {

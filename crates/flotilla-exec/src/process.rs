@@ -363,7 +363,17 @@ pub fn start(spec: &ProcessSpec) -> Result<StartedProcess, ExecError> {
                 last = format!("still running the pre-exec image {}", id.exe.display());
             }
             Ok(None) => {
-                if let Some(status) = watch.wait_timeout(Duration::from_millis(1)) {
+                let wait = if start_marked {
+                    // Exited, and reaped by its log writer, which ends the same way
+                    // once its pipes are drained: what the leader left in its group
+                    // (a daemonising command's child, holding those pipes) is ours
+                    // and unaccounted for, so it is stopped, and the writer waited for.
+                    let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+                    crate::log_writer::DRAIN_AFTER_EXIT + Duration::from_secs(1)
+                } else {
+                    Duration::from_millis(1)
+                };
+                if let Some(status) = watch.wait_timeout(wait) {
                     // Whatever it left in the group it led (a daemonising command's
                     // background child) is ours and unaccounted for: stop it.
                     let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
