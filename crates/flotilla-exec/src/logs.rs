@@ -119,8 +119,19 @@ fn last_lines(path: &Path, n: usize) -> io::Result<Vec<String>> {
     Ok(last_lines_of(&mut File::open(path)?, n)?.0)
 }
 
-/// The last `n` lines of an open file, and its length when read.
+/// The last `n` lines of an open file, and its length when read. A file truncated
+/// while it was read (a copy-truncate rotation) is read again, up to 5 times.
 fn last_lines_of(f: &mut File, n: usize) -> io::Result<(Vec<String>, u64)> {
+    let mut tries = 0;
+    loop {
+        match last_lines_once(f, n) {
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && tries < 5 => tries += 1,
+            other => return other,
+        }
+    }
+}
+
+fn last_lines_once(f: &mut File, n: usize) -> io::Result<(Vec<String>, u64)> {
     let len = f.metadata()?.len();
     let mut start = len;
     let mut buf: Vec<u8> = Vec::new();

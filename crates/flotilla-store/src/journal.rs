@@ -241,9 +241,10 @@ impl Store {
     }
 
     /// Per component, how many times its supervisor (the agent) restarted it since
-    /// the last other operation on it: the succeeded operations whose command line
-    /// starts with [`SUPERVISED_RESTART`] and whose target is the component, counted
-    /// after the newest operation on that target that is not one.
+    /// the last other operation that acted on it: the succeeded operations whose
+    /// command line starts with [`SUPERVISED_RESTART`] and whose target is the
+    /// component, counted after the newest operation that is not one and has a step
+    /// on the component (one targeting it, or a cascade or a stack that reached it).
     ///
     /// # Errors
     /// [`StoreError::Busy`] / [`StoreError::Sqlite`].
@@ -252,8 +253,9 @@ impl Store {
             let mut stmt = conn.prepare_cached(
                 "SELECT o.target, COUNT(*) FROM operations o \
                  WHERE o.outcome = 'succeeded' AND substr(o.command_line, 1, ?2) = ?1 \
-                 AND o.id > COALESCE((SELECT MAX(p.id) FROM operations p \
-                     WHERE p.target = o.target AND substr(p.command_line, 1, ?2) != ?1), 0) \
+                 AND o.id > COALESCE((SELECT MAX(s.operation) FROM steps s \
+                     JOIN operations p ON p.id = s.operation \
+                     WHERE s.component = o.target AND substr(p.command_line, 1, ?2) != ?1), 0) \
                  GROUP BY o.target",
             )?;
             let rows = stmt.query_map(

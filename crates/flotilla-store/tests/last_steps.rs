@@ -172,3 +172,59 @@ fn file_digests_are_kept_and_bounded() {
     let kept = s.file_digests().unwrap();
     assert_eq!(kept.len() as i64, flotilla_store::digests::MAX_FILE_DIGESTS);
 }
+
+/// An operation on `target` with one step on each of `components`, succeeded.
+fn done(store: &mut Store, target: &str, command: &str, components: &[&str]) {
+    let id = store
+        .begin_operation(&NewOperation {
+            verb: "start".into(),
+            target: target.into(),
+            flags: vec![],
+            plan_digest: "sha256:plan".into(),
+            topology_digest: "sha256:topo".into(),
+            plan_json: "{}".into(),
+            who: "ada@lovelace".into(),
+            pid: 4242,
+            command_line: command.into(),
+            started_at_ms: T0,
+        })
+        .unwrap();
+    for c in components {
+        step(store, id, c, "start", Some((Outcome::Succeeded, "ok")));
+    }
+    store
+        .finish_operation(id, Outcome::Succeeded, T0 + 1, None)
+        .unwrap();
+}
+
+/// The agent's restarts of a component count since the last other operation that
+/// acted on it: one targeting it, or one on something else that reached it (a
+/// cascade, a stack).
+#[test]
+fn supervised_restarts_count_since_the_last_other_operation_that_touched_it() {
+    let mut s = Store::open_in_memory().unwrap();
+    let restart = |s: &mut Store, c: &str| {
+        let line = format!(
+            "{}{c} after pid 4 killed by SIGKILL",
+            flotilla_store::SUPERVISED_RESTART
+        );
+        done(s, c, &line, &[c]);
+    };
+    done(&mut s, "chat", "flotilla up chat", &["dep", "app"]);
+    restart(&mut s, "app");
+    restart(&mut s, "app");
+    assert_eq!(s.supervised_restarts().unwrap().get("app"), Some(&2));
+    // `stop dep --cascade` stopped app too: its count starts again.
+    done(
+        &mut s,
+        "dep",
+        "flotilla stop dep --cascade",
+        &["app", "dep"],
+    );
+    assert_eq!(s.supervised_restarts().unwrap().get("app"), None);
+    restart(&mut s, "app");
+    assert_eq!(s.supervised_restarts().unwrap().get("app"), Some(&1));
+    // An operation on something else that did not reach app changes nothing.
+    done(&mut s, "dep", "flotilla restart dep", &["dep"]);
+    assert_eq!(s.supervised_restarts().unwrap().get("app"), Some(&1));
+}
