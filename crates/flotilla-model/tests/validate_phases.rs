@@ -928,6 +928,27 @@ fn type_errors_show_the_expected_form() {
             &["`labels` is a table, not a list", "write `labels = { team = \"ml\", tier = \"gpu\" }`"],
         ),
         (
+            "inherit_env as a string",
+            "[components.a]\ncommand = [\"a\"]\ninherit_env = \"PATH\"\n",
+            InvalidValue,
+            "\"PATH\"",
+            &["`inherit_env` is a list of variable names, not a string", "write `inherit_env = [\"PATH\"]`"],
+        ),
+        (
+            "a host's port as a string",
+            "[hosts.gpu1]\ntransport = \"ssh\"\naddress = \"10.0.0.5\"\nport = \"2222\"\n[components.a]\ncommand = [\"a\"]\n",
+            InvalidValue,
+            "\"2222\"",
+            &["`port` is a whole number from 1 to 65535, not a string", "write `port = 2222`"],
+        ),
+        (
+            "a host's labels as a string",
+            "[hosts.gpu1]\ntransport = \"ssh\"\naddress = \"10.0.0.5\"\nlabels = \"gpu\"\n[components.a]\ncommand = [\"a\"]\n",
+            InvalidValue,
+            "\"gpu\"",
+            &["`labels` is a table, not a string"],
+        ),
+        (
             "a label as a number",
             "[components.a]\ncommand = [\"a\"]\nlabels = { gpu = 1 }\n",
             InvalidValue,

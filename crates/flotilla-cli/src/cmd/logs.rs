@@ -44,7 +44,8 @@ pub struct Args {
     #[arg(short = 't', long)]
     pub timestamps: bool,
     /// Only lines that may have been written at or after WHEN: a duration ago (`10m`,
-    /// `1h30m`) or an RFC 3339 time (`2026-12-01T10:41:03Z`).
+    /// `1h30m`) or an RFC 3339 time (`2026-12-01T10:41:03Z`, with an offset
+    /// `…+01:00`; without a zone, UTC).
     #[arg(long, value_name = "WHEN", value_parser = parse_since)]
     pub since: Option<u64>,
     /// Never colour the name prefixes.
@@ -57,9 +58,9 @@ fn parse_since(text: &str) -> Result<u64, String> {
     let now = std::time::SystemTime::now();
     let at = match humantime::parse_duration(text) {
         Ok(d) => now.checked_sub(d).unwrap_or(std::time::UNIX_EPOCH),
-        Err(_) => humantime::parse_rfc3339_weak(text).map_err(|_| {
+        Err(_) => parse_time(text).ok_or_else(|| {
             format!(
-                "expected a duration (`10m`, `1h30m`) or an RFC 3339 time in UTC (`2026-12-01T10:41:03Z`), not `{text}`"
+                "expected a duration (`10m`, `1h30m`) or an RFC 3339 time (`2026-12-01T10:41:03Z`, `2026-12-01T11:41:03+01:00`; without a zone, UTC), not `{text}`"
             )
         })?,
     };
@@ -67,6 +68,29 @@ fn parse_since(text: &str) -> Result<u64, String> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0))
+}
+
+/// An RFC 3339 time: `Z`, an offset (`+01:00`, `-05:30`) or, without a zone, UTC.
+fn parse_time(text: &str) -> Option<std::time::SystemTime> {
+    if let Ok(t) = humantime::parse_rfc3339_weak(text) {
+        return Some(t);
+    }
+    // `…T11:41:03+01:00`: the offset after the time of day.
+    let time_of_day = text.find(['T', 't', ' '])?;
+    let i = text.rfind(['+', '-']).filter(|&i| i > time_of_day)?;
+    let (base, zone) = text.split_at(i);
+    let (h, m) = zone[1..].split_once(':')?;
+    let (h, m): (u64, u64) = (h.parse().ok()?, m.parse().ok()?);
+    if h > 23 || m > 59 || zone[1..].len() != 5 {
+        return None;
+    }
+    let t = humantime::parse_rfc3339_weak(base).ok()?;
+    let off = std::time::Duration::from_secs(h * 3600 + m * 60);
+    if zone.starts_with('+') {
+        t.checked_sub(off)
+    } else {
+        t.checked_add(off)
+    }
 }
 
 /// ANSI colours for the name prefixes, one per component in turn.
@@ -331,6 +355,16 @@ fn remote_read(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn since_takes_utc_offsets_and_zoneless_times() {
+        let utc = parse_since("2026-12-01T10:41:03Z").unwrap();
+        assert_eq!(parse_since("2026-12-01T11:41:03+01:00").unwrap(), utc);
+        assert_eq!(parse_since("2026-12-01T05:11:03-05:30").unwrap(), utc);
+        assert_eq!(parse_since("2026-12-01T10:41:03").unwrap(), utc);
+        assert!(parse_since("2026-12-01T10:41:03+25:00").is_err());
+        assert!(parse_since("yesterday").is_err());
+    }
 
     #[test]
     fn prefixes_are_padded_and_coloured_only_when_asked() {

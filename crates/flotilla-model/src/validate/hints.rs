@@ -61,6 +61,29 @@ pub(super) fn component_error(err: DecodeError, current: &Node, json: bool) -> D
     }
 }
 
+/// [`component_error`] for a host entry (`port`, `labels`, `address`, `user`…).
+pub(super) fn host_error(err: DecodeError, current: &Node, json: bool) -> DecodeError {
+    let Some(span) = err.span else { return err };
+    if err.code != Code::InvalidValue {
+        return err;
+    }
+    let Some(path) = key_path_at(current, span) else {
+        return err;
+    };
+    let path: Vec<&str> = path.iter().map(String::as_str).collect();
+    let hint = node_at(current, &path).and_then(|v| shaped(&path, v, Syntax { json }));
+    match hint {
+        Some(Hint { message, help }) => DecodeError {
+            code: err.code,
+            message: message.unwrap_or(err.message),
+            span: err.span,
+            help: Some(help),
+            missing: err.missing,
+        },
+        None => err,
+    }
+}
+
 /// A better message (when the original should be replaced) and the help.
 struct Hint {
     message: Option<String>,
@@ -503,7 +526,45 @@ fn shaped(path: &[&str], value: &Node, s: Syntax) -> Option<Hint> {
                 help: format!("write `{}`", s.assign(key, &n.to_string())),
             })
         }
-        "host" | "cwd" | "template" | "env_file" | "profile" | "description"
+        "port" if parent.is_none() => {
+            let n = match &value.value {
+                Value::String(t) => t.trim().parse::<u16>().ok(),
+                _ => None,
+            }
+            .unwrap_or(22);
+            Some(Hint {
+                message: Some(format!(
+                    "`port` is a whole number from 1 to 65535, not {written}"
+                )),
+                help: format!("write `{}`", s.assign(key, &n.to_string())),
+            })
+        }
+        "inherit_env" => {
+            let names: Vec<String> = match &value.value {
+                Value::String(t) => t
+                    .split(|c: char| c == ',' || c.is_whitespace())
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string)
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let names = if names.is_empty() {
+                vec!["PATH".to_string(), "HOME".to_string()]
+            } else {
+                names
+            };
+            Some(Hint {
+                message: Some(format!(
+                    "`inherit_env` is a list of variable names, not {written}"
+                )),
+                help: format!(
+                    "write `{}` (taken from the environment Flotilla runs in)",
+                    s.assign(key, &s.list(&names))
+                ),
+            })
+        }
+        "host" | "cwd" | "template" | "env_file" | "profile" | "description" | "address"
+        | "user"
             if parent.is_none() || path.first() == Some(&"profiles") =>
         {
             let (example, what) = match key {
@@ -512,6 +573,8 @@ fn shaped(path: &[&str], value: &Node, s: Syntax) -> Option<Hint> {
                 "template" => ("llama-server", "the name of a built-in or user template"),
                 "env_file" => (".env", "a file of NAME=value lines"),
                 "profile" => ("fast", "the name of one of the component's profiles"),
+                "address" => ("10.0.0.5", "a host name or IP address"),
+                "user" => ("root", "the user to log in as"),
                 _ => ("what it is for", "free text"),
             };
             Some(Hint {

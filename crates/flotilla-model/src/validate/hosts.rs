@@ -23,7 +23,14 @@ impl Validator {
                 continue;
             }
             let what = || format!("host `{}`", e.key);
-            if let Some((h, _)) = self.decode_all::<HostSpec>(self.file, &what, &e.value) {
+            let json = self.json;
+            if let Some((h, _)) = self.retry_decode(
+                self.file,
+                &what,
+                &e.value,
+                |n| crate::node::from_node::<HostSpec>(n),
+                |err, current| super::hints::host_error(err, current, json),
+            ) {
                 {
                     if e.key == "local" && h.transport != TransportKind::Local {
                         self.push(
