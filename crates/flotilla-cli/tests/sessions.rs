@@ -495,8 +495,14 @@ fn an_idle_runtime_is_torn_down_and_a_failed_one_says_why() {
     std::fs::set_permissions(&failing, std::fs::Permissions::from_mode(0o755)).unwrap();
     let f = SessionsAuthority::new(&failing, &[], "", "");
     let id = f.create(&["--prompt", "hello"]);
-    let shown = f.wait_state(id, "failed", Duration::from_secs(30));
-    assert_eq!(shown["doc"]["last_end"]["code"], 3, "{shown:#}");
+    let mut shown = f.wait_state(id, "failed", Duration::from_secs(30));
+    // A read may find it gone before the task that reaped it records its exit
+    // code; that record follows.
+    let coded = flotilla_testkit::wait_until(Duration::from_secs(10), || {
+        shown = f.show(id);
+        shown["doc"]["last_end"]["code"] == 3
+    });
+    assert!(coded, "{shown:#}");
     let exited = f.events_of(id, "runtime-exited");
     assert_eq!(exited[0]["code"], 3);
     assert!(
