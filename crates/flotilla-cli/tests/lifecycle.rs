@@ -932,11 +932,9 @@ fn a_start_that_exits_at_once_shows_its_last_lines() {
     );
     let run = f.run(&["start", "crashfast"]);
     assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
-    assert!(
-        run.stderr.contains("exited at once (exit status 7)"),
-        "{}",
-        run.stderr
-    );
+    // Said as an exit, at once or while waiting for readiness (how soon it is seen
+    // gone depends on the machine's load).
+    assert!(run.stderr.contains("exit status 7"), "{}", run.stderr);
     assert!(
         run.stderr.contains("last lines of its log:") && run.stderr.contains("    about to fail"),
         "{}",
@@ -1096,9 +1094,9 @@ fn a_child_outliving_its_leader_in_the_components_group_is_the_component() {
     assert_eq!(st["components"][0]["lifecycle"], "stopped", "{st:#}");
 }
 
-/// A running component's log is rotated by the next mutating invocation once it is
-/// over 10 MiB, not only when the component starts; the component keeps writing to
-/// the (truncated) log.
+/// A running component's log is rotated once it is over 10 MiB (by its log writer,
+/// or by the next mutating invocation), not only when the component starts; the
+/// component keeps writing to the (truncated) log.
 #[test]
 fn a_running_components_log_is_rotated_by_the_next_operation() {
     let f = Fleet::new(
@@ -1129,10 +1127,23 @@ fn a_running_components_log_is_rotated_by_the_next_operation() {
     }
     let run = f.run(&["start", "other"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let rotated = f.project_dir().join("logs/chatty.log.1");
-    let old = std::fs::read(&rotated).expect("the big log was rotated to .1");
-    assert!(old.len() > 10 << 20);
-    assert!(String::from_utf8_lossy(&old).contains("BEFORE ROTATION"));
+    // Rotated by the next operation, or already by chatty's log writer when its
+    // next line found the log past its cap (the copy holding the big block may be
+    // .1 or, after both, .2).
+    let copies: Vec<Vec<u8>> = (1..=3)
+        .filter_map(|n| std::fs::read(f.project_dir().join(format!("logs/chatty.log.{n}"))).ok())
+        .collect();
+    assert!(
+        copies
+            .iter()
+            .any(|c| String::from_utf8_lossy(c).contains("BEFORE ROTATION")),
+        "the big log was not rotated: {} copies",
+        copies.len()
+    );
+    assert!(
+        std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0) < 10 << 20,
+        "the log is still past its cap"
+    );
     assert!(
         wait_until(DEADLINE, || std::fs::read_to_string(&log)
             .is_ok_and(|l| l.len() < 1 << 20 && l.contains("TICK"))),
