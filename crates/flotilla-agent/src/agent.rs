@@ -48,7 +48,7 @@ use flotilla_exec::statedir::StateDir;
 use flotilla_model::status::{ComponentStatus, Condition, DesiredLifecycle, Lifecycle};
 use flotilla_model::Topology;
 use flotilla_plan::{Action, Operation, Verb};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -133,8 +133,9 @@ struct Runner<R> {
     applied: Option<Applied>,
     target: Option<Target>,
     supervisor: Supervisor,
-    /// Whether what an earlier run recorded of supervision was taken back.
-    restored: bool,
+    /// What `supervision.json` says now, as this agent last wrote it (or read it
+    /// back at its first converge, when what an earlier run recorded is restored).
+    shared: Option<BTreeMap<String, flotilla_exec::supervision::Supervision>>,
     events: VecDeque<String>,
     retry: Backoff,
     retry_at: Option<Instant>,
@@ -200,7 +201,7 @@ impl<S: Source, R: Reporter> Agent<S, R> {
             applied,
             target: None,
             supervisor: Supervisor::new(),
-            restored: false,
+            shared: None,
             events: VecDeque::new(),
             retry: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
             retry_at: None,
@@ -440,14 +441,12 @@ impl<R: Reporter> Runner<R> {
     ) -> Converged {
         let mut out = Converged::default();
         let short = short_revision(&desired.revision);
-        if !self.restored {
+        if self.shared.is_none() {
             // A crash loop given up on, or a clean exit, before this agent started
             // stays so: not started again by converging.
-            self.restored = true;
-            self.supervisor.restore(
-                &flotilla_exec::supervision::read(state.root()),
-                Instant::now(),
-            );
+            let file = flotilla_exec::supervision::read(state.root());
+            self.supervisor.restore(&file, Instant::now());
+            self.shared = Some(file.components);
         }
         // 1. What the previous snapshot had and this one removed, dependents first.
         if let Some(prev) = self.applied.clone() {
@@ -721,13 +720,14 @@ impl<R: Reporter> Runner<R> {
             components: self.supervisor.view(Instant::now(), now),
         };
         flotilla_exec::supervision::annotate(&mut status, &supervision, now);
-        let previous = flotilla_exec::supervision::read(state.root());
-        if previous.components != supervision.components {
-            if let Err(e) = flotilla_exec::supervision::write(state.root(), &supervision) {
-                self.event(format!(
+        // Written when what it says changed (not read back at every check).
+        if self.shared.as_ref() != Some(&supervision.components) {
+            match flotilla_exec::supervision::write(state.root(), &supervision) {
+                Ok(()) => self.shared = Some(supervision.components),
+                Err(e) => self.event(format!(
                     "cannot write {}: {e}",
                     flotilla_exec::supervision::path(state.root()).display()
-                ));
+                )),
             }
         }
         let journal = JournalFacts::read(&store).unwrap_or_default();
@@ -869,11 +869,6 @@ fn how_it_ended(component: &str, store: &flotilla_store::Store) -> (Option<bool>
     let Some((pid, log)) = last else {
         return (None, "no process recorded".into());
     };
-    if flotilla_exec::process::reaped_exit(pid).is_none() {
-        if let Some((_, how)) = flotilla_exec::logs::ended(std::path::Path::new(&log), pid) {
-            return (Some(how == "exit status 0"), format!("pid {pid} {how}"));
-        }
-    }
     match flotilla_exec::process::reaped_exit(pid) {
         Some(status) => (
             Some(status.success()),
@@ -882,7 +877,10 @@ fn how_it_ended(component: &str, store: &flotilla_store::Store) -> (Option<bool>
                 flotilla_exec::process::describe_exit(&status)
             ),
         ),
-        None => (None, format!("pid {pid} is gone, exit status unknown")),
+        None => match flotilla_exec::logs::ended(std::path::Path::new(&log), pid) {
+            Some((_, how)) => (Some(how == "exit status 0"), format!("pid {pid} {how}")),
+            None => (None, format!("pid {pid} is gone, exit status unknown")),
+        },
     }
 }
 

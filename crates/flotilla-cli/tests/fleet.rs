@@ -491,19 +491,7 @@ fn check_and_refusals_of_an_agent_host_come_from_its_agent() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stdout = follow.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        use std::io::BufRead as _;
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = common::lines_of(follow.stdout.take().unwrap());
     // The agent's project directory holds the log.
     let log = std::fs::read_dir(agent.state.join("projects"))
         .into_iter()

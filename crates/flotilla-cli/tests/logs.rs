@@ -314,18 +314,7 @@ fn follow_prints_what_every_component_writes_with_prefixes() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = common::lines_of(child.stdout.take().unwrap());
     let mut seen = Vec::new();
     let mut wait_for = |what: &dyn Fn(&str) -> bool| {
         let end = std::time::Instant::now() + DEADLINE;

@@ -106,15 +106,39 @@ pub fn spawn_detached(
     cmd.stdin(Stdio::null())
         .stdout(Stdio::from(out))
         .stderr(Stdio::from(err));
+    in_new_session(&mut cmd).spawn()
+}
+
+/// Makes the process `cmd` starts the leader of a new session and process group
+/// (`setsid()` before `exec`): no terminal's signals reach it, and its group can be
+/// signalled as a whole.
+pub fn in_new_session(cmd: &mut Command) -> &mut Command {
     // SAFETY: `setsid` is async-signal-safe and touches no memory of the parent.
     unsafe {
         cmd.pre_exec(|| {
             nix::unistd::setsid()
                 .map(|_| ())
                 .map_err(std::io::Error::from)
-        });
+        })
     }
-    cmd.spawn()
+}
+
+/// [`Command::spawn`], retried for up to 500 ms on `ETXTBSY`: the program was just
+/// written and some forked-but-not-yet-exec'd child (of this or another thread)
+/// still holds it open for writing, which clears as soon as that child execs.
+pub fn spawn_when_not_busy(cmd: &mut Command) -> std::io::Result<Child> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+    loop {
+        match cmd.spawn() {
+            Err(e)
+                if e.raw_os_error() == Some(nix::libc::ETXTBSY)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Replaces this process with `program` run as `argv0 args…` (`execvp`: the pid, and

@@ -170,15 +170,9 @@ pub async fn serve(
             }
         }
         Call::Check { snapshot, names } => {
-            let here = snapshot.host.clone();
-            let project = snapshot.project.as_deref().unwrap_or(DEFAULT_PROJECT);
-            let state = match StateDir::resolve(state_dir, project) {
-                Ok(s) => s,
-                Err(e) => return error("state", format!("state directory: {e}")),
-            };
-            let topology = match Topology::from_snapshot(snapshot) {
-                Ok(t) => t,
-                Err(e) => return error("snapshot", e.to_string()),
+            let (here, state, topology) = match host_parts(state_dir, snapshot) {
+                Ok(x) => x,
+                Err(e) => return *e,
             };
             // Secrets this host refuses to read (a secrets file others can read…) are
             // a finding in this host's own words; the other checks still run.
@@ -365,15 +359,24 @@ fn host_side(
     state_dir: Option<&Path>,
     snapshot: Snapshot,
 ) -> Result<(String, StateDir, Topology, crate::secrets::SecretResolver), Box<Response>> {
+    let (here, state, topology) = host_parts(state_dir, snapshot)?;
+    let secrets = crate::operate::secrets(&state)
+        .map_err(|e| Box::new(error("state", crate::error::chain(&e))))?;
+    Ok((here, state, topology, secrets))
+}
+
+/// This host's name, its project's state directory and the topology of `snapshot`.
+fn host_parts(
+    state_dir: Option<&Path>,
+    snapshot: Snapshot,
+) -> Result<(String, StateDir, Topology), Box<Response>> {
     let here = snapshot.host.clone();
     let project = snapshot.project.as_deref().unwrap_or(DEFAULT_PROJECT);
     let state = StateDir::resolve(state_dir, project)
         .map_err(|e| Box::new(error("state", format!("state directory: {e}"))))?;
     let topology = Topology::from_snapshot(snapshot)
         .map_err(|e| Box::new(error("snapshot", e.to_string())))?;
-    let secrets = crate::operate::secrets(&state)
-        .map_err(|e| Box::new(error("state", crate::error::chain(&e))))?;
-    Ok((here, state, topology, secrets))
+    Ok((here, state, topology))
 }
 
 /// This host's home directory: where relative paths of its components start.

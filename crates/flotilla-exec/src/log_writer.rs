@@ -33,6 +33,7 @@
 //! Lines written by processes the component left behind after it exited are read
 //! for at most [`DRAIN_AFTER_EXIT`] more.
 
+use crate::detached::{in_new_session, spawn_when_not_busy};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -113,18 +114,6 @@ pub enum Reply {
     },
 }
 
-/// Stamps `text` as one log line: `2026-12-01T10:41:03.120Z stdout F text`.
-fn cri_line(at: SystemTime, stream: &str, full: bool, text: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(text.len() + 40);
-    out.extend_from_slice(humantime::format_rfc3339_millis(at).to_string().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(stream.as_bytes());
-    out.extend_from_slice(if full { b" F " } else { b" P " });
-    out.extend_from_slice(text);
-    out.push(b'\n');
-    out
-}
-
 /// The log the relays share.
 struct Log {
     file: File,
@@ -135,6 +124,9 @@ struct Log {
     max_bytes: u64,
     /// Rotated copies kept.
     keep: u32,
+    /// Its length as far as the writes tell (another process's rotation makes it
+    /// an overestimate, corrected when it is checked).
+    len: u64,
 }
 
 type SharedLog = Arc<Mutex<Log>>;
@@ -186,20 +178,39 @@ fn relay(mut pipe: impl Read, stream: &'static str, log: SharedLog) {
         }
         // Stamped under the lock, so times never decrease down the file; one write
         // per read, so with O_APPEND it lands whole, after Flotilla's markers.
-        let now = SystemTime::now();
+        let stamp = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
         let mut out = Vec::with_capacity(n + pieces.len() * 40);
         for (text, whole) in pieces {
-            out.extend_from_slice(&cri_line(now, stream, whole, text));
+            crate::logs::push_stamped(&mut out, &stamp, stream, whole, text);
         }
-        let _ = held.file.write_all(&out);
+        if held.file.write_all(&out).is_ok() {
+            held.len += out.len() as u64;
+        }
         // Kept to its size while it runs, not only when something starts: the
         // file is appended to, so after the copy-truncate the next line lands at 0.
-        let over =
-            held.max_bytes > 0 && held.file.metadata().is_ok_and(|m| m.len() > held.max_bytes);
-        if over {
+        if held.max_bytes > 0 && held.len > held.max_bytes {
             let _ = crate::logs::rotate_if_needed(&held.path, held.max_bytes, held.keep);
+            held.len = crate::logs::file_len(&held.path);
         }
     }
+}
+
+/// Relays `pipe` (when there is one) into `log` on a thread of its own, which says
+/// on `done` when the pipe closed. Whether a relay runs.
+fn start_relay(
+    pipe: Option<impl Read + Send + 'static>,
+    stream: &'static str,
+    log: &SharedLog,
+    done: &std::sync::mpsc::Sender<()>,
+) -> bool {
+    let Some(pipe) = pipe else { return false };
+    let (log, done) = (Arc::clone(log), done.clone());
+    std::thread::Builder::new()
+        .spawn(move || {
+            relay(pipe, stream, log);
+            let _ = done.send(());
+        })
+        .is_ok()
 }
 
 extern "C" fn ignore(_: nix::libc::c_int) {}
@@ -281,6 +292,7 @@ pub fn main() -> ExitCode {
     drop(raw);
     let log = match crate::logs::open_append(&request.log) {
         Ok(file) => Arc::new(Mutex::new(Log {
+            len: file.metadata().map_or(0, |m| m.len()),
             file,
             closed: false,
             path: request.log.clone(),
@@ -304,29 +316,14 @@ pub fn main() -> ExitCode {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: `setsid` is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(io::Error::from));
-    }
-    // ETXTBSY: the program was just written and a forked-but-not-yet-exec'd child
-    // somewhere still holds it open for writing; it clears as soon as that execs.
-    let busy_deadline = Instant::now() + Duration::from_millis(500);
-    let mut child = loop {
-        match cmd.spawn() {
-            Ok(c) => break c,
-            Err(e)
-                if e.raw_os_error() == Some(nix::libc::ETXTBSY)
-                    && Instant::now() < busy_deadline =>
-            {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            Err(e) => {
-                answer(&Reply::SpawnFailed {
-                    errno: e.raw_os_error(),
-                    message: e.to_string(),
-                });
-                return ExitCode::from(127);
-            }
+    let mut child = match spawn_when_not_busy(in_new_session(&mut cmd)) {
+        Ok(c) => c,
+        Err(e) => {
+            answer(&Reply::SpawnFailed {
+                errno: e.raw_os_error(),
+                message: e.to_string(),
+            });
+            return ExitCode::from(127);
         }
     };
     let pid = child.id();
@@ -336,34 +333,8 @@ pub fn main() -> ExitCode {
     );
     answer(&Reply::Started { pid });
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-    let mut relays = 0;
-    let pipes: [(Option<Box<dyn Read + Send>>, &'static str); 2] = [
-        (
-            child
-                .stdout
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-            "stdout",
-        ),
-        (
-            child
-                .stderr
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-            "stderr",
-        ),
-    ];
-    for (pipe, stream) in pipes {
-        let Some(pipe) = pipe else { continue };
-        let (log, done) = (Arc::clone(&log), done_tx.clone());
-        let spawned = std::thread::Builder::new().spawn(move || {
-            relay(pipe, stream, log);
-            let _ = done.send(());
-        });
-        if spawned.is_ok() {
-            relays += 1;
-        }
-    }
+    let relays = usize::from(start_relay(child.stdout.take(), "stdout", &log, &done_tx))
+        + usize::from(start_relay(child.stderr.take(), "stderr", &log, &done_tx));
     drop(done_tx);
     let status = loop {
         match child.wait() {
@@ -401,19 +372,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lines_are_stamped_in_the_cri_format() {
-        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_796_121_663_120);
-        assert_eq!(
-            String::from_utf8(cri_line(at, "stderr", true, b"hello")).unwrap(),
-            "2026-12-01T10:41:03.120Z stderr F hello\n"
-        );
-        assert_eq!(
-            String::from_utf8(cri_line(at, "stdout", false, b"par")).unwrap(),
-            "2026-12-01T10:41:03.120Z stdout P par\n"
-        );
-    }
-
-    #[test]
     fn relay_splits_long_lines_and_keeps_an_unfinished_end() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.log");
@@ -423,6 +381,7 @@ mod tests {
             path: path.clone(),
             max_bytes: 0,
             keep: 0,
+            len: 0,
         }));
         let mut input = b"one\r\n".to_vec();
         input.extend(std::iter::repeat_n(b'a', MAX_LINE + 3));

@@ -174,18 +174,7 @@ fn last_lines_once(f: &mut File, n: usize) -> io::Result<(Vec<String>, u64)> {
 /// # Errors
 /// [`ExecError::Io`] naming the file when it exists but cannot be read.
 pub fn tail_log(path: &Path, lines: usize) -> Result<Vec<String>, ExecError> {
-    let read = |p: &Path, n: usize| match last_lines(p, n) {
-        Ok(v) => Ok(v),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(io_err(p, e)),
-    };
-    let mut current = read(path, lines)?;
-    if current.len() < lines {
-        let mut older = read(&rotated_path(path, 1), lines - current.len())?;
-        older.append(&mut current);
-        current = older;
-    }
-    Ok(current)
+    Ok(tail_with_end(path, lines)?.0)
 }
 
 /// [`tail_log`] and where the current file ended when its lines were read (the
@@ -453,6 +442,19 @@ pub struct Stamped<'a> {
     pub text: &'a str,
 }
 
+/// Appends `text` to `out` as one stamped line, as the log writer writes it and
+/// [`parse_stamped`] reads it back: `<stamp> <stdout|stderr> <F|P> <text>\n`, where
+/// `stamp` is an RFC 3339 time (`2026-12-01T10:41:03.120Z`) and `P` marks a piece
+/// (`whole` false).
+pub(crate) fn push_stamped(out: &mut Vec<u8>, stamp: &str, stream: &str, whole: bool, text: &[u8]) {
+    out.extend_from_slice(stamp.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(stream.as_bytes());
+    out.extend_from_slice(if whole { b" F " } else { b" P " });
+    out.extend_from_slice(text);
+    out.push(b'\n');
+}
+
 /// Parses a stamped line; `None` for a marker or a line written without a log writer.
 pub fn parse_stamped(line: &str) -> Option<Stamped<'_>> {
     let (stamp, rest) = line.split_once(' ')?;
@@ -566,7 +568,7 @@ pub fn bound_times(lines: Vec<String>, end_ms: u64) -> Vec<TimedLine> {
                 let at = open.iter().position(|(s, _)| s == st.stream);
                 let index = match at {
                     Some(k) => {
-                        let (_, index) = open[k].clone();
+                        let index = open[k].1;
                         if !st.partial {
                             open.remove(k);
                         }
@@ -665,7 +667,7 @@ pub fn merge(sources: Vec<Vec<TimedLine>>) -> Vec<(usize, TimedLine)> {
     all.into_iter().map(|(i, _, l)| (i, l)).collect()
 }
 
-/// How often [`Follower::run`] looks for new lines.
+/// How often `flotilla logs -f` polls the logs it follows here ([`Follower::poll`]).
 pub const FOLLOW_POLL: Duration = Duration::from_millis(100);
 /// Polls an unfinished last line waits for its end before it is shown anyway.
 const PARTIAL_POLLS: u32 = 10;
@@ -810,40 +812,24 @@ impl Follower {
         // Marker lines carry their own time, which bounds the lines before them.
         Ok(bound_times(out, at_ms))
     }
-
-    /// Polls every [`FOLLOW_POLL`] forever, handing each line to `emit`.
-    ///
-    /// # Errors
-    /// Reading a log, or the first error `emit` returns (e.g. a closed pipe).
-    pub fn run(
-        &mut self,
-        mut emit: impl FnMut(usize, TimedLine) -> io::Result<()>,
-    ) -> io::Result<()> {
-        loop {
-            for (i, line) in self.poll()? {
-                emit(i, line)?;
-            }
-            std::thread::sleep(FOLLOW_POLL);
-        }
-    }
-}
-
-/// Writes what is appended to the log at `path` from byte `from` on, forever
-/// (`flotilla logs -f` of one log, as it was written): [`Follower`] on one file.
-///
-/// # Errors
-/// Reading the log or writing `out` (e.g. a closed pipe).
-pub fn follow(path: &Path, from: u64, out: &mut impl std::io::Write) -> std::io::Result<()> {
-    let mut follower = Follower::new([(path.to_path_buf(), from)]);
-    follower.run(|_, line| {
-        writeln!(out, "{}", line.text)?;
-        out.flush()
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn lines_are_stamped_in_the_cri_format() {
+        let stamp = rfc3339_ms(1_796_121_663_120);
+        let mut out = Vec::new();
+        push_stamped(&mut out, &stamp, "stderr", true, b"hello");
+        push_stamped(&mut out, &stamp, "stdout", false, b"par");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "2026-12-01T10:41:03.120Z stderr F hello\n2026-12-01T10:41:03.120Z stdout P par\n"
+        );
+    }
 
     #[test]
     fn stamped_lines_keep_their_own_time_and_pieces_are_joined() {
@@ -868,7 +854,6 @@ mod tests {
             ]
         );
     }
-    use std::io::Write;
 
     #[test]
     fn rotate_tail_and_scan() {

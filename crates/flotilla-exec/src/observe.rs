@@ -998,9 +998,6 @@ pub fn marked_instances(
     Ok(out)
 }
 
-/// `s` runs as `m`, the instance recorded as `r` (or its owner's replacement of it):
-/// who started it, config drift against the journal, and whether the executable on
-/// disk is still the one running (`stale-runtime`).
 /// The endpoints the instance `r` was started with, from its recorded config (`None`
 /// when it was recorded without one, or it does not parse).
 fn running_endpoints(
@@ -1052,6 +1049,9 @@ fn at_endpoints(
     p
 }
 
+/// `s` runs as `m`, the instance recorded as `r` (or its owner's replacement of it):
+/// who started it, config drift against the journal, and whether the executable on
+/// disk is still the one running (`stale-runtime`).
 fn running_instance(
     c: &Component,
     s: &mut ComponentStatus,

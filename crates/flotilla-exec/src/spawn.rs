@@ -4,13 +4,13 @@
 //! runs as a systemd service ([`crate::placement`]). [`crate::process::start`]
 //! measures what was started.
 
+use crate::detached::{in_new_session, spawn_when_not_busy};
 use crate::logs::open_append;
 use crate::ExecError;
 use std::fmt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// Everything needed to start one component's process.
 #[derive(Clone)]
@@ -87,36 +87,11 @@ pub(crate) fn spawn_direct(
         .stdin(Stdio::null())
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(log2));
-    // SAFETY: `setsid` is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(|_| ())
-                .map_err(std::io::Error::from)
-        });
-    }
-    // ETXTBSY: the program was just written and some forked-but-not-yet-exec'd child
-    // (of this or another thread) still holds the writable descriptor; it clears as
-    // soon as that child execs, so retry briefly.
-    let busy_deadline = Instant::now() + Duration::from_millis(500);
-    loop {
-        match cmd.spawn() {
-            Ok(c) => return Ok(c),
-            Err(e)
-                if e.raw_os_error() == Some(nix::libc::ETXTBSY)
-                    && Instant::now() < busy_deadline =>
-            {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            Err(source) => {
-                return Err(ExecError::Spawn {
-                    component: component.to_string(),
-                    program: program.to_path_buf(),
-                    source,
-                })
-            }
-        }
-    }
+    spawn_when_not_busy(in_new_session(&mut cmd)).map_err(|source| ExecError::Spawn {
+        component: component.to_string(),
+        program: program.to_path_buf(),
+        source,
+    })
 }
 
 /// Starts the program through the log writer (`writer log-writer`, see
@@ -222,19 +197,13 @@ fn through_writer(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    // SAFETY: `setsid` is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(|_| ())
-                .map_err(std::io::Error::from)
-        });
-    }
-    let mut child = cmd.spawn().map_err(|e| ExecError::Spawn {
-        component: component.to_string(),
-        program: writer.to_path_buf(),
-        source: e,
-    })?;
+    let mut child = in_new_session(&mut cmd)
+        .spawn()
+        .map_err(|e| ExecError::Spawn {
+            component: component.to_string(),
+            program: writer.to_path_buf(),
+            source: e,
+        })?;
     let sent = child
         .stdin
         .take()

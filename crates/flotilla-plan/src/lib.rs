@@ -77,20 +77,28 @@ impl Operation {
     }
 }
 
+impl Operation {
+    /// The command line typed as `verb`, e.g. `flotilla up chat --force` for the
+    /// `start` that `up` stands for.
+    pub fn typed_as(&self, verb: &str) -> String {
+        let mut out = format!("flotilla {verb} {}", self.target);
+        for (set, flag) in [
+            (self.force, " --force"),
+            (self.cascade, " --cascade"),
+            (self.no_recreate, " --no-recreate"),
+        ] {
+            if set {
+                out.push_str(flag);
+            }
+        }
+        out
+    }
+}
+
 impl fmt::Display for Operation {
     /// The equivalent command line, e.g. `flotilla stop llm --cascade`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "flotilla {} {}", self.verb, self.target)?;
-        if self.force {
-            f.write_str(" --force")?;
-        }
-        if self.cascade {
-            f.write_str(" --cascade")?;
-        }
-        if self.no_recreate {
-            f.write_str(" --no-recreate")?;
-        }
-        Ok(())
+        f.write_str(&self.typed_as(&self.verb.to_string()))
     }
 }
 

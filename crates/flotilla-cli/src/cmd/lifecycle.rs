@@ -199,7 +199,7 @@ fn run_checked(
                 // Checked above; said the same way should the planner find it first.
                 bad.report();
             } else {
-                err!("{}: refused", super::as_typed(&r.operation, verb));
+                err!("{}: refused", r.operation.typed_as(verb));
                 for reason in &r.reasons {
                     err!("  - {reason}");
                 }

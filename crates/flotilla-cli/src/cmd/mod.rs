@@ -346,13 +346,3 @@ pub fn resolve_target<'t>(
         existing,
     })
 }
-
-/// `op` as the command the user typed with `verb` (`flotilla up s`, not the
-/// `flotilla start s` that `up` stands for), options included.
-pub(crate) fn as_typed(op: &flotilla_plan::Operation, verb: &str) -> String {
-    op.to_string().replacen(
-        &format!("flotilla {} ", op.verb),
-        &format!("flotilla {verb} "),
-        1,
-    )
-}

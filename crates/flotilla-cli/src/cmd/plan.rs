@@ -129,7 +129,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 bad.report();
             } else {
                 let word = typed.trim_start_matches("plan ");
-                eprintln!("{}: refused", super::as_typed(&refusal.operation, word));
+                eprintln!("{}: refused", refusal.operation.typed_as(word));
                 for r in &refusal.reasons {
                     eprintln!("  - {r}");
                 }

@@ -162,3 +162,18 @@ pub fn kill9(pid: u32) {
         nix::sys::signal::Signal::SIGKILL,
     );
 }
+
+/// The lines `out` writes (a child's stdout), as they come, on a channel read from a
+/// thread of its own; it closes when `out` does.
+pub fn lines_of(out: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead as _;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}

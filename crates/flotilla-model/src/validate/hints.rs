@@ -49,16 +49,7 @@ pub(super) fn component_error(err: DecodeError, current: &Node, json: bool) -> D
         (Code::InvalidValue, _) => node_at(current, &path).and_then(|v| shaped(&path, v, s)),
         _ => None,
     };
-    match hint {
-        Some(Hint { message, help }) => DecodeError {
-            code: err.code,
-            message: message.unwrap_or(err.message),
-            span: err.span,
-            help: Some(help),
-            missing: err.missing,
-        },
-        None => err,
-    }
+    with_hint(err, hint)
 }
 
 /// [`component_error`] for a host entry (`port`, `labels`, `address`, `user`…).
@@ -72,6 +63,11 @@ pub(super) fn host_error(err: DecodeError, current: &Node, json: bool) -> Decode
     };
     let path: Vec<&str> = path.iter().map(String::as_str).collect();
     let hint = node_at(current, &path).and_then(|v| shaped(&path, v, Syntax { json }));
+    with_hint(err, hint)
+}
+
+/// `err` said with `hint`'s message (when it has a better one) and help.
+fn with_hint(err: DecodeError, hint: Option<Hint>) -> DecodeError {
     match hint {
         Some(Hint { message, help }) => DecodeError {
             code: err.code,
