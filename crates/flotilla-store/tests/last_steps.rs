@@ -7,10 +7,15 @@ use serde_json::json;
 const T0: i64 = 1_700_000_000_000;
 
 fn op(store: &mut Store, command: &str) -> flotilla_store::OperationId {
+    op_on(store, "chat", command)
+}
+
+/// A `start` of `target` run as `command`.
+fn op_on(store: &mut Store, target: &str, command: &str) -> flotilla_store::OperationId {
     store
         .begin_operation(&NewOperation {
             verb: "start".into(),
-            target: "chat".into(),
+            target: target.into(),
             flags: vec![],
             plan_digest: "sha256:plan".into(),
             topology_digest: "sha256:topo".into(),
@@ -175,20 +180,7 @@ fn file_digests_are_kept_and_bounded() {
 
 /// An operation on `target` with one step on each of `components`, succeeded.
 fn done(store: &mut Store, target: &str, command: &str, components: &[&str]) {
-    let id = store
-        .begin_operation(&NewOperation {
-            verb: "start".into(),
-            target: target.into(),
-            flags: vec![],
-            plan_digest: "sha256:plan".into(),
-            topology_digest: "sha256:topo".into(),
-            plan_json: "{}".into(),
-            who: "ada@lovelace".into(),
-            pid: 4242,
-            command_line: command.into(),
-            started_at_ms: T0,
-        })
-        .unwrap();
+    let id = op_on(store, target, command);
     for c in components {
         step(store, id, c, "start", Some((Outcome::Succeeded, "ok")));
     }
