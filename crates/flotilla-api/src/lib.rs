@@ -11,12 +11,14 @@
 //!   and cleanup, with the documents stored per session and per question.
 //! - [`client`]: [`Client`], reqwest over rustls with the authority's CA pinned,
 //!   long-poll helpers, typed [`ClientError`]s.
+//! - [`links`]: the web dashboard's stable URLs (`/ui/…`), shared by every face.
 //! - [`tls`]: the client side of the authority's TLS (the CA pin, the one discovery
 //!   request, this host's roots for servers outside the fleet).
 
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod links;
 pub mod sessions;
 pub mod tls;
 pub mod wire;

@@ -195,6 +195,9 @@ pub struct ServeOptions {
     pub tls_cert: Option<(PathBuf, PathBuf)>,
     /// A host whose agent has not reported for this long is `unreachable`.
     pub report_deadline: Duration,
+    /// The URL people reach the authority at (dashboard links); `None`:
+    /// `https://<bound address>`.
+    pub public_url: Option<String>,
 }
 
 /// A listening socket with a backlog of 4096 (the standard library's is 128): a
@@ -271,6 +274,12 @@ pub async fn serve(
         ca_hash: ca_hash.clone(),
         report_deadline: opts.report_deadline,
         sessions,
+        public_url: opts
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("https://{bound}"))
+            .trim_end_matches('/')
+            .to_string(),
     };
     let shutdown = async {
         use tokio::signal::unix::{signal, SignalKind};

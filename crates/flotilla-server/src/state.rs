@@ -27,6 +27,10 @@ pub struct Settings {
     pub report_deadline: Duration,
     /// Agent sessions (`sessions.toml`), or `None`: off.
     pub sessions: Option<crate::sessions::state::SessionsSetup>,
+    /// The URL people reach this authority at (`https://host:port`, no trailing
+    /// `/`): the base of the dashboard's links in notifications and login URLs
+    /// (`flotilla serve --public-url`; default: the listening address).
+    pub public_url: String,
 }
 
 /// The selected revision, parsed once.

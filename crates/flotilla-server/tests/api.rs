@@ -104,6 +104,7 @@ async fn start<S: AuthorityStore + Clone>(store: S) -> Running<S> {
             ca_hash: ca.ca_hash.clone(),
             report_deadline: Duration::from_secs(45),
             sessions: None,
+            public_url: "https://127.0.0.1:7443".into(),
         },
     )
     .await

@@ -47,6 +47,10 @@ pub struct RunArgs {
     /// A host whose agent has not reported for this long is shown `unreachable`.
     #[arg(long, default_value = "45s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub report_deadline: Duration,
+    /// The URL people reach this authority at, for the dashboard's links in
+    /// notifications and login URLs (default: `https://<listening address>`).
+    #[arg(long, env = "FLOTILLA_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
 }
 
 /// `flotilla serve` subcommands.
@@ -260,6 +264,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 listen: r.listen,
                 tls_cert: r.tls_cert.clone().zip(r.tls_key.clone()),
                 report_deadline: r.report_deadline,
+                public_url: r.public_url.clone(),
             };
             rt.block_on(authority::serve(opts, |addr, pin, backend| {
                 tracing::info!(
