@@ -332,3 +332,44 @@ fn log_pane_keeps_its_place_when_scrolled_back() {
     );
     assert!(!app.logs.lines.iter().any(|l| l == "stale"));
 }
+
+#[test]
+fn a_long_table_keeps_the_cursor_in_view() {
+    let mut app = local();
+    let mut report = report();
+    report.components = (1..=200)
+        .map(|i| {
+            serde_json::from_value(component(
+                &format!("c{i:03}"),
+                "local",
+                "stopped",
+                "n/a",
+                "ok",
+                None,
+            ))
+            .expect("fixture")
+        })
+        .collect();
+    update(
+        &mut app,
+        Action::Observed(Ok(Snapshot {
+            report,
+            notes: Vec::new(),
+        })),
+    );
+    key(&mut app, KeyCode::End);
+    let shown = screen(&app, 100, 30);
+    let selected = shown
+        .lines()
+        .find(|l| l.contains("> "))
+        .expect("a selected row");
+    assert!(selected.contains("c200"), "{shown}");
+    assert!(shown.contains("components (200 of 200"), "{shown}");
+    key(&mut app, KeyCode::Home);
+    let shown = screen(&app, 100, 30);
+    let selected = shown
+        .lines()
+        .find(|l| l.contains("> "))
+        .expect("a selected row");
+    assert!(selected.contains("c001"), "{shown}");
+}

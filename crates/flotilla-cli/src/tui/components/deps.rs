@@ -21,35 +21,26 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
     ) else {
         return;
     };
-    let mut lines = vec![
-        Line::from(format!("{} {}", safe(&c.name), state(&s.report, &c.name))),
-        Line::from(""),
-        Line::from(Span::styled(
+    let mut lines = vec![Line::from(format!(
+        "{} {}",
+        safe(&c.name),
+        state(&s.report, &c.name)
+    ))];
+    let sections = [
+        (
             "depends on (started before it, stopped after it):",
-            header_style(),
-        )),
+            &graph.upstream,
+        ),
+        (
+            "depended on by (a stop is refused while they run, unless --cascade/--force):",
+            &graph.downstream,
+        ),
     ];
-    tree(
-        &graph.upstream,
-        &s.report,
-        &c.name,
-        1,
-        &mut Vec::new(),
-        &mut lines,
-    );
-    lines.push(Line::from(""));
-    lines.push(Line::from(Span::styled(
-        "depended on by (a stop is refused while they run, unless --cascade/--force):",
-        header_style(),
-    )));
-    tree(
-        &graph.downstream,
-        &s.report,
-        &c.name,
-        1,
-        &mut Vec::new(),
-        &mut lines,
-    );
+    for (title, edges) in sections {
+        lines.push(Line::from(""));
+        lines.push(Line::from(Span::styled(title, header_style())));
+        tree(edges, &s.report, &c.name, 1, &mut Vec::new(), &mut lines);
+    }
     lines.push(Line::from(""));
     lines.push(Line::from(Span::styled(
         "the same in the CLI: flotilla topology · ↑/↓ scroll · d/Esc closes",

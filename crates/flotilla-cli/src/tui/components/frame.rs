@@ -73,3 +73,15 @@ pub fn error_style() -> Style {
     }
     Style::new().fg(Color::Red)
 }
+
+/// A table's cursor: a `> ` before the selected row, shown reversed, when the table
+/// has the focus; nothing otherwise.
+pub fn cursor(table: ratatui::widgets::Table<'_>, focused: bool) -> ratatui::widgets::Table<'_> {
+    if focused {
+        table
+            .highlight_symbol("> ")
+            .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+    } else {
+        table.highlight_symbol("  ")
+    }
+}

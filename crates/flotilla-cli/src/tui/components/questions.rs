@@ -3,11 +3,10 @@
 //! wrote are shown escaped, never written raw — and the answer dialog (allow/deny
 //! with a note) with its equivalent command line.
 
-use crate::tui::components::frame::{block, header_style, hint_style, popup, safe};
+use crate::tui::components::frame::{block, cursor, header_style, hint_style, popup, safe};
 use crate::tui::model::{AnswerDialog, App, Focus, Overlay};
 use flotilla_api::sessions::QuestionDto;
 use ratatui::layout::{Constraint, Rect};
-use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Clear, Paragraph, Row, Table, TableState, Wrap};
 use ratatui::Frame;
@@ -56,16 +55,10 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
         ],
     )
     .header(Row::new(["ID", "SESSION", "TOOL", "REASON", "INPUT"]).style(header_style()))
-    .block(block(&title))
-    .highlight_symbol(if focused { "> " } else { "  " })
-    .row_highlight_style(if focused {
-        Style::new().add_modifier(Modifier::REVERSED)
-    } else {
-        Style::new()
-    });
+    .block(block(&title));
     let mut state =
         TableState::default().with_selected((!questions.is_empty()).then_some(app.question_cursor));
-    frame.render_stateful_widget(table, area, &mut state);
+    frame.render_stateful_widget(cursor(table, focused), area, &mut state);
 }
 
 /// The equivalent command line of an answer.

@@ -2,13 +2,12 @@
 //! restarts, age (uptime) and the measured runtime digest, one row per component
 //! the filter lets through; columns are dropped from the right on a narrow terminal.
 
-use crate::tui::components::frame::{block, header_style, safe, value_style};
+use crate::tui::components::frame::{block, cursor, header_style, safe, value_style};
 use crate::tui::model::{App, Focus};
 use flotilla_exec::observe::{age, value_name as name};
 use flotilla_model::status::ComponentStatus;
 use flotilla_model::Lifecycle;
 use ratatui::layout::{Constraint, Rect};
-use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 use ratatui::Frame;
@@ -156,7 +155,11 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
         std::iter::once(Cell::from(" ")).chain(columns.iter().map(|c| Cell::from(c.header))),
     )
     .style(header_style());
-    let rows = visible.iter().map(|c| {
+    // Only the rows the table has room for are built (the cursor's window), so a
+    // key costs the same with 200 components as with 20.
+    let room = area.height.saturating_sub(3).max(1) as usize;
+    let offset = app.cursor.saturating_sub(room - 1);
+    let rows = visible.iter().skip(offset).take(room).map(|c| {
         let mark = if app.marked.contains(&c.name) {
             "*"
         } else {
@@ -184,14 +187,8 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
     let table = Table::new(rows, widths)
         .header(header)
         .block(b)
-        .column_spacing(1)
-        .highlight_symbol(if focused { "> " } else { "  " })
-        .row_highlight_style(if focused {
-            Style::new().add_modifier(Modifier::REVERSED)
-        } else {
-            Style::new()
-        });
+        .column_spacing(1);
     let mut state =
-        TableState::default().with_selected((!visible.is_empty()).then_some(app.cursor));
-    frame.render_stateful_widget(table, area, &mut state);
+        TableState::default().with_selected((!visible.is_empty()).then_some(app.cursor - offset));
+    frame.render_stateful_widget(cursor(table, focused), area, &mut state);
 }
