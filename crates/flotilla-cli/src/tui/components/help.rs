@@ -21,6 +21,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     ("x", "stop it: shows the plan (refusals too), asks y/n"),
     ("r", "restart it: shows the plan, asks y/n"),
+    ("y / n", "in a plan: apply exactly that plan / do nothing"),
     (
         "e",
         "the evidence of every status signal of the selected row",
@@ -29,7 +30,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("l", "its log, full screen (scroll back; End follows again)"),
     ("R", "observe again now"),
     ("Tab", "--server: move between components and questions"),
-    ("a / n", "questions: answer allow / deny, with a note"),
+    (
+        "a / n",
+        "questions: answer allow / deny, with a note (Tab switches, Enter sends)",
+    ),
     ("Esc", "close what is open; clear the filter and marks"),
     ("?", "this help"),
     (
