@@ -11,28 +11,25 @@ use flotilla_testkit::wait_until;
 use std::process::Command;
 use std::time::Duration;
 
-/// A tmux server of this test's own (`tmux -L SOCKET`), killed when dropped, with
-/// the component's process if one is still there.
+/// A tmux server of this test's own (its socket in the test's temporary directory:
+/// `tmux -S PATH`), killed when dropped, with the component's process if one is
+/// still there.
 struct Tmux {
-    socket: String,
+    socket: std::path::PathBuf,
     pid: std::cell::Cell<Option<i32>>,
 }
 
 impl Tmux {
-    fn new() -> Tmux {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
+    fn new(dir: &std::path::Path) -> Tmux {
         Tmux {
-            socket: format!("flotilla-tui-test-{}-{nanos}", std::process::id()),
+            socket: dir.join("tmux.sock"),
             pid: std::cell::Cell::new(None),
         }
     }
 
     fn run(&self, args: &[&str]) -> std::process::Output {
         Command::new("tmux")
-            .arg("-L")
+            .arg("-S")
             .arg(&self.socket)
             .args(args)
             .env_remove("TMUX")
@@ -110,7 +107,7 @@ fn alive(pid: i32) -> bool {
 fn start_see_it_running_stop_it_and_quit() {
     let ws = Workspace::new();
     ws.write("flotilla.toml", common::SLEEPER);
-    let tmux = Tmux::new();
+    let tmux = Tmux::new(ws.path());
     let command = format!(
         "env -u NO_COLOR FLOTILLA_STATE_DIR={state} {bin} -f {file} tui --interval 300ms",
         state = ws.path().join("state").display(),
