@@ -54,8 +54,11 @@
 //!    adds `VIEW => NAME::feed::<S>(arg),` to `pages::feed`.
 //!
 //! Code that changes what a topic covers calls `state.ui.hub.changed(Topic::X)`
-//! after it committed (reports, selections and releases already do; sessions,
-//! questions and alerts are for their code to call). Each stream re-renders only
+//! after it committed. Already wired: reports (`revisions::report`), the selection
+//! and releases (`watch`), a clock tick for ages ([`Topic::Fleet`] every 5 s),
+//! session events and documents (`sessions::records`), questions opened, answered
+//! and used (`sessions::questions`, `handlers`, `push`), alerts received
+//! (`sessions::alerts`). Each stream re-renders only
 //! the fragments whose topics changed, coalesced, at most one render per change
 //! burst, and drops a client that stops reading.
 //!
