@@ -241,6 +241,25 @@ fn an_operator_signs_in_and_sees_the_fleet_change_without_a_reload() {
         b.js("return [document.documentElement.dataset.theme, document.getElementById('theme').value]"),
         serde_json::json!(["dark", "dark"])
     );
+    // `/` focuses the filter; text and state filter the rows in place.
+    b.keys("/");
+    assert_eq!(
+        b.js("return document.activeElement.hasAttribute('data-filter')"),
+        true
+    );
+    let shown = |b: &Browser| {
+        b.js("return Array.from(document.querySelectorAll('#components tr[data-row]')).filter(r => !r.hidden).map(r => r.querySelector('th').textContent)")
+    };
+    b.fill("[data-filter]", "WEB");
+    assert_eq!(shown(&b), serde_json::json!(["web"]));
+    b.fill("[data-filter]", "");
+    b.js("const s = document.querySelector('[data-filter-state]'); s.value = 'attention'; s.dispatchEvent(new Event('change')); return 1");
+    assert_eq!(
+        shown(&b),
+        serde_json::json!(["api"]),
+        "attention first and only"
+    );
+    b.js("const s = document.querySelector('[data-filter-state]'); s.value = ''; s.dispatchEvent(new Event('change')); document.activeElement.blur(); return 1");
     b.keys("?");
     b.wait_for("the help overlay", Duration::from_secs(5), |b| {
         b.js("return document.getElementById('help').open") == true
