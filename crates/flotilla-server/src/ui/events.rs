@@ -9,9 +9,10 @@
 //! Bounded per client: events wait in a channel of [`CLIENT_BUFFER`]; a client that
 //! does not read fills it and is dropped. Changes arriving while a stream renders
 //! are coalesced (at most one render per [`MIN_INTERVAL`]); a stream that falls
-//! behind the hub's backlog re-renders all of its fragments. A fragment rendered
-//! at one hub sequence number is shared by every stream of the same view, argument
-//! and role ([`super::renders::Renders`]): a thousand open overviews cost one render per change. The session is re-checked at every keep-alive: a signed-out or
+//! behind the hub's backlog re-renders all of its fragments. A render is shared by
+//! every stream of the same view, argument and role that needs no newer one
+//! ([`super::renders::Renders`]): many open overviews cost about one render per
+//! change burst, not one each. The session is re-checked at every keep-alive: a signed-out or
 //! revoked session's stream ends.
 
 use super::extract::{still_valid, Signed};
@@ -80,8 +81,9 @@ pub async fn events<S: AuthorityStore>(
         .collect();
     let (tx, rx) = mpsc::channel::<Event>(CLIENT_BUFFER);
     let view = (q.view, q.arg);
+    let need = state.ui.hub.seq();
     tokio::spawn(run(
-        state, session, view, feed, wanted, pending, changes, tx,
+        state, session, view, feed, wanted, pending, need, changes, tx,
     ));
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
@@ -103,6 +105,7 @@ async fn run<S: AuthorityStore>(
     feed: Vec<Fragment<S>>,
     wanted: HashSet<Topic>,
     mut pending: HashSet<Topic>,
+    mut need: u64,
     mut changes: broadcast::Receiver<(u64, Topic)>,
     tx: mpsc::Sender<Event>,
 ) {
@@ -117,19 +120,24 @@ async fn run<S: AuthorityStore>(
             tokio::time::sleep(due.max(COALESCE)).await;
             loop {
                 match changes.try_recv() {
-                    Ok((_, t)) if wanted.contains(&t) => {
+                    Ok((seq, t)) if wanted.contains(&t) => {
                         pending.insert(t);
+                        need = need.max(seq);
                     }
                     Ok(_) => {}
-                    Err(broadcast::error::TryRecvError::Lagged(_)) => pending.extend(&wanted),
+                    Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                        pending.extend(&wanted);
+                        need = state.ui.hub.seq();
+                    }
                     Err(broadcast::error::TryRecvError::Empty) => break,
                     Err(broadcast::error::TryRecvError::Closed) => return,
                 }
             }
-            // Everything up to here is in what is rendered next.
-            let seq = state.ui.hub.seq();
-            let id = state.ui.hub.id(seq);
+            // A render made at `need` or later shows every change seen here; one
+            // another stream made is reused. The batch's events carry the oldest
+            // render's id, so a client resuming from it misses nothing.
             last_render = Some(tokio::time::Instant::now());
+            let mut batch = Vec::new();
             for f in feed
                 .iter()
                 .filter(|f| f.topics.iter().any(|t| pending.contains(t)))
@@ -140,19 +148,27 @@ async fn run<S: AuthorityStore>(
                     f.event.clone(),
                     session.may_act(),
                 );
-                let html = match state.ui.renders.get(&key, seq) {
-                    Some(h) => h,
+                let (seq, html) = match state.ui.renders.get(&key, need) {
+                    Some(r) => r,
                     None => {
+                        let seq = state.ui.hub.seq();
                         let h: Arc<str> = f
                             .render(state.clone(), session.clone())
                             .await
                             .into_string()
                             .into();
                         state.ui.renders.put(key, seq, h.clone());
-                        h
+                        (seq, h)
                     }
                 };
-                let ev = Event::default().event(&f.event).id(&id).data(&*html);
+                batch.push((&f.event, seq, html));
+            }
+            let id = state
+                .ui
+                .hub
+                .id(batch.iter().map(|b| b.1).min().unwrap_or(need));
+            for (event, _, html) in batch {
+                let ev = Event::default().event(event).id(&id).data(&*html);
                 if tx.try_send(ev).is_err() {
                     // Full (not reading) or gone: drop it.
                     return;
@@ -162,8 +178,14 @@ async fn run<S: AuthorityStore>(
         }
         tokio::select! {
             r = changes.recv() => match r {
-                Ok((_, t)) => if wanted.contains(&t) { pending.insert(t); },
-                Err(broadcast::error::RecvError::Lagged(_)) => pending.extend(&wanted),
+                Ok((seq, t)) => if wanted.contains(&t) {
+                    pending.insert(t);
+                    need = need.max(seq);
+                },
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    pending.extend(&wanted);
+                    need = state.ui.hub.seq();
+                }
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             _ = recheck.tick() => {

@@ -18,12 +18,11 @@ pub struct Renders {
 }
 
 impl Renders {
-    /// The render of `key` made at hub sequence number `seq`, if there is one.
-    pub fn get(&self, key: &RenderKey, seq: u64) -> Option<Arc<str>> {
+    /// The last render of `key` if it was made at hub sequence number `need` or
+    /// later (so it shows every change up to `need`): its sequence number and HTML.
+    pub fn get(&self, key: &RenderKey, need: u64) -> Option<(u64, Arc<str>)> {
         let map = self.map.lock().expect("not poisoned");
-        map.get(key)
-            .filter(|(s, _)| *s == seq)
-            .map(|(_, h)| h.clone())
+        map.get(key).filter(|(s, _)| *s >= need).cloned()
     }
 
     /// Keeps `html` as the render of `key` at `seq` (unless a newer one is kept).
