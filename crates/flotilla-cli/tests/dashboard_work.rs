@@ -172,10 +172,10 @@ fn a_question_appears_live_and_answered_in_its_page_resumes_the_session_once() {
     b.wait_text("main", &format!("Session {id}"));
     assert!(b.text("#question-reason").unwrap().trim().len() > 5);
     b.wait_text("#question-state", "waiting for an answer");
-    b.screenshot("question");
+    b.screenshot_full("question-1280", 1280);
     b.resize(375, 812);
     no_horizontal_scroll(&b, "the question page");
-    b.screenshot("question-375");
+    b.screenshot_full("question-375", 375);
     b.resize(1280, 900);
 
     // Answered allow, with a note: the session resumes and the call runs once.
@@ -219,7 +219,7 @@ fn a_question_appears_live_and_answered_in_its_page_resumes_the_session_once() {
     assert_eq!(r.code, 0, "{r:?}");
     b.wait_text("#transcript", "and the logs?");
     assert_eq!(b.js("return window.__same_page === true"), true);
-    b.screenshot_full("session", 1280);
+    b.screenshot_full("session-1280", 1280);
     b.resize(375, 812);
     no_horizontal_scroll(&b, "the session page");
     b.screenshot("session-375");
@@ -262,6 +262,7 @@ fn tool_inputs_are_text_a_huge_one_is_cut_and_a_viewer_cannot_answer() {
         .js("return window.__pwned === undefined")
         .as_bool()
         .unwrap());
+    b.screenshot("question-escapes");
     // The exact input, as JSON (its own escapes), beside it.
     let json = b.text("#tool-input").unwrap();
     assert!(json.contains("\\u001b[2J"), "{json}");

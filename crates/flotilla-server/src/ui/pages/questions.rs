@@ -168,22 +168,31 @@ async fn list_page<S: AuthorityStore>(
         .into_response()
 }
 
-/// The exact tool input: a command as text (control characters escaped), and the
-/// input's JSON whole (cut at [`SHOWN_LIMIT`] with its size).
-fn tool_input(q: &QuestionDto) -> Markup {
+/// The call as asked: a command (or an executor's argv) as text, control
+/// characters escaped, with its description.
+fn the_call(q: &QuestionDto) -> Markup {
     let input = &q.doc.tool_input;
     let command = input.get("command").and_then(|c| c.as_str());
     let description = input.get("description").and_then(|c| c.as_str());
-    let bytes = serde_json::to_string(input).map(|s| s.len()).unwrap_or(0);
     html! {
         @if let Some(c) = command {
-            h3 { "Command" }
-            pre.input #tool-command { code { (visible(c, SHOWN_LIMIT)) } }
+            pre.input #tool-command aria-label="The command" { code { (visible(c, SHOWN_LIMIT)) } }
             @if let Some(d) = description {
-                p { span.label { "Described as: " } (visible(d, 2048)) }
+                p { span.muted { "Described as: " } (visible(d, 2048)) }
             }
+        } @else {
+            p #tool-summary { code.call { (summary(q)) } }
         }
-        details open[command.is_none()] {
+    }
+}
+
+/// The input's JSON whole (cut at [`SHOWN_LIMIT`] with its size): open when there is
+/// no command to show above it.
+fn exact_input(q: &QuestionDto) -> Markup {
+    let input = &q.doc.tool_input;
+    let bytes = serde_json::to_string(input).map(|s| s.len()).unwrap_or(0);
+    html! {
+        details open[input.get("command").is_none()] {
             summary { "Exact input (JSON, " (size(bytes)) ")" }
             pre.input #tool-input { code { (json(input, SHOWN_LIMIT)) } }
         }
@@ -209,10 +218,10 @@ fn details(q: &QuestionDto, session: &Session, now: i64) -> Markup {
                 @if let Some(o) = &q.doc.outcome { dt { "Outcome" } dd { (visible(o, 4096)) } }
             }
         }
+        h2 { "The call" }
+        (the_call(q))
         h2 { "Why the gate asked" }
         p.reason #question-reason { (visible(&q.doc.reason, 8192)) }
-        h2 { "Tool input" }
-        (tool_input(q))
         @if q.doc.answer.is_none() {
             @if session.may_act() {
                 (answer_controls(q, session))
@@ -220,6 +229,7 @@ fn details(q: &QuestionDto, session: &Session, now: i64) -> Markup {
                 p.muted { "Read-only: an operator answers." }
             }
         }
+        (exact_input(q))
     }
 }
 

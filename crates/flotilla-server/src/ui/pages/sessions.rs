@@ -258,13 +258,33 @@ fn event_row(e: &SessionEventDto, now: i64) -> Markup {
         "runtime-exited" => {
             html! { "runtime exited: code " (v["code"].to_string()) @if !s("stderr").is_empty() { pre.input { code { (visible(&s("stderr"), EVENT_LIMIT)) } } } }
         }
-        _ => html! { code.call { (json(v, EVENT_LIMIT)) } },
+        _ => fields(v),
     };
     html! {
         li data-seq=(e.seq) {
             span.when { (when(e.at_ms, now)) }
             " " span.kind { (visible(kind, 100)) }
             " " span.what { (summary) }
+        }
+    }
+}
+
+/// An event's fields but its kind, `name: value` (strings as text, the rest as
+/// JSON), each cut at [`EVENT_LIMIT`].
+fn fields(v: &serde_json::Value) -> Markup {
+    let Some(map) = v.as_object() else {
+        return html! { code.call { (json(v, EVENT_LIMIT)) } };
+    };
+    html! {
+        @for (k, x) in map.iter().filter(|(k, _)| k.as_str() != "kind") {
+            span.field {
+                span.muted { (visible(k, 100)) ": " }
+                @match x.as_str() {
+                    Some(text) => { (visible(text, EVENT_LIMIT)) }
+                    None => { code { (visible(&x.to_string(), EVENT_LIMIT)) } }
+                }
+            }
+            " "
         }
     }
 }
@@ -336,9 +356,9 @@ async fn render<S: AuthorityStore>(
         h1 { "Session " (id) }
         @if let Some(n) = notice { (n) }
         div #session sse-swap=(FACTS_EVENT) { (facts(state, id).await) }
-        @if session.may_act() { (controls(id, session)) }
         h2 { "Transcript" }
         div #events sse-swap=(EVENTS_EVENT) { (transcript(state, id).await) }
+        @if session.may_act() { (controls(id, session)) }
     };
     let live = stream_url(VIEW, Some(&id.to_string()), &since);
     let title = format!("Session {id}");
