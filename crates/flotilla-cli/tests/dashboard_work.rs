@@ -14,7 +14,7 @@
 mod common;
 
 use common::browser::Browser;
-use common::sessions::{open_up, SessionsAuthority};
+use common::sessions::{open_up, post, SessionsAuthority};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -53,46 +53,15 @@ fn authority_with(agent: &str, extra: &str) -> (SessionsAuthority, tempfile::Tem
     (SessionsAuthority::new(&p, &[], "", extra), bin)
 }
 
-fn operator(s: &SessionsAuthority) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(s.a.dir.join("operator.json")).unwrap()).unwrap()
-}
-
 /// A browser signed in as the operator, at `path`.
 fn signed_in(s: &SessionsAuthority, path: &str) -> Browser {
     let b = Browser::start(1280, 900);
-    b.sign_in(&s.a.url, operator(s)["credential"].as_str().unwrap(), path);
+    b.sign_in(&s.a.url, s.operator()["credential"].as_str().unwrap(), path);
     b
 }
 
 fn home(s: &SessionsAuthority, id: u64) -> PathBuf {
     s.a.ws.path().join(format!("sessions/{id}/home"))
-}
-
-fn token(s: &SessionsAuthority, id: u64) -> String {
-    let p = home(s, id).join("token");
-    assert!(
-        flotilla_testkit::wait_until(Duration::from_secs(30), || p.exists()),
-        "the runtime never started: {:#}",
-        s.show(id)
-    );
-    std::fs::read_to_string(p).unwrap().trim().to_string()
-}
-
-fn client(s: &SessionsAuthority, credential: &str) -> flotilla_api::Client {
-    flotilla_api::Client::new(
-        &s.a.url,
-        operator(s)["ca_pem"].as_str().unwrap(),
-        Some(credential.to_string()),
-    )
-    .unwrap()
-}
-
-fn post(c: &flotilla_api::Client, path: &str, body: &serde_json::Value) -> serde_json::Value {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let bytes = rt
-        .block_on(c.post_bytes(path, body.to_string().into_bytes(), Duration::from_secs(30)))
-        .unwrap_or_else(|e| panic!("POST {path}: {e}"));
-    serde_json::from_slice(&bytes).unwrap()
 }
 
 /// The runtime's hook call for a Bash `command`: the gate's decision.
@@ -229,7 +198,7 @@ fn a_question_appears_live_and_answered_in_its_page_resumes_the_session_once() {
 fn tool_inputs_are_text_a_huge_one_is_cut_and_a_viewer_cannot_answer() {
     let (s, _bin) = authority_with(WAITING_AGENT, "");
     let id = s.create(&["--prompt", "look"]);
-    let session = client(&s, &token(&s, id));
+    let session = s.client(&s.token(id));
     assert_eq!(ask(&session, XSS), "defer");
     let huge = format!("echo {}", "A".repeat(1 << 20));
     assert_eq!(ask(&session, &huge), "defer");
@@ -478,7 +447,7 @@ fn alerts_are_listed_with_their_labels_as_text_and_the_session_they_opened() {
             "fingerprint": "a1b2c3"
         }]
     });
-    let opened = post(&client(&s, &cred), "/v1/alerts/alertmanager", &payload);
+    let opened = post(&s.client(&cred), "/v1/alerts/alertmanager", &payload);
     let session = opened["opened"][0]
         .as_u64()
         .unwrap_or_else(|| panic!("no session opened: {opened:#}"));

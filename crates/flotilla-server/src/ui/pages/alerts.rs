@@ -6,12 +6,13 @@
 use super::super::extract::Signed;
 use super::super::hub::Topic;
 use super::super::layout::{self, Nav, Tone};
-use super::super::live::{stream_url, Fragment};
+use super::super::live::Fragment;
 use super::text::{visible, when};
+use super::work;
 use crate::sessions::alerts::received;
 use crate::state::AppState;
 use axum::extract::State;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use flotilla_api::links::Link;
@@ -88,17 +89,22 @@ async fn page<S: AuthorityStore>(
 ) -> Response {
     let since = state.ui.hub.mark();
     let content = list(&state).await;
-    let body = html! {
-        h1 { "Alerts" }
+    let head = html! {
         div.filters {
             label { "Filter " input type="search" data-filter placeholder="label values"; }
             label { "State " select data-filter-state {
                 option value="" { "any" } option value="firing" { "firing" } option value="resolved" { "resolved" }
             } }
         }
-        div #alerts sse-swap=(EVENT) { (content) }
     };
-    let live = stream_url(VIEW, None, &since);
-    Html(layout::page(&session, Nav::Alerts, "Alerts", Some(&live), body).into_string())
-        .into_response()
+    work::list_page(
+        &session,
+        Nav::Alerts,
+        "Alerts",
+        VIEW,
+        EVENT,
+        &since,
+        head,
+        content,
+    )
 }

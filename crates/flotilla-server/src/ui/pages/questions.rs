@@ -10,15 +10,16 @@
 use super::super::extract::{Acting, Signed};
 use super::super::hub::Topic;
 use super::super::layout::{self, Nav, Tone};
-use super::super::live::{stream_url, Fragment};
+use super::super::live::Fragment;
 use super::super::session::Session;
 use super::text::{json, one_line, shell_quote, size, visible, when, SHOWN_LIMIT};
+use super::work;
 use crate::failure::Failure;
 use crate::sessions::handlers::{all_questions, answer, question_of};
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
 use flotilla_api::links::Link;
@@ -157,15 +158,20 @@ async fn list_page<S: AuthorityStore>(
 ) -> Response {
     let since = state.ui.hub.mark();
     let content = list(&state).await;
-    let body = html! {
-        h1 { "Questions" }
+    let head = html! {
         p.muted { "A tool call the gate asked a human about waits here; its session resumes once it is answered." }
         div.filters { label { "Filter " input type="search" data-filter placeholder="id, session, tool"; } }
-        div #questions sse-swap=(LIST_EVENT) { (content) }
     };
-    let live = stream_url(LIST_VIEW, None, &since);
-    Html(layout::page(&session, Nav::Questions, "Questions", Some(&live), body).into_string())
-        .into_response()
+    work::list_page(
+        &session,
+        Nav::Questions,
+        "Questions",
+        LIST_VIEW,
+        LIST_EVENT,
+        &since,
+        head,
+        content,
+    )
 }
 
 /// The call as asked: a command (or an executor's argv) as text, control
@@ -282,13 +288,16 @@ async fn render<S: AuthorityStore>(
         @if let Some(n) = notice { (n) }
         div #question sse-swap=(EVENT) { (details(&q, session, now_ms())) }
     };
-    let live = stream_url(VIEW, Some(&id.to_string()), &since);
     let title = format!("Question {id}");
-    (
+    work::object_page(
+        session,
+        Nav::Questions,
+        &title,
+        (VIEW, Some(&id.to_string())),
+        &since,
         status,
-        Html(layout::page(session, Nav::Questions, &title, Some(&live), body).into_string()),
+        body,
     )
-        .into_response()
 }
 
 /// The answer form's fields.

@@ -8,14 +8,15 @@
 use super::super::extract::{Acting, Signed};
 use super::super::hub::Topic;
 use super::super::layout::{self, short_digest, Nav, Tone};
-use super::super::live::{stream_url, Fragment};
+use super::super::live::Fragment;
 use super::super::session::Session;
 use super::text::{visible, when};
+use super::work;
 use crate::releases::{act_on_rollout, releases_of};
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use flotilla_api::links::Link;
@@ -200,14 +201,19 @@ async fn list_page<S: AuthorityStore>(
 ) -> Response {
     let since = state.ui.hub.mark();
     let content = list(&state).await;
-    let body = html! {
-        h1 { "Releases and rollouts" }
+    let head = html! {
         div.filters { label { "Filter " input type="search" data-filter placeholder="name, version, rollout"; } }
-        div #releases sse-swap=(LIST_EVENT) { (content) }
     };
-    let live = stream_url(LIST_VIEW, None, &since);
-    Html(layout::page(&session, Nav::Releases, "Releases", Some(&live), body).into_string())
-        .into_response()
+    work::list_page(
+        &session,
+        Nav::Releases,
+        "Releases and rollouts",
+        LIST_VIEW,
+        LIST_EVENT,
+        &since,
+        head,
+        content,
+    )
 }
 
 /// The state machine as steps: awaiting approval → in progress (⇄ paused) →
@@ -334,13 +340,16 @@ async fn render<S: AuthorityStore>(
         @if let Some(n) = notice { (n) }
         div #rollout sse-swap=(EVENT) { (details(&r, session, now_ms())) }
     };
-    let live = stream_url(VIEW, Some(id), &since);
     let title = format!("Rollout {}", r.id);
-    (
+    work::object_page(
+        session,
+        Nav::Releases,
+        &title,
+        (VIEW, Some(id)),
+        &since,
         status,
-        Html(layout::page(session, Nav::Releases, &title, Some(&live), body).into_string()),
+        body,
     )
-        .into_response()
 }
 
 /// `POST /ui/rollouts/{id}/{action}`: the action as the operator; a refusal (the

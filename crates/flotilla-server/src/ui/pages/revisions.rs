@@ -11,16 +11,17 @@
 use super::super::extract::{Acting, Signed};
 use super::super::hub::Topic;
 use super::super::layout::{self, short_digest, Nav, Tone};
-use super::super::live::{stream_url, Fragment};
+use super::super::live::Fragment;
 use super::super::session::Session;
 use super::text::{visible, when};
+use super::work;
 use crate::api::{DiffResponse, SelectRequest, SelectionDto};
 use crate::failure::Failure;
 use crate::revisions::{diff_of, history_of, select_revision};
 use crate::state::{selection_dto, AppState};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
 use flotilla_api::links::Link;
@@ -126,14 +127,19 @@ async fn list_page<S: AuthorityStore>(
 ) -> Response {
     let since = state.ui.hub.mark();
     let content = list(&state).await;
-    let body = html! {
-        h1 { "Revisions" }
+    let head = html! {
         div.filters { label { "Filter " input type="search" data-filter placeholder="sha256:…"; } }
-        div #revisions sse-swap=(LIST_EVENT) { (content) }
     };
-    let live = stream_url(LIST_VIEW, None, &since);
-    Html(layout::page(&session, Nav::Revisions, "Revisions", Some(&live), body).into_string())
-        .into_response()
+    work::list_page(
+        &session,
+        Nav::Revisions,
+        "Revisions",
+        LIST_VIEW,
+        LIST_EVENT,
+        &since,
+        head,
+        content,
+    )
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -268,13 +274,16 @@ async fn render<S: AuthorityStore>(
             (select_controls(digest, current.as_ref(), session))
         }
     };
-    let live = stream_url(VIEW, Some(digest), &since);
     let title = format!("Revision {}", short_digest(digest));
-    (
+    work::object_page(
+        session,
+        Nav::Revisions,
+        &title,
+        (VIEW, Some(digest)),
+        &since,
         status,
-        Html(layout::page(session, Nav::Revisions, &title, Some(&live), body).into_string()),
+        body,
     )
-        .into_response()
 }
 
 #[derive(serde::Deserialize)]

@@ -9,15 +9,16 @@
 use super::super::extract::{Acting, Signed};
 use super::super::hub::Topic;
 use super::super::layout::{self, Nav, Tone};
-use super::super::live::{stream_url, Fragment};
+use super::super::live::Fragment;
 use super::super::session::Session;
 use super::text::{json, one_line, prefix, shell_quote, visible, when};
+use super::work;
 use crate::failure::Failure;
 use crate::sessions::handlers::{all_questions, all_sessions, dto, events_of, send, stop};
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
 use flotilla_api::links::Link;
@@ -151,8 +152,7 @@ async fn list_page<S: AuthorityStore>(
 ) -> Response {
     let since = state.ui.hub.mark();
     let content = list(&state).await;
-    let body = html! {
-        h1 { "Sessions" }
+    let head = html! {
         div.filters {
             label { "Filter " input type="search" data-filter placeholder="id, repository, who"; }
             label { "State " select data-filter-state {
@@ -160,11 +160,17 @@ async fn list_page<S: AuthorityStore>(
                 @for s in ["new", "working", "waiting", "idle", "failed"] { option value=(s) { (s) } }
             } }
         }
-        div #sessions sse-swap=(LIST_EVENT) { (content) }
     };
-    let live = stream_url(LIST_VIEW, None, &since);
-    Html(layout::page(&session, Nav::Sessions, "Sessions", Some(&live), body).into_string())
-        .into_response()
+    work::list_page(
+        &session,
+        Nav::Sessions,
+        "Sessions",
+        LIST_VIEW,
+        LIST_EVENT,
+        &since,
+        head,
+        content,
+    )
 }
 
 /// The session's facts and open questions now.
@@ -360,13 +366,16 @@ async fn render<S: AuthorityStore>(
         div #events sse-swap=(EVENTS_EVENT) { (transcript(state, id).await) }
         @if session.may_act() { (controls(id, session)) }
     };
-    let live = stream_url(VIEW, Some(&id.to_string()), &since);
     let title = format!("Session {id}");
-    (
+    work::object_page(
+        session,
+        Nav::Sessions,
+        &title,
+        (VIEW, Some(&id.to_string())),
+        &since,
         status,
-        Html(layout::page(session, Nav::Sessions, &title, Some(&live), body).into_string()),
+        body,
     )
-        .into_response()
 }
 
 #[derive(serde::Deserialize)]
