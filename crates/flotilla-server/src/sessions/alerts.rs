@@ -122,7 +122,7 @@ pub async fn alertmanager<S: AuthorityStore>(
         }
     }
     if !out.opened.is_empty() || !out.updated.is_empty() {
-        state.ui.hub.changed(crate::ui::Topic::Alerts);
+        state.ui.hub.changed(crate::ui::hub::Topic::Alerts);
     }
     Ok(Json(out))
 }

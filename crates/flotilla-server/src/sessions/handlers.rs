@@ -319,7 +319,7 @@ pub(crate) async fn answer<S: AuthorityStore>(
         )
         .await?;
     drop(answering);
-    state.ui.hub.changed(crate::ui::Topic::Questions);
+    state.ui.hub.changed(crate::ui::hub::Topic::Questions);
     event(
         state,
         session,

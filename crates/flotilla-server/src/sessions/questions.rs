@@ -40,7 +40,7 @@ pub(crate) async fn use_answer<S: AuthorityStore>(
             now_ms(),
         )
         .await?;
-    state.ui.hub.changed(crate::ui::Topic::Questions);
+    state.ui.hub.changed(crate::ui::hub::Topic::Questions);
     Ok(q.answer.expect("an answered question"))
 }
 
@@ -64,7 +64,7 @@ pub(crate) async fn open_question<S: AuthorityStore>(
         .store
         .create_question(id, serde_json::to_string(&q).expect("serialises"), now_ms())
         .await?;
-    state.ui.hub.changed(crate::ui::Topic::Questions);
+    state.ui.hub.changed(crate::ui::hub::Topic::Questions);
     Ok(qid)
 }
 

@@ -32,7 +32,7 @@ pub(crate) async fn event<S: AuthorityStore>(
         .store
         .append_session_event(id, ev.to_string(), now_ms())
         .await?;
-    state.ui.hub.changed(crate::ui::Topic::Sessions);
+    state.ui.hub.changed(crate::ui::hub::Topic::Sessions);
     Ok(())
 }
 

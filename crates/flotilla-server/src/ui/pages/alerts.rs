@@ -7,8 +7,8 @@ use super::super::extract::Signed;
 use super::super::hub::Topic;
 use super::super::layout::{self, Nav, Tone};
 use super::super::live::Fragment;
+use super::frame;
 use super::text::{visible, when};
-use super::work;
 use crate::sessions::alerts::received;
 use crate::state::AppState;
 use axum::extract::State;
@@ -97,7 +97,7 @@ async fn page<S: AuthorityStore>(
             } }
         }
     };
-    work::list_page(
+    frame::list_page(
         &session,
         Nav::Alerts,
         "Alerts",

@@ -11,6 +11,7 @@ pub(crate) mod overview;
 
 // Sessions, questions, revisions, releases and rollouts, alerts (`work`).
 pub(crate) mod alerts;
+pub(crate) mod frame;
 pub(crate) mod questions;
 pub(crate) mod releases;
 pub(crate) mod revisions;

@@ -12,8 +12,8 @@ use super::super::hub::Topic;
 use super::super::layout::{self, Nav, Tone};
 use super::super::live::Fragment;
 use super::super::session::Session;
+use super::frame;
 use super::text::{json, one_line, shell_quote, size, visible, when, SHOWN_LIMIT};
-use super::work;
 use crate::failure::Failure;
 use crate::sessions::handlers::{all_questions, answer, question_of};
 use crate::state::AppState;
@@ -162,7 +162,7 @@ async fn list_page<S: AuthorityStore>(
         p.muted { "A tool call the gate asked a human about waits here; its session resumes once it is answered." }
         div.filters { label { "Filter " input type="search" data-filter placeholder="id, session, tool"; } }
     };
-    work::list_page(
+    frame::list_page(
         &session,
         Nav::Questions,
         "Questions",
@@ -289,7 +289,7 @@ async fn render<S: AuthorityStore>(
         div #question sse-swap=(EVENT) { (details(&q, session, now_ms())) }
     };
     let title = format!("Question {id}");
-    work::object_page(
+    frame::object_page(
         session,
         Nav::Questions,
         &title,

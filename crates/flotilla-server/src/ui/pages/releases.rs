@@ -10,8 +10,8 @@ use super::super::hub::Topic;
 use super::super::layout::{self, short_digest, Nav, Tone};
 use super::super::live::Fragment;
 use super::super::session::Session;
+use super::frame;
 use super::text::{visible, when};
-use super::work;
 use crate::releases::{act_on_rollout, releases_of};
 use crate::state::AppState;
 use axum::extract::{Path, State};
@@ -204,7 +204,7 @@ async fn list_page<S: AuthorityStore>(
     let head = html! {
         div.filters { label { "Filter " input type="search" data-filter placeholder="name, version, rollout"; } }
     };
-    work::list_page(
+    frame::list_page(
         &session,
         Nav::Releases,
         "Releases and rollouts",
@@ -341,7 +341,7 @@ async fn render<S: AuthorityStore>(
         div #rollout sse-swap=(EVENT) { (details(&r, session, now_ms())) }
     };
     let title = format!("Rollout {}", r.id);
-    work::object_page(
+    frame::object_page(
         session,
         Nav::Releases,
         &title,

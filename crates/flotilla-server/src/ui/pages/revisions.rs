@@ -13,8 +13,8 @@ use super::super::hub::Topic;
 use super::super::layout::{self, short_digest, Nav, Tone};
 use super::super::live::Fragment;
 use super::super::session::Session;
+use super::frame;
 use super::text::{visible, when};
-use super::work;
 use crate::api::{DiffResponse, SelectRequest, SelectionDto};
 use crate::failure::Failure;
 use crate::revisions::{diff_of, history_of, select_revision};
@@ -130,7 +130,7 @@ async fn list_page<S: AuthorityStore>(
     let head = html! {
         div.filters { label { "Filter " input type="search" data-filter placeholder="sha256:…"; } }
     };
-    work::list_page(
+    frame::list_page(
         &session,
         Nav::Revisions,
         "Revisions",
@@ -275,7 +275,7 @@ async fn render<S: AuthorityStore>(
         }
     };
     let title = format!("Revision {}", short_digest(digest));
-    work::object_page(
+    frame::object_page(
         session,
         Nav::Revisions,
         &title,

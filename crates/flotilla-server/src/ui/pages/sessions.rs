@@ -11,8 +11,8 @@ use super::super::hub::Topic;
 use super::super::layout::{self, Nav, Tone};
 use super::super::live::Fragment;
 use super::super::session::Session;
+use super::frame;
 use super::text::{json, one_line, prefix, shell_quote, visible, when};
-use super::work;
 use crate::failure::Failure;
 use crate::sessions::handlers::{all_questions, all_sessions, dto, events_of, send, stop};
 use crate::state::AppState;
@@ -161,7 +161,7 @@ async fn list_page<S: AuthorityStore>(
             } }
         }
     };
-    work::list_page(
+    frame::list_page(
         &session,
         Nav::Sessions,
         "Sessions",
@@ -367,7 +367,7 @@ async fn render<S: AuthorityStore>(
         @if session.may_act() { (controls(id, session)) }
     };
     let title = format!("Session {id}");
-    work::object_page(
+    frame::object_page(
         session,
         Nav::Sessions,
         &title,
