@@ -13,7 +13,8 @@
 //! - [`layout`]: the page shell and shared pieces; [`marks`]: status signals as
 //!   text + symbol.
 //! - [`hub`]: what changed ([`Topic`]); [`live`]: a page's live [`Fragment`]s;
-//!   [`events`]: the SSE stream; [`watch`]: the authority's wake-ups fed to the hub.
+//!   [`events`]: the SSE stream; [`renders`]: renders shared between streams;
+//!   [`watch`]: the authority's wake-ups fed to the hub.
 //! - [`links`]: `/v1/ui-links` (sign-in links, `flotilla serve ui-link`);
 //!   [`assets`]: static files; [`state`]: what the dashboard keeps in memory.
 //!
@@ -76,6 +77,7 @@ pub mod live;
 pub mod marks;
 pub mod pages;
 pub mod ratelimit;
+pub mod renders;
 pub mod session;
 pub mod state;
 pub mod watch;
