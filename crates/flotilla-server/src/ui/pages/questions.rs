@@ -1,7 +1,7 @@
 //! Questions asked of a human: `/ui/questions` (open ones first, then the answered
 //! ones) and `/ui/questions/{id}`, the page an on-call person opens from a
 //! notification: the session, the tool, the exact tool input shown escaped
-//! (markup and terminal escapes are text: control characters as `\x1b`), why the
+//! (markup and terminal escapes are text: control characters as `^[`), why the
 //! gate asked and when, and an allow/deny answer with a note — the same effect as
 //! `POST /v1/questions/{id}/answer` ([`crate::sessions::handlers::answer`]). An
 //! answered question shows who answered what and when; an answer that comes after

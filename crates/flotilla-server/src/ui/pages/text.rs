@@ -1,6 +1,6 @@
 //! Showing untrusted text in a page: what an agent, a tool input, a label or a log
 //! wrote reaches the page only through maud's escaping, with its control
-//! characters made visible (`\x1b`, never a raw escape sequence), invisible
+//! characters made visible (ESC as `^[`, never a raw escape sequence), invisible
 //! direction overrides named, and anything big cut at a limit with its size; times
 //! as an RFC 3339 instant with its age; words quoted for a command line.
 
@@ -13,14 +13,17 @@ pub const SHOWN_LIMIT: usize = 64 * 1024;
 /// How much of one untrusted text a line of a list shows (bytes of UTF-8).
 pub const LINE_LIMIT: usize = 200;
 
-/// The escape a character is shown as when it must not be shown as itself: C0 and
-/// C1 control characters (but newline and tab), DEL, and the Unicode format
+/// The escape a character is shown as when it must not be shown as itself: C0
+/// control characters (but newline and tab) and DEL in caret notation (ESC is
+/// `^[`), C1 control characters as `\u{9b}`, and the Unicode format
 /// characters that reorder or hide text (bidirectional overrides and isolates,
 /// zero-width characters, the byte-order mark). `None`: shown as itself.
 pub fn escape_of(c: char) -> Option<String> {
     match c {
         '\n' | '\t' => None,
-        c if (c as u32) < 0x20 || c == '\u{7f}' => Some(format!("\\x{:02x}", c as u32)),
+        // Caret notation, as `layout::visible` writes them elsewhere in the dashboard.
+        '\u{7f}' => Some("^?".into()),
+        c if (c as u32) < 0x20 => Some(format!("^{}", char::from(c as u8 + 64))),
         c if ('\u{80}'..='\u{9f}').contains(&c) => Some(format!("\\u{{{:x}}}", c as u32)),
         '\u{200b}'..='\u{200f}'
         | '\u{202a}'..='\u{202e}'
@@ -134,7 +137,7 @@ mod tests {
         let shown = visible("<script>alert(1)</script>\x1b[2J\u{202e}ok\n", 1000).into_string();
         assert!(shown.contains("&lt;script&gt;"), "{shown}");
         assert!(!shown.contains('\x1b'), "{shown}");
-        assert!(shown.contains(r"\x1b"), "{shown}");
+        assert!(shown.contains("^[</span>[2J"), "{shown}");
         assert!(shown.contains(r"\u{202e}"), "{shown}");
         assert!(shown.contains("[2J"), "{shown}");
     }
