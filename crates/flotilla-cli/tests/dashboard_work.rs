@@ -14,7 +14,7 @@
 mod common;
 
 use common::browser::Browser;
-use common::sessions::{open_up, post, SessionsAuthority};
+use common::sessions::{bash_payload, open_up, post, SessionsAuthority};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -66,20 +66,7 @@ fn home(s: &SessionsAuthority, id: u64) -> PathBuf {
 
 /// The runtime's hook call for a Bash `command`: the gate's decision.
 fn ask(session: &flotilla_api::Client, command: &str) -> String {
-    let v = post(
-        session,
-        "/v1/gate/hook",
-        &serde_json::json!({
-            "session_id": "00000000-0000-4000-8000-000000000000",
-            "transcript_path": "/dev/null",
-            "cwd": "/tmp",
-            "permission_mode": "default",
-            "hook_event_name": "PreToolUse",
-            "tool_name": "Bash",
-            "tool_input": {"command": command, "description": "d"},
-            "tool_use_id": "toolu_01"
-        }),
-    );
+    let v = post(session, "/v1/gate/hook", &bash_payload(command));
     v["hookSpecificOutput"]["permissionDecision"]
         .as_str()
         .unwrap_or_default()

@@ -248,3 +248,18 @@ pub fn post(c: &flotilla_api::Client, path: &str, body: &serde_json::Value) -> s
         .unwrap_or_else(|e| panic!("POST {path}: {e}"));
     serde_json::from_slice(&bytes).unwrap()
 }
+
+/// A Claude Code `PreToolUse` hook payload for a Bash `command` (the shape of
+/// Claude Code 2.1's, as `flotilla gate hook` reads it).
+pub fn bash_payload(command: &str) -> serde_json::Value {
+    serde_json::json!({
+        "session_id": "00000000-0000-4000-8000-000000000000",
+        "transcript_path": "/dev/null",
+        "cwd": "/tmp",
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": command, "description": "d"},
+        "tool_use_id": "toolu_01"
+    })
+}
