@@ -219,7 +219,6 @@ pub(crate) async fn carry_out_push<S: AuthorityStore>(
         )
         .await?;
     state.ui.hub.changed(crate::ui::hub::Topic::Questions);
-
     event(
         state,
         session,
