@@ -199,9 +199,8 @@ fn run_checked(
                 // Checked above; said the same way should the planner find it first.
                 bad.report();
             } else {
-                err!("{}: refused", r.operation.typed_as(verb));
-                for reason in &r.reasons {
-                    err!("  - {reason}");
+                for line in flotilla_plan::render::refusal_lines(&r, verb) {
+                    err!("{line}");
                 }
             }
             Ok(if r.is_unknown_target() {
@@ -294,24 +293,11 @@ impl Progress {
     }
 
     fn event(&self, e: Event) {
-        match e {
-            Event::StepStarted { wave, step } => {
-                if step.action != flotilla_plan::Action::Noop {
-                    self.current.lock().unwrap().push(step.component.clone());
-                    if self.bar.is_none() {
-                        let w = if step.component.starts_with("stack:") {
-                            "then".to_string()
-                        } else if wave == 0 {
-                            "cleanup".to_string()
-                        } else {
-                            format!("wave {wave}")
-                        };
-                        self.line(format!(
-                            "{w}: {} {} …",
-                            step.action.as_str(),
-                            step.component
-                        ));
-                    }
+        match &e {
+            Event::StepStarted { step, .. } if step.action != flotilla_plan::Action::Noop => {
+                self.current.lock().unwrap().push(step.component.clone());
+                if self.bar.is_some() {
+                    return; // the spinner shows what runs
                 }
             }
             Event::Probe { component, outcome } => {
@@ -321,32 +307,11 @@ impl Progress {
             }
             Event::StepFinished(r) => {
                 self.current.lock().unwrap().retain(|c| c != &r.component);
-                if r.action != flotilla_plan::Action::Noop {
-                    let mark = if r.outcome == flotilla_store::Outcome::Succeeded {
-                        "ok"
-                    } else {
-                        "FAILED"
-                    };
-                    self.line(format!(
-                        "  {} {}: {mark} ({} ms): {}",
-                        if r.component.starts_with("stack:") {
-                            "verify"
-                        } else {
-                            r.action.as_str()
-                        },
-                        r.component,
-                        r.took.as_millis(),
-                        r.summary
-                    ));
-                }
             }
-            Event::Note(text) => self.line(format!("note: {text}")),
-            Event::CleanupStarted { components } => {
-                self.line(format!(
-                    "cleanup: stopping {} (started by this run), in this order",
-                    components.join(", ")
-                ));
-            }
+            _ => {}
+        }
+        if let Some(line) = flotilla_exec::progress::line(&e) {
+            self.line(line);
         }
     }
 

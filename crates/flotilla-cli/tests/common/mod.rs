@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod agent;
 pub mod authority;
 pub mod release;
 pub mod sessions;
