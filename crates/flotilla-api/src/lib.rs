@@ -21,6 +21,7 @@ pub mod client;
 pub mod links;
 pub mod sessions;
 pub mod tls;
+pub mod ui_links;
 pub mod wire;
 
 pub use client::{Client, ClientError, RevisionPrefixError, UnskipError};

@@ -44,6 +44,7 @@
 //! - [`diff`]: revision diffs as DTOs.
 //! - [`metrics`]: the Prometheus figures.
 //! - [`openapi`]: the generated OpenAPI document.
+//! - [`ui`]: the web dashboard under `/ui` (sign-in, pages, live updates).
 
 #![warn(missing_docs)]
 
@@ -68,6 +69,7 @@ pub mod sessions;
 pub mod state;
 pub mod status;
 pub mod tls;
+pub mod ui;
 
 /// The wire types of `/v1` (`flotilla_api::wire`).
 pub use flotilla_api::wire as api;

@@ -64,6 +64,8 @@ pub struct AppState<S> {
     /// The authority as a controller (plans shown, operations applied), when
     /// [`Settings::controller_dir`] is set.
     pub controller: Option<crate::controller::runs::Controller>,
+    /// The web dashboard's sessions, live-update feed and sign-in limit.
+    pub(crate) ui: crate::ui::state::UiState,
     /// The metrics.
     pub metrics: Metrics,
 }
@@ -130,6 +132,7 @@ impl<S: AuthorityStore> AppState<S> {
             calls: Mutex::new(HashMap::new()),
             last_steps: Mutex::new(HashMap::new()),
             replies: watch::Sender::new(0),
+            ui: Default::default(),
             metrics,
         }))
     }
@@ -180,6 +183,14 @@ impl<S: AuthorityStore> AppState<S> {
                 "unknown credential",
             )
         })?;
+        if let Principal::UiLink { .. } = p {
+            // Not cached: a revoked link must stop working at once.
+            return Err(Failure::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "a dashboard sign-in link is not an API credential: open it in a browser",
+            ));
+        }
         self.principals
             .lock()
             .expect("not poisoned")
@@ -204,6 +215,11 @@ impl<S: AuthorityStore> AppState<S> {
                 StatusCode::FORBIDDEN,
                 "forbidden",
                 format!("the alert sender `{name}` may not do this: operators only"),
+            )),
+            Principal::UiLink { id, .. } => Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("dashboard sign-in link {id} may not do this: operators only"),
             )),
         }
     }
@@ -230,11 +246,13 @@ impl<S: AuthorityStore> AppState<S> {
                 "forbidden",
                 format!("only the host's agent may do this (an agent may {what})"),
             )),
-            Principal::Session { .. } | Principal::Alerts { .. } => Err(Failure::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "only the host's agent or an operator may do this",
-            )),
+            Principal::Session { .. } | Principal::Alerts { .. } | Principal::UiLink { .. } => {
+                Err(Failure::new(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    "only the host's agent or an operator may do this",
+                ))
+            }
         }
     }
 

@@ -1,17 +1,18 @@
-//! A real `flotilla agent` for host `studio` in CLI tests: joined to an authority
-//! with a one-time token and the CA pin, its own state directory (holding the
-//! canary secret) and home; its components write `<name>.pid` in that home.
+//! A real `flotilla agent` process for fleet tests: joined with a one-time token,
+//! run with short check and report periods, killed (with every component it
+//! started) when dropped.
 
 use super::authority::CANARY;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-/// `flotilla agent` for host `studio`, with its own state directory and home.
+/// A real `flotilla agent` (for the host its join token names), with its own state
+/// directory and home under a test's root.
 pub struct AgentProc {
     child: Option<Child>,
     pub home: PathBuf,
     pub state: PathBuf,
-    log: PathBuf,
+    pub log: PathBuf,
 }
 
 impl AgentProc {

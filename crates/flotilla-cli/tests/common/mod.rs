@@ -5,6 +5,7 @@
 
 pub mod agent;
 pub mod authority;
+pub mod browser;
 pub mod release;
 pub mod sessions;
 
