@@ -102,7 +102,9 @@ impl Browser {
         let inner = self.js("return window.innerWidth").as_i64().unwrap_or(0);
         if inner > 0 && inner != i64::from(width) {
             let w = (2 * i64::from(width) - inner).max(100) as u32;
-            self.rt.block_on(self.c().set_window_size(w, height)).unwrap();
+            self.rt
+                .block_on(self.c().set_window_size(w, height))
+                .unwrap();
         }
     }
 

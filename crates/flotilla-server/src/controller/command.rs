@@ -41,7 +41,7 @@ pub fn equivalent(op: &Operation, typed: &str, server: &str, revision: &str) -> 
             with_server(quoted.typed_as(&format!("plan {typed}")))
         ),
         note: format!(
-            "run in the directory of the inventory published as revision {short}… (`flotilla topology` ends with an inventory's digest; `flotilla config history` names the selected revision): the CLI plans from that file"
+            "Run them in the directory of the inventory published as revision {short}… (`flotilla topology` ends with an inventory's digest; `flotilla config history` names the selected revision): the CLI plans from that file."
         ),
     }
 }

@@ -25,6 +25,7 @@ pub mod queue;
 pub mod runs;
 
 use crate::state::AppState;
+use crate::ui::hub::Topic;
 use flotilla_exec::executor::Event;
 use flotilla_exec::operate::{Invocation, InvocationOutcome, OperateError};
 use flotilla_exec::statedir::StateDir;
@@ -177,11 +178,15 @@ pub fn confirm<S: AuthorityStore>(
     let proposal = ctl.take(id).ok_or(ControllerError::UnknownPlan)?;
     let run = ctl.begin(proposal, by, now_ms());
     let sink = Arc::clone(&run);
+    let pages = Arc::clone(state);
+    // Pages showing operations follow the fleet's topic: an operation changes it.
     let events: Arc<dyn Fn(Event) + Send + Sync> = Arc::new(move |e| {
         if let Some(line) = flotilla_exec::progress::line(&e) {
             sink.push(line);
+            pages.ui.hub.changed(Topic::Fleet);
         }
     });
+    state.ui.hub.changed(Topic::Fleet);
     // The plan is checked against the revision selected now: another one selected
     // since is the CLI's "the inventory changed" refusal.
     let inv = invocation(
@@ -194,6 +199,7 @@ pub fn confirm<S: AuthorityStore>(
     let plan = run.proposal.plan.clone();
     let task_run = Arc::clone(&run);
     let changed = ctl.changed.clone();
+    let pages = Arc::clone(state);
     tokio::spawn(async move {
         let outcome = match inv {
             Err(e) => RunOutcome::Failed(causes(&e)),
@@ -201,6 +207,7 @@ pub fn confirm<S: AuthorityStore>(
         };
         task_run.finish(outcome);
         changed.send_modify(|n| *n += 1);
+        pages.ui.hub.changed(Topic::Fleet);
     });
     Ok(run)
 }

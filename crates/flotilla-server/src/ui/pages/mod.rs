@@ -7,6 +7,7 @@
 
 pub(crate) mod host;
 pub(crate) mod login;
+pub(crate) mod ops;
 pub(crate) mod overview;
 
 use super::live::Fragment;
@@ -21,6 +22,7 @@ pub(crate) fn routes<S: AuthorityStore>() -> Router<Arc<AppState<S>>> {
         .merge(login::routes::<S>())
         .merge(overview::routes::<S>())
         .merge(host::routes::<S>())
+        .merge(ops::routes::<S>())
     // Component, stacks and their actions: `.merge(ops::routes::<S>())`.
     // Sessions, questions, revisions, releases, alerts: `.merge(work::routes::<S>())`.
 }
@@ -31,6 +33,7 @@ pub(crate) fn feed<S: AuthorityStore>(view: &str, arg: Option<&str>) -> Option<V
     match view {
         overview::VIEW => overview::feed::<S>(arg),
         host::VIEW => host::feed::<S>(arg),
+        ops::VIEW => ops::feed::<S>(arg),
         // Other pages: `ops::VIEW => ops::feed::<S>(arg),` …
         _ => None,
     }
