@@ -6,7 +6,7 @@
 //! (the process really ends / runs: `/proc`) and the page following without a
 //! reload; a plan gone stale refused with the CLI's words and nothing run twice; a 1
 //! MiB line and terminal escapes in a log shown escaped; a viewer offered no action
-//! and refused one. Screenshots of the component page at 1280 and 375 px.
+//! and refused one; a stack's members, route health and its down plan. Screenshots of the component page at 1280 and 375 px.
 
 mod common;
 
@@ -31,6 +31,9 @@ command = [{kit:?}, "--pid-file", "web.pid", "--listen", "127.0.0.1:{port}", "--
 endpoints = {{ api = "127.0.0.1:{port}" }}
 readiness = {{ tcp = {{ endpoint = "api" }}, period = "50ms" }}
 stop = {{ grace_period = "2s" }}
+
+[stacks.site]
+components = ["web"]
 
 [components.noisy]
 host = "h1"
@@ -311,7 +314,23 @@ fn a_huge_or_binary_log_line_is_shown_escaped_and_a_viewer_cannot_act() {
     assert_eq!(status, Some(403));
     assert_eq!(f.lifecycle("noisy"), "running");
 
-    // Stacks: none declared here, said so.
+    // Stacks: the list, a stack's members and route health, down with its plan.
     b.goto(&format!("{base}/ui/stacks"));
-    b.wait_text("main", "declares no stack");
+    b.wait_text("main", "1 of 1");
+    b.click("a[href='/ui/stacks/site']");
+    b.wait_text("h1", "Stack site");
+    b.wait_text("main table", "web");
+    b.wait_text("#routes", "no readiness probes declared");
+    b.click("button[data-verb=down]");
+    b.wait_text(".plan-panel h2", "flotilla down site");
+    let plan = b.text(".plan-panel").unwrap();
+    assert!(plan.contains("plan: flotilla stop site"), "{plan}");
+    assert!(plan.contains("stop  web  on h1"), "{plan}");
+    assert!(
+        plan.contains(&format!("flotilla --server {base} down site")),
+        "{plan}"
+    );
+    b.click(".plan-panel button[data-dismiss]");
+    b.wait_for("the plan to close", WAIT, |b| b.text(".plan-panel").is_none());
+    assert_eq!(f.lifecycle("web"), "running", "a plan shown changes nothing");
 }
