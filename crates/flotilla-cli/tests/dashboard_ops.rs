@@ -331,6 +331,12 @@ fn a_huge_or_binary_log_line_is_shown_escaped_and_a_viewer_cannot_act() {
         "{plan}"
     );
     b.click(".plan-panel button[data-dismiss]");
-    b.wait_for("the plan to close", WAIT, |b| b.text(".plan-panel").is_none());
-    assert_eq!(f.lifecycle("web"), "running", "a plan shown changes nothing");
+    b.wait_for("the plan to close", WAIT, |b| {
+        b.text(".plan-panel").is_none()
+    });
+    assert_eq!(
+        f.lifecycle("web"),
+        "running",
+        "a plan shown changes nothing"
+    );
 }

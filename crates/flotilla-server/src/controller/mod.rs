@@ -254,8 +254,8 @@ fn outcome_of(result: Result<InvocationOutcome, OperateError>) -> RunOutcome {
     }
 }
 
-/// An error and its causes, `: `-separated.
-fn causes(e: &dyn std::error::Error) -> String {
+/// An error and its causes, `: `-separated (how a page shows an error).
+pub fn causes(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut next = e.source();
     while let Some(c) = next {

@@ -73,7 +73,7 @@ async fn plan<S: AuthorityStore>(
     let shown = match controller::propose(&state, &op, &f.verb, &session.who).await {
         Ok(p) => proposed(&state, &session, &p, &f.verb),
         Err(e) => {
-            html! { p.notice.bad role="alert" { "Cannot plan: " (layout::visible(&causes(&e))) } }
+            html! { p.notice.bad role="alert" { "Cannot plan: " (layout::visible(&controller::causes(&e))) } }
         }
     };
     fragment(shown)
@@ -89,23 +89,14 @@ async fn apply<S: AuthorityStore>(
             p role="status" { "Applying the plan shown, exactly as planned: its progress follows under " a href="#operations" { "Operations" } "." }
             (run_view(&run))
         }),
-        Err(e) => fragment(html! { p.notice.bad role="alert" { (layout::visible(&causes(&e))) } }),
+        Err(e) => fragment(
+            html! { p.notice.bad role="alert" { (layout::visible(&controller::causes(&e))) } },
+        ),
     }
 }
 
 fn fragment(m: Markup) -> Response {
     Html(m.into_string()).into_response()
-}
-
-fn causes(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut next = e.source();
-    while let Some(c) = next {
-        out.push_str(": ");
-        out.push_str(&c.to_string());
-        next = c.source();
-    }
-    out
 }
 
 /// A plan as the CLI prints it: its lines, each step's line marked by its action.
