@@ -62,20 +62,7 @@ impl Fleet {
                 .unwrap();
         let operator = op["credential"].as_str().unwrap().to_string();
         let ca_pem = op["ca_pem"].as_str().unwrap().to_string();
-        let agent = AgentProc::new(a.ws.path());
-        let t = a
-            .run(&["serve", "token", "create", "--host", "h1", "--json"])
-            .json();
-        let out = agent.join(
-            &a.url,
-            t["token"].as_str().unwrap(),
-            t["ca_hash"].as_str().unwrap(),
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let agent = AgentProc::joined(&a, "h1");
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -224,8 +211,8 @@ fn an_operator_signs_in_and_sees_the_fleet_change_without_a_reload() {
             .post::<_, serde_json::Value>("/v1/hosts/h2/report", &report),
     )
     .unwrap();
-    // The escape character shows as its picture, `␛`.
-    let shown = XSS.replace('\u{1b}', "\u{241b}");
+    // The escape character shows in caret notation, `^[`.
+    let shown = XSS.replace('\u{1b}', "^[");
     b.wait_for("the odd name as text", Duration::from_secs(20), |b| {
         row(b, &shown).contains("running")
     });

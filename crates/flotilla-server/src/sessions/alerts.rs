@@ -73,6 +73,7 @@ pub async fn alertmanager<S: AuthorityStore>(
                 prompt: None,
             };
             let (id, created) = create(&state, req, "alertmanager".into(), Some(key)).await?;
+            state.ui.hub.changed(crate::ui::hub::Topic::Alerts);
             if created {
                 event(
                     &state,

@@ -243,6 +243,7 @@ pub async fn answer_question<S: AuthorityStore>(
             now_ms(),
         )
         .await?;
+    state.ui.hub.changed(crate::ui::hub::Topic::Questions);
     drop(answering);
     event(
         &state,

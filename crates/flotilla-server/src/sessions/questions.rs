@@ -40,6 +40,7 @@ pub(crate) async fn use_answer<S: AuthorityStore>(
             now_ms(),
         )
         .await?;
+    state.ui.hub.changed(crate::ui::hub::Topic::Questions);
     Ok(q.answer.expect("an answered question"))
 }
 
@@ -59,10 +60,12 @@ pub(crate) async fn open_question<S: AuthorityStore>(
         used: false,
         outcome: None,
     };
-    Ok(state
+    let qid = state
         .store
         .create_question(id, serde_json::to_string(&q).expect("serialises"), now_ms())
-        .await?)
+        .await?;
+    state.ui.hub.changed(crate::ui::hub::Topic::Questions);
+    Ok(qid)
 }
 
 /// The tool name of executor questions.

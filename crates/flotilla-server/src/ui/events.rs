@@ -8,8 +8,10 @@
 //!
 //! Bounded per client: events wait in a channel of [`CLIENT_BUFFER`]; a client that
 //! does not read fills it and is dropped. Changes arriving while a stream renders
-//! are coalesced; a stream that falls behind the hub's backlog re-renders all of
-//! its fragments. The session is re-checked at every keep-alive: a signed-out or
+//! are coalesced (at most one render per [`MIN_INTERVAL`]); a stream that falls
+//! behind the hub's backlog re-renders all of its fragments. A fragment rendered
+//! at one hub sequence number is shared by every stream of the same view, argument
+//! and role ([`super::renders::Renders`]): a thousand open overviews cost one render per change. The session is re-checked at every keep-alive: a signed-out or
 //! revoked session's stream ends.
 
 use super::extract::{still_valid, Signed};
@@ -36,6 +38,9 @@ pub const CLIENT_BUFFER: usize = 32;
 
 /// How long a stream waits after a change for more to arrive before rendering.
 const COALESCE: Duration = Duration::from_millis(50);
+
+/// The shortest time between two renders of one stream.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(250);
 
 /// The stream's query.
 #[derive(Debug, serde::Deserialize)]
@@ -74,7 +79,10 @@ pub async fn events<S: AuthorityStore>(
         .filter(|t| wanted.contains(t))
         .collect();
     let (tx, rx) = mpsc::channel::<Event>(CLIENT_BUFFER);
-    tokio::spawn(run(state, session, feed, wanted, pending, changes, tx));
+    let view = (q.view, q.arg);
+    tokio::spawn(run(
+        state, session, view, feed, wanted, pending, changes, tx,
+    ));
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
@@ -87,9 +95,11 @@ pub async fn events<S: AuthorityStore>(
     resp
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run<S: AuthorityStore>(
     state: Arc<AppState<S>>,
     session: Arc<super::session::Session>,
+    (view, arg): (String, Option<String>),
     feed: Vec<Fragment<S>>,
     wanted: HashSet<Topic>,
     mut pending: HashSet<Topic>,
@@ -98,9 +108,13 @@ async fn run<S: AuthorityStore>(
 ) {
     let mut recheck = tokio::time::interval(KEEP_ALIVE);
     recheck.tick().await;
+    let mut last_render: Option<tokio::time::Instant> = None;
     loop {
         if !pending.is_empty() {
-            tokio::time::sleep(COALESCE).await;
+            let due = last_render.map_or(COALESCE, |t| {
+                (t + MIN_INTERVAL).saturating_duration_since(tokio::time::Instant::now())
+            });
+            tokio::time::sleep(due.max(COALESCE)).await;
             loop {
                 match changes.try_recv() {
                     Ok((_, t)) if wanted.contains(&t) => {
@@ -113,16 +127,32 @@ async fn run<S: AuthorityStore>(
                 }
             }
             // Everything up to here is in what is rendered next.
-            let id = state.ui.hub.id(state.ui.hub.seq());
+            let seq = state.ui.hub.seq();
+            let id = state.ui.hub.id(seq);
+            last_render = Some(tokio::time::Instant::now());
             for f in feed
                 .iter()
                 .filter(|f| f.topics.iter().any(|t| pending.contains(t)))
             {
-                let html = f.render(state.clone(), session.clone()).await;
-                let ev = Event::default()
-                    .event(&f.event)
-                    .id(&id)
-                    .data(html.into_string());
+                let key = (
+                    view.clone(),
+                    arg.clone(),
+                    f.event.clone(),
+                    session.may_act(),
+                );
+                let html = match state.ui.renders.get(&key, seq) {
+                    Some(h) => h,
+                    None => {
+                        let h: Arc<str> = f
+                            .render(state.clone(), session.clone())
+                            .await
+                            .into_string()
+                            .into();
+                        state.ui.renders.put(key, seq, h.clone());
+                        h
+                    }
+                };
+                let ev = Event::default().event(&f.event).id(&id).data(&*html);
                 if tx.try_send(ev).is_err() {
                     // Full (not reading) or gone: drop it.
                     return;
