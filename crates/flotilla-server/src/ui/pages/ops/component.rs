@@ -244,7 +244,7 @@ async fn status<S: AuthorityStore>(state: &AppState<S>, name: &str) -> Option<Ma
         }
         @if let Some(l) = &c.last_known {
             p.notice { "Last known (" (layout::age(now - l.observed_at_ms)) " ago): "
-                (marks::lifecycle_name(l.lifecycle)) ", " (marks::health_name(l.health)) ", " (l.condition.as_str()) }
+                (l.lifecycle.as_str()) ", " (l.health.as_str()) ", " (l.condition.as_str()) }
         }
         h2 { "Identity" }
         dl.facts {

@@ -195,6 +195,6 @@ mod tests {
             !odd.contains("<script>") && odd.contains("&lt;script&gt;"),
             "{odd}"
         );
-        assert!(!odd.contains('\u{1b}') && odd.contains('\u{241b}'), "{odd}");
+        assert!(!odd.contains('\u{1b}') && odd.contains("^[[31m"), "{odd}");
     }
 }
