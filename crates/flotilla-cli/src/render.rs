@@ -56,105 +56,22 @@ pub fn diagnostics(sources: &Sources, diags: &[Diagnostic]) {
 
 /// Formats rows as left-aligned columns separated by two spaces (trailing spaces trimmed).
 pub fn table(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (i, cell) in r.iter().enumerate() {
-            line.push_str(cell);
-            if i + 1 < r.len() {
-                line.push_str(&" ".repeat(widths[i] - cell.chars().count() + 2));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    flotilla_plan::render::table(rows)
 }
 
-/// A plan as plain aligned text: header, waves of steps, impact, cleanup set.
+/// A plan as plain aligned text: header, waves of steps, impact, cleanup set
+/// ([`flotilla_plan::render::PlanLines`], shared with the other faces).
 pub fn plan(p: &flotilla_plan::Plan) -> String {
-    use flotilla_model::inventory::Owner;
-    let short = |d: &str| d.get(..19).unwrap_or(d).to_string();
-    let mut out = format!(
-        "plan: {}\n  topology {}  observed {}\n",
-        p.operation,
-        short(&p.topology_digest),
-        short(&p.observed_digest)
-    );
-    if p.is_noop() {
-        out.push_str("  nothing to do: everything is already in the requested state\n");
-    }
-    // One table for all waves so columns line up across them.
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut wave_of_row = Vec::new();
-    for (i, w) in p.waves.iter().enumerate() {
-        for s in &w.steps {
-            let owner = match (s.owner, s.adapter) {
-                (Owner::External, _) => "external".to_string(),
-                (_, Some(a)) => a.as_str().to_string(),
-                _ => "managed".to_string(),
-            };
-            rows.push(vec![
-                format!("  {}", s.action.as_str()),
-                s.component.clone(),
-                format!("on {}", s.host),
-                owner,
-                s.reason.clone(),
-            ]);
-            wave_of_row.push(i);
-        }
-    }
-    let text = table(&rows);
-    let mut last = None;
-    for (line, &wave) in text.lines().zip(&wave_of_row) {
-        if last != Some(wave) {
-            out.push_str(&format!("wave {}\n", wave + 1));
-            last = Some(wave);
-        }
-        out.push_str(line);
-        out.push('\n');
-    }
-    if let Some(stack) = &p.verify_stack {
-        out.push_str(&format!(
-            "then: check stack `{stack}`'s readiness probes (its routes, end to end)\n"
-        ));
-    }
-    if !p.impact.is_empty() {
-        out.push_str("impact\n");
-        let rows: Vec<Vec<String>> = p
-            .impact
-            .iter()
-            .map(|i| vec![format!("  {}", i.component), i.effect.clone()])
-            .collect();
-        out.push_str(&table(&rows));
-    }
-    if !p.cleanup.is_empty() {
-        out.push_str(&format!(
-            "if it fails part-way: stop {} (in this order)\n",
-            p.cleanup.join(", ")
-        ));
-    }
-    out
+    flotilla_plan::render::PlanLines::of(p).text()
 }
 
 /// A refusal as the mutating verbs print it: `flotilla stop llm: refused`, then one
 /// `  - reason` line per reason (`verb` is the word typed: `start`, `up`…).
 pub fn refusal(r: &flotilla_plan::Refusal, verb: &str) -> String {
-    let mut out = format!("{}: refused\n", r.operation.typed_as(verb));
-    for reason in &r.reasons {
-        out.push_str(&format!("  - {reason}\n"));
-    }
-    out
+    flotilla_plan::render::refusal_lines(r, verb)
+        .into_iter()
+        .map(|l| l + "\n")
+        .collect()
 }
 
 /// The first 12 hex digits of a digest given with or without `sha256:`, as

@@ -30,6 +30,7 @@
 //!   environment or an owner-only secrets file (invariant 9).
 //! - [`executor`]: applies a plan wave by wave (steps in parallel), journaled, with
 //!   readiness waits and cleanup of what it started when a step fails.
+//! - [`progress`]: a plan's progress events as the lines every face shows.
 //! - [`observe`]: the status that cannot lie: every signal measured now, with evidence.
 //! - [`operate`]: one mutating invocation end to end (lock, reconcile, observe, plan,
 //!   journal, apply).
@@ -90,6 +91,7 @@ pub mod placement;
 pub mod preflight;
 pub mod probe;
 pub mod process;
+pub mod progress;
 pub mod remote;
 pub mod secrets;
 mod spawn;

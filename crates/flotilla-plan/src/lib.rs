@@ -10,6 +10,7 @@
 //! - [`Plan`], [`Wave`], [`Step`], [`Action`], [`Impact`]: the answer.
 //! - [`Refusal`], [`Reason`]: why not.
 //! - [`plan`]: the semantics (DESIGN.md, "Operation semantics").
+//! - [`render`]: a plan and a refusal as the lines every face shows.
 
 use flotilla_model::inventory::{AdapterKind, Owner};
 use flotilla_model::status::{Lifecycle, Observability, Observed, ObservedComponent, StartedBy};
@@ -17,6 +18,8 @@ use flotilla_model::topology::{ComponentId, Target, Topology};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
+
+pub mod render;
 
 /// Version of the plan's JSON shape; bumped on any incompatible change.
 pub const PLAN_FORMAT: u32 = 1;

@@ -280,6 +280,7 @@ pub async fn serve(
             .unwrap_or_else(|| format!("https://{bound}"))
             .trim_end_matches('/')
             .to_string(),
+        controller_dir: Some(opts.dir.join("controller")),
     };
     let shutdown = async {
         use tokio::signal::unix::{signal, SignalKind};

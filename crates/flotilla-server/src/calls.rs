@@ -31,9 +31,26 @@ pub async fn enqueue_call<S: AuthorityStore>(
     Json(req): Json<api::EnqueueRequest>,
 ) -> Answer<api::Enqueued> {
     state.operator(&headers).await?;
+    let id = queue(&state, host, req.request, req.deadline_ms).await?;
+    Ok(Json(api::Enqueued { id }))
+}
+
+/// Stores `request` (a host-mode request's JSON) for `host`'s agent, to be refused
+/// by it after `deadline_ms` (ms since the Unix epoch), and wakes that agent's poll;
+/// the call's id. What `POST /v1/hosts/{host}/calls` does, for callers inside the
+/// authority (its own controller).
+///
+/// # Errors
+/// The store's.
+pub(crate) async fn queue<S: AuthorityStore>(
+    state: &AppState<S>,
+    host: String,
+    request: serde_json::Value,
+    deadline_ms: i64,
+) -> Result<u64, Failure> {
     let text = serde_json::to_string(&Stored {
-        request: req.request,
-        deadline_ms: req.deadline_ms,
+        request,
+        deadline_ms,
     })
     .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, "invalid", e.to_string()))?;
     let id = state
@@ -48,7 +65,7 @@ pub async fn enqueue_call<S: AuthorityStore>(
             .clone()
     };
     tx.send_replace(id);
-    Ok(Json(api::Enqueued { id }))
+    Ok(id)
 }
 
 /// Query of a calls long poll.
@@ -168,6 +185,20 @@ pub async fn call_status<S: AuthorityStore>(
 ) -> Answer<api::CallStatus> {
     state.operator(&headers).await?;
     let wait = wait_of(&q.wait)?;
+    Ok(Json(answer(&state, id, wait).await?))
+}
+
+/// Call `id` and its answer, waiting at most `wait` for one (the answer is `None`
+/// until its agent replied). What `GET /v1/calls/{id}?wait=` answers, for callers
+/// inside the authority.
+///
+/// # Errors
+/// 404 when there is no such call; the store's.
+pub(crate) async fn answer<S: AuthorityStore>(
+    state: &AppState<S>,
+    id: u64,
+    wait: std::time::Duration,
+) -> Result<api::CallStatus, Failure> {
     let deadline = Instant::now() + wait;
     let mut rx = state.replies.subscribe();
     loop {
@@ -181,11 +212,11 @@ pub async fn call_status<S: AuthorityStore>(
         };
         let left = deadline.saturating_duration_since(Instant::now());
         if c.reply.is_some() || left.is_zero() {
-            return Ok(Json(api::CallStatus {
+            return Ok(api::CallStatus {
                 id,
                 host: c.host,
                 response: c.reply.and_then(|r| serde_json::from_str(&r).ok()),
-            }));
+            });
         }
         let _ = tokio::time::timeout(left, rx.changed()).await;
     }

@@ -22,6 +22,9 @@
 //! - [`status`]: the fleet's status route; [`fleet`]: that status from agents'
 //!   reports, aged (pure).
 //! - [`calls`]: operators' calls to agents and their replies.
+//! - [`controller`]: the authority as a controller: lifecycle operations on the
+//!   selected revision, planned and shown first, applied exactly as planned through
+//!   its own call queue to the agents.
 //! - [`releases`]: signed releases relayed, the blob store, rollouts advanced
 //!   (`flotilla_release::rollout`), agents' release assignments and update reports;
 //!   their state in memory in [`releases::state`].
@@ -48,6 +51,7 @@
 pub mod auth;
 pub mod authority;
 pub mod calls;
+pub mod controller;
 pub mod diff;
 pub mod egress;
 pub mod error;

@@ -31,6 +31,10 @@ pub struct Settings {
     /// `/`): the base of the dashboard's links in notifications and login URLs
     /// (`flotilla serve --public-url`; default: the listening address).
     pub public_url: String,
+    /// Where the authority's own lifecycle operations (the dashboard's) keep their
+    /// journal and lifecycle lock (`<authority dir>/controller`); `None`: it runs
+    /// none.
+    pub controller_dir: Option<std::path::PathBuf>,
 }
 
 /// The selected revision, parsed once.
@@ -57,6 +61,9 @@ pub struct AppState<S> {
     pub(crate) last_steps: Mutex<HashMap<String, (String, i64)>>,
     /// Bumped at every reply (wakes whoever awaits an answer).
     pub(crate) replies: watch::Sender<u64>,
+    /// The authority as a controller (plans shown, operations applied), when
+    /// [`Settings::controller_dir`] is set.
+    pub controller: Option<crate::controller::runs::Controller>,
     /// The web dashboard's sessions, live-update feed and sign-in limit.
     pub(crate) ui: crate::ui::state::UiState,
     /// The metrics.
@@ -108,7 +115,12 @@ impl<S: AuthorityStore> AppState<S> {
                 crate::sessions::state::Sessions::new(setup).map_err(AuthorityError::Sessions)?,
             ),
         };
+        let controller = settings
+            .controller_dir
+            .clone()
+            .map(crate::controller::runs::Controller::new);
         Ok(Arc::new(AppState {
+            controller,
             store,
             releases,
             sessions,

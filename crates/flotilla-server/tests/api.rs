@@ -107,6 +107,7 @@ async fn start<S: AuthorityStore + Clone>(store: S) -> Running<S> {
             report_deadline: Duration::from_secs(45),
             sessions: None,
             public_url: "https://127.0.0.1:7443".into(),
+            controller_dir: None,
         },
     )
     .await

@@ -199,7 +199,9 @@ fn run_checked(
                 // Checked above; said the same way should the planner find it first.
                 bad.report();
             } else {
-                let _ = write!(std::io::stderr(), "{}", render::refusal(&r, verb));
+                for line in flotilla_plan::render::refusal_lines(&r, verb) {
+                    err!("{line}");
+                }
             }
             Ok(if r.is_unknown_target() {
                 crate::EXIT_USAGE
@@ -280,50 +282,6 @@ pub fn applied(operation: &str, report: &flotilla_exec::executor::ApplyReport) -
     out
 }
 
-/// One progress line for an executor event, as the mutating verbs print them
-/// without a terminal (`wave 1: start llm …`, `  start llm: ok (812 ms): ready`);
-/// `None` for what has no line (a probe, a no-op step).
-pub fn event_line(e: &Event) -> Option<String> {
-    match e {
-        Event::StepStarted { wave, step } => {
-            (step.action != flotilla_plan::Action::Noop).then(|| {
-                let w = if step.component.starts_with("stack:") {
-                    "then".to_string()
-                } else if *wave == 0 {
-                    "cleanup".to_string()
-                } else {
-                    format!("wave {wave}")
-                };
-                format!("{w}: {} {} …", step.action.as_str(), step.component)
-            })
-        }
-        Event::Probe { .. } => None,
-        Event::StepFinished(r) => (r.action != flotilla_plan::Action::Noop).then(|| {
-            let mark = if r.outcome == flotilla_store::Outcome::Succeeded {
-                "ok"
-            } else {
-                "FAILED"
-            };
-            format!(
-                "  {} {}: {mark} ({} ms): {}",
-                if r.component.starts_with("stack:") {
-                    "verify"
-                } else {
-                    r.action.as_str()
-                },
-                r.component,
-                r.took.as_millis(),
-                r.summary
-            )
-        }),
-        Event::Note(text) => Some(format!("note: {text}")),
-        Event::CleanupStarted { components } => Some(format!(
-            "cleanup: stopping {} (started by this run), in this order",
-            components.join(", ")
-        )),
-    }
-}
-
 /// Progress output: a spinner on a terminal, plain lines otherwise.
 struct Progress {
     bar: Option<indicatif::ProgressBar>,
@@ -358,23 +316,22 @@ impl Progress {
         match &e {
             Event::StepStarted { step, .. } if step.action != flotilla_plan::Action::Noop => {
                 self.current.lock().unwrap().push(step.component.clone());
+                if self.bar.is_some() {
+                    return; // the spinner shows what runs
+                }
+            }
+            Event::Probe { component, outcome } => {
+                if let Some(b) = &self.bar {
+                    b.set_message(format!("{component}: {}", outcome.evidence));
+                }
             }
             Event::StepFinished(r) => {
                 self.current.lock().unwrap().retain(|c| c != &r.component);
             }
             _ => {}
         }
-        match (&e, &self.bar) {
-            // On a terminal the spinner shows steps as they run, and probes.
-            (Event::StepStarted { .. }, Some(_)) => {}
-            (Event::Probe { component, outcome }, Some(b)) => {
-                b.set_message(format!("{component}: {}", outcome.evidence));
-            }
-            _ => {
-                if let Some(line) = event_line(&e) {
-                    self.line(line);
-                }
-            }
+        if let Some(line) = flotilla_exec::progress::line(&e) {
+            self.line(line);
         }
     }
 

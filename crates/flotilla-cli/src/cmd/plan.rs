@@ -129,9 +129,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 bad.report();
             } else {
                 let word = typed.trim_start_matches("plan ");
-                eprintln!("{}: refused", refusal.operation.typed_as(word));
-                for r in &refusal.reasons {
-                    eprintln!("  - {r}");
+                for line in flotilla_plan::render::refusal_lines(&refusal, word) {
+                    eprintln!("{line}");
                 }
             }
             Ok(if refusal.is_unknown_target() {

@@ -207,7 +207,7 @@ impl Source {
             ready_timeout: op.ready_timeout,
             command_line: format!("{command} (from flotilla tui)"),
             events: Arc::new(move |e| {
-                if let Some(line) = crate::cmd::lifecycle::event_line(&e) {
+                if let Some(line) = flotilla_exec::progress::line(&e) {
                     let _ = tx.send(Action::Progress(line));
                 }
             }),

@@ -7,6 +7,7 @@
 
 pub(crate) mod host;
 pub(crate) mod login;
+pub(crate) mod ops;
 pub(crate) mod overview;
 
 // Sessions, questions, revisions, releases and rollouts, alerts (`work`).
@@ -32,7 +33,7 @@ pub(crate) fn routes<S: AuthorityStore>() -> Router<Arc<AppState<S>>> {
         .merge(overview::routes::<S>())
         .merge(host::routes::<S>())
         .merge(work::routes::<S>())
-    // Component, stacks and their actions: `.merge(ops::routes::<S>())`.
+        .merge(ops::routes::<S>())
 }
 
 /// The live fragments of page `view` with argument `arg` (what its event stream
@@ -41,7 +42,7 @@ pub(crate) fn feed<S: AuthorityStore>(view: &str, arg: Option<&str>) -> Option<V
     match view {
         overview::VIEW => overview::feed::<S>(arg),
         host::VIEW => host::feed::<S>(arg),
-        // Other pages: `ops::VIEW => ops::feed::<S>(arg),` …
+        ops::VIEW => ops::feed::<S>(arg),
         _ => work::feed::<S>(view, arg),
     }
 }
