@@ -132,6 +132,10 @@ pub fn router<S: AuthorityStore>(state: Arc<AppState<S>>) -> Router {
         .route("/v1/push", post(sessions::push::<S>))
         .route("/v1/outputs/{id}", get(sessions::get_output::<S>))
         .route("/v1/alerts/alertmanager", post(sessions::alertmanager::<S>))
+        .route(
+            "/v1/notifications",
+            get(crate::notify::routes::list_notifications::<S>),
+        )
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             credential_first::<S>,
@@ -261,6 +265,7 @@ pub async fn run<S: AuthorityStore>(
     releases::spawn_ticker(&state);
     crate::sessions::spawn_reconciler(&state);
     crate::sessions::cleanup::spawn_retention(&state);
+    crate::notify::worker::spawn(&state);
     let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls));
     listener.set_nonblocking(true)?;
     // TCP_NODELAY on every connection: small answers (a gate decision, a long

@@ -59,6 +59,8 @@ pub struct AppState<S> {
     pub(crate) replies: watch::Sender<u64>,
     /// The metrics.
     pub metrics: Metrics,
+    /// Notifications to webhooks (none until configured).
+    pub notifier: crate::notify::queue::Notifier,
 }
 
 pub(crate) fn selection_dto(s: &Selection) -> api::SelectionDto {
@@ -119,6 +121,7 @@ impl<S: AuthorityStore> AppState<S> {
             last_steps: Mutex::new(HashMap::new()),
             replies: watch::Sender::new(0),
             metrics,
+            notifier: Default::default(),
         }))
     }
 

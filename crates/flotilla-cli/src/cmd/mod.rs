@@ -30,6 +30,7 @@ pub mod start;
 pub mod status;
 pub mod stop;
 pub mod topology;
+pub mod ui;
 pub mod up;
 pub mod validate;
 

@@ -1,5 +1,7 @@
 //! `flotilla serve [init | token create | openapi]`: run the desired-state authority,
-//! make its CA and operator credential, make join tokens, print the API document.
+//! make its CA and operator credential, make join tokens, print the API document;
+//! `serve --local`: the authority and this machine's agent in one command
+//! ([`crate::local_fleet`]).
 
 use crate::{Cli, EXIT_OK};
 use flotilla_server::authority::{self, Backend, ServeOptions};
@@ -51,6 +53,11 @@ pub struct RunArgs {
     /// notifications and login URLs (default: `https://<listening address>`).
     #[arg(long, env = "FLOTILLA_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<String>,
+    /// One machine in one command: initialise the authority if needed, serve it on
+    /// 127.0.0.1 (--listen, loopback only), join and run this machine's agent, and
+    /// print the dashboard's sign-in URL; Ctrl-C or SIGTERM stops both.
+    #[arg(long, conflicts_with_all = ["database_url", "tls_cert"])]
+    pub local: bool,
 }
 
 /// `flotilla serve` subcommands.
@@ -254,6 +261,16 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 );
             }
             Ok(EXIT_OK)
+        }
+        None if args.run.local => {
+            let r = &args.run;
+            crate::local_fleet::run(crate::local_fleet::Local {
+                base: super::authority::base_state_dir(cli)?,
+                dir: authority_dir(cli, &r.store)?,
+                listen: r.listen,
+                report_deadline: r.report_deadline,
+                public_url: r.public_url.clone(),
+            })
         }
         None => {
             let r = &args.run;

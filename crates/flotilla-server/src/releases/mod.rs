@@ -435,6 +435,9 @@ pub async fn rollout_action<S: AuthorityStore>(
     let doc = serde_json::to_string(&r).map_err(internal)?;
     state.store.put_rollout(id, doc, now).await?;
     let dto = rollout_dto(&r)?;
+    if let Some(before) = rollouts.get(&id) {
+        crate::notify::triggers::rollout_changed(&state, before, &r);
+    }
     rollouts.insert(id, r);
     drop(rollouts);
     state.releases.bump();
@@ -477,6 +480,7 @@ pub async fn advance_all<S: AuthorityStore>(state: &AppState<S>) -> Result<(), F
             log_events(id, &r, seen);
             let doc = serde_json::to_string(&r).map_err(internal)?;
             state.store.put_rollout(id, doc, now).await?;
+            crate::notify::triggers::rollout_changed(state, &rollouts[&id], &r);
             rollouts.insert(id, r);
             changed = true;
         }

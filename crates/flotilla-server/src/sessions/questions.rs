@@ -59,10 +59,12 @@ pub(crate) async fn open_question<S: AuthorityStore>(
         used: false,
         outcome: None,
     };
-    Ok(state
+    let qid = state
         .store
         .create_question(id, serde_json::to_string(&q).expect("serialises"), now_ms())
-        .await?)
+        .await?;
+    crate::notify::triggers::question_opened(state, id, qid, tool_name, input, reason);
+    Ok(qid)
 }
 
 /// The tool name of executor questions.
