@@ -100,7 +100,7 @@ pub async fn deliver(client: &reqwest::Client, hook: &Webhook, message: &Rendere
             }
             Err(e) => {
                 out.status = None;
-                out.error = Some(error_chain(&e));
+                out.error = Some(flotilla_exec::error::chain(&e));
                 (true, None)
             }
         };
@@ -109,18 +109,6 @@ pub async fn deliver(client: &reqwest::Client, hook: &Webhook, message: &Rendere
         }
         tokio::time::sleep(delay(out.attempts, wait)).await;
     }
-}
-
-/// An error with its causes (`error sending request: connection refused`).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 #[cfg(test)]
