@@ -23,6 +23,7 @@ pub mod links;
 pub mod notifications;
 pub mod sessions;
 pub mod tls;
+pub mod ui_links;
 pub mod wire;
 
 pub use client::{Client, ClientError, RevisionPrefixError, UnskipError};

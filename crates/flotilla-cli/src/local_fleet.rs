@@ -5,7 +5,9 @@
 //! here, its enrollment saved where `agent join` saves it) unless its enrollment
 //! already names this authority, and `flotilla agent run` is started
 //! (`flotilla_exec::detached::spawn_detached`, its log in the agent directory).
-//! SIGINT or SIGTERM stops the authority and then the agent.
+//! The dashboard's one-time sign-in URL is minted as `flotilla serve ui-link`
+//! mints one (`POST /v1/ui-links`, operator role) and printed. SIGINT or SIGTERM
+//! stops the authority and then the agent.
 
 use flotilla_api::wire::{JoinRequest, PublishRequest, TokenRequest};
 use flotilla_server::authority::{self, Backend, ServeOptions};
@@ -59,6 +61,9 @@ pub fn this_host() -> String {
     }
 }
 
+/// How long the printed sign-in link can be used (once).
+pub const LOGIN_TTL: Duration = Duration::from_secs(15 * 60);
+
 /// The agent started, for stopping it.
 struct Agent {
     child: std::process::Child,
@@ -69,7 +74,7 @@ struct Agent {
 /// Publishes a revision declaring `host` when nothing is selected yet, joins this
 /// machine's agent unless its enrollment names this authority already, and starts
 /// it.
-async fn set_up(l: &Local, url: &str, host: &str) -> anyhow::Result<(Agent, bool)> {
+async fn set_up(l: &Local, url: &str, host: &str) -> anyhow::Result<(Agent, bool, String)> {
     let op = authority::OperatorFile::read(&l.dir.join(authority::OPERATOR_FILE))?;
     let operator = flotilla_api::Client::new(url, &op.ca_pem, Some(op.credential.clone()))?;
     let mut published = false;
@@ -128,6 +133,15 @@ async fn set_up(l: &Local, url: &str, host: &str) -> anyhow::Result<(Agent, bool
         "agent".into(),
         "run".into(),
     ];
+    let login: flotilla_api::ui_links::UiLinkCreated = operator
+        .post(
+            "/v1/ui-links",
+            &flotilla_api::ui_links::UiLinkRequest {
+                role: "operator".into(),
+                ttl_secs: Some(LOGIN_TTL.as_secs()),
+            },
+        )
+        .await?;
     let child = flotilla_exec::detached::spawn_detached(&exe, &argv, None, &log)?;
     let start_ticks = flotilla_exec::process_start_ticks(child.id());
     Ok((
@@ -137,6 +151,7 @@ async fn set_up(l: &Local, url: &str, host: &str) -> anyhow::Result<(Agent, bool
             log,
         },
         published,
+        login.url,
     ))
 }
 
@@ -195,7 +210,7 @@ pub fn run(l: Local) -> anyhow::Result<u8> {
             .trim_end_matches('/')
             .to_string();
         let host = this_host();
-        let (agent, published) = tokio::select! {
+        let (agent, published, login) = tokio::select! {
             r = &mut serve => { r?; return Ok(crate::EXIT_OK) }
             a = set_up(&l, &url, &host) => a?,
         };
@@ -214,9 +229,9 @@ pub fn run(l: Local) -> anyhow::Result<u8> {
             if init.operator_created { " (new)" } else { "" }
         );
         println!(
-            "dashboard: {} (sign in with the operator credential in {})",
+            "dashboard: {login} (one-time sign-in link, valid {}; or sign in at {} with the operator credential)",
+            humantime::format_duration(LOGIN_TTL),
             flotilla_api::links::Link::Login.url(&public),
-            init.operator_file.display()
         );
         println!("stop with Ctrl-C");
         let served = serve.await;

@@ -50,9 +50,10 @@ fn serve_local_runs_the_authority_and_this_machines_agent_until_sigterm() {
     }
     let url = url.unwrap_or_else(|| panic!("no authority URL printed: {printed:#?}"));
     assert!(url.starts_with("https://127.0.0.1:"), "{url}");
-    assert_eq!(
-        dashboard.as_deref(),
-        Some(format!("{url}/ui/login").as_str()),
+    // The dashboard's one-time sign-in URL, minted as `serve ui-link` mints one.
+    let dashboard = dashboard.unwrap_or_else(|| panic!("no dashboard URL: {printed:#?}"));
+    assert!(
+        dashboard.starts_with(&format!("{url}/ui/login?token=flt-ui-")),
         "{printed:#?}"
     );
     // The agent runs (its own process, with this state directory) and reports.
@@ -73,6 +74,13 @@ fn serve_local_runs_the_authority_and_this_machines_agent_until_sigterm() {
     )
     .unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
+    let links: flotilla_api::ui_links::UiLinkList =
+        rt.block_on(client.get("/v1/ui-links")).unwrap();
+    assert_eq!(links.links.len(), 1, "{links:?}");
+    assert_eq!(
+        (links.links[0].role.as_str(), links.links[0].used_ms),
+        ("operator", None)
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
     let host = loop {
         let st = rt.block_on(client.status()).unwrap();

@@ -43,6 +43,7 @@
 //! - [`notify`]: notifications to webhooks (`notifications.toml`): triggers, the
 //!   bounded queue, delivery with retries, shapes (JSON, ntfy, Slack), the record.
 //! - [`openapi`]: the generated OpenAPI document.
+//! - [`ui`]: the web dashboard under `/ui` (sign-in, pages, live updates).
 
 #![warn(missing_docs)]
 
@@ -67,6 +68,7 @@ pub mod sessions;
 pub mod state;
 pub mod status;
 pub mod tls;
+pub mod ui;
 
 /// The wire types of `/v1` (`flotilla_api::wire`).
 pub use flotilla_api::wire as api;

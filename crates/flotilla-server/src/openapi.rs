@@ -72,6 +72,9 @@ use utoipa::OpenApi;
         sessions::get_output,
         sessions::alertmanager,
         sessions::create_alerts_credential,
+        crate::ui::links::create,
+        crate::ui::links::list,
+        crate::ui::links::revoke,
     ),
     components(schemas(
         flotilla_api::notifications::NotificationList,
@@ -141,6 +144,11 @@ use utoipa::OpenApi;
         api::CreateUnskipRequest,
         api::UnskipState,
         api::UnskipDto,
+        flotilla_api::ui_links::UiLinkRequest,
+        flotilla_api::ui_links::UiLinkCreated,
+        flotilla_api::ui_links::UiLinkDto,
+        flotilla_api::ui_links::UiLinkList,
+        flotilla_api::ui_links::UiLinkRevoked,
     ))
 )]
 pub struct ApiDoc;

@@ -98,6 +98,7 @@ pub async fn report<S: AuthorityStore>(
         .lock()
         .expect("not poisoned")
         .insert(host.clone(), (received_ms, report.revision.clone()));
+    state.ui.hub.changed(crate::ui::hub::Topic::Fleet);
     if let Some((_, Some(old))) = previous {
         if Some(&old) != report.revision.as_ref() {
             state.metrics.agent_revision.remove(&AgentRevision {

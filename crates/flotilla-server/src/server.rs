@@ -1,7 +1,7 @@
 //! The authority's HTTP service: routes, authorisation, long-polled snapshots.
 //!
 //! Who may do what (every `/v1` route but `ca.pem`, `join` and `openapi.json` needs a
-//! bearer credential):
+//! bearer credential; the dashboard under `/ui` signs in with a cookie, `crate::ui`):
 //!
 //! | route | operator | agent of host H |
 //! | --- | --- | --- |
@@ -136,6 +136,8 @@ pub fn router<S: AuthorityStore>(state: Arc<AppState<S>>) -> Router {
             "/v1/notifications",
             get(crate::notify::routes::list_notifications::<S>),
         )
+        // The web dashboard (`/ui`, its own cookie sign-in) and `/v1/ui-links`.
+        .merge(crate::ui::router(state.clone()))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             credential_first::<S>,
@@ -169,7 +171,9 @@ async fn credential_first<S: AuthorityStore>(
     req: Request,
     next: Next,
 ) -> Response {
-    if OPEN.contains(&req.uri().path()) {
+    let path = req.uri().path();
+    // The dashboard signs in with its own cookie (`crate::ui`).
+    if OPEN.contains(&path) || path == "/ui" || path.starts_with("/ui/") {
         return next.run(req).await;
     }
     match state.caller(req.headers()).await {
@@ -266,6 +270,7 @@ pub async fn run<S: AuthorityStore>(
     crate::sessions::spawn_reconciler(&state);
     crate::sessions::cleanup::spawn_retention(&state);
     crate::notify::worker::spawn(&state);
+    crate::ui::watch::spawn(&state);
     let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls));
     listener.set_nonblocking(true)?;
     // TCP_NODELAY on every connection: small answers (a gate decision, a long
@@ -276,6 +281,7 @@ pub async fn run<S: AuthorityStore>(
     axum_server::from_tcp(listener)?
         .acceptor(acceptor)
         .handle(handle)
-        .serve(router(state).into_make_service())
+        // The peer's address: the dashboard limits sign-in attempts per client.
+        .serve(router(state).into_make_service_with_connect_info::<std::net::SocketAddr>())
         .await
 }

@@ -57,6 +57,8 @@ pub struct AppState<S> {
     pub(crate) last_steps: Mutex<HashMap<String, (String, i64)>>,
     /// Bumped at every reply (wakes whoever awaits an answer).
     pub(crate) replies: watch::Sender<u64>,
+    /// The web dashboard's sessions, live-update feed and sign-in limit.
+    pub(crate) ui: crate::ui::state::UiState,
     /// The metrics.
     pub metrics: Metrics,
     /// Notifications to webhooks (none until configured).
@@ -120,6 +122,7 @@ impl<S: AuthorityStore> AppState<S> {
             calls: Mutex::new(HashMap::new()),
             last_steps: Mutex::new(HashMap::new()),
             replies: watch::Sender::new(0),
+            ui: Default::default(),
             metrics,
             notifier: Default::default(),
         }))
@@ -171,6 +174,14 @@ impl<S: AuthorityStore> AppState<S> {
                 "unknown credential",
             )
         })?;
+        if let Principal::UiLink { .. } = p {
+            // Not cached: a revoked link must stop working at once.
+            return Err(Failure::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "a dashboard sign-in link is not an API credential: open it in a browser",
+            ));
+        }
         self.principals
             .lock()
             .expect("not poisoned")
@@ -195,6 +206,11 @@ impl<S: AuthorityStore> AppState<S> {
                 StatusCode::FORBIDDEN,
                 "forbidden",
                 format!("the alert sender `{name}` may not do this: operators only"),
+            )),
+            Principal::UiLink { id, .. } => Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("dashboard sign-in link {id} may not do this: operators only"),
             )),
         }
     }
@@ -221,11 +237,13 @@ impl<S: AuthorityStore> AppState<S> {
                 "forbidden",
                 format!("only the host's agent may do this (an agent may {what})"),
             )),
-            Principal::Session { .. } | Principal::Alerts { .. } => Err(Failure::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "only the host's agent or an operator may do this",
-            )),
+            Principal::Session { .. } | Principal::Alerts { .. } | Principal::UiLink { .. } => {
+                Err(Failure::new(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    "only the host's agent or an operator may do this",
+                ))
+            }
         }
     }
 

@@ -1,7 +1,7 @@
 //! `GET /v1/status`: the fleet's status from the agents' reports.
 
 use crate::api::{self, ApiError};
-use crate::failure::Answer;
+use crate::failure::{Answer, Failure};
 use crate::releases;
 use crate::state::{selection_dto, AppState};
 use axum::extract::State;
@@ -18,6 +18,18 @@ pub async fn status<S: AuthorityStore>(
     headers: HeaderMap,
 ) -> Answer<api::FleetStatus> {
     state.operator(&headers).await?;
+    Ok(Json(fleet_status(&state).await?))
+}
+
+/// The fleet's status now: what `GET /v1/status` answers and the dashboard's
+/// overview and host pages show. Reads every host's last report once (one store
+/// call) and the in-memory selection.
+///
+/// # Errors
+/// The store's, as a 503 [`Failure`].
+pub(crate) async fn fleet_status<S: AuthorityStore>(
+    state: &AppState<S>,
+) -> Result<api::FleetStatus, Failure> {
     let now = now_ms();
     let deadline = state.settings.report_deadline.as_millis() as i64;
     let current = state.current();
@@ -76,7 +88,7 @@ pub async fn status<S: AuthorityStore>(
         deadline,
     );
     if let Some(c) = &current {
-        releases::annotate_component_releases(&state, &c.topology, &mut merged).await;
+        releases::annotate_component_releases(state, &c.topology, &mut merged).await;
     }
     // A report measured before the last operation step its host answered may show
     // what that step undid: say so on each of its components.
@@ -129,16 +141,16 @@ pub async fn status<S: AuthorityStore>(
             },
         );
     }
-    for (host, id) in releases::agent_identities(&state).await {
+    for (host, id) in releases::agent_identities(state).await {
         if let Some(h) = hosts.get_mut(&host) {
             h.agent_identity = Some(id);
         }
     }
-    Ok(Json(api::FleetStatus {
+    Ok(api::FleetStatus {
         selection: current.as_ref().map(|c| selection_dto(&c.selection)),
         now_ms: now,
         report_deadline_ms: deadline,
         hosts: hosts.into_values().collect(),
         report: merged,
-    }))
+    })
 }

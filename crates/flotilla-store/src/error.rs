@@ -204,6 +204,12 @@ pub enum StoreError {
         what: &'static str,
     },
 
+    /// A dashboard sign-in link's principal is made by
+    /// `AuthorityStore::create_ui_link`, not stored as a plain credential; nothing
+    /// was written.
+    #[error("a dashboard sign-in link is made with create_ui_link, not as a credential")]
+    UiLinkNotACredential,
+
     /// Cannot connect to the authority's PostgreSQL server (or the connection
     /// string is invalid). The URL is not repeated: it may hold a password.
     #[error("cannot connect to the authority's PostgreSQL database: {source}")]

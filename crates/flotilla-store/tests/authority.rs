@@ -16,6 +16,7 @@ use flotilla_store::authority::{
     SessionCreated, SessionDeleted, SessionRecord, SqliteAuthority, UnskipRecord,
     AUTHORITY_DB_FILE, AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
+use flotilla_store::authority::{NewUiLink, UiLinkRedeem, UiRole};
 use flotilla_store::StoreError;
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -652,6 +653,100 @@ mod cases {
                 host: "studio".into()
             }
         );
+    }
+
+    pub async fn ui_links_sign_in_once_and_revoke(fx: &impl Fixture) {
+        let s = fx.open().await;
+        let link = |hash: &str, role, expires_ms| NewUiLink {
+            credential_hash: hash.into(),
+            role,
+            created_by: "ada".into(),
+            created_ms: T0,
+            expires_ms,
+        };
+        let a = s
+            .create_ui_link(link("sha256:ui-a", UiRole::Operator, T0 + 1000))
+            .await
+            .unwrap();
+        let b = s
+            .create_ui_link(link("sha256:ui-b", UiRole::Viewer, T0 + 1000))
+            .await
+            .unwrap();
+        assert!(b > a);
+        assert!(matches!(
+            s.create_ui_link(link("sha256:ui-a", UiRole::Viewer, T0))
+                .await,
+            Err(StoreError::AlreadyExists { .. })
+        ));
+        // A plain credential cannot be a sign-in link.
+        assert!(matches!(
+            s.create_credential(
+                "sha256:x".into(),
+                Principal::UiLink {
+                    id: a,
+                    role: UiRole::Viewer
+                },
+                T0
+            )
+            .await,
+            Err(StoreError::UiLinkNotACredential)
+        ));
+        assert_eq!(
+            s.principal("sha256:ui-b".into()).await.unwrap(),
+            Some(Principal::UiLink {
+                id: b,
+                role: UiRole::Viewer
+            })
+        );
+        // Once, then used; expired; unknown.
+        assert_eq!(
+            s.redeem_ui_link("sha256:ui-a".into(), T0 + 10)
+                .await
+                .unwrap(),
+            UiLinkRedeem::SignedIn {
+                id: a,
+                role: UiRole::Operator
+            }
+        );
+        assert_eq!(
+            s.redeem_ui_link("sha256:ui-a".into(), T0 + 20)
+                .await
+                .unwrap(),
+            UiLinkRedeem::Used
+        );
+        assert_eq!(
+            s.redeem_ui_link("sha256:ui-b".into(), T0 + 1000)
+                .await
+                .unwrap(),
+            UiLinkRedeem::Expired
+        );
+        assert_eq!(
+            s.redeem_ui_link("sha256:none".into(), T0).await.unwrap(),
+            UiLinkRedeem::Unknown
+        );
+        // Revoked: its principal is gone, a redeem says so, a second revoke is false.
+        assert!(s.revoke_ui_link(a, T0 + 30).await.unwrap());
+        assert!(!s.revoke_ui_link(a, T0 + 40).await.unwrap());
+        assert!(!s.revoke_ui_link(999, T0).await.unwrap());
+        assert_eq!(s.principal("sha256:ui-a".into()).await.unwrap(), None);
+        assert_eq!(
+            s.redeem_ui_link("sha256:ui-a".into(), T0 + 50)
+                .await
+                .unwrap(),
+            UiLinkRedeem::Revoked
+        );
+        let all = s.ui_links().await.unwrap();
+        assert_eq!(all.iter().map(|l| l.id).collect::<Vec<_>>(), vec![b, a]);
+        assert_eq!(
+            (
+                all[1].used_ms,
+                all[1].revoked_ms,
+                all[1].role,
+                all[1].created_by.as_str()
+            ),
+            (Some(T0 + 10), Some(T0 + 30), UiRole::Operator, "ada")
+        );
+        assert_eq!((all[0].used_ms, all[0].revoked_ms), (None, None));
     }
 
     pub async fn principal_lookup(fx: &impl Fixture) {
@@ -1994,6 +2089,7 @@ suite!(
     sessions_events_and_questions,
     concurrent_alert_sessions_are_created_once,
     delete_session_removes_its_rows_only,
+    ui_links_sign_in_once_and_revoke,
 );
 
 // Backend-specific checks.

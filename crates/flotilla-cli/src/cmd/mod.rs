@@ -31,6 +31,7 @@ pub mod status;
 pub mod stop;
 pub mod topology;
 pub mod ui;
+pub mod ui_link;
 pub mod up;
 pub mod validate;
 

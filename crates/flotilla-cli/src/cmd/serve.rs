@@ -1,7 +1,7 @@
-//! `flotilla serve [init | token create | openapi]`: run the desired-state authority,
-//! make its CA and operator credential, make join tokens, print the API document;
-//! `serve --local`: the authority and this machine's agent in one command
-//! ([`crate::local_fleet`]).
+//! `flotilla serve [init | token create | ui-link | openapi]`: run the desired-state
+//! authority, make its CA and operator credential, make join tokens and dashboard
+//! sign-in links, print the API document; `serve --local`: the authority and this
+//! machine's agent in one command ([`crate::local_fleet`]).
 
 use crate::{Cli, EXIT_OK};
 use flotilla_server::authority::{self, Backend, ServeOptions};
@@ -85,6 +85,9 @@ pub enum ServeCommand {
         #[arg(long, default_value = "alertmanager")]
         name: String,
     },
+    /// A one-time sign-in URL for the web dashboard (`--viewer`: read-only), the
+    /// links made so far (`--list`), or revoking one (`--revoke ID`).
+    UiLink(super::ui_link::Args),
     /// Print the API's OpenAPI document (JSON).
     Openapi,
     /// The authority's root launcher (started by `flotilla serve` itself, with
@@ -187,6 +190,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 _ => crate::EXIT_REFUSED,
             })
         }
+        Some(ServeCommand::UiLink(a)) => super::ui_link::run(cli, a),
         Some(ServeCommand::Openapi) => {
             print!("{}", flotilla_server::openapi::document());
             Ok(EXIT_OK)

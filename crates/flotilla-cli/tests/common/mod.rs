@@ -3,7 +3,9 @@
 
 #![allow(dead_code)]
 
+pub mod agent;
 pub mod authority;
+pub mod browser;
 pub mod release;
 pub mod sessions;
 

@@ -58,7 +58,7 @@ pub use sqlite::{SqliteAuthority, AUTHORITY_APPLICATION_ID, AUTHORITY_DB_FILE};
 
 /// The authority's schema version this build creates and understands (the last
 /// migration's number; the same numbering on both backends).
-pub const AUTHORITY_SCHEMA_VERSION: i64 = 6;
+pub const AUTHORITY_SCHEMA_VERSION: i64 = 7;
 
 /// Blobs are stored in chunks of this many bytes (8 MiB; the last chunk may be
 /// shorter), one row each, so that no single value nears a backend's limit
@@ -173,7 +173,9 @@ pub trait AuthorityStore: Send + Sync + 'static {
         created_ms: i64,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Who holds the credential with this hash; `None` when unknown.
+    /// Who holds the credential with this hash; `None` when unknown. A dashboard
+    /// sign-in link ([`AuthorityStore::create_ui_link`]) is
+    /// [`Principal::UiLink`] until revoked, then `None`.
     fn principal(
         &self,
         credential_hash: String,
@@ -515,6 +517,42 @@ pub trait AuthorityStore: Send + Sync + 'static {
 
     /// Checks that the database answers (for `/readyz`).
     fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    // Dashboard sign-in links (`flotilla serve ui-link`).
+
+    /// Stores a dashboard sign-in link (by its credential's hash) and returns its
+    /// id (1, 2, 3…, never reused).
+    ///
+    /// # Errors
+    /// [`StoreError::AlreadyExists`] when a link with this hash exists.
+    fn create_ui_link(
+        &self,
+        link: NewUiLink,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Atomically: checks that the link (by hash) is known, not revoked, unused
+    /// and unexpired at `now_ms` (it expires when `now_ms >= expires_ms`) and marks
+    /// it used: [`UiLinkRedeem::SignedIn`]. Otherwise nothing is written and the
+    /// answer says why, checked in this order: `Unknown`, `Revoked`, `Used`,
+    /// `Expired`. Of two concurrent redeems of one link, exactly one signs in.
+    fn redeem_ui_link(
+        &self,
+        credential_hash: String,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<UiLinkRedeem, StoreError>> + Send;
+
+    /// Every dashboard sign-in link (never its credential), newest (highest id)
+    /// first.
+    fn ui_links(&self) -> impl Future<Output = Result<Vec<UiLinkRecord>, StoreError>> + Send;
+
+    /// Revokes link `id` at `now_ms`: `true`; `false` when there is no such link or
+    /// it was already revoked (nothing is written). A revoked link's principal is
+    /// unknown from then on ([`AuthorityStore::principal`] answers `None`).
+    fn revoke_ui_link(
+        &self,
+        id: u64,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 }
 
 /// A revision to store ([`AuthorityStore::publish`]).
@@ -640,6 +678,96 @@ pub enum Principal {
         /// The sender's name (e.g. `alertmanager`).
         name: String,
     },
+    /// A dashboard sign-in link (`flotilla serve ui-link`): may sign in to the web
+    /// dashboard once, with its role; nothing on `/v1`.
+    UiLink {
+        /// The link's id ([`AuthorityStore::create_ui_link`]).
+        id: u64,
+        /// What its dashboard sessions may do.
+        role: UiRole,
+    },
+}
+
+/// What a dashboard session may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UiRole {
+    /// Read every page and act (start, stop, answer…).
+    Operator,
+    /// Read every page; every action is refused.
+    Viewer,
+}
+
+impl UiRole {
+    /// `operator` or `viewer` (as stored and shown).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UiRole::Operator => "operator",
+            UiRole::Viewer => "viewer",
+        }
+    }
+
+    /// The role named `s` (`operator` or `viewer`); `None` otherwise.
+    pub fn parse(s: &str) -> Option<UiRole> {
+        match s {
+            "operator" => Some(UiRole::Operator),
+            "viewer" => Some(UiRole::Viewer),
+            _ => None,
+        }
+    }
+}
+
+/// A dashboard sign-in link to store ([`AuthorityStore::create_ui_link`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewUiLink {
+    /// Its credential's hash (never the credential).
+    pub credential_hash: String,
+    /// The role its sessions get.
+    pub role: UiRole,
+    /// Who made it (the operator's name).
+    pub created_by: String,
+    /// When it was made, ms since the Unix epoch.
+    pub created_ms: i64,
+    /// When it expires unused, ms since the Unix epoch.
+    pub expires_ms: i64,
+}
+
+/// A stored dashboard sign-in link ([`AuthorityStore::ui_links`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UiLinkRecord {
+    /// Its id.
+    pub id: u64,
+    /// The role its sessions get.
+    pub role: UiRole,
+    /// Who made it.
+    pub created_by: String,
+    /// When it was made, ms since the Unix epoch.
+    pub created_ms: i64,
+    /// When it expires unused, ms since the Unix epoch.
+    pub expires_ms: i64,
+    /// When it was used to sign in (`None`: not yet).
+    pub used_ms: Option<i64>,
+    /// When it was revoked (`None`: it was not).
+    pub revoked_ms: Option<i64>,
+}
+
+/// What [`AuthorityStore::redeem_ui_link`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UiLinkRedeem {
+    /// The link was valid and is now used.
+    SignedIn {
+        /// Its id.
+        id: u64,
+        /// Its role.
+        role: UiRole,
+    },
+    /// No link has this hash.
+    Unknown,
+    /// The link was revoked.
+    Revoked,
+    /// The link was already used.
+    Used,
+    /// The link expired unused.
+    Expired,
 }
 
 /// A host's last report ([`AuthorityStore::put_report`]).
@@ -1197,6 +1325,26 @@ impl AuthorityStore for AnyAuthority {
     async fn ping(&self) -> Result<(), StoreError> {
         delegate!(self.ping())
     }
+
+    async fn create_ui_link(&self, link: NewUiLink) -> Result<u64, StoreError> {
+        delegate!(self.create_ui_link(link))
+    }
+
+    async fn redeem_ui_link(
+        &self,
+        credential_hash: String,
+        now_ms: i64,
+    ) -> Result<UiLinkRedeem, StoreError> {
+        delegate!(self.redeem_ui_link(credential_hash, now_ms))
+    }
+
+    async fn ui_links(&self) -> Result<Vec<UiLinkRecord>, StoreError> {
+        delegate!(self.ui_links())
+    }
+
+    async fn revoke_ui_link(&self, id: u64, now_ms: i64) -> Result<bool, StoreError> {
+        delegate!(self.revoke_ui_link(id, now_ms))
+    }
 }
 
 /// The compare-and-swap decision shared by both backends, made inside the
@@ -1227,14 +1375,43 @@ pub(crate) fn decide(current: Option<Selection>, digest: &str, expect: Option<&s
     }
 }
 
-/// `principal` as stored: (kind, name).
-pub(crate) fn principal_columns(principal: &Principal) -> (&'static str, String) {
-    match principal {
+/// `principal` as stored in `credentials`: (kind, name).
+///
+/// # Errors
+/// [`StoreError::UiLinkNotACredential`] for a dashboard sign-in link (its own table).
+pub(crate) fn principal_columns(
+    principal: &Principal,
+) -> Result<(&'static str, String), StoreError> {
+    Ok(match principal {
         Principal::Operator { name } => ("operator", name.clone()),
         Principal::Agent { host } => ("agent", host.clone()),
         Principal::Session { id } => ("session", id.to_string()),
         Principal::Alerts { name } => ("alerts", name.clone()),
+        Principal::UiLink { .. } => return Err(StoreError::UiLinkNotACredential),
+    })
+}
+
+/// Why a dashboard sign-in link could not be redeemed, from its stored row
+/// (`revoked_ms`, `used_ms`, `expires_ms`; `None`: unknown).
+pub(crate) fn ui_link_refusal(
+    row: Option<(Option<i64>, Option<i64>, i64)>,
+    now_ms: i64,
+) -> UiLinkRedeem {
+    match row {
+        None => UiLinkRedeem::Unknown,
+        Some((Some(_), _, _)) => UiLinkRedeem::Revoked,
+        Some((None, Some(_), _)) => UiLinkRedeem::Used,
+        Some((None, None, expires_ms)) if now_ms >= expires_ms => UiLinkRedeem::Expired,
+        // Unreachable: a valid link is redeemed. Reported as used rather than
+        // panicking.
+        Some((None, None, _)) => UiLinkRedeem::Used,
     }
+}
+
+/// A dashboard sign-in link's role as stored; an unknown one (the schema's CHECK
+/// makes that impossible) reads as the least: `viewer`.
+pub(crate) fn stored_ui_role(s: &str) -> UiRole {
+    UiRole::parse(s).unwrap_or(UiRole::Viewer)
 }
 
 /// The principal stored as (kind, name); `None` for an unknown kind (the schema's

@@ -40,6 +40,7 @@ use super::{
     Selection, SessionCreated, SessionDeleted, SessionEventRecord, SessionRecord, UnskipRecord,
     AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
+use super::{stored_ui_role, ui_link_refusal, NewUiLink, UiLinkRecord, UiLinkRedeem};
 use crate::error::StoreError;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
 use std::time::Duration;
@@ -263,6 +264,25 @@ CREATE INDEX unskips_pending ON unskips (id) WHERE pending;
     },
     Migration {
         version: 6,
+        description: "dashboard sign-in links",
+        sql: r#"
+-- Dashboard sign-in links (`flotilla serve ui-link`), by their credential's hash
+-- (never the credential): one use each, with a role; revoking one ends the
+-- dashboard sessions it opened. id: 1, 2, 3… from an identity column.
+CREATE TABLE ui_links (
+    id              BIGINT  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    credential_hash TEXT    NOT NULL UNIQUE,
+    role            TEXT    NOT NULL CHECK (role IN ('operator', 'viewer')),
+    created_by      TEXT    NOT NULL,
+    created_ms      BIGINT  NOT NULL,
+    expires_ms      BIGINT  NOT NULL,
+    used_ms         BIGINT,
+    revoked_ms      BIGINT
+);
+"#,
+    },
+    Migration {
+        version: 7,
         description: "notifications",
         sql: r#"
 -- Notifications posted to webhooks: JSON documents (their meaning lives in
@@ -854,7 +874,7 @@ impl AuthorityStore for PostgresAuthority {
         const CX: &str = "create a credential";
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await.map_err(pg(CX))?;
-        let (kind, name) = principal_columns(&principal);
+        let (kind, name) = principal_columns(&principal)?;
         insert_credential(&tx, &credential_hash, kind, &name, created_ms, CX).await?;
         tx.commit().await.map_err(pg(CX))
     }
@@ -868,7 +888,20 @@ impl AuthorityStore for PostgresAuthority {
             )
             .await
             .map_err(pg("look up a credential"))?;
-        Ok(row.and_then(|row| principal_from_columns(row.get(0), row.get(1))))
+        if let Some(row) = row {
+            return Ok(principal_from_columns(row.get(0), row.get(1)));
+        }
+        let link = conn
+            .query_opt(
+                "SELECT id, role FROM ui_links WHERE credential_hash = $1 AND revoked_ms IS NULL",
+                &[&credential_hash],
+            )
+            .await
+            .map_err(pg("look up a credential"))?;
+        Ok(link.map(|row| Principal::UiLink {
+            id: row.get::<_, i64>(0) as u64,
+            role: stored_ui_role(row.get(1)),
+        }))
     }
 
     async fn put_report(&self, report: HostReportRecord) -> Result<(), StoreError> {
@@ -1593,6 +1626,111 @@ impl AuthorityStore for PostgresAuthority {
             .await
             .map_err(pg("ping the database"))?;
         Ok(())
+    }
+
+    async fn create_ui_link(&self, link: NewUiLink) -> Result<u64, StoreError> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "INSERT INTO ui_links (credential_hash, role, created_by, created_ms, expires_ms)
+                 VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (credential_hash) DO NOTHING RETURNING id",
+                &[
+                    &link.credential_hash,
+                    &link.role.as_str(),
+                    &link.created_by,
+                    &link.created_ms,
+                    &link.expires_ms,
+                ],
+            )
+            .await
+            .map_err(pg("create a dashboard sign-in link"))?;
+        match row {
+            Some(row) => Ok(row.get::<_, i64>(0) as u64),
+            None => Err(StoreError::AlreadyExists {
+                what: "a dashboard sign-in link with this hash",
+            }),
+        }
+    }
+
+    async fn redeem_ui_link(
+        &self,
+        credential_hash: String,
+        now_ms: i64,
+    ) -> Result<UiLinkRedeem, StoreError> {
+        const CX: &str = "redeem a dashboard sign-in link";
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await.map_err(pg(CX))?;
+        // Row-locks the link: a concurrent redeem waits, then re-checks the
+        // condition against this one's committed update and finds it used.
+        let won = tx
+            .query_opt(
+                "UPDATE ui_links SET used_ms = $2
+                 WHERE credential_hash = $1 AND revoked_ms IS NULL AND used_ms IS NULL
+                   AND expires_ms > $2
+                 RETURNING id, role",
+                &[&credential_hash, &now_ms],
+            )
+            .await
+            .map_err(pg(CX))?;
+        let answer = match won {
+            Some(row) => UiLinkRedeem::SignedIn {
+                id: row.get::<_, i64>(0) as u64,
+                role: stored_ui_role(row.get(1)),
+            },
+            None => {
+                let row = tx
+                    .query_opt(
+                        "SELECT revoked_ms, used_ms, expires_ms FROM ui_links WHERE credential_hash = $1",
+                        &[&credential_hash],
+                    )
+                    .await
+                    .map_err(pg(CX))?
+                    .map(|row| (row.get(0), row.get(1), row.get(2)));
+                ui_link_refusal(row, now_ms)
+            }
+        };
+        tx.commit().await.map_err(pg(CX))?;
+        Ok(answer)
+    }
+
+    async fn ui_links(&self) -> Result<Vec<UiLinkRecord>, StoreError> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT id, role, created_by, created_ms, expires_ms, used_ms, revoked_ms
+                 FROM ui_links ORDER BY id DESC",
+                &[],
+            )
+            .await
+            .map_err(pg("list dashboard sign-in links"))?;
+        Ok(rows
+            .into_iter()
+            .map(|row| UiLinkRecord {
+                id: row.get::<_, i64>(0) as u64,
+                role: stored_ui_role(row.get(1)),
+                created_by: row.get(2),
+                created_ms: row.get(3),
+                expires_ms: row.get(4),
+                used_ms: row.get(5),
+                revoked_ms: row.get(6),
+            })
+            .collect())
+    }
+
+    async fn revoke_ui_link(&self, id: u64, now_ms: i64) -> Result<bool, StoreError> {
+        let Some(stored) = stored_id(id) else {
+            return Ok(false);
+        };
+        let conn = self.conn().await?;
+        let n = conn
+            .execute(
+                "UPDATE ui_links SET revoked_ms = $2 WHERE id = $1 AND revoked_ms IS NULL",
+                &[&stored, &now_ms],
+            )
+            .await
+            .map_err(pg("revoke a dashboard sign-in link"))?;
+        Ok(n == 1)
     }
 }
 

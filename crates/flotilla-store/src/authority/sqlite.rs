@@ -12,6 +12,7 @@ use super::{
     Selection, SessionCreated, SessionDeleted, SessionEventRecord, SessionRecord, UnskipRecord,
     AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
+use super::{stored_ui_role, ui_link_refusal, NewUiLink, UiLinkRecord, UiLinkRedeem};
 use crate::error::StoreError;
 use crate::schema::{self, Migration};
 use crate::store::{classify_open, TxError};
@@ -226,6 +227,25 @@ CREATE INDEX unskips_pending ON unskips (id) WHERE pending = 1;
     },
     Migration {
         version: 6,
+        description: "dashboard sign-in links",
+        sql: r#"
+-- Dashboard sign-in links (`flotilla serve ui-link`), by their credential's hash
+-- (never the credential): one use each, with a role; revoking one ends the
+-- dashboard sessions it opened. id: 1, 2, 3… (AUTOINCREMENT: never reused).
+CREATE TABLE ui_links (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    credential_hash TEXT    NOT NULL UNIQUE,
+    role            TEXT    NOT NULL CHECK (role IN ('operator', 'viewer')),
+    created_by      TEXT    NOT NULL,
+    created_ms      INTEGER NOT NULL,
+    expires_ms      INTEGER NOT NULL,
+    used_ms         INTEGER,               -- NULL while unused
+    revoked_ms      INTEGER                -- NULL unless revoked
+) STRICT;
+"#,
+    },
+    Migration {
+        version: 7,
         description: "notifications",
         sql: r#"
 -- Notifications posted to webhooks: JSON documents (their meaning lives in
@@ -632,7 +652,7 @@ impl AuthorityStore for SqliteAuthority {
         created_ms: i64,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         self.run("create a credential", true, move |tx| {
-            let (kind, name) = principal_columns(&principal);
+            let (kind, name) = principal_columns(&principal)?;
             insert_credential(tx, &credential_hash, kind, &name, created_ms)
         })
     }
@@ -649,7 +669,20 @@ impl AuthorityStore for SqliteAuthority {
                     |row| Ok((row.get(0)?, row.get(1)?)),
                 )
                 .optional()?;
-            Ok(row.and_then(|(kind, name)| principal_from_columns(&kind, name)))
+            if let Some((kind, name)) = row {
+                return Ok(principal_from_columns(&kind, name));
+            }
+            let link: Option<(i64, String)> = tx
+                .query_row(
+                    "SELECT id, role FROM ui_links WHERE credential_hash = ?1 AND revoked_ms IS NULL",
+                    [&credential_hash],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .optional()?;
+            Ok(link.map(|(id, role)| Principal::UiLink {
+                id: id as u64,
+                role: stored_ui_role(&role),
+            }))
         })
     }
 
@@ -1310,6 +1343,107 @@ impl AuthorityStore for SqliteAuthority {
         self.run("ping the database", false, |tx| {
             tx.query_row("SELECT 1", [], |_| Ok(()))?;
             Ok(())
+        })
+    }
+
+    fn create_ui_link(
+        &self,
+        link: NewUiLink,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        self.run("create a dashboard sign-in link", true, move |tx| {
+            let id: Option<i64> = tx
+                .query_row(
+                    "INSERT INTO ui_links (credential_hash, role, created_by, created_ms, expires_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT (credential_hash) DO NOTHING RETURNING id",
+                    (
+                        &link.credential_hash,
+                        link.role.as_str(),
+                        &link.created_by,
+                        link.created_ms,
+                        link.expires_ms,
+                    ),
+                    |row| row.get(0),
+                )
+                .optional()?;
+            match id {
+                Some(id) => Ok(id as u64),
+                None => Err(StoreError::AlreadyExists {
+                    what: "a dashboard sign-in link with this hash",
+                }
+                .into()),
+            }
+        })
+    }
+
+    fn redeem_ui_link(
+        &self,
+        credential_hash: String,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<UiLinkRedeem, StoreError>> + Send {
+        self.run("redeem a dashboard sign-in link", true, move |tx| {
+            let won: Option<(i64, String)> = tx
+                .query_row(
+                    "UPDATE ui_links SET used_ms = ?2
+                     WHERE credential_hash = ?1 AND revoked_ms IS NULL AND used_ms IS NULL
+                       AND expires_ms > ?2
+                     RETURNING id, role",
+                    (&credential_hash, now_ms),
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .optional()?;
+            if let Some((id, role)) = won {
+                return Ok(UiLinkRedeem::SignedIn {
+                    id: id as u64,
+                    role: stored_ui_role(&role),
+                });
+            }
+            let row = tx
+                .query_row(
+                    "SELECT revoked_ms, used_ms, expires_ms FROM ui_links WHERE credential_hash = ?1",
+                    [&credential_hash],
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                )
+                .optional()?;
+            Ok(ui_link_refusal(row, now_ms))
+        })
+    }
+
+    fn ui_links(&self) -> impl Future<Output = Result<Vec<UiLinkRecord>, StoreError>> + Send {
+        self.run("list dashboard sign-in links", false, move |tx| {
+            let mut stmt = tx.prepare(
+                "SELECT id, role, created_by, created_ms, expires_ms, used_ms, revoked_ms
+                 FROM ui_links ORDER BY id DESC",
+            )?;
+            let rows = stmt.query_map([], |row| {
+                Ok(UiLinkRecord {
+                    id: row.get::<_, i64>(0)? as u64,
+                    role: stored_ui_role(&row.get::<_, String>(1)?),
+                    created_by: row.get(2)?,
+                    created_ms: row.get(3)?,
+                    expires_ms: row.get(4)?,
+                    used_ms: row.get(5)?,
+                    revoked_ms: row.get(6)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    fn revoke_ui_link(
+        &self,
+        id: u64,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        self.run("revoke a dashboard sign-in link", true, move |tx| {
+            let Some(stored) = stored_id(id) else {
+                return Ok(false);
+            };
+            let n = tx.execute(
+                "UPDATE ui_links SET revoked_ms = ?2 WHERE id = ?1 AND revoked_ms IS NULL",
+                (stored, now_ms),
+            )?;
+            Ok(n == 1)
         })
     }
 }

@@ -1,0 +1,256 @@
+//! A real, headless Chromium for the dashboard's tests: Debian's `chromium` driven
+//! through `chromedriver` (WebDriver, plain HTTP on a free loopback port) with
+//! fantoccini. Every wait has a deadline; screenshots go to
+//! `$CARGO_TARGET_TMPDIR/screenshots/`. The browser trusts any certificate (the
+//! authority's private CA is not the system's).
+//!
+//! The methods block (the browser runs on a runtime of its own), like the rest of
+//! the CLI tests.
+
+use super::KillOnDrop;
+use fantoccini::{Client, ClientBuilder, Locator};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a wait lasts by default.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// Where the tests' screenshots go.
+pub fn screenshots_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("screenshots")
+}
+
+/// A headless Chromium session.
+pub struct Browser {
+    rt: tokio::runtime::Runtime,
+    client: Option<Client>,
+    _driver: (Child, KillOnDrop),
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    /// Starts chromedriver on a free loopback port and a headless Chromium of
+    /// `width` × `height` CSS pixels.
+    pub fn start(width: u32, height: u32) -> Browser {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver (Debian's chromium-driver; scripts/test installs it)");
+        let guard = KillOnDrop(driver.id());
+        let up = flotilla_testkit::wait_until(Duration::from_secs(20), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        assert!(up, "chromedriver never listened on {port}");
+        let profile = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut caps = serde_json::Map::new();
+        caps.insert("acceptInsecureCerts".into(), true.into());
+        caps.insert(
+            "goog:chromeOptions".into(),
+            serde_json::json!({
+                "binary": "/usr/bin/chromium",
+                "args": [
+                    "--headless=new",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-dev-shm-usage",
+                    "--ignore-certificate-errors",
+                    "--hide-scrollbars",
+                    format!("--window-size={width},{height}"),
+                    format!("--user-data-dir={}", profile.path().display()),
+                ]
+            }),
+        );
+        let client = rt
+            .block_on(
+                ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+                    .capabilities(caps)
+                    .connect(&format!("http://127.0.0.1:{port}")),
+            )
+            .expect("a Chromium session");
+        let b = Browser {
+            rt,
+            client: Some(client),
+            _driver: (driver, guard),
+            _profile: profile,
+        };
+        b.resize(width, height);
+        b
+    }
+
+    fn c(&self) -> &Client {
+        self.client.as_ref().expect("open")
+    }
+
+    /// Makes the page's viewport `width` × `height` CSS pixels (the window is
+    /// resized until its inner width is `width`).
+    pub fn resize(&self, width: u32, height: u32) {
+        self.rt
+            .block_on(self.c().set_window_size(width, height))
+            .unwrap();
+        let inner = self.js("return window.innerWidth").as_i64().unwrap_or(0);
+        if inner > 0 && inner != i64::from(width) {
+            let w = (2 * i64::from(width) - inner).max(100) as u32;
+            self.rt
+                .block_on(self.c().set_window_size(w, height))
+                .unwrap();
+        }
+    }
+
+    /// Opens `url`.
+    pub fn goto(&self, url: &str) {
+        self.rt.block_on(self.c().goto(url)).unwrap();
+    }
+
+    /// Reloads the page.
+    pub fn reload(&self) {
+        self.rt.block_on(self.c().refresh()).unwrap();
+    }
+
+    /// The current URL.
+    pub fn url(&self) -> String {
+        self.rt
+            .block_on(self.c().current_url())
+            .unwrap()
+            .to_string()
+    }
+
+    /// Runs `script` (a function body; `arguments` are not passed) and returns what
+    /// it returns.
+    pub fn js(&self, script: &str) -> serde_json::Value {
+        self.rt
+            .block_on(self.c().execute(script, vec![]))
+            .unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
+    }
+
+    /// Runs an async `script`: its last argument is the callback to call with the
+    /// result.
+    pub fn js_async(&self, script: &str) -> serde_json::Value {
+        self.rt
+            .block_on(self.c().execute_async(script, vec![]))
+            .unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
+    }
+
+    /// The text of the first element matching `css`, if there is one.
+    pub fn text(&self, css: &str) -> Option<String> {
+        let v = self.js(&format!(
+            "const e = document.querySelector({}); return e ? e.textContent : null;",
+            serde_json::to_string(css).unwrap()
+        ));
+        v.as_str().map(str::to_string)
+    }
+
+    /// Waits (at most `within`) until `check` holds, else panics naming `what` with
+    /// the page's URL and text.
+    pub fn wait_for(&self, what: &str, within: Duration, mut check: impl FnMut(&Browser) -> bool) {
+        let end = Instant::now() + within;
+        loop {
+            if check(self) {
+                return;
+            }
+            if Instant::now() >= end {
+                panic!(
+                    "timed out waiting for {what}\nat {}\npage text:\n{}",
+                    self.url(),
+                    self.text("body").unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until an element matching `css` exists; its text.
+    pub fn wait_css(&self, css: &str) -> String {
+        let mut out = None;
+        self.wait_for(&format!("`{css}`"), WAIT, |b| {
+            out = b.text(css);
+            out.is_some()
+        });
+        out.unwrap_or_default()
+    }
+
+    /// Waits until the element matching `css` contains `text`.
+    pub fn wait_text(&self, css: &str, text: &str) {
+        self.wait_for(&format!("`{css}` to contain {text:?}"), WAIT, |b| {
+            b.text(css).is_some_and(|t| t.contains(text))
+        });
+    }
+
+    /// Types `text` into the element matching `css`.
+    pub fn fill(&self, css: &str, text: &str) {
+        let c = self.c();
+        self.rt
+            .block_on(async {
+                let e = c.find(Locator::Css(css)).await?;
+                e.clear().await?;
+                e.send_keys(text).await
+            })
+            .unwrap_or_else(|e| panic!("fill `{css}`: {e}"));
+    }
+
+    /// Clicks the element matching `css`.
+    pub fn click(&self, css: &str) {
+        let c = self.c();
+        self.rt
+            .block_on(async { c.find(Locator::Css(css)).await?.click().await })
+            .unwrap_or_else(|e| panic!("click `{css}`: {e}"));
+    }
+
+    /// Sends keys to the page (as typed with the focus on `<body>`).
+    pub fn keys(&self, keys: &str) {
+        let c = self.c();
+        self.rt
+            .block_on(async { c.find(Locator::Css("body")).await?.send_keys(keys).await })
+            .unwrap_or_else(|e| panic!("keys {keys:?}: {e}"));
+    }
+
+    /// Signs in at `base` (`https://127.0.0.1:port`) with `credential` through the
+    /// sign-in form, starting from `path` (a dashboard path the form sends back to).
+    pub fn sign_in(&self, base: &str, credential: &str, path: &str) {
+        self.goto(&format!("{base}{path}"));
+        self.wait_css("#credential");
+        self.fill("#credential", credential);
+        self.click("form button[type=submit]");
+        self.wait_for("signing in", WAIT, |b| b.text("[data-who]").is_some());
+    }
+
+    /// A PNG of the viewport, written to [`screenshots_dir`]`/<name>.png`.
+    pub fn screenshot(&self, name: &str) -> PathBuf {
+        let png = self.rt.block_on(self.c().screenshot()).unwrap();
+        let dir = screenshots_dir();
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, png).unwrap();
+        path
+    }
+
+    /// A PNG of the whole page (the window made as tall as the page first).
+    pub fn screenshot_full(&self, name: &str, width: u32) -> PathBuf {
+        let h = self
+            .js("return document.documentElement.scrollHeight")
+            .as_u64()
+            .unwrap_or(900)
+            .clamp(400, 4000) as u32;
+        self.resize(width, h);
+        self.screenshot(name)
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take() {
+            let _ = self.rt.block_on(c.close());
+        }
+    }
+}

@@ -1,0 +1,112 @@
+// Flotilla's dashboard: the theme applied before first paint (this file is loaded
+// in <head>, not deferred), then keyboard shortcuts, the help overlay, copy
+// buttons, row filters and logs that follow. Settings live in localStorage.
+(function () {
+  "use strict";
+  var root = document.documentElement;
+  function get(k, d) { try { return localStorage.getItem(k) || d; } catch (e) { return d; } }
+  function set(k, v) { try { localStorage.setItem(k, v); } catch (e) { /* private mode */ } }
+  root.setAttribute("data-theme", get("flotilla.theme", "system"));
+
+  var GO = { o: "/ui/", s: "/ui/sessions", q: "/ui/questions", r: "/ui/releases",
+             v: "/ui/revisions", a: "/ui/alerts", k: "/ui/stacks" };
+
+  function applyFilter() {
+    var text = document.querySelector("[data-filter]");
+    var state = document.querySelector("[data-filter-state]");
+    var q = text ? text.value.trim().toLowerCase() : "";
+    var s = state ? state.value : "";
+    var rows = document.querySelectorAll("[data-row]");
+    var shown = 0;
+    for (var i = 0; i < rows.length; i++) {
+      var r = rows[i];
+      var ok = (!q || (r.getAttribute("data-text") || "").indexOf(q) >= 0) &&
+               (!s || (" " + (r.getAttribute("data-state") || "") + " ").indexOf(" " + s + " ") >= 0);
+      r.hidden = !ok;
+      if (ok) shown++;
+    }
+    var out = document.querySelector("[data-filter-count]");
+    if (out) out.textContent = (q || s) ? shown + " of " + rows.length + " shown" : "";
+  }
+
+  function follow(el) {
+    return el.scrollTop + el.clientHeight >= el.scrollHeight - 8;
+  }
+
+  function ready() {
+    var theme = document.getElementById("theme");
+    if (theme) {
+      theme.value = root.getAttribute("data-theme");
+      theme.addEventListener("change", function () {
+        root.setAttribute("data-theme", theme.value);
+        set("flotilla.theme", theme.value);
+      });
+    }
+    var keysOn = get("flotilla.keys", "on") === "on";
+    var keys = document.getElementById("keys");
+    if (keys) {
+      keys.checked = keysOn;
+      keys.addEventListener("change", function () {
+        keysOn = keys.checked;
+        set("flotilla.keys", keysOn ? "on" : "off");
+      });
+    }
+    var help = document.getElementById("help");
+    var helpOpen = document.getElementById("help-open");
+    if (help && helpOpen) helpOpen.addEventListener("click", function () { help.showModal(); });
+
+    document.addEventListener("click", function (e) {
+      var b = e.target.closest ? e.target.closest("[data-copy]") : null;
+      if (!b || !navigator.clipboard) return;
+      navigator.clipboard.writeText(b.getAttribute("data-copy")).then(function () {
+        b.textContent = "Copied";
+        setTimeout(function () { b.textContent = "Copy"; }, 1500);
+      });
+    });
+
+    var text = document.querySelector("[data-filter]");
+    var state = document.querySelector("[data-filter-state]");
+    if (text) text.addEventListener("input", applyFilter);
+    if (state) state.addEventListener("change", applyFilter);
+    applyFilter();
+
+    // Logs that follow: a [data-follow] box stays at its end while it is there,
+    // and stops following when scrolled up.
+    var stuck = new WeakMap();
+    document.querySelectorAll("[data-follow]").forEach(function (el) {
+      el.scrollTop = el.scrollHeight;
+      el.addEventListener("scroll", function () { stuck.set(el, follow(el)); });
+    });
+    document.body.addEventListener("htmx:beforeSwap", function () {
+      document.querySelectorAll("[data-follow]").forEach(function (el) { stuck.set(el, follow(el)); });
+    });
+    function afterSwap() {
+      applyFilter();
+      document.querySelectorAll("[data-follow]").forEach(function (el) {
+        if (stuck.get(el) !== false) el.scrollTop = el.scrollHeight;
+      });
+    }
+    document.body.addEventListener("htmx:afterSwap", afterSwap);
+    document.body.addEventListener("htmx:sseMessage", afterSwap);
+
+    var pending = false;
+    document.addEventListener("keydown", function (e) {
+      if (!keysOn || e.ctrlKey || e.metaKey || e.altKey) return;
+      var t = e.target;
+      if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+      if (pending) {
+        pending = false;
+        if (GO[e.key]) { e.preventDefault(); location.href = GO[e.key]; }
+        return;
+      }
+      if (e.key === "g") { pending = true; setTimeout(function () { pending = false; }, 1500); return; }
+      if (e.key === "?" && help) { e.preventDefault(); if (help.open) help.close(); else help.showModal(); return; }
+      if (e.key === "/") {
+        var f = document.querySelector("[data-filter]");
+        if (f) { e.preventDefault(); f.focus(); }
+      }
+    });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", ready);
+  else ready();
+})();

@@ -1,0 +1,147 @@
+//! `GET /ui/events?view=V&arg=A&since=ID`: a page's one multiplexed Server-Sent
+//! Events stream (WHATWG HTML §9.2). Each event is an HTML fragment named by what it
+//! replaces (`event: <name>`), with `id: <boot>-<seq>`; a client that reconnects
+//! with `Last-Event-ID` (or a first connection with `since`) gets the fragments
+//! whose topics changed since, or all of them when the id is unknown. Keep-alive
+//! comments every [`KEEP_ALIVE`]; `X-Accel-Buffering: no` and `Cache-Control:
+//! no-cache` so proxies pass events at once.
+//!
+//! Bounded per client: events wait in a channel of [`CLIENT_BUFFER`]; a client that
+//! does not read fills it and is dropped. Changes arriving while a stream renders
+//! are coalesced; a stream that falls behind the hub's backlog re-renders all of
+//! its fragments. The session is re-checked at every keep-alive: a signed-out or
+//! revoked session's stream ends.
+
+use super::extract::{still_valid, Signed};
+use super::hub::Topic;
+use super::live::Fragment;
+use super::pages;
+use crate::state::AppState;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use flotilla_store::authority::AuthorityStore;
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
+
+/// How often an idle stream sends a keep-alive comment (and re-checks its session).
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Events a client may leave unread before it is dropped.
+pub const CLIENT_BUFFER: usize = 32;
+
+/// How long a stream waits after a change for more to arrive before rendering.
+const COALESCE: Duration = Duration::from_millis(50);
+
+/// The stream's query.
+#[derive(Debug, serde::Deserialize)]
+pub struct StreamQuery {
+    /// The page (`overview`, `host`…).
+    pub view: String,
+    /// Its argument (a host's name…).
+    pub arg: Option<String>,
+    /// The event id the page was rendered at.
+    pub since: Option<String>,
+}
+
+/// The handler.
+pub async fn events<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Signed(session): Signed,
+    headers: HeaderMap,
+    Query(q): Query<StreamQuery>,
+) -> Response {
+    let Some(feed) = pages::feed::<S>(&q.view, q.arg.as_deref()) else {
+        return (StatusCode::NOT_FOUND, "no such live view").into_response();
+    };
+    // Subscribe first: a change between the two calls is then seen twice, never
+    // missed.
+    let changes = state.ui.hub.subscribe();
+    let since = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .or(q.since.as_deref());
+    let wanted: HashSet<Topic> = feed.iter().flat_map(|f| f.topics.iter().copied()).collect();
+    let pending: HashSet<Topic> = state
+        .ui
+        .hub
+        .changed_since(since)
+        .into_iter()
+        .filter(|t| wanted.contains(t))
+        .collect();
+    let (tx, rx) = mpsc::channel::<Event>(CLIENT_BUFFER);
+    tokio::spawn(run(state, session, feed, wanted, pending, changes, tx));
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
+    });
+    let mut resp = Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response();
+    let h = resp.headers_mut();
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+async fn run<S: AuthorityStore>(
+    state: Arc<AppState<S>>,
+    session: Arc<super::session::Session>,
+    feed: Vec<Fragment<S>>,
+    wanted: HashSet<Topic>,
+    mut pending: HashSet<Topic>,
+    mut changes: broadcast::Receiver<(u64, Topic)>,
+    tx: mpsc::Sender<Event>,
+) {
+    let mut recheck = tokio::time::interval(KEEP_ALIVE);
+    recheck.tick().await;
+    loop {
+        if !pending.is_empty() {
+            tokio::time::sleep(COALESCE).await;
+            loop {
+                match changes.try_recv() {
+                    Ok((_, t)) if wanted.contains(&t) => {
+                        pending.insert(t);
+                    }
+                    Ok(_) => {}
+                    Err(broadcast::error::TryRecvError::Lagged(_)) => pending.extend(&wanted),
+                    Err(broadcast::error::TryRecvError::Empty) => break,
+                    Err(broadcast::error::TryRecvError::Closed) => return,
+                }
+            }
+            // Everything up to here is in what is rendered next.
+            let id = state.ui.hub.id(state.ui.hub.seq());
+            for f in feed
+                .iter()
+                .filter(|f| f.topics.iter().any(|t| pending.contains(t)))
+            {
+                let html = f.render(state.clone(), session.clone()).await;
+                let ev = Event::default()
+                    .event(&f.event)
+                    .id(&id)
+                    .data(html.into_string());
+                if tx.try_send(ev).is_err() {
+                    // Full (not reading) or gone: drop it.
+                    return;
+                }
+            }
+            pending.clear();
+        }
+        tokio::select! {
+            r = changes.recv() => match r {
+                Ok((_, t)) => if wanted.contains(&t) { pending.insert(t); },
+                Err(broadcast::error::RecvError::Lagged(_)) => pending.extend(&wanted),
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            _ = recheck.tick() => {
+                if !still_valid(&state, &session).await {
+                    return;
+                }
+            }
+            _ = tx.closed() => return,
+        }
+    }
+}

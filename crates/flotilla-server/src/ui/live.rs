@@ -1,0 +1,61 @@
+//! What a page keeps live: its [`Fragment`]s (an SSE event name, the [`Topic`]s
+//! that make it stale, and how to render it) and the URL of its event stream
+//! ([`stream_url`]). The stream itself is [`super::events`].
+
+use super::hub::Topic;
+use super::session::Session;
+use crate::state::AppState;
+use maud::Markup;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// A rendering in progress.
+pub type Rendering = Pin<Box<dyn Future<Output = Markup> + Send>>;
+
+type RenderFn<S> = dyn Fn(Arc<AppState<S>>, Arc<Session>) -> Rendering + Send + Sync;
+
+/// One part of a page that is re-rendered and sent when one of its topics changes.
+/// On the page it is an element with `sse-swap="<event>"` (its content replaced,
+/// htmx's default `innerHTML`); the page renders it first with the same function.
+pub struct Fragment<S> {
+    /// The SSE event name (and the `sse-swap` value on the page).
+    pub event: String,
+    /// The topics whose change makes it stale.
+    pub topics: &'static [Topic],
+    render: Box<RenderFn<S>>,
+}
+
+impl<S> Fragment<S> {
+    /// A fragment named `event`, stale when one of `topics` changes, rendered by
+    /// `render` for a session (so that a viewer's has no action buttons).
+    pub fn new<F, Fut>(event: impl Into<String>, topics: &'static [Topic], render: F) -> Self
+    where
+        F: Fn(Arc<AppState<S>>, Arc<Session>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Markup> + Send + 'static,
+    {
+        Fragment {
+            event: event.into(),
+            topics,
+            render: Box::new(move |state, session| Box::pin(render(state, session))),
+        }
+    }
+
+    /// Renders it now.
+    pub fn render(&self, state: Arc<AppState<S>>, session: Arc<Session>) -> Rendering {
+        (self.render)(state, session)
+    }
+}
+
+/// The URL of the event stream of page `view` (with its argument, e.g. the host's
+/// name), sending what changed after `since` (the page's [`super::hub::Hub::mark`],
+/// taken before it rendered).
+pub fn stream_url(view: &str, arg: Option<&str>, since: &str) -> String {
+    let mut q = url::form_urlencoded::Serializer::new(String::new());
+    q.append_pair("view", view);
+    if let Some(a) = arg {
+        q.append_pair("arg", a);
+    }
+    q.append_pair("since", since);
+    format!("/ui/events?{}", q.finish())
+}

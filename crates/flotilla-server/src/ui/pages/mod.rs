@@ -1,0 +1,37 @@
+//! The dashboard's pages, one file each, and the registry of their live views.
+//!
+//! To add a page: a file here with `pub(crate) fn routes<S: AuthorityStore>() ->
+//! Router<Arc<AppState<S>>>` merged in [`routes`] (one line), and, if it has live
+//! fragments, `pub(crate) fn feed<S: AuthorityStore>(arg: Option<&str>) ->
+//! Option<Vec<Fragment<S>>>` named in [`feed`] (one line).
+
+pub(crate) mod host;
+pub(crate) mod login;
+pub(crate) mod overview;
+
+use super::live::Fragment;
+use crate::state::AppState;
+use axum::Router;
+use flotilla_store::authority::AuthorityStore;
+use std::sync::Arc;
+
+/// Every page's routes.
+pub(crate) fn routes<S: AuthorityStore>() -> Router<Arc<AppState<S>>> {
+    Router::new()
+        .merge(login::routes::<S>())
+        .merge(overview::routes::<S>())
+        .merge(host::routes::<S>())
+    // Component, stacks and their actions: `.merge(ops::routes::<S>())`.
+    // Sessions, questions, revisions, releases, alerts: `.merge(work::routes::<S>())`.
+}
+
+/// The live fragments of page `view` with argument `arg` (what its event stream
+/// sends); `None` for an unknown view.
+pub(crate) fn feed<S: AuthorityStore>(view: &str, arg: Option<&str>) -> Option<Vec<Fragment<S>>> {
+    match view {
+        overview::VIEW => overview::feed::<S>(arg),
+        host::VIEW => host::feed::<S>(arg),
+        // Other pages: `ops::VIEW => ops::feed::<S>(arg),` …
+        _ => None,
+    }
+}

@@ -1,0 +1,198 @@
+//! The fleet overview, `/ui/`: counts (hosts, components, running, needing
+//! attention), a filter (text and state), and every component of every host with
+//! its lifecycle, health, condition, observability with its age and runtime
+//! identity — what needs attention first. The same data as `GET /v1/status`
+//! ([`crate::status::fleet_status`]), kept live on [`Topic::Fleet`],
+//! [`Topic::Selection`] and [`Topic::Releases`].
+
+use super::super::extract::Signed;
+use super::super::hub::Topic;
+use super::super::layout::{self, Nav};
+use super::super::live::{stream_url, Fragment};
+use super::super::marks;
+use super::super::session::Session;
+use crate::api::{FleetStatus, HostStateDto};
+use crate::state::AppState;
+use axum::extract::State;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use flotilla_api::links::Link;
+use flotilla_model::status::{ComponentStatus, Lifecycle};
+use flotilla_store::authority::AuthorityStore;
+use maud::{html, Markup};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The live view's name (`/ui/events?view=overview`).
+pub(crate) const VIEW: &str = "overview";
+/// The fragment (and SSE event) holding the counts and the table.
+pub(crate) const EVENT: &str = "overview";
+const TOPICS: &[Topic] = &[Topic::Fleet, Topic::Selection, Topic::Releases];
+
+pub(crate) fn routes<S: AuthorityStore>() -> Router<Arc<AppState<S>>> {
+    Router::new().route("/ui/", get(page::<S>))
+}
+
+pub(crate) fn feed<S: AuthorityStore>(_arg: Option<&str>) -> Option<Vec<Fragment<S>>> {
+    Some(vec![Fragment::new(
+        EVENT,
+        TOPICS,
+        |state, session| async move { fragment(&state, &session).await },
+    )])
+}
+
+/// The states the filter offers (each a word of a row's `data-state`).
+const STATES: [&str; 8] = [
+    "attention",
+    "running",
+    "stopped",
+    "failed",
+    "unhealthy",
+    "unreachable",
+    "unobserved",
+    "drift",
+];
+
+async fn page<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    Signed(session): Signed,
+) -> Response {
+    let since = state.ui.hub.mark();
+    let content = fragment(&state, &session).await;
+    let body = html! {
+        h1 { "Fleet overview" }
+        div.filters role="search" {
+            label { "Filter" input type="search" data-filter placeholder="host or component  ( / )" aria-label="Filter by host or component"; }
+            label { "State" select data-filter-state aria-label="Filter by state" {
+                option value="" { "all" }
+                @for s in STATES { option value=(s) { (s) } }
+            } }
+            span.muted data-filter-count aria-live="polite" {}
+        }
+        div sse-swap=(EVENT) { (content) }
+    };
+    let live = stream_url(VIEW, None, &since);
+    Html(layout::page(&session, Nav::Overview, "Overview", Some(&live), body).into_string())
+        .into_response()
+}
+
+/// The counts and the table, now.
+pub(crate) async fn fragment<S: AuthorityStore>(state: &AppState<S>, session: &Session) -> Markup {
+    let _ = session;
+    match crate::status::fleet_status(state).await {
+        Ok(fleet) => render(&fleet),
+        Err(f) => {
+            html! { div.notice.bad role="alert" { "Cannot read the fleet's status: " (f.message()) } }
+        }
+    }
+}
+
+/// The hosts by name.
+pub(crate) fn hosts_by_name(fleet: &FleetStatus) -> HashMap<&str, &HostStateDto> {
+    fleet.hosts.iter().map(|h| (h.host.as_str(), h)).collect()
+}
+
+fn render(fleet: &FleetStatus) -> Markup {
+    let comps = &fleet.report.components;
+    let hosts = hosts_by_name(fleet);
+    let running = comps
+        .iter()
+        .filter(|c| c.lifecycle == Lifecycle::Running)
+        .count();
+    let mut order: Vec<(bool, usize)> = comps
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (marks::needs_attention(c), i))
+        .collect();
+    let attention = order.iter().filter(|(a, _)| *a).count();
+    // Attention first, then by host and name.
+    order.sort_by(|(a, i), (b, j)| {
+        b.cmp(a)
+            .then_with(|| comps[*i].host.cmp(&comps[*j].host))
+            .then_with(|| comps[*i].name.cmp(&comps[*j].name))
+    });
+    let silent: Vec<&HostStateDto> = fleet
+        .hosts
+        .iter()
+        .filter(|h| !comps.iter().any(|c| c.host == h.host))
+        .collect();
+    html! {
+        ul.counts aria-label="Counts" {
+            li { b data-count="hosts" { (fleet.hosts.len()) } "hosts" }
+            li { b data-count="components" { (comps.len()) } "components" }
+            li { b data-count="running" { (running) } "running" }
+            li { b data-count="attention" { (attention) } "need attention" }
+        }
+        @if let Some(sel) = &fleet.selection {
+            p.muted { "Selected revision " a href=(Link::Revision(sel.revision.clone()).path()) { code { (layout::short_digest(&sel.revision)) } } " (selection " (sel.index) ")" }
+        } @else {
+            p.notice { "No revision is selected yet: publish one with " code { "flotilla config publish" } "." }
+        }
+        @if comps.is_empty() {
+            p { "No components yet." }
+        } @else {
+            div.table-wrap {
+                table.stack #components {
+                    caption.muted { "Components, what needs attention first" }
+                    thead { tr {
+                        th scope="col" { "Host" } th scope="col" { "Component" } th scope="col" { "Lifecycle" }
+                        th scope="col" { "Health" } th scope="col" { "Condition" } th scope="col" { "Observability" }
+                        th scope="col" { "Runtime" }
+                    } }
+                    tbody {
+                        @for (attn, i) in &order {
+                            (row(&comps[*i], *attn, hosts.get(comps[*i].host.as_str()).copied(), true))
+                        }
+                    }
+                }
+            }
+        }
+        @if !silent.is_empty() {
+            h2 { "Hosts without components" }
+            ul { @for h in &silent {
+                li { a href=(Link::Host(h.host.clone()).path()) { (layout::visible(&h.host)) } " — " (marks::host_state(h)) }
+            } }
+        }
+    }
+}
+
+/// One component's row; `with_host`: a first cell naming (and linking) its host.
+pub(crate) fn row(
+    c: &ComponentStatus,
+    attention: bool,
+    host: Option<&HostStateDto>,
+    with_host: bool,
+) -> Markup {
+    let state_words = format!(
+        "{}{} {} {} {}",
+        if attention { "attention " } else { "" },
+        marks::lifecycle_name(c.lifecycle),
+        marks::health_name(c.health),
+        c.condition.as_str(),
+        marks::observability_name(c.observability),
+    );
+    let text = format!("{} {}", c.host, c.name).to_lowercase();
+    let (host_name, name) = (layout::visible(&c.host), layout::visible(&c.name));
+    let age = host.and_then(|h| h.age_ms);
+    html! {
+        tr data-row data-state=(state_words) data-text=(text) {
+            @if with_host {
+                td data-label="Host" { a href=(Link::Host(c.host.clone()).path()) { (host_name) } }
+            }
+            th scope="row" data-label="Component" { a href=(Link::Component(c.name.clone()).path()) { (name) } }
+            td data-label="Lifecycle" { (marks::lifecycle(c)) }
+            td data-label="Health" { (marks::health(c.health)) }
+            td data-label="Condition" { (marks::condition(c.condition)) }
+            td data-label="Observability" { (marks::observability(c.observability, age)) }
+            td data-label="Runtime" {
+                @if let Some(r) = &c.runtime_identity {
+                    code title=(r.measured.exe_sha256) { (layout::short_digest(&r.measured.exe_sha256)) }
+                    " " span.muted { "pid " (r.measured.pid) }
+                } @else {
+                    span.muted { "—" }
+                }
+            }
+        }
+    }
+}
