@@ -206,24 +206,27 @@ fn a_mode_switch_is_refused_and_shown_refused() {
     );
 }
 
+/// Claude Code's `PreToolUse` hook input for a `Bash` call of `command`.
+fn bash_hook(command: &str) -> serde_json::Value {
+    serde_json::json!({
+        "session_id": "00000000-0000-4000-8000-000000000000",
+        "transcript_path": "/dev/null",
+        "cwd": "/tmp",
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": command, "description": "d"},
+        "tool_use_id": "toolu_01"
+    })
+}
+
 #[test]
 fn the_http_hook_asks_once_per_exact_call_and_fails_closed() {
     let (s, _bin) = authority("");
     let id = s.create(&["--prompt", "push it"]);
     let tok = token(&s, id);
     let session = client(&s, &tok);
-    let payload = |command: &str| {
-        serde_json::json!({
-            "session_id": "00000000-0000-4000-8000-000000000000",
-            "transcript_path": "/dev/null",
-            "cwd": "/tmp",
-            "permission_mode": "default",
-            "hook_event_name": "PreToolUse",
-            "tool_name": "Bash",
-            "tool_input": {"command": command, "description": "d"},
-            "tool_use_id": "toolu_01"
-        })
-    };
+    let payload = bash_hook;
     let decision = |v: &serde_json::Value| {
         v["hookSpecificOutput"]["permissionDecision"]
             .as_str()
@@ -921,12 +924,12 @@ max_running = 1
     assert!(err.to_string().contains("403"), "{err}");
 }
 
+/// What a webhook receiver got: each request's path and body.
+type Received = std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>;
+
 /// A webhook receiver on 127.0.0.1 (plain HTTP/1.1): records each request's path
 /// and body; a request to `/hang` is never answered.
-fn webhook_receiver() -> (
-    String,
-    std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
-) {
+fn webhook_receiver() -> (String, Received) {
     use std::io::{BufRead as _, Read as _, Write as _};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -986,20 +989,7 @@ fn a_question_is_notified_with_its_link_and_a_hung_receiver_does_not_delay_the_g
     let session = client(&s, &token(&s, id));
     let ask = |command: &str| {
         let started = std::time::Instant::now();
-        let v = post(
-            &session,
-            "/v1/gate/hook",
-            &serde_json::json!({
-                "session_id": "00000000-0000-4000-8000-000000000000",
-                "transcript_path": "/dev/null",
-                "cwd": "/tmp",
-                "permission_mode": "default",
-                "hook_event_name": "PreToolUse",
-                "tool_name": "Bash",
-                "tool_input": {"command": command},
-                "tool_use_id": "toolu_01"
-            }),
-        );
+        let v = post(&session, "/v1/gate/hook", &bash_hook(command));
         assert_eq!(
             v["hookSpecificOutput"]["permissionDecision"], "defer",
             "{v:#}"
@@ -1052,18 +1042,21 @@ fn a_question_is_notified_with_its_link_and_a_hung_receiver_does_not_delay_the_g
     }
     // The same call again reuses its open question: nothing new is sent.
     ask("git push origin dev");
-    let op: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(s.a.dir.join("operator.json")).unwrap()).unwrap();
-    let operator = client(&s, op["credential"].as_str().unwrap());
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let list: flotilla_api::notifications::NotificationList =
-        rt.block_on(operator.get("/v1/notifications")).unwrap();
-    let keys: Vec<&str> = list
-        .notifications
+    let list = s.run(&["serve", "notifications", "--json"]).json();
+    let keys: Vec<&str> = list["notifications"]
+        .as_array()
+        .unwrap()
         .iter()
-        .map(|n| n.dedup_key.as_str())
+        .map(|n| n["dedup_key"].as_str().unwrap())
         .collect();
-    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert_eq!(keys.len(), 2, "{list:#}");
+    let text = s.run(&["serve", "notifications"]);
+    assert!(
+        text.stdout.contains(&format!(
+            "question-opened       question {qid} waits: Bash in session {id}"
+        )),
+        "{text:?}"
+    );
     assert_eq!(
         got.lock()
             .unwrap()

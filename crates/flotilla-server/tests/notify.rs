@@ -4,9 +4,12 @@
 //! host's agent going silent past a short report deadline, a rollout that rolls
 //! back.
 
+mod common;
+
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
+use common::now_ms;
 use flotilla_api::notifications::{NotificationDto, NotificationList};
 use flotilla_api::wire::{AgentReport, JoinRequest, PublishRequest, TokenRequest};
 use flotilla_model::status::{
@@ -14,9 +17,8 @@ use flotilla_model::status::{
     Ownership, Signal, StatusReport,
 };
 use flotilla_server::notify::NotifyConfig;
-use flotilla_server::server::{AppState, Settings};
 use flotilla_server::Client;
-use flotilla_store::authority::{AuthorityStore, Principal, SqliteAuthority};
+use flotilla_store::authority::SqliteAuthority;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -135,78 +137,30 @@ impl Receiver {
 }
 
 /// An authority with `notifications.toml` = `toml` (`{base}` is the receiver's
-/// URL) and an operator client.
+/// URL), its report deadline `deadline`.
 struct Running {
-    url: String,
-    ca_pem: String,
-    operator: Client,
-    _dir: tempfile::TempDir,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    served: common::Running<SqliteAuthority>,
+    _db: tempfile::TempDir,
 }
 
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
+impl std::ops::Deref for Running {
+    type Target = common::Running<SqliteAuthority>;
+    fn deref(&self) -> &Self::Target {
+        &self.served
     }
-}
-
-fn now_ms() -> i64 {
-    flotilla_exec::this_process::now_ms()
 }
 
 async fn authority(receiver: &Receiver, toml: &str, deadline: Duration) -> Running {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = flotilla_server::tls::init(dir.path(), &[]).unwrap();
-    let tls = flotilla_server::tls::server_config(
-        &dir.path().join(flotilla_server::tls::SERVER_CERT),
-        &dir.path().join(flotilla_server::tls::SERVER_KEY),
-    )
-    .unwrap();
-    let store = SqliteAuthority::open(&dir.path().join("authority.db")).unwrap();
-    let op = flotilla_server::auth::new_secret(flotilla_server::auth::OPERATOR_PREFIX);
-    store
-        .create_credential(
-            flotilla_server::auth::hash_secret(&op),
-            Principal::Operator {
-                name: "tester".into(),
-            },
-            now_ms(),
-        )
-        .await
-        .unwrap();
-    let file = dir.path().join(flotilla_server::notify::NOTIFICATIONS_FILE);
+    let db = tempfile::tempdir().unwrap();
+    let store = SqliteAuthority::open(&db.path().join("authority.db")).unwrap();
+    let file = db.path().join(flotilla_server::notify::NOTIFICATIONS_FILE);
     std::fs::write(&file, toml.replace("{base}", &receiver.base)).unwrap();
     let config = NotifyConfig::load(&file).unwrap();
-    let state = AppState::new(
-        store,
-        Settings {
-            ca_pem: ca.ca_pem.clone(),
-            ca_hash: ca.ca_hash.clone(),
-            report_deadline: deadline,
-            sessions: None,
-            public_url: PUBLIC_URL.into(),
-        },
-    )
-    .await
-    .unwrap();
-    assert!(state.notifier.configure(config));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("https://{}", listener.local_addr().unwrap());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(flotilla_server::server::run(state, listener, tls, async {
-        let _ = rx.await;
-    }));
-    let operator = Client::new(&url, &ca.ca_pem, Some(op)).unwrap();
-    operator.get_text("/healthz").await.unwrap();
-    Running {
-        url,
-        ca_pem: ca.ca_pem,
-        operator,
-        _dir: dir,
-        stop: Some(tx),
-    }
+    let served = common::start_with(store, deadline, PUBLIC_URL, |state| {
+        assert!(state.notifier.configure(config));
+    })
+    .await;
+    Running { served, _db: db }
 }
 
 const FLEET: &str = "[hosts.gpu]\ntransport = \"agent\"\n";

@@ -13,6 +13,7 @@ pub mod host;
 pub mod lifecycle;
 pub mod logs;
 pub mod man;
+pub mod notifications;
 pub mod operations;
 pub mod output;
 pub mod plan;

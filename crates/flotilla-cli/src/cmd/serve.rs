@@ -78,6 +78,9 @@ pub enum ServeCommand {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// The notifications posted to webhooks (`notifications.toml`) and how each
+    /// delivery went, newest first.
+    Notifications(super::notifications::Args),
     /// Make a credential that may only post alerts (Alertmanager's webhook,
     /// `POST /v1/alerts/alertmanager`); printed once, stored hashed.
     AlertsCredential {
@@ -223,6 +226,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             println!("next: flotilla serve --authority-dir {}", dir.display());
             Ok(EXIT_OK)
         }
+        Some(ServeCommand::Notifications(a)) => super::notifications::run(cli, a),
         Some(ServeCommand::AlertsCredential { name }) => {
             let client = super::authority::client(cli)?;
             let r: flotilla_api::sessions::AlertsCredentialResponse = rt.block_on(client.post(
