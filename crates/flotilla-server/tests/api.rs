@@ -4,12 +4,12 @@
 
 mod common;
 
-use common::{now_ms, start_with, Running};
+use common::{now_ms, start_with, update, Running};
 use flotilla_api::wire::{AgentReport, JoinRequest, PublishRequest, SelectRequest, TokenRequest};
 use flotilla_api::wire::{CreateRolloutRequest, PublishReleaseRequest};
 use flotilla_api::wire::{CreateUnskipRequest, UnskipRequest, UnskipState};
 use flotilla_model::{validate, Format, SourceFile, Sources, Topology};
-use flotilla_release::rollout::{HostPhase, HostUpdate, Phase, Rollout, UpdateReport, UpdateState};
+use flotilla_release::rollout::{HostPhase, HostUpdate, Phase, Rollout, UpdateState};
 use flotilla_release::{Artifact, Manifest, Reason, SkipEntry, UnskipOutcome};
 use flotilla_server::{Client, ClientError};
 use flotilla_store::authority::{AuthorityStore, NewJoinToken, PostgresAuthority, SqliteAuthority};
@@ -541,30 +541,6 @@ async fn revisions_and_long_poll<S: AuthorityStore + Clone>(store: S) {
     let b = start(store).await;
     let h = b.operator.history().await.unwrap();
     assert_eq!(h.selections[0].revision, p1.revision);
-}
-
-fn update(host: &str, sha: &str, state: UpdateState, reason: Option<Reason>) -> HostUpdate {
-    HostUpdate {
-        host: host.into(),
-        platform: "linux-x86_64".into(),
-        running_sha256: Some(format!("sha256:{sha}")),
-        pid: Some(4242),
-        update: Some(UpdateReport {
-            name: "flotilla-agent".into(),
-            version: "2.0.0".into(),
-            sha256: sha.into(),
-            state,
-            reason,
-            detail: String::new(),
-            evidence: Vec::new(),
-            since_ms: now_ms(),
-        }),
-        releases: std::collections::BTreeMap::new(),
-        updates: Vec::new(),
-        skipped: Vec::new(),
-        unskipped: Vec::new(),
-        received_ms: 0,
-    }
 }
 
 fn rollout_of(dto: flotilla_api::wire::RolloutDto) -> Rollout {

@@ -565,7 +565,7 @@ async fn a_silent_host_is_unreachable_once_and_its_return_is_said() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_that_rolls_back_says_so_and_that_it_halted() {
     use flotilla_api::wire::{CreateRolloutRequest, PublishReleaseRequest};
-    use flotilla_release::rollout::{HostUpdate, UpdateReport, UpdateState};
+    use flotilla_release::rollout::UpdateState;
     use flotilla_release::{Artifact, Manifest, Reason};
     use sha2::Digest as _;
     let rx = Receiver::start().await;
@@ -608,30 +608,9 @@ async fn a_rollout_that_rolls_back_says_so_and_that_it_halted() {
         })
         .await
         .unwrap();
-    let update = |sha: &str, state: Option<(UpdateState, Reason)>| HostUpdate {
-        host: "gpu".into(),
-        platform: "linux-x86_64".into(),
-        running_sha256: Some(format!("sha256:{sha}")),
-        pid: Some(4242),
-        update: state.map(|(state, reason)| UpdateReport {
-            name: "flotilla-agent".into(),
-            version: "2.0.0".into(),
-            sha256: sha.into(),
-            state,
-            reason: Some(reason),
-            detail: "the new build exited at once".into(),
-            evidence: Vec::new(),
-            since_ms: now_ms(),
-        }),
-        releases: Default::default(),
-        updates: Vec::new(),
-        skipped: Vec::new(),
-        unskipped: Vec::new(),
-        received_ms: 0,
-    };
-    gpu.report_update("gpu", &update(&"1".repeat(64), None))
-        .await
-        .unwrap();
+    let mut started = common::update("gpu", &"1".repeat(64), UpdateState::Updated, None);
+    started.update = None;
+    gpu.report_update("gpu", &started).await.unwrap();
     let r = a
         .operator
         .create_rollout(&CreateRolloutRequest {
@@ -649,7 +628,12 @@ async fn a_rollout_that_rolls_back_says_so_and_that_it_halted() {
     a.operator.rollout_action(id, "approve").await.unwrap();
     gpu.report_update(
         "gpu",
-        &update(&sha, Some((UpdateState::RolledBack, Reason::CrashLoop))),
+        &common::update(
+            "gpu",
+            &sha,
+            UpdateState::RolledBack,
+            Some(Reason::CrashLoop),
+        ),
     )
     .await
     .unwrap();

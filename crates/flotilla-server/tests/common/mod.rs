@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+use flotilla_release::rollout::{HostUpdate, UpdateReport, UpdateState};
+use flotilla_release::Reason;
 use flotilla_server::server::{AppState, Settings};
 use flotilla_server::Client;
 use flotilla_store::authority::{AuthorityStore, Principal};
@@ -92,5 +94,31 @@ pub async fn start_with<S: AuthorityStore + Clone>(
         store,
         dir,
         stop: Some(tx),
+    }
+}
+
+/// `host`'s agent reporting release 2.0.0 of `flotilla-agent` in `state` (for
+/// `reason`), running `sha`.
+pub fn update(host: &str, sha: &str, state: UpdateState, reason: Option<Reason>) -> HostUpdate {
+    HostUpdate {
+        host: host.into(),
+        platform: "linux-x86_64".into(),
+        running_sha256: Some(format!("sha256:{sha}")),
+        pid: Some(4242),
+        update: Some(UpdateReport {
+            name: "flotilla-agent".into(),
+            version: "2.0.0".into(),
+            sha256: sha.into(),
+            state,
+            reason,
+            detail: String::new(),
+            evidence: Vec::new(),
+            since_ms: now_ms(),
+        }),
+        releases: std::collections::BTreeMap::new(),
+        updates: Vec::new(),
+        skipped: Vec::new(),
+        unskipped: Vec::new(),
+        received_ms: 0,
     }
 }
