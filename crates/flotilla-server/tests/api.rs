@@ -4,13 +4,13 @@
 
 mod common;
 
-use common::{now_ms, start_with, update, Running};
+use common::{agent_manifest, now_ms, start_with, update, Running};
 use flotilla_api::wire::{AgentReport, JoinRequest, PublishRequest, SelectRequest, TokenRequest};
 use flotilla_api::wire::{CreateRolloutRequest, PublishReleaseRequest};
 use flotilla_api::wire::{CreateUnskipRequest, UnskipRequest, UnskipState};
 use flotilla_model::{validate, Format, SourceFile, Sources, Topology};
 use flotilla_release::rollout::{HostPhase, HostUpdate, Phase, Rollout, UpdateState};
-use flotilla_release::{Artifact, Manifest, Reason, SkipEntry, UnskipOutcome};
+use flotilla_release::{Reason, SkipEntry, UnskipOutcome};
 use flotilla_server::{Client, ClientError};
 use flotilla_store::authority::{AuthorityStore, NewJoinToken, PostgresAuthority, SqliteAuthority};
 use sha2::{Digest, Sha256};
@@ -557,23 +557,7 @@ async fn releases_and_rollouts<S: AuthorityStore + Clone>(store: S) {
     let secret = std::fs::read_to_string(&k.secret_path).unwrap();
     let artifact = b"a new agent build".repeat(1000);
     let sha = flotilla_release::artifact::hex(&Sha256::digest(&artifact));
-    let manifest = |version: &str| {
-        let m = Manifest {
-            name: "flotilla-agent".into(),
-            version: version.into(),
-            serial: 7,
-            expires: "2999-01-01T00:00:00Z".into(),
-            artifacts: vec![Artifact {
-                os: "linux".into(),
-                arch: "x86_64".into(),
-                url: None,
-                blob: Some(sha.clone()),
-                sha256: sha.clone(),
-                size: artifact.len() as u64,
-            }],
-        };
-        String::from_utf8(m.to_bytes()).unwrap()
-    };
+    let manifest = |version: &str| agent_manifest(version, &sha, artifact.len() as u64);
     let text = manifest("2.0.0");
     let sig = flotilla_release::sign::sign(&secret, text.as_bytes(), "test").unwrap();
     let studio = b.agent("studio").await;

@@ -566,7 +566,7 @@ async fn a_silent_host_is_unreachable_once_and_its_return_is_said() {
 async fn a_rollout_that_rolls_back_says_so_and_that_it_halted() {
     use flotilla_api::wire::{CreateRolloutRequest, PublishReleaseRequest};
     use flotilla_release::rollout::UpdateState;
-    use flotilla_release::{Artifact, Manifest, Reason};
+    use flotilla_release::Reason;
     use sha2::Digest as _;
     let rx = Receiver::start().await;
     let a = authority(
@@ -581,24 +581,7 @@ async fn a_rollout_that_rolls_back_says_so_and_that_it_halted() {
     let secret = std::fs::read_to_string(&k.secret_path).unwrap();
     let artifact = b"a new agent build".repeat(100);
     let sha = flotilla_release::artifact::hex(&sha2::Sha256::digest(&artifact));
-    let manifest = String::from_utf8(
-        Manifest {
-            name: "flotilla-agent".into(),
-            version: "2.0.0".into(),
-            serial: 7,
-            expires: "2999-01-01T00:00:00Z".into(),
-            artifacts: vec![Artifact {
-                os: "linux".into(),
-                arch: "x86_64".into(),
-                url: None,
-                blob: Some(sha.clone()),
-                sha256: sha.clone(),
-                size: artifact.len() as u64,
-            }],
-        }
-        .to_bytes(),
-    )
-    .unwrap();
+    let manifest = common::agent_manifest("2.0.0", &sha, artifact.len() as u64);
     let signature = flotilla_release::sign::sign(&secret, manifest.as_bytes(), "test").unwrap();
     a.operator.put_blob(&sha, artifact).await.unwrap();
     a.operator

@@ -122,3 +122,23 @@ pub fn update(host: &str, sha: &str, state: UpdateState, reason: Option<Reason>)
         received_ms: 0,
     }
 }
+
+/// The manifest of `flotilla-agent` `version` (serial 7) with one linux-x86_64
+/// artifact, the blob `sha` of `size` bytes.
+pub fn agent_manifest(version: &str, sha: &str, size: u64) -> String {
+    let m = flotilla_release::Manifest {
+        name: "flotilla-agent".into(),
+        version: version.into(),
+        serial: 7,
+        expires: "2999-01-01T00:00:00Z".into(),
+        artifacts: vec![flotilla_release::Artifact {
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            url: None,
+            blob: Some(sha.into()),
+            sha256: sha.into(),
+            size,
+        }],
+    };
+    String::from_utf8(m.to_bytes()).unwrap()
+}
