@@ -8,12 +8,14 @@
 //! - `logging.rs`: the tracing subscriber (`-v`, `FLOTILLA_LOG`, `--log-format`).
 //! - `render.rs`: diagnostics and aligned tables.
 //! - `cmd/*.rs`: one file per subcommand.
+//! - `tui/`: the terminal UI (`flotilla tui`).
 
 mod cmd;
 mod load;
 mod local_fleet;
 mod logging;
 mod render;
+mod tui;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -217,6 +219,8 @@ pub enum Command {
     Operations(cmd::operations::Args),
     /// Show the validated dependency graph (table, JSON or Graphviz dot).
     Topology(cmd::topology::Args),
+    /// A terminal UI: components over their logs; start/stop/restart show the plan first.
+    Tui(cmd::tui::Args),
     /// Remote hosts: list them, check them, install this flotilla on them.
     Host(cmd::host::Args),
     /// Run the fleet's desired-state authority over HTTPS (see `serve init`).
@@ -375,6 +379,7 @@ fn main() -> ExitCode {
         Command::Logs(a) => cmd::logs::run(&cli, a),
         Command::Operations(a) => cmd::operations::run(&cli, a),
         Command::Topology(a) => cmd::topology::run(&cli, a),
+        Command::Tui(a) => cmd::tui::run(&cli, a),
         Command::Host(a) => cmd::host::run(&cli, a),
         Command::Serve(a) => cmd::serve::run(&cli, a),
         Command::Ui(a) => cmd::ui::run(&cli, a),

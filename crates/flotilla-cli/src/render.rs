@@ -147,6 +147,16 @@ pub fn plan(p: &flotilla_plan::Plan) -> String {
     out
 }
 
+/// A refusal as the mutating verbs print it: `flotilla stop llm: refused`, then one
+/// `  - reason` line per reason (`verb` is the word typed: `start`, `up`…).
+pub fn refusal(r: &flotilla_plan::Refusal, verb: &str) -> String {
+    let mut out = format!("{}: refused\n", r.operation.typed_as(verb));
+    for reason in &r.reasons {
+        out.push_str(&format!("  - {reason}\n"));
+    }
+    out
+}
+
 /// The first 12 hex digits of a digest given with or without `sha256:`, as
 /// `sha256:<12 hex>`.
 pub fn short_digest(s: &str) -> String {

@@ -62,20 +62,7 @@ impl Fleet {
                 .unwrap();
         let operator = op["credential"].as_str().unwrap().to_string();
         let ca_pem = op["ca_pem"].as_str().unwrap().to_string();
-        let agent = AgentProc::new(a.ws.path());
-        let t = a
-            .run(&["serve", "token", "create", "--host", "h1", "--json"])
-            .json();
-        let out = agent.join(
-            &a.url,
-            t["token"].as_str().unwrap(),
-            t["ca_hash"].as_str().unwrap(),
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let agent = AgentProc::joined(&a, "h1");
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -224,8 +211,8 @@ fn an_operator_signs_in_and_sees_the_fleet_change_without_a_reload() {
             .post::<_, serde_json::Value>("/v1/hosts/h2/report", &report),
     )
     .unwrap();
-    // The escape character shows as its picture, `␛`.
-    let shown = XSS.replace('\u{1b}', "\u{241b}");
+    // The escape character shows in caret notation, `^[`.
+    let shown = XSS.replace('\u{1b}', "^[");
     b.wait_for("the odd name as text", Duration::from_secs(20), |b| {
         row(b, &shown).contains("running")
     });
@@ -254,6 +241,25 @@ fn an_operator_signs_in_and_sees_the_fleet_change_without_a_reload() {
         b.js("return [document.documentElement.dataset.theme, document.getElementById('theme').value]"),
         serde_json::json!(["dark", "dark"])
     );
+    // `/` focuses the filter; text and state filter the rows in place.
+    b.keys("/");
+    assert_eq!(
+        b.js("return document.activeElement.hasAttribute('data-filter')"),
+        true
+    );
+    let shown = |b: &Browser| {
+        b.js("return Array.from(document.querySelectorAll('#components tr[data-row]')).filter(r => !r.hidden).map(r => r.querySelector('th').textContent)")
+    };
+    b.fill("[data-filter]", "WEB");
+    assert_eq!(shown(&b), serde_json::json!(["web"]));
+    b.fill("[data-filter]", "");
+    b.js("const s = document.querySelector('[data-filter-state]'); s.value = 'attention'; s.dispatchEvent(new Event('change')); return 1");
+    assert_eq!(
+        shown(&b),
+        serde_json::json!(["api"]),
+        "attention first and only"
+    );
+    b.js("const s = document.querySelector('[data-filter-state]'); s.value = ''; s.dispatchEvent(new Event('change')); document.activeElement.blur(); return 1");
     b.keys("?");
     b.wait_for("the help overlay", Duration::from_secs(5), |b| {
         b.js("return document.getElementById('help').open") == true

@@ -246,20 +246,7 @@ stop = {{ grace_period = "2s" }}
 "#
     );
     let mut a = Authority::with(&inv, &["--report-deadline", "3s"]);
-    let mut agent = AgentProc::new(a.ws.path());
-    let t = a
-        .run(&["serve", "token", "create", "--host", "studio", "--json"])
-        .json();
-    let out = agent.join(
-        &a.url,
-        t["token"].as_str().unwrap(),
-        t["ca_hash"].as_str().unwrap(),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut agent = AgentProc::joined(&a, "studio");
     assert_eq!(a.publish(&[]).code, 0);
     agent.start();
     wait_for(&a, &agent, "slow to run", |s| {
@@ -335,17 +322,7 @@ stop = {{ grace_period = "2s" }}
 fn check_and_refusals_of_an_agent_host_come_from_its_agent() {
     let pa = free_port();
     let a = Authority::with(&inventory(pa, None), &["--report-deadline", "2s"]);
-    let mut agent = AgentProc::new(a.ws.path());
-    let t = a.run(&["serve", "token", "create", "--host", "studio", "--json"]);
-    assert_eq!(t.code, 0, "{t:?}");
-    let t = t.json();
-    let (token, pin) = (t["token"].as_str().unwrap(), t["ca_hash"].as_str().unwrap());
-    let out = agent.join(&a.url, token, pin);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut agent = AgentProc::joined(&a, "studio");
     assert_eq!(a.publish(&[]).code, 0);
     agent.start();
     wait_for(&a, &agent, "a to run", |s| {

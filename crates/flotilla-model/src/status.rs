@@ -38,6 +38,20 @@ pub enum Lifecycle {
     Unknown,
 }
 
+impl Lifecycle {
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lifecycle::Running => "running",
+            Lifecycle::Stopped => "stopped",
+            Lifecycle::Starting => "starting",
+            Lifecycle::Stopping => "stopping",
+            Lifecycle::Failed => "failed",
+            Lifecycle::Unknown => "unknown",
+        }
+    }
+}
+
 /// Is that intended?
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -69,6 +83,19 @@ pub enum Health {
     NotApplicable,
 }
 
+impl Health {
+    /// The name as serialised (`n/a` for not applicable).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Health::Healthy => "healthy",
+            Health::Degraded => "degraded",
+            Health::Unhealthy => "unhealthy",
+            Health::Unknown => "unknown",
+            Health::NotApplicable => "n/a",
+        }
+    }
+}
+
 /// Can we see it from here?
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -84,6 +111,19 @@ pub enum Observability {
     Unsupported,
     /// Nothing was observed of it: it is absent from the observation.
     Unobserved,
+}
+
+impl Observability {
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Observability::Observed => "observed",
+            Observability::Unreachable => "unreachable",
+            Observability::NotPermitted => "not-permitted",
+            Observability::Unsupported => "unsupported",
+            Observability::Unobserved => "unobserved",
+        }
+    }
 }
 
 /// Is something wrong beyond health?

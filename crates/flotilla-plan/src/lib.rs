@@ -692,7 +692,7 @@ impl Planner<'_> {
             },
             None => Reason::Unsettled {
                 component: c.name.clone(),
-                lifecycle: lifecycle_name(o.lifecycle).into(),
+                lifecycle: o.lifecycle.as_str().into(),
             },
         };
         self.reasons.push(reason);
@@ -1080,17 +1080,6 @@ fn observability_name(o: Observability) -> &'static str {
         Observability::NotPermitted => "not-permitted",
         Observability::Unsupported => "not observable from here (no usable flotilla or state directory on its host: see `flotilla status`)",
         Observability::Unobserved => "not observed (absent from the observed state planned against)",
-    }
-}
-
-fn lifecycle_name(l: Lifecycle) -> &'static str {
-    match l {
-        Lifecycle::Running => "running",
-        Lifecycle::Stopped => "stopped",
-        Lifecycle::Starting => "starting",
-        Lifecycle::Stopping => "stopping",
-        Lifecycle::Failed => "failed",
-        Lifecycle::Unknown => "unknown",
     }
 }
 

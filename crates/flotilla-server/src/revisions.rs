@@ -127,6 +127,14 @@ pub async fn history<S: AuthorityStore>(
     headers: HeaderMap,
 ) -> Answer<api::HistoryResponse> {
     state.operator(&headers).await?;
+    Ok(Json(history_of(&state).await?))
+}
+
+/// The revisions, newest first, each marked when selected, and the selection log
+/// (`GET /v1/revisions` and the dashboard).
+pub(crate) async fn history_of<S: AuthorityStore>(
+    state: &AppState<S>,
+) -> Result<api::HistoryResponse, Failure> {
     let selected = state.current().map(|c| c.selection.digest);
     let revisions = state
         .store
@@ -147,24 +155,24 @@ pub async fn history<S: AuthorityStore>(
         .iter()
         .map(selection_dto)
         .collect();
-    Ok(Json(api::HistoryResponse {
+    Ok(api::HistoryResponse {
         revisions,
         selections,
-    }))
+    })
 }
 
-fn outcome_answer(digest: String, outcome: SelectOutcome) -> Answer<api::SelectResponse> {
+fn outcome_answer(digest: String, outcome: SelectOutcome) -> Result<api::SelectResponse, Failure> {
     match outcome {
-        SelectOutcome::Selected(s) => Ok(Json(api::SelectResponse {
+        SelectOutcome::Selected(s) => Ok(api::SelectResponse {
             revision: digest,
             changed: true,
             selection: selection_dto(&s),
-        })),
-        SelectOutcome::Unchanged(s) => Ok(Json(api::SelectResponse {
+        }),
+        SelectOutcome::Unchanged(s) => Ok(api::SelectResponse {
             revision: digest,
             changed: false,
             selection: selection_dto(&s),
-        })),
+        }),
         SelectOutcome::Conflict { current } => Err(Failure(
             StatusCode::CONFLICT,
             ApiError {
@@ -215,7 +223,7 @@ pub async fn publish<S: AuthorityStore>(
         tracing::info!(revision = %digest, index = s.index, "published and selected");
         state.install(s.clone(), Arc::new(topology));
     }
-    outcome_answer(digest, outcome)
+    outcome_answer(digest, outcome).map(Json)
 }
 
 /// `PUT /v1/selection` (operator): select an existing revision.
@@ -227,6 +235,17 @@ pub async fn select<S: AuthorityStore>(
     Json(req): Json<api::SelectRequest>,
 ) -> Answer<api::SelectResponse> {
     let by = state.operator(&headers).await?;
+    Ok(Json(select_revision(&state, by, req).await?))
+}
+
+/// Selects revision `req.revision` as `by`, only if `req.expect` (when given) is
+/// the one selected now: 409 `conflict` (with the current one) otherwise, and
+/// nothing changes (`PUT /v1/selection` and the dashboard).
+pub(crate) async fn select_revision<S: AuthorityStore>(
+    state: &AppState<S>,
+    by: String,
+    req: api::SelectRequest,
+) -> Result<api::SelectResponse, Failure> {
     let rev = state
         .store
         .revision(req.revision.clone())
@@ -320,12 +339,22 @@ pub async fn diff<S: AuthorityStore>(
     headers: HeaderMap,
 ) -> Answer<api::DiffResponse> {
     state.operator(&headers).await?;
-    let (ra, ta) = load(&state, &a).await?;
-    let (rb, tb) = load(&state, &b).await?;
+    Ok(Json(diff_of(&state, &a, &b).await?))
+}
+
+/// What changed from revision `a` to `b` (`GET /v1/revisions/{a}/diff/{b}` and the
+/// dashboard); 404 when either is unknown.
+pub(crate) async fn diff_of<S: AuthorityStore>(
+    state: &AppState<S>,
+    a: &str,
+    b: &str,
+) -> Result<api::DiffResponse, Failure> {
+    let (ra, ta) = load(state, a).await?;
+    let (rb, tb) = load(state, b).await?;
     let changes = crate::diff::changes(&ta, &tb);
-    Ok(Json(api::DiffResponse {
+    Ok(api::DiffResponse {
         from: ra.digest,
         to: rb.digest,
         changes,
-    }))
+    })
 }

@@ -1050,6 +1050,122 @@ async fn unskips<S: AuthorityStore + Clone>(store: S) {
     );
 }
 
+/// The next SSE event of `resp` (its `event:` and `id:` lines, and its data), within
+/// a deadline.
+async fn next_event(resp: &mut reqwest::Response, buf: &mut String) -> (String, String, String) {
+    loop {
+        if let Some(end) = buf.find("\n\n") {
+            let block: String = buf.drain(..end + 2).collect();
+            let field = |name: &str| {
+                block
+                    .lines()
+                    .filter_map(|l| l.strip_prefix(name))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            if block.lines().all(|l| l.starts_with(':') || l.is_empty()) {
+                continue;
+            }
+            return (field("event: "), field("id: "), field("data: "));
+        }
+        let chunk = tokio::time::timeout(Duration::from_secs(20), resp.chunk())
+            .await
+            .expect("an event within 20 s")
+            .unwrap()
+            .expect("the stream goes on");
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
+async fn dashboard_event_streams_send_changed_fragments_and_resume<S: AuthorityStore + Clone>(
+    store: S,
+) {
+    let a = start(store).await;
+    let http = reqwest::Client::builder()
+        .tls_backend_preconfigured(flotilla_api::tls::client_config(&a.ca_pem).unwrap())
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let stream = format!("{}/ui/events?view=overview", a.url);
+    // Without a session: 401, and a page is sent to the sign-in form.
+    let r = http
+        .get(&stream)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = http.get(format!("{}/ui/", a.url)).send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/ui/login?next=%2Fui%2F");
+    // Signing in sets the session cookie.
+    let r = http
+        .post(format!("{}/ui/login", a.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!(
+            "credential={}&next=%2Fui%2F",
+            a.operator_credential
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let set = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    for part in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/ui"] {
+        assert!(set.contains(part), "{set}");
+    }
+    let cookie = set.split(';').next().unwrap().to_string();
+    // A first connection without `since`: every fragment, with an id.
+    let mut s = http
+        .get(&stream)
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(s.status(), 200);
+    assert_eq!(s.headers()["x-accel-buffering"], "no");
+    assert_eq!(s.headers()["cache-control"], "no-cache");
+    let mut buf = String::new();
+    let (event, first, data) = next_event(&mut s, &mut buf).await;
+    assert_eq!(event, "overview");
+    assert!(data.contains("data-count=\"hosts\">0<"), "{data}");
+    // An agent's report: the fragment again, with a later id, showing the host.
+    let gpu = a.agent("gpu").await;
+    gpu.report("gpu", &report(None)).await.unwrap();
+    let (event, second, data) = loop {
+        let e = next_event(&mut s, &mut buf).await;
+        if e.2.contains("data-count=\"hosts\">1<") {
+            break e;
+        }
+    };
+    assert_eq!(event, "overview");
+    assert_ne!(first, second);
+    assert!(data.contains("/ui/hosts/gpu"), "{data}");
+    // Reconnecting with an older Last-Event-ID (or another process's): what changed
+    // since, at once.
+    for last in [first.as_str(), "1-1"] {
+        let mut again = http
+            .get(&stream)
+            .header("cookie", &cookie)
+            .header("last-event-id", last)
+            .send()
+            .await
+            .unwrap();
+        let mut b = String::new();
+        let (event, _, data) = next_event(&mut again, &mut b).await;
+        assert_eq!(event, "overview");
+        assert!(data.contains("/ui/hosts/gpu"), "{data}");
+    }
+    // An unknown view: 404.
+    let r = http
+        .get(format!("{}/ui/events?view=nope", a.url))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}
+
 fn sqlite() -> (SqliteAuthority, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     (
@@ -1087,6 +1203,7 @@ both!(agents_reach_only_their_own_host);
 both!(revisions_and_long_poll);
 both!(releases_and_rollouts);
 both!(unskips);
+both!(dashboard_event_streams_send_changed_fragments_and_resume);
 
 #[test]
 fn the_committed_openapi_document_is_current() {

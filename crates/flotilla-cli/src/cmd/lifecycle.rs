@@ -199,10 +199,7 @@ fn run_checked(
                 // Checked above; said the same way should the planner find it first.
                 bad.report();
             } else {
-                err!("{}: refused", r.operation.typed_as(verb));
-                for reason in &r.reasons {
-                    err!("  - {reason}");
-                }
+                let _ = write!(std::io::stderr(), "{}", render::refusal(&r, verb));
             }
             Ok(if r.is_unknown_target() {
                 crate::EXIT_USAGE
@@ -230,29 +227,10 @@ fn run_checked(
                         &serde_json::json!({ "operation": operation, "plan": plan, "report": report })
                     )?
                 );
-            } else if let Some(f) = &report.failed {
-                err!("{operation}: failed at `{}`: {}", f.component, f.summary);
-                if let Some(tail) = f.evidence.get("log_tail").and_then(|t| t.as_array()) {
-                    if !tail.is_empty() {
-                        err!("  last lines of its log:");
-                        for l in tail {
-                            err!("    {}", l.as_str().unwrap_or_default());
-                        }
-                    }
-                }
-                if !report.cleanup.is_empty() {
-                    err!("  cleaned up (stopped what this run started):");
-                    for c in &report.cleanup {
-                        err!("    {}: {}", c.component, c.summary);
-                    }
-                }
-                err!("  details: flotilla operations show {operation}");
+            } else if report.failed.is_some() {
+                let _ = write!(std::io::stderr(), "{}", applied(&operation, &report));
             } else {
-                out!(
-                    "{operation}: done ({} step{})",
-                    report.steps.len(),
-                    if report.steps.len() == 1 { "" } else { "s" }
-                );
+                let _ = write!(std::io::stdout(), "{}", applied(&operation, &report));
             }
             Ok(if report.succeeded() {
                 EXIT_OK
@@ -260,6 +238,89 @@ fn run_checked(
                 EXIT_REFUSED
             })
         }
+    }
+}
+
+/// What an applied plan came to, as the mutating verbs print it: `op-12: done (2
+/// steps)`, or where it failed, the last lines of that component's log, what the
+/// cleanup stopped and where the details are.
+pub fn applied(operation: &str, report: &flotilla_exec::executor::ApplyReport) -> String {
+    let mut out = String::new();
+    let mut line = |l: String| {
+        out.push_str(&l);
+        out.push('\n');
+    };
+    let Some(f) = &report.failed else {
+        line(format!(
+            "{operation}: done ({} step{})",
+            report.steps.len(),
+            if report.steps.len() == 1 { "" } else { "s" }
+        ));
+        return out;
+    };
+    line(format!(
+        "{operation}: failed at `{}`: {}",
+        f.component, f.summary
+    ));
+    if let Some(tail) = f.evidence.get("log_tail").and_then(|t| t.as_array()) {
+        if !tail.is_empty() {
+            line("  last lines of its log:".into());
+            for l in tail {
+                line(format!("    {}", l.as_str().unwrap_or_default()));
+            }
+        }
+    }
+    if !report.cleanup.is_empty() {
+        line("  cleaned up (stopped what this run started):".into());
+        for c in &report.cleanup {
+            line(format!("    {}: {}", c.component, c.summary));
+        }
+    }
+    line(format!("  details: flotilla operations show {operation}"));
+    out
+}
+
+/// One progress line for an executor event, as the mutating verbs print them
+/// without a terminal (`wave 1: start llm …`, `  start llm: ok (812 ms): ready`);
+/// `None` for what has no line (a probe, a no-op step).
+pub fn event_line(e: &Event) -> Option<String> {
+    match e {
+        Event::StepStarted { wave, step } => {
+            (step.action != flotilla_plan::Action::Noop).then(|| {
+                let w = if step.component.starts_with("stack:") {
+                    "then".to_string()
+                } else if *wave == 0 {
+                    "cleanup".to_string()
+                } else {
+                    format!("wave {wave}")
+                };
+                format!("{w}: {} {} …", step.action.as_str(), step.component)
+            })
+        }
+        Event::Probe { .. } => None,
+        Event::StepFinished(r) => (r.action != flotilla_plan::Action::Noop).then(|| {
+            let mark = if r.outcome == flotilla_store::Outcome::Succeeded {
+                "ok"
+            } else {
+                "FAILED"
+            };
+            format!(
+                "  {} {}: {mark} ({} ms): {}",
+                if r.component.starts_with("stack:") {
+                    "verify"
+                } else {
+                    r.action.as_str()
+                },
+                r.component,
+                r.took.as_millis(),
+                r.summary
+            )
+        }),
+        Event::Note(text) => Some(format!("note: {text}")),
+        Event::CleanupStarted { components } => Some(format!(
+            "cleanup: stopping {} (started by this run), in this order",
+            components.join(", ")
+        )),
     }
 }
 
@@ -294,58 +355,25 @@ impl Progress {
     }
 
     fn event(&self, e: Event) {
-        match e {
-            Event::StepStarted { wave, step } => {
-                if step.action != flotilla_plan::Action::Noop {
-                    self.current.lock().unwrap().push(step.component.clone());
-                    if self.bar.is_none() {
-                        let w = if step.component.starts_with("stack:") {
-                            "then".to_string()
-                        } else if wave == 0 {
-                            "cleanup".to_string()
-                        } else {
-                            format!("wave {wave}")
-                        };
-                        self.line(format!(
-                            "{w}: {} {} …",
-                            step.action.as_str(),
-                            step.component
-                        ));
-                    }
-                }
-            }
-            Event::Probe { component, outcome } => {
-                if let Some(b) = &self.bar {
-                    b.set_message(format!("{component}: {}", outcome.evidence));
-                }
+        match &e {
+            Event::StepStarted { step, .. } if step.action != flotilla_plan::Action::Noop => {
+                self.current.lock().unwrap().push(step.component.clone());
             }
             Event::StepFinished(r) => {
                 self.current.lock().unwrap().retain(|c| c != &r.component);
-                if r.action != flotilla_plan::Action::Noop {
-                    let mark = if r.outcome == flotilla_store::Outcome::Succeeded {
-                        "ok"
-                    } else {
-                        "FAILED"
-                    };
-                    self.line(format!(
-                        "  {} {}: {mark} ({} ms): {}",
-                        if r.component.starts_with("stack:") {
-                            "verify"
-                        } else {
-                            r.action.as_str()
-                        },
-                        r.component,
-                        r.took.as_millis(),
-                        r.summary
-                    ));
-                }
             }
-            Event::Note(text) => self.line(format!("note: {text}")),
-            Event::CleanupStarted { components } => {
-                self.line(format!(
-                    "cleanup: stopping {} (started by this run), in this order",
-                    components.join(", ")
-                ));
+            _ => {}
+        }
+        match (&e, &self.bar) {
+            // On a terminal the spinner shows steps as they run, and probes.
+            (Event::StepStarted { .. }, Some(_)) => {}
+            (Event::Probe { component, outcome }, Some(b)) => {
+                b.set_message(format!("{component}: {}", outcome.evidence));
+            }
+            _ => {
+                if let Some(line) = event_line(&e) {
+                    self.line(line);
+                }
             }
         }
     }

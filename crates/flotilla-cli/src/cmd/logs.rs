@@ -301,19 +301,73 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
 /// How often `logs -f` asks another host for the new lines of a log there.
 const REMOTE_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// What [`remote_read`] asks for.
+/// What [`read_remote`] asks for.
 #[derive(Debug, Clone, Copy)]
-enum Read {
+pub enum Read {
     /// The last N lines.
     Tail(usize),
     /// The whole lines appended since this byte offset.
     Since(u64),
 }
 
+/// A log read on another host.
+#[derive(Debug)]
+pub struct RemoteLog {
+    /// The log's path there.
+    pub path: String,
+    /// Whether it exists there.
+    pub exists: bool,
+    /// The lines, timed (stamped lines by their own time, others by the file's
+    /// modification time there).
+    pub lines: Vec<TimedLine>,
+    /// Where the log ended (a byte offset; `None` from a host that cannot follow).
+    pub end: Option<u64>,
+}
+
 /// Lines of `name`'s log on another host (`ssh`, or `agent` through the authority),
-/// read there: the last ones or those appended since an offset, timed (stamped
-/// lines by their own time, others by the file's modification time there), and
-/// where the log ended (`None` from a host that cannot follow).
+/// read there: the last ones or those appended since an offset, within `timeout`.
+/// Shared by `logs` and the terminal UI.
+pub async fn read_remote(
+    fleet: &dyn flotilla_exec::transport::Transport,
+    project: Option<String>,
+    host: &str,
+    name: &str,
+    read: Read,
+    timeout: std::time::Duration,
+) -> anyhow::Result<RemoteLog> {
+    let (lines, from) = match read {
+        Read::Tail(n) => (n, None),
+        Read::Since(at) => (0, Some(at)),
+    };
+    let call = flotilla_exec::remote::Call::Logs {
+        component: name.to_string(),
+        lines,
+        project,
+        from,
+    };
+    match fleet.call(host, call, timeout, None).await {
+        Ok(flotilla_exec::remote::Reply::Logs {
+            path,
+            exists,
+            lines,
+            modified_ms,
+            end,
+        }) => {
+            let now = flotilla_exec::this_process::now_ms().max(0) as u64;
+            Ok(RemoteLog {
+                path,
+                exists,
+                lines: logs::bound_times(lines, modified_ms.unwrap_or(now)),
+                end,
+            })
+        }
+        Ok(other) => anyhow::bail!("host `{host}` answered with {other:?}"),
+        Err(e) => anyhow::bail!("{e}"),
+    }
+}
+
+/// [`read_remote`] on `rt`, saying when a log does not exist yet; the lines and
+/// where the log ended.
 fn remote_read(
     cli: &Cli,
     topology: &flotilla_model::Topology,
@@ -323,33 +377,18 @@ fn remote_read(
     name: &str,
     read: Read,
 ) -> anyhow::Result<(Vec<TimedLine>, Option<u64>)> {
-    let (lines, from) = match read {
-        Read::Tail(n) => (n, None),
-        Read::Since(at) => (0, Some(at)),
-    };
-    let call = flotilla_exec::remote::Call::Logs {
-        component: name.to_string(),
-        lines,
-        project: topology.project.clone(),
-        from,
-    };
-    match rt.block_on(fleet.call(host, call, cli.host_timeout, None)) {
-        Ok(flotilla_exec::remote::Reply::Logs {
-            path,
-            exists,
-            lines,
-            modified_ms,
-            end,
-        }) => {
-            if !exists && from.is_none() {
-                eprintln!("no log yet for `{name}` on host `{host}` ({path})");
-            }
-            let now = flotilla_exec::this_process::now_ms().max(0) as u64;
-            Ok((logs::bound_times(lines, modified_ms.unwrap_or(now)), end))
-        }
-        Ok(other) => anyhow::bail!("host `{host}` answered with {other:?}"),
-        Err(e) => anyhow::bail!("{e}"),
+    let log = rt.block_on(read_remote(
+        fleet.as_ref(),
+        topology.project.clone(),
+        host,
+        name,
+        read,
+        cli.host_timeout,
+    ))?;
+    if !log.exists && matches!(read, Read::Tail(_)) {
+        eprintln!("no log yet for `{name}` on host `{host}` ({})", log.path);
     }
+    Ok((log.lines, log.end))
 }
 
 #[cfg(test)]

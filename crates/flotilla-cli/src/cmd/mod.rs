@@ -31,6 +31,7 @@ pub mod start;
 pub mod status;
 pub mod stop;
 pub mod topology;
+pub mod tui;
 pub mod ui;
 pub mod ui_link;
 pub mod up;

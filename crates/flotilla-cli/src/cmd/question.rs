@@ -43,24 +43,11 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 },
             ));
             match r {
-                Ok(q) => match &q.doc.outcome {
-                    // What the authority did itself (a push): its outcome decides.
-                    Some(outcome) => {
-                        println!(
-                            "question {} answered {decision}: {outcome}; session {} is told",
-                            q.id, q.session
-                        );
-                        let failed = decision == "allow" && !outcome.starts_with("pushed");
-                        Ok(if failed { EXIT_REFUSED } else { EXIT_OK })
-                    }
-                    None => {
-                        println!(
-                            "question {} answered {decision}: session {} resumes",
-                            q.id, q.session
-                        );
-                        Ok(EXIT_OK)
-                    }
-                },
+                Ok(q) => {
+                    let (text, ok) = answered(&q, decision);
+                    println!("{text}");
+                    Ok(if ok { EXIT_OK } else { EXIT_REFUSED })
+                }
                 Err(flotilla_api::ClientError::Api {
                     status: 409, error, ..
                 }) => {
@@ -70,5 +57,26 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 Err(e) => Err(e.into()),
             }
         }
+    }
+}
+
+/// What an answer came to, in words, and whether it did what was asked: the session
+/// resumes, or what the authority did itself (a push) and its outcome.
+pub fn answered(q: &QuestionDto, decision: &str) -> (String, bool) {
+    match &q.doc.outcome {
+        Some(outcome) => (
+            format!(
+                "question {} answered {decision}: {outcome}; session {} is told",
+                q.id, q.session
+            ),
+            decision != "allow" || outcome.starts_with("pushed"),
+        ),
+        None => (
+            format!(
+                "question {} answered {decision}: session {} resumes",
+                q.id, q.session
+            ),
+            true,
+        ),
     }
 }

@@ -193,7 +193,7 @@ fn watch_header(at_ms: i64, every: Duration) -> String {
 }
 
 /// `HH:MM:SS` (UTC) of a time in ms since the Unix epoch.
-fn utc_time_of_day(ms: i64) -> String {
+pub fn utc_time_of_day(ms: i64) -> String {
     let s = ms.div_euclid(1000).rem_euclid(86_400);
     format!("{:02}:{:02}:{:02}", s / 3600, (s % 3600) / 60, s % 60)
 }
@@ -273,7 +273,7 @@ fn text(r: &StatusReport, verbose: bool) -> String {
 }
 
 /// `observed`, or e.g. `unreachable (last: running, 42s ago)`.
-fn seen(c: &flotilla_exec::observe::ComponentStatus, now_ms: i64) -> String {
+pub fn seen(c: &flotilla_exec::observe::ComponentStatus, now_ms: i64) -> String {
     if c.observability == flotilla_model::status::Observability::Observed {
         return "observed".into();
     }
@@ -290,7 +290,7 @@ fn seen(c: &flotilla_exec::observe::ComponentStatus, now_ms: i64) -> String {
 
 /// The RUNTIME column: the measured executable digest, and against the selected
 /// release when there is one (`= llama-server 2.0.0`, `!= llama-server 2.0.0`).
-fn runtime_column(rt: &flotilla_model::status::RuntimeStatus) -> String {
+pub fn runtime_column(rt: &flotilla_model::status::RuntimeStatus) -> String {
     let measured = render::short_digest(&rt.measured.exe_sha256);
     match (&rt.release, rt.runs_release()) {
         (Some(r), Some(true)) => format!("{measured} = {} {}", r.name, r.version),

@@ -2,7 +2,7 @@
 //! run with short check and report periods, killed (with every component it
 //! started) when dropped.
 
-use super::authority::CANARY;
+use super::authority::{Authority, CANARY};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -16,6 +16,26 @@ pub struct AgentProc {
 }
 
 impl AgentProc {
+    /// An agent under `a`'s workspace, joined as `host`'s with a fresh token (not
+    /// started).
+    pub fn joined(a: &Authority, host: &str) -> AgentProc {
+        let agent = AgentProc::new(a.ws.path());
+        let t = a.run(&["serve", "token", "create", "--host", host, "--json"]);
+        assert_eq!(t.code, 0, "{t:?}");
+        let t = t.json();
+        let out = agent.join(
+            &a.url,
+            t["token"].as_str().unwrap(),
+            t["ca_hash"].as_str().unwrap(),
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        agent
+    }
+
     pub fn new(root: &Path) -> AgentProc {
         let home = root.join("agent-home");
         let state = root.join("agent-state");

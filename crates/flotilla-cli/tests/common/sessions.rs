@@ -203,6 +203,33 @@ url = "{origin}"
         threads.into_iter().map(|t| t.join().unwrap()).collect()
     }
 
+    /// The operator file the authority wrote (`operator.json`: credential, CA).
+    pub fn operator(&self) -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(self.a.dir.join("operator.json")).unwrap()).unwrap()
+    }
+
+    /// A client of the authority with `credential`.
+    pub fn client(&self, credential: &str) -> flotilla_api::Client {
+        flotilla_api::Client::new(
+            &self.a.url,
+            self.operator()["ca_pem"].as_str().unwrap(),
+            Some(credential.to_string()),
+        )
+        .unwrap()
+    }
+
+    /// Session `id`'s credential, once its runtime has handed it over (`token` in
+    /// its home, as the stand-in agents write it).
+    pub fn token(&self, id: u64) -> String {
+        let p = self.a.ws.path().join(format!("sessions/{id}/home/token"));
+        assert!(
+            flotilla_testkit::wait_until(Duration::from_secs(30), || p.exists()),
+            "the runtime never started: {:#}",
+            self.show(id)
+        );
+        std::fs::read_to_string(p).unwrap().trim().to_string()
+    }
+
     /// `session create --repo infra` with `args`; the new session's id.
     pub fn create(&self, args: &[&str]) -> u64 {
         let mut all = vec!["session", "create", "--repo", "infra", "--json"];
@@ -211,4 +238,28 @@ url = "{origin}"
         assert_eq!(r.code, 0, "{r:?}");
         r.json()["id"].as_u64().unwrap()
     }
+}
+
+/// POSTs JSON `body` to `path` with `c`; the answer's JSON (panics on an error).
+pub fn post(c: &flotilla_api::Client, path: &str, body: &serde_json::Value) -> serde_json::Value {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let bytes = rt
+        .block_on(c.post_bytes(path, body.to_string().into_bytes(), Duration::from_secs(30)))
+        .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// A Claude Code `PreToolUse` hook payload for a Bash `command` (the shape of
+/// Claude Code 2.1's, as `flotilla gate hook` reads it).
+pub fn bash_payload(command: &str) -> serde_json::Value {
+    serde_json::json!({
+        "session_id": "00000000-0000-4000-8000-000000000000",
+        "transcript_path": "/dev/null",
+        "cwd": "/tmp",
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": command, "description": "d"},
+        "tool_use_id": "toolu_01"
+    })
 }

@@ -201,10 +201,15 @@ pub async fn list_releases<S: AuthorityStore>(
     headers: HeaderMap,
 ) -> Answer<Vec<api::ReleaseDto>> {
     state.operator(&headers).await?;
+    Ok(Json(releases_of(&state).await?))
+}
+
+/// Every release, newest first (`GET /v1/releases` and the dashboard).
+pub(crate) async fn releases_of<S: AuthorityStore>(
+    state: &AppState<S>,
+) -> Result<Vec<api::ReleaseDto>, Failure> {
     let records = state.store.releases().await?;
-    Ok(Json(
-        records.iter().map(release_dto).collect::<Result<_, _>>()?,
-    ))
+    records.iter().map(release_dto).collect()
 }
 
 fn rollout_dto(r: &Rollout) -> Result<api::RolloutDto, Failure> {
@@ -402,6 +407,19 @@ pub async fn rollout_action<S: AuthorityStore>(
     headers: HeaderMap,
 ) -> Answer<api::RolloutDto> {
     state.operator(&headers).await?;
+    Ok(Json(rollout_dto(
+        &act_on_rollout(&state, id, &action).await?,
+    )?))
+}
+
+/// Applies `action` (`approve`, `pause`, `resume` or `abort`) to rollout `id`,
+/// advances it, persists it and wakes the hosts' polls; the rollout after. 404 for
+/// an unknown rollout or action, 409 when its phase does not allow it.
+pub(crate) async fn act_on_rollout<S: AuthorityStore>(
+    state: &AppState<S>,
+    id: u64,
+    action: &str,
+) -> Result<Rollout, Failure> {
     let mut rollouts = state.releases.rollouts.lock().await;
     let mut r = rollouts
         .get(&id)
@@ -409,7 +427,7 @@ pub async fn rollout_action<S: AuthorityStore>(
         .ok_or_else(|| not_found(format!("no rollout {id}")))?;
     let now = now_ms();
     let before_action = r.events.len();
-    let done = match action.as_str() {
+    let done = match action {
         "approve" => r.approve(now),
         "pause" => r.pause(now),
         "resume" => r.resume(now),
@@ -434,14 +452,13 @@ pub async fn rollout_action<S: AuthorityStore>(
     log_events(id, &r, before_action);
     let doc = serde_json::to_string(&r).map_err(internal)?;
     state.store.put_rollout(id, doc, now).await?;
-    let dto = rollout_dto(&r)?;
     if let Some(before) = rollouts.get(&id) {
         crate::notify::triggers::rollout_changed(&state, before, &r);
     }
-    rollouts.insert(id, r);
+    rollouts.insert(id, r.clone());
     drop(rollouts);
     state.releases.bump();
-    Ok(Json(dto))
+    Ok(r)
 }
 
 /// Logs the events of rollout `id` from the `seen`-th on (`web-1: RolledBack (CrashLoop:

@@ -73,11 +73,12 @@ pub async fn alertmanager<S: AuthorityStore>(
                 prompt: None,
             };
             let (id, created) = create(&state, req, "alertmanager".into(), Some(key)).await?;
+            state.ui.hub.changed(crate::ui::hub::Topic::Alerts);
             if created {
                 event(
                     &state,
                     id,
-                    serde_json::json!({"kind": "alert", "status": "firing", "fingerprint": alert.fingerprint}),
+                    serde_json::json!({"kind": "alert", "status": "firing", "fingerprint": alert.fingerprint, "labels": alert.labels, "annotations": alert.annotations, "starts_at": alert.starts_at}),
                 )
                 .await?;
                 out.opened.push(id);
@@ -111,7 +112,7 @@ pub async fn alertmanager<S: AuthorityStore>(
                         event(
                             &state,
                             r.id,
-                            serde_json::json!({"kind": "alert", "status": "resolved", "fingerprint": alert.fingerprint, "message": alert.resolved_message()}),
+                            serde_json::json!({"kind": "alert", "status": "resolved", "fingerprint": alert.fingerprint, "message": alert.resolved_message(), "ends_at": alert.ends_at}),
                         )
                         .await?;
                         out.updated.push(r.id);
@@ -120,6 +121,9 @@ pub async fn alertmanager<S: AuthorityStore>(
                 None => out.unchanged += 1,
             }
         }
+    }
+    if !out.opened.is_empty() || !out.updated.is_empty() {
+        state.ui.hub.changed(crate::ui::hub::Topic::Alerts);
     }
     Ok(Json(out))
 }
@@ -151,4 +155,71 @@ pub async fn create_alerts_credential<S: AuthorityStore>(
         name: req.name,
         credential,
     }))
+}
+
+/// An alert as received, from the events of the session it opened.
+#[derive(Debug, Clone)]
+pub struct ReceivedAlert {
+    /// The session it opened.
+    pub session: u64,
+    /// `firing`, or `resolved` once Alertmanager said so.
+    pub status: String,
+    /// Its labels (`alertname`, `severity`, …), as sent.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Its annotations, as sent.
+    pub annotations: std::collections::BTreeMap<String, String>,
+    /// `startsAt`, RFC 3339, as sent.
+    pub starts_at: String,
+    /// When it was received, ms since the Unix epoch.
+    pub received_ms: i64,
+    /// When its resolution was received, ms since the Unix epoch.
+    pub resolved_ms: Option<i64>,
+}
+
+/// Every alert that opened a session, newest first (the dashboard's alerts page).
+pub(crate) async fn received<S: AuthorityStore>(
+    state: &AppState<S>,
+) -> Result<Vec<ReceivedAlert>, Failure> {
+    let mut out = Vec::new();
+    for rec in state.store.sessions().await? {
+        let opened_by_alert =
+            serde_json::from_str::<SessionDoc>(&rec.doc).is_ok_and(|d| d.alert.is_some());
+        if !opened_by_alert {
+            continue;
+        }
+        let mut alert: Option<ReceivedAlert> = None;
+        for e in state.store.session_events(rec.id, 0).await? {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(&e.doc) else {
+                continue;
+            };
+            if v["kind"] != "alert" {
+                continue;
+            }
+            let map = |k: &str| {
+                serde_json::from_value::<std::collections::BTreeMap<String, String>>(v[k].clone())
+                    .unwrap_or_default()
+            };
+            match (v["status"].as_str(), alert.as_mut()) {
+                (Some("firing"), None) => {
+                    alert = Some(ReceivedAlert {
+                        session: rec.id,
+                        status: "firing".into(),
+                        labels: map("labels"),
+                        annotations: map("annotations"),
+                        starts_at: v["starts_at"].as_str().unwrap_or_default().to_string(),
+                        received_ms: e.at_ms,
+                        resolved_ms: None,
+                    })
+                }
+                (Some("resolved"), Some(a)) => {
+                    a.status = "resolved".into();
+                    a.resolved_ms = Some(e.at_ms);
+                }
+                _ => {}
+            }
+        }
+        out.extend(alert);
+    }
+    out.sort_by_key(|a| std::cmp::Reverse((a.received_ms, a.session)));
+    Ok(out)
 }

@@ -47,12 +47,21 @@ pub async fn list_sessions<S: AuthorityStore>(
     headers: HeaderMap,
 ) -> Answer<SessionsResponse> {
     state.operator(&headers).await?;
-    sessions_of(&state)?;
+    Ok(Json(SessionsResponse {
+        sessions: all_sessions(&state).await?,
+    }))
+}
+
+/// Every session, reconciled, newest first (`GET /v1/sessions` and the dashboard).
+pub(crate) async fn all_sessions<S: AuthorityStore>(
+    state: &AppState<S>,
+) -> Result<Vec<SessionDto>, Failure> {
+    sessions_of(state)?;
     let mut out = Vec::new();
     for rec in state.store.sessions().await? {
-        out.push(dto(&state, rec.id).await?);
+        out.push(dto(state, rec.id).await?);
     }
-    Ok(Json(SessionsResponse { sessions: out }))
+    Ok(out)
 }
 
 /// `GET /v1/sessions/{id}`: one session, reconciled.
@@ -77,10 +86,22 @@ pub async fn session_events<S: AuthorityStore>(
     headers: HeaderMap,
 ) -> Answer<SessionEventsResponse> {
     state.operator(&headers).await?;
-    load_session(&state, id).await?;
-    let events = state
+    Ok(Json(SessionEventsResponse {
+        events: events_of(&state, id, q.after).await?,
+    }))
+}
+
+/// Session `id`'s events after sequence number `after`, oldest first; an event
+/// that does not parse is its text as a JSON string.
+pub(crate) async fn events_of<S: AuthorityStore>(
+    state: &AppState<S>,
+    id: u64,
+    after: u64,
+) -> Result<Vec<SessionEventDto>, Failure> {
+    load_session(state, id).await?;
+    Ok(state
         .store
-        .session_events(id, q.after)
+        .session_events(id, after)
         .await?
         .into_iter()
         .map(|e| SessionEventDto {
@@ -88,8 +109,7 @@ pub async fn session_events<S: AuthorityStore>(
             at_ms: e.at_ms,
             event: serde_json::from_str(&e.doc).unwrap_or(serde_json::Value::String(e.doc)),
         })
-        .collect();
-    Ok(Json(SessionEventsResponse { events }))
+        .collect())
 }
 
 /// `POST /v1/sessions/{id}/messages`: a message; boots a runtime if none runs.
@@ -102,11 +122,20 @@ pub async fn send_message<S: AuthorityStore>(
     Json(req): Json<MessageRequest>,
 ) -> Answer<SessionDto> {
     state.operator(&headers).await?;
-    if req.text.trim().is_empty() {
+    Ok(Json(send(&state, id, req.text).await?))
+}
+
+/// Gives session `id` a message (boots a runtime if none runs); the session after.
+pub(crate) async fn send<S: AuthorityStore>(
+    state: &Arc<AppState<S>>,
+    id: u64,
+    text: String,
+) -> Result<SessionDto, Failure> {
+    if text.trim().is_empty() {
         return Err(invalid("an empty message"));
     }
-    deliver_detached(&state, id, Some(req.text), false).await?;
-    Ok(Json(dto(&state, id).await?))
+    deliver_detached(state, id, Some(text), false).await?;
+    dto(state, id).await
 }
 
 /// `POST /v1/sessions/{id}/mode`: always refused (modes are launch profiles), and
@@ -154,19 +183,27 @@ pub async fn stop_runtime<S: AuthorityStore>(
     headers: HeaderMap,
 ) -> Answer<SessionDto> {
     state.operator(&headers).await?;
-    let sessions = sessions_of(&state)?;
+    Ok(Json(stop(&state, id).await?))
+}
+
+/// Tears session `id`'s runtime down, if one runs; the session after.
+pub(crate) async fn stop<S: AuthorityStore>(
+    state: &AppState<S>,
+    id: u64,
+) -> Result<SessionDto, Failure> {
+    let sessions = sessions_of(state)?;
     {
         let lock = sessions.lock_of(id);
         let _held = lock.lock().await;
-        let (mut doc, _) = load_session(&state, id).await?;
+        let (mut doc, _) = load_session(state, id).await?;
         if let Some(rt) = doc.runtime {
             kill_runtime(sessions, &rt).await;
             let ev =
                 serde_json::json!({"kind": "runtime-torn-down", "why": "stopped", "pid": rt.pid});
-            end_runtime(&state, id, &mut doc, "stopped", ev).await?;
+            end_runtime(state, id, &mut doc, "stopped", ev).await?;
         }
     }
-    Ok(Json(dto(&state, id).await?))
+    dto(state, id).await
 }
 
 /// `GET /v1/questions`: every question, newest first.
@@ -176,7 +213,16 @@ pub async fn list_questions<S: AuthorityStore>(
     headers: HeaderMap,
 ) -> Answer<QuestionsResponse> {
     state.operator(&headers).await?;
-    let questions = open_questions(&state)
+    Ok(Json(QuestionsResponse {
+        questions: all_questions(&state).await?,
+    }))
+}
+
+/// Every question, as the store lists them (`GET /v1/questions` and the dashboard).
+pub(crate) async fn all_questions<S: AuthorityStore>(
+    state: &AppState<S>,
+) -> Result<Vec<QuestionDto>, Failure> {
+    Ok(open_questions(state)
         .await?
         .into_iter()
         .map(|(id, session, asked_ms, doc)| QuestionDto {
@@ -185,8 +231,27 @@ pub async fn list_questions<S: AuthorityStore>(
             asked_ms,
             doc,
         })
-        .collect();
-    Ok(Json(QuestionsResponse { questions }))
+        .collect())
+}
+
+/// Question `id` (404 when there is none).
+pub(crate) async fn question_of<S: AuthorityStore>(
+    state: &AppState<S>,
+    id: u64,
+) -> Result<QuestionDto, Failure> {
+    let rec = state
+        .store
+        .question(id)
+        .await?
+        .ok_or_else(|| not_found(format!("no question {id}")))?;
+    let doc: QuestionDoc = serde_json::from_str(&rec.doc)
+        .map_err(|e| invalid(format!("question {id} does not parse: {e}")))?;
+    Ok(QuestionDto {
+        id,
+        session: rec.session,
+        asked_ms: rec.created_ms,
+        doc,
+    })
 }
 
 /// `POST /v1/questions/{id}/answer`: answers a question (once) and resumes its
@@ -201,21 +266,31 @@ pub async fn answer_question<S: AuthorityStore>(
     Json(req): Json<AnswerRequest>,
 ) -> Answer<QuestionDto> {
     let by = state.operator(&headers).await?;
-    sessions_of(&state)?;
+    Ok(Json(answer(&state, id, by, req).await?))
+}
+
+/// Answers question `id` as `by` (once: 409 `answered` when it already is) and
+/// resumes its session; the question after.
+pub(crate) async fn answer<S: AuthorityStore>(
+    state: &Arc<AppState<S>>,
+    id: u64,
+    by: String,
+    req: AnswerRequest,
+) -> Result<QuestionDto, Failure> {
+    sessions_of(state)?;
     if req.decision != "allow" && req.decision != "deny" {
         return Err(invalid(format!(
             "the answer is `allow` or `deny`, not `{}`",
             req.decision
         )));
     }
-    let answering = sessions_of(&state)?.answers.lock().await;
-    let rec = state
-        .store
-        .question(id)
-        .await?
-        .ok_or_else(|| not_found(format!("no question {id}")))?;
-    let mut doc: QuestionDoc = serde_json::from_str(&rec.doc)
-        .map_err(|e| invalid(format!("question {id} does not parse: {e}")))?;
+    let answering = sessions_of(state)?.answers.lock().await;
+    let QuestionDto {
+        session,
+        asked_ms,
+        mut doc,
+        ..
+    } = question_of(state, id).await?;
     if let Some(a) = &doc.answer {
         return Err(Failure::new(
             StatusCode::CONFLICT,
@@ -243,24 +318,26 @@ pub async fn answer_question<S: AuthorityStore>(
             now_ms(),
         )
         .await?;
+    state.ui.hub.changed(crate::ui::hub::Topic::Questions);
     drop(answering);
+    state.ui.hub.changed(crate::ui::hub::Topic::Questions);
     event(
-        &state,
-        rec.session,
+        state,
+        session,
         serde_json::json!({"kind": "answer", "question": id, "decision": req.decision, "by": by, "note": req.note}),
     )
     .await?;
     if push {
-        carry_out_push(&state, rec.session, id, &mut doc).await?;
+        carry_out_push(state, session, id, &mut doc).await?;
     } else if doc.tool_name != EXECUTOR_TOOL {
-        deliver_detached(&state, rec.session, None, true).await?;
+        deliver_detached(state, session, None, true).await?;
     }
-    Ok(Json(QuestionDto {
+    Ok(QuestionDto {
         id,
-        session: rec.session,
-        asked_ms: rec.created_ms,
+        session,
+        asked_ms,
         doc,
-    }))
+    })
 }
 
 pub(crate) async fn dto<S: AuthorityStore>(

@@ -218,6 +218,7 @@ pub(crate) async fn carry_out_push<S: AuthorityStore>(
             now_ms(),
         )
         .await?;
+    state.ui.hub.changed(crate::ui::hub::Topic::Questions);
     event(
         state,
         session,

@@ -40,6 +40,7 @@ pub(crate) async fn use_answer<S: AuthorityStore>(
             now_ms(),
         )
         .await?;
+    state.ui.hub.changed(crate::ui::hub::Topic::Questions);
     Ok(q.answer.expect("an answered question"))
 }
 
@@ -63,6 +64,7 @@ pub(crate) async fn open_question<S: AuthorityStore>(
         .store
         .create_question(id, serde_json::to_string(&q).expect("serialises"), now_ms())
         .await?;
+    state.ui.hub.changed(crate::ui::hub::Topic::Questions);
     crate::notify::triggers::question_opened(state, id, qid, tool_name, input, reason);
     Ok(qid)
 }

@@ -32,6 +32,7 @@ pub(crate) async fn event<S: AuthorityStore>(
         .store
         .append_session_event(id, ev.to_string(), now_ms())
         .await?;
+    state.ui.hub.changed(crate::ui::hub::Topic::Sessions);
     Ok(())
 }
 
@@ -67,6 +68,7 @@ pub(crate) async fn save_session<S: AuthorityStore>(
             now_ms(),
         )
         .await?;
+    state.ui.hub.changed(crate::ui::hub::Topic::Sessions);
     Ok(())
 }
 

@@ -8,8 +8,11 @@
 //!
 //! Bounded per client: events wait in a channel of [`CLIENT_BUFFER`]; a client that
 //! does not read fills it and is dropped. Changes arriving while a stream renders
-//! are coalesced; a stream that falls behind the hub's backlog re-renders all of
-//! its fragments. The session is re-checked at every keep-alive: a signed-out or
+//! are coalesced (at most one render per [`MIN_INTERVAL`]); a stream that falls
+//! behind the hub's backlog re-renders all of its fragments. A render is shared by
+//! every stream of the same view, argument and role that needs no newer one
+//! ([`super::renders::Renders`]): many open overviews cost about one render per
+//! change burst, not one each. The session is re-checked at every keep-alive: a signed-out or
 //! revoked session's stream ends.
 
 use super::extract::{still_valid, Signed};
@@ -36,6 +39,9 @@ pub const CLIENT_BUFFER: usize = 32;
 
 /// How long a stream waits after a change for more to arrive before rendering.
 const COALESCE: Duration = Duration::from_millis(50);
+
+/// The shortest time between two renders of one stream.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(250);
 
 /// The stream's query.
 #[derive(Debug, serde::Deserialize)]
@@ -74,7 +80,11 @@ pub async fn events<S: AuthorityStore>(
         .filter(|t| wanted.contains(t))
         .collect();
     let (tx, rx) = mpsc::channel::<Event>(CLIENT_BUFFER);
-    tokio::spawn(run(state, session, feed, wanted, pending, changes, tx));
+    let view = (q.view, q.arg);
+    let need = state.ui.hub.seq();
+    tokio::spawn(run(
+        state, session, view, feed, wanted, pending, need, changes, tx,
+    ));
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
@@ -87,42 +97,78 @@ pub async fn events<S: AuthorityStore>(
     resp
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run<S: AuthorityStore>(
     state: Arc<AppState<S>>,
     session: Arc<super::session::Session>,
+    (view, arg): (String, Option<String>),
     feed: Vec<Fragment<S>>,
     wanted: HashSet<Topic>,
     mut pending: HashSet<Topic>,
+    mut need: u64,
     mut changes: broadcast::Receiver<(u64, Topic)>,
     tx: mpsc::Sender<Event>,
 ) {
     let mut recheck = tokio::time::interval(KEEP_ALIVE);
     recheck.tick().await;
+    let mut last_render: Option<tokio::time::Instant> = None;
     loop {
         if !pending.is_empty() {
-            tokio::time::sleep(COALESCE).await;
+            let due = last_render.map_or(COALESCE, |t| {
+                (t + MIN_INTERVAL).saturating_duration_since(tokio::time::Instant::now())
+            });
+            tokio::time::sleep(due.max(COALESCE)).await;
             loop {
                 match changes.try_recv() {
-                    Ok((_, t)) if wanted.contains(&t) => {
+                    Ok((seq, t)) if wanted.contains(&t) => {
                         pending.insert(t);
+                        need = need.max(seq);
                     }
                     Ok(_) => {}
-                    Err(broadcast::error::TryRecvError::Lagged(_)) => pending.extend(&wanted),
+                    Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                        pending.extend(&wanted);
+                        need = state.ui.hub.seq();
+                    }
                     Err(broadcast::error::TryRecvError::Empty) => break,
                     Err(broadcast::error::TryRecvError::Closed) => return,
                 }
             }
-            // Everything up to here is in what is rendered next.
-            let id = state.ui.hub.id(state.ui.hub.seq());
+            // A render made at `need` or later shows every change seen here; one
+            // another stream made is reused. The batch's events carry the oldest
+            // render's id, so a client resuming from it misses nothing.
+            last_render = Some(tokio::time::Instant::now());
+            let mut batch = Vec::new();
             for f in feed
                 .iter()
                 .filter(|f| f.topics.iter().any(|t| pending.contains(t)))
             {
-                let html = f.render(state.clone(), session.clone()).await;
-                let ev = Event::default()
-                    .event(&f.event)
-                    .id(&id)
-                    .data(html.into_string());
+                let key = (
+                    view.clone(),
+                    arg.clone(),
+                    f.event.clone(),
+                    session.may_act(),
+                );
+                let (seq, html) = match state.ui.renders.get(&key, need) {
+                    Some(r) => r,
+                    None => {
+                        let seq = state.ui.hub.seq();
+                        let h: Arc<str> = f
+                            .render(state.clone(), session.clone())
+                            .await
+                            .into_string()
+                            .into();
+                        state.ui.renders.put(key, seq, h.clone());
+                        (seq, h)
+                    }
+                };
+                batch.push((&f.event, seq, html));
+            }
+            let id = state
+                .ui
+                .hub
+                .id(batch.iter().map(|b| b.1).min().unwrap_or(need));
+            for (event, _, html) in batch {
+                let ev = Event::default().event(event).id(&id).data(&*html);
                 if tx.try_send(ev).is_err() {
                     // Full (not reading) or gone: drop it.
                     return;
@@ -132,8 +178,14 @@ async fn run<S: AuthorityStore>(
         }
         tokio::select! {
             r = changes.recv() => match r {
-                Ok((_, t)) => if wanted.contains(&t) { pending.insert(t); },
-                Err(broadcast::error::RecvError::Lagged(_)) => pending.extend(&wanted),
+                Ok((seq, t)) => if wanted.contains(&t) {
+                    pending.insert(t);
+                    need = need.max(seq);
+                },
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    pending.extend(&wanted);
+                    need = state.ui.hub.seq();
+                }
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             _ = recheck.tick() => {

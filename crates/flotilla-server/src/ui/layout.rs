@@ -87,7 +87,7 @@ pub fn page(session: &Session, nav: Nav, title: &str, live: Option<&str>, body: 
             body hx-headers=(csrf_headers) {
                 a.skip href="#main" { "Skip to content" }
                 header.top {
-                    a.brand href=(Link::Overview.path()) { "⛵ Flotilla" }
+                    a.brand href=(Link::Overview.path()) { "Flotilla" }
                     nav aria-label="Sections" {
                         ul {
                             @for (n, label, link) in &SECTIONS {
@@ -231,21 +231,26 @@ pub fn age(ms: i64) -> String {
     }
 }
 
-/// `s` with its control characters made visible (C0 controls but tab and newline,
-/// and DEL, as their Unicode Control Pictures: ESC is `␛`), so a terminal escape in
-/// a name, a log line or a tool input shows as text. maud escapes the HTML.
+/// `s` with its control characters made visible in caret notation (C0 controls but
+/// tab and newline: ESC is `^[`; DEL is `^?`), so a terminal escape in a name, a log
+/// line or a tool input shows as text in any font. maud escapes the HTML.
 pub fn visible(s: &str) -> std::borrow::Cow<'_, str> {
     let hidden = |c: char| (c < ' ' && c != '\n' && c != '\t') || c == '\u{7f}';
     if !s.chars().any(hidden) {
         return std::borrow::Cow::Borrowed(s);
     }
-    s.chars()
-        .map(|c| match c {
-            '\u{7f}' => '\u{2421}',
-            c if hidden(c) => char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}'),
-            c => c,
-        })
-        .collect()
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\u{7f}' => out.push_str("^?"),
+            c if hidden(c) => {
+                out.push('^');
+                out.push(char::from(c as u8 + 64));
+            }
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The first 12 hex digits of a `sha256:<hex>` digest (or of any text).
@@ -266,10 +271,7 @@ mod tests {
         assert_eq!(age(-5), "0 s");
         assert_eq!(short_digest("sha256:0123456789abcdef"), "0123456789ab");
         assert_eq!(short_digest("ab"), "ab");
-        assert_eq!(
-            visible("a\u{1b}[31mb\tc\u{7f}"),
-            "a\u{241b}[31mb\tc\u{2421}"
-        );
+        assert_eq!(visible("a\u{1b}[31mb\tc\u{7f}\u{0}"), "a^[[31mb\tc^?^@");
         assert!(matches!(visible("plain"), std::borrow::Cow::Borrowed(_)));
     }
 

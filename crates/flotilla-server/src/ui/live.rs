@@ -28,7 +28,9 @@ pub struct Fragment<S> {
 
 impl<S> Fragment<S> {
     /// A fragment named `event`, stale when one of `topics` changes, rendered by
-    /// `render` for a session (so that a viewer's has no action buttons).
+    /// `render` for a session (so that a viewer's has no action buttons). What it
+    /// renders may depend on the session only through `session.may_act()`: one
+    /// render is shared by every stream of the same view, argument and role.
     pub fn new<F, Fut>(event: impl Into<String>, topics: &'static [Topic], render: F) -> Self
     where
         F: Fn(Arc<AppState<S>>, Arc<Session>) -> Fut + Send + Sync + 'static,

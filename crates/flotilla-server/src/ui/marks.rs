@@ -7,40 +7,6 @@ use flotilla_model::status::{
 };
 use maud::Markup;
 
-/// A lifecycle's name.
-pub fn lifecycle_name(l: Lifecycle) -> &'static str {
-    match l {
-        Lifecycle::Running => "running",
-        Lifecycle::Stopped => "stopped",
-        Lifecycle::Starting => "starting",
-        Lifecycle::Stopping => "stopping",
-        Lifecycle::Failed => "failed",
-        Lifecycle::Unknown => "unknown",
-    }
-}
-
-/// A health's name.
-pub fn health_name(h: Health) -> &'static str {
-    match h {
-        Health::Healthy => "healthy",
-        Health::Degraded => "degraded",
-        Health::Unhealthy => "unhealthy",
-        Health::Unknown => "unknown",
-        Health::NotApplicable => "n/a",
-    }
-}
-
-/// An observability's name.
-pub fn observability_name(o: Observability) -> &'static str {
-    match o {
-        Observability::Observed => "observed",
-        Observability::Unreachable => "unreachable",
-        Observability::NotPermitted => "not-permitted",
-        Observability::Unsupported => "unsupported",
-        Observability::Unobserved => "unobserved",
-    }
-}
-
 /// The component's lifecycle, judged against what is desired.
 pub fn lifecycle(c: &ComponentStatus) -> Markup {
     let tone = match (c.lifecycle, c.desired) {
@@ -53,7 +19,7 @@ pub fn lifecycle(c: &ComponentStatus) -> Markup {
         (Lifecycle::Starting | Lifecycle::Stopping, _) => Tone::Warn,
         (Lifecycle::Stopped | Lifecycle::Unknown, _) => Tone::Neutral,
     };
-    layout::mark(tone, lifecycle_name(c.lifecycle))
+    layout::mark(tone, c.lifecycle.as_str())
 }
 
 /// A health.
@@ -64,7 +30,7 @@ pub fn health(h: Health) -> Markup {
         Health::Unhealthy => Tone::Bad,
         Health::Unknown | Health::NotApplicable => Tone::Neutral,
     };
-    layout::mark(tone, health_name(h))
+    layout::mark(tone, h.as_str())
 }
 
 /// A condition.
@@ -85,11 +51,8 @@ pub fn observability(o: Observability, age_ms: Option<i64>) -> Markup {
         _ => Tone::Neutral,
     };
     match age_ms {
-        Some(a) => layout::mark(
-            tone,
-            &format!("{} · {}", observability_name(o), layout::age(a)),
-        ),
-        None => layout::mark(tone, observability_name(o)),
+        Some(a) => layout::mark(tone, &format!("{} · {}", o.as_str(), layout::age(a))),
+        None => layout::mark(tone, o.as_str()),
     }
 }
 

@@ -13,7 +13,8 @@
 //! - [`layout`]: the page shell and shared pieces; [`marks`]: status signals as
 //!   text + symbol.
 //! - [`hub`]: what changed ([`Topic`]); [`live`]: a page's live [`Fragment`]s;
-//!   [`events`]: the SSE stream; [`watch`]: the authority's wake-ups fed to the hub.
+//!   [`events`]: the SSE stream; [`renders`]: renders shared between streams;
+//!   [`watch`]: the authority's wake-ups fed to the hub.
 //! - [`links`]: `/v1/ui-links` (sign-in links, `flotilla serve ui-link`);
 //!   [`assets`]: static files; [`state`]: what the dashboard keeps in memory.
 //!
@@ -53,8 +54,11 @@
 //!    adds `VIEW => NAME::feed::<S>(arg),` to `pages::feed`.
 //!
 //! Code that changes what a topic covers calls `state.ui.hub.changed(Topic::X)`
-//! after it committed (reports, selections and releases already do; sessions,
-//! questions and alerts are for their code to call). Each stream re-renders only
+//! after it committed. Already wired: reports (`revisions::report`), the selection
+//! and releases (`watch`), a clock tick for ages ([`Topic::Fleet`] every 5 s),
+//! session events and documents (`sessions::records`), questions opened, answered
+//! and used (`sessions::questions`, `handlers`, `push`), alerts received
+//! (`sessions::alerts`). Each stream re-renders only
 //! the fragments whose topics changed, coalesced, at most one render per change
 //! burst, and drops a client that stops reading.
 //!
@@ -76,6 +80,7 @@ pub mod live;
 pub mod marks;
 pub mod pages;
 pub mod ratelimit;
+pub mod renders;
 pub mod session;
 pub mod state;
 pub mod watch;

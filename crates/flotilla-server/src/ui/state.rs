@@ -10,4 +10,7 @@ pub struct UiState {
     pub hub: super::hub::Hub,
     /// Sign-in attempts per client address.
     pub sign_in: super::ratelimit::SignInLimit,
+    /// Fragments rendered at a hub sequence number, shared by every stream of the
+    /// same view (see [`super::renders`]).
+    pub renders: super::renders::Renders,
 }

@@ -20,6 +20,8 @@ pub struct Running<S: AuthorityStore + Clone> {
     pub ca_pem: String,
     pub ca_hash: String,
     pub operator: Client,
+    /// The operator credential itself (the dashboard's sign-in takes it).
+    pub operator_credential: String,
     pub store: S,
     /// The TLS files.
     pub dir: tempfile::TempDir,
@@ -79,7 +81,7 @@ pub async fn start_with<S: AuthorityStore + Clone>(
     tokio::spawn(flotilla_server::server::run(state, listener, tls, async {
         let _ = rx.await;
     }));
-    let operator = Client::new(&url, &ca.ca_pem, Some(op)).unwrap();
+    let operator = Client::new(&url, &ca.ca_pem, Some(op.clone())).unwrap();
     // The socket listens already (bound above): the first request waits in its
     // backlog until the service accepts it.
     operator
@@ -91,6 +93,7 @@ pub async fn start_with<S: AuthorityStore + Clone>(
         ca_pem: ca.ca_pem,
         ca_hash: ca.ca_hash,
         operator,
+        operator_credential: op,
         store,
         dir,
         stop: Some(tx),

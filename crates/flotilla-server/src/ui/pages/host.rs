@@ -175,6 +175,7 @@ fn identity_mark(word: Option<&str>) -> Markup {
     match word {
         Some("matches") => layout::mark(layout::Tone::Good, "matches its release"),
         Some("differs") => layout::mark(layout::Tone::Bad, "differs from its release"),
+        Some("no-release") => layout::mark(layout::Tone::Neutral, "no release selected"),
         Some(other) => layout::mark(layout::Tone::Neutral, other),
         None => html! {},
     }

@@ -97,7 +97,7 @@ fn login_page(
         "Sign in",
         html! {
             div.login {
-                h1 { "⛵ Sign in to Flotilla" }
+                h1 { "Sign in to Flotilla" }
                 @if let Some(e) = error {
                     div.notice.bad role="alert" { (e) }
                 }

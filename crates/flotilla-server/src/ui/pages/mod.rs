@@ -9,6 +9,16 @@ pub(crate) mod host;
 pub(crate) mod login;
 pub(crate) mod overview;
 
+// Sessions, questions, revisions, releases and rollouts, alerts (`work`).
+pub(crate) mod alerts;
+pub(crate) mod frame;
+pub(crate) mod questions;
+pub(crate) mod releases;
+pub(crate) mod revisions;
+pub(crate) mod sessions;
+pub(crate) mod text;
+pub(crate) mod work;
+
 use super::live::Fragment;
 use crate::state::AppState;
 use axum::Router;
@@ -21,8 +31,8 @@ pub(crate) fn routes<S: AuthorityStore>() -> Router<Arc<AppState<S>>> {
         .merge(login::routes::<S>())
         .merge(overview::routes::<S>())
         .merge(host::routes::<S>())
+        .merge(work::routes::<S>())
     // Component, stacks and their actions: `.merge(ops::routes::<S>())`.
-    // Sessions, questions, revisions, releases, alerts: `.merge(work::routes::<S>())`.
 }
 
 /// The live fragments of page `view` with argument `arg` (what its event stream
@@ -32,6 +42,6 @@ pub(crate) fn feed<S: AuthorityStore>(view: &str, arg: Option<&str>) -> Option<V
         overview::VIEW => overview::feed::<S>(arg),
         host::VIEW => host::feed::<S>(arg),
         // Other pages: `ops::VIEW => ops::feed::<S>(arg),` …
-        _ => None,
+        _ => work::feed::<S>(view, arg),
     }
 }

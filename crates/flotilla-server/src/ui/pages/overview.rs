@@ -63,7 +63,7 @@ async fn page<S: AuthorityStore>(
     let body = html! {
         h1 { "Fleet overview" }
         div.filters role="search" {
-            label { "Filter" input type="search" data-filter placeholder="host or component  ( / )" aria-label="Filter by host or component"; }
+            label { span { "Filter " kbd { "/" } } input type="search" data-filter placeholder="host or component" aria-label="Filter by host or component"; }
             label { "State" select data-filter-state aria-label="Filter by state" {
                 option value="" { "all" }
                 @for s in STATES { option value=(s) { (s) } }
@@ -167,10 +167,10 @@ pub(crate) fn row(
     let state_words = format!(
         "{}{} {} {} {}",
         if attention { "attention " } else { "" },
-        marks::lifecycle_name(c.lifecycle),
-        marks::health_name(c.health),
+        c.lifecycle.as_str(),
+        c.health.as_str(),
         c.condition.as_str(),
-        marks::observability_name(c.observability),
+        c.observability.as_str(),
     );
     let text = format!("{} {}", c.host, c.name).to_lowercase();
     let (host_name, name) = (layout::visible(&c.host), layout::visible(&c.name));
@@ -185,7 +185,7 @@ pub(crate) fn row(
             td data-label="Health" { (marks::health(c.health)) }
             td data-label="Condition" { (marks::condition(c.condition)) }
             td data-label="Observability" { (marks::observability(c.observability, age)) }
-            td data-label="Runtime" {
+            td.nowrap data-label="Runtime" {
                 @if let Some(r) = &c.runtime_identity {
                     code title=(r.measured.exe_sha256) { (layout::short_digest(&r.measured.exe_sha256)) }
                     " " span.muted { "pid " (r.measured.pid) }
