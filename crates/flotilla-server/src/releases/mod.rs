@@ -453,7 +453,7 @@ pub(crate) async fn act_on_rollout<S: AuthorityStore>(
     let doc = serde_json::to_string(&r).map_err(internal)?;
     state.store.put_rollout(id, doc, now).await?;
     if let Some(before) = rollouts.get(&id) {
-        crate::notify::triggers::rollout_changed(&state, before, &r);
+        crate::notify::triggers::rollout_changed(state, before, &r);
     }
     rollouts.insert(id, r.clone());
     drop(rollouts);
