@@ -12,6 +12,7 @@
 //! - [`client`]: [`Client`], reqwest over rustls with the authority's CA pinned,
 //!   long-poll helpers, typed [`ClientError`]s.
 //! - [`links`]: the web dashboard's stable URLs (`/ui/…`), shared by every face.
+//! - [`notifications`]: the authority's record of the notifications it posted.
 //! - [`tls`]: the client side of the authority's TLS (the CA pin, the one discovery
 //!   request, this host's roots for servers outside the fleet).
 
@@ -19,6 +20,7 @@
 
 pub mod client;
 pub mod links;
+pub mod notifications;
 pub mod sessions;
 pub mod tls;
 pub mod ui_links;

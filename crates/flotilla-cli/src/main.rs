@@ -4,6 +4,7 @@
 //! Code map:
 //! - `main.rs`: argument parsing (clap), dispatch, error printing, exit codes.
 //! - `load.rs`: finding and reading the inventory and its templates.
+//! - `local_fleet.rs`: `serve --local`, the authority and this machine's agent together.
 //! - `logging.rs`: the tracing subscriber (`-v`, `FLOTILLA_LOG`, `--log-format`).
 //! - `render.rs`: diagnostics and aligned tables.
 //! - `cmd/*.rs`: one file per subcommand.
@@ -11,6 +12,7 @@
 
 mod cmd;
 mod load;
+mod local_fleet;
 mod logging;
 mod render;
 mod tui;
@@ -223,6 +225,8 @@ pub enum Command {
     Host(cmd::host::Args),
     /// Run the fleet's desired-state authority over HTTPS (see `serve init`).
     Serve(cmd::serve::Args),
+    /// Open the web dashboard's page of an object in the browser (or print its URL).
+    Ui(cmd::ui::Args),
     /// The authority's revisions: publish the inventory, history, show, diff, select.
     Config(cmd::config::Args),
     /// Signed releases: keygen, manifest, sign, verify; publish, rollout, approve, status.
@@ -378,6 +382,7 @@ fn main() -> ExitCode {
         Command::Tui(a) => cmd::tui::run(&cli, a),
         Command::Host(a) => cmd::host::run(&cli, a),
         Command::Serve(a) => cmd::serve::run(&cli, a),
+        Command::Ui(a) => cmd::ui::run(&cli, a),
         Command::Config(a) => cmd::config::run(&cli, a),
         Command::Agent(a) => cmd::agent::run(&cli, a),
         Command::Release(a) => cmd::release::run(&cli, a),

@@ -206,24 +206,27 @@ fn a_mode_switch_is_refused_and_shown_refused() {
     );
 }
 
+/// Claude Code's `PreToolUse` hook input for a `Bash` call of `command`.
+fn bash_hook(command: &str) -> serde_json::Value {
+    serde_json::json!({
+        "session_id": "00000000-0000-4000-8000-000000000000",
+        "transcript_path": "/dev/null",
+        "cwd": "/tmp",
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": command, "description": "d"},
+        "tool_use_id": "toolu_01"
+    })
+}
+
 #[test]
 fn the_http_hook_asks_once_per_exact_call_and_fails_closed() {
     let (s, _bin) = authority("");
     let id = s.create(&["--prompt", "push it"]);
     let tok = token(&s, id);
     let session = client(&s, &tok);
-    let payload = |command: &str| {
-        serde_json::json!({
-            "session_id": "00000000-0000-4000-8000-000000000000",
-            "transcript_path": "/dev/null",
-            "cwd": "/tmp",
-            "permission_mode": "default",
-            "hook_event_name": "PreToolUse",
-            "tool_name": "Bash",
-            "tool_input": {"command": command, "description": "d"},
-            "tool_use_id": "toolu_01"
-        })
-    };
+    let payload = bash_hook;
     let decision = |v: &serde_json::Value| {
         v["hookSpecificOutput"]["permissionDecision"]
             .as_str()
@@ -919,4 +922,147 @@ max_running = 1
     }
     let err = try_exec(&serde_json::json!({"argv": ["true", "one too many"]})).unwrap_err();
     assert!(err.to_string().contains("403"), "{err}");
+}
+
+/// What a webhook receiver got: each request's path and body.
+type Received = std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>;
+
+/// A webhook receiver on 127.0.0.1 (plain HTTP/1.1): records each request's path
+/// and body; a request to `/hang` is never answered.
+fn webhook_receiver() -> (String, Received) {
+    use std::io::{BufRead as _, Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let book = got.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let book = book.clone();
+            std::thread::spawn(move || {
+                let mut r = std::io::BufReader::new(&stream);
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap_or_default();
+                let path = line.split(' ').nth(1).unwrap_or_default().to_string();
+                let mut len = 0;
+                loop {
+                    let mut h = String::new();
+                    if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; len];
+                r.read_exact(&mut body).unwrap_or_default();
+                book.lock()
+                    .unwrap()
+                    .push((path.clone(), String::from_utf8_lossy(&body).into_owned()));
+                if path == "/hang" {
+                    loop {
+                        std::thread::park();
+                    }
+                }
+                let _ = (&stream).write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                );
+            });
+        }
+    });
+    (base, got)
+}
+
+#[test]
+fn a_question_is_notified_with_its_link_and_a_hung_receiver_does_not_delay_the_gate() {
+    let (mut s, _bin) = authority("");
+    let (base, got) = webhook_receiver();
+    std::fs::write(
+        s.a.dir.join("notifications.toml"),
+        format!("[[webhook]]\nurl = \"{base}/hang\"\nmax_attempts = 1\n\n[[webhook]]\nurl = \"{base}/ok\"\n"),
+    )
+    .unwrap();
+    s.a.serve_args
+        .extend(["--public-url".into(), "https://flotilla.test:7443".into()]);
+    s.a.kill9();
+    s.a.start();
+    let id = s.create(&["--prompt", "push it"]);
+    let session = client(&s, &token(&s, id));
+    let ask = |command: &str| {
+        let started = std::time::Instant::now();
+        let v = post(&session, "/v1/gate/hook", &bash_hook(command));
+        assert_eq!(
+            v["hookSpecificOutput"]["permissionDecision"], "defer",
+            "{v:#}"
+        );
+        started.elapsed()
+    };
+    let first = ask("git push origin main");
+    let sent = |path: &str, n: usize| {
+        flotilla_testkit::wait_until(Duration::from_secs(30), || {
+            got.lock()
+                .unwrap()
+                .iter()
+                .filter(|(p, _)| p == path)
+                .count()
+                >= n
+        })
+    };
+    assert!(
+        sent("/ok", 1) && sent("/hang", 1),
+        "{:?}",
+        got.lock().unwrap()
+    );
+    let q = s.run(&["questions", "--json"]).json();
+    let qid = q["questions"][0]["id"].as_u64().unwrap();
+    let body = got
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(p, _)| p == "/ok")
+        .unwrap()
+        .1
+        .clone();
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["kind"], "question-opened", "{v:#}");
+    assert_eq!(
+        v["link"],
+        format!("https://flotilla.test:7443/ui/questions/{qid}")
+    );
+    assert_eq!(v["dedup_key"], format!("question/{qid}"));
+    assert!(
+        v["text"].as_str().unwrap().contains("git push origin main"),
+        "{v:#}"
+    );
+    // The hung receiver still holds the first delivery: the next question is
+    // answered as fast, and sent too.
+    let second = ask("git push origin dev");
+    assert!(sent("/ok", 2), "{:?}", got.lock().unwrap());
+    for t in [first, second] {
+        assert!(t < Duration::from_secs(2), "the gate took {t:?}");
+    }
+    // The same call again reuses its open question: nothing new is sent.
+    ask("git push origin dev");
+    let list = s.run(&["serve", "notifications", "--json"]).json();
+    let keys: Vec<&str> = list["notifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["dedup_key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys.len(), 2, "{list:#}");
+    let text = s.run(&["serve", "notifications"]);
+    assert!(
+        text.stdout.contains(&format!(
+            "question-opened       question {qid} waits: Bash in session {id}"
+        )),
+        "{text:?}"
+    );
+    assert_eq!(
+        got.lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, _)| p == "/ok")
+            .count(),
+        2
+    );
 }

@@ -20,6 +20,8 @@
 //!   its end ([`detached::run_verb`]), a detached start in a session of its own
 //!   ([`detached::spawn_detached`]), this process replaced in place
 //!   ([`detached::exec_in_place`]).
+//! - [`browser`]: opening a URL in this machine's browser (`$BROWSER`, `open`,
+//!   `xdg-open`), for `flotilla ui`.
 //! - [`logs`]: copy-truncate rotation, `tail`, and the scan behind `log` probes.
 //! - [`probe`]: one check of any probe kind ([`probe::check`], [`probe::observe`]) and
 //!   the readiness wait ([`probe::wait_ready`], [`probe::wait_ready_with`]), each
@@ -73,6 +75,7 @@
 #![warn(missing_docs)]
 
 pub mod adapter;
+pub mod browser;
 pub mod detached;
 pub mod environment;
 pub mod error;

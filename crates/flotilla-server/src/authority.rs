@@ -2,8 +2,9 @@
 //! serving until a signal, and the operator's credential file.
 //!
 //! The authority directory (default `<state dir>/authority`) holds the TLS files
-//! ([`crate::tls`]), `authority.db` (SQLite, the default backend) and
-//! `operator.json` ([`OperatorFile`], mode 0600).
+//! ([`crate::tls`]), `authority.db` (SQLite, the default backend),
+//! `operator.json` ([`OperatorFile`], mode 0600), and optionally `sessions.toml`
+//! and `notifications.toml` ([`crate::notify::config`]).
 
 pub use crate::error::AuthorityError;
 use crate::state::{AppState, Settings};
@@ -239,6 +240,13 @@ pub async fn serve(
     } else {
         None
     };
+    // Read before privileges are dropped: token files may be root's.
+    let notify_file = opts.dir.join(crate::notify::NOTIFICATIONS_FILE);
+    let notify_config = if notify_file.exists() {
+        Some(crate::notify::NotifyConfig::load(&notify_file)?)
+    } else {
+        None
+    };
     // With sessions, split before serving: the launcher stays root, the executor
     // runs as its user, this process drops to the API user once it has bound its
     // listener (`crate::privsep`).
@@ -297,6 +305,9 @@ pub async fn serve(
     match &opts.backend {
         Backend::Sqlite(p) => {
             let state = AppState::new(SqliteAuthority::open(p)?, settings).await?;
+            if let Some(c) = notify_config {
+                state.notifier.configure(c);
+            }
             ready(bound, &ca_hash, &opts.backend);
             crate::server::run(state, listener, config, shutdown)
                 .await
@@ -304,6 +315,9 @@ pub async fn serve(
         }
         Backend::Postgres(u) => {
             let state = AppState::new(PostgresAuthority::connect(u).await?, settings).await?;
+            if let Some(c) = notify_config {
+                state.notifier.configure(c);
+            }
             ready(bound, &ca_hash, &opts.backend);
             crate::server::run(state, listener, config, shutdown)
                 .await

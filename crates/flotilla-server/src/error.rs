@@ -15,6 +15,9 @@ pub enum AuthorityError {
     /// `sessions.toml` is not valid.
     #[error(transparent)]
     SessionsConfig(#[from] crate::sessions_config::SessionsConfigError),
+    /// `notifications.toml` is not valid.
+    #[error(transparent)]
+    NotifyConfig(#[from] crate::notify::NotifyConfigError),
     /// TLS files.
     #[error(transparent)]
     Tls(#[from] TlsError),

@@ -43,6 +43,8 @@
 //! - [`auth`]: secrets (tokens, credentials) and their hashes.
 //! - [`diff`]: revision diffs as DTOs.
 //! - [`metrics`]: the Prometheus figures.
+//! - [`notify`]: notifications to webhooks (`notifications.toml`): triggers, the
+//!   bounded queue, delivery with retries, shapes (JSON, ntfy, Slack), the record.
 //! - [`openapi`]: the generated OpenAPI document.
 //! - [`ui`]: the web dashboard under `/ui` (sign-in, pages, live updates).
 
@@ -60,6 +62,7 @@ pub mod fleet;
 pub mod joining;
 pub mod longpoll;
 pub mod metrics;
+pub mod notify;
 pub mod openapi;
 pub mod releases;
 pub mod revisions;

@@ -7,6 +7,9 @@
 //! - `flotilla_selection_index`: the selection's index.
 //! - `flotilla_http_requests_total{route,status}` and
 //!   `flotilla_http_request_duration_seconds{route}` (histogram).
+//! - `flotilla_notifications_sent_total{webhook}`,
+//!   `flotilla_notifications_failed_total{webhook}` (given up after its attempts,
+//!   or refused) and `flotilla_notifications_dropped_total` (the queue was full).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -41,6 +44,13 @@ pub struct AgentRevision {
     pub revision: String,
 }
 
+/// Labels of a notification metric.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabel {
+    /// The webhook's name (`notifications.toml`).
+    pub webhook: String,
+}
+
 /// Every metric the authority keeps.
 pub struct Metrics {
     registry: Registry,
@@ -56,6 +66,12 @@ pub struct Metrics {
     pub requests: Family<RouteLabels, Counter>,
     /// Request latency by route.
     pub latency: Family<Route, Histogram>,
+    /// Notifications delivered, by webhook.
+    pub notifications_sent: Family<WebhookLabel, Counter>,
+    /// Notifications given up, by webhook.
+    pub notifications_failed: Family<WebhookLabel, Counter>,
+    /// Notifications dropped because the queue was full.
+    pub notifications_dropped: Counter,
 }
 
 impl Default for Metrics {
@@ -100,7 +116,28 @@ impl Default for Metrics {
             "HTTP request latency by route",
             latency.clone(),
         );
+        let notifications_sent = Family::<WebhookLabel, Counter>::default();
+        let notifications_failed = Family::<WebhookLabel, Counter>::default();
+        let notifications_dropped = Counter::default();
+        registry.register(
+            "flotilla_notifications_sent",
+            "Notifications delivered, by webhook",
+            notifications_sent.clone(),
+        );
+        registry.register(
+            "flotilla_notifications_failed",
+            "Notifications given up after their attempts or refused, by webhook",
+            notifications_failed.clone(),
+        );
+        registry.register(
+            "flotilla_notifications_dropped",
+            "Notifications dropped because the delivery queue was full",
+            notifications_dropped.clone(),
+        );
         Metrics {
+            notifications_sent,
+            notifications_failed,
+            notifications_dropped,
             registry,
             agents_connected,
             agent_revision,

@@ -39,6 +39,7 @@ use utoipa::OpenApi;
         revisions::revision,
         revisions::diff,
         status::status,
+        crate::notify::routes::list_notifications,
         calls::enqueue_call,
         calls::pending_calls,
         calls::reply_call,
@@ -76,6 +77,9 @@ use utoipa::OpenApi;
         crate::ui::links::revoke,
     ),
     components(schemas(
+        flotilla_api::notifications::NotificationList,
+        flotilla_api::notifications::NotificationDto,
+        flotilla_api::notifications::DeliveryDto,
         sessions::SessionDoc,
         sessions::RuntimeRecord,
         sessions::RuntimeEnd,

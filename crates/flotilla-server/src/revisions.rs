@@ -92,6 +92,7 @@ pub async fn report<S: AuthorityStore>(
             received_ms,
         })
         .await?;
+    crate::notify::triggers::report_received(&state, &host, &report, received_ms);
     let previous = state
         .last_reports
         .lock()

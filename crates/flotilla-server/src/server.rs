@@ -132,6 +132,10 @@ pub fn router<S: AuthorityStore>(state: Arc<AppState<S>>) -> Router {
         .route("/v1/push", post(sessions::push::<S>))
         .route("/v1/outputs/{id}", get(sessions::get_output::<S>))
         .route("/v1/alerts/alertmanager", post(sessions::alertmanager::<S>))
+        .route(
+            "/v1/notifications",
+            get(crate::notify::routes::list_notifications::<S>),
+        )
         // The web dashboard (`/ui`, its own cookie sign-in) and `/v1/ui-links`.
         .merge(crate::ui::router(state.clone()))
         .layer(axum::middleware::from_fn_with_state(
@@ -265,6 +269,7 @@ pub async fn run<S: AuthorityStore>(
     releases::spawn_ticker(&state);
     crate::sessions::spawn_reconciler(&state);
     crate::sessions::cleanup::spawn_retention(&state);
+    crate::notify::worker::spawn(&state);
     crate::ui::watch::spawn(&state);
     let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls));
     listener.set_nonblocking(true)?;

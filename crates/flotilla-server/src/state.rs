@@ -68,6 +68,8 @@ pub struct AppState<S> {
     pub(crate) ui: crate::ui::state::UiState,
     /// The metrics.
     pub metrics: Metrics,
+    /// Notifications to webhooks (none until configured).
+    pub notifier: crate::notify::queue::Notifier,
 }
 
 pub(crate) fn selection_dto(s: &Selection) -> api::SelectionDto {
@@ -134,6 +136,7 @@ impl<S: AuthorityStore> AppState<S> {
             replies: watch::Sender::new(0),
             ui: Default::default(),
             metrics,
+            notifier: Default::default(),
         }))
     }
 

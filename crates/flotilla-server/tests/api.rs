@@ -2,17 +2,17 @@
 //! storage backends: SQLite (a temporary directory) and PostgreSQL (the server that
 //! `scripts/postgres` starts; `FLOTILLA_TEST_POSTGRES_URL`).
 
+mod common;
+
+use common::{agent_manifest, now_ms, start_with, update, Running};
 use flotilla_api::wire::{AgentReport, JoinRequest, PublishRequest, SelectRequest, TokenRequest};
 use flotilla_api::wire::{CreateRolloutRequest, PublishReleaseRequest};
 use flotilla_api::wire::{CreateUnskipRequest, UnskipRequest, UnskipState};
 use flotilla_model::{validate, Format, SourceFile, Sources, Topology};
-use flotilla_release::rollout::{HostPhase, HostUpdate, Phase, Rollout, UpdateReport, UpdateState};
-use flotilla_release::{Artifact, Manifest, Reason, SkipEntry, UnskipOutcome};
-use flotilla_server::server::{AppState, Settings};
+use flotilla_release::rollout::{HostPhase, HostUpdate, Phase, Rollout, UpdateState};
+use flotilla_release::{Reason, SkipEntry, UnskipOutcome};
 use flotilla_server::{Client, ClientError};
-use flotilla_store::authority::{
-    AuthorityStore, NewJoinToken, PostgresAuthority, Principal, SqliteAuthority,
-};
+use flotilla_store::authority::{AuthorityStore, NewJoinToken, PostgresAuthority, SqliteAuthority};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 
@@ -52,89 +52,15 @@ fn topology(text: &str) -> Topology {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
-/// A running authority on 127.0.0.1 and an operator client of it.
-struct Running<S: AuthorityStore + Clone> {
-    url: String,
-    ca_pem: String,
-    ca_hash: String,
-    operator: Client,
-    /// The operator credential itself (the dashboard's sign-in takes it).
-    operator_credential: String,
-    store: S,
-    _dir: tempfile::TempDir,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl<S: AuthorityStore + Clone> Drop for Running<S> {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-    }
-}
-
+/// A running authority with the defaults of these tests.
 async fn start<S: AuthorityStore + Clone>(store: S) -> Running<S> {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = flotilla_server::tls::init(dir.path(), &[]).unwrap();
-    let tls = flotilla_server::tls::server_config(
-        &dir.path().join(flotilla_server::tls::SERVER_CERT),
-        &dir.path().join(flotilla_server::tls::SERVER_KEY),
-    )
-    .unwrap();
-    let op = flotilla_server::auth::new_secret(flotilla_server::auth::OPERATOR_PREFIX);
-    store
-        .create_credential(
-            flotilla_server::auth::hash_secret(&op),
-            Principal::Operator {
-                name: "tester".into(),
-            },
-            now_ms(),
-        )
-        .await
-        .unwrap();
-    let state = AppState::new(
-        store.clone(),
-        Settings {
-            ca_pem: ca.ca_pem.clone(),
-            ca_hash: ca.ca_hash.clone(),
-            report_deadline: Duration::from_secs(45),
-            sessions: None,
-            public_url: "https://127.0.0.1:7443".into(),
-            controller_dir: None,
-        },
+    start_with(
+        store,
+        Duration::from_secs(45),
+        "https://127.0.0.1:7443",
+        |_| {},
     )
     .await
-    .unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("https://{}", listener.local_addr().unwrap());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(flotilla_server::server::run(state, listener, tls, async {
-        let _ = rx.await;
-    }));
-    let operator = Client::new(&url, &ca.ca_pem, Some(op.clone())).unwrap();
-    // The socket listens already (bound above): the first request waits in its
-    // backlog until the service accepts it.
-    operator
-        .get_text("/healthz")
-        .await
-        .expect("authority never answered");
-    Running {
-        url,
-        ca_pem: ca.ca_pem,
-        ca_hash: ca.ca_hash,
-        operator,
-        operator_credential: op,
-        store,
-        _dir: dir,
-        stop: Some(tx),
-    }
 }
 
 impl<S: AuthorityStore + Clone> Running<S> {
@@ -617,30 +543,6 @@ async fn revisions_and_long_poll<S: AuthorityStore + Clone>(store: S) {
     assert_eq!(h.selections[0].revision, p1.revision);
 }
 
-fn update(host: &str, sha: &str, state: UpdateState, reason: Option<Reason>) -> HostUpdate {
-    HostUpdate {
-        host: host.into(),
-        platform: "linux-x86_64".into(),
-        running_sha256: Some(format!("sha256:{sha}")),
-        pid: Some(4242),
-        update: Some(UpdateReport {
-            name: "flotilla-agent".into(),
-            version: "2.0.0".into(),
-            sha256: sha.into(),
-            state,
-            reason,
-            detail: String::new(),
-            evidence: Vec::new(),
-            since_ms: now_ms(),
-        }),
-        releases: std::collections::BTreeMap::new(),
-        updates: Vec::new(),
-        skipped: Vec::new(),
-        unskipped: Vec::new(),
-        received_ms: 0,
-    }
-}
-
 fn rollout_of(dto: flotilla_api::wire::RolloutDto) -> Rollout {
     serde_json::from_value(dto.rollout).unwrap()
 }
@@ -655,23 +557,7 @@ async fn releases_and_rollouts<S: AuthorityStore + Clone>(store: S) {
     let secret = std::fs::read_to_string(&k.secret_path).unwrap();
     let artifact = b"a new agent build".repeat(1000);
     let sha = flotilla_release::artifact::hex(&Sha256::digest(&artifact));
-    let manifest = |version: &str| {
-        let m = Manifest {
-            name: "flotilla-agent".into(),
-            version: version.into(),
-            serial: 7,
-            expires: "2999-01-01T00:00:00Z".into(),
-            artifacts: vec![Artifact {
-                os: "linux".into(),
-                arch: "x86_64".into(),
-                url: None,
-                blob: Some(sha.clone()),
-                sha256: sha.clone(),
-                size: artifact.len() as u64,
-            }],
-        };
-        String::from_utf8(m.to_bytes()).unwrap()
-    };
+    let manifest = |version: &str| agent_manifest(version, &sha, artifact.len() as u64);
     let text = manifest("2.0.0");
     let sig = flotilla_release::sign::sign(&secret, text.as_bytes(), "test").unwrap();
     let studio = b.agent("studio").await;

@@ -192,6 +192,10 @@ pub enum StoreError {
     #[error("no question {0} in the authority's store")]
     UnknownQuestion(u64),
 
+    /// No notification has this id; nothing was written.
+    #[error("no notification {0} in the authority's store")]
+    UnknownNotification(u64),
+
     /// A row with this key already exists, e.g. a join token or credential with
     /// the same hash; nothing was written.
     #[error("{what} already exists")]

@@ -1814,6 +1814,55 @@ mod cases {
 
     /// Pending unskip requests survive reopening (an authority restart); ids
     /// continue.
+    pub async fn notifications_are_recorded_once_per_key(fx: &impl Fixture) {
+        {
+            let s = fx.open().await;
+            assert!(s.notifications(10).await.unwrap().is_empty());
+            let a = s
+                .create_notification("question/1".into(), "{}".into(), T0)
+                .await
+                .unwrap()
+                .expect("a new key");
+            assert_eq!(
+                s.create_notification("question/1".into(), "{\"again\":1}".into(), T0 + 1)
+                    .await
+                    .unwrap(),
+                None
+            );
+            let b = s
+                .create_notification("host/a/unreachable/5".into(), "{}".into(), T0 + 2)
+                .await
+                .unwrap()
+                .expect("a new key");
+            assert!(a < b, "{a} {b}");
+            s.put_notification(a, "{\"sent\":1}".into(), T0 + 3)
+                .await
+                .unwrap();
+            assert!(matches!(
+                s.put_notification(b + 100, "{}".into(), T0).await,
+                Err(StoreError::UnknownNotification(_))
+            ));
+        }
+        // Across a reopen: the same key is still taken.
+        let s = fx.open().await;
+        let all = s.notifications(10).await.unwrap();
+        assert_eq!(
+            all.iter().map(|n| n.dedup_key.as_str()).collect::<Vec<_>>(),
+            vec!["host/a/unreachable/5", "question/1"]
+        );
+        assert_eq!(
+            (all[1].doc.as_str(), all[1].created_ms, all[1].updated_ms),
+            ("{\"sent\":1}", T0, T0 + 3)
+        );
+        assert_eq!(s.notifications(1).await.unwrap().len(), 1);
+        assert_eq!(
+            s.create_notification("question/1".into(), "{}".into(), T0 + 4)
+                .await
+                .unwrap(),
+            None
+        );
+    }
+
     pub async fn unskips_survive_reopen(fx: &impl Fixture) {
         let (a, b) = {
             let s = fx.open().await;
@@ -2036,6 +2085,7 @@ suite!(
     release_data_survives_reopen,
     unskips_are_pending_until_stored_done,
     unskips_survive_reopen,
+    notifications_are_recorded_once_per_key,
     sessions_events_and_questions,
     concurrent_alert_sessions_are_created_once,
     delete_session_removes_its_rows_only,

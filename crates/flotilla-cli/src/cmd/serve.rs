@@ -1,6 +1,7 @@
 //! `flotilla serve [init | token create | ui-link | openapi]`: run the desired-state
 //! authority, make its CA and operator credential, make join tokens and dashboard
-//! sign-in links, print the API document.
+//! sign-in links, print the API document; `serve --local`: the authority and this
+//! machine's agent in one command ([`crate::local_fleet`]).
 
 use crate::{Cli, EXIT_OK};
 use flotilla_server::authority::{self, Backend, ServeOptions};
@@ -52,6 +53,11 @@ pub struct RunArgs {
     /// notifications and login URLs (default: `https://<listening address>`).
     #[arg(long, env = "FLOTILLA_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<String>,
+    /// One machine in one command: initialise the authority if needed, serve it on
+    /// 127.0.0.1 (--listen, loopback only), join and run this machine's agent, and
+    /// print the dashboard's sign-in URL; Ctrl-C or SIGTERM stops both.
+    #[arg(long, conflicts_with_all = ["database_url", "tls_cert"])]
+    pub local: bool,
 }
 
 /// `flotilla serve` subcommands.
@@ -72,6 +78,9 @@ pub enum ServeCommand {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// The notifications posted to webhooks (`notifications.toml`) and how each
+    /// delivery went, newest first.
+    Notifications(super::notifications::Args),
     /// Make a credential that may only post alerts (Alertmanager's webhook,
     /// `POST /v1/alerts/alertmanager`); printed once, stored hashed.
     AlertsCredential {
@@ -217,6 +226,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             println!("next: flotilla serve --authority-dir {}", dir.display());
             Ok(EXIT_OK)
         }
+        Some(ServeCommand::Notifications(a)) => super::notifications::run(cli, a),
         Some(ServeCommand::AlertsCredential { name }) => {
             let client = super::authority::client(cli)?;
             let r: flotilla_api::sessions::AlertsCredentialResponse = rt.block_on(client.post(
@@ -259,6 +269,16 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 );
             }
             Ok(EXIT_OK)
+        }
+        None if args.run.local => {
+            let r = &args.run;
+            crate::local_fleet::run(crate::local_fleet::Local {
+                base: super::authority::base_state_dir(cli)?,
+                dir: authority_dir(cli, &r.store)?,
+                listen: r.listen,
+                report_deadline: r.report_deadline,
+                public_url: r.public_url.clone(),
+            })
         }
         None => {
             let r = &args.run;

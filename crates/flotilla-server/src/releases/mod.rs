@@ -452,6 +452,9 @@ pub(crate) async fn act_on_rollout<S: AuthorityStore>(
     log_events(id, &r, before_action);
     let doc = serde_json::to_string(&r).map_err(internal)?;
     state.store.put_rollout(id, doc, now).await?;
+    if let Some(before) = rollouts.get(&id) {
+        crate::notify::triggers::rollout_changed(state, before, &r);
+    }
     rollouts.insert(id, r.clone());
     drop(rollouts);
     state.releases.bump();
@@ -494,6 +497,7 @@ pub async fn advance_all<S: AuthorityStore>(state: &AppState<S>) -> Result<(), F
             log_events(id, &r, seen);
             let doc = serde_json::to_string(&r).map_err(internal)?;
             state.store.put_rollout(id, doc, now).await?;
+            crate::notify::triggers::rollout_changed(state, &rollouts[&id], &r);
             rollouts.insert(id, r);
             changed = true;
         }

@@ -65,6 +65,7 @@ pub(crate) async fn open_question<S: AuthorityStore>(
         .create_question(id, serde_json::to_string(&q).expect("serialises"), now_ms())
         .await?;
     state.ui.hub.changed(crate::ui::hub::Topic::Questions);
+    crate::notify::triggers::question_opened(state, id, qid, tool_name, input, reason);
     Ok(qid)
 }
 

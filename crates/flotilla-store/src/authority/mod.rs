@@ -58,7 +58,7 @@ pub use sqlite::{SqliteAuthority, AUTHORITY_APPLICATION_ID, AUTHORITY_DB_FILE};
 
 /// The authority's schema version this build creates and understands (the last
 /// migration's number; the same numbering on both backends).
-pub const AUTHORITY_SCHEMA_VERSION: i64 = 6;
+pub const AUTHORITY_SCHEMA_VERSION: i64 = 7;
 
 /// Blobs are stored in chunks of this many bytes (8 MiB; the last chunk may be
 /// shorter), one row each, so that no single value nears a backend's limit
@@ -490,6 +490,31 @@ pub trait AuthorityStore: Send + Sync + 'static {
     /// Every question, newest (highest id) first.
     fn questions(&self) -> impl Future<Output = Result<Vec<QuestionRecord>, StoreError>> + Send;
 
+    /// Records a notification under `dedup_key` (its document as JSON); its id, or
+    /// `None` when one with this key exists already (nothing was written): the
+    /// same event is recorded, and so sent, once, across restarts and processes.
+    fn create_notification(
+        &self,
+        dedup_key: String,
+        doc: String,
+        created_ms: i64,
+    ) -> impl Future<Output = Result<Option<u64>, StoreError>> + Send;
+
+    /// Replaces notification `id`'s document (its deliveries' progress).
+    /// [`StoreError::UnknownNotification`] when there is none.
+    fn put_notification(
+        &self,
+        id: u64,
+        doc: String,
+        updated_ms: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The newest `limit` notifications, newest (highest id) first.
+    fn notifications(
+        &self,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<NotificationRecord>, StoreError>> + Send;
+
     /// Checks that the database answers (for `/readyz`).
     fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
 
@@ -912,6 +937,22 @@ pub struct QuestionRecord {
     pub updated_ms: i64,
 }
 
+/// A stored notification ([`AuthorityStore::notifications`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotificationRecord {
+    /// Its id (1, 2, 3…).
+    pub id: u64,
+    /// The event's deduplication key (unique).
+    pub dedup_key: String,
+    /// The notification and its deliveries as JSON
+    /// (`flotilla_api::notifications::NotificationDto`), as last stored.
+    pub doc: String,
+    /// When it was recorded, ms since the Unix epoch.
+    pub created_ms: i64,
+    /// When its document was last stored, ms since the Unix epoch.
+    pub updated_ms: i64,
+}
+
 /// A host's last update report ([`AuthorityStore::host_updates`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostUpdateRecord {
@@ -1257,6 +1298,28 @@ impl AuthorityStore for AnyAuthority {
 
     async fn questions(&self) -> Result<Vec<QuestionRecord>, StoreError> {
         delegate!(self.questions())
+    }
+
+    async fn create_notification(
+        &self,
+        dedup_key: String,
+        doc: String,
+        created_ms: i64,
+    ) -> Result<Option<u64>, StoreError> {
+        delegate!(self.create_notification(dedup_key, doc, created_ms))
+    }
+
+    async fn put_notification(
+        &self,
+        id: u64,
+        doc: String,
+        updated_ms: i64,
+    ) -> Result<(), StoreError> {
+        delegate!(self.put_notification(id, doc, updated_ms))
+    }
+
+    async fn notifications(&self, limit: u32) -> Result<Vec<NotificationRecord>, StoreError> {
+        delegate!(self.notifications(limit))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -35,9 +35,9 @@
 use super::{
     decide, existing_release, principal_columns, principal_from_columns, refusal, stored_id,
     stored_serial, AuthorityStore, Cas, HostReportRecord, HostUpdateRecord, NewJoinToken,
-    NewRelease, NewRevision, Principal, QuestionRecord, QueuedCall, Redeem, ReleasePut,
-    ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection,
-    SessionCreated, SessionDeleted, SessionEventRecord, SessionRecord, UnskipRecord,
+    NewRelease, NewRevision, NotificationRecord, Principal, QuestionRecord, QueuedCall, Redeem,
+    ReleasePut, ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome,
+    Selection, SessionCreated, SessionDeleted, SessionEventRecord, SessionRecord, UnskipRecord,
     AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
 use super::{stored_ui_role, ui_link_refusal, NewUiLink, UiLinkRecord, UiLinkRedeem};
@@ -278,6 +278,21 @@ CREATE TABLE ui_links (
     expires_ms      BIGINT  NOT NULL,
     used_ms         BIGINT,
     revoked_ms      BIGINT
+);
+"#,
+    },
+    Migration {
+        version: 7,
+        description: "notifications",
+        sql: r#"
+-- Notifications posted to webhooks: JSON documents (their meaning lives in
+-- flotilla-server) with their deliveries; one per event (dedup_key).
+CREATE TABLE notifications (
+    id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    dedup_key  TEXT   NOT NULL UNIQUE,
+    doc        TEXT   NOT NULL,
+    created_ms BIGINT NOT NULL,
+    updated_ms BIGINT NOT NULL
 );
 "#,
     },
@@ -1546,6 +1561,63 @@ impl AuthorityStore for PostgresAuthority {
 
     async fn questions(&self) -> Result<Vec<QuestionRecord>, StoreError> {
         self.list_docs("list questions", &QUESTIONS).await
+    }
+
+    async fn create_notification(
+        &self,
+        dedup_key: String,
+        doc: String,
+        created_ms: i64,
+    ) -> Result<Option<u64>, StoreError> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "INSERT INTO notifications (dedup_key, doc, created_ms, updated_ms)
+                 VALUES ($1, $2, $3, $3) ON CONFLICT (dedup_key) DO NOTHING RETURNING id",
+                &[&dedup_key, &doc, &created_ms],
+            )
+            .await
+            .map_err(pg("record a notification"))?;
+        Ok(row.map(|r| r.get::<_, i64>(0) as u64))
+    }
+
+    async fn put_notification(
+        &self,
+        id: u64,
+        doc: String,
+        updated_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.put_doc(
+            "store a notification",
+            "notifications",
+            id,
+            doc,
+            updated_ms,
+            StoreError::UnknownNotification,
+        )
+        .await
+    }
+
+    async fn notifications(&self, limit: u32) -> Result<Vec<NotificationRecord>, StoreError> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT id, dedup_key, doc, created_ms, updated_ms FROM notifications
+                 ORDER BY id DESC LIMIT $1",
+                &[&(limit as i64)],
+            )
+            .await
+            .map_err(pg("list notifications"))?;
+        Ok(rows
+            .iter()
+            .map(|row| NotificationRecord {
+                id: row.get::<_, i64>(0) as u64,
+                dedup_key: row.get(1),
+                doc: row.get(2),
+                created_ms: row.get(3),
+                updated_ms: row.get(4),
+            })
+            .collect())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -7,9 +7,9 @@
 use super::{
     decide, existing_release, principal_columns, principal_from_columns, refusal, stored_id,
     stored_serial, AuthorityStore, Cas, HostReportRecord, HostUpdateRecord, NewJoinToken,
-    NewRelease, NewRevision, Principal, QuestionRecord, QueuedCall, Redeem, ReleasePut,
-    ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection,
-    SessionCreated, SessionDeleted, SessionEventRecord, SessionRecord, UnskipRecord,
+    NewRelease, NewRevision, NotificationRecord, Principal, QuestionRecord, QueuedCall, Redeem,
+    ReleasePut, ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome,
+    Selection, SessionCreated, SessionDeleted, SessionEventRecord, SessionRecord, UnskipRecord,
     AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
 use super::{stored_ui_role, ui_link_refusal, NewUiLink, UiLinkRecord, UiLinkRedeem};
@@ -241,6 +241,21 @@ CREATE TABLE ui_links (
     expires_ms      INTEGER NOT NULL,
     used_ms         INTEGER,               -- NULL while unused
     revoked_ms      INTEGER                -- NULL unless revoked
+) STRICT;
+"#,
+    },
+    Migration {
+        version: 7,
+        description: "notifications",
+        sql: r#"
+-- Notifications posted to webhooks: JSON documents (their meaning lives in
+-- flotilla-server) with their deliveries; one per event (dedup_key).
+CREATE TABLE notifications (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    dedup_key  TEXT    NOT NULL UNIQUE,
+    doc        TEXT    NOT NULL,
+    created_ms INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL
 ) STRICT;
 "#,
     },
@@ -1265,6 +1280,63 @@ impl AuthorityStore for SqliteAuthority {
 
     fn questions(&self) -> impl Future<Output = Result<Vec<QuestionRecord>, StoreError>> + Send {
         self.list_docs("list questions", QUESTIONS)
+    }
+
+    fn create_notification(
+        &self,
+        dedup_key: String,
+        doc: String,
+        created_ms: i64,
+    ) -> impl Future<Output = Result<Option<u64>, StoreError>> + Send {
+        self.run("record a notification", true, move |tx| {
+            let id: Option<i64> = tx
+                .query_row(
+                    "INSERT INTO notifications (dedup_key, doc, created_ms, updated_ms)
+                     VALUES (?1, ?2, ?3, ?3) ON CONFLICT (dedup_key) DO NOTHING RETURNING id",
+                    (&dedup_key, &doc, created_ms),
+                    |row| row.get(0),
+                )
+                .optional()?;
+            Ok(id.map(|i| i as u64))
+        })
+    }
+
+    fn put_notification(
+        &self,
+        id: u64,
+        doc: String,
+        updated_ms: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.put_doc(
+            "store a notification",
+            "notifications",
+            id,
+            doc,
+            updated_ms,
+            StoreError::UnknownNotification,
+        )
+    }
+
+    fn notifications(
+        &self,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<NotificationRecord>, StoreError>> + Send {
+        self.run("list notifications", false, move |tx| {
+            let mut stmt = tx.prepare(
+                "SELECT id, dedup_key, doc, created_ms, updated_ms FROM notifications
+                 ORDER BY id DESC LIMIT ?1",
+            )?;
+            let rows = stmt.query_map([limit as i64], |row| {
+                Ok(NotificationRecord {
+                    id: row.get::<_, i64>(0)? as u64,
+                    dedup_key: row.get(1)?,
+                    doc: row.get(2)?,
+                    created_ms: row.get(3)?,
+                    updated_ms: row.get(4)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
     }
 
     fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send {

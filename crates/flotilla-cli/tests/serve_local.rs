@@ -1,0 +1,126 @@
+//! `flotilla serve --local`: the authority on 127.0.0.1 and this machine's agent in
+//! one command; the agent reports; SIGTERM leaves nothing running.
+
+mod common;
+
+use std::io::BufRead as _;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn serve_local_runs_the_authority_and_this_machines_agent_until_sigterm() {
+    let ws = common::Workspace::new();
+    let state = ws.path().join("state");
+    let state_arg = state.to_str().unwrap().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args([
+            "--state-dir",
+            &state_arg,
+            "serve",
+            "--local",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env_remove("FLOTILLA_SERVER")
+        .env_remove("FLOTILLA_AUTHORITY_DIR")
+        .env_remove("FLOTILLA_DATABASE_URL")
+        .env_remove("FLOTILLA_PUBLIC_URL")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _guard = common::KillOnDrop(child.id());
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut printed = Vec::new();
+    let mut url = None;
+    let mut dashboard = None;
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(rest) = line.strip_prefix("authority: ") {
+            url = rest.split(' ').next().map(str::to_string);
+        }
+        if let Some(rest) = line.strip_prefix("dashboard: ") {
+            dashboard = rest.split(' ').next().map(str::to_string);
+        }
+        printed.push(line.clone());
+        if line.starts_with("stop with") {
+            break;
+        }
+    }
+    let url = url.unwrap_or_else(|| panic!("no authority URL printed: {printed:#?}"));
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    // The dashboard's one-time sign-in URL, minted as `serve ui-link` mints one.
+    let dashboard = dashboard.unwrap_or_else(|| panic!("no dashboard URL: {printed:#?}"));
+    assert!(
+        dashboard.starts_with(&format!("{url}/ui/login?token=flt-ui-")),
+        "{printed:#?}"
+    );
+    // The agent runs (its own process, with this state directory) and reports.
+    let agents = common::pids_with_arg(&state_arg);
+    assert!(
+        agents
+            .iter()
+            .any(|p| common::cmdline(*p).contains(&"agent".to_string())),
+        "{printed:#?}"
+    );
+    let op: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(state.join("authority/operator.json")).unwrap())
+            .unwrap();
+    let client = flotilla_api::Client::new(
+        &url,
+        op["ca_pem"].as_str().unwrap(),
+        Some(op["credential"].as_str().unwrap().to_string()),
+    )
+    .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let links: flotilla_api::ui_links::UiLinkList =
+        rt.block_on(client.get("/v1/ui-links")).unwrap();
+    assert_eq!(links.links.len(), 1, "{links:?}");
+    assert_eq!(
+        (links.links[0].role.as_str(), links.links[0].used_ms),
+        ("operator", None)
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let host = loop {
+        let st = rt.block_on(client.status()).unwrap();
+        if let Some(h) = st.hosts.iter().find(|h| h.observability == "observed") {
+            break h.host.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the agent never reported: {st:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        printed
+            .iter()
+            .any(|l| l.contains(&format!("host `{host}`"))),
+        "{printed:#?}"
+    );
+    // SIGTERM: the authority and its agent end, nothing of this state directory runs.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let stopped = Instant::now();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(
+        stopped.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        stopped.elapsed()
+    );
+    assert!(
+        common::pids_with_arg(&state_arg).is_empty(),
+        "still running: {:?}",
+        common::pids_with_arg(&state_arg)
+            .iter()
+            .map(|p| common::cmdline(*p))
+            .collect::<Vec<_>>()
+    );
+    // The enrollment stays for the next run.
+    assert!(state.join("agent/agent.json").exists());
+}

@@ -1,0 +1,148 @@
+//! A running authority on 127.0.0.1 (HTTPS with its own CA) and an operator
+//! client of it, for the API's tests.
+
+#![allow(dead_code)]
+
+use flotilla_release::rollout::{HostUpdate, UpdateReport, UpdateState};
+use flotilla_release::Reason;
+use flotilla_server::server::{AppState, Settings};
+use flotilla_server::Client;
+use flotilla_store::authority::{AuthorityStore, Principal};
+use std::time::Duration;
+
+pub fn now_ms() -> i64 {
+    flotilla_exec::this_process::now_ms()
+}
+
+/// A running authority on 127.0.0.1 and an operator client of it.
+pub struct Running<S: AuthorityStore + Clone> {
+    pub url: String,
+    pub ca_pem: String,
+    pub ca_hash: String,
+    pub operator: Client,
+    /// The operator credential itself (the dashboard's sign-in takes it).
+    pub operator_credential: String,
+    pub store: S,
+    /// The TLS files.
+    pub dir: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl<S: AuthorityStore + Clone> Drop for Running<S> {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+/// Serves `store` with `report_deadline` and `public_url`; `configure` sees the
+/// state before it serves.
+pub async fn start_with<S: AuthorityStore + Clone>(
+    store: S,
+    report_deadline: Duration,
+    public_url: &str,
+    configure: impl FnOnce(&AppState<S>),
+) -> Running<S> {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = flotilla_server::tls::init(dir.path(), &[]).unwrap();
+    let tls = flotilla_server::tls::server_config(
+        &dir.path().join(flotilla_server::tls::SERVER_CERT),
+        &dir.path().join(flotilla_server::tls::SERVER_KEY),
+    )
+    .unwrap();
+    let op = flotilla_server::auth::new_secret(flotilla_server::auth::OPERATOR_PREFIX);
+    store
+        .create_credential(
+            flotilla_server::auth::hash_secret(&op),
+            Principal::Operator {
+                name: "tester".into(),
+            },
+            now_ms(),
+        )
+        .await
+        .unwrap();
+    let state = AppState::new(
+        store.clone(),
+        Settings {
+            ca_pem: ca.ca_pem.clone(),
+            ca_hash: ca.ca_hash.clone(),
+            report_deadline,
+            sessions: None,
+            public_url: public_url.into(),
+            controller_dir: None,
+        },
+    )
+    .await
+    .unwrap();
+    configure(&state);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(flotilla_server::server::run(state, listener, tls, async {
+        let _ = rx.await;
+    }));
+    let operator = Client::new(&url, &ca.ca_pem, Some(op.clone())).unwrap();
+    // The socket listens already (bound above): the first request waits in its
+    // backlog until the service accepts it.
+    operator
+        .get_text("/healthz")
+        .await
+        .expect("authority never answered");
+    Running {
+        url,
+        ca_pem: ca.ca_pem,
+        ca_hash: ca.ca_hash,
+        operator,
+        operator_credential: op,
+        store,
+        dir,
+        stop: Some(tx),
+    }
+}
+
+/// `host`'s agent reporting release 2.0.0 of `flotilla-agent` in `state` (for
+/// `reason`), running `sha`.
+pub fn update(host: &str, sha: &str, state: UpdateState, reason: Option<Reason>) -> HostUpdate {
+    HostUpdate {
+        host: host.into(),
+        platform: "linux-x86_64".into(),
+        running_sha256: Some(format!("sha256:{sha}")),
+        pid: Some(4242),
+        update: Some(UpdateReport {
+            name: "flotilla-agent".into(),
+            version: "2.0.0".into(),
+            sha256: sha.into(),
+            state,
+            reason,
+            detail: String::new(),
+            evidence: Vec::new(),
+            since_ms: now_ms(),
+        }),
+        releases: std::collections::BTreeMap::new(),
+        updates: Vec::new(),
+        skipped: Vec::new(),
+        unskipped: Vec::new(),
+        received_ms: 0,
+    }
+}
+
+/// The manifest of `flotilla-agent` `version` (serial 7) with one linux-x86_64
+/// artifact, the blob `sha` of `size` bytes.
+pub fn agent_manifest(version: &str, sha: &str, size: u64) -> String {
+    let m = flotilla_release::Manifest {
+        name: "flotilla-agent".into(),
+        version: version.into(),
+        serial: 7,
+        expires: "2999-01-01T00:00:00Z".into(),
+        artifacts: vec![flotilla_release::Artifact {
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            url: None,
+            blob: Some(sha.into()),
+            sha256: sha.into(),
+            size,
+        }],
+    };
+    String::from_utf8(m.to_bytes()).unwrap()
+}
