@@ -61,6 +61,13 @@ pub fn this_host() -> String {
     }
 }
 
+/// How often the agent `serve --local` starts reports: a third of the report
+/// deadline (so that two reports may be lost before the host looks unreachable),
+/// at most the agent's default of 15 s, at least 1 s.
+fn report_every(deadline: Duration) -> Duration {
+    (deadline / 3).clamp(Duration::from_secs(1), Duration::from_secs(15))
+}
+
 /// How long the printed sign-in link can be used (once).
 pub const LOGIN_TTL: Duration = Duration::from_secs(15 * 60);
 
@@ -132,6 +139,12 @@ async fn set_up(l: &Local, url: &str, host: &str) -> anyhow::Result<(Agent, bool
         l.base.clone().into(),
         "agent".into(),
         "run".into(),
+        // Report well within the authority's deadline (the agent's default, 15 s,
+        // would make a host look unreachable under a shorter `--report-deadline`).
+        "--report-every".into(),
+        humantime::format_duration(report_every(l.report_deadline))
+            .to_string()
+            .into(),
     ];
     let login: flotilla_api::ui_links::UiLinkCreated = operator
         .post(
@@ -233,10 +246,33 @@ pub fn run(l: Local) -> anyhow::Result<u8> {
             humantime::format_duration(LOGIN_TTL),
             flotilla_api::links::Link::Login.url(&public),
         );
+        if url != format!("https://{}", flotilla_server::authority::DEFAULT_LISTEN) {
+            println!("other commands reach it with: export FLOTILLA_SERVER={url}");
+        }
         println!("stop with Ctrl-C");
         let served = serve.await;
         tokio::task::spawn_blocking(move || stop(agent)).await?;
         served?;
         Ok(crate::EXIT_OK)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::report_every;
+    use std::time::Duration;
+
+    #[test]
+    fn reports_come_three_times_per_deadline_within_bounds() {
+        assert_eq!(
+            report_every(Duration::from_secs(45)),
+            Duration::from_secs(15)
+        );
+        assert_eq!(report_every(Duration::from_secs(6)), Duration::from_secs(2));
+        assert_eq!(report_every(Duration::from_secs(2)), Duration::from_secs(1));
+        assert_eq!(
+            report_every(Duration::from_secs(600)),
+            Duration::from_secs(15)
+        );
+    }
 }

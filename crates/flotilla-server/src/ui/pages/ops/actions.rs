@@ -224,7 +224,10 @@ pub(crate) fn run_view(run: &Run) -> Markup {
                 Some(RunOutcome::Failed(why)) => p.notice.bad role="alert" { (layout::visible(why)) },
                 Some(RunOutcome::Applied { summary, operation, .. }) => {
                     @for s in summary { p.notice.bad { (layout::visible(s)) } }
-                    (layout::command(&format!("flotilla operations show {operation}")))
+                    // Journaled by the authority's controller (`<authority
+                    // dir>/controller/`), not in a CLI's journal: no command reads it
+                    // from elsewhere, so none is shown.
+                    p.muted { "Journaled by the authority as " code { (layout::visible(operation)) } "." }
                 },
                 None => {},
             }

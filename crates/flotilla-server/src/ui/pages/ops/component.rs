@@ -59,7 +59,7 @@ async fn page<S: AuthorityStore>(
 ) -> Response {
     let since = state.ui.hub.mark();
     let Some(content) = status(&state, &name).await else {
-        return layout::not_found(&session, Nav::Stacks, &format!("component `{name}`"));
+        return layout::not_found(&session, Nav::Overview, &format!("component `{name}`"));
     };
     let link = Link::Component(name.clone());
     let body = html! {
@@ -77,7 +77,7 @@ async fn page<S: AuthorityStore>(
     Html(
         layout::page(
             &session,
-            Nav::Stacks,
+            Nav::Overview,
             &format!("Component {name}"),
             Some(&live),
             body,
