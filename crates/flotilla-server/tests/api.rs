@@ -1115,14 +1115,32 @@ async fn dashboard_event_streams_send_changed_fragments_and_resume<S: AuthorityS
         assert!(set.contains(part), "{set}");
     }
     let cookie = set.split(';').next().unwrap().to_string();
-    // A first connection without `since`: every fragment, with an id.
+    // Pages and assets come gzip-compressed to a client that accepts it.
+    let htmx = &flotilla_server::ui::assets::ASSETS.htmx.path;
+    for page in ["/ui/", htmx.as_str()] {
+        let r = http
+            .get(format!("{}{page}", a.url))
+            .header("cookie", &cookie)
+            .header("accept-encoding", "gzip")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{page}");
+        assert_eq!(r.headers()["content-encoding"], "gzip", "{page}");
+        let body = r.bytes().await.unwrap();
+        assert_eq!(body[..2], [0x1f, 0x8b], "{page}: a gzip member");
+    }
+    // A first connection without `since`: every fragment, with an id; never
+    // compressed (an encoder would hold events back).
     let mut s = http
         .get(&stream)
         .header("cookie", &cookie)
+        .header("accept-encoding", "gzip")
         .send()
         .await
         .unwrap();
     assert_eq!(s.status(), 200);
+    assert!(s.headers().get("content-encoding").is_none());
     assert_eq!(s.headers()["x-accel-buffering"], "no");
     assert_eq!(s.headers()["cache-control"], "no-cache");
     let mut buf = String::new();

@@ -94,17 +94,32 @@ use axum::routing::get;
 use axum::Router;
 use flotilla_store::authority::AuthorityStore;
 use std::sync::Arc;
+use tower_http::compression::predicate::{NotForContentType, Predicate, SizeAbove};
+use tower_http::compression::CompressionLayer;
 
 /// Every `/ui` route (pages, assets, the event stream) behind the [`guard`], and
 /// `/v1/ui-links`; merged into [`crate::server::router`].
+///
+/// Pages and assets are gzip-compressed when the client accepts it (RFC 9110
+/// `Accept-Encoding`); the event stream (`text/event-stream`) never is, as an
+/// encoder would hold events back until its buffer fills.
 pub fn router<S: AuthorityStore>(state: Arc<AppState<S>>) -> Router<Arc<AppState<S>>> {
     Router::new()
         .route("/ui/assets/{file}", get(assets::serve))
-        .route("/ui/events", get(events::events::<S>))
         .merge(pages::routes::<S>())
+        .layer(compression())
+        .route("/ui/events", get(events::events::<S>))
         .layer(axum::middleware::from_fn_with_state(
             state,
             guard::guard::<S>,
         ))
         .merge(links::routes::<S>())
+}
+
+/// Gzip for bodies over 1 KiB that are not event streams or images.
+fn compression() -> CompressionLayer<impl Predicate> {
+    let predicate = SizeAbove::new(1024)
+        .and(NotForContentType::const_new("text/event-stream"))
+        .and(NotForContentType::IMAGES);
+    CompressionLayer::new().gzip(true).compress_when(predicate)
 }
