@@ -189,22 +189,49 @@ impl Browser {
 
     /// Types `text` into the element matching `css`.
     pub fn fill(&self, css: &str, text: &str) {
-        let c = self.c();
-        self.rt
-            .block_on(async {
+        self.on_element(&format!("fill `{css}`"), || {
+            let c = self.c();
+            self.rt.block_on(async {
                 let e = c.find(Locator::Css(css)).await?;
                 e.clear().await?;
                 e.send_keys(text).await
             })
-            .unwrap_or_else(|e| panic!("fill `{css}`: {e}"));
+        });
+    }
+
+    /// Runs `act` on an element until it succeeds (at most [`WAIT`]): a live page
+    /// replaces fragments at any time, so an element found may be swapped out
+    /// before it is used ("stale element reference"), or not be there yet; a person
+    /// would simply act on the fresh one. Any other error panics at once.
+    fn on_element(
+        &self,
+        what: &str,
+        mut act: impl FnMut() -> Result<(), fantoccini::error::CmdError>,
+    ) {
+        let end = Instant::now() + WAIT;
+        loop {
+            match act() {
+                Ok(()) => return,
+                Err(e) => {
+                    let text = e.to_string();
+                    let transient =
+                        text.contains("stale element") || text.contains("no such element");
+                    if !transient || Instant::now() >= end {
+                        panic!("{what}: {e}");
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Clicks the element matching `css`.
     pub fn click(&self, css: &str) {
-        let c = self.c();
-        self.rt
-            .block_on(async { c.find(Locator::Css(css)).await?.click().await })
-            .unwrap_or_else(|e| panic!("click `{css}`: {e}"));
+        self.on_element(&format!("click `{css}`"), || {
+            let c = self.c();
+            self.rt
+                .block_on(async { c.find(Locator::Css(css)).await?.click().await })
+        });
     }
 
     /// Sends keys to the page (as typed with the focus on `<body>`).
