@@ -81,18 +81,22 @@ fn serve_local_runs_the_authority_and_this_machines_agent_until_sigterm() {
         (links.links[0].role.as_str(), links.links[0].used_ms),
         ("operator", None)
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let host = loop {
-        let st = rt.block_on(client.status()).unwrap();
-        if let Some(h) = st.hosts.iter().find(|h| h.observability == "observed") {
-            break h.host.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the agent never reported: {st:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let mut st = None;
+    let reported = flotilla_testkit::wait_until(Duration::from_secs(60), || {
+        let now = rt.block_on(client.status()).unwrap();
+        let done = now.hosts.iter().any(|h| h.observability == "observed");
+        st = Some(now);
+        done
+    });
+    let st = st.unwrap();
+    assert!(reported, "the agent never reported: {st:#?}");
+    let host = st
+        .hosts
+        .iter()
+        .find(|h| h.observability == "observed")
+        .unwrap()
+        .host
+        .clone();
     assert!(
         printed
             .iter()

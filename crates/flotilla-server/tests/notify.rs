@@ -120,19 +120,18 @@ impl Receiver {
 
     /// The requests to `path` once there are `n`, within 30 s.
     async fn wait_for(&self, path: &str, n: usize) -> Vec<Got> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let got = self.got(path);
-            if got.len() >= n {
-                return got;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{path} got {} requests, not {n}: {got:#?}",
-                got.len()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let mut got = Vec::new();
+        let arrived = flotilla_testkit::wait_until_async(Duration::from_secs(30), || {
+            got = self.got(path);
+            std::future::ready(got.len() >= n)
+        })
+        .await;
+        assert!(
+            arrived,
+            "{path} got {} requests, not {n}: {got:#?}",
+            got.len()
+        );
+        got
     }
 }
 
@@ -209,15 +208,19 @@ impl Running {
         &self,
         done: impl Fn(&[NotificationDto]) -> bool,
     ) -> Vec<NotificationDto> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let l: NotificationList = self.operator.get("/v1/notifications").await.unwrap();
-            if done(&l.notifications) {
-                return l.notifications;
-            }
-            assert!(Instant::now() < deadline, "{:#?}", l.notifications);
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let last = std::sync::Mutex::new(Vec::new());
+        let (this, last_ref, done) = (self, &last, &done);
+        let held =
+            flotilla_testkit::wait_until_async(Duration::from_secs(30), move || async move {
+                let l: NotificationList = this.operator.get("/v1/notifications").await.unwrap();
+                let held = done(&l.notifications);
+                *last_ref.lock().unwrap() = l.notifications;
+                held
+            })
+            .await;
+        let last = last.into_inner().unwrap();
+        assert!(held, "{last:#?}");
+        last
     }
 }
 

@@ -39,6 +39,26 @@ pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> boo
     }
 }
 
+/// [`wait_until`] for a condition that must be awaited (an HTTP call): checks
+/// `condition` every [`POLL_INTERVAL`] until it holds or `timeout` has passed; whether
+/// it held (checked once more at the deadline).
+pub async fn wait_until_async<F, Fut>(timeout: Duration, mut condition: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if condition().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return condition().await;
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
 /// Whether a live process has this pid: a zombie (exited, not yet reaped) or a
 /// dead one (`Z`/`X` in `/proc/<pid>/stat`) is not. Linux only.
 pub fn alive(pid: u32) -> bool {

@@ -11,7 +11,7 @@ use super::KillOnDrop;
 use fantoccini::{Client, ClientBuilder, Locator};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a wait lasts by default.
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -154,19 +154,12 @@ impl Browser {
     /// Waits (at most `within`) until `check` holds, else panics naming `what` with
     /// the page's URL and text.
     pub fn wait_for(&self, what: &str, within: Duration, mut check: impl FnMut(&Browser) -> bool) {
-        let end = Instant::now() + within;
-        loop {
-            if check(self) {
-                return;
-            }
-            if Instant::now() >= end {
-                panic!(
-                    "timed out waiting for {what}\nat {}\npage text:\n{}",
-                    self.url(),
-                    self.text("body").unwrap_or_default()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        if !flotilla_testkit::wait_until(within, || check(self)) {
+            panic!(
+                "timed out waiting for {what}\nat {}\npage text:\n{}",
+                self.url(),
+                self.text("body").unwrap_or_default()
+            );
         }
     }
 
@@ -208,20 +201,23 @@ impl Browser {
         what: &str,
         mut act: impl FnMut() -> Result<(), fantoccini::error::CmdError>,
     ) {
-        let end = Instant::now() + WAIT;
-        loop {
-            match act() {
-                Ok(()) => return,
-                Err(e) => {
-                    let text = e.to_string();
-                    let transient =
-                        text.contains("stale element") || text.contains("no such element");
-                    if !transient || Instant::now() >= end {
-                        panic!("{what}: {e}");
-                    }
+        let mut last = None;
+        let done = flotilla_testkit::wait_until(WAIT, || match act() {
+            Ok(()) => true,
+            Err(e) => {
+                let text = e.to_string();
+                if !(text.contains("stale element") || text.contains("no such element")) {
+                    panic!("{what}: {e}");
                 }
+                last = Some(e);
+                false
             }
-            std::thread::sleep(Duration::from_millis(100));
+        });
+        if !done {
+            panic!(
+                "{what}: {}",
+                last.map(|e| e.to_string()).unwrap_or_default()
+            );
         }
     }
 
