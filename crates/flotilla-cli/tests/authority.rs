@@ -183,3 +183,26 @@ fn serve_without_init_says_what_to_do() {
     assert_eq!(r.code, 3, "{r:?}");
     assert!(r.stderr.contains("flotilla serve init"), "{}", r.stderr);
 }
+
+#[test]
+fn a_second_serve_on_the_same_directory_is_refused_naming_the_first() {
+    let mut a = Authority::new(INVENTORY);
+    let pid = a.pid().unwrap();
+    let other = format!("127.0.0.1:{}", common::authority::free_port());
+    let second = a.run(&["serve", "--listen", &other]);
+    assert_ne!(second.code, 0, "{second:?}");
+    assert!(
+        second
+            .stderr
+            .contains("another flotilla serve uses the authority directory")
+            && second.stderr.contains(&format!("pid {pid}")),
+        "{}",
+        second.stderr
+    );
+    // The first one still answers; once it is gone (even by kill -9) the directory
+    // is free again.
+    assert_eq!(a.run(&["config", "history", "--json"]).code, 0);
+    a.kill9();
+    a.start();
+    assert_eq!(a.run(&["config", "history", "--json"]).code, 0);
+}

@@ -220,6 +220,39 @@ fn an_operator_signs_in_and_sees_the_fleet_change_without_a_reload() {
         b.js("return [window.__xss === undefined, document.querySelectorAll('main img, main script').length]"),
         serde_json::json!([true, 0])
     );
+
+    // A report that changes no row's place in the table replaces only the rows it
+    // changed (out of band), not the table: the age of h2's rows starts again.
+    let at = |b: &Browser| {
+        b.js(&format!(
+            "const r = Array.from(document.querySelectorAll('#components tr[data-row]'))
+               .find(r => r.querySelector('th').textContent === {});
+             const t = r && r.querySelector('time[data-at]');
+             return t ? [t.dataset.at, t.textContent] : null;",
+            serde_json::to_string(&shown).unwrap()
+        ))
+    };
+    let before = at(&b);
+    assert!(
+        before[1].as_str().is_some_and(|t| t.ends_with(" s")),
+        "an age the page keeps: {before}"
+    );
+    b.js("document.getElementById('components').dataset.kept = 'yes'; return 1");
+    f.rt.block_on(
+        f.client(&f.h2_credential)
+            .post::<_, serde_json::Value>("/v1/hosts/h2/report", &report),
+    )
+    .unwrap();
+    b.wait_for(
+        "h2's row with the new report's time",
+        Duration::from_secs(20),
+        |b| at(b)[0] != before[0],
+    );
+    assert_eq!(
+        b.js("return document.getElementById('components').dataset.kept"),
+        "yes",
+        "the table was kept; only the row was replaced"
+    );
     b.goto(&format!("{base}/ui/hosts/h2"));
     b.wait_text("main", "applied <img src=x");
     assert_eq!(b.js("return window.__xss === undefined"), true);
@@ -285,6 +318,13 @@ fn an_operator_signs_in_and_sees_the_fleet_change_without_a_reload() {
     b.resize(1280, 900);
     b.screenshot_full("overview-1280-dark", 1280);
 
+    // Every page holds an event stream open: over HTTP/2 they share one connection,
+    // so a browser's limit of six HTTP/1.1 connections to one origin never stalls
+    // the next page (this one waited a minute when it was reached).
+    assert_eq!(
+        b.js("return performance.getEntriesByType('navigation')[0].nextHopProtocol"),
+        "h2"
+    );
     // An unknown host: a 404 page that says so.
     b.goto(&format!("{base}/ui/hosts/nope"));
     b.wait_text("main", "knows no host `nope`");

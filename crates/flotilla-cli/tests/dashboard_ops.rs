@@ -125,9 +125,9 @@ fn show_plan(b: &Browser, verb: &str) -> String {
 /// "Operations" section once it ended there (no reload).
 fn apply(b: &Browser) -> String {
     b.click(".plan-panel button.primary");
-    b.wait_css("#action-panel article.run");
+    b.wait_css("#action-panel [data-run]");
     let id = b
-        .js("return document.querySelector('#action-panel article.run').dataset.run")
+        .js("return document.querySelector('#action-panel [data-run]').dataset.run")
         .as_str()
         .unwrap()
         .to_string();

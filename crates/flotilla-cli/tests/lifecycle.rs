@@ -733,16 +733,28 @@ fn a_recorded_pid_now_used_by_another_program_is_never_signalled() {
 }
 
 impl Fleet {
+    /// Starts `flotilla ARGS` in the background, its standard error appended to
+    /// `spawned.stderr` in the workspace ([`Fleet::spawned_stderr`]).
     fn spawn(&self, args: &[&str]) -> Child {
+        let err = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.ws.path().join("spawned.stderr"))
+            .unwrap();
         Command::new(env!("CARGO_BIN_EXE_flotilla"))
             .args(args)
             .current_dir(self.ws.path())
             .env("FLOTILLA_STATE_DIR", &self.state)
             .env("NO_COLOR", "1")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::from(err))
             .spawn()
             .unwrap()
+    }
+
+    /// What the commands started by [`Fleet::spawn`] wrote on standard error.
+    fn spawned_stderr(&self) -> String {
+        std::fs::read_to_string(self.ws.path().join("spawned.stderr")).unwrap_or_default()
     }
 }
 
@@ -888,7 +900,12 @@ fn interrupted_up_cleans_up(signal: nix::sys::signal::Signal) {
         "[stacks.s]\ncomponents = [\"slow\"]\n",
     );
     let mut cli = f.spawn(&["up", "s"]);
-    assert!(wait_until(DEADLINE, || f.pid("slow").is_some()));
+    assert!(
+        wait_until(DEADLINE * 2, || f.pid("slow").is_some()),
+        "`slow` never started; `up` {:?} said:\n{}",
+        cli.try_wait(),
+        f.spawned_stderr()
+    );
     let (base, slow) = (f.pid("base").unwrap(), f.pid("slow").unwrap());
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(cli.id() as i32), signal).unwrap();
     let status = cli.wait().unwrap();

@@ -29,6 +29,25 @@
     if (out) out.textContent = (q || s) ? shown + " of " + rows.length + " shown" : "";
   }
 
+  // Ages: each <time data-at="ms"> shows how long ago it was, by the authority's
+  // clock (the page's data-now is its time when it rendered the page).
+  var skew = (Number(root.getAttribute("data-now")) || Date.now()) - Date.now();
+  function age(ms) {
+    var s = Math.max(0, Math.floor(ms / 1000));
+    if (s < 60) return s + " s";
+    if (s < 3600) return Math.floor(s / 60) + " min";
+    if (s < 86400) return Math.floor(s / 3600) + " h";
+    return Math.floor(s / 86400) + " d";
+  }
+  function ages() {
+    var now = Date.now() + skew;
+    var all = document.querySelectorAll("time[data-at]");
+    for (var i = 0; i < all.length; i++) {
+      var t = age(now - Number(all[i].getAttribute("data-at")));
+      if (all[i].textContent !== t) all[i].textContent = t;
+    }
+  }
+
   function follow(el) {
     return el.scrollTop + el.clientHeight >= el.scrollHeight - 8;
   }
@@ -80,8 +99,11 @@
     document.body.addEventListener("htmx:beforeSwap", function () {
       document.querySelectorAll("[data-follow]").forEach(function (el) { stuck.set(el, follow(el)); });
     });
+    ages();
+    setInterval(ages, 1000);
     function afterSwap() {
       applyFilter();
+      ages();
       document.querySelectorAll("[data-follow]").forEach(function (el) {
         if (stuck.get(el) !== false) el.scrollTop = el.scrollHeight;
       });

@@ -120,6 +120,51 @@ fn write_private(path: &Path, text: &str) -> Result<(), AuthorityError> {
     std::fs::rename(&tmp, path).map_err(io)
 }
 
+/// The lock file that makes one `flotilla serve` the only one on its directory.
+pub const SERVE_LOCK_FILE: &str = "serve.lock";
+
+/// Takes `<dir>/serve.lock` (an exclusive `flock(2)`, released when this process
+/// ends, even by `kill -9`) and writes this process into it.
+///
+/// # Errors
+/// [`AuthorityError::Busy`] naming the holder when another process has it;
+/// [`AuthorityError::Io`].
+fn lock_dir(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, AuthorityError> {
+    use flotilla_exec::lock::{try_lock_file, LockHolder, LockMode};
+    use std::io::{Seek, Write};
+    let path = dir.join(SERVE_LOCK_FILE);
+    let io = |source| AuthorityError::Io {
+        path: path.clone(),
+        source,
+    };
+    match try_lock_file(&path, LockMode::Exclusive).map_err(io)? {
+        Some(mut lock) => {
+            let me = LockHolder {
+                pid: std::process::id(),
+                command: std::env::args().collect::<Vec<_>>().join(" "),
+                since_ms: flotilla_exec::this_process::now_ms(),
+            };
+            let text = serde_json::to_string(&me).expect("serialises");
+            lock.set_len(0).map_err(io)?;
+            lock.rewind().map_err(io)?;
+            lock.write_all(text.as_bytes()).map_err(io)?;
+            Ok(lock)
+        }
+        None => {
+            let holder = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| serde_json::from_str::<LockHolder>(&t).ok());
+            Err(AuthorityError::Busy {
+                dir: dir.to_path_buf(),
+                holder: holder.map_or_else(
+                    || "a process that has not described itself yet".to_owned(),
+                    |h| h.to_string(),
+                ),
+            })
+        }
+    }
+}
+
 /// `flotilla serve init`: makes (or keeps) the CA and server certificate for
 /// `names`, and an operator credential (kept if `operator.json` exists).
 ///
@@ -232,6 +277,7 @@ pub async fn serve(
     if opts.tls_cert.is_none() && !cert.exists() {
         return Err(AuthorityError::NotInitialised(opts.dir.clone()));
     }
+    let _dir_lock = lock_dir(&opts.dir)?;
     let config = tls::server_config(&cert, &key)?;
     let (ca_hash, ca_pem) = tls::chain_pin(&cert)?;
     let sessions_file = opts.dir.join(crate::sessions::SESSIONS_CONFIG_FILE);

@@ -41,6 +41,15 @@ pub enum AuthorityError {
         /// Why.
         reason: String,
     },
+    /// Another `flotilla serve` runs on this authority directory (its database, its
+    /// controller's journal and lock are this process's alone).
+    #[error("another flotilla serve uses the authority directory {dir}: {holder}; stop it first, or give this one its own --dir")]
+    Busy {
+        /// The authority directory.
+        dir: PathBuf,
+        /// Who holds it (pid, command line, since when), as it described itself.
+        holder: String,
+    },
     /// The directory was never initialised.
     #[error("{0} has no CA: run `flotilla serve init` first (or pass --tls-cert and --tls-key)")]
     NotInitialised(PathBuf),

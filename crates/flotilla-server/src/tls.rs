@@ -203,7 +203,12 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, Tl
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_single_cert(chain, key_der)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // HTTP/2 first: a browser keeps at most six HTTP/1.1 connections to one origin,
+    // and every dashboard page holds one open for its event stream, so the seventh
+    // tab (or a page after a few others) would wait for a free connection. Over
+    // HTTP/2 the streams share one connection. Clients that offer only HTTP/1.1
+    // (agents, the CLI, scripts) get it.
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }
 

@@ -1147,7 +1147,8 @@ async fn dashboard_event_streams_send_changed_fragments_and_resume<S: AuthorityS
     let (event, first, data) = next_event(&mut s, &mut buf).await;
     assert_eq!(event, "overview");
     assert!(data.contains("data-count=\"hosts\">0<"), "{data}");
-    // An agent's report: the fragment again, with a later id, showing the host.
+    // An agent's report: with the table's layout unchanged, only the parts that
+    // changed (the counts, the hosts without components), out of band, with a later id.
     let gpu = a.agent("gpu").await;
     gpu.report("gpu", &report(None)).await.unwrap();
     let (event, second, data) = loop {
@@ -1156,9 +1157,14 @@ async fn dashboard_event_streams_send_changed_fragments_and_resume<S: AuthorityS
             break e;
         }
     };
-    assert_eq!(event, "overview");
+    assert_eq!(event, "overview-parts");
     assert_ne!(first, second);
     assert!(data.contains("/ui/hosts/gpu"), "{data}");
+    assert!(
+        data.contains("<ul hx-swap-oob=\"true\" class=\"counts\" id=\"ov-counts\"")
+            && !data.contains("ov-selection"),
+        "only what changed, each replacing its element by id: {data}"
+    );
     // Reconnecting with an older Last-Event-ID (or another process's): what changed
     // since, at once.
     for last in [first.as_str(), "1-1"] {

@@ -38,8 +38,12 @@ impl Browser {
             .local_addr()
             .unwrap()
             .port();
+        use std::os::unix::process::CommandExt as _;
+        // A process group of its own: dropping the browser ends chromedriver and the
+        // Chromium it started together.
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -272,8 +276,17 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
+        // Ask for an orderly end, briefly: Chromium may wait a minute on a page
+        // that keeps a stream open. Then the whole group goes.
         if let Some(c) = self.client.take() {
-            let _ = self.rt.block_on(c.close());
+            let _ = self
+                .rt
+                .block_on(async { tokio::time::timeout(Duration::from_secs(3), c.close()).await });
         }
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(self._driver.0.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let _ = self._driver.0.wait();
     }
 }

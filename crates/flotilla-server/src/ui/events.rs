@@ -12,12 +12,15 @@
 //! behind the hub's backlog re-renders all of its fragments. A render is shared by
 //! every stream of the same view, argument and role that needs no newer one
 //! ([`super::renders::Renders`]): many open overviews cost about one render per
-//! change burst, not one each. The session is re-checked at every keep-alive: a signed-out or
+//! change burst, not one each. A fragment made of parts ([`super::live::Parts`], the
+//! overview's rows) is sent whole once; after that, while its layout holds, only
+//! the parts that changed since what this stream sent, as out-of-band swaps in a
+//! `<event>-parts` event. The session is re-checked at every keep-alive: a signed-out or
 //! revoked session's stream ends.
 
 use super::extract::{still_valid, Signed};
 use super::hub::Topic;
-use super::live::Fragment;
+use super::live::{out_of_band, parts_event, Fragment, Rendered};
 use super::pages;
 use crate::state::AppState;
 use axum::extract::{Query, State};
@@ -25,8 +28,9 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use flotilla_store::authority::AuthorityStore;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
@@ -112,6 +116,7 @@ async fn run<S: AuthorityStore>(
     let mut recheck = tokio::time::interval(KEEP_ALIVE);
     recheck.tick().await;
     let mut last_render: Option<tokio::time::Instant> = None;
+    let mut sent: HashMap<String, Sent> = HashMap::new();
     loop {
         if !pending.is_empty() {
             let due = last_render.map_or(COALESCE, |t| {
@@ -148,27 +153,25 @@ async fn run<S: AuthorityStore>(
                     f.event.clone(),
                     session.may_act(),
                 );
-                let (seq, html) = match state.ui.renders.get(&key, need) {
+                let (seq, r) = match state.ui.renders.get(&key, need) {
                     Some(r) => r,
                     None => {
                         let seq = state.ui.hub.seq();
-                        let h: Arc<str> = f
-                            .render(state.clone(), session.clone())
-                            .await
-                            .into_string()
-                            .into();
-                        state.ui.renders.put(key, seq, h.clone());
-                        (seq, h)
+                        let r = f.render(state.clone(), session.clone()).await;
+                        state.ui.renders.put(key, seq, r.clone());
+                        (seq, r)
                     }
                 };
-                batch.push((&f.event, seq, html));
+                if let Some((event, data)) = what_to_send(&mut sent, &f.event, &r) {
+                    batch.push((event, seq, data));
+                }
             }
             let id = state
                 .ui
                 .hub
                 .id(batch.iter().map(|b| b.1).min().unwrap_or(need));
-            for (event, _, html) in batch {
-                let ev = Event::default().event(event).id(&id).data(&*html);
+            for (event, _, data) in batch {
+                let ev = Event::default().event(event).id(&id).data(&*data);
                 if tx.try_send(ev).is_err() {
                     // Full (not reading) or gone: drop it.
                     return;
@@ -195,5 +198,101 @@ async fn run<S: AuthorityStore>(
             }
             _ = tx.closed() => return,
         }
+    }
+}
+
+/// What a stream last sent of a fragment made of parts: its layout and a hash of
+/// each part.
+struct Sent {
+    layout: u64,
+    parts: HashMap<String, u64>,
+}
+
+fn hash_of(s: &str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
+}
+
+/// The event to send for render `r` of fragment `event`, given what the stream sent
+/// before (updated): the whole fragment, or (same layout) its changed parts out of
+/// band, or nothing when no part changed.
+fn what_to_send(
+    sent: &mut HashMap<String, Sent>,
+    event: &str,
+    r: &Rendered,
+) -> Option<(String, Arc<str>)> {
+    let Some(parts) = &r.parts else {
+        return Some((event.to_owned(), r.html.clone()));
+    };
+    let before = sent.get_mut(event).filter(|s| s.layout == parts.layout);
+    match before {
+        Some(before) => {
+            let mut data = String::new();
+            for (id, html) in &parts.pieces {
+                let h = hash_of(html);
+                if before.parts.insert(id.clone(), h) != Some(h) {
+                    data.push_str(&out_of_band(html));
+                }
+            }
+            (!data.is_empty()).then(|| (parts_event(event), data.into()))
+        }
+        None => {
+            let hashes = parts
+                .pieces
+                .iter()
+                .map(|(id, html)| (id.clone(), hash_of(html)))
+                .collect();
+            sent.insert(
+                event.to_owned(),
+                Sent {
+                    layout: parts.layout,
+                    parts: hashes,
+                },
+            );
+            Some((event.to_owned(), r.html.clone()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::live::Parts;
+    use super::*;
+
+    fn render(layout: u64, pieces: &[(&str, &str)]) -> Rendered {
+        Rendered {
+            html: pieces.iter().map(|p| p.1).collect::<String>().into(),
+            parts: Some(Arc::new(Parts {
+                layout,
+                pieces: pieces
+                    .iter()
+                    .map(|(i, h)| (i.to_string(), h.to_string()))
+                    .collect(),
+            })),
+        }
+    }
+
+    #[test]
+    fn a_stream_sends_the_whole_once_then_only_the_parts_that_changed() {
+        let mut sent = HashMap::new();
+        let first = render(1, &[("a", "<tr id=a>1</tr>"), ("b", "<tr id=b>1</tr>")]);
+        let (ev, data) = what_to_send(&mut sent, "overview", &first).unwrap();
+        assert_eq!((ev.as_str(), &*data), ("overview", &*first.html));
+        // Nothing changed: nothing sent.
+        assert!(what_to_send(&mut sent, "overview", &first).is_none());
+        // One part changed: only it, out of band.
+        let second = render(1, &[("a", "<tr id=a>1</tr>"), ("b", "<tr id=b>2</tr>")]);
+        let (ev, data) = what_to_send(&mut sent, "overview", &second).unwrap();
+        assert_eq!(ev, "overview-parts");
+        assert_eq!(&*data, "<tr hx-swap-oob=\"true\" id=b>2</tr>");
+        // Another layout (a row added, the order changed): the whole again.
+        let third = render(2, &[("b", "<tr id=b>2</tr>"), ("a", "<tr id=a>1</tr>")]);
+        let (ev, _) = what_to_send(&mut sent, "overview", &third).unwrap();
+        assert_eq!(ev, "overview");
+        // A fragment without parts is always sent whole.
+        let plain = Rendered::from(maud::html! { p { "x" } });
+        let (ev, data) = what_to_send(&mut sent, "log", &plain).unwrap();
+        assert_eq!((ev.as_str(), &*data), ("log", "<p>x</p>"));
     }
 }

@@ -82,7 +82,7 @@ pub fn page(session: &Session, nav: Nav, title: &str, live: Option<&str>, body: 
     let csrf_headers = format!(r#"{{"X-CSRF-Token":"{}"}}"#, session.csrf);
     html! {
         (DOCTYPE)
-        html lang="en" data-theme="system" {
+        html lang="en" data-theme="system" data-now=(flotilla_exec::this_process::now_ms()) {
             (head(title))
             body hx-headers=(csrf_headers) {
                 a.skip href="#main" { "Skip to content" }
@@ -211,16 +211,43 @@ pub enum Tone {
 
 /// A status as text and symbol: `✓ running`.
 pub fn mark(tone: Tone, text: &str) -> Markup {
-    let (class, symbol) = match tone {
+    let (class, symbol) = tone_class(tone);
+    html! { span class=(class) { span aria-hidden="true" { (symbol) } " " (text) } }
+}
+
+fn tone_class(tone: Tone) -> (&'static str, &'static str) {
+    match tone {
         Tone::Good => ("st st-good", "✓"),
         Tone::Warn => ("st st-warn", "▲"),
         Tone::Bad => ("st st-bad", "✗"),
         Tone::Neutral => ("st st-neutral", "○"),
-    };
-    html! { span class=(class) { span aria-hidden="true" { (symbol) } " " (text) } }
+    }
 }
 
-/// An age in ms, short: `4 s`, `3 min`, `2 h`, `5 d`.
+/// [`mark`] followed by ` · ` and the age of `at_ms` ([`since`]) when given.
+pub fn mark_since(tone: Tone, text: &str, at_ms: Option<i64>) -> Markup {
+    match at_ms {
+        None => mark(tone, text),
+        Some(at) => {
+            let (class, symbol) = tone_class(tone);
+            html! { span class=(class) { span aria-hidden="true" { (symbol) } " " (text) " · " (since(at)) } }
+        }
+    }
+}
+
+/// A moment (`at_ms`, ms since the Unix epoch) shown as its age, `4 s`, that the
+/// page's script keeps current: `<time datetime="<RFC 3339>" data-at="<ms>">`,
+/// holding the UTC time of day until the script runs. Rendered the same whatever
+/// the time now, so a live update sends it only when the moment itself changes.
+pub fn since(at_ms: i64) -> Markup {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms.max(0) as u64);
+    let stamp = humantime::format_rfc3339_seconds(t).to_string();
+    let clock = stamp.get(11..19).unwrap_or("").to_owned();
+    html! { time datetime=(stamp) data-at=(at_ms) title=(stamp) { (clock) " UTC" } }
+}
+
+/// An age in ms, short: `4 s`, `3 min`, `2 h`, `5 d` (the page's script writes the
+/// same words for [`since`]).
 pub fn age(ms: i64) -> String {
     let s = ms.max(0) / 1000;
     match s {
@@ -231,27 +258,7 @@ pub fn age(ms: i64) -> String {
     }
 }
 
-/// `s` with its control characters made visible in caret notation (C0 controls but
-/// tab and newline: ESC is `^[`; DEL is `^?`), so a terminal escape in a name, a log
-/// line or a tool input shows as text in any font. maud escapes the HTML.
-pub fn visible(s: &str) -> std::borrow::Cow<'_, str> {
-    let hidden = |c: char| (c < ' ' && c != '\n' && c != '\t') || c == '\u{7f}';
-    if !s.chars().any(hidden) {
-        return std::borrow::Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '\u{7f}' => out.push_str("^?"),
-            c if hidden(c) => {
-                out.push('^');
-                out.push(char::from(c as u8 + 64));
-            }
-            c => out.push(c),
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
+pub use super::escape::visible;
 
 /// The first 12 hex digits of a `sha256:<hex>` digest (or of any text).
 pub fn short_digest(d: &str) -> &str {

@@ -5,7 +5,7 @@ use super::layout::{self, Tone};
 use flotilla_model::status::{
     ComponentStatus, Condition, DesiredLifecycle, Health, Lifecycle, Observability,
 };
-use maud::Markup;
+use maud::{html, Markup};
 
 /// The component's lifecycle, judged against what is desired.
 pub fn lifecycle(c: &ComponentStatus) -> Markup {
@@ -19,7 +19,14 @@ pub fn lifecycle(c: &ComponentStatus) -> Markup {
         (Lifecycle::Starting | Lifecycle::Stopping, _) => Tone::Warn,
         (Lifecycle::Stopped | Lifecycle::Unknown, _) => Tone::Neutral,
     };
-    layout::mark(tone, c.lifecycle.as_str())
+    match &c.last_known {
+        // Not observed now: what was seen last, and when, beside `unknown`.
+        Some(l) => html! {
+            (layout::mark(tone, c.lifecycle.as_str()))
+            " " span.muted.last-known { "last known " (l.lifecycle.as_str()) ", " (layout::since(l.observed_at_ms)) " ago" }
+        },
+        None => layout::mark(tone, c.lifecycle.as_str()),
+    }
 }
 
 /// A health.
@@ -43,17 +50,16 @@ pub fn condition(c: Condition) -> Markup {
     layout::mark(tone, c.as_str())
 }
 
-/// An observability, with the age of what it rests on when known (`observed · 4 s`).
-pub fn observability(o: Observability, age_ms: Option<i64>) -> Markup {
+/// An observability, with the age of what it rests on when known (`observed · 4 s`):
+/// `at_ms`, when it was observed (ms since the Unix epoch), shown as an age the page
+/// keeps current ([`layout::since`]).
+pub fn observability(o: Observability, at_ms: Option<i64>) -> Markup {
     let tone = match o {
         Observability::Observed => Tone::Good,
         Observability::Unreachable => Tone::Bad,
         _ => Tone::Neutral,
     };
-    match age_ms {
-        Some(a) => layout::mark(tone, &format!("{} · {}", o.as_str(), layout::age(a))),
-        None => layout::mark(tone, o.as_str()),
-    }
+    layout::mark_since(tone, o.as_str(), at_ms)
 }
 
 /// Whether a component needs a human's look: not as desired, unhealthy, a
@@ -70,8 +76,5 @@ pub fn host_state(h: &crate::api::HostStateDto) -> Markup {
         "unreachable" => Tone::Bad,
         _ => Tone::Neutral,
     };
-    match h.age_ms {
-        Some(a) => layout::mark(tone, &format!("{} · {}", h.observability, layout::age(a))),
-        None => layout::mark(tone, &h.observability),
-    }
+    layout::mark_since(tone, &h.observability, h.last_report_ms)
 }

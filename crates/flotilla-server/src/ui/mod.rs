@@ -70,6 +70,7 @@
 //! and waits on what a person would see, with deadlines.
 
 pub mod assets;
+pub mod escape;
 pub mod events;
 pub mod extract;
 pub mod guard;

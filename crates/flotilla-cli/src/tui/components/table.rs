@@ -41,7 +41,12 @@ const COLUMNS: &[(Column, u8)] = &[
         Column {
             header: "LIFECYCLE",
             width: 9,
-            cell: |c, _| name(&c.lifecycle),
+            // An unreachable host's component: its last known lifecycle, in
+            // parentheses (the evidence pane says when it was seen).
+            cell: |c, _| match &c.last_known {
+                Some(l) => format!("({})", name(&l.lifecycle)),
+                None => name(&c.lifecycle),
+            },
         },
         8,
     ),

@@ -154,7 +154,7 @@ async fn fragment<S: AuthorityStore>(
                         th scope="col" { "Component" } th scope="col" { "Lifecycle" } th scope="col" { "Health" }
                         th scope="col" { "Condition" } th scope="col" { "Observability" } th scope="col" { "Runtime" }
                     } }
-                    tbody { @for c in &comps { (row(c, marks::needs_attention(c), h, false)) } }
+                    tbody { @for c in &comps { (row(c, marks::needs_attention(c), h, false, None)) } }
                 }
             }
         }

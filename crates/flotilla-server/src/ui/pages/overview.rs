@@ -8,7 +8,7 @@
 use super::super::extract::Signed;
 use super::super::hub::Topic;
 use super::super::layout::{self, Nav};
-use super::super::live::{stream_url, Fragment};
+use super::super::live::{parts_sink, stream_url, Fragment, Parts, Rendered};
 use super::super::marks;
 use super::super::session::Session;
 use crate::api::{FleetStatus, HostStateDto};
@@ -22,6 +22,7 @@ use flotilla_model::status::{ComponentStatus, Lifecycle};
 use flotilla_store::authority::AuthorityStore;
 use maud::{html, Markup};
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 /// The live view's name (`/ui/events?view=overview`).
@@ -35,7 +36,7 @@ pub(crate) fn routes<S: AuthorityStore>() -> Router<Arc<AppState<S>>> {
 }
 
 pub(crate) fn feed<S: AuthorityStore>(_arg: Option<&str>) -> Option<Vec<Fragment<S>>> {
-    Some(vec![Fragment::new(
+    Some(vec![Fragment::with_parts(
         EVENT,
         TOPICS,
         |state, session| async move { fragment(&state, &session).await },
@@ -58,8 +59,18 @@ async fn page<S: AuthorityStore>(
     State(state): State<Arc<AppState<S>>>,
     Signed(session): Signed,
 ) -> Response {
-    let since = state.ui.hub.mark();
-    let content = fragment(&state, &session).await;
+    // The render streams share, when nothing changed since it was made.
+    let seq = state.ui.hub.seq();
+    let since = state.ui.hub.id(seq);
+    let key = (VIEW.to_owned(), None, EVENT.to_owned(), session.may_act());
+    let content = match state.ui.renders.get(&key, seq) {
+        Some((_, r)) => r,
+        None => {
+            let r = fragment(&state, &session).await;
+            state.ui.renders.put(key, seq, r.clone());
+            r
+        }
+    };
     let body = html! {
         h1 { "Fleet overview" }
         div.filters role="search" {
@@ -70,21 +81,26 @@ async fn page<S: AuthorityStore>(
             } }
             span.muted data-filter-count aria-live="polite" {}
         }
-        div sse-swap=(EVENT) { (content) }
+        div sse-swap=(EVENT) { (maud::PreEscaped(&*content.html)) }
+        (parts_sink(EVENT))
     };
     let live = stream_url(VIEW, None, &since);
     Html(layout::page(&session, Nav::Overview, "Overview", Some(&live), body).into_string())
         .into_response()
 }
 
-/// The counts and the table, now.
-pub(crate) async fn fragment<S: AuthorityStore>(state: &AppState<S>, session: &Session) -> Markup {
+/// The counts and the table, now, with its parts: the counts, the selection, each
+/// row and the hosts without components.
+pub(crate) async fn fragment<S: AuthorityStore>(
+    state: &AppState<S>,
+    session: &Session,
+) -> Rendered {
     let _ = session;
     match crate::status::fleet_status(state).await {
         Ok(fleet) => render(&fleet),
-        Err(f) => {
-            html! { div.notice.bad role="alert" { "Cannot read the fleet's status: " (f.message()) } }
-        }
+        Err(f) => Rendered::from(
+            html! { div.notice.bad role="alert" { "Cannot read the fleet's status: " (f.message()) } },
+        ),
     }
 }
 
@@ -93,7 +109,15 @@ pub(crate) fn hosts_by_name(fleet: &FleetStatus) -> HashMap<&str, &HostStateDto>
     fleet.hosts.iter().map(|h| (h.host.as_str(), h)).collect()
 }
 
-fn render(fleet: &FleetStatus) -> Markup {
+/// The id of the row of component `name` on `host`: unique in the page whatever
+/// characters the names hold.
+fn row_id(host: &str, name: &str) -> String {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (host, name).hash(&mut h);
+    format!("c{:016x}", h.finish())
+}
+
+fn render(fleet: &FleetStatus) -> Rendered {
     let comps = &fleet.report.components;
     let hosts = hosts_by_name(fleet);
     let running = comps
@@ -117,18 +141,65 @@ fn render(fleet: &FleetStatus) -> Markup {
         .iter()
         .filter(|h| !comps.iter().any(|c| c.host == h.host))
         .collect();
-    html! {
-        ul.counts aria-label="Counts" {
-            li { b data-count="hosts" { (fleet.hosts.len()) } "hosts" }
-            li { b data-count="components" { (comps.len()) } "components" }
-            li { b data-count="running" { (running) } "running" }
-            li { b data-count="attention" { (attention) } "need attention" }
-        }
-        @if let Some(sel) = &fleet.selection {
-            p.muted { "Selected revision " a href=(Link::Revision(sel.revision.clone()).path()) { code { (layout::short_digest(&sel.revision)) } } " (selection " (sel.index) ")" }
-        } @else {
-            p.notice { "No revision is selected yet: publish one with " code { "flotilla config publish" } "." }
-        }
+    let mut parts = Parts::default();
+    let mut layout = std::collections::hash_map::DefaultHasher::new();
+    let counts = parts.push(
+        "ov-counts".into(),
+        html! {
+            ul.counts #ov-counts aria-label="Counts" {
+                li { b data-count="hosts" { (fleet.hosts.len()) } "hosts" }
+                li { b data-count="components" { (comps.len()) } "components" }
+                li { b data-count="running" { (running) } "running" }
+                li { b data-count="attention" { (attention) } "need attention" }
+            }
+        },
+    );
+    let selection = parts.push(
+        "ov-selection".into(),
+        html! {
+            div #ov-selection {
+                @if let Some(sel) = &fleet.selection {
+                    p.muted { "Selected revision " a href=(Link::Revision(sel.revision.clone()).path()) { code { (layout::short_digest(&sel.revision)) } } " (selection " (sel.index) ")" }
+                } @else {
+                    p.notice { "No revision is selected yet: publish one with " code { "flotilla config publish" } "." }
+                }
+            }
+        },
+    );
+    let mut rows = String::with_capacity(order.len() * 512);
+    for (attn, i) in &order {
+        let c = &comps[*i];
+        let id = row_id(&c.host, &c.name);
+        id.hash(&mut layout);
+        let r = parts.push(
+            id.clone(),
+            row(
+                c,
+                *attn,
+                hosts.get(c.host.as_str()).copied(),
+                true,
+                Some(&id),
+            ),
+        );
+        rows.push_str(&r.0);
+    }
+    let silent = parts.push(
+        "ov-silent".into(),
+        html! {
+            div #ov-silent {
+                @if !silent.is_empty() {
+                    h2 { "Hosts without components" }
+                    ul { @for h in &silent {
+                        li { a href=(Link::Host(h.host.clone()).path()) { (layout::visible(&h.host)) } " — " (marks::host_state(h)) }
+                    } }
+                }
+            }
+        },
+    );
+    parts.layout = layout.finish();
+    let whole = html! {
+        (counts)
+        (selection)
         @if comps.is_empty() {
             p { "No components yet." }
         } @else {
@@ -140,20 +211,15 @@ fn render(fleet: &FleetStatus) -> Markup {
                         th scope="col" { "Health" } th scope="col" { "Condition" } th scope="col" { "Observability" }
                         th scope="col" { "Runtime" }
                     } }
-                    tbody {
-                        @for (attn, i) in &order {
-                            (row(&comps[*i], *attn, hosts.get(comps[*i].host.as_str()).copied(), true))
-                        }
-                    }
+                    tbody { (maud::PreEscaped(rows)) }
                 }
             }
         }
-        @if !silent.is_empty() {
-            h2 { "Hosts without components" }
-            ul { @for h in &silent {
-                li { a href=(Link::Host(h.host.clone()).path()) { (layout::visible(&h.host)) } " — " (marks::host_state(h)) }
-            } }
-        }
+        (silent)
+    };
+    Rendered {
+        html: whole.into_string().into(),
+        parts: Some(std::sync::Arc::new(parts)),
     }
 }
 
@@ -163,6 +229,7 @@ pub(crate) fn row(
     attention: bool,
     host: Option<&HostStateDto>,
     with_host: bool,
+    id: Option<&str>,
 ) -> Markup {
     let state_words = format!(
         "{}{} {} {} {}",
@@ -174,9 +241,9 @@ pub(crate) fn row(
     );
     let text = format!("{} {}", c.host, c.name).to_lowercase();
     let (host_name, name) = (layout::visible(&c.host), layout::visible(&c.name));
-    let age = host.and_then(|h| h.age_ms);
+    let at = host.and_then(|h| h.last_report_ms);
     html! {
-        tr data-row data-state=(state_words) data-text=(text) {
+        tr id=[id] data-row data-state=(state_words) data-text=(text) {
             @if with_host {
                 td data-label="Host" { a href=(Link::Host(c.host.clone()).path()) { (host_name) } }
             }
@@ -184,7 +251,7 @@ pub(crate) fn row(
             td data-label="Lifecycle" { (marks::lifecycle(c)) }
             td data-label="Health" { (marks::health(c.health)) }
             td data-label="Condition" { (marks::condition(c.condition)) }
-            td data-label="Observability" { (marks::observability(c.observability, age)) }
+            td data-label="Observability" { (marks::observability(c.observability, at)) }
             td.nowrap data-label="Runtime" {
                 @if let Some(r) = &c.runtime_identity {
                     code title=(r.measured.exe_sha256) { (layout::short_digest(&r.measured.exe_sha256)) }

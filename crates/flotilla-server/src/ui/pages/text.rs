@@ -13,38 +13,7 @@ pub const SHOWN_LIMIT: usize = 64 * 1024;
 /// How much of one untrusted text a line of a list shows (bytes of UTF-8).
 pub const LINE_LIMIT: usize = 200;
 
-/// The escape a character is shown as when it must not be shown as itself: C0
-/// control characters (but newline and tab) and DEL in caret notation (ESC is
-/// `^[`), C1 control characters as `\u{9b}`, and the Unicode format
-/// characters that reorder or hide text (bidirectional overrides and isolates,
-/// zero-width characters, the byte-order mark). `None`: shown as itself.
-pub fn escape_of(c: char) -> Option<String> {
-    match c {
-        '\n' | '\t' => None,
-        // Caret notation, as `layout::visible` writes them elsewhere in the dashboard.
-        '\u{7f}' => Some("^?".into()),
-        c if (c as u32) < 0x20 => Some(format!("^{}", char::from(c as u8 + 64))),
-        c if ('\u{80}'..='\u{9f}').contains(&c) => Some(format!("\\u{{{:x}}}", c as u32)),
-        '\u{200b}'..='\u{200f}'
-        | '\u{202a}'..='\u{202e}'
-        | '\u{2066}'..='\u{2069}'
-        | '\u{feff}' => Some(format!("\\u{{{:x}}}", c as u32)),
-        _ => None,
-    }
-}
-
-/// The longest prefix of `s` of at most `limit` bytes that ends on a character
-/// boundary.
-pub fn prefix(s: &str, limit: usize) -> &str {
-    if s.len() <= limit {
-        return s;
-    }
-    let mut end = limit;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
+pub use super::super::escape::{escape_of, prefix};
 
 /// `s` as text, at most `limit` bytes of it, each character [`escape_of`] names
 /// shown as its escape in a `<span class="ctl">` (titled, so that it reads as an

@@ -85,9 +85,10 @@ async fn apply<S: AuthorityStore>(
     Form(f): Form<ApplyForm>,
 ) -> Response {
     match controller::confirm(&state, &f.id, &session.who) {
+        // The run itself is shown (and kept current) under Operations, the page's
+        // live part: a copy here would stay at "applying".
         Ok(run) => fragment(html! {
-            p role="status" { "Applying the plan shown, exactly as planned: its progress follows under " a href="#operations" { "Operations" } "." }
-            (run_view(&run))
+            p role="status" data-run=(run.id) { "Applying the plan shown, exactly as planned: its progress and result follow live under " a href="#operations" { "Operations" } "." }
         }),
         Err(e) => fragment(
             html! { p.notice.bad role="alert" { (layout::visible(&controller::causes(&e))) } },

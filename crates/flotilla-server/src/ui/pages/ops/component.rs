@@ -231,7 +231,7 @@ async fn status<S: AuthorityStore>(state: &AppState<S>, name: &str) -> Option<Ma
                         td data-label="Evidence" { span.source { "journal of its host" } " — " span.saw { "started by " (layout::visible(&started_by)) } } }
                     tr { th scope="row" { "Health" } td data-label="Value" { (marks::health(c.health)) } td data-label="Evidence" { (evidence(c, Signal::Health, now, None, age)) } }
                     tr { th scope="row" { "Condition" } td data-label="Value" { (marks::condition(c.condition)) } td data-label="Evidence" { (evidence(c, Signal::Condition, now, condition, age)) } }
-                    tr { th scope="row" { "Observability" } td data-label="Value" { (marks::observability(c.observability, age)) } td data-label="Evidence" { (evidence(c, Signal::Observability, now, observed, age)) } }
+                    tr { th scope="row" { "Observability" } td data-label="Value" { (marks::observability(c.observability, host.and_then(|h| h.last_report_ms))) } td data-label="Evidence" { (evidence(c, Signal::Observability, now, observed, age)) } }
                     tr { th scope="row" { "Ownership" } td data-label="Value" { (c.ownership.to_string()) }
                         td data-label="Evidence" {
                             span.source { "inventory" }

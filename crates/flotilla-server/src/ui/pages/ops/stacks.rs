@@ -171,7 +171,7 @@ async fn members<S: AuthorityStore>(state: &AppState<S>, name: &str) -> Option<M
             } }
             tbody { @for c in &comps {
                 @let h = fleet.as_ref().and_then(|f| f.hosts.iter().find(|h| h.host == c.host));
-                (row(c, marks::needs_attention(c), h, true))
+                (row(c, marks::needs_attention(c), h, true, None))
             } }
         } }
         h2 #operations { "Operations" }
