@@ -242,19 +242,22 @@ pub(crate) fn row(
     let text = format!("{} {}", c.host, c.name).to_lowercase();
     let (host_name, name) = (layout::visible(&c.host), layout::visible(&c.name));
     let at = host.and_then(|h| h.last_report_ms);
+    // The overview's rows (those with an id) carry no cell labels: its stylesheet
+    // names the columns by place on a narrow screen.
+    let label = |l: &'static str| id.is_none().then_some(l);
     html! {
         tr id=[id] data-row data-state=(state_words) data-text=(text) {
             @if with_host {
-                td data-label="Host" { a href=(Link::Host(c.host.clone()).path()) { (host_name) } }
+                td data-label=[label("Host")] { a href=(Link::Host(c.host.clone()).path()) { (host_name) } }
             }
-            th scope="row" data-label="Component" { a href=(Link::Component(c.name.clone()).path()) { (name) } }
-            td data-label="Lifecycle" { (marks::lifecycle(c)) }
-            td data-label="Health" { (marks::health(c.health)) }
-            td data-label="Condition" { (marks::condition(c.condition)) }
-            td data-label="Observability" { (marks::observability(c.observability, at)) }
-            td.nowrap data-label="Runtime" {
+            th scope="row" data-label=[label("Component")] { a href=(Link::Component(c.name.clone()).path()) { (name) } }
+            td data-label=[label("Lifecycle")] { (marks::lifecycle(c)) }
+            td data-label=[label("Health")] { (marks::health(c.health)) }
+            td data-label=[label("Condition")] { (marks::condition(c.condition)) }
+            td data-label=[label("Observability")] { (marks::observability(c.observability, at)) }
+            td.nowrap data-label=[label("Runtime")] {
                 @if let Some(r) = &c.runtime_identity {
-                    code title=(r.measured.exe_sha256) { (layout::short_digest(&r.measured.exe_sha256)) }
+                    code title=[id.is_none().then_some(&r.measured.exe_sha256)] { (layout::short_digest(&r.measured.exe_sha256)) }
                     " " span.muted { "pid " (r.measured.pid) }
                 } @else {
                     span.muted { "—" }
