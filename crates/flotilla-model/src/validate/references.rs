@@ -7,7 +7,7 @@ use super::{
     Validator,
 };
 use crate::diag::{Code, Diagnostic, Location};
-use crate::inventory::{ComponentSpec, Owner, ProbeSpec, TransportKind};
+use crate::inventory::{AdapterKind, ComponentSpec, Owner, ProbeSpec, TransportKind};
 use crate::node::{self, DecodeError, Entry, Node, Value};
 use crate::source::{Sources, Span};
 use crate::template::{self, TemplateFile, TemplateOutput};
@@ -864,6 +864,14 @@ impl Validator {
             tunnel: d.resolved_tunnel,
             launchd: d.spec.launchd,
             systemd: d.spec.systemd,
+            container: match (d.adapter, d.spec.container) {
+                (Some(AdapterKind::Container), Some(c)) => Some(super::container::with_defaults(
+                    d.name,
+                    c,
+                    d.stop.as_ref().and_then(|s| s.signal.as_ref()),
+                )),
+                _ => None,
+            },
             labels: d.spec.labels,
             inherit_env: d.spec.inherit_env,
             env_file: d.spec.env_file,
