@@ -206,7 +206,8 @@ pub fn convert(ctx: &mut Ctx, name: &str, key: &Node, node: &Node) -> Option<Ser
         let kt = k.key_text();
         let line = k.at.line;
         match kt {
-            "image" => image = ctx.string(v, kt, &mut notes),
+            // An image that cannot be read has its error: no second one for a missing image.
+            "image" => image = Some(ctx.string(v, kt, &mut notes)?),
             "build" => build = Some(k),
             "command" => {
                 lines.insert("command".to_string(), v.at.line);
