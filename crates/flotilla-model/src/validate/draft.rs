@@ -104,7 +104,7 @@ impl Validator {
     fn draft<'a>(
         &mut self,
         e: &'a Entry,
-        spec: ComponentSpec,
+        mut spec: ComponentSpec,
         mut broken: Vec<Vec<String>>,
         declared_hosts: &BTreeSet<&str>,
         hosts: &BTreeMap<String, Host>,
@@ -167,6 +167,10 @@ impl Validator {
             }
         };
 
+        // A template's container (adapter `container`), under the component's own keys.
+        if let Some(c) = tpl.container.clone() {
+            spec.container = Some(crate::template::container_over(c, spec.container.take()));
+        }
         let owner = spec.owner.or(tpl.owner).unwrap_or_default();
         let adapter = spec.adapter.or(tpl.adapter);
 

@@ -253,7 +253,7 @@ impl Validator {
                     file,
                     &what,
                     &params,
-                    |p| template::expand_builtin(tname, p),
+                    |p| template::expand_builtin(tname, p, spec.adapter),
                     adjust,
                 ) {
                     Some((out, removed)) => {
@@ -412,6 +412,8 @@ impl Validator {
             liveness: spec.liveness.as_ref().map(|p| probe_params(p, &sub)),
             stop: spec.stop.clone(),
             tunnel: None,
+            // User templates have no container table (a component writes its own).
+            container: None,
         })
     }
 
