@@ -32,8 +32,8 @@ pub fn read(
         let key = format!("environment.{name}");
         let value = match value {
             // Listed without a value: compose takes it from the shell.
-            None => format!("${{env.{name}}}"),
-            Some(v) if v.is_null() => format!("${{env.{name}}}"),
+            None => from_shell(name, at, &key, notes),
+            Some(v) if v.is_null() => from_shell(name, at, &key, notes),
             Some(v) => {
                 let Some(text) = ctx.scalar(v, &key) else {
                     return;
@@ -91,6 +91,17 @@ pub fn read(
         ),
     }
     (out, lines)
+}
+
+/// A variable listed without a value: `${env.NAME}`, noted (compose leaves it out
+/// when the shell does not set it; Flotilla refuses to start without it).
+fn from_shell(name: &str, at: &Node, key: &str, notes: &mut Vec<Note>) -> String {
+    notes.push(Note::new(
+        at.at.line,
+        key,
+        format!("listed without a value: taken from the environment flotilla runs in (`${{env.{name}}}`); compose leaves it out when unset, flotilla refuses to start the component then"),
+    ));
+    format!("${{env.{name}}}")
 }
 
 /// Reads `env_file`: a path, a list of paths, or a list of `{ path, required, format }`.
