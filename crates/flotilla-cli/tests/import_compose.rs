@@ -314,3 +314,21 @@ fn anchors_merge_keys_and_extends_are_resolved_or_said() {
         "{out}"
     );
 }
+
+#[test]
+fn an_inventory_that_would_not_validate_is_not_written() {
+    let ws = Workspace::new();
+    ws.write(
+        "compose.yaml",
+        "services:\n  web:\n    image: \"nginx:latest:extra\"\n",
+    );
+    let run = flotilla(ws.path(), &["import", "compose", "-o", "out.toml"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("is not an image reference"), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("the inventory made from compose.yaml is invalid (1 error): nothing written"),
+        "{run:?}"
+    );
+    assert!(!ws.path().join("out.toml").exists());
+}
