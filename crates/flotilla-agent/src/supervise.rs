@@ -39,7 +39,7 @@ pub fn supervised(c: &Component) -> bool {
     c.owner == Owner::Managed
         && matches!(
             c.adapter.unwrap_or_default(),
-            AdapterKind::Process | AdapterKind::SshTunnel
+            AdapterKind::Process | AdapterKind::SshTunnel | AdapterKind::Container
         )
 }
 

@@ -251,6 +251,8 @@ pub enum Command {
     SandboxBridge(cmd::sandbox_bridge::Args),
     /// This host's agent: join an authority, converge, supervise, report (see `agent run`).
     Agent(cmd::agent::Args),
+    /// Write an inventory from another tool's file: `import compose [FILE]` (docker compose).
+    Import(cmd::import::Args),
     /// Print the JSON Schema (draft 2020-12) of the inventory or of a template.
     Schema(cmd::schema::Args),
     /// Print a shell completion script.
@@ -394,6 +396,7 @@ fn main() -> ExitCode {
         Command::Exec(a) => cmd::exec::run(&cli, a),
         Command::Push(a) => cmd::push::run(&cli, a),
         Command::SandboxBridge(a) => cmd::sandbox_bridge::run(&cli, a),
+        Command::Import(a) => cmd::import::run(&cli, a),
         Command::Schema(a) => cmd::schema::run(a),
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),

@@ -887,6 +887,7 @@ mod tests {
     fn studio() -> Host {
         Host {
             address: "10.0.0.5".into(),
+            container_api: None,
             labels: Default::default(),
             name: "studio".into(),
             platform: None,

@@ -118,6 +118,12 @@ pub struct HostSpec {
     /// Free-form labels.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// The container engine's API on this host (the Docker Engine API; Podman's
+    /// Docker-compatible service works too), for components with adapter
+    /// `container`: `unix:///PATH` only. Default: `$DOCKER_HOST` where Flotilla runs
+    /// the step, else `unix:///var/run/docker.sock`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_api: Option<String>,
 }
 
 /// Who owns a component's lifecycle.
@@ -144,6 +150,9 @@ pub enum AdapterKind {
     Systemd,
     /// An OpenSSH port forward run as a managed process.
     SshTunnel,
+    /// A container run by a container engine (Docker Engine API, or Podman's
+    /// compatible service), described by the component's `container` table.
+    Container,
 }
 
 impl AdapterKind {
@@ -154,6 +163,7 @@ impl AdapterKind {
             AdapterKind::Launchd => "launchd",
             AdapterKind::Systemd => "systemd",
             AdapterKind::SshTunnel => "ssh-tunnel",
+            AdapterKind::Container => "container",
         }
     }
 }
@@ -243,6 +253,11 @@ pub struct ComponentSpec {
     /// The unit, for adapter `systemd`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub systemd: Option<SystemdSpec>,
+    /// The container, for adapter `container` (required there, refused elsewhere).
+    /// `command` is then the container's `Cmd` (default: the image's), `env` its
+    /// environment (literal values only: secrets go in `container.secrets`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerSpec>,
     /// Supervision: whether the component is restarted when it exits, and how fast.
     /// Without it Flotilla restarts nothing on its own. Not for `external`
     /// components, nor for a unit or plist Flotilla does not write.
@@ -338,8 +353,8 @@ pub struct ProfileSpec {
     pub cwd: Option<String>,
 }
 
-/// A probe: exactly one check (`process`, `tcp`, `http`, `exec`, `request`, `log`)
-/// and its timing, in the manner of Kubernetes probes.
+/// A probe: exactly one check (`process`, `tcp`, `http`, `exec`, `request`, `log`,
+/// `container_health`) and its timing, in the manner of Kubernetes probes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProbeSpec {
@@ -361,6 +376,10 @@ pub struct ProbeSpec {
     /// Passes when the component's log has a line matching a regex.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<LogCheck>,
+    /// Passes when the container engine reports the component's container `healthy`
+    /// (its image's `HEALTHCHECK` or `container.healthcheck`); adapter `container` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_health: Option<ContainerHealthCheck>,
     /// Wait before the first check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initial_delay: Option<HumanDuration>,
@@ -435,6 +454,12 @@ pub struct HttpCheck {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json_equals: Option<serde_json::Value>,
 }
+
+/// Container health check (no settings): the engine's health status of the
+/// component's container (`State.Health.Status` in the Docker Engine API) is `healthy`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerHealthCheck {}
 
 /// Command check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -555,6 +580,292 @@ pub struct SystemdSpec {
     /// Use the user manager (`systemctl --user`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub user: bool,
+}
+
+/// A container (adapter `container`): what the engine is asked to create. Terms follow
+/// the Compose Specification (long syntax) and the Docker Engine API's container
+/// create body.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerSpec {
+    /// The image: a reference by tag or by digest, `name[:tag][@sha256:<64 hex>]`
+    /// (e.g. `ghcr.io/open-webui/open-webui:main`). A name without tag or digest
+    /// means `:latest`.
+    pub image: String,
+    /// When the image is pulled: `never` (default: a missing image is an error),
+    /// `missing` (only when the engine does not have it) or `always` (before each start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull: Option<PullPolicy>,
+    /// Overrides the image's `ENTRYPOINT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<Vec<String>>,
+    /// The container's name; default `flotilla-<component>`. A container of that name
+    /// that Flotilla did not create (without its labels, or another project's) is
+    /// foreign and never touched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Published ports (published on `host_ip`, loopback unless asked).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<ContainerPort>,
+    /// Bind mounts and named volumes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<ContainerVolume>,
+    /// `user[:group]` (names or numbers) the main process runs as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Devices, `host[:container[:cgroup permissions]]` (e.g. `/dev/dri:/dev/dri:rwm`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
+    /// A GPU request (`docker run --gpus`, the Engine API's `DeviceRequests`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<GpuRequest>,
+    /// `bridge` (default), `host`, or the name of an existing engine network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    /// The engine's own restart policy: `no` (default), `on-failure`, `always` or
+    /// `unless-stopped`. Refused (other than `no`) together with the component's
+    /// `restart` table: one owner restarts it, never both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<EngineRestart>,
+    /// Secrets by name, each resolved on the host like `{ secret = "NAME" }` and
+    /// mounted read-only at `/run/secrets/<NAME>` (mode 0400); never in the
+    /// container's environment, labels, inspect output or logs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
+    /// The engine's health check (Docker's `HealthConfig`), overriding the image's
+    /// `HEALTHCHECK`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthcheck: Option<ContainerHealthcheck>,
+    /// The signal the engine stops the container with (default: the component's
+    /// `stop.signal` when declared, else the image's `STOPSIGNAL`, else `SIGTERM`);
+    /// the grace period before `SIGKILL` is the component's `stop.grace_period`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_signal: Option<Signal>,
+}
+
+/// When a container's image is pulled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PullPolicy {
+    /// Never: an image the engine does not have is an error (default).
+    #[default]
+    Never,
+    /// Only when the engine does not have the image.
+    Missing,
+    /// Before every start.
+    Always,
+}
+
+impl PullPolicy {
+    /// The kebab-case name used in the inventory.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PullPolicy::Never => "never",
+            PullPolicy::Missing => "missing",
+            PullPolicy::Always => "always",
+        }
+    }
+}
+
+/// The engine's own restart policy for a container (Docker's `RestartPolicy.Name`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum EngineRestart {
+    /// Never restarted by the engine (default).
+    #[default]
+    No,
+    /// After a non-zero exit.
+    OnFailure,
+    /// After any exit, and when the engine starts.
+    Always,
+    /// Like `always`, except after a stop on purpose.
+    UnlessStopped,
+}
+
+impl EngineRestart {
+    /// The name used in the inventory and by the Engine API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineRestart::No => "no",
+            EngineRestart::OnFailure => "on-failure",
+            EngineRestart::Always => "always",
+            EngineRestart::UnlessStopped => "unless-stopped",
+        }
+    }
+}
+
+/// A transport protocol of a published port.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PortProtocol {
+    /// TCP (default).
+    #[default]
+    Tcp,
+    /// UDP.
+    Udp,
+}
+
+impl PortProtocol {
+    /// `tcp` or `udp`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PortProtocol::Tcp => "tcp",
+            PortProtocol::Udp => "udp",
+        }
+    }
+}
+
+/// A published port (Compose's long syntax).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerPort {
+    /// The port inside the container.
+    pub target: Port,
+    /// The port on the host (what the component's endpoints name).
+    pub published: Port,
+    /// The host address it is published on (an IP address); default `127.0.0.1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_ip: Option<String>,
+    /// `tcp` (default) or `udp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<PortProtocol>,
+}
+
+/// What a mount's source is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VolumeType {
+    /// A host path (relative to the inventory's directory), which must exist.
+    Bind,
+    /// A named engine volume (created by the engine when missing).
+    Volume,
+}
+
+/// A mount (Compose's long syntax).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerVolume {
+    /// `bind` or `volume`.
+    #[serde(rename = "type")]
+    pub kind: VolumeType,
+    /// A host path for `bind` (relative paths are the inventory directory's), a
+    /// volume name for `volume`.
+    pub source: String,
+    /// The absolute path inside the container.
+    pub target: String,
+    /// Mounted read-only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
+}
+
+/// How many GPUs a request asks for: a number, or `"all"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GpuCount {
+    /// This many.
+    Count(u32),
+    /// Every GPU the driver has (the Engine API's `Count = -1`).
+    All,
+}
+
+impl Serialize for GpuCount {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            GpuCount::Count(n) => s.serialize_u32(*n),
+            GpuCount::All => s.serialize_str("all"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for GpuCount {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = GpuCount;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number of GPUs, or \"all\"")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<GpuCount, E> {
+                u32::try_from(v)
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .map(GpuCount::Count)
+                    .ok_or_else(|| {
+                        E::custom(format!(
+                            "GPU count {v} must be at least 1 (or \"all\"), e.g. count = 1"
+                        ))
+                    })
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<GpuCount, E> {
+                self.visit_i64(i64::try_from(v).unwrap_or(i64::MAX))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<GpuCount, E> {
+                if v == "all" {
+                    Ok(GpuCount::All)
+                } else {
+                    Err(E::custom(format!(
+                        "GPU count `{v}`: write a number or \"all\""
+                    )))
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for GpuCount {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "GpuCount".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A number of GPUs (at least 1), or \"all\".",
+            "anyOf": [
+                { "type": "integer", "minimum": 1 },
+                { "const": "all" }
+            ]
+        })
+    }
+}
+
+/// A GPU request (Compose's `deploy.resources.reservations.devices`, the Engine API's
+/// `DeviceRequest`): `count` or `device_ids`, not both.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuRequest {
+    /// How many GPUs: a number or `"all"` (default `all` when no `device_ids`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<GpuCount>,
+    /// The driver, e.g. `nvidia`; default: the engine's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    /// Capabilities asked for; default `["gpu"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
+    /// Particular devices by id or index (e.g. `["0"]`), instead of a `count`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_ids: Vec<String>,
+}
+
+/// The engine's health check of a container (Docker's `HealthConfig`, Compose's
+/// `healthcheck`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerHealthcheck {
+    /// As in Compose: `["CMD", prog, args…]`, `["CMD-SHELL", "script"]`, or `["NONE"]`
+    /// (disables the image's).
+    pub test: Vec<String>,
+    /// Time between checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<HumanDuration>,
+    /// Time one check may take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<HumanDuration>,
+    /// Consecutive failures that make it `unhealthy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+    /// Time after start during which failures do not count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_period: Option<HumanDuration>,
 }
 
 /// A named group of components operated together.

@@ -10,6 +10,7 @@
 //! - [`diag`]: diagnostics with stable codes and located rendering.
 //! - [`values`]: durations, ports, signals, env values, endpoints, status ranges.
 //! - [`inventory`]: the inventory format's types (and its JSON Schema).
+//! - [`image_ref`]: container image references (`name[:tag][@sha256:…]`).
 //! - [`template`]: built-in and user templates.
 //! - [`interp`]: `${...}` substitution.
 //! - [`validate`](mod@validate): sources → [`Topology`] or diagnostics; one file per
@@ -31,6 +32,7 @@
 
 pub mod diag;
 pub mod digest;
+pub mod image_ref;
 pub mod interp;
 pub mod inventory;
 pub mod node;

@@ -6,8 +6,10 @@
 //! inventory ([`TemplateFile`]) declaring typed parameters and a body in which
 //! `${params.NAME}` is substituted.
 
+use crate::diag::Code;
 use crate::inventory::{
-    AdapterKind, HttpCheck, Owner, ProbeSpec, StopSpec, TunnelDirection, TunnelSpec,
+    AdapterKind, ContainerPort, ContainerSpec, ContainerVolume, GpuCount, GpuRequest, HttpCheck,
+    Owner, ProbeSpec, StopSpec, TunnelDirection, TunnelSpec, VolumeType,
 };
 use crate::node::{from_node, DecodeError, Node};
 use crate::values::EnvValue;
@@ -37,6 +39,129 @@ pub struct TemplateOutput {
     pub stop: Option<StopSpec>,
     /// SSH forward.
     pub tunnel: Option<TunnelSpec>,
+    /// The container, for `adapter = "container"`: the project's image, the published
+    /// port and the mounts the parameters name (a component's own `container` keys
+    /// override these, see [`container_over`]).
+    pub container: Option<ContainerSpec>,
+}
+
+/// The image llama.cpp publishes with the server alone (its `ENTRYPOINT` is
+/// `/app/llama-server`): llama.cpp's docs/docker.md, "ghcr.io/ggml-org/llama.cpp:server";
+/// `:server-cuda`, `:server-rocm` and `:server-vulkan` are its GPU builds (`image` param).
+pub const LLAMA_CPP_IMAGE: &str = "ghcr.io/ggml-org/llama.cpp:server";
+/// vLLM's OpenAI-compatible server image: vLLM's documentation, "Using Docker"
+/// (`docker run --gpus all … vllm/vllm-openai:latest --model …`); its entrypoint
+/// serves the model named by `--model`.
+pub const VLLM_IMAGE: &str = "docker.io/vllm/vllm-openai:latest";
+/// Ollama's image: Ollama's docs/docker.md (`docker run -d -v ollama:/root/.ollama -p
+/// 11434:11434 --name ollama ollama/ollama`); its command is `serve`.
+pub const OLLAMA_IMAGE: &str = "docker.io/ollama/ollama:latest";
+/// LiteLLM's proxy image: LiteLLM's documentation, "Docker, Deployment" (`docker run
+/// -v $(pwd)/litellm_config.yaml:/app/config.yaml -p 4000:4000
+/// ghcr.io/berriai/litellm:main-stable --config /app/config.yaml`).
+pub const LITELLM_IMAGE: &str = "ghcr.io/berriai/litellm:main-stable";
+
+/// A template's container under a component's own `container` table: the component's
+/// image, and each of its other keys that is set (a list that is not empty), win.
+pub fn container_over(template: ContainerSpec, own: Option<ContainerSpec>) -> ContainerSpec {
+    let Some(own) = own else {
+        return template;
+    };
+    ContainerSpec {
+        image: own.image,
+        pull: own.pull.or(template.pull),
+        entrypoint: own.entrypoint.or(template.entrypoint),
+        name: own.name.or(template.name),
+        ports: list(own.ports, template.ports),
+        volumes: list(own.volumes, template.volumes),
+        user: own.user.or(template.user),
+        devices: list(own.devices, template.devices),
+        gpus: own.gpus.or(template.gpus),
+        network: own.network.or(template.network),
+        restart: own.restart.or(template.restart),
+        secrets: list(own.secrets, template.secrets),
+        healthcheck: own.healthcheck.or(template.healthcheck),
+        stop_signal: own.stop_signal.or(template.stop_signal),
+    }
+}
+
+/// `mine` unless it is empty.
+fn list<T>(mine: Vec<T>, theirs: Vec<T>) -> Vec<T> {
+    if mine.is_empty() {
+        theirs
+    } else {
+        mine
+    }
+}
+
+/// A container listening on `port` on all its addresses, published on `bind:port`.
+fn container_on(image: String, bind: &str, port: Port) -> ContainerSpec {
+    ContainerSpec {
+        image,
+        ports: vec![ContainerPort {
+            target: port,
+            published: port,
+            host_ip: Some(bind.to_string()),
+            protocol: None,
+        }],
+        ..ContainerSpec::default()
+    }
+}
+
+/// A host path mounted read-only under `dir` in the container, by its file name;
+/// returns the path inside.
+fn mount(c: &mut ContainerSpec, host: &str, dir: &str) -> String {
+    let name = host
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .filter(|n| !n.is_empty() && *n != "." && *n != "..")
+        .unwrap_or("model");
+    let inside = format!("{dir}/{name}");
+    c.volumes.push(ContainerVolume {
+        kind: VolumeType::Bind,
+        source: host.to_string(),
+        target: inside.clone(),
+        read_only: true,
+    });
+    inside
+}
+
+/// An error at parameter `key` of `params`.
+fn param_error(params: &Node, key: &str, message: String) -> DecodeError {
+    DecodeError {
+        code: Code::InvalidValue,
+        message,
+        span: params.get(key).map(|n| n.span),
+        help: None,
+        missing: None,
+    }
+}
+
+/// Checks the parameters that only one adapter takes: `image` (containers only) and a
+/// `binary` other than `default` (processes only).
+fn adapter_params(
+    params: &Node,
+    container: bool,
+    image: &Option<String>,
+    binary: &str,
+    default: &str,
+) -> Result<(), DecodeError> {
+    if image.is_some() && !container {
+        return Err(param_error(
+            params,
+            "image",
+            "parameter `image` is for adapter = \"container\"".into(),
+        ));
+    }
+    if container && binary != default {
+        return Err(param_error(
+            params,
+            "binary",
+            format!("parameter `binary` is the program run on the host; a container runs its image's entrypoint (`{default}`): remove it, or name another image with `image`"),
+        ));
+    }
+    Ok(())
 }
 
 /// Names and one-line descriptions of the built-in templates.
@@ -85,11 +210,46 @@ fn http_probe(path: &str, period_ms: u64) -> ProbeSpec {
     }
 }
 
+/// `--model MODEL --host 0.0.0.0 --port PORT`: a server in a container listens on all
+/// the container's addresses (its port is published on the host's `bind`).
+fn model_on_all_addresses(model: String, port: Port) -> Vec<String> {
+    vec![
+        "--model".into(),
+        model,
+        "--host".into(),
+        "0.0.0.0".into(),
+        "--port".into(),
+        port.0.to_string(),
+    ]
+}
+
+/// An HTTP server on `bind:port`: its `http` endpoint, readiness (every `ready_ms`)
+/// and liveness (every 5 s) probes of `path`.
+fn serves_http(out: &mut TemplateOutput, bind: &str, port: Port, path: &str, ready_ms: u64) {
+    out.endpoints.insert("http".into(), http_url(bind, port));
+    out.readiness = Some(http_probe(path, ready_ms));
+    out.liveness = Some(http_probe(path, 5000));
+}
+
 fn push_opt<T: ToString>(argv: &mut Vec<String>, flag: &str, v: &Option<T>) {
     if let Some(v) = v {
         argv.push(flag.into());
         argv.push(v.to_string());
     }
+}
+
+/// llama-server's options after `--model`, `--host` and `--port`.
+fn llama_options(argv: &mut Vec<String>, p: &LlamaServerParams) {
+    push_opt(argv, "--ctx-size", &p.ctx_size);
+    push_opt(argv, "--n-gpu-layers", &p.n_gpu_layers);
+    push_opt(argv, "--threads", &p.threads);
+    push_opt(argv, "--parallel", &p.parallel);
+    push_opt(argv, "--alias", &p.alias);
+    if p.embeddings {
+        argv.push("--embeddings".into());
+    }
+    push_opt(argv, "--pooling", &p.pooling.map(Pooling::as_str));
+    argv.extend(p.extra_args.iter().cloned());
 }
 
 /// Parameters of `llama-server` (llama.cpp, <https://github.com/ggml-org/llama.cpp/tree/master/tools/server>).
@@ -131,6 +291,9 @@ pub struct LlamaServerParams {
     /// More arguments, appended as given.
     #[serde(default)]
     pub extra_args: Vec<String>,
+    /// The image, with `adapter = "container"`; default `ghcr.io/ggml-org/llama.cpp:server` (the project's own).
+    #[serde(default)]
+    pub image: Option<String>,
 }
 
 impl LlamaServerParams {
@@ -196,6 +359,14 @@ impl MlxLmParams {
     }
 }
 
+/// vLLM's options after the model, `--host` and `--port`.
+fn vllm_options(argv: &mut Vec<String>, p: &VllmParams) {
+    push_opt(argv, "--max-model-len", &p.max_model_len);
+    push_opt(argv, "--gpu-memory-utilization", &p.gpu_memory_utilization);
+    push_opt(argv, "--served-model-name", &p.served_model_name);
+    argv.extend(p.extra_args.iter().cloned());
+}
+
 /// Parameters of `vllm` (`vllm serve`).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -223,6 +394,9 @@ pub struct VllmParams {
     /// More arguments.
     #[serde(default)]
     pub extra_args: Vec<String>,
+    /// The image, with `adapter = "container"`; default `docker.io/vllm/vllm-openai:latest` (the project's own).
+    #[serde(default)]
+    pub image: Option<String>,
 }
 
 impl VllmParams {
@@ -253,6 +427,9 @@ pub struct OllamaParams {
     /// The executable, default `ollama`.
     #[serde(default = "OllamaParams::default_binary")]
     pub binary: String,
+    /// The image, with `adapter = "container"`; default `docker.io/ollama/ollama:latest` (the project's own).
+    #[serde(default)]
+    pub image: Option<String>,
 }
 
 impl OllamaParams {
@@ -261,6 +438,20 @@ impl OllamaParams {
     }
     fn default_binary() -> String {
         "ollama".into()
+    }
+}
+
+/// LiteLLM's environment: the master key (a secret) and the offline cost map.
+fn litellm_env(out: &mut TemplateOutput, p: &LitellmParams) {
+    if let Some(s) = &p.master_key_secret {
+        out.env
+            .insert("LITELLM_MASTER_KEY".into(), EnvValue::Secret(s.clone()));
+    }
+    if p.offline {
+        out.env.insert(
+            "LITELLM_LOCAL_MODEL_COST_MAP".into(),
+            EnvValue::Literal("True".into()),
+        );
     }
 }
 
@@ -292,6 +483,9 @@ pub struct LitellmParams {
     /// More arguments.
     #[serde(default)]
     pub extra_args: Vec<String>,
+    /// The image, with `adapter = "container"`; default `ghcr.io/berriai/litellm:main-stable` (the project's own).
+    #[serde(default)]
+    pub image: Option<String>,
 }
 
 impl LitellmParams {
@@ -355,18 +549,42 @@ pub fn is_builtin(name: &str) -> bool {
     BUILTIN_TEMPLATES.iter().any(|(n, _)| *n == name)
 }
 
-/// Expands a built-in template from its parameters (a table node).
+/// Expands a built-in template from its parameters (a table node), for the
+/// component's own `adapter`: with `container`, the AI servers' templates
+/// (`llama-server`, `vllm`, `ollama`, `litellm`) run their project's image (see
+/// [`LLAMA_CPP_IMAGE`] and the others), listening on all the container's addresses on
+/// `port`, published on `bind:port`, with the files their parameters name mounted
+/// read-only; `command` is then the arguments of the image's entrypoint.
 ///
 /// # Errors
-/// A [`DecodeError`] at the offending parameter (unknown, missing or mistyped).
+/// A [`DecodeError`] at the offending parameter (unknown, missing or mistyped, or for
+/// another adapter), or without a place for `mlx-lm` in a container.
 ///
 /// # Panics
 /// If `name` is not a built-in (check [`is_builtin`] first).
-pub fn expand_builtin(name: &str, params: &Node) -> Result<TemplateOutput, DecodeError> {
+pub fn expand_builtin(
+    name: &str,
+    params: &Node,
+    adapter: Option<AdapterKind>,
+) -> Result<TemplateOutput, DecodeError> {
     let mut out = TemplateOutput::default();
+    let container = adapter == Some(AdapterKind::Container);
     match name {
+        "llama-server" if container => {
+            let p: LlamaServerParams = from_node(params)?;
+            adapter_params(params, true, &p.image, &p.binary, "llama-server")?;
+            let image = p.image.clone().unwrap_or_else(|| LLAMA_CPP_IMAGE.into());
+            let mut c = container_on(image, &p.bind, p.port);
+            let model = mount(&mut c, &p.model, "/models");
+            let mut argv = model_on_all_addresses(model, p.port);
+            llama_options(&mut argv, &p);
+            out.command = Some(argv);
+            out.container = Some(c);
+            serves_http(&mut out, &p.bind, p.port, "/health", 250);
+        }
         "llama-server" => {
             let p: LlamaServerParams = from_node(params)?;
+            adapter_params(params, false, &p.image, &p.binary, "llama-server")?;
             let mut argv = vec![
                 p.binary.clone(),
                 "--model".into(),
@@ -376,21 +594,18 @@ pub fn expand_builtin(name: &str, params: &Node) -> Result<TemplateOutput, Decod
                 "--port".into(),
                 p.port.0.to_string(),
             ];
-            push_opt(&mut argv, "--ctx-size", &p.ctx_size);
-            push_opt(&mut argv, "--n-gpu-layers", &p.n_gpu_layers);
-            push_opt(&mut argv, "--threads", &p.threads);
-            push_opt(&mut argv, "--parallel", &p.parallel);
-            push_opt(&mut argv, "--alias", &p.alias);
-            if p.embeddings {
-                argv.push("--embeddings".into());
-            }
-            push_opt(&mut argv, "--pooling", &p.pooling.map(Pooling::as_str));
-            argv.extend(p.extra_args.iter().cloned());
+            llama_options(&mut argv, &p);
             out.command = Some(argv);
-            out.endpoints
-                .insert("http".into(), http_url(&p.bind, p.port));
-            out.readiness = Some(http_probe("/health", 250));
-            out.liveness = Some(http_probe("/health", 5000));
+            serves_http(&mut out, &p.bind, p.port, "/health", 250);
+        }
+        "mlx-lm" if container => {
+            return Err(DecodeError {
+                code: Code::InvalidValue,
+                message: "template `mlx-lm` cannot run in a container: MLX needs Apple silicon's GPU (Metal), which containers do not reach".into(),
+                span: None,
+                help: Some("run it as a process on a darwin-aarch64 host (no `adapter`), or use the llama-server or vllm template in a container".into()),
+                missing: None,
+            });
         }
         "mlx-lm" => {
             let p: MlxLmParams = from_node(params)?;
@@ -405,13 +620,33 @@ pub fn expand_builtin(name: &str, params: &Node) -> Result<TemplateOutput, Decod
             ];
             argv.extend(p.extra_args.iter().cloned());
             out.command = Some(argv);
-            out.endpoints
-                .insert("http".into(), http_url(&p.bind, p.port));
-            out.readiness = Some(http_probe("/v1/models", 250));
-            out.liveness = Some(http_probe("/v1/models", 5000));
+            serves_http(&mut out, &p.bind, p.port, "/v1/models", 250);
+        }
+        "vllm" if container => {
+            let p: VllmParams = from_node(params)?;
+            adapter_params(params, true, &p.image, &p.binary, "vllm")?;
+            let image = p.image.clone().unwrap_or_else(|| VLLM_IMAGE.into());
+            let mut c = container_on(image, &p.bind, p.port);
+            // vLLM's image runs on the GPU: every GPU, as its documentation runs it.
+            c.gpus = Some(GpuRequest {
+                count: Some(GpuCount::All),
+                ..GpuRequest::default()
+            });
+            // A local model directory is mounted; a Hugging Face name is passed on.
+            let model = if p.model.starts_with('/') || p.model.starts_with('.') {
+                mount(&mut c, &p.model, "/models")
+            } else {
+                p.model.clone()
+            };
+            let mut argv = model_on_all_addresses(model, p.port);
+            vllm_options(&mut argv, &p);
+            out.command = Some(argv);
+            out.container = Some(c);
+            serves_http(&mut out, &p.bind, p.port, "/health", 500);
         }
         "vllm" => {
             let p: VllmParams = from_node(params)?;
+            adapter_params(params, false, &p.image, &p.binary, "vllm")?;
             let mut argv = vec![
                 p.binary.clone(),
                 "serve".into(),
@@ -421,22 +656,44 @@ pub fn expand_builtin(name: &str, params: &Node) -> Result<TemplateOutput, Decod
                 "--port".into(),
                 p.port.0.to_string(),
             ];
-            push_opt(&mut argv, "--max-model-len", &p.max_model_len);
-            push_opt(
-                &mut argv,
-                "--gpu-memory-utilization",
-                &p.gpu_memory_utilization,
-            );
-            push_opt(&mut argv, "--served-model-name", &p.served_model_name);
-            argv.extend(p.extra_args.iter().cloned());
+            vllm_options(&mut argv, &p);
             out.command = Some(argv);
-            out.endpoints
-                .insert("http".into(), http_url(&p.bind, p.port));
-            out.readiness = Some(http_probe("/health", 500));
-            out.liveness = Some(http_probe("/health", 5000));
+            serves_http(&mut out, &p.bind, p.port, "/health", 500);
+        }
+        "ollama" if container => {
+            let p: OllamaParams = from_node(params)?;
+            adapter_params(params, true, &p.image, &p.binary, "ollama")?;
+            let image = p.image.clone().unwrap_or_else(|| OLLAMA_IMAGE.into());
+            let mut c = container_on(image, &p.bind, p.port);
+            // Models: the directory named, else the named volume Ollama's docs use.
+            c.volumes.push(match &p.models_dir {
+                Some(d) => ContainerVolume {
+                    kind: VolumeType::Bind,
+                    source: d.clone(),
+                    target: "/root/.ollama/models".into(),
+                    read_only: false,
+                },
+                None => ContainerVolume {
+                    kind: VolumeType::Volume,
+                    source: "ollama".into(),
+                    target: "/root/.ollama".into(),
+                    read_only: false,
+                },
+            });
+            out.env.insert(
+                "OLLAMA_HOST".into(),
+                EnvValue::Literal(format!("0.0.0.0:{}", p.port.0)),
+            );
+            if let Some(k) = &p.keep_alive {
+                out.env
+                    .insert("OLLAMA_KEEP_ALIVE".into(), EnvValue::Literal(k.clone()));
+            }
+            out.container = Some(c);
+            serves_http(&mut out, &p.bind, p.port, "/api/version", 250);
         }
         "ollama" => {
             let p: OllamaParams = from_node(params)?;
+            adapter_params(params, false, &p.image, &p.binary, "ollama")?;
             out.command = Some(vec![p.binary.clone(), "serve".into()]);
             out.env.insert(
                 "OLLAMA_HOST".into(),
@@ -450,13 +707,37 @@ pub fn expand_builtin(name: &str, params: &Node) -> Result<TemplateOutput, Decod
                 out.env
                     .insert("OLLAMA_KEEP_ALIVE".into(), EnvValue::Literal(k.clone()));
             }
-            out.endpoints
-                .insert("http".into(), http_url(&p.bind, p.port));
-            out.readiness = Some(http_probe("/api/version", 250));
-            out.liveness = Some(http_probe("/api/version", 5000));
+            serves_http(&mut out, &p.bind, p.port, "/api/version", 250);
+        }
+        "litellm" if container => {
+            let p: LitellmParams = from_node(params)?;
+            adapter_params(params, true, &p.image, &p.binary, "litellm")?;
+            let image = p.image.clone().unwrap_or_else(|| LITELLM_IMAGE.into());
+            let mut c = container_on(image, &p.bind, p.port);
+            c.volumes.push(ContainerVolume {
+                kind: VolumeType::Bind,
+                source: p.config.clone(),
+                target: "/app/config.yaml".into(),
+                read_only: true,
+            });
+            let mut argv = vec![
+                "--config".into(),
+                "/app/config.yaml".into(),
+                "--host".into(),
+                "0.0.0.0".into(),
+                "--port".into(),
+                p.port.0.to_string(),
+            ];
+            push_opt(&mut argv, "--num_workers", &p.num_workers);
+            argv.extend(p.extra_args.iter().cloned());
+            out.command = Some(argv);
+            litellm_env(&mut out, &p);
+            out.container = Some(c);
+            serves_http(&mut out, &p.bind, p.port, "/health/liveliness", 500);
         }
         "litellm" => {
             let p: LitellmParams = from_node(params)?;
+            adapter_params(params, false, &p.image, &p.binary, "litellm")?;
             let mut argv = vec![
                 p.binary.clone(),
                 "--config".into(),
@@ -469,20 +750,8 @@ pub fn expand_builtin(name: &str, params: &Node) -> Result<TemplateOutput, Decod
             push_opt(&mut argv, "--num_workers", &p.num_workers);
             argv.extend(p.extra_args.iter().cloned());
             out.command = Some(argv);
-            if let Some(s) = &p.master_key_secret {
-                out.env
-                    .insert("LITELLM_MASTER_KEY".into(), EnvValue::Secret(s.clone()));
-            }
-            if p.offline {
-                out.env.insert(
-                    "LITELLM_LOCAL_MODEL_COST_MAP".into(),
-                    EnvValue::Literal("True".into()),
-                );
-            }
-            out.endpoints
-                .insert("http".into(), http_url(&p.bind, p.port));
-            out.readiness = Some(http_probe("/health/liveliness", 500));
-            out.liveness = Some(http_probe("/health/liveliness", 5000));
+            litellm_env(&mut out, &p);
+            serves_http(&mut out, &p.bind, p.port, "/health/liveliness", 500);
         }
         "ssh-tunnel" => {
             let p: SshTunnelParams = from_node(params)?;

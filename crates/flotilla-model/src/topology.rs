@@ -6,8 +6,8 @@
 //! host, dependency, endpoint and stack member named exists, and the graph is acyclic.
 
 use crate::inventory::{
-    AdapterKind, HostRole, LaunchdSpec, Owner, RestartPolicy, SystemdSpec, TransportKind,
-    TunnelDirection,
+    AdapterKind, ContainerSpec, HostRole, LaunchdSpec, Owner, RestartPolicy, SystemdSpec,
+    TransportKind, TunnelDirection,
 };
 use crate::values::{Endpoint, EnvValue, HumanDuration, Signal, StatusRange};
 use serde::{Deserialize, Serialize};
@@ -30,6 +30,10 @@ impl ComponentId {
 pub struct Host {
     /// Address or SSH alias (the name when not given).
     pub address: String,
+    /// The container engine's API (`unix:///PATH`), when declared (serialised only
+    /// then, so topologies without containers keep their digests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_api: Option<String>,
     /// SSH private key file (on the machine that connects).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<String>,
@@ -191,6 +195,8 @@ pub enum Check {
         /// Regex.
         pattern: String,
     },
+    /// The container engine reports the component's container `healthy`.
+    ContainerHealth,
 }
 
 impl Check {
@@ -205,6 +211,7 @@ impl Check {
             Check::Request { method, url, .. } => format!("{method} {url}"),
             Check::Exec { command } => format!("exec {}", command.join(" ")),
             Check::Log { pattern } => format!("log /{pattern}/"),
+            Check::ContainerHealth => "container health".into(),
         }
     }
 }
@@ -266,6 +273,11 @@ pub struct Component {
     /// Connections by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub connections: BTreeMap<String, Connection>,
+    /// The container, for adapter `container`, defaults filled (`name`, `pull`,
+    /// `restart`, `network`, each port's `host_ip` and `protocol`, `stop_signal` from
+    /// `stop.signal` when declared there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerSpec>,
     /// Working directory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
@@ -337,7 +349,7 @@ pub struct Component {
 
 impl Component {
     /// The effective runtime config (host, owner, adapter, command, env with secret
-    /// names, cwd, endpoints, restart policy, stop, tunnel, unit, job) as canonical JSON: what "config
+    /// names, cwd, endpoints, restart policy, stop, tunnel, unit, job, container) as canonical JSON: what "config
     /// drift" compares. Description, labels and probes are left out: changing them
     /// does not call for a restart.
     pub fn runtime_config(&self) -> String {
@@ -354,6 +366,9 @@ impl Component {
         struct Runtime<'a> {
             adapter: Option<AdapterKind>,
             command: &'a [String],
+            // Left out when absent, so configs without it keep their digests.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            container: &'a Option<ContainerSpec>,
             cwd: &'a Option<String>,
             endpoints: &'a BTreeMap<String, Endpoint>,
             env: &'a BTreeMap<String, EnvValue>,
@@ -372,6 +387,7 @@ impl Component {
         Runtime {
             adapter: self.adapter,
             command: &self.command,
+            container: &self.container,
             cwd: &self.cwd,
             endpoints: &self.endpoints,
             env: &self.env,

@@ -1608,3 +1608,138 @@ fn component_releases_are_checked_where_declared() {
         "at the program in `command`"
     );
 }
+
+#[test]
+fn container_components() {
+    use Code::*;
+    const OK: &str = "[components.web]\nadapter = \"container\"\n[components.web.container]\nimage = \"busybox:1.36\"\n";
+    table(&[
+        (
+            "container adapter without a container table",
+            "[components.web]\nadapter = \"container\"\n",
+            &[],
+            &[(NoStartMethod, "web]")],
+        ),
+        (
+            "container table on a process",
+            "[components.web]\ncommand = [\"x\"]\ncontainer = { image = \"busybox\" }\n",
+            &[],
+            &[(InvalidValue, "container =")],
+        ),
+        (
+            "container table without an image",
+            "[components.web]\nadapter = \"container\"\ncontainer = { pull = \"never\" }\n",
+            &[],
+            &[(MissingKey, "{ pull")],
+        ),
+        (
+            "image reference that does not parse",
+            "[components.web]\nadapter = \"container\"\ncontainer = { image = \"Open-WebUI:main\" }\n",
+            &[],
+            &[(InvalidValue, "\"Open-WebUI:main\"")],
+        ),
+        (
+            "secret in a container's env",
+            "[components.web]\nadapter = \"container\"\ncontainer = { image = \"busybox\" }\nenv = { KEY = { secret = \"WEBUI_KEY\" }, MODE = \"x\" }\n",
+            &[],
+            &[(InvalidValue, "{ secret")],
+        ),
+        (
+            "two restart owners",
+            "[components.web]\nadapter = \"container\"\nrestart = { policy = \"on-failure\" }\ncontainer = { image = \"busybox\", restart = \"always\" }\n",
+            &[],
+            &[(InvalidValue, "\"always\"")],
+        ),
+        (
+            "ports out of range, of an unknown protocol",
+            "[components.web]\nadapter = \"container\"\n[components.web.container]\nimage = \"busybox\"\nports = [\n  { target = 0, published = 3000 },\n  { target = 80, published = 70000 },\n  { target = 80, published = 3002, protocol = \"sctp\" },\n]\n",
+            &[],
+            &[
+                (InvalidValue, "0, published = 3000"),
+                (InvalidValue, "70000"),
+                (InvalidValue, "\"sctp\""),
+            ],
+        ),
+        (
+            "ports on a host_ip that is not an address, published twice",
+            "[components.web]\nadapter = \"container\"\n[components.web.container]\nimage = \"busybox\"\nports = [\n  { target = 80, published = 3001, host_ip = \"localhost\" },\n  { target = 81, published = 3000 },\n  { target = 82, published = 3000 },\n]\n",
+            &[],
+            &[(InvalidValue, "\"localhost\""), (PortConflict, "3000 },\n]")],
+        ),
+        (
+            "volumes, secrets, healthcheck, gpus, devices, name",
+            "[components.web]\nadapter = \"container\"\n[components.web.container]\nimage = \"busybox\"\nname = \"-bad\"\nvolumes = [{ type = \"bind\", source = \"./data\", target = \"data\" }, { type = \"volume\", source = \"a/b\", target = \"/x\" }]\nsecrets = [\"../etc\"]\nhealthcheck = { test = [\"curl\"] }\ngpus = { count = 1, device_ids = [\"0\"] }\ndevices = [\"dri\"]\n",
+            &[],
+            &[
+                (InvalidValue, "\"-bad\""),
+                (InvalidValue, "\"data\""),
+                (InvalidValue, "\"a/b\""),
+                (InvalidValue, "\"../etc\""),
+                (InvalidValue, "[\"curl\"]"),
+                (InvalidValue, "{ count"),
+                (InvalidValue, "\"dri\""),
+            ],
+        ),
+        (
+            "keys that mean nothing for a container",
+            "[components.web]\nadapter = \"container\"\ncwd = \"/srv\"\ncontainer = { image = \"busybox\" }\n",
+            &[],
+            &[(InvalidValue, "cwd")],
+        ),
+        (
+            "container_health on a process",
+            "[components.web]\ncommand = [\"x\"]\nreadiness = { container_health = {} }\n",
+            &[],
+            &[(InvalidProbe, "{} }")],
+        ),
+        (
+            "container_api that is not a unix socket",
+            &format!("[hosts.local]\ncontainer_api = \"tcp://127.0.0.1:2375\"\n{OK}"),
+            &[],
+            &[(InvalidValue, "\"tcp://")],
+        ),
+    ]);
+}
+
+#[test]
+fn container_components_resolve_with_defaults_and_their_own_digest() {
+    let (_, t) = run(
+        "[hosts.local]\ncontainer_api = \"unix:///run/podman/podman.sock\"\n\
+         [components.web]\nadapter = \"container\"\nstop = { signal = \"SIGINT\" }\n\
+         readiness = { container_health = {} }\n\
+         [components.web.container]\nimage = \"ghcr.io/open-webui/open-webui:main\"\n\
+         ports = [{ target = 8080, published = 3000 }]\nsecrets = [\"WEBUI_KEY\"]\n\
+         gpus = { count = \"all\" }\n\
+         [components.p]\ncommand = [\"p\"]\n",
+        &[],
+    );
+    let t = t.unwrap();
+    let web = t.component(t.id("web").unwrap());
+    let c = web.container.as_ref().unwrap();
+    assert_eq!(c.name.as_deref(), Some("flotilla-web"));
+    assert_eq!(c.pull, Some(flotilla_model::inventory::PullPolicy::Never));
+    assert_eq!(c.network.as_deref(), Some("bridge"));
+    assert_eq!(c.ports[0].host_ip.as_deref(), Some("127.0.0.1"));
+    assert_eq!(c.stop_signal.as_ref().unwrap().as_str(), "SIGINT");
+    assert_eq!(
+        web.readiness.as_ref().unwrap().check,
+        flotilla_model::topology::Check::ContainerHealth
+    );
+    assert_eq!(
+        t.hosts["local"].container_api.as_deref(),
+        Some("unix:///run/podman/podman.sock")
+    );
+    assert!(web.runtime_config().contains("\"container\":{"));
+    // A component without a container keeps the config (and digest) it had before.
+    let p = t.component(t.id("p").unwrap());
+    assert!(!p.runtime_config().contains("container"));
+    let (_, t2) = run("[components.p]\ncommand = [\"p\"]\n", &[]);
+    let t2 = t2.unwrap();
+    assert_eq!(
+        t2.component(t2.id("p").unwrap()).config_digest(),
+        p.config_digest()
+    );
+    assert!(!serde_json::to_string(&t2.hosts["local"])
+        .unwrap()
+        .contains("container_api"));
+}

@@ -6,8 +6,9 @@
 //! - only `flotilla-exec` and the sessions runtime (`flotilla-sessions`) start or
 //!   signal processes (`Command::new`, `exec`, `kill`); test infrastructure
 //!   (`flotilla-testkit`) too;
-//! - the pure core (`flotilla-model`, `flotilla-plan`) touches no file system, clock,
-//!   environment, process or tokio;
+//! - the pure core (`flotilla-model`, `flotilla-plan`, and `flotilla-compose`, the
+//!   compose import's converter) touches no file system, clock, environment, process
+//!   or tokio;
 //! - the agent does not depend on the server crate;
 //! - no library calls `process::exit` (the binary decides how the process ends);
 //! - every crate's `lib.rs` opens with its `//!` code map;
@@ -32,7 +33,7 @@ const CYCLE_DEBT: &[(&str, &[&str], &str)] = &[];
 const PROCESS_CRATES: &[&str] = &["flotilla-exec", "flotilla-sessions", "flotilla-testkit"];
 
 /// The pure core.
-const PURE_CRATES: &[&str] = &["flotilla-model", "flotilla-plan"];
+const PURE_CRATES: &[&str] = &["flotilla-model", "flotilla-plan", "flotilla-compose"];
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -212,7 +213,7 @@ fn the_pure_core_touches_no_file_clock_environment_or_runtime() {
     }
     assert!(
         bad.is_empty(),
-        "flotilla-model and flotilla-plan are pure (no IO, no clock: take them as arguments):\n{}",
+        "flotilla-model, flotilla-plan and flotilla-compose are pure (no IO, no clock: take them as arguments):\n{}",
         bad.join("\n")
     );
 }

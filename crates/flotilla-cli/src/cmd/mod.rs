@@ -10,6 +10,7 @@ pub mod down;
 pub mod exec;
 pub mod gate;
 pub mod host;
+pub mod import;
 pub mod lifecycle;
 pub mod logs;
 pub mod man;

@@ -12,6 +12,7 @@
 //! start *worked*: it reports the identity it measured, and the executor proves a
 //! restart (a new process running the expected executable) and readiness itself.
 
+pub mod container;
 pub mod external;
 pub mod launchd;
 pub mod process;
@@ -198,6 +199,7 @@ pub struct Adapters {
     external: Arc<dyn Adapter>,
     systemd: Arc<dyn Adapter>,
     launchd: Arc<dyn Adapter>,
+    container: Arc<dyn Adapter>,
 }
 
 impl Default for Adapters {
@@ -216,6 +218,7 @@ impl Adapters {
             external: Arc::new(external::External),
             systemd: Arc::new(systemd::Systemd::from_env()),
             launchd: Arc::new(launchd::Launchd::from_env()),
+            container: Arc::new(container::Container),
         }
     }
 
@@ -235,6 +238,7 @@ impl Adapters {
             AdapterKind::SshTunnel => &self.ssh_tunnel,
             AdapterKind::Systemd => &self.systemd,
             AdapterKind::Launchd => &self.launchd,
+            AdapterKind::Container => &self.container,
         }
     }
 }

@@ -171,6 +171,13 @@ pub async fn check(check: &Check, ctx: &ProbeContext<'_>, timeout: Duration) -> 
         }
         Check::Exec { command } => check_exec(command, timeout).await,
         Check::Log { pattern } => check_log(pattern, ctx).await,
+        Check::ContainerHealth => outcome::Recorder::new().misconfigured(
+            format!(
+                "`{}`: a container_health check needs the container adapter",
+                ctx.component
+            ),
+            serde_json::json!({"kind": "container-health"}),
+        ),
     }
 }
 

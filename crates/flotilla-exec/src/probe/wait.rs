@@ -222,7 +222,7 @@ fn pace_of(check: &Check) -> Pace {
     match check {
         Check::Process | Check::Tcp { .. } => Pace::Silent,
         Check::Http { .. } | Check::Request { .. } => Pace::Endpoint,
-        Check::Exec { .. } | Check::Log { .. } => Pace::Paced,
+        Check::Exec { .. } | Check::Log { .. } | Check::ContainerHealth => Pace::Paced,
     }
 }
 

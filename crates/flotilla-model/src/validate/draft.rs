@@ -104,7 +104,7 @@ impl Validator {
     fn draft<'a>(
         &mut self,
         e: &'a Entry,
-        spec: ComponentSpec,
+        mut spec: ComponentSpec,
         mut broken: Vec<Vec<String>>,
         declared_hosts: &BTreeSet<&str>,
         hosts: &BTreeMap<String, Host>,
@@ -167,6 +167,10 @@ impl Validator {
             }
         };
 
+        // A template's container (adapter `container`), under the component's own keys.
+        if let Some(c) = tpl.container.clone() {
+            spec.container = Some(crate::template::container_over(c, spec.container.take()));
+        }
         let owner = spec.owner.or(tpl.owner).unwrap_or_default();
         let adapter = spec.adapter.or(tpl.adapter);
 
@@ -269,8 +273,17 @@ impl Validator {
                 let mut lifecycle_keys: Vec<&str> = Vec::new();
                 let explicit = |k: &str| node.get(k).is_some();
                 for k in [
-                    "command", "adapter", "stop", "cwd", "env", "tunnel", "launchd", "systemd",
-                    "restart", "release",
+                    "command",
+                    "adapter",
+                    "stop",
+                    "cwd",
+                    "env",
+                    "tunnel",
+                    "launchd",
+                    "systemd",
+                    "restart",
+                    "release",
+                    "container",
                 ] {
                     if explicit(k) {
                         lifecycle_keys.push(k);
@@ -319,6 +332,7 @@ impl Validator {
                         !command.is_empty()
                             || spec.systemd.as_ref().is_some_and(|s| s.unit.is_some())
                     }
+                    AdapterKind::Container => spec.container.is_some(),
                 };
                 if !has_start && !any_broken(&broken, START_KEYS) {
                     let need = match adapter {
@@ -326,6 +340,7 @@ impl Validator {
                         AdapterKind::SshTunnel => "a `tunnel` table or template = \"ssh-tunnel\"",
                         AdapterKind::Launchd => "a `launchd` table with the job's `label`, and a `command` (Flotilla writes the job's plist) or `launchd.plist` (an existing one)",
                         AdapterKind::Systemd => "a `command` (Flotilla writes the unit) or `systemd = { unit = \"name.service\" }` (an existing unit)",
+                        AdapterKind::Container => "a `container` table with the `image` it runs, e.g. container = { image = \"ghcr.io/open-webui/open-webui:main\" }",
                     };
                     self.push(
                         Diagnostic::error(
@@ -358,6 +373,7 @@ impl Validator {
                     ("tunnel", AdapterKind::SshTunnel),
                     ("launchd", AdapterKind::Launchd),
                     ("systemd", AdapterKind::Systemd),
+                    ("container", AdapterKind::Container),
                 ] {
                     if adapter_known && node.get(key).is_some() && adapter != wanted {
                         self.push(
@@ -372,6 +388,9 @@ impl Validator {
                             .with_help(format!("set adapter = \"{}\"", wanted.as_str())),
                         );
                     }
+                }
+                if adapter_known {
+                    self.container_rules(name, node, &spec, adapter, &env, &broken);
                 }
             }
         }

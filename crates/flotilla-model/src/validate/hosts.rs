@@ -1,5 +1,6 @@
-//! Hosts: transport (`local`, `ssh`, `agent`), role, platform, SSH settings (each
-//! checked where it is written), and the implicit `local` host.
+//! Hosts: transport (`local`, `ssh`, `agent`), role, platform, SSH settings, the
+//! container engine's API (each checked where it is written), and the implicit
+//! `local` host.
 
 use super::Validator;
 use crate::diag::{Code, Diagnostic};
@@ -132,6 +133,19 @@ impl Validator {
                             }
                         }
                     }
+                    if let Some(api) = &h.container_api {
+                        let path = api.strip_prefix("unix://").unwrap_or_default();
+                        if !path.starts_with('/') || path.contains(['\n', '\r', '\0']) {
+                            self.push(
+                                Diagnostic::error(
+                                    Code::InvalidValue,
+                                    format!("host `{}`: container_api `{api}` is not unix:///PATH", e.key),
+                                    self.loc(e.value.span_at(&["container_api"])),
+                                )
+                                .with_help("the engine's socket on that host, e.g. \"unix:///run/podman/podman.sock\" or \"unix:///var/run/docker.sock\" (only unix sockets: reach a remote engine through the host's transport)"),
+                            );
+                        }
+                    }
                     if let Some(d) = &h.state_dir {
                         if !d.starts_with('/') {
                             self.push(Diagnostic::error(
@@ -158,6 +172,7 @@ impl Validator {
                             state_dir: h.state_dir,
                             platform: h.platform,
                             labels: h.labels,
+                            container_api: h.container_api,
                         },
                     );
                 }
@@ -179,6 +194,7 @@ impl Validator {
                     state_dir: None,
                     platform: None,
                     labels: BTreeMap::new(),
+                    container_api: None,
                 },
             );
         }

@@ -18,9 +18,12 @@
 //!   docker compose's `ports`/`environment`);
 //! - `references`: user templates, profiles, template expansion, endpoints, tunnels,
 //!   `depends_on`, connections and `${...}` substitution;
+//! - `container`: the `container` table of container components (image reference,
+//!   ports, volumes, secrets, one restart owner) and the defaults the topology carries;
 //! - `probes`: component and stack probes;
 //! - `graph`: ports, stacks and their names, dependency cycles (the DAG checks).
 
+mod container;
 mod draft;
 mod graph;
 mod hints;
@@ -175,7 +178,16 @@ fn not_utf8(sources: &Sources, file: FileId) -> Option<Diagnostic> {
 
 /// Keys whose breakage makes "how does it start" unanswerable.
 const START_KEYS: &[&str] = &[
-    "command", "template", "params", "adapter", "tunnel", "launchd", "systemd", "profiles", "owner",
+    "command",
+    "template",
+    "params",
+    "adapter",
+    "tunnel",
+    "launchd",
+    "systemd",
+    "container",
+    "profiles",
+    "owner",
 ];
 /// A component's parsed endpoints and the key paths set aside when it was decoded.
 type EndpointsOf<'a> = (&'a BTreeMap<String, Endpoint>, &'a [Vec<String>]);

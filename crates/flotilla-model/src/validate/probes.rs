@@ -3,7 +3,7 @@
 
 use super::{endpoint_uncertain, help_for, index_str, Draft, EndpointsOf, Located, Validator};
 use crate::diag::{Code, Diagnostic, Location};
-use crate::inventory::{Owner, ProbeSpec};
+use crate::inventory::{AdapterKind, Owner, ProbeSpec};
 use crate::node::Entry;
 use crate::topology::{Check, Probe, Stack};
 use crate::values::{Endpoint, HumanDuration};
@@ -82,6 +82,7 @@ impl Validator {
             ("exec", p.exec.is_some()),
             ("request", p.request.is_some()),
             ("log", p.log.is_some()),
+            ("container_health", p.container_health.is_some()),
         ]
         .into_iter()
         .filter(|(_, set)| *set)
@@ -112,7 +113,9 @@ impl Validator {
                     },
                     at(&[]),
                 )
-                .with_help("set exactly one of: process, tcp, http, exec, request, log"),
+                .with_help(
+                    "set exactly one of: process, tcp, http, exec, request, log, container_health",
+                ),
             );
             return None;
         }
@@ -369,6 +372,22 @@ impl Validator {
             Check::Log {
                 pattern: l.pattern.clone(),
             }
+        } else if p.container_health.is_some() {
+            if d.adapter != Some(AdapterKind::Container) {
+                self.push(
+                    Diagnostic::error(
+                        Code::InvalidProbe,
+                        format!(
+                            "{which} probe of `{}` is a container_health check, but `{}` is not a container component",
+                            d.name, d.name
+                        ),
+                        at(&["container_health"]),
+                    )
+                    .with_help("container_health reads the engine's health status of the component's own container (adapter = \"container\"); use an http, tcp or exec check"),
+                );
+                return None;
+            }
+            Check::ContainerHealth
         } else {
             unreachable!("exactly one kind is set")
         };
@@ -445,7 +464,8 @@ impl Validator {
                 let others = spec.process.is_some()
                     || spec.tcp.is_some()
                     || spec.http.is_some()
-                    || spec.log.is_some();
+                    || spec.log.is_some()
+                    || spec.container_health.is_some();
                 match (&spec.request, &spec.exec, others) {
                     (Some(r), None, false) => {
                         let target = r.endpoint.split_once('.');

@@ -7,7 +7,7 @@ use super::{
     Validator,
 };
 use crate::diag::{Code, Diagnostic, Location};
-use crate::inventory::{ComponentSpec, Owner, ProbeSpec, TransportKind};
+use crate::inventory::{AdapterKind, ComponentSpec, Owner, ProbeSpec, TransportKind};
 use crate::node::{self, DecodeError, Entry, Node, Value};
 use crate::source::{Sources, Span};
 use crate::template::{self, TemplateFile, TemplateOutput};
@@ -253,7 +253,7 @@ impl Validator {
                     file,
                     &what,
                     &params,
-                    |p| template::expand_builtin(tname, p),
+                    |p| template::expand_builtin(tname, p, spec.adapter),
                     adjust,
                 ) {
                     Some((out, removed)) => {
@@ -412,6 +412,8 @@ impl Validator {
             liveness: spec.liveness.as_ref().map(|p| probe_params(p, &sub)),
             stop: spec.stop.clone(),
             tunnel: None,
+            // User templates have no container table (a component writes its own).
+            container: None,
         })
     }
 
@@ -864,6 +866,14 @@ impl Validator {
             tunnel: d.resolved_tunnel,
             launchd: d.spec.launchd,
             systemd: d.spec.systemd,
+            container: match (d.adapter, d.spec.container) {
+                (Some(AdapterKind::Container), Some(c)) => Some(super::container::with_defaults(
+                    d.name,
+                    c,
+                    d.stop.as_ref().and_then(|s| s.signal.as_ref()),
+                )),
+                _ => None,
+            },
             labels: d.spec.labels,
             inherit_env: d.spec.inherit_env,
             env_file: d.spec.env_file,
