@@ -3,9 +3,10 @@
 //! ([`stream_url`]). The stream itself is [`super::events`].
 
 use super::hub::Topic;
+pub use super::renders::{out_of_band, Parts, Rendered};
 use super::session::Session;
 use crate::state::AppState;
-use maud::{Markup, PreEscaped};
+use maud::Markup;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -14,60 +15,6 @@ use std::sync::Arc;
 pub type Rendering = Pin<Box<dyn Future<Output = Rendered> + Send>>;
 
 type RenderFn<S> = dyn Fn(Arc<AppState<S>>, Arc<Session>) -> Rendering + Send + Sync;
-
-/// One render of a fragment: its whole HTML and, for a fragment made of parts that
-/// change one by one (the overview's rows), those parts, so that a stream whose
-/// client holds an earlier render of the same [`Parts::layout`] sends only the parts
-/// that changed.
-#[derive(Debug, Clone)]
-pub struct Rendered {
-    /// The whole fragment's HTML.
-    pub html: Arc<str>,
-    /// Its parts, when it has them.
-    pub parts: Option<Arc<Parts>>,
-}
-
-impl From<Markup> for Rendered {
-    fn from(m: Markup) -> Self {
-        Rendered {
-            html: m.into_string().into(),
-            parts: None,
-        }
-    }
-}
-
-/// The parts of a fragment, each an element with a unique `id` attribute whose
-/// outer HTML is `html`. While `layout` (which parts there are, in which order, and
-/// everything around them) stays the same, replacing each changed part by its id
-/// (htmx's out-of-band swap) gives the same page as swapping the whole.
-#[derive(Debug, Default)]
-pub struct Parts {
-    /// A digest of everything but the parts' contents.
-    pub layout: u64,
-    /// `(id, outer HTML)`, in page order.
-    pub pieces: Vec<(String, String)>,
-}
-
-impl Parts {
-    /// Appends a part and returns its HTML to place in the whole fragment.
-    pub fn push(&mut self, id: String, html: Markup) -> PreEscaped<String> {
-        let html = html.into_string();
-        self.pieces.push((id, html.clone()));
-        PreEscaped(html)
-    }
-}
-
-/// `html` (an element's outer HTML) marked for htmx's out-of-band swap
-/// (`hx-swap-oob="true"`: it replaces the element with the same id).
-pub fn out_of_band(html: &str) -> String {
-    match html
-        .strip_prefix('<')
-        .and_then(|rest| rest.find([' ', '>']).map(|n| n + 1))
-    {
-        Some(at) => format!("{} hx-swap-oob=\"true\"{}", &html[..at], &html[at..]),
-        None => html.to_owned(),
-    }
-}
 
 /// One part of a page that is re-rendered and sent when one of its topics changes.
 /// On the page it is an element with `sse-swap="<event>"` (its content replaced,
@@ -143,19 +90,4 @@ pub fn stream_url(view: &str, arg: Option<&str>, since: &str) -> String {
     }
     q.append_pair("since", since);
     format!("/ui/events?{}", q.finish())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_part_is_marked_out_of_band_after_its_tag_name() {
-        assert_eq!(
-            out_of_band("<tr id=\"r1\"><td>a</td></tr>"),
-            "<tr hx-swap-oob=\"true\" id=\"r1\"><td>a</td></tr>"
-        );
-        assert_eq!(out_of_band("<ul>x</ul>"), "<ul hx-swap-oob=\"true\">x</ul>");
-        assert_eq!(out_of_band("text"), "text");
-    }
 }
