@@ -2,7 +2,8 @@
 //!
 //! One module per adapter: [`process`] (a detached process group Flotilla starts
 //! itself), [`ssh_tunnel`] (an OpenSSH forward run like a process), [`external`]
-//! (observed only), [`systemd`] (a unit driven through `systemctl`) and [`launchd`]
+//! (observed only), [`systemd`] (a unit driven through `systemctl`), [`container`] (a
+//! container driven through a container engine's API) and [`launchd`]
 //! (a job driven through `launchctl`). The executor and the observer reach them only
 //! through the [`Adapter`] trait and [`Adapters::for_component`]: they know no
 //! adapter by name.
@@ -212,7 +213,7 @@ pub trait Adapter: Send + Sync {
     }
 
     /// Whether `after` proves a restart of what ran as `before` (see
-    /// [`crate::executor::prove_restart`], the default); `Err` says what did not happen.
+    /// [`crate::identity::prove_restart`], the default); `Err` says what did not happen.
     ///
     /// # Errors
     /// A sentence naming what is unchanged.
@@ -222,7 +223,7 @@ pub trait Adapter: Send + Sync {
         before: Option<&RuntimeIdentity>,
         after: &RuntimeIdentity,
     ) -> Result<(), String> {
-        crate::executor::prove_restart(before, after)
+        crate::identity::prove_restart(before, after)
     }
 
     /// What `process` and `container_health` checks of `c` ask of its owner instead
