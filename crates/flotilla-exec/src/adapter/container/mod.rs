@@ -131,6 +131,27 @@ pub fn image_id(engine: &Engine, reference: &str) -> Result<Option<String>, Engi
     }
 }
 
+/// [`image_id`], asked once for all the components of one observation: answers
+/// younger than half a second are shared within this process (a whole `status` of
+/// many containers of one image asks the engine once).
+fn image_id_shared(engine: &Engine, reference: &str) -> Result<Option<String>, EngineError> {
+    type Seen = std::collections::HashMap<(String, String), (Instant, Option<String>)>;
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<Seen>> = std::sync::OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let key = (engine.socket.clone(), reference.to_string());
+    if let Some((at, id)) = cache.lock().expect("image cache").get(&key) {
+        if at.elapsed() < Duration::from_millis(500) {
+            return Ok(id.clone());
+        }
+    }
+    let id = image_id(engine, reference)?;
+    cache
+        .lock()
+        .expect("image cache")
+        .insert(key, (Instant::now(), id.clone()));
+    Ok(id)
+}
+
 fn with_sha256(id: &str) -> String {
     if id.starts_with("sha256:") {
         id.to_string()
@@ -585,7 +606,7 @@ impl Adapter for Container {
         }
         let running = lifecycle == Lifecycle::Running;
         let fresh = if running {
-            let now = image_id(&engine, &k.image).map_err(|e| adapter_err(c, e))?;
+            let now = image_id_shared(&engine, &k.image).map_err(|e| adapter_err(c, e))?;
             let stale = match &now {
                 Some(now) if *now != identity.exe_sha256 => Some((
                     format!("engine image {}", k.image),
