@@ -740,6 +740,23 @@ impl crate::probe::OwnerChecks for Checks {
     }
 }
 
+/// How `c`'s container ended, when the engine still has it and it does not run:
+/// `(exit status 0, "container 4f2a… exited with code 137 (killed by SIGKILL) at …")`.
+/// What supervision's `on-failure` policy goes by.
+pub fn last_exit(c: &Component) -> Option<(bool, String)> {
+    let engine = engine_for(c).ok()?;
+    let info = inspect(&engine, &container_name(c)).ok()??;
+    if is_running(&info) || foreign(&info, &c.name, None).is_some() {
+        return None;
+    }
+    let code = info.state.as_ref().and_then(|s| s.exit_code).unwrap_or(-1);
+    let id = info.id.clone().unwrap_or_default();
+    Some((
+        code == 0,
+        format!("container {} {}", short(&id), how_ended(&info)),
+    ))
+}
+
 /// What `flotilla check` finds of a container component before anything starts:
 /// `(what, ok, saw)` for the engine (reachable, and which), the image (present, or
 /// pulled on start by its policy), each bind mount's source (relative to
