@@ -781,7 +781,7 @@ impl<R: Reporter> Runner<R> {
             let Some(s) = status.components.iter().find(|s| s.name == c.name) else {
                 continue;
             };
-            let state = classify(s, &journal, store);
+            let state = classify(c, s, &journal, store);
             if self.supervisor.is_blocked(&c.name) {
                 // Held until the dependency it would start runs again.
                 if matches!(state, supervise::State::Down { .. })
@@ -823,7 +823,12 @@ fn stopped_upstream(topology: &Topology, status: &StatusReport, component: &str)
 }
 
 /// What supervision sees of `s`.
-fn classify(s: &ComponentStatus, journal: &JournalFacts, store: &flotilla_store::Store) -> State {
+fn classify(
+    c: &flotilla_model::Component,
+    s: &ComponentStatus,
+    journal: &JournalFacts,
+    store: &flotilla_store::Store,
+) -> State {
     match s.lifecycle {
         Lifecycle::Running => State::Up,
         Lifecycle::Starting | Lifecycle::Stopping | Lifecycle::Unknown => State::Unsettled,
@@ -843,7 +848,14 @@ fn classify(s: &ComponentStatus, journal: &JournalFacts, store: &flotilla_store:
             if s.desired != Some(DesiredLifecycle::Running) && !ours_failed {
                 return State::Unsettled;
             }
-            let (clean_exit, how) = how_it_ended(&s.name, store);
+            // A container's exit status is kept by its engine.
+            let container = (c.adapter == Some(flotilla_model::inventory::AdapterKind::Container))
+                .then(|| flotilla_exec::adapter::container::last_exit(c))
+                .flatten();
+            let (clean_exit, how) = match container {
+                Some((clean, how)) => (Some(clean), how),
+                None => how_it_ended(&s.name, store),
+            };
             State::Down { clean_exit, how }
         }
     }

@@ -1,13 +1,14 @@
 //! A component's start environment: declared, never whatever shell ran `flotilla`.
 //!
 //! In order, later ones winning: the [`BASE`] variables of the environment Flotilla
-//! runs in (those that are set), the component's `inherit_env` names (those that are
+//! runs in (those that are set; none for a container), the component's `inherit_env` names (those that are
 //! set), its `env_file` (dotenv, relative to the inventory's directory, read now), and
 //! its declared `env` (secrets resolved, `${env.NAME}` taken from the environment
 //! Flotilla runs in). Nothing else reaches the program. Values are secret-bearing:
 //! never log them.
 
 use crate::secrets::SecretResolver;
+use flotilla_model::inventory::AdapterKind;
 use flotilla_model::topology::Component;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -29,7 +30,14 @@ pub fn effective(
     base_dir: &Path,
 ) -> Result<Vec<(String, String)>, String> {
     let mut env: BTreeMap<String, String> = BTreeMap::new();
-    for name in BASE
+    // A container gets only what it declares: this machine's PATH or HOME would
+    // replace its image's.
+    let inherited: &[&str] = if c.adapter == Some(AdapterKind::Container) {
+        &[]
+    } else {
+        BASE
+    };
+    for name in inherited
         .iter()
         .copied()
         .chain(c.inherit_env.iter().map(String::as_str))

@@ -389,7 +389,7 @@ impl Executor {
             Action::Start => self.start(&c, adapter).await,
             Action::Stop => self.stop(&c, adapter).await,
             Action::Restart => self.restart(&c, adapter).await,
-            Action::AwaitReady => self.await_ready(&c).await,
+            Action::AwaitReady => self.await_ready(&c, adapter).await,
             Action::RecordStopped => self
                 .journal(|s| {
                     s.set_desired(
@@ -524,6 +524,7 @@ impl Executor {
                 log_path: None,
                 log_start_offset: 0,
                 secrets: &lookup,
+                owner: None,
             };
             match self.wait_for(p, &ctx, None).await {
                 Ok(o) => passed.push(o),
@@ -624,6 +625,17 @@ impl Executor {
             .map(|a| crate::environment::from_environment(&c.name, a))
             .collect::<Result<Vec<_>, _>>()
             .map_err(failed)?;
+        let secret_files = c
+            .container
+            .iter()
+            .flat_map(|k| &k.secrets)
+            .map(|name| {
+                self.secrets
+                    .require(&c.name, name)
+                    .map(|v| (name.clone(), v))
+                    .map_err(|e| failed(e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Launch {
             component: c.clone(),
             argv,
@@ -634,6 +646,13 @@ impl Executor {
             log_keep: self.log_keep,
             state_root: self.state.root().to_path_buf(),
             start_note: start_note(replacing, &self.operation.to_string()),
+            project: self
+                .topology
+                .project
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            operation: self.operation.to_string(),
+            secret_files,
         })
     }
 
@@ -648,11 +667,12 @@ impl Executor {
         self.port_conflict(c).await?;
         let launch = self.launch(c, adapter.as_ref(), None)?;
         let offset = crate::logs::file_len(&launch.log_path);
-        let launched = tokio::task::spawn_blocking(move || adapter.start(&launch))
+        let a = Arc::clone(&adapter);
+        let launched = tokio::task::spawn_blocking(move || a.start(&launch))
             .await
             .expect("start task")
             .map_err(|e| self.start_failed(c, offset, e))?;
-        self.became_ready(c, launched, None).await
+        self.became_ready(c, &adapter, launched, None).await
     }
 
     /// Restarts `c` and proves it: a new process (another pid or start time than the
@@ -671,11 +691,12 @@ impl Executor {
         }
         let launch = self.launch(c, adapter.as_ref(), before.as_ref())?;
         let offset = crate::logs::file_len(&launch.log_path);
-        let launched = tokio::task::spawn_blocking(move || adapter.restart(&launch, rec.as_ref()))
+        let a = Arc::clone(&adapter);
+        let launched = tokio::task::spawn_blocking(move || a.restart(&launch, rec.as_ref()))
             .await
             .expect("restart task")
             .map_err(|e| self.start_failed(c, offset, e))?;
-        if let Err(why) = prove_restart(before.as_ref(), &launched.identity) {
+        if let Err(why) = adapter.prove_restart(c, before.as_ref(), &launched.identity) {
             let evidence = serde_json::json!({
                 "before": before,
                 "after": launched.identity,
@@ -683,7 +704,7 @@ impl Executor {
             });
             return Err(Done::new(why, evidence));
         }
-        self.became_ready(c, launched, before).await
+        self.became_ready(c, &adapter, launched, before).await
     }
 
     /// Records what `launched` measured as `c`'s instance, then waits for `c`'s
@@ -691,6 +712,7 @@ impl Executor {
     async fn became_ready(
         &self,
         c: &Component,
+        adapter: &Arc<dyn Adapter>,
         launched: Launched,
         replaced: Option<RuntimeIdentity>,
     ) -> StepResult {
@@ -735,19 +757,14 @@ impl Executor {
             log_path: Some(self.log_path(c)),
             log_start_offset: launched.log_start_offset,
             secrets: &lookup,
+            owner: adapter.owner_checks(c),
         };
         let watch = launched.child.clone();
         let watched = identity.clone();
+        let (owner, comp) = (Arc::clone(adapter), c.clone());
         let exited = move || match &watch {
             Some(w) => w.exit_description(),
-            None => match identity::verify(&watched) {
-                Ok((identity::IdentityMatch::Same, _)) => None,
-                Ok((identity::IdentityMatch::Gone, _)) => {
-                    Some(format!("pid {} exited", watched.pid))
-                }
-                Ok((identity::IdentityMatch::Reused { why }, _)) => Some(why),
-                Err(_) => None,
-            },
+            None => owner.ended(&comp, &watched),
         };
         let adapter_facts = launched.facts.clone();
         let replaced_json = serde_json::to_value(&replaced).unwrap_or_default();
@@ -859,7 +876,7 @@ impl Executor {
         Ok(done)
     }
 
-    async fn await_ready(&self, c: &Component) -> StepResult {
+    async fn await_ready(&self, c: &Component, adapter: Arc<dyn Adapter>) -> StepResult {
         let Some(probe) = c.readiness.clone() else {
             return Ok(Done::new(
                 format!("`{}` has no readiness probe: nothing to wait for", c.name),
@@ -879,6 +896,7 @@ impl Executor {
             log_path: Some(self.log_path(c)),
             log_start_offset: 0,
             secrets: &lookup,
+            owner: adapter.owner_checks(c),
         };
         match self.wait_for(&probe, &ctx, None).await {
             Ok(o) => Ok(Done::new(
@@ -947,42 +965,7 @@ pub fn main_process(
     }
 }
 
-/// Whether `after` proves a restart of what ran as `before`: a new process (another
-/// pid, or the same pid with another start time) whose executable image is the file
-/// now on disk at its path. `Err` says what did not happen.
-pub fn prove_restart(
-    before: Option<&RuntimeIdentity>,
-    after: &RuntimeIdentity,
-) -> Result<(), String> {
-    if let Some(b) = before {
-        if b.pid == after.pid && b.start_time_ticks == after.start_time_ticks {
-            return Err(format!(
-                "restart had no effect: pid {} started {} is still running",
-                b.pid,
-                identity::describe_start(b.start_time_ticks)
-            ));
-        }
-    }
-    match identity::staleness(after) {
-        Ok(identity::Staleness::Replaced {
-            path,
-            on_disk,
-            running,
-        }) => Err(format!(
-            "restart did not load the executable on disk: new pid {} runs {} ({}), but {} is now {}",
-            after.pid,
-            path.display(),
-            short_digest(&running),
-            path.display(),
-            on_disk.as_deref().map(short_digest).unwrap_or("gone")
-        )),
-        _ => Ok(()),
-    }
-}
-
-fn short_digest(d: &str) -> &str {
-    d.get(..19).unwrap_or(d)
-}
+pub use crate::identity::prove_restart;
 
 /// Without a declared readiness probe, a process counts as ready once it has stayed
 /// alive for its first check.

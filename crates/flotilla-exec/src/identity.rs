@@ -622,6 +622,43 @@ pub fn describe_start(ticks: u64) -> String {
     }
 }
 
+/// Whether `after` proves a restart of what ran as `before`: a new process (another
+/// pid, or the same pid with another start time) whose executable image is the file
+/// now on disk at its path. `Err` says what did not happen.
+pub fn prove_restart(
+    before: Option<&RuntimeIdentity>,
+    after: &RuntimeIdentity,
+) -> Result<(), String> {
+    if let Some(b) = before {
+        if b.pid == after.pid && b.start_time_ticks == after.start_time_ticks {
+            return Err(format!(
+                "restart had no effect: pid {} started {} is still running",
+                b.pid,
+                describe_start(b.start_time_ticks)
+            ));
+        }
+    }
+    match staleness(after) {
+        Ok(Staleness::Replaced {
+            path,
+            on_disk,
+            running,
+        }) => Err(format!(
+            "restart did not load the executable on disk: new pid {} runs {} ({}), but {} is now {}",
+            after.pid,
+            path.display(),
+            short_digest(&running),
+            path.display(),
+            on_disk.as_deref().map(short_digest).unwrap_or("gone")
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn short_digest(d: &str) -> &str {
+    d.get(..19).unwrap_or(d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

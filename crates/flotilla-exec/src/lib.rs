@@ -5,7 +5,7 @@
 //!   argv digest), measured from the OS; comparing a recorded identity with the
 //!   current one ([`identity::matches()`]); stale-runtime detection.
 //! - [`adapter`]: the [`adapter::Adapter`] trait and one module per native owner
-//!   (`process`, `ssh_tunnel`, `external`, `systemd`, `launchd`), looked up through
+//!   (`process`, `ssh_tunnel`, `external`, `systemd`, `launchd`, `container`), looked up through
 //!   [`adapter::Adapters`]; the executor and observer know no adapter by name.
 //! - [`transport`]: the [`transport::Transport`] trait (how a call reaches a remote
 //!   host's executor), implemented by the SSH pool and by

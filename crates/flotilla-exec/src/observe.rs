@@ -137,6 +137,7 @@ pub async fn stack_routes(
                 log_path: None,
                 log_start_offset: 0,
                 secrets: &lookup,
+                owner: None,
             };
             let o = probe::check(&p.check, &ctx, p.timeout.0).await;
             healthy &= o.passed;
@@ -271,10 +272,15 @@ impl Observer<'_> {
             pending.push(tokio::task::spawn_blocking(move || {
                 lane.into_iter()
                     .map(|(name, pid, ask)| {
-                        let now = pid.and_then(|p| identity::measure(p).ok().flatten());
                         let seen = match ask {
                             Some((adapter, c, rec)) => adapter.observe(&c, rec.as_ref()),
                             None => Ok(None),
+                        };
+                        // An owner that answers for itself (a unit, a container) is
+                        // asked, not `/proc` for the pid it recorded.
+                        let now = match &seen {
+                            Ok(None) => pid.and_then(|p| identity::measure(p).ok().flatten()),
+                            _ => None,
                         };
                         (name, now, seen)
                     })
@@ -300,9 +306,11 @@ impl Observer<'_> {
         // Instance markers are read from every process's environment: only worth it
         // when a managed component here has no recorded instance, or its recorded
         // process is not the one running (the only cases that consult them).
-        let need_marks = selected
-            .iter()
-            .any(|c| c.owner == Owner::Managed && !measured_same(&c.name));
+        let need_marks = selected.iter().any(|c| {
+            c.owner == Owner::Managed
+                && matches!(seen_by.get(&c.name), Some(Ok(None)))
+                && !measured_same(&c.name)
+        });
         let marked: BTreeMap<String, (u32, String)> = if need_marks {
             marked_instances(self.store, self.state)?
                 .into_iter()
@@ -460,7 +468,10 @@ impl Observer<'_> {
             }
             match (seen.main, &rec) {
                 (Some(m), Some(r)) => {
-                    running_instance(c, &mut s, &mut push, &m, r);
+                    match &seen.fresh {
+                        Some(fresh) => owner_measured_instance(c, &mut s, &mut push, &m, r, fresh),
+                        None => running_instance(c, &mut s, &mut push, &m, r),
+                    }
                     identity = Some(m);
                 }
                 (Some(m), None) => {
@@ -690,6 +701,9 @@ impl Observer<'_> {
                 log_path: Some(self.state.log(&c.name)),
                 log_start_offset: 0,
                 secrets: &lookup,
+                owner: (c.owner == Owner::Managed)
+                    .then(|| self.adapters.for_component(c).owner_checks(c))
+                    .flatten(),
             };
             let mut healthy = true;
             let mut cut_short = false;
@@ -1059,29 +1073,7 @@ fn running_instance(
     m: &RuntimeIdentity,
     r: &InstanceRecord,
 ) {
-    s.started_by = StartedBy::Flotilla {
-        operation: r.operation.to_string(),
-    };
-    s.config_identity.running = Some(r.config_digest.clone());
-    if r.config_digest != s.config_identity.selected {
-        s.condition = Condition::Drift;
-        s.config_changes = match &r.config_json {
-            Some(before) => flotilla_model::topology::config_changes(before, &c.runtime_config()),
-            None => vec![format!(
-                "effective config {} → {} (recorded before configs were kept key by key)",
-                short(&r.config_digest),
-                short(&s.config_identity.selected)
-            )],
-        };
-        push(
-            Signal::Condition,
-            "inventory vs journal".into(),
-            format!(
-                "effective config changed since it started: {} (`up` restarts it)",
-                s.config_changes.join("; ")
-            ),
-        );
-    }
+    config_drift(c, s, push, r);
     let on_disk = match identity::staleness(m) {
         Ok(Staleness::Current) => Some(m.exe_sha256.clone()),
         Ok(Staleness::Replaced {
@@ -1151,6 +1143,64 @@ fn running_instance(
     s.runtime_identity = Some(RuntimeStatus {
         measured: m.clone(),
         on_disk_sha256: on_disk,
+        started_at_ms: r.started_at_ms,
+        started_by_operation: r.operation.to_string(),
+        release: None,
+    });
+}
+
+/// Who started the running instance `r`, and `drift` when the config it was started
+/// with is not the one selected now (key by key).
+fn config_drift(
+    c: &Component,
+    s: &mut ComponentStatus,
+    push: &mut impl FnMut(Signal, String, String),
+    r: &InstanceRecord,
+) {
+    s.started_by = StartedBy::Flotilla {
+        operation: r.operation.to_string(),
+    };
+    s.config_identity.running = Some(r.config_digest.clone());
+    if r.config_digest != s.config_identity.selected {
+        s.condition = Condition::Drift;
+        s.config_changes = match &r.config_json {
+            Some(before) => flotilla_model::topology::config_changes(before, &c.runtime_config()),
+            None => vec![format!(
+                "effective config {} → {} (recorded before configs were kept key by key)",
+                short(&r.config_digest),
+                short(&s.config_identity.selected)
+            )],
+        };
+        push(
+            Signal::Condition,
+            "inventory vs journal".into(),
+            format!(
+                "effective config changed since it started: {} (`up` restarts it)",
+                s.config_changes.join("; ")
+            ),
+        );
+    }
+}
+
+/// A running instance whose owner measured what it runs (a container: the image it
+/// runs and the one its reference names now): config drift as for any instance, and
+/// `stale-runtime` when the owner says what runs is no longer what its source names.
+fn owner_measured_instance(
+    c: &Component,
+    s: &mut ComponentStatus,
+    push: &mut impl FnMut(Signal, String, String),
+    m: &RuntimeIdentity,
+    r: &InstanceRecord,
+    fresh: &crate::adapter::Freshness,
+) {
+    config_drift(c, s, push, r);
+    if let Some((source, saw)) = &fresh.stale {
+        s.condition = Condition::StaleRuntime;
+        push(Signal::Condition, source.clone(), saw.clone());
+    }
+    s.runtime_identity = Some(RuntimeStatus {
+        measured: m.clone(),
+        on_disk_sha256: fresh.current.clone(),
         started_at_ms: r.started_at_ms,
         started_by_operation: r.operation.to_string(),
         release: None,

@@ -1,7 +1,8 @@
 //! Pre-flight checks (`flotilla check`): what would make a start fail, found before
 //! anything starts, on the host the components run on — their programs, working
 //! directories, path arguments (model files…), `env_file`s, secrets and `${env.NAME}`
-//! variables, and their ports. Read-only: nothing is started, written or signalled.
+//! variables, and their ports; for a container, its engine (reachable), its image
+//! (present, or pulled by its policy) and its bind mounts' sources. Read-only: nothing is started, written or signalled.
 
 use crate::secrets::SecretResolver;
 use crate::statedir::StateDir;
@@ -74,6 +75,15 @@ pub fn check(
                 None => push("owner", true, format!("{name} can be asked")),
             }
         }
+        let container = c.adapter == Some(flotilla_model::inventory::AdapterKind::Container);
+        let mut container_runs = false;
+        if container {
+            let (findings, runs) = crate::adapter::container::preflight(c, base_dir);
+            for (what, ok, saw) in findings {
+                push(&what, ok, saw);
+            }
+            container_runs = runs;
+        }
         let cwd = match &c.cwd {
             Some(d) => base_dir.join(d),
             None => base_dir.to_path_buf(),
@@ -109,7 +119,8 @@ pub fn check(
                 }
             }
         }
-        if let Some(program) = c.command.first() {
+        // A container's command runs inside its image, not on this host.
+        if let Some(program) = c.command.first().filter(|_| !container) {
             let env = env.clone().unwrap_or_default();
             match crate::process::resolve_program(&c.name, program, &cwd, &env) {
                 Ok(p) => push("program", true, format!("{program} → {}", p.display())),
@@ -136,7 +147,9 @@ pub fn check(
                 }
             }
         }
-        for (name, ep) in c.endpoints.iter().filter(|(_, e)| e.is_local_bind()) {
+        // A container that runs publishes its own ports.
+        let endpoints = c.endpoints.iter().filter(|_| !container_runs);
+        for (name, ep) in endpoints.filter(|(_, e)| e.is_local_bind()) {
             match listening.get(&ep.port).and_then(|ls| ls.first()) {
                 None => push(
                     &format!("port {}", ep.port),

@@ -751,6 +751,7 @@ async fn tcp_stays_open_tells_a_dead_forward_from_a_live_one() {
         log_path: None,
         log_start_offset: 0,
         secrets: &lookup,
+        owner: None,
     };
     let with = |address: &str| Check::Tcp {
         address: address.into(),

@@ -171,7 +171,7 @@ fn check_domain(d: &str) -> Result<(), String> {
             && !l.starts_with('-')
             && !l.ends_with('-')
     };
-    if host.parse::<std::net::Ipv6Addr>().is_ok() || host.split('.').all(ok_label) {
+    if host.parse::<core::net::Ipv6Addr>().is_ok() || host.split('.').all(ok_label) {
         Ok(())
     } else {
         Err(format!("the registry `{d}` is not a host name"))

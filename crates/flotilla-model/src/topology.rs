@@ -278,6 +278,12 @@ pub struct Component {
     /// `stop.signal` when declared there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<ContainerSpec>,
+    /// The container engine's API (`unix:///PATH`) from its host's `container_api`,
+    /// for a container component whose host declares one (else the engine is found
+    /// where the step runs: `$DOCKER_HOST`, else `/var/run/docker.sock`). Not part of
+    /// the runtime config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_api: Option<String>,
     /// Working directory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,

@@ -2,8 +2,10 @@
 //! and stderr) of components — several interleaved in time order, each line prefixed
 //! with its component's name — and Flotilla's marker line at every start and stop. A
 //! component on an `ssh` host is read on that host; one on an `agent` host by its
-//! agent (through the authority, with `--server`). `-f` follows them all: local logs
-//! every 0.1 s, the others asked every second for what was appended since.
+//! agent (through the authority, with `--server`). A container's lines are copied from
+//! its engine (with the engine's timestamps) into its log first. `-f` follows them
+//! all: local logs every 0.1 s, the others (and containers' engines) asked every
+//! second for what was appended since.
 
 use crate::{Cli, EXIT_OK};
 use flotilla_exec::logs::{self, TimedLine};
@@ -203,6 +205,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     let mut follow_remote: Vec<(usize, String, u64)> = Vec::new();
     let mut remote_ctx = None;
     let mut failed = false;
+    // Container components here, whose engine's lines are copied into their logs.
+    let mut containers: Vec<(flotilla_model::Component, std::path::PathBuf)> = Vec::new();
     for (i, name) in names.iter().enumerate() {
         if let Some(host) = host_of(name) {
             let (fleet, rt) = match &remote_ctx {
@@ -235,6 +239,14 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             continue;
         }
         let path = state.log(name);
+        let c = topology.component(topology.id(name).expect("resolved"));
+        if c.adapter == Some(flotilla_model::inventory::AdapterKind::Container) && c.is_managed() {
+            // A container's output is kept by its engine: copied in first.
+            if let Err(e) = flotilla_exec::adapter::container::logs::sync(c, &path) {
+                eprintln!("warning: `{name}`: {e}");
+            }
+            containers.push((c.clone(), path.clone()));
+        }
         if !path.exists() && !args.follow && named {
             eprintln!(
                 "no log yet for `{name}` ({} does not exist: it was never started here)",
@@ -268,6 +280,14 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         let mut batch: Vec<Vec<TimedLine>> = vec![Vec::new(); names.len()];
         for (k, line) in follower.poll()? {
             batch[local[k]].push(line);
+        }
+        if !containers.is_empty() && std::time::Instant::now() >= next_remote {
+            for (c, path) in &containers {
+                let _ = flotilla_exec::adapter::container::logs::sync(c, path);
+            }
+            if follow_remote.is_empty() {
+                next_remote = std::time::Instant::now() + REMOTE_POLL;
+            }
         }
         if !follow_remote.is_empty() && std::time::Instant::now() >= next_remote {
             let (fleet, rt) = remote_ctx.as_ref().expect("remote logs were read");

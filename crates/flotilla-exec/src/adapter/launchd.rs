@@ -365,6 +365,7 @@ impl Adapter for Launchd {
                     format!("launchctl print {}", target(c)),
                     "not loaded".into(),
                 )],
+                fresh: None,
             }));
         };
         let mut evidence = vec![(
@@ -420,6 +421,7 @@ impl Adapter for Launchd {
             recorded_main,
             owner_restarts: info.runs.map(|r| u64::from(r.saturating_sub(1))),
             evidence,
+            fresh: None,
         }))
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! One module per adapter: [`process`] (a detached process group Flotilla starts
 //! itself), [`ssh_tunnel`] (an OpenSSH forward run like a process), [`external`]
-//! (observed only), [`systemd`] (a unit driven through `systemctl`) and [`launchd`]
+//! (observed only), [`systemd`] (a unit driven through `systemctl`), [`container`] (a
+//! container driven through a container engine's API) and [`launchd`]
 //! (a job driven through `launchctl`). The executor and the observer reach them only
 //! through the [`Adapter`] trait and [`Adapters::for_component`]: they know no
 //! adapter by name.
@@ -55,6 +56,13 @@ pub struct Launch {
     /// Appended to `started pid N` in the start marker, e.g. `, replacing pid 41
     /// (op-12)`.
     pub start_note: String,
+    /// The project (what a container's `io.flotilla.project` label says).
+    pub project: String,
+    /// The operation starting it (`op-12`).
+    pub operation: String,
+    /// The values of the secrets the component receives as files (a container's
+    /// `secrets`), by name, resolved on this host: never log them.
+    pub secret_files: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for Launch {
@@ -128,6 +136,20 @@ pub struct Seen {
     pub owner_restarts: Option<u64>,
     /// Evidence: `(source, what was seen)`.
     pub evidence: Vec<(String, String)>,
+    /// Whether what runs is still what its source names now, when the owner measured
+    /// that itself (a container: the digest its image reference names now); `None`:
+    /// the executable on disk is compared, as for any process.
+    pub fresh: Option<Freshness>,
+}
+
+/// What an owner measured of whether the running instance is still what its source
+/// names (see [`Seen::fresh`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Freshness {
+    /// The digest the source names now (e.g. the image a tag points at), when known.
+    pub current: Option<String>,
+    /// When it is not what runs: `(source, what was seen)` (`stale-runtime`).
+    pub stale: Option<(String, String)>,
 }
 
 /// One native owner of components' lifecycles.
@@ -174,6 +196,40 @@ pub trait Adapter: Send + Sync {
             }),
             _ => self.start(launch),
         }
+    }
+
+    /// How the instance with `identity` (as this adapter's start measured it) ended:
+    /// `Some(how)` once it no longer runs, `None` while it does or when that cannot
+    /// be told. The default measures the process through `/proc`.
+    fn ended(&self, _c: &Component, identity: &RuntimeIdentity) -> Option<String> {
+        match crate::identity::verify(identity) {
+            Ok((crate::identity::IdentityMatch::Same, _)) => None,
+            Ok((crate::identity::IdentityMatch::Gone, _)) => {
+                Some(format!("pid {} exited", identity.pid))
+            }
+            Ok((crate::identity::IdentityMatch::Reused { why }, _)) => Some(why),
+            Err(_) => None,
+        }
+    }
+
+    /// Whether `after` proves a restart of what ran as `before` (see
+    /// [`crate::identity::prove_restart`], the default); `Err` says what did not happen.
+    ///
+    /// # Errors
+    /// A sentence naming what is unchanged.
+    fn prove_restart(
+        &self,
+        _c: &Component,
+        before: Option<&RuntimeIdentity>,
+        after: &RuntimeIdentity,
+    ) -> Result<(), String> {
+        crate::identity::prove_restart(before, after)
+    }
+
+    /// What `process` and `container_health` checks of `c` ask of its owner instead
+    /// of `/proc` (a container's engine); `None`: they measure the process.
+    fn owner_checks(&self, _c: &Component) -> Option<Arc<dyn crate::probe::OwnerChecks>> {
+        None
     }
 
     /// What runs now. `None`: the adapter keeps no state of its own, and the

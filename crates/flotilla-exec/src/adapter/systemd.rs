@@ -544,6 +544,7 @@ impl Adapter for Systemd {
             recorded_main,
             owner_restarts: Some(st.n_restarts),
             evidence,
+            fresh: None,
         }))
     }
 }
@@ -585,6 +586,9 @@ mod tests {
             log_keep: 0,
             state_root: "/state".into(),
             start_note: String::new(),
+            project: "test".into(),
+            operation: "op-1".into(),
+            secret_files: Vec::new(),
         }
     }
 

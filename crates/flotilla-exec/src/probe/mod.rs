@@ -61,6 +61,28 @@ pub struct ProbeContext<'a> {
     /// `&|n| resolver.get(n)` with a [`crate::secrets::SecretResolver`]. Resolved
     /// values are redacted from every outcome.
     pub secrets: &'a (dyn Fn(&str) -> Option<String> + Send + Sync),
+    /// What `process` and `container_health` checks ask instead of `/proc`, for a
+    /// component whose owner knows (a container's engine); see
+    /// [`crate::adapter::Adapter::owner_checks`].
+    pub owner: Option<std::sync::Arc<dyn OwnerChecks>>,
+}
+
+/// Checks only a component's owner can answer (a container's engine). Blocking:
+/// the probes call them on the blocking pool.
+pub trait OwnerChecks: Send + Sync {
+    /// `process`: whether the instance with `identity` still runs. `Ok` says what
+    /// was seen of it running, `Err` how it does not.
+    ///
+    /// # Errors
+    /// How it does not run (or why that cannot be told).
+    fn alive(&self, identity: Option<&RuntimeIdentity>) -> Result<String, String>;
+
+    /// `container_health`: whether the owner reports the instance `healthy`. `Ok`
+    /// says what it reported, `Err` what it reported instead.
+    ///
+    /// # Errors
+    /// The health status it reported, or why it could not be asked.
+    fn healthy(&self, identity: Option<&RuntimeIdentity>) -> Result<String, String>;
 }
 
 impl fmt::Debug for ProbeContext<'_> {
@@ -88,6 +110,7 @@ impl ProbeContext<'static> {
             log_path: None,
             log_start_offset: 0,
             secrets: &no_secrets,
+            owner: None,
         }
     }
 }
@@ -111,6 +134,7 @@ impl ProbeContext<'static> {
 /// Never fails; see [`ProbeOutcome`].
 pub async fn check(check: &Check, ctx: &ProbeContext<'_>, timeout: Duration) -> ProbeOutcome {
     match check {
+        Check::Process if ctx.owner.is_some() => owner_check(ctx, "process").await,
         Check::Process => check_process(ctx).await,
         Check::Tcp {
             address,
@@ -171,13 +195,35 @@ pub async fn check(check: &Check, ctx: &ProbeContext<'_>, timeout: Duration) -> 
         }
         Check::Exec { command } => check_exec(command, timeout).await,
         Check::Log { pattern } => check_log(pattern, ctx).await,
-        Check::ContainerHealth => outcome::Recorder::new().misconfigured(
+        Check::ContainerHealth => owner_check(ctx, "container-health").await,
+    }
+}
+
+/// A `process` or `container-health` check answered by the component's owner.
+async fn owner_check(ctx: &ProbeContext<'_>, kind: &'static str) -> ProbeOutcome {
+    let rec = outcome::Recorder::new();
+    let Some(owner) = ctx.owner.clone() else {
+        return rec.misconfigured(
             format!(
-                "`{}`: a container_health check needs the container adapter",
+                "`{}`: a container_health check needs a container component's engine",
                 ctx.component
             ),
-            serde_json::json!({"kind": "container-health"}),
-        ),
+            serde_json::json!({ "kind": kind }),
+        );
+    };
+    let identity = ctx.identity.clone();
+    let answer = tokio::task::spawn_blocking(move || {
+        if kind == "process" {
+            owner.alive(identity.as_ref())
+        } else {
+            owner.healthy(identity.as_ref())
+        }
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("the check's task failed: {e}")));
+    match answer {
+        Ok(saw) => rec.done(true, saw, serde_json::json!({ "kind": kind })),
+        Err(saw) => rec.done(false, saw, serde_json::json!({ "kind": kind })),
     }
 }
 

@@ -135,7 +135,7 @@ impl Validator {
         for (i, p) in ports.iter().enumerate() {
             let idx = i.to_string();
             if let Some(ip) = &p.host_ip {
-                if ip.parse::<std::net::IpAddr>().is_err() {
+                if ip.parse::<core::net::IpAddr>().is_err() {
                     self.push(
                         Diagnostic::error(
                             Code::InvalidValue,

@@ -38,6 +38,8 @@ pub(super) struct Draft<'a> {
     pub(super) parsed_endpoints: BTreeMap<String, Endpoint>,
     /// Its host's address (`${host.address}` in endpoints and inline probe targets).
     pub(super) host_address: String,
+    /// Its host's container engine API, for a container component whose host declares one.
+    pub(super) container_api: Option<String>,
     /// Upstream components (indices into the name-sorted drafts) and where each
     /// dependency is declared.
     pub(super) deps: BTreeMap<usize, Location>,
@@ -410,6 +412,9 @@ impl Validator {
         } else {
             None
         };
+        let container_api = (adapter == Some(AdapterKind::Container) && owner == Owner::Managed)
+            .then(|| hosts.get(&host).and_then(|h| h.container_api.clone()))
+            .flatten();
         // A draft is kept even when something above was wrong, so its dependencies,
         // connections and probes are still checked (errors already fail validation).
         Some(Draft {
@@ -436,6 +441,7 @@ impl Validator {
             tunnel,
             parsed_endpoints: BTreeMap::new(),
             host_address: String::new(),
+            container_api,
             deps: BTreeMap::new(),
             connections: BTreeMap::new(),
             resolved_tunnel: None,

@@ -866,6 +866,7 @@ impl Validator {
             tunnel: d.resolved_tunnel,
             launchd: d.spec.launchd,
             systemd: d.spec.systemd,
+            container_api: d.container_api,
             container: match (d.adapter, d.spec.container) {
                 (Some(AdapterKind::Container), Some(c)) => Some(super::container::with_defaults(
                     d.name,

@@ -1,0 +1,495 @@
+//! Container components against a real engine: Podman's Docker-compatible API
+//! (Debian's podman with runc), served and given its test image by `scripts/podman`
+//! (`eval "$(scripts/podman)"`: `FLOTILLA_TEST_PODMAN_SOCKET`, `FLOTILLA_TEST_IMAGE`,
+//! `CONTAINERS_CONF`). Without that socket these tests say loudly that they are
+//! skipped, unless `FLOTILLA_REQUIRE_PODMAN` is set (scripts/test sets it): then they
+//! fail.
+//!
+//! Each test has its own project and container names, and removes what it made.
+
+mod common;
+
+use common::{run_with_env, Run, Workspace};
+use flotilla_testkit::{free_port, wait_until};
+use std::time::Duration;
+
+/// The engine's socket and the test image, or `None` (said loudly) without them.
+fn podman() -> Option<(String, String)> {
+    match (
+        std::env::var("FLOTILLA_TEST_PODMAN_SOCKET"),
+        std::env::var("FLOTILLA_TEST_IMAGE"),
+    ) {
+        (Ok(s), Ok(i)) if !s.is_empty() && !i.is_empty() => Some((s, i)),
+        _ if std::env::var_os("FLOTILLA_REQUIRE_PODMAN").is_some() => panic!(
+            "FLOTILLA_REQUIRE_PODMAN is set but FLOTILLA_TEST_PODMAN_SOCKET/FLOTILLA_TEST_IMAGE are not: run eval \"$(scripts/podman)\" first"
+        ),
+        _ => {
+            eprintln!(
+                "\n!!! SKIPPED: no Podman API (FLOTILLA_TEST_PODMAN_SOCKET unset): the container tests did not run; eval \"$(scripts/podman)\" to run them !!!\n"
+            );
+            None
+        }
+    }
+}
+
+/// `podman ARGS` (the configuration scripts/podman exported), its stdout.
+fn podman_cli(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new("podman")
+        .args(args)
+        .output()
+        .expect("run podman");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+    )
+}
+
+/// A test's own names (`<tag>-<pid>`), its workspace, and the container names it
+/// must leave removed.
+struct Env {
+    ws: Workspace,
+    socket: String,
+    image: String,
+    uniq: String,
+    cleanup: Vec<String>,
+}
+
+impl Env {
+    fn new(tag: &str) -> Option<Env> {
+        let (socket, image) = podman()?;
+        Some(Env {
+            ws: Workspace::new(),
+            socket,
+            image,
+            uniq: format!("{tag}-{}", std::process::id()),
+            cleanup: Vec::new(),
+        })
+    }
+
+    /// The container name of component `c` in this test.
+    fn name(&self, c: &str) -> String {
+        format!("ft-{}-{c}", self.uniq)
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        run_with_env(self.ws.path(), args, &[("WEB_KEY", "s3cr3t-Value-42")])
+    }
+
+    fn status(&self, c: &str) -> serde_json::Value {
+        let run = self.run(&["status", "--json", c]);
+        run.json()["components"][0].clone()
+    }
+
+    /// `inspect` of a container as the engine answers it, `None` when it has none.
+    fn inspect(&self, name: &str) -> Option<serde_json::Value> {
+        let (ok, out) = podman_cli(&["container", "inspect", name]);
+        ok.then(|| {
+            serde_json::from_str::<serde_json::Value>(&out).expect("inspect JSON")[0].clone()
+        })
+    }
+
+    /// A web container component `c` publishing `port` (busybox httpd on 8080).
+    fn web(&mut self, c: &str, port: u16, extra: &str) -> String {
+        let name = self.name(c);
+        self.cleanup.push(name.clone());
+        format!(
+            "[components.{c}]\nadapter = \"container\"\nendpoints = {{ http = \"http://127.0.0.1:{port}\" }}\nreadiness = {{ http = {{ endpoint = \"http\", path = \"/\" }} }}\nstop = {{ grace_period = \"2s\" }}\n{extra}\n[components.{c}.container]\nimage = \"{}\"\nname = \"{name}\"\nports = [{{ target = 8080, published = {port} }}]\n",
+            self.image
+        )
+    }
+
+    fn inventory(&self, body: &str) {
+        self.ws.write(
+            "flotilla.toml",
+            &format!(
+                "project = \"{}\"\n[hosts.local]\ncontainer_api = \"{}\"\n{body}",
+                self.uniq
+                    .replace(|c: char| !c.is_ascii_alphanumeric(), "-")
+                    .to_lowercase(),
+                self.socket
+            ),
+        );
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        for n in &self.cleanup {
+            let _ = podman_cli(&["rm", "-f", "-t", "0", n]);
+        }
+    }
+}
+
+fn get(url: &str) -> Option<String> {
+    let out = std::process::Command::new("curl")
+        .args(["-sf", "--max-time", "2", url])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn a_container_starts_ready_keeps_its_secret_out_of_inspect_logs_with_engine_times_and_stops() {
+    let Some(mut e) = Env::new("life") else {
+        return;
+    };
+    let port = free_port();
+    let web = e.web("web", port, "env = { MODE = \"test\" }");
+    e.inventory(&format!("{web}secrets = [\"WEB_KEY\"]\n"));
+    let run = e.run(&["start", "web"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let s = e.status("web");
+    assert_eq!(s["lifecycle"], "running", "{s:#}");
+    assert_eq!(s["health"], "healthy", "{s:#}");
+    assert_eq!(s["ownership"], "managed (container)", "{s:#}");
+    assert!(get(&format!("http://127.0.0.1:{port}/"))
+        .unwrap()
+        .contains("hello from flotilla-test"));
+    // Labels, and the secret only as a file: never in Env, labels or inspect.
+    let info = e.inspect(&e.name("web")).expect("created");
+    let text = info.to_string();
+    assert!(
+        !text.contains("s3cr3t-Value-42"),
+        "secret in inspect: {text}"
+    );
+    assert_eq!(info["Config"]["Labels"]["io.flotilla.component"], "web");
+    assert!(info["Config"]["Labels"]["io.flotilla.config-digest"]
+        .as_str()
+        .unwrap()
+        .starts_with("sha256:"));
+    assert!(info["Config"]["Env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|v| v == "MODE=test"));
+    let (ok, secret) = podman_cli(&["exec", &e.name("web"), "cat", "/run/secrets/WEB_KEY"]);
+    assert!(ok && secret == "s3cr3t-Value-42", "{secret}");
+    let (_, mode) = podman_cli(&["exec", &e.name("web"), "ls", "-l", "/run/secrets/WEB_KEY"]);
+    assert!(mode.starts_with("-r--------"), "{mode}");
+    // The engine's lines, with its timestamps, through `flotilla logs`.
+    get(&format!("http://127.0.0.1:{port}/index.html"));
+    let mut logs = String::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            logs = e.run(&["logs", "-t", "web"]).stdout;
+            logs.contains("response:200")
+        }),
+        "{logs}"
+    );
+    let line = logs.lines().find(|l| l.contains("response:200")).unwrap();
+    assert!(line.starts_with("20") && line.contains('T'), "{line}");
+    assert!(!logs.contains("s3cr3t"), "{logs}");
+    // Stop: gone from the engine.
+    let run = e.run(&["stop", "web"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        format!("{}{}", run.stdout, run.stderr).contains("stopped container"),
+        "{}",
+        run.stderr
+    );
+    assert!(e.inspect(&e.name("web")).is_none());
+    assert_eq!(e.status("web")["lifecycle"], "stopped");
+}
+
+#[test]
+fn kill_9_is_down_unexpectedly_with_the_exit_code_and_a_restart_is_proven() {
+    let Some(mut e) = Env::new("kill") else {
+        return;
+    };
+    let port = free_port();
+    let web = e.web("web", port, "");
+    e.inventory(&web);
+    assert_eq!(e.run(&["start", "web"]).code, 0);
+    let before = e.inspect(&e.name("web")).unwrap();
+    let pid = before["State"]["Pid"].as_i64().unwrap();
+    assert!(pid > 0);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let mut s = serde_json::Value::Null;
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            s = e.status("web");
+            s["condition"] == "down-unexpectedly"
+        }),
+        "{s:#}"
+    );
+    assert_eq!(s["lifecycle"], "failed");
+    assert!(
+        s.to_string()
+            .contains("exited with code 137 (killed by SIGKILL)"),
+        "{s:#}"
+    );
+    let run = e.run(&["restart", "web"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let after = e.inspect(&e.name("web")).unwrap();
+    assert_ne!(after["Id"], before["Id"], "a new container");
+    assert_eq!(after["Image"], before["Image"], "the expected image");
+    let s = e.status("web");
+    assert_eq!(
+        (s["lifecycle"].as_str(), s["condition"].as_str()),
+        (Some("running"), Some("ok")),
+        "{s:#}"
+    );
+    // A restart of a running one is proven too: another container, started later.
+    let run = e.run(&["restart", "web"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let again = e.inspect(&e.name("web")).unwrap();
+    assert_ne!(again["Id"], after["Id"]);
+    e.run(&["stop", "web"]);
+}
+
+#[test]
+fn a_tag_moved_to_another_image_is_stale_runtime_until_a_restart_runs_it() {
+    let Some(mut e) = Env::new("stale") else {
+        return;
+    };
+    let tag = format!("localhost/flotilla-test:{}", e.uniq);
+    let (ok, _) = podman_cli(&["tag", &e.image, &tag]);
+    assert!(ok);
+    let port = free_port();
+    let web = e.web("web", port, "").replace(
+        &format!("image = \"{}\"", e.image),
+        &format!("image = \"{tag}\""),
+    );
+    e.inventory(&web);
+    assert_eq!(e.run(&["start", "web"]).code, 0);
+    assert_eq!(e.status("web")["condition"], "ok");
+    // The tag now names another image (a commit of the running container).
+    let (ok, _) = podman_cli(&["commit", "-q", &e.name("web"), &tag]);
+    assert!(ok);
+    let s = e.status("web");
+    assert_eq!(s["condition"], "stale-runtime", "{s:#}");
+    assert!(s.to_string().contains("now names"), "{s:#}");
+    let run = e.run(&["restart", "web"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(e.status("web")["condition"], "ok");
+    e.run(&["stop", "web"]);
+    let _ = podman_cli(&["rmi", "-f", &tag]);
+}
+
+#[test]
+fn a_foreign_container_of_the_same_name_is_never_touched() {
+    let Some(mut e) = Env::new("foreign") else {
+        return;
+    };
+    let port = free_port();
+    let web = e.web("web", port, "");
+    e.inventory(&web);
+    let name = e.name("web");
+    let (ok, _) = podman_cli(&["run", "-d", "--name", &name, &e.image]);
+    assert!(ok);
+    let id = e.inspect(&name).unwrap()["Id"].clone();
+    let run = e.run(&["start", "web"]);
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stdout.contains("is not this component's")
+            || run.stderr.contains("is not this component's"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    let s = e.status("web");
+    assert!(
+        s.to_string().contains("not adopted, never touched"),
+        "{s:#}"
+    );
+    let run = e.run(&["stop", "web", "--force"]);
+    let still = e.inspect(&name).expect("still there");
+    assert_eq!(still["Id"], id, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(still["State"]["Status"], "running");
+}
+
+#[test]
+fn bad_input_is_refused_clearly_and_leaves_nothing_half_made() {
+    let Some(mut e) = Env::new("bad") else { return };
+    // An image reference that does not parse: invalid inventory, at its line:column.
+    e.inventory(
+        "[components.web]\nadapter = \"container\"\ncontainer = { image = \"Web:latest\" }\n",
+    );
+    let run = e.run(&["validate"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("flotilla.toml:6:"), "{}", run.stderr);
+    assert!(run.stderr.contains("uppercase"), "{}", run.stderr);
+
+    // A port another container already publishes: the container this start created
+    // is removed again.
+    let port = free_port();
+    let other = e.name("other");
+    e.cleanup.push(other.clone());
+    let (ok, _) = podman_cli(&[
+        "run",
+        "-d",
+        "--name",
+        &other,
+        "-p",
+        &format!("127.0.0.1:{port}:8080"),
+        &e.image,
+    ]);
+    assert!(ok);
+    // No endpoint names the port, so only the engine finds it taken, at start.
+    let name = e.name("web");
+    e.cleanup.push(name.clone());
+    e.inventory(&format!(
+        "[components.web]\nadapter = \"container\"\n[components.web.container]\nimage = \"{}\"\nname = \"{name}\"\nports = [{{ target = 8080, published = {port} }}]\n",
+        e.image
+    ));
+    let run = e.run(&["start", "web"]);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    let all = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        all.contains("start container") && all.contains("was removed"),
+        "{all}"
+    );
+    assert!(
+        e.inspect(&e.name("web")).is_none(),
+        "created-not-started container left behind"
+    );
+
+    // A bind source that does not exist: said, nothing created.
+    let port = free_port();
+    let web = e.web("web", port, "");
+    e.inventory(&format!(
+        "{web}volumes = [{{ type = \"bind\", source = \"./nope\", target = \"/data\" }}]\n"
+    ));
+    let run = e.run(&["start", "web"]);
+    assert_ne!(run.code, 0);
+    assert!(
+        format!("{}{}", run.stdout, run.stderr).contains("does not exist"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(e.inspect(&e.name("web")).is_none());
+    let run = e.run(&["check", "web"]);
+    assert_ne!(run.code, 0);
+    assert!(
+        format!("{}{}", run.stdout, run.stderr).contains("nope does not exist"),
+        "{}",
+        run.stdout
+    );
+
+    // An image the engine does not have, with pull = "never": check says so.
+    let web = e.web("web", port, "").replace(
+        &format!("image = \"{}\"", e.image),
+        "image = \"localhost/flotilla-absent:1\"",
+    );
+    e.inventory(&web);
+    let run = e.run(&["check", "web"]);
+    assert_ne!(run.code, 0);
+    assert!(
+        format!("{}{}", run.stdout, run.stderr).contains("is not in the engine"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn an_engine_that_hangs_or_is_absent_is_an_error_within_the_time_limit() {
+    let Some(e) = Env::new("hang") else { return };
+    // A socket that accepts and never answers.
+    let sock = e.ws.path().join("hang.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    e.ws.write(
+        "flotilla.toml",
+        &format!(
+            "[hosts.local]\ncontainer_api = \"unix://{}\"\n[components.web]\nadapter = \"container\"\ncontainer = {{ image = \"{}\" }}\n",
+            sock.display(),
+            e.image
+        ),
+    );
+    let env = [("FLOTILLA_CONTAINER_API_TIMEOUT", "1s")];
+    let began = std::time::Instant::now();
+    let run = run_with_env(e.ws.path(), &["start", "web"], &env);
+    assert_ne!(run.code, 0);
+    let all = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        all.contains("did not answer") && all.contains("within 1s"),
+        "{all}"
+    );
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        began.elapsed()
+    );
+    let run = run_with_env(e.ws.path(), &["status", "web"], &env);
+    assert!(
+        format!("{}{}", run.stdout, run.stderr).contains("did not answer"),
+        "{}",
+        run.stdout
+    );
+    // No engine at all.
+    e.ws.write(
+        "flotilla.toml",
+        &format!("[hosts.local]\ncontainer_api = \"unix://{}/none.sock\"\n[components.web]\nadapter = \"container\"\ncontainer = {{ image = \"{}\" }}\n", e.ws.path().display(), e.image),
+    );
+    let run = e.run(&["check", "web"]);
+    assert_ne!(run.code, 0);
+    assert!(
+        format!("{}{}", run.stdout, run.stderr).contains("cannot be reached"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn a_process_and_a_container_come_up_in_one_wave_order_with_the_route_ready_end_to_end() {
+    let Some(mut e) = Env::new("mixed") else {
+        return;
+    };
+    // The process: busybox httpd on the host. The container (host network) answers
+    // /cgi-bin/route by fetching the process's page: the route runs through both.
+    let (pport, cport) = (free_port(), free_port());
+    std::fs::create_dir_all(e.ws.path().join("site")).unwrap();
+    e.ws.write("site/index.html", "from the process\n");
+    let cgi = e.ws.write(
+        "cgi/cgi-bin/route",
+        &format!("#!/bin/sh\necho 'Content-Type: text/plain'\necho\nwget -qO- http://127.0.0.1:{pport}/\n"),
+    );
+    std::fs::set_permissions(&cgi, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let name = e.name("proxy");
+    e.cleanup.push(name.clone());
+    e.inventory(&format!(
+        "[components.backend]\ncommand = [\"/bin/busybox\", \"httpd\", \"-f\", \"-p\", \"127.0.0.1:{pport}\", \"-h\", \"site\"]\n\
+         endpoints = {{ http = \"http://127.0.0.1:{pport}\" }}\nreadiness = {{ http = {{ endpoint = \"http\" }} }}\n\
+         [components.proxy]\nadapter = \"container\"\ndepends_on = [\"backend\"]\n\
+         command = [\"/bin/httpd\", \"-f\", \"-p\", \"127.0.0.1:{cport}\", \"-h\", \"/srv\"]\n\
+         endpoints = {{ http = \"http://127.0.0.1:{cport}\" }}\nreadiness = {{ http = {{ endpoint = \"http\", path = \"/cgi-bin/route\" }} }}\n\
+         stop = {{ grace_period = \"2s\" }}\n\
+         [components.proxy.container]\nimage = \"{}\"\nname = \"{name}\"\nnetwork = \"host\"\n\
+         volumes = [{{ type = \"bind\", source = \"./cgi\", target = \"/srv\", read_only = true }}]\n\
+         [stacks.chat]\ncomponents = [\"backend\", \"proxy\"]\n\
+         readiness = [{{ request = {{ endpoint = \"proxy.http\", path = \"/cgi-bin/route\", body_contains = \"from the process\" }} }}]\n",
+        e.image
+    ));
+    let plan = e.run(&["plan", "up", "chat"]);
+    let waves: Vec<&str> = plan
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("wave") || l.trim_start().starts_with("start"))
+        .collect();
+    assert!(
+        waves.iter().position(|l| l.contains("backend"))
+            < waves.iter().position(|l| l.contains("proxy")),
+        "{}",
+        plan.stdout
+    );
+    let run = e.run(&["up", "chat"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("done (3 steps)"), "{}", run.stdout);
+    let status = e.run(&["status", "--json", "chat"]).json();
+    assert_eq!(status["stacks"][0]["health"], "healthy", "{status:#}");
+    let run = e.run(&["down", "chat"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(e.inspect(&name).is_none());
+}

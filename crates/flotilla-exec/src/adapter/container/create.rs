@@ -1,0 +1,226 @@
+//! The engine's container create body (Docker Engine API `POST /containers/create`)
+//! from a component: its command (`Cmd`), entrypoint, environment (declared only),
+//! labels, user, published ports (loopback unless asked), mounts (bind sources
+//! relative to the inventory's directory, which must exist), secrets as read-only
+//! files at `/run/secrets/<NAME>`, devices, GPU requests, health check, network,
+//! restart policy and stop signal.
+//!
+//! Secret values go into files under the project's state directory
+//! (`run/secrets/<component>/<NAME>`, mode 0400, directory 0700), bind-mounted
+//! read-only: the container's `inspect` shows the file's path, never its value.
+
+use super::{LABEL_COMPONENT, LABEL_CONFIG_DIGEST, LABEL_INSTANCE, LABEL_PROJECT};
+use crate::adapter::Launch;
+use bollard::models::{
+    ContainerCreateBody, DeviceMapping, DeviceRequest, HealthConfig, HostConfig, Mount, MountType,
+    PortBinding, RestartPolicy, RestartPolicyNameEnum,
+};
+use flotilla_model::inventory::{ContainerSpec, EngineRestart, GpuCount, VolumeType};
+use flotilla_model::topology::Component;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Where a container component's secret files are kept: `<state root>/run/secrets/<component>`.
+pub fn secrets_dir(state_root: &Path, component: &str) -> PathBuf {
+    state_root.join("run").join("secrets").join(component)
+}
+
+/// Removes the secret files written for `launch`'s component.
+pub fn forget_secrets(launch: &Launch) {
+    let _ = std::fs::remove_dir_all(secrets_dir(&launch.state_root, &launch.component.name));
+}
+
+/// Removes the secret files of `c`, whose log is at `log_path` (`<root>/logs/<c>.log`).
+pub fn forget_secrets_of(c: &Component, log_path: &Path) {
+    if let Some(root) = log_path.parent().and_then(Path::parent) {
+        let _ = std::fs::remove_dir_all(secrets_dir(root, &c.name));
+    }
+}
+
+/// Writes `launch`'s secret files (see the module docs), owned by the container's
+/// user when it is given as a number; returns `(file on the host, name)`.
+fn write_secrets(launch: &Launch, user: Option<&str>) -> Result<Vec<(PathBuf, String)>, String> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    if launch.secret_files.is_empty() {
+        return Ok(Vec::new());
+    }
+    let dir = secrets_dir(&launch.state_root, &launch.component.name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    // The engine reads the files as this user; the container's user must too.
+    let owner = user
+        .and_then(|u| u.split(':').next())
+        .and_then(|u| u.parse::<u32>().ok());
+    let mut out = Vec::new();
+    for (name, value) in &launch.secret_files {
+        let path = dir.join(name);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o400)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        f.write_all(value.as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if let Some(uid) = owner {
+            std::os::unix::fs::chown(&path, Some(uid), None)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        out.push((path, name.clone()));
+    }
+    Ok(out)
+}
+
+fn nanos(d: Option<flotilla_model::values::HumanDuration>) -> Option<i64> {
+    d.map(|d| i64::try_from(d.0.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// The create body for `launch`'s component with container `k`.
+///
+/// # Errors
+/// A bind mount whose source does not exist, or a secret file that cannot be written.
+pub fn body(launch: &Launch, k: &ContainerSpec) -> Result<ContainerCreateBody, String> {
+    let c = &launch.component;
+    let mut mounts = Vec::new();
+    for v in &k.volumes {
+        let source = match v.kind {
+            VolumeType::Bind => {
+                let p = launch.cwd.join(&v.source);
+                if !p.exists() {
+                    return Err(format!(
+                        "volume source {} ({}) does not exist: create it, or fix container.volumes",
+                        v.source,
+                        p.display()
+                    ));
+                }
+                p.display().to_string()
+            }
+            VolumeType::Volume => v.source.clone(),
+        };
+        mounts.push(Mount {
+            target: Some(v.target.clone()),
+            source: Some(source),
+            typ: Some(match v.kind {
+                VolumeType::Bind => MountType::BIND,
+                VolumeType::Volume => MountType::VOLUME,
+            }),
+            read_only: Some(v.read_only),
+            ..Default::default()
+        });
+    }
+    for (path, name) in write_secrets(launch, k.user.as_deref())? {
+        mounts.push(Mount {
+            target: Some(format!("/run/secrets/{name}")),
+            source: Some(path.display().to_string()),
+            typ: Some(MountType::BIND),
+            read_only: Some(true),
+            ..Default::default()
+        });
+    }
+    let mut port_bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
+    let mut exposed = Vec::new();
+    for p in &k.ports {
+        let key = format!("{}/{}", p.target.0, p.protocol.unwrap_or_default().as_str());
+        exposed.push(key.clone());
+        port_bindings
+            .entry(key)
+            .or_insert_with(|| Some(Vec::new()))
+            .get_or_insert_with(Vec::new)
+            .push(PortBinding {
+                host_ip: Some(p.host_ip.clone().unwrap_or_else(|| "127.0.0.1".into())),
+                host_port: Some(p.published.0.to_string()),
+            });
+    }
+    let devices: Vec<DeviceMapping> = k
+        .devices
+        .iter()
+        .map(|d| {
+            let mut parts = d.splitn(3, ':');
+            let host = parts.next().unwrap_or_default().to_string();
+            let inside = parts.next().map_or_else(|| host.clone(), str::to_string);
+            DeviceMapping {
+                path_on_host: Some(host),
+                path_in_container: Some(inside),
+                cgroup_permissions: Some(parts.next().unwrap_or("rwm").to_string()),
+            }
+        })
+        .collect();
+    let device_requests = k.gpus.as_ref().map(|g| {
+        vec![DeviceRequest {
+            driver: g.driver.clone(),
+            count: match (g.count, g.device_ids.is_empty()) {
+                (Some(GpuCount::Count(n)), _) => Some(i64::from(n)),
+                (Some(GpuCount::All), _) | (None, true) => Some(-1),
+                (None, false) => None,
+            },
+            device_ids: (!g.device_ids.is_empty()).then(|| g.device_ids.clone()),
+            capabilities: Some(vec![if g.capabilities.is_empty() {
+                vec!["gpu".to_string()]
+            } else {
+                g.capabilities.clone()
+            }]),
+            options: None,
+        }]
+    });
+    let restart = match k.restart.unwrap_or_default() {
+        EngineRestart::No => RestartPolicyNameEnum::NO,
+        EngineRestart::OnFailure => RestartPolicyNameEnum::ON_FAILURE,
+        EngineRestart::Always => RestartPolicyNameEnum::ALWAYS,
+        EngineRestart::UnlessStopped => RestartPolicyNameEnum::UNLESS_STOPPED,
+    };
+    let grace = c.stop.as_ref().map_or(10, |s| s.grace_period.0.as_secs());
+    let labels: HashMap<String, String> = [
+        (LABEL_PROJECT, launch.project.clone()),
+        (LABEL_COMPONENT, c.name.clone()),
+        (LABEL_INSTANCE, launch.operation.clone()),
+        (LABEL_CONFIG_DIGEST, c.config_digest()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let env: Vec<String> = launch
+        .env
+        .iter()
+        .filter(|(k, _)| k != crate::process::INSTANCE_MARKER)
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    Ok(ContainerCreateBody {
+        image: Some(k.image.clone()),
+        cmd: (!launch.argv.is_empty()).then(|| launch.argv.clone()),
+        entrypoint: k.entrypoint.clone(),
+        env: Some(env),
+        labels: Some(labels),
+        user: k.user.clone(),
+        exposed_ports: (!exposed.is_empty()).then_some(exposed),
+        stop_signal: k.stop_signal.as_ref().map(|s| s.as_str().to_string()),
+        stop_timeout: Some(i64::try_from(grace).unwrap_or(i64::MAX)),
+        healthcheck: k.healthcheck.as_ref().map(|h| HealthConfig {
+            test: Some(h.test.clone()),
+            interval: nanos(h.interval),
+            timeout: nanos(h.timeout),
+            retries: h.retries.map(i64::from),
+            start_period: nanos(h.start_period),
+            start_interval: None,
+        }),
+        host_config: Some(HostConfig {
+            port_bindings: (!port_bindings.is_empty()).then_some(port_bindings),
+            mounts: (!mounts.is_empty()).then_some(mounts),
+            devices: (!devices.is_empty()).then_some(devices),
+            device_requests,
+            network_mode: k.network.clone(),
+            restart_policy: Some(RestartPolicy {
+                name: Some(restart),
+                maximum_retry_count: None,
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
