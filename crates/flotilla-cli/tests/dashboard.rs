@@ -227,8 +227,8 @@ fn an_operator_signs_in_and_sees_the_fleet_change_without_a_reload() {
         b.js(&format!(
             "const r = Array.from(document.querySelectorAll('#components tr[data-row]'))
                .find(r => r.querySelector('th').textContent === {});
-             const t = r && r.querySelector('time[data-at]');
-             return t ? [t.dataset.at, t.textContent] : null;",
+             const t = r && r.querySelector('time.ago');
+             return t ? [t.getAttribute('datetime'), t.textContent] : null;",
             serde_json::to_string(&shown).unwrap()
         ))
     };

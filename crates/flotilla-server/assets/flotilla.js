@@ -29,8 +29,8 @@
     if (out) out.textContent = (q || s) ? shown + " of " + rows.length + " shown" : "";
   }
 
-  // Ages: each <time data-at="ms"> shows how long ago it was, by the authority's
-  // clock (the page's data-now is its time when it rendered the page).
+  // Ages: each <time class="ago" datetime="…"> shows how long ago it was, by the
+  // authority's clock (the page's data-now is its time when it rendered the page).
   var skew = (Number(root.getAttribute("data-now")) || Date.now()) - Date.now();
   function age(ms) {
     var s = Math.max(0, Math.floor(ms / 1000));
@@ -41,9 +41,9 @@
   }
   function ages() {
     var now = Date.now() + skew;
-    var all = document.querySelectorAll("time[data-at]");
+    var all = document.querySelectorAll("time.ago");
     for (var i = 0; i < all.length; i++) {
-      var t = age(now - Number(all[i].getAttribute("data-at")));
+      var t = age(now - Date.parse(all[i].getAttribute("datetime")));
       if (all[i].textContent !== t) all[i].textContent = t;
     }
   }

@@ -285,7 +285,10 @@ mod tests {
         let second = render(1, &[("a", "<tr id=a>1</tr>"), ("b", "<tr id=b>2</tr>")]);
         let (ev, data) = what_to_send(&mut sent, "overview", &second).unwrap();
         assert_eq!(ev, "overview-parts");
-        assert_eq!(&*data, "<tr hx-swap-oob=\"true\" id=b>2</tr>");
+        assert_eq!(
+            &*data,
+            "<template><tr hx-swap-oob=\"true\" id=b>2</tr></template>"
+        );
         // Another layout (a row added, the order changed): the whole again.
         let third = render(2, &[("b", "<tr id=b>2</tr>"), ("a", "<tr id=a>1</tr>")]);
         let (ev, _) = what_to_send(&mut sent, "overview", &third).unwrap();

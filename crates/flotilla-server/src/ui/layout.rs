@@ -237,14 +237,14 @@ pub fn mark_since(tone: Tone, text: &str, at_ms: Option<i64>) -> Markup {
 }
 
 /// A moment (`at_ms`, ms since the Unix epoch) shown as its age, `4 s`, that the
-/// page's script keeps current: `<time datetime="<RFC 3339>" data-at="<ms>">`,
+/// page's script keeps current: `<time class="ago" datetime="<RFC 3339, ms>">`,
 /// holding the UTC time of day until the script runs. Rendered the same whatever
 /// the time now, so a live update sends it only when the moment itself changes.
 pub fn since(at_ms: i64) -> Markup {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms.max(0) as u64);
-    let stamp = humantime::format_rfc3339_seconds(t).to_string();
+    let stamp = humantime::format_rfc3339_millis(t).to_string();
     let clock = stamp.get(11..19).unwrap_or("").to_owned();
-    html! { time datetime=(stamp) data-at=(at_ms) title=(stamp) { (clock) " UTC" } }
+    html! { time.ago datetime=(stamp) { (clock) " UTC" } }
 }
 
 /// An age in ms, short: `4 s`, `3 min`, `2 h`, `5 d` (the page's script writes the

@@ -83,13 +83,20 @@ impl Parts {
 }
 
 /// `html` (an element's outer HTML) marked for htmx's out-of-band swap
-/// (`hx-swap-oob="true"`: it replaces the element with the same id).
+/// (`hx-swap-oob="true"`: it replaces the element with the same id), inside a
+/// `<template>`: a template's content is parsed on its own, so a table row keeps
+/// its `<tr>` whatever precedes it in the event (htmx swaps the out-of-band
+/// elements it finds in templates).
 pub fn out_of_band(html: &str) -> String {
     match html
         .strip_prefix('<')
         .and_then(|rest| rest.find([' ', '>']).map(|n| n + 1))
     {
-        Some(at) => format!("{} hx-swap-oob=\"true\"{}", &html[..at], &html[at..]),
+        Some(at) => format!(
+            "<template>{} hx-swap-oob=\"true\"{}</template>",
+            &html[..at],
+            &html[at..]
+        ),
         None => html.to_owned(),
     }
 }
@@ -102,9 +109,12 @@ mod tests {
     fn a_part_is_marked_out_of_band_after_its_tag_name() {
         assert_eq!(
             out_of_band("<tr id=\"r1\"><td>a</td></tr>"),
-            "<tr hx-swap-oob=\"true\" id=\"r1\"><td>a</td></tr>"
+            "<template><tr hx-swap-oob=\"true\" id=\"r1\"><td>a</td></tr></template>"
         );
-        assert_eq!(out_of_band("<ul>x</ul>"), "<ul hx-swap-oob=\"true\">x</ul>");
+        assert_eq!(
+            out_of_band("<ul>x</ul>"),
+            "<template><ul hx-swap-oob=\"true\">x</ul></template>"
+        );
         assert_eq!(out_of_band("text"), "text");
     }
 }

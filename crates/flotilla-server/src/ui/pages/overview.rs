@@ -109,12 +109,22 @@ pub(crate) fn hosts_by_name(fleet: &FleetStatus) -> HashMap<&str, &HostStateDto>
     fleet.hosts.iter().map(|h| (h.host.as_str(), h)).collect()
 }
 
-/// The id of the row of component `name` on `host`: unique in the page whatever
-/// characters the names hold.
-fn row_id(host: &str, name: &str) -> String {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (host, name).hash(&mut h);
-    format!("c{:016x}", h.finish())
+/// How many components needing attention the overview lists above its table.
+const ATTENTION_SHOWN: usize = 50;
+
+/// A component needing attention, in the list above the table (not a filterable
+/// row: the table has them all).
+fn attention_row(c: &ComponentStatus, host: Option<&HostStateDto>) -> Markup {
+    html! {
+        tr {
+            td data-label="Host" { a href=(Link::Host(c.host.clone()).path()) { (layout::visible(&c.host)) } }
+            th scope="row" data-label="Component" { a href=(Link::Component(c.name.clone()).path()) { (layout::visible(&c.name)) } }
+            td data-label="Lifecycle" { (marks::lifecycle(c)) }
+            td data-label="Health" { (marks::health(c.health)) }
+            td data-label="Condition" { (marks::condition(c.condition)) }
+            td data-label="Observability" { (marks::observability(c.observability, host.and_then(|h| h.last_report_ms))) }
+        }
+    }
 }
 
 fn render(fleet: &FleetStatus) -> Rendered {
@@ -124,18 +134,22 @@ fn render(fleet: &FleetStatus) -> Rendered {
         .iter()
         .filter(|c| c.lifecycle == Lifecycle::Running)
         .count();
-    let mut order: Vec<(bool, usize)> = comps
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (marks::needs_attention(c), i))
-        .collect();
-    let attention = order.iter().filter(|(a, _)| *a).count();
-    // Attention first, then by host and name.
-    order.sort_by(|(a, i), (b, j)| {
-        b.cmp(a)
-            .then_with(|| comps[*i].host.cmp(&comps[*j].host))
+    // Rows keep their place (by host, then name) whatever their state, so a change
+    // of state replaces one row and never reorders the table; what needs attention
+    // is listed first, on its own, above it.
+    let mut order: Vec<usize> = (0..comps.len()).collect();
+    order.sort_by(|i, j| {
+        comps[*i]
+            .host
+            .cmp(&comps[*j].host)
             .then_with(|| comps[*i].name.cmp(&comps[*j].name))
     });
+    let needing: Vec<usize> = order
+        .iter()
+        .copied()
+        .filter(|i| marks::needs_attention(&comps[*i]))
+        .collect();
+    let attention = needing.len();
     let silent: Vec<&HostStateDto> = fleet
         .hosts
         .iter()
@@ -166,16 +180,41 @@ fn render(fleet: &FleetStatus) -> Rendered {
             }
         },
     );
-    let mut rows = String::with_capacity(order.len() * 512);
-    for (attn, i) in &order {
+    let needs = parts.push(
+        "ov-attention".into(),
+        html! {
+            div #ov-attention {
+                @if !needing.is_empty() {
+                    div.table-wrap {
+                        table.stack #attention {
+                            caption { b { "Needs attention" } " (" (attention) ")" }
+                            thead { tr {
+                                th scope="col" { "Host" } th scope="col" { "Component" } th scope="col" { "Lifecycle" }
+                                th scope="col" { "Health" } th scope="col" { "Condition" } th scope="col" { "Observability" }
+                            } }
+                            tbody { @for i in needing.iter().take(ATTENTION_SHOWN) {
+                                (attention_row(&comps[*i], hosts.get(comps[*i].host.as_str()).copied()))
+                            } }
+                        }
+                    }
+                    @if attention > ATTENTION_SHOWN {
+                        p.muted { "and " (attention - ATTENTION_SHOWN) " more: choose the state " b { "attention" } " above to list them all." }
+                    }
+                }
+            }
+        },
+    );
+    let mut rows = String::with_capacity(order.len() * 400);
+    for (n, i) in order.iter().enumerate() {
         let c = &comps[*i];
-        let id = row_id(&c.host, &c.name);
-        id.hash(&mut layout);
+        (c.host.as_str(), c.name.as_str()).hash(&mut layout);
+        let id = format!("r{n}");
+        let attn = marks::needs_attention(c);
         let r = parts.push(
             id.clone(),
             row(
                 c,
-                *attn,
+                attn,
                 hosts.get(c.host.as_str()).copied(),
                 true,
                 Some(&id),
@@ -200,12 +239,13 @@ fn render(fleet: &FleetStatus) -> Rendered {
     let whole = html! {
         (counts)
         (selection)
+        (needs)
         @if comps.is_empty() {
             p { "No components yet." }
         } @else {
             div.table-wrap {
                 table.stack #components {
-                    caption.muted { "Components, what needs attention first" }
+                    caption.muted { "Components by host" }
                     thead { tr {
                         th scope="col" { "Host" } th scope="col" { "Component" } th scope="col" { "Lifecycle" }
                         th scope="col" { "Health" } th scope="col" { "Condition" } th scope="col" { "Observability" }
