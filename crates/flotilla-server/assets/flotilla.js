@@ -16,17 +16,25 @@
     var state = document.querySelector("[data-filter-state]");
     var q = text ? text.value.trim().toLowerCase() : "";
     var s = state ? state.value : "";
+    var out = document.querySelector("[data-filter-count]");
+    if (!q && !s) {
+      // No filter (the usual case, after every live update): only rows still
+      // hidden need touching.
+      var hidden = document.querySelectorAll("[data-row][hidden]");
+      for (var h = 0; h < hidden.length; h++) hidden[h].hidden = false;
+      if (out) out.textContent = "";
+      return;
+    }
     var rows = document.querySelectorAll("[data-row]");
     var shown = 0;
     for (var i = 0; i < rows.length; i++) {
       var r = rows[i];
       var ok = (!q || (r.getAttribute("data-text") || "").indexOf(q) >= 0) &&
                (!s || (" " + (r.getAttribute("data-state") || "") + " ").indexOf(" " + s + " ") >= 0);
-      r.hidden = !ok;
+      if (r.hidden !== !ok) r.hidden = !ok;
       if (ok) shown++;
     }
-    var out = document.querySelector("[data-filter-count]");
-    if (out) out.textContent = (q || s) ? shown + " of " + rows.length + " shown" : "";
+    if (out) out.textContent = shown + " of " + rows.length + " shown";
   }
 
   // Ages: each <time class="ago" datetime="…"> shows how long ago it was, by the
