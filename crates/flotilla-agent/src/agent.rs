@@ -47,7 +47,7 @@ use flotilla_exec::operate::{
 use flotilla_exec::statedir::StateDir;
 use flotilla_model::status::{ComponentStatus, Condition, DesiredLifecycle, Lifecycle};
 use flotilla_model::Topology;
-use flotilla_plan::{Action, Operation, Verb};
+use flotilla_plan::{Operation, Verb};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::Future;
 use std::path::PathBuf;
@@ -1014,18 +1014,12 @@ fn invocation(
         ready_timeout: settings.ready_timeout,
         command_line,
         events: Arc::new(move |e| match e {
-            Event::StepFinished(r) if r.action != Action::Noop => log(&format!(
-                "  {} {}: {} ({} ms): {}",
-                r.action.as_str(),
-                r.component,
-                if r.outcome == flotilla_store::Outcome::Succeeded {
-                    "ok"
-                } else {
-                    "FAILED"
-                },
-                r.took.as_millis(),
-                r.summary
-            )),
+            // A step's end as every face says it.
+            Event::StepFinished(_) => {
+                if let Some(line) = flotilla_exec::progress::line(&e) {
+                    log(&line)
+                }
+            }
             Event::Note(t) => log(&format!("  note: {t}")),
             _ => {}
         }),

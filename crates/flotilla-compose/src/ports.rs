@@ -138,23 +138,47 @@ fn short(ctx: &mut Ctx, node: &Node, key: &str, notes: &mut Vec<Note>) -> Option
         return None;
     }
     let target = port_number(ctx, node, target, key)?;
-    let Some(published) = published else {
-        note(node, key, &written, Why::NoPublished, notes);
-        return None;
-    };
-    let published = port_number(ctx, node, published, key)?;
-    if host_ip.is_none() {
-        note(node, key, &written, Why::AllAddresses, notes);
-    }
+    let port = on_host(
+        ctx,
+        (node, key, &written),
+        target,
+        published.map(|p| (p, node)),
+        host_ip,
+        protocol,
+        notes,
+    )?;
     Some(Published {
-        port: ContainerPort {
-            target,
-            published,
-            host_ip,
-            protocol,
-        },
+        port,
         name: None,
         app_protocol: None,
+    })
+}
+
+/// The port of `target` published as `published` (its text and node) on `host_ip`:
+/// `None`, noted as not carried over, when nothing is published; noted when it is
+/// published on every address. `at` is the port's node, key and text as written.
+fn on_host(
+    ctx: &mut Ctx,
+    (node, key, written): (&Node, &str, &str),
+    target: Port,
+    published: Option<(&str, &Node)>,
+    host_ip: Option<String>,
+    protocol: Option<PortProtocol>,
+    notes: &mut Vec<Note>,
+) -> Option<ContainerPort> {
+    let Some((published, pnode)) = published else {
+        note(node, key, written, Why::NoPublished, notes);
+        return None;
+    };
+    let published = port_number(ctx, pnode, published, key)?;
+    if host_ip.is_none() {
+        note(node, key, written, Why::AllAddresses, notes);
+    }
+    Some(ContainerPort {
+        target,
+        published,
+        host_ip,
+        protocol,
     })
 }
 
@@ -212,21 +236,18 @@ fn long(ctx: &mut Ctx, node: &Node, key: &str, notes: &mut Vec<Note>) -> Option<
         Some((p, pnode)) => protocol(ctx, pnode, p, key, notes)?,
         None => None,
     };
-    let Some((published, pnode)) = published.filter(|(p, _)| !p.is_empty()) else {
-        note(node, key, &written, Why::NoPublished, notes);
-        return None;
-    };
-    let published = port_number(ctx, pnode, &published, key)?;
-    if host_ip.is_none() {
-        note(node, key, &written, Why::AllAddresses, notes);
-    }
+    let published = published.filter(|(p, _)| !p.is_empty());
+    let port = on_host(
+        ctx,
+        (node, key, &written),
+        target,
+        published.as_ref().map(|(p, n)| (p.as_str(), *n)),
+        host_ip,
+        protocol,
+        notes,
+    )?;
     Some(Published {
-        port: ContainerPort {
-            target,
-            published,
-            host_ip,
-            protocol,
-        },
+        port,
         name,
         app_protocol,
     })

@@ -267,15 +267,11 @@ async fn run_step(
         topology_digest,
         ready_timeout_ms,
     } = args;
-    let holder = crate::lock::LockHolder {
-        pid: std::process::id(),
-        command: format!(
-            "flotilla host serve: {} {} for {operation}",
-            step.action.as_str(),
-            step.component
-        ),
-        since_ms: now_ms(),
-    };
+    let holder = crate::lock::LockHolder::this_process(format!(
+        "flotilla host serve: {} {} for {operation}",
+        step.action.as_str(),
+        step.component
+    ));
     // The store first: it creates the state directory owner-only.
     let mut store = crate::operate::open_store(state).map_err(|e| crate::error::chain(&e))?;
     let _locks =

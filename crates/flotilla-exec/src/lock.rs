@@ -62,6 +62,17 @@ pub struct LockHolder {
     pub since_ms: i64,
 }
 
+impl LockHolder {
+    /// This process, described as `command`, from now.
+    pub fn this_process(command: impl Into<String>) -> LockHolder {
+        LockHolder {
+            pid: std::process::id(),
+            command: command.into(),
+            since_ms: crate::this_process::now_ms(),
+        }
+    }
+}
+
 impl std::fmt::Display for LockHolder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let since =
@@ -176,34 +187,45 @@ impl LifecycleLock {
         me: Option<&LockHolder>,
         mode: LockMode,
     ) -> Result<LifecycleLock, LockError> {
-        let io = |source| LockError::Io {
-            path: path.clone(),
-            source,
-        };
-        std::fs::create_dir_all(path.parent().expect("has a parent")).map_err(io)?;
-        let Some(mut lock) = try_lock_file(&path, mode).map_err(io)? else {
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            return Err(LockError::Held {
-                state_dir: state_dir.to_path_buf(),
-                holder: HolderInfo(serde_json::from_str(text.trim()).ok()),
-            });
-        };
-        let Some(me) = me else {
-            return Ok(LifecycleLock {
+        match try_lock_described(&path, me, mode) {
+            Ok(Ok(lock)) => Ok(LifecycleLock {
                 _lock: lock,
-                described: false,
-            });
-        };
-        let json = serde_json::to_string(me).expect("holder serialises");
-        lock.set_len(0).map_err(io)?;
-        lock.seek(SeekFrom::Start(0)).map_err(io)?;
-        lock.write_all(json.as_bytes()).map_err(io)?;
-        lock.flush().map_err(io)?;
-        Ok(LifecycleLock {
-            _lock: lock,
-            described: true,
-        })
+                described: me.is_some(),
+            }),
+            Ok(Err(holder)) => Err(LockError::Held {
+                state_dir: state_dir.to_path_buf(),
+                holder: HolderInfo(holder),
+            }),
+            Err(source) => Err(LockError::Io { path, source }),
+        }
     }
+}
+
+/// [`try_lock_file`] on `path` (its directory created) that, once held, writes `me`
+/// (if given) into the file as JSON, so that a process refused it can say who holds
+/// it: `Ok(Err(holder))`, with what the holder wrote (`None` when it wrote nothing
+/// readable).
+///
+/// # Errors
+/// When the file cannot be created, locked for another reason, or written.
+pub fn try_lock_described(
+    path: &Path,
+    me: Option<&LockHolder>,
+    mode: LockMode,
+) -> std::io::Result<Result<Flock<File>, Option<LockHolder>>> {
+    std::fs::create_dir_all(path.parent().expect("has a parent"))?;
+    let Some(mut lock) = try_lock_file(path, mode)? else {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        return Ok(Err(serde_json::from_str(text.trim()).ok()));
+    };
+    if let Some(me) = me {
+        let json = serde_json::to_string(me).expect("holder serialises");
+        lock.set_len(0)?;
+        lock.seek(SeekFrom::Start(0))?;
+        lock.write_all(json.as_bytes())?;
+        lock.flush()?;
+    }
+    Ok(Ok(lock))
 }
 
 #[cfg(test)]

@@ -556,11 +556,7 @@ impl Invocation {
         given: Option<Plan>,
         dry_run: bool,
     ) -> Result<InvocationOutcome, OperateError> {
-        let holder = LockHolder {
-            pid: std::process::id(),
-            command: self.command_line.clone(),
-            since_ms: now_ms(),
-        };
+        let holder = LockHolder::this_process(self.command_line.clone());
         let _lock = if dry_run {
             None
         } else {

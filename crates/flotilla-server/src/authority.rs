@@ -130,38 +130,19 @@ pub const SERVE_LOCK_FILE: &str = "serve.lock";
 /// [`AuthorityError::Busy`] naming the holder when another process has it;
 /// [`AuthorityError::Io`].
 fn lock_dir(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, AuthorityError> {
-    use flotilla_exec::lock::{try_lock_file, LockHolder, LockMode};
-    use std::io::{Seek, Write};
+    use flotilla_exec::lock::{try_lock_described, LockHolder, LockMode};
     let path = dir.join(SERVE_LOCK_FILE);
-    let io = |source| AuthorityError::Io {
-        path: path.clone(),
-        source,
-    };
-    match try_lock_file(&path, LockMode::Exclusive).map_err(io)? {
-        Some(mut lock) => {
-            let me = LockHolder {
-                pid: std::process::id(),
-                command: std::env::args().collect::<Vec<_>>().join(" "),
-                since_ms: flotilla_exec::this_process::now_ms(),
-            };
-            let text = serde_json::to_string(&me).expect("serialises");
-            lock.set_len(0).map_err(io)?;
-            lock.rewind().map_err(io)?;
-            lock.write_all(text.as_bytes()).map_err(io)?;
-            Ok(lock)
-        }
-        None => {
-            let holder = std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|t| serde_json::from_str::<LockHolder>(&t).ok());
-            Err(AuthorityError::Busy {
-                dir: dir.to_path_buf(),
-                holder: holder.map_or_else(
-                    || "a process that has not described itself yet".to_owned(),
-                    |h| h.to_string(),
-                ),
-            })
-        }
+    let me = LockHolder::this_process(std::env::args().collect::<Vec<_>>().join(" "));
+    match try_lock_described(&path, Some(&me), LockMode::Exclusive) {
+        Ok(Ok(lock)) => Ok(lock),
+        Ok(Err(holder)) => Err(AuthorityError::Busy {
+            dir: dir.to_path_buf(),
+            holder: holder.map_or_else(
+                || "a process that has not described itself yet".to_owned(),
+                |h| h.to_string(),
+            ),
+        }),
+        Err(source) => Err(AuthorityError::Io { path, source }),
     }
 }
 

@@ -356,17 +356,10 @@ impl Adapter for Launchd {
         recorded: Option<&InstanceRecord>,
     ) -> Result<Option<Seen>, ExecError> {
         let Some(info) = self.print(c)? else {
-            return Ok(Some(Seen {
-                lifecycle: Lifecycle::Stopped,
-                main: None,
-                recorded_main: false,
-                owner_restarts: None,
-                evidence: vec![(
-                    format!("launchctl print {}", target(c)),
-                    "not loaded".into(),
-                )],
-                fresh: None,
-            }));
+            return Ok(Some(Seen::stopped(
+                format!("launchctl print {}", target(c)),
+                "not loaded",
+            )));
         };
         let mut evidence = vec![(
             format!("launchctl print {}", target(c)),

@@ -142,6 +142,20 @@ pub struct Seen {
     pub fresh: Option<Freshness>,
 }
 
+impl Seen {
+    /// Nothing of it runs: stopped, with where that was seen and what was seen.
+    pub fn stopped(source: impl Into<String>, saw: impl Into<String>) -> Seen {
+        Seen {
+            lifecycle: Lifecycle::Stopped,
+            main: None,
+            recorded_main: false,
+            owner_restarts: None,
+            evidence: vec![(source.into(), saw.into())],
+            fresh: None,
+        }
+    }
+}
+
 /// What an owner measured of whether the running instance is still what its source
 /// names (see [`Seen::fresh`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

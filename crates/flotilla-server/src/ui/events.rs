@@ -30,7 +30,6 @@ use axum::response::{IntoResponse, Response};
 use flotilla_store::authority::AuthorityStore;
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
@@ -153,15 +152,16 @@ async fn run<S: AuthorityStore>(
                     f.event.clone(),
                     session.may_act(),
                 );
-                let (seq, r) = match state.ui.renders.get(&key, need) {
-                    Some(r) => r,
-                    None => {
-                        let seq = state.ui.hub.seq();
-                        let r = f.render(state.clone(), session.clone()).await;
-                        state.ui.renders.put(key, seq, r.clone());
-                        (seq, r)
-                    }
-                };
+                let (seq, r) = state
+                    .ui
+                    .renders
+                    .get_or_render(
+                        key,
+                        need,
+                        state.ui.hub.seq(),
+                        f.render(state.clone(), session.clone()),
+                    )
+                    .await;
                 if let Some((event, data)) = what_to_send(&mut sent, &f.event, &r) {
                     batch.push((event, seq, data));
                 }
@@ -201,17 +201,11 @@ async fn run<S: AuthorityStore>(
     }
 }
 
-/// What a stream last sent of a fragment made of parts: its layout and a hash of
-/// each part.
+/// What a stream last sent of a fragment made of parts: its layout and the hash of
+/// each part, in order (the same layout has the same parts in the same order).
 struct Sent {
     layout: u64,
-    parts: HashMap<String, u64>,
-}
-
-fn hash_of(s: &str) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    s.hash(&mut h);
-    h.finish()
+    hashes: Vec<u64>,
 }
 
 /// The event to send for render `r` of fragment `event`, given what the stream sent
@@ -225,29 +219,26 @@ fn what_to_send(
     let Some(parts) = &r.parts else {
         return Some((event.to_owned(), r.html.clone()));
     };
-    let before = sent.get_mut(event).filter(|s| s.layout == parts.layout);
+    let before = sent
+        .get_mut(event)
+        .filter(|s| s.layout == parts.layout && s.hashes.len() == parts.pieces.len());
     match before {
         Some(before) => {
             let mut data = String::new();
-            for (id, html) in &parts.pieces {
-                let h = hash_of(html);
-                if before.parts.insert(id.clone(), h) != Some(h) {
-                    data.push_str(&out_of_band(html));
+            for (piece, hash) in parts.pieces.iter().zip(before.hashes.iter_mut()) {
+                if *hash != piece.hash {
+                    *hash = piece.hash;
+                    data.push_str(&out_of_band(&piece.html));
                 }
             }
             (!data.is_empty()).then(|| (parts_event(event), data.into()))
         }
         None => {
-            let hashes = parts
-                .pieces
-                .iter()
-                .map(|(id, html)| (id.clone(), hash_of(html)))
-                .collect();
             sent.insert(
                 event.to_owned(),
                 Sent {
                     layout: parts.layout,
-                    parts: hashes,
+                    hashes: parts.pieces.iter().map(|p| p.hash).collect(),
                 },
             );
             Some((event.to_owned(), r.html.clone()))
@@ -257,7 +248,7 @@ fn what_to_send(
 
 #[cfg(test)]
 mod tests {
-    use super::super::live::Parts;
+    use super::super::renders::{Parts, Piece};
     use super::*;
 
     fn render(layout: u64, pieces: &[(&str, &str)]) -> Rendered {
@@ -267,7 +258,7 @@ mod tests {
                 layout,
                 pieces: pieces
                     .iter()
-                    .map(|(i, h)| (i.to_string(), h.to_string()))
+                    .map(|(_, h)| Piece::new(h.to_string()))
                     .collect(),
             })),
         }

@@ -38,6 +38,24 @@ impl Renders {
             map.insert(key, (seq, r));
         }
     }
+
+    /// The render of `key` made at hub sequence number `need` or later: the one
+    /// kept, else `render` awaited now and kept at `now` (the hub's sequence number
+    /// before it renders), for the streams and pages that come next.
+    pub async fn get_or_render(
+        &self,
+        key: RenderKey,
+        need: u64,
+        now: u64,
+        render: impl std::future::Future<Output = Rendered>,
+    ) -> (u64, Rendered) {
+        if let Some(kept) = self.get(&key, need) {
+            return kept;
+        }
+        let r = render.await;
+        self.put(key, now, r.clone());
+        (now, r)
+    }
 }
 
 /// One render of a fragment: its whole HTML and, for a fragment made of parts that
@@ -61,23 +79,46 @@ impl From<Markup> for Rendered {
     }
 }
 
-/// The parts of a fragment, each an element with a unique `id` attribute whose
-/// outer HTML is `html`. While `layout` (which parts there are, in which order, and
-/// everything around them) stays the same, replacing each changed part by its id
-/// (htmx's out-of-band swap) gives the same page as swapping the whole.
+/// The parts of a fragment, each an element with a unique `id` attribute. While
+/// `layout` (which parts there are, in which order, and everything around them)
+/// stays the same, replacing each changed part by its id (htmx's out-of-band swap)
+/// gives the same page as swapping the whole.
 #[derive(Debug, Default)]
 pub struct Parts {
     /// A digest of everything but the parts' contents.
     pub layout: u64,
-    /// `(id, outer HTML)`, in page order.
-    pub pieces: Vec<(String, String)>,
+    /// The parts, in page order.
+    pub pieces: Vec<Piece>,
+}
+
+/// One part: its outer HTML and a hash of it (made once per render, compared by
+/// every stream that sends it).
+#[derive(Debug)]
+pub struct Piece {
+    /// The element's outer HTML, with its `id`.
+    pub html: String,
+    /// A hash of `html`.
+    pub hash: u64,
+}
+
+impl Piece {
+    /// A part of outer HTML `html`.
+    pub fn new(html: String) -> Piece {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        html.hash(&mut h);
+        Piece {
+            hash: h.finish(),
+            html,
+        }
+    }
 }
 
 impl Parts {
     /// Appends a part and returns its HTML to place in the whole fragment.
-    pub fn push(&mut self, id: String, html: Markup) -> PreEscaped<String> {
+    pub fn push(&mut self, html: Markup) -> PreEscaped<String> {
         let html = html.into_string();
-        self.pieces.push((id, html.clone()));
+        self.pieces.push(Piece::new(html.clone()));
         PreEscaped(html)
     }
 }

@@ -534,35 +534,21 @@ impl Adapter for Container {
             info = inspect(&engine, &container_name(c)).map_err(|e| adapter_err(c, e))?;
         }
         let Some(info) = info else {
-            return Ok(Some(Seen {
-                lifecycle: Lifecycle::Stopped,
-                main: None,
-                recorded_main: false,
-                owner_restarts: None,
-                evidence: vec![(
-                    source,
-                    format!("no container {} in the engine", short(&which)),
-                )],
-                fresh: None,
-            }));
+            return Ok(Some(Seen::stopped(
+                source,
+                format!("no container {} in the engine", short(&which)),
+            )));
         };
         let id = info.id.clone().unwrap_or_default();
         if let Some(why) = foreign(&info, &c.name, None) {
-            return Ok(Some(Seen {
-                lifecycle: Lifecycle::Stopped,
-                main: None,
-                recorded_main: false,
-                owner_restarts: None,
-                evidence: vec![(
-                    source,
-                    format!(
-                        "container {} ({}) is not this component's ({why}): not adopted, never touched",
-                        container_name(c),
-                        short(&id)
-                    ),
-                )],
-                fresh: None,
-            }));
+            return Ok(Some(Seen::stopped(
+                source,
+                format!(
+                    "container {} ({}) is not this component's ({why}): not adopted, never touched",
+                    container_name(c),
+                    short(&id)
+                ),
+            )));
         }
         let k = spec(c)?;
         let identity = identity_of(&info);

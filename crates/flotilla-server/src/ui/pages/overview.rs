@@ -63,14 +63,11 @@ async fn page<S: AuthorityStore>(
     let seq = state.ui.hub.seq();
     let since = state.ui.hub.id(seq);
     let key = (VIEW.to_owned(), None, EVENT.to_owned(), session.may_act());
-    let content = match state.ui.renders.get(&key, seq) {
-        Some((_, r)) => r,
-        None => {
-            let r = fragment(&state, &session).await;
-            state.ui.renders.put(key, seq, r.clone());
-            r
-        }
-    };
+    let (_, content) = state
+        .ui
+        .renders
+        .get_or_render(key, seq, seq, fragment(&state, &session))
+        .await;
     let body = html! {
         h1 { "Fleet overview" }
         div.filters role="search" {
@@ -157,19 +154,15 @@ fn render(fleet: &FleetStatus) -> Rendered {
         .collect();
     let mut parts = Parts::default();
     let mut layout = std::collections::hash_map::DefaultHasher::new();
-    let counts = parts.push(
-        "ov-counts".into(),
-        html! {
-            ul.counts #ov-counts aria-label="Counts" {
-                li { b data-count="hosts" { (fleet.hosts.len()) } "hosts" }
-                li { b data-count="components" { (comps.len()) } "components" }
-                li { b data-count="running" { (running) } "running" }
-                li { b data-count="attention" { (attention) } "need attention" }
-            }
-        },
-    );
+    let counts = parts.push(html! {
+        ul.counts #ov-counts aria-label="Counts" {
+            li { b data-count="hosts" { (fleet.hosts.len()) } "hosts" }
+            li { b data-count="components" { (comps.len()) } "components" }
+            li { b data-count="running" { (running) } "running" }
+            li { b data-count="attention" { (attention) } "need attention" }
+        }
+    });
     let selection = parts.push(
-        "ov-selection".into(),
         html! {
             div #ov-selection {
                 @if let Some(sel) = &fleet.selection {
@@ -181,7 +174,6 @@ fn render(fleet: &FleetStatus) -> Rendered {
         },
     );
     let needs = parts.push(
-        "ov-attention".into(),
         html! {
             div #ov-attention {
                 @if !needing.is_empty() {
@@ -210,20 +202,16 @@ fn render(fleet: &FleetStatus) -> Rendered {
         (c.host.as_str(), c.name.as_str()).hash(&mut layout);
         let id = format!("r{n}");
         let attn = marks::needs_attention(c);
-        let r = parts.push(
-            id.clone(),
-            row(
-                c,
-                attn,
-                hosts.get(c.host.as_str()).copied(),
-                true,
-                Some(&id),
-            ),
-        );
+        let r = parts.push(row(
+            c,
+            attn,
+            hosts.get(c.host.as_str()).copied(),
+            true,
+            Some(&id),
+        ));
         rows.push_str(&r.0);
     }
     let silent = parts.push(
-        "ov-silent".into(),
         html! {
             div #ov-silent {
                 @if !silent.is_empty() {
