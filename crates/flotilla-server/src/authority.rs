@@ -124,15 +124,19 @@ fn write_private(path: &Path, text: &str) -> Result<(), AuthorityError> {
 pub const SERVE_LOCK_FILE: &str = "serve.lock";
 
 /// Takes `<dir>/serve.lock` (an exclusive `flock(2)`, released when this process
-/// ends, even by `kill -9`) and writes this process into it.
+/// ends, even by `kill -9`) and writes this process into it, as `flotilla serve
+/// --listen ADDR` only: its other arguments may hold a database password.
 ///
 /// # Errors
 /// [`AuthorityError::Busy`] naming the holder when another process has it;
 /// [`AuthorityError::Io`].
-fn lock_dir(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, AuthorityError> {
+fn lock_dir(
+    dir: &Path,
+    listen: SocketAddr,
+) -> Result<nix::fcntl::Flock<std::fs::File>, AuthorityError> {
     use flotilla_exec::lock::{try_lock_described, LockHolder, LockMode};
     let path = dir.join(SERVE_LOCK_FILE);
-    let me = LockHolder::this_process(std::env::args().collect::<Vec<_>>().join(" "));
+    let me = LockHolder::this_process(format!("flotilla serve --listen {listen}"));
     match try_lock_described(&path, Some(&me), LockMode::Exclusive) {
         Ok(Ok(lock)) => Ok(lock),
         Ok(Err(holder)) => Err(AuthorityError::Busy {
@@ -258,7 +262,7 @@ pub async fn serve(
     if opts.tls_cert.is_none() && !cert.exists() {
         return Err(AuthorityError::NotInitialised(opts.dir.clone()));
     }
-    let _dir_lock = lock_dir(&opts.dir)?;
+    let _dir_lock = lock_dir(&opts.dir, opts.listen)?;
     let config = tls::server_config(&cert, &key)?;
     let (ca_hash, ca_pem) = tls::chain_pin(&cert)?;
     let sessions_file = opts.dir.join(crate::sessions::SESSIONS_CONFIG_FILE);
