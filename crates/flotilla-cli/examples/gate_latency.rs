@@ -1,5 +1,5 @@
-//! `gate_latency`: the measuring half of `scripts/bench-gate` (issue 12,
-//! "Benchmarks": the permission gate's decision latency). The script sets up a real
+//! `gate_latency`: the measuring half of `scripts/bench-gate` (the permission
+//! gate's decision latency). The script sets up a real
 //! `flotilla serve` with a session whose runtime is running (so a session
 //! credential exists) and a `[gate] allow` rule `Bash(ls *)`; this program measures
 //! and prints figures (it never asserts a timing):
@@ -47,7 +47,7 @@ const USAGE: &str = "usage: gate_latency --url https://127.0.0.1:PORT --ca CA.pe
 const ALLOWED: &str = "ls -la src";
 /// The always-ask call (on the gate's default always-ask list).
 const ASK: &str = "git push origin main";
-/// The goal for the HTTP path's p99 (issue 12).
+/// The goal for the HTTP path's p99.
 const GOAL_P99: Duration = Duration::from_millis(5);
 
 struct Args {

@@ -298,7 +298,25 @@ fn an_operator_signs_in_and_sees_the_fleet_change_without_a_reload() {
         serde_json::json!(["api"]),
         "attention first and only"
     );
-    b.js("const s = document.querySelector('[data-filter-state]'); s.value = ''; s.dispatchEvent(new Event('change')); document.activeElement.blur(); return 1");
+    b.js("const s = document.querySelector('[data-filter-state]'); s.value = ''; s.dispatchEvent(new Event('change')); return 1");
+    // Submitted, the filter is the authority's, over every page, in the URL.
+    b.fill("[data-filter]", "WEB");
+    b.js("document.querySelector('form.filters').requestSubmit(); return 1");
+    b.wait_for("the filtered overview", Duration::from_secs(10), |b| {
+        b.js("return location.search") == "?q=WEB&state="
+            && b.js("return document.querySelectorAll('#components tr[data-row]').length") == 1
+    });
+    assert_eq!(shown(&b), serde_json::json!(["web"]));
+    b.wait_text("#ov-pager", "1–1 of 1 components matching the filter");
+    b.goto(&format!("{base}/ui/?state=attention"));
+    b.wait_css("#components");
+    assert_eq!(shown(&b), serde_json::json!(["api"]));
+    assert_eq!(
+        b.js("return document.querySelector('[data-filter-state]').value"),
+        "attention"
+    );
+    b.goto(&format!("{base}/ui/"));
+    b.wait_css("#components");
     b.keys("?");
     b.wait_for("the help overlay", Duration::from_secs(5), |b| {
         b.js("return document.getElementById('help').open") == true

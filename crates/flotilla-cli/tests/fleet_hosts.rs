@@ -7,7 +7,7 @@
 //! as a revision with `transport = "agent"` hosts, comes up through each host's
 //! agent; `flotilla status --server` shows all three running and observed.
 //!
-//! Then h1 is partitioned for 60 s (its link down, the figure): its component
+//! Then h1 is partitioned for 60 s (its link down): its component
 //! keeps running (its pid, looked at inside h1's namespace, answers throughout), the
 //! authority shows it `unreachable` with its last-known `running` state and its age,
 //! while h2 and h4 stay observed; when the link returns h1 is observed again and no
@@ -37,7 +37,7 @@ const BRIDGE: &str = "10.213.77.1";
 /// How long any one condition may take; the test moves on as soon as it holds.
 const DEADLINE: Duration = Duration::from_secs(60);
 
-/// How long h1 stays partitioned (the figure).
+/// How long h1 stays partitioned.
 const PARTITION: Duration = Duration::from_secs(60);
 
 /// How often the partition's checks look (status, and the component on h1).
@@ -885,7 +885,7 @@ fn rollout_host<'a>(r: &'a Value, host: &str) -> &'a Value {
         .unwrap_or(&Value::Null)
 }
 
-/// The acceptance, on real agents (h4's under its real systemd): a signed
+/// The whole rollout, on real agents (h4's under its real systemd): a signed
 /// release of a new agent build reaches all three hosts canary first, after approval,
 /// each proven by the digest measured from its running agent; a build that exits at
 /// once (on the systemd host), one that crash-loops after 5 s and one that never

@@ -34,7 +34,11 @@
       if (r.hidden !== !ok) r.hidden = !ok;
       if (ok) shown++;
     }
-    if (out) out.textContent = shown + " of " + rows.length + " shown";
+    if (out) {
+      var paged = document.querySelector("#ov-pager a");
+      out.textContent = shown + " of " + rows.length + " shown" +
+        (paged ? " on this page (Enter filters all pages)" : "");
+    }
   }
 
   // Ages: each <time class="ago" datetime="…"> shows how long ago it was, by the
@@ -131,6 +135,11 @@
       }
       if (e.key === "g") { pending = true; setTimeout(function () { pending = false; }, 1500); return; }
       if (e.key === "?" && help) { e.preventDefault(); if (help.open) help.close(); else help.showModal(); return; }
+      if (e.key === "[" || e.key === "]") {
+        var to = document.querySelector(e.key === "[" ? "a[rel=prev]" : "a[rel=next]");
+        if (to) { e.preventDefault(); location.href = to.href; }
+        return;
+      }
       if (e.key === "/") {
         var f = document.querySelector("[data-filter]");
         if (f) { e.preventDefault(); f.focus(); }

@@ -1,4 +1,4 @@
-//! `fleet_load`: the load generator of `scripts/bench-fleet` (issue 10, "Benchmarks").
+//! `fleet_load`: the load generator of `scripts/bench-fleet`.
 //!
 //! Drives a running `flotilla serve` on loopback with N simulated agents, all in this
 //! one process, and prints figures (it never asserts a timing):

@@ -1,4 +1,4 @@
-//! Alerts open sessions (issue 12, §6): Alertmanager's webhook payload, the matcher
+//! Alerts open sessions: Alertmanager's webhook payload, the matcher
 //! that picks the alerts that open a session, the dedup key, and the messages.
 //!
 //! The payload is Alertmanager's webhook notification, `"version": "4"`, as documented

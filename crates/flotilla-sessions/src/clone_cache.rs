@@ -1,4 +1,4 @@
-//! The clone cache (issue 12, §3): per repository one bare mirror on the authority
+//! The clone cache: per repository one bare mirror on the authority
 //! host, and per session a tree that borrows the mirror's objects.
 //!
 //! Layout under the cache's root:

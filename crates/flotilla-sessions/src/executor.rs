@@ -1,4 +1,4 @@
-//! The executor (issue 12, §7): the only privileged piece. A runtime holds no
+//! The executor: the only privileged piece. A runtime holds no
 //! credentials; it asks the authority to run an **argv list** (never a shell string)
 //! on its behalf. Reads matching the [`Allowlist`] run at once; anything else runs
 //! only once a question for that exact argv was answered allow (the caller's job:

@@ -1,4 +1,4 @@
-//! Output capped at the source (issue 12, §8).
+//! Output capped at the source.
 //!
 //! A tool's or the executor's output beyond a cap is shown as its head and its tail
 //! with a marker line in between that names how many bytes were left out and how to

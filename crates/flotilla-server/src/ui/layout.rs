@@ -43,7 +43,7 @@ const SECTIONS: [(Nav, &str, Link); 7] = [
 ];
 
 /// The keys the help overlay lists (and `flotilla.js` implements).
-const KEYS: [(&str, &str); 10] = [
+const KEYS: [(&str, &str); 11] = [
     ("?", "this help"),
     ("g o", "overview"),
     ("g s", "sessions"),
@@ -53,6 +53,7 @@ const KEYS: [(&str, &str); 10] = [
     ("g a", "alerts"),
     ("g k", "stacks"),
     ("/", "the page's filter"),
+    ("[ ]", "previous / next page"),
     ("Esc", "close this help"),
 ];
 

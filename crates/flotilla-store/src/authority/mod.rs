@@ -2,7 +2,7 @@
 //! states), the selection log (which revision is current, with a compare-and-swap),
 //! one-time join tokens, credentials, the last report of each host, the queue of
 //! calls (steps, observations) for each host's agent and, for signed releases
-//! (issue 11), blobs (release artifacts by SHA-256), releases (signed manifests,
+//! blobs (release artifacts by SHA-256), releases (signed manifests,
 //! unique by name and version), rollouts (JSON documents with store-given ids),
 //! each host's last update report and operators' unskip requests (JSON documents,
 //! pending until the host's agent cleared its skip lists).
@@ -229,7 +229,7 @@ pub trait AuthorityStore: Send + Sync + 'static {
     /// afresh begins its `after` cursor.
     fn last_call_id(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
-    // Signed releases (issue 11).
+    // Signed releases.
 
     /// Stores a blob (e.g. a release artifact) under `sha256`, its SHA-256 as 64
     /// lowercase hex (no `sha256:` prefix). The caller computes and checks the
