@@ -170,7 +170,13 @@ fn a_component_is_stopped_and_started_from_its_page_with_the_plan_shown_first() 
     let identity = b.text("dl.facts").unwrap();
     assert!(identity.contains(&format!("pid {first}")), "{identity}");
 
-    // The log follows: new lines arrive without a reload; scrolled up it pauses.
+    // The log follows: new lines arrive without a reload, on the page's one event
+    // stream; scrolled up it pauses.
+    assert_eq!(
+        b.js("return document.querySelectorAll('[sse-connect]').length"),
+        1,
+        "one event stream for the whole page"
+    );
     b.wait_for("log lines", WAIT, |b| last_tick(b) > 0);
     let seen = last_tick(&b);
     b.wait_for("newer log lines", WAIT, |b| last_tick(b) > seen + 5);

@@ -15,8 +15,9 @@
 //! change burst, not one each. A fragment made of parts ([`super::live::Parts`], the
 //! overview's rows) is sent whole once; after that, while its layout holds, only
 //! the parts that changed since what this stream sent, as out-of-band swaps in a
-//! `<event>-parts` event. The session is re-checked at every keep-alive: a signed-out or
-//! revoked session's stream ends.
+//! `<event>-parts` event. A page's [`super::live::Tail`]s (a component's log) send on
+//! the same stream and stop when it ends. The session is re-checked at every
+//! keep-alive: a signed-out or revoked session's stream ends.
 
 use super::extract::{still_valid, Signed};
 use super::hub::Topic;
@@ -83,11 +84,22 @@ pub async fn events<S: AuthorityStore>(
         .filter(|t| wanted.contains(t))
         .collect();
     let (tx, rx) = mpsc::channel::<Event>(CLIENT_BUFFER);
+    // The tails run while the stream does (aborted when `run` returns).
+    let tails = Tails(
+        pages::tails::<S>(&q.view, q.arg.as_deref())
+            .iter()
+            .map(|t| t.start(state.clone(), session.clone(), tx.clone()))
+            .collect(),
+    );
     let view = (q.view, q.arg);
     let need = state.ui.hub.seq();
-    tokio::spawn(run(
-        state, session, view, feed, wanted, pending, need, changes, tx,
-    ));
+    tokio::spawn(async move {
+        run(
+            state, session, view, feed, wanted, pending, need, changes, tx,
+        )
+        .await;
+        drop(tails);
+    });
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
@@ -98,6 +110,17 @@ pub async fn events<S: AuthorityStore>(
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     resp
+}
+
+/// A stream's running tails, stopped when dropped.
+struct Tails(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Tails {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -1,5 +1,6 @@
 //! What a page keeps live: its [`Fragment`]s (an SSE event name, the [`Topic`]s
-//! that make it stale, and how to render it) and the URL of its event stream
+//! that make it stale, and how to render it), its [`Tail`]s (sources of events of
+//! their own, like a component's log lines) and the URL of its one event stream
 //! ([`stream_url`]). The stream itself is [`super::events`].
 
 use super::hub::Topic;
@@ -65,6 +66,53 @@ impl<S> Fragment<S> {
     /// Renders it now.
     pub fn render(&self, state: Arc<AppState<S>>, session: Arc<Session>) -> Rendering {
         (self.render)(state, session)
+    }
+}
+
+type TailFn<S> = dyn Fn(
+        Arc<AppState<S>>,
+        Arc<Session>,
+        tokio::sync::mpsc::Sender<axum::response::sse::Event>,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send>>
+    + Send
+    + Sync;
+
+/// A source of events of its own on a page's stream, beside its fragments: it is
+/// started when the stream starts, sends SSE events (without ids: a client resuming
+/// the stream starts it afresh) on the stream's channel, and is stopped when the
+/// stream ends. A component's log lines ([`super::pages::ops::logs`]) are one.
+pub struct Tail<S> {
+    run: Box<TailFn<S>>,
+}
+
+impl<S> Tail<S> {
+    /// A tail run by `run(state, session, sender)`; it should return when a send
+    /// fails (the client is gone or not reading).
+    pub fn new<F, Fut>(run: F) -> Self
+    where
+        F: Fn(
+                Arc<AppState<S>>,
+                Arc<Session>,
+                tokio::sync::mpsc::Sender<axum::response::sse::Event>,
+            ) -> Fut
+            + Send
+            + Sync
+            + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        Tail {
+            run: Box::new(move |state, session, tx| Box::pin(run(state, session, tx))),
+        }
+    }
+
+    /// Starts it on the stream whose events go to `tx`.
+    pub fn start(
+        &self,
+        state: Arc<AppState<S>>,
+        session: Arc<Session>,
+        tx: tokio::sync::mpsc::Sender<axum::response::sse::Event>,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn((self.run)(state, session, tx))
     }
 }
 

@@ -3,7 +3,8 @@
 //! To add a page: a file here with `pub(crate) fn routes<S: AuthorityStore>() ->
 //! Router<Arc<AppState<S>>>` merged in [`routes`] (one line), and, if it has live
 //! fragments, `pub(crate) fn feed<S: AuthorityStore>(arg: Option<&str>) ->
-//! Option<Vec<Fragment<S>>>` named in [`feed`] (one line).
+//! Option<Vec<Fragment<S>>>` named in [`feed`] (one line); a source of events of
+//! its own (a log) is a [`Tail`] named in [`tails`].
 
 pub(crate) mod host;
 pub(crate) mod login;
@@ -20,7 +21,7 @@ pub(crate) mod sessions;
 pub(crate) mod text;
 pub(crate) mod work;
 
-use super::live::Fragment;
+use super::live::{Fragment, Tail};
 use crate::state::AppState;
 use axum::Router;
 use flotilla_store::authority::AuthorityStore;
@@ -44,5 +45,14 @@ pub(crate) fn feed<S: AuthorityStore>(view: &str, arg: Option<&str>) -> Option<V
         host::VIEW => host::feed::<S>(arg),
         ops::VIEW => ops::feed::<S>(arg),
         _ => work::feed::<S>(view, arg),
+    }
+}
+
+/// The tails of page `view` with argument `arg` (sent on its event stream beside
+/// its fragments).
+pub(crate) fn tails<S: AuthorityStore>(view: &str, arg: Option<&str>) -> Vec<Tail<S>> {
+    match view {
+        ops::VIEW => ops::tails::<S>(arg),
+        _ => Vec::new(),
     }
 }

@@ -1,26 +1,22 @@
-//! A component's log on its page, following live: `GET
-//! /ui/components/{name}/log` is a Server-Sent Events stream of its new lines (event
-//! `log`, HTML appended to the log box), read through the component's agent exactly
-//! as `flotilla logs -f` reads it (`Call::Logs` with `from` = the end of the last
-//! answer), every [`POLL`]. Lines are shown as text: control characters visible, a
-//! line longer than [`MAX_LINE`] characters cut with how much was left out.
-//! Bounded: a client that does not read is dropped ([`BUFFER`]).
+//! A component's log on its page, following live: a [`Tail`] of the page's event
+//! stream sends its new lines (event `log`, HTML appended to the log box), read
+//! through the component's agent exactly as `flotilla logs -f` reads it
+//! (`Call::Logs` with `from` = the end of the last answer), every [`POLL`]. The
+//! first batch starts with a `data-log-start` mark: a stream that resumes starts
+//! its tail afresh, and the page drops what came before the mark. Lines are shown
+//! as text: control characters visible, a line longer than [`MAX_LINE`] characters
+//! cut with how much was left out. Bounded: a client that does not read fills the
+//! stream's buffer and is dropped.
 
-use super::super::super::extract::{still_valid, Signed};
+use super::super::super::extract::still_valid;
 use super::super::super::layout;
+use super::super::super::live::Tail;
 use crate::state::AppState;
-use axum::extract::{Path, State};
-use axum::http::{header, HeaderValue};
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
-use flotilla_api::links::Link;
+use axum::response::sse::Event;
 use flotilla_exec::remote::{Call, Reply};
 use flotilla_model::inventory::TransportKind;
 use flotilla_store::authority::AuthorityStore;
 use maud::{html, Markup};
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -31,19 +27,12 @@ pub const POLL: Duration = Duration::from_secs(1);
 pub const FIRST_LINES: usize = 200;
 /// A longer line is cut to this many characters.
 pub const MAX_LINE: usize = 2000;
-/// Events a client may leave unread before it is dropped.
-pub const BUFFER: usize = 16;
 /// Time allowed for the agent to answer one read.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
-
-pub(crate) fn routes<S: AuthorityStore>() -> Router<Arc<AppState<S>>> {
-    Router::new().route("/ui/components/{name}/log", get(stream::<S>))
-}
 
 /// The log box of component `name`, connected to its stream, with its
 /// following/paused state.
 pub(crate) fn pane(name: &str) -> Markup {
-    let url = format!("{}/log", Link::Component(name.to_string()).path());
     html! {
         section.logs aria-labelledby="log-title" {
             div.log-head {
@@ -51,9 +40,7 @@ pub(crate) fn pane(name: &str) -> Markup {
                 span.log-state data-log-state role="status" { "following" }
                 button type="button" data-log-follow hidden { "Follow the end" }
             }
-            div hx-ext="sse" sse-connect=(url) {
-                pre.log #log data-follow tabindex="0" aria-labelledby="log-title" sse-swap="log" hx-swap="beforeend" {}
-            }
+            pre.log #log data-follow tabindex="0" aria-labelledby="log-title" sse-swap="log" hx-swap="beforeend" {}
             p.muted { "Scroll up to pause following; scroll back to the end (or press the button) to follow again." }
             (layout::command(&format!("flotilla logs -f {}", shlex::try_quote(name).map(|s| s.into_owned()).unwrap_or_default())))
         }
@@ -75,23 +62,9 @@ fn line(raw: &str) -> Markup {
     }
 }
 
-async fn stream<S: AuthorityStore>(
-    State(state): State<Arc<AppState<S>>>,
-    Signed(session): Signed,
-    Path(name): Path<String>,
-) -> Response {
-    let (tx, rx) = mpsc::channel::<Event>(BUFFER);
-    tokio::spawn(follow(state, session, name, tx));
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
-    });
-    let mut resp = Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-        .into_response();
-    let h = resp.headers_mut();
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    resp
+/// The tail following component `name`'s log.
+pub(crate) fn tail<S: AuthorityStore>(name: String) -> Tail<S> {
+    Tail::new(move |state, session, tx| follow(state, session, name.clone(), tx))
 }
 
 /// Sends `html` as a `log` event; false when the client is gone or not reading.
@@ -142,7 +115,13 @@ async fn follow<S: AuthorityStore>(
         match fleet.call(&host, call, READ_TIMEOUT, None).await {
             Ok(Reply::Logs { lines, end, .. }) => {
                 failing = false;
-                if !lines.is_empty() && !send(&tx, html! { @for l in &lines { (line(l)) } }) {
+                let start = from.is_none();
+                if (start || !lines.is_empty())
+                    && !send(
+                        &tx,
+                        html! { @if start { span data-log-start {} } @for l in &lines { (line(l)) } },
+                    )
+                {
                     return;
                 }
                 match end {

@@ -7,12 +7,12 @@
 //!
 //! One live view, [`VIEW`], whose argument names the page the way
 //! `flotilla_api::links::Link::parse` reads it (`component/NAME`, `stack/NAME`,
-//! `stacks`). A component's log follows on a stream of its own ([`logs`]): its lines
-//! come from the component's agent as they are written, not from a change of the
-//! fleet's state.
+//! `stacks`). A component's log follows on the same stream as a [`Tail`]
+//! ([`logs`]): its lines come from the component's agent as they are written, not
+//! from a change of the fleet's state.
 //!
 //! Files: [`component`], [`stacks`], [`actions`] (plan, confirm, the operations
-//! shown), [`logs`] (the log pane and its stream), [`files`] (this section's
+//! shown), [`logs`] (the log pane and its tail), [`files`] (this section's
 //! script and style sheet: the log's following/paused state).
 
 pub(crate) mod actions;
@@ -21,7 +21,7 @@ pub(crate) mod files;
 pub(crate) mod logs;
 pub(crate) mod stacks;
 
-use super::super::live::Fragment;
+use super::super::live::{Fragment, Tail};
 use crate::state::AppState;
 use axum::Router;
 use flotilla_api::links::Link;
@@ -37,7 +37,6 @@ pub(crate) fn routes<S: AuthorityStore>() -> Router<Arc<AppState<S>>> {
         .merge(component::routes::<S>())
         .merge(stacks::routes::<S>())
         .merge(actions::routes::<S>())
-        .merge(logs::routes::<S>())
         .merge(files::routes())
 }
 
@@ -48,5 +47,13 @@ pub(crate) fn feed<S: AuthorityStore>(arg: Option<&str>) -> Option<Vec<Fragment<
         Link::Stack(name) => Some(stacks::feed::<S>(Some(name))),
         Link::Stacks => Some(stacks::feed::<S>(None)),
         _ => None,
+    }
+}
+
+/// The tails of the page `arg` names: a component's log.
+pub(crate) fn tails<S: AuthorityStore>(arg: Option<&str>) -> Vec<Tail<S>> {
+    match arg.and_then(|a| Link::parse(a).ok()) {
+        Some(Link::Component(name)) => vec![logs::tail::<S>(name)],
+        _ => Vec::new(),
     }
 }

@@ -18,6 +18,10 @@
     if (log) {
       log.addEventListener("scroll", function () { following = atEnd(log); show(); });
       document.body.addEventListener("htmx:sseMessage", function () {
+        // A resumed stream starts the log afresh: keep what follows its last start.
+        var starts = log.querySelectorAll("[data-log-start]");
+        var from = starts.length ? starts[starts.length - 1] : null;
+        while (from && from.previousSibling) log.removeChild(log.firstChild);
         if (following) log.scrollTop = log.scrollHeight;
       });
       if (button) button.addEventListener("click", function () {
