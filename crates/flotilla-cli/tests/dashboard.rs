@@ -174,6 +174,18 @@ fn an_operator_signs_in_and_sees_the_fleet_change_without_a_reload() {
     b.wait_text("h1", "h1");
     b.wait_text("main", "web");
 
+    // A deep link followed from another site (a notification in a chat app): the
+    // browser holds back a SameSite=Strict cookie on that navigation, and the
+    // sign-in page, reached without it, tries the link again from the dashboard's
+    // own site, where the cookie goes: the page opens signed in.
+    b.goto("about:blank");
+    b.js(&format!("location.href = '{base}/ui/hosts/h2'; return 1"));
+    b.wait_for(
+        "the deep link followed from another site",
+        Duration::from_secs(10),
+        |b| b.url().ends_with("/ui/hosts/h2") && b.text("[data-who]").is_some(),
+    );
+
     // The overview, before the agent runs: `web` is not observed.
     b.goto(&format!("{base}/ui/"));
     b.wait_css("#components");

@@ -64,7 +64,30 @@
     return el.scrollTop + el.clientHeight >= el.scrollHeight - 8;
   }
 
+  // A link to the dashboard followed from another site (a notification in a chat
+  // app) comes without the SameSite=Strict session cookie and lands on the sign-in
+  // page. Go to where it led (the form's `next`, which the authority checked is a
+  // dashboard path) once more, now from this site, so the cookie is sent: signed
+  // in, the page opens; not, this page comes back and stays. Once per destination
+  // per tab; a signed-in page clears the mark.
+  function retryFromHere() {
+    var next = document.querySelector("form[action='/ui/login'] input[name=next]");
+    // Not a one-time link's page, nor the answer to a sign-in that failed.
+    if (!next || document.querySelector("form[action='/ui/login'] input[name=credential][type=hidden], [role=alert]")) return false;
+    var to = next.value, tried = to;
+    try { tried = sessionStorage.getItem("flotilla.retried"); } catch (e) { /* no storage: no retry */ }
+    if (tried === to || to.indexOf("/ui") !== 0) return false;
+    try { sessionStorage.setItem("flotilla.retried", to); } catch (e) { return false; }
+    location.replace(to);
+    return true;
+  }
+
   function ready() {
+    if (document.querySelector("[data-who]")) {
+      try { sessionStorage.removeItem("flotilla.retried"); } catch (e) { /* private mode */ }
+    } else if (retryFromHere()) {
+      return;
+    }
     var theme = document.getElementById("theme");
     if (theme) {
       theme.value = root.getAttribute("data-theme");
