@@ -72,6 +72,11 @@ pub struct Metrics {
     pub notifications_failed: Family<WebhookLabel, Counter>,
     /// Notifications dropped because the queue was full.
     pub notifications_dropped: Counter,
+    /// Dashboard event streams open now.
+    pub ui_streams: Gauge,
+    /// Dashboard event streams ended because their client left
+    /// [`crate::ui::events::CLIENT_BUFFER`] events unread.
+    pub ui_streams_dropped: Counter,
 }
 
 impl Default for Metrics {
@@ -134,7 +139,21 @@ impl Default for Metrics {
             "Notifications dropped because the delivery queue was full",
             notifications_dropped.clone(),
         );
+        let ui_streams = Gauge::default();
+        let ui_streams_dropped = Counter::default();
+        registry.register(
+            "flotilla_ui_streams",
+            "Dashboard event streams open now",
+            ui_streams.clone(),
+        );
+        registry.register(
+            "flotilla_ui_streams_dropped",
+            "Dashboard event streams ended because their client did not read",
+            ui_streams_dropped.clone(),
+        );
         Metrics {
+            ui_streams,
+            ui_streams_dropped,
             notifications_sent,
             notifications_failed,
             notifications_dropped,

@@ -1190,6 +1190,172 @@ async fn dashboard_event_streams_send_changed_fragments_and_resume<S: AuthorityS
     assert_eq!(r.status(), 404);
 }
 
+/// Signs in to the dashboard with the operator credential: the session cookie.
+async fn dashboard_cookie<S: AuthorityStore + Clone>(a: &Running<S>) -> String {
+    let http = reqwest::Client::builder()
+        .tls_backend_preconfigured(flotilla_api::tls::client_config(&a.ca_pem).unwrap())
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = http
+        .post(format!("{}/ui/login", a.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!(
+            "credential={}&next=%2Fui%2F",
+            a.operator_credential
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let set = r.headers()["set-cookie"].to_str().unwrap();
+    set.split(';').next().unwrap().to_string()
+}
+
+/// A client of `/ui/events?view=overview` over HTTP/1.1 that reads the answer's
+/// head and then nothing, on a socket whose receive buffer is as small as the
+/// kernel allows (set before connecting, so the TCP window stays small).
+async fn unread_stream(
+    url: &str,
+    ca_pem: &str,
+    cookie: &str,
+) -> rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream> {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = url.trim_start_matches("https://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(1024).unwrap();
+    let tcp = socket.connect(addr).await.unwrap().into_std().unwrap();
+    tcp.set_nonblocking(false).unwrap();
+    let (ca_pem, cookie) = (ca_pem.to_owned(), cookie.to_owned());
+    tokio::task::spawn_blocking(move || {
+    let conn = rustls::ClientConnection::new(
+        std::sync::Arc::new(flotilla_api::tls::client_config(&ca_pem).unwrap()),
+        "127.0.0.1".try_into().unwrap(),
+    )
+    .unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    write!(
+        tls,
+        "GET /ui/events?view=overview HTTP/1.1\r\nhost: {addr}\r\ncookie: {cookie}\r\naccept: text/event-stream\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        tls.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    tls
+    })
+    .await
+    .unwrap()
+}
+
+async fn a_dashboard_stream_that_is_not_read_is_dropped<S: AuthorityStore + Clone>(store: S) {
+    let (mut open, mut dropped) = (None, None);
+    let a = start_with(
+        store,
+        Duration::from_secs(45),
+        "https://127.0.0.1:7443",
+        |s| {
+            open = Some(s.metrics.ui_streams.clone());
+            dropped = Some(s.metrics.ui_streams_dropped.clone());
+        },
+    )
+    .await;
+    let (open, dropped) = (open.unwrap(), dropped.unwrap());
+    let cookie = dashboard_cookie(&a).await;
+    let client = unread_stream(&a.url, &a.ca_pem, &cookie).await;
+    assert!(
+        flotilla_testkit::wait_until_async(Duration::from_secs(10), || async { open.get() == 1 })
+            .await,
+        "the stream is open"
+    );
+    // The fleet changes, again and again, each time so that the whole overview is
+    // sent (another set of components: another layout), while the client reads
+    // nothing: its stream is dropped once the kernel's buffers and the stream's own
+    // (32 events) are full, instead of the authority holding what it cannot send.
+    let agent = a.agent("gpu").await;
+    let mut round = 0u32;
+    let gone = flotilla_testkit::wait_until_async(Duration::from_secs(120), || {
+        round += 1;
+        let mut r = report(None);
+        r.status.components = (0..400)
+            .map(|i| {
+                serde_json::from_value(serde_json::json!({
+                    "name": format!("r{round}-component-{i:03}"), "host": "gpu",
+                    "lifecycle": "running", "desired": "running", "health": "healthy",
+                    "condition": "ok", "observability": "observed",
+                    "ownership": "managed (process)", "started_by": "nobody",
+                    "config_identity": { "selected": "0".repeat(64), "running": null },
+                    "runtime_identity": null, "evidence": [],
+                }))
+                .unwrap()
+            })
+            .collect();
+        let (agent, open) = (&agent, &open);
+        async move {
+            agent.report("gpu", &r).await.unwrap();
+            open.get() == 0
+        }
+    })
+    .await;
+    assert!(
+        gone,
+        "a stream never read is still open after {round} changes"
+    );
+    assert_eq!(dropped.get(), 1);
+    drop(client);
+}
+
+async fn a_flood_of_sign_in_attempts_is_refused_with_a_time_to_wait<S: AuthorityStore + Clone>(
+    store: S,
+) {
+    let a = start(store).await;
+    let http = reqwest::Client::builder()
+        .tls_backend_preconfigured(flotilla_api::tls::client_config(&a.ca_pem).unwrap())
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let attempt = |credential: String| {
+        http.post(format!("{}/ui/login", a.url))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("credential={credential}&next=%2Fui%2F"))
+            .send()
+    };
+    // Wrong credentials, as fast as they come: refused, then limited (the burst is
+    // ratelimit::BURST attempts per address).
+    let mut statuses = Vec::new();
+    for i in 0..15 {
+        statuses.push(
+            attempt(format!("flt-op-wrong-{i}"))
+                .await
+                .unwrap()
+                .status()
+                .as_u16(),
+        );
+    }
+    let first_limited = statuses.iter().position(|s| *s == 429);
+    assert_eq!(first_limited, Some(10), "{statuses:?}");
+    assert!(statuses[..10].iter().all(|s| *s == 401), "{statuses:?}");
+    // Even the right credential waits its turn, told how long and why.
+    let r = attempt(a.operator_credential.clone()).await.unwrap();
+    assert_eq!(r.status(), 429);
+    let wait: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=6).contains(&wait), "{wait}");
+    assert!(r
+        .text()
+        .await
+        .unwrap()
+        .contains("Too many sign-in attempts from this address"));
+}
+
 fn sqlite() -> (SqliteAuthority, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     (
@@ -1228,6 +1394,18 @@ both!(revisions_and_long_poll);
 both!(releases_and_rollouts);
 both!(unskips);
 both!(dashboard_event_streams_send_changed_fragments_and_resume);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_sign_in_attempts_is_refused_with_a_time_to_wait_sqlite() {
+    let (s, _d) = sqlite();
+    a_flood_of_sign_in_attempts_is_refused_with_a_time_to_wait(s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dashboard_stream_that_is_not_read_is_dropped_sqlite() {
+    let (s, _d) = sqlite();
+    a_dashboard_stream_that_is_not_read_is_dropped(s).await;
+}
 
 #[test]
 fn the_committed_openapi_document_is_current() {

@@ -112,6 +112,22 @@ pub async fn events<S: AuthorityStore>(
     resp
 }
 
+/// Counts an open stream (`flotilla_ui_streams`) for as long as it lives.
+struct Open(prometheus_client::metrics::gauge::Gauge);
+
+impl Open {
+    fn new(g: &prometheus_client::metrics::gauge::Gauge) -> Open {
+        g.inc();
+        Open(g.clone())
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// A stream's running tails, stopped when dropped.
 struct Tails(Vec<tokio::task::JoinHandle<()>>);
 
@@ -135,6 +151,7 @@ async fn run<S: AuthorityStore>(
     mut changes: broadcast::Receiver<(u64, Topic)>,
     tx: mpsc::Sender<Event>,
 ) {
+    let _open = Open::new(&state.metrics.ui_streams);
     let mut recheck = tokio::time::interval(KEEP_ALIVE);
     recheck.tick().await;
     let mut last_render: Option<tokio::time::Instant> = None;
@@ -195,9 +212,14 @@ async fn run<S: AuthorityStore>(
                 .id(batch.iter().map(|b| b.1).min().unwrap_or(need));
             for (event, _, data) in batch {
                 let ev = Event::default().event(event).id(&id).data(&*data);
-                if tx.try_send(ev).is_err() {
-                    // Full (not reading) or gone: drop it.
-                    return;
+                match tx.try_send(ev) {
+                    Ok(()) => {}
+                    // Not reading: drop it.
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        state.metrics.ui_streams_dropped.inc();
+                        return;
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => return,
                 }
             }
             pending.clear();
