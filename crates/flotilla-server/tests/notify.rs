@@ -31,6 +31,8 @@ enum Reply {
     Status(u16),
     /// 429 with `Retry-After: N` seconds.
     TooMany(u64),
+    /// 429 with `Retry-After:` the HTTP-date N seconds from now.
+    TooManyUntil(u64),
     /// Never answers.
     Hang,
 }
@@ -83,6 +85,14 @@ async fn receive(
         Reply::TooMany(secs) => (
             StatusCode::TOO_MANY_REQUESTS,
             [("retry-after", secs.to_string())],
+        )
+            .into_response(),
+        Reply::TooManyUntil(secs) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(
+                "retry-after",
+                httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(secs)),
+            )],
         )
             .into_response(),
         Reply::Hang => std::future::pending().await,
@@ -435,6 +445,7 @@ async fn failures_are_retried_with_backoff_and_retry_after_is_honoured() {
     let rx = Receiver::start().await;
     rx.script("flaky", &[Reply::Status(503), Reply::Status(503)]);
     rx.script("limited", &[Reply::TooMany(1)]);
+    rx.script("dated", &[Reply::TooManyUntil(3)]);
     rx.always("refused", Reply::Status(400));
     let a = authority(
         &rx,
@@ -445,6 +456,9 @@ url = "{base}/flaky"
 [[webhook]]
 name = "limited"
 url = "{base}/limited"
+[[webhook]]
+name = "dated"
+url = "{base}/dated"
 [[webhook]]
 name = "refused"
 url = "{base}/refused"
@@ -489,6 +503,14 @@ max_attempts = 2
         l[1].at - l[0].at
     );
     assert_eq!(by_name["limited"].attempts, 2);
+    // 429 with Retry-After: an HTTP-date 3 s ahead (whole seconds): waited until it.
+    let d = rx.got("dated");
+    assert_eq!(d.len(), 2);
+    assert!(
+        d[1].at - d[0].at >= Duration::from_millis(1990),
+        "{:?}",
+        d[1].at - d[0].at
+    );
     // A 400 is not retried; a closed port is, up to max_attempts.
     let refused = by_name["refused"];
     assert_eq!(

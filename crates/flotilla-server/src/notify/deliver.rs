@@ -58,17 +58,27 @@ pub fn delay(attempt: u32, retry_after: Option<Duration>) -> Duration {
     ceiling.mul_f64(f)
 }
 
-/// `Retry-After` as delay-seconds (an HTTP-date is not honoured: the backoff
+/// `Retry-After` (RFC 9110 §10.2.3): delay-seconds, or an HTTP-date (then the time
+/// from now until it, zero when it is past). Unparsable: `None` (the backoff
 /// applies).
 fn retry_after(resp: &reqwest::Response) -> Option<Duration> {
-    resp.headers()
-        .get(reqwest::header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .map(Duration::from_secs)
+    retry_after_value(
+        resp.headers()
+            .get(reqwest::header::RETRY_AFTER)?
+            .to_str()
+            .ok()?,
+        std::time::SystemTime::now(),
+    )
+}
+
+fn retry_after_value(v: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let v = v.trim();
+    match v.parse::<u64>() {
+        Ok(secs) => Some(Duration::from_secs(secs)),
+        Err(_) => httpdate::parse_http_date(v)
+            .ok()
+            .map(|at| at.duration_since(now).unwrap_or(Duration::ZERO)),
+    }
 }
 
 /// POSTs `message` to `hook` until delivered, refused or out of attempts.
@@ -114,6 +124,26 @@ pub async fn deliver(client: &reqwest::Client, hook: &Webhook, message: &Rendere
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_is_seconds_or_an_http_date() {
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(784_111_777); // Sun, 06 Nov 1994 08:49:37 GMT
+        assert_eq!(
+            retry_after_value(" 120 ", now),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(
+            retry_after_value("Sun, 06 Nov 1994 08:50:07 GMT", now),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            retry_after_value("Sun, 06 Nov 1994 08:00:00 GMT", now),
+            Some(Duration::ZERO),
+            "a date already past: at once"
+        );
+        assert_eq!(retry_after_value("soon", now), None);
+        assert_eq!(retry_after_value("-1", now), None);
+    }
 
     #[test]
     fn delays_grow_with_jitter_and_honour_retry_after() {
