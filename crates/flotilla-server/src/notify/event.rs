@@ -8,7 +8,8 @@ use flotilla_api::links::Link;
 pub enum Kind {
     /// The gate asked a human about a session's tool call.
     QuestionOpened,
-    /// A rollout halted (a host failed or rolled back, a timeout, an abort).
+    /// A rollout halted (a host failed or rolled back, a timeout); not an
+    /// operator's abort.
     RolloutHalted,
     /// A host of a rollout rolled back to its previous version.
     RolloutRolledBack,

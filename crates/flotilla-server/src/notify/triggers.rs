@@ -72,7 +72,10 @@ pub fn rollout_events(before: &Rollout, after: &Rollout, at_ms: i64) -> Vec<Even
             });
         }
     }
-    if let (None, Some(why)) = (&before.halted, &after.halted) {
+    // An operator's abort is their own act, on the rollout's page and in its
+    // events: not an incident to tell anyone about.
+    let aborted = after.halted.as_deref() == Some(flotilla_release::Reason::Aborted.as_str());
+    if let (None, Some(why), false) = (&before.halted, &after.halted, aborted) {
         let recent: Vec<&str> = after
             .events
             .iter()
@@ -268,6 +271,37 @@ pub(crate) fn spawn_watch<S: AuthorityStore>(state: &Arc<AppState<S>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_halted_rollout_is_told_but_an_operators_abort_is_not() {
+        let spec = flotilla_release::rollout::RolloutSpec {
+            name: "flotilla-agent".into(),
+            version: "2.0.0".into(),
+            serial: 9,
+            selector: Default::default(),
+            max_in_flight: 1,
+            canary: 0,
+            min_healthy_ms: 1_000,
+            timeout_ms: 600_000,
+        };
+        let artifacts = [("linux-x86_64".to_string(), "1".repeat(64))].into();
+        let before = Rollout::new(
+            7,
+            spec,
+            artifacts,
+            vec![("h0".to_string(), "linux-x86_64".to_string())],
+            0,
+        );
+        let mut aborted = before.clone();
+        aborted.abort(10).unwrap();
+        assert!(aborted.halted.is_some());
+        assert!(rollout_events(&before, &aborted, 10).is_empty());
+        let mut failed = before.clone();
+        failed.halted = Some(flotilla_release::Reason::InstallFailed.as_str().to_string());
+        let sent = rollout_events(&before, &failed, 10);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].kind, Kind::RolloutHalted);
+    }
 
     #[test]
     fn a_silent_host_is_sent_once_per_episode_and_its_return_too() {
