@@ -55,6 +55,9 @@ pub enum Code {
     TunnelUnresolved,
     /// A probe does not set exactly one check kind.
     InvalidProbe,
+    /// The inventory's `version` is newer than this build reads
+    /// ([`crate::inventory::INVENTORY_VERSION`]).
+    UnsupportedVersion,
     /// Something legal but probably unintended.
     Suspicious,
 }
@@ -84,6 +87,7 @@ impl Code {
             Code::NoStartMethod => "no-start-method",
             Code::TunnelUnresolved => "tunnel-unresolved",
             Code::InvalidProbe => "invalid-probe",
+            Code::UnsupportedVersion => "unsupported-version",
             Code::Suspicious => "suspicious",
         }
     }

@@ -7,6 +7,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// The inventory format version this build writes and reads: an inventory declares
+/// its own with `version = N` at the top (absent: 1). An older one is rewritten by
+/// `flotilla config migrate`; a newer one is refused.
+pub const INVENTORY_VERSION: u32 = 1;
+
 /// A whole inventory document.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -14,6 +19,12 @@ pub struct Inventory {
     /// Optional JSON Schema reference, ignored (lets editors find the schema).
     #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<String>,
+    /// The inventory format version (an integer from 1; absent: 1). A version newer
+    /// than this build reads ([`INVENTORY_VERSION`]) is refused; an older one is
+    /// rewritten by `flotilla config migrate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub version: Option<u32>,
     /// The project this inventory belongs to (lowercase letters, digits, `-`, `_`);
     /// default: the inventory's directory name. Projects sharing a state directory
     /// never see, plan against or signal each other's processes.

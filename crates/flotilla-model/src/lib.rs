@@ -35,6 +35,7 @@ pub mod digest;
 pub mod image_ref;
 pub mod interp;
 pub mod inventory;
+pub mod migrate;
 pub mod node;
 pub mod revision;
 pub mod session;

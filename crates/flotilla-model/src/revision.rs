@@ -31,6 +31,9 @@ pub struct RevisionDoc {
     pub components: Vec<Component>,
     /// Hosts by name.
     pub hosts: BTreeMap<String, Host>,
+    /// The inventory format version it was validated from (absent: 1).
+    #[serde(default = "first_version", skip_serializing_if = "is_first_version")]
+    pub inventory_version: u32,
     /// The project.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
@@ -39,9 +42,23 @@ pub struct RevisionDoc {
     pub stacks: BTreeMap<String, Stack>,
 }
 
+/// The first inventory format version: what an absent `inventory_version` means.
+pub(crate) fn first_version() -> u32 {
+    1
+}
+
+/// Whether `v` is the first version (left out of JSON).
+pub(crate) fn is_first_version(v: &u32) -> bool {
+    *v == 1
+}
+
 /// Why a revision's content is not a valid topology.
 #[derive(Debug, thiserror::Error)]
 pub enum RevisionError {
+    /// The revision was made from an inventory of a format newer than this build
+    /// reads.
+    #[error("the revision is of inventory format version {0}; this flotilla reads up to version {max}: upgrade it", max = crate::inventory::INVENTORY_VERSION)]
+    NewerVersion(u32),
     /// The content is not JSON of a topology's shape.
     #[error("the revision is not a topology document: {0}")]
     Json(#[from] serde_json::Error),
@@ -93,6 +110,7 @@ impl Topology {
             components: self.components.clone(),
             hosts: self.hosts.clone(),
             project: self.project.clone(),
+            inventory_version: self.inventory_version,
             stacks: self.stacks.clone(),
         }
     }
@@ -116,6 +134,10 @@ impl Topology {
     /// # Errors
     /// [`RevisionError`] naming the first broken invariant.
     pub fn from_revision_doc(doc: RevisionDoc) -> Result<Topology, RevisionError> {
+        if doc.inventory_version > crate::inventory::INVENTORY_VERSION || doc.inventory_version == 0
+        {
+            return Err(RevisionError::NewerVersion(doc.inventory_version));
+        }
         for w in doc.components.windows(2) {
             if w[0].name >= w[1].name {
                 return Err(RevisionError::Order(w[1].name.clone()));
@@ -201,6 +223,7 @@ impl Topology {
         };
         let mut t = Topology::build(doc.hosts, doc.components, doc.stacks, order);
         t.project = doc.project;
+        t.inventory_version = doc.inventory_version;
         Ok(t)
     }
 
@@ -436,6 +459,24 @@ mod tests {
             Ok(v) => v.topology,
             Err(d) => panic!("invalid: {d:?}"),
         }
+    }
+
+    #[test]
+    fn version_1_is_left_out_of_a_revision_and_a_newer_one_is_refused() {
+        let t = topology("version = 1\n[components.a]\ncommand = [\"x\"]\n");
+        assert_eq!(t.inventory_version, 1);
+        let json = t.revision_json();
+        assert!(!json.contains("inventory_version"), "{json}");
+        assert_eq!(
+            t.digest(),
+            topology("[components.a]\ncommand = [\"x\"]\n").digest(),
+            "declaring version 1 changes no digest"
+        );
+        let mut doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+        doc["inventory_version"] = 2.into();
+        let e = Topology::from_revision(&doc.to_string()).unwrap_err();
+        assert!(matches!(e, RevisionError::NewerVersion(2)), "{e}");
+        assert!(e.to_string().contains("upgrade"), "{e}");
     }
 
     const BASE: &str = r#"

@@ -447,6 +447,15 @@ pub struct Topology {
     downstream: Vec<Vec<ComponentId>>,
     /// Hosts by name.
     pub hosts: BTreeMap<String, Host>,
+    /// The format version of the inventory it was validated from
+    /// ([`crate::inventory::INVENTORY_VERSION`] at most). Left out of the revision's
+    /// JSON when 1, as an inventory leaves it out: revisions made before versions
+    /// existed keep their digests.
+    #[serde(
+        default = "crate::revision::first_version",
+        skip_serializing_if = "crate::revision::is_first_version"
+    )]
+    pub inventory_version: u32,
     /// The project the inventory belongs to: its journal, instances, locks and logs
     /// are kept apart from every other project's ([`Topology::set_project`]; the
     /// inventory's `project` key until the caller decides). Declared after `hosts`:
@@ -509,6 +518,7 @@ impl Topology {
             hosts,
             components,
             project: None,
+            inventory_version: crate::inventory::INVENTORY_VERSION,
             stacks,
             digest: std::sync::OnceLock::new(),
             index,

@@ -209,6 +209,10 @@ pub struct Plan {
     pub format: u32,
     /// Components affected without being operated on.
     pub impact: Vec<Impact>,
+    /// The format version of the inventory planned against
+    /// (`flotilla_model::inventory::INVENTORY_VERSION` at most; absent: 1).
+    #[serde(default = "first_inventory_version")]
+    pub inventory_version: u32,
     /// `sha256:` digest of the observed state planned against.
     pub observed_digest: String,
     /// What was asked.
@@ -221,6 +225,10 @@ pub struct Plan {
     pub verify_stack: Option<String>,
     /// Ordered waves.
     pub waves: Vec<Wave>,
+}
+
+fn first_inventory_version() -> u32 {
+    1
 }
 
 impl Plan {
@@ -414,6 +422,7 @@ pub fn plan(topology: &Topology, observed: &Observed, op: &Operation) -> Result<
     link(topology, &mut waves);
     Ok(Plan {
         format: PLAN_FORMAT,
+        inventory_version: topology.inventory_version,
         operation: op.clone(),
         verify_stack,
         topology_digest: topology.digest().to_string(),

@@ -208,6 +208,7 @@ mod tests {
         let p = Plan {
             cleanup: vec!["llm".into()],
             format: crate::PLAN_FORMAT,
+            inventory_version: 1,
             impact: vec![Impact {
                 component: "proxy".into(),
                 effect: "loses its upstream".into(),

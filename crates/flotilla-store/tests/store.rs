@@ -956,6 +956,7 @@ fn new_operation_from_plan() {
     let plan = Plan {
         cleanup: vec![],
         format: PLAN_FORMAT,
+        inventory_version: 1,
         impact: vec![],
         observed_digest: "sha256:obs".into(),
         operation: Operation {

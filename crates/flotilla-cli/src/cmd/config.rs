@@ -1,5 +1,6 @@
 //! `flotilla config publish|history|show|diff|select`: the authority's revisions
-//! (immutable desired states named by their SHA-256) and which one is selected.
+//! (immutable desired states named by their SHA-256) and which one is selected; and
+//! `flotilla config migrate` ([`super::config_migrate`]), which needs no authority.
 
 use crate::{Cli, EXIT_OK, EXIT_REFUSED};
 use flotilla_api::wire::{PublishRequest, SelectRequest, SelectResponse};
@@ -46,6 +47,9 @@ pub enum ConfigCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Rewrite the inventory (-f) to the current format version, keeping comments
+    /// and order; shows the difference first.
+    Migrate(super::config_migrate::Options),
     /// Select an existing revision (e.g. to roll back), only if `--expect` is the
     /// one selected now.
     Select {
@@ -99,9 +103,18 @@ async fn resolve(client: &flotilla_api::Client, rev: &str) -> anyhow::Result<Str
 
 /// Runs the subcommand; returns the exit status.
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
+    match &args.command {
+        ConfigCommand::Migrate(o) => super::config_migrate::run(cli.file.as_deref(), o),
+        command => with_authority(cli, command),
+    }
+}
+
+/// The subcommands that speak to the authority.
+fn with_authority(cli: &Cli, command: &ConfigCommand) -> anyhow::Result<u8> {
     let rt = super::runtime()?;
     let client = super::authority::client(cli)?;
-    match &args.command {
+    match command {
+        ConfigCommand::Migrate(o) => super::config_migrate::run(cli.file.as_deref(), o),
         ConfigCommand::Publish { expect, json } => {
             let (_loaded, validated) = match super::topology_or_exit(cli)? {
                 Ok(v) => v,

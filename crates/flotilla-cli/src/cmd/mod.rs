@@ -6,6 +6,7 @@ pub mod authority;
 pub mod check;
 pub mod completions;
 pub mod config;
+pub mod config_migrate;
 pub mod down;
 pub mod exec;
 pub mod gate;

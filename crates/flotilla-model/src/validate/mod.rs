@@ -33,6 +33,7 @@ mod references;
 
 use crate::diag::{did_you_mean, Code, Diagnostic, Location, Severity};
 use crate::inventory::ProbeSpec;
+use crate::inventory::INVENTORY_VERSION;
 use crate::node::{self, from_node, DecodeError, Entry, Node, Value};
 use crate::source::{FileId, Sources, Span};
 use crate::topology::Topology;
@@ -101,9 +102,17 @@ pub fn validate(
             return Err(v.diags);
         }
     };
+    // A newer format is read no further: its other keys may mean what this build
+    // cannot know.
+    let Some(version) = v.version(&root) else {
+        return Err(v.diags);
+    };
     let templates = v.load_templates(sources, templates);
     v.broken_templates.retain(|n| !templates.contains_key(n));
-    let result = v.run(&root, &templates);
+    let result = v.run(&root, &templates).map(|mut t| {
+        t.inventory_version = version;
+        t
+    });
     let mut diags = v.diags;
     diags.sort_by_key(|d| {
         d.location
@@ -238,7 +247,14 @@ struct Located<T> {
     loc: Location,
 }
 
-const TOP_KEYS: &[&str] = &["$schema", "project", "hosts", "components", "stacks"];
+const TOP_KEYS: &[&str] = &[
+    "$schema",
+    "version",
+    "project",
+    "hosts",
+    "components",
+    "stacks",
+];
 
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
@@ -256,6 +272,40 @@ fn help_for(word: &str, candidates: impl IntoIterator<Item = impl AsRef<str>>) -
 }
 
 impl Validator {
+    /// The inventory's format version (`version`, absent: 1), or `None` after an
+    /// error when it is newer than [`INVENTORY_VERSION`] (nothing else is read then).
+    /// One that is not a positive integer is an error, and read as 1.
+    fn version(&mut self, root: &Node) -> Option<u32> {
+        let Some(e) = root.entries().iter().find(|e| e.key == "version") else {
+            return Some(1);
+        };
+        match e.value.value {
+            Value::Integer(n) if n > i64::from(INVENTORY_VERSION) => {
+                let d = Diagnostic::error(
+                    Code::UnsupportedVersion,
+                    format!(
+                        "this inventory is format version {n}, newer than this flotilla reads (up to {INVENTORY_VERSION})"
+                    ),
+                    self.loc(e.value.span),
+                )
+                .with_help("upgrade flotilla (`flotilla --version` shows this one) on every machine that reads this inventory");
+                self.push(d);
+                None
+            }
+            Value::Integer(n) if n >= 1 => Some(n as u32),
+            _ => {
+                let d = Diagnostic::error(
+                    Code::InvalidValue,
+                    format!("`version` must be an integer from 1 to {INVENTORY_VERSION}"),
+                    self.loc(e.value.span),
+                )
+                .with_help(format!("e.g. version = {INVENTORY_VERSION}"));
+                self.push(d);
+                Some(1)
+            }
+        }
+    }
+
     fn loc(&self, span: Span) -> Location {
         Location {
             file: self.file,
@@ -374,6 +424,8 @@ impl Validator {
                     }
                     continue;
                 }
+                // Read by `version` before.
+                "version" => continue,
                 "$schema" => {
                     if !matches!(e.value.value, Value::String(_)) {
                         self.push(Diagnostic::error(

@@ -215,6 +215,7 @@ mod tests {
         Plan {
             cleanup: Vec::new(),
             format: flotilla_plan::PLAN_FORMAT,
+            inventory_version: 1,
             impact: Vec::new(),
             observed_digest: "sha256:0".into(),
             operation: Operation::new(Verb::Start, "a"),
