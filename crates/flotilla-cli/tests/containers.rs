@@ -52,6 +52,8 @@ struct Env {
     image: String,
     uniq: String,
     cleanup: Vec<String>,
+    /// Processes to kill at the end: those one of whose arguments is one of these.
+    markers: Vec<String>,
 }
 
 impl Env {
@@ -63,6 +65,7 @@ impl Env {
             image,
             uniq: format!("{tag}-{}", std::process::id()),
             cleanup: Vec::new(),
+            markers: Vec::new(),
         })
     }
 
@@ -116,6 +119,11 @@ impl Drop for Env {
     fn drop(&mut self) {
         for n in &self.cleanup {
             let _ = podman_cli(&["rm", "-f", "-t", "0", n]);
+        }
+        for m in &self.markers {
+            for pid in common::pids_with_arg(m) {
+                common::kill9(pid);
+            }
         }
     }
 }
@@ -442,15 +450,37 @@ fn an_engine_that_hangs_or_is_absent_is_an_error_within_the_time_limit() {
     );
 }
 
+/// The numbers of the waves (`wave N` headings of a printed plan) holding a step
+/// `start NAME`, in the order the plan prints them.
+fn wave_of(plan: &str, name: &str) -> Option<usize> {
+    let mut wave = None;
+    for l in plan.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        match w.as_slice() {
+            ["wave", n, ..] => wave = n.trim_end_matches(':').parse().ok(),
+            ["start", n, ..] if *n == name => return wave,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The mixed stack of a homelab: llama-server (a process) and a LiteLLM-like proxy (a
+/// container) on the GPU box, reached from here through an SSH tunnel. The GPU box is
+/// this machine seen through an sshd of the test's own on 127.0.0.1
+/// ([`flotilla_testkit::LoopbackSshd`]), so the tunnel's far end reaches the proxy's
+/// port there. The proxy (host network) answers /cgi-bin/route by fetching the
+/// process's page: the stack's route readiness goes client → tunnel → container →
+/// process. Needs Debian's openssh-server (scripts/testnet installs it).
 #[test]
-fn a_process_and_a_container_come_up_in_one_wave_order_with_the_route_ready_end_to_end() {
+fn a_process_a_container_and_a_tunnel_come_up_in_one_wave_order_with_the_route_ready_end_to_end() {
     let Some(mut e) = Env::new("mixed") else {
         return;
     };
-    // The process: busybox httpd on the host. The container (host network) answers
-    // /cgi-bin/route by fetching the process's page: the route runs through both.
-    let (pport, cport) = (free_port(), free_port());
-    std::fs::create_dir_all(e.ws.path().join("site")).unwrap();
+    let sshd = flotilla_testkit::LoopbackSshd::start(&e.ws.path().join("sshd"))
+        .unwrap_or_else(|err| panic!("the GPU box's sshd: {err}"));
+    let (pport, cport, tport) = (free_port(), free_port(), free_port());
+    let site = e.ws.path().join("site");
     e.ws.write("site/index.html", "from the process\n");
     let cgi = e.ws.write(
         "cgi/cgi-bin/route",
@@ -459,37 +489,104 @@ fn a_process_and_a_container_come_up_in_one_wave_order_with_the_route_ready_end_
     std::fs::set_permissions(&cgi, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let name = e.name("proxy");
     e.cleanup.push(name.clone());
+    e.markers.push(site.display().to_string());
+    e.markers
+        .push(format!("127.0.0.1:{tport}:127.0.0.1:{cport}"));
     e.inventory(&format!(
-        "[components.backend]\ncommand = [\"/bin/busybox\", \"httpd\", \"-f\", \"-p\", \"127.0.0.1:{pport}\", \"-h\", \"site\"]\n\
+        "{}state_dir = \"{}\"\ncontainer_api = \"{}\"\n\
+         [components.llama]\nhost = \"gpu\"\n\
+         command = [\"/bin/busybox\", \"httpd\", \"-f\", \"-p\", \"127.0.0.1:{pport}\", \"-h\", \"{}\"]\n\
          endpoints = {{ http = \"http://127.0.0.1:{pport}\" }}\nreadiness = {{ http = {{ endpoint = \"http\" }} }}\n\
-         [components.proxy]\nadapter = \"container\"\ndepends_on = [\"backend\"]\n\
+         [components.proxy]\nhost = \"gpu\"\nadapter = \"container\"\ndepends_on = [\"llama\"]\n\
          command = [\"/bin/httpd\", \"-f\", \"-p\", \"127.0.0.1:{cport}\", \"-h\", \"/srv\"]\n\
          endpoints = {{ http = \"http://127.0.0.1:{cport}\" }}\nreadiness = {{ http = {{ endpoint = \"http\", path = \"/cgi-bin/route\" }} }}\n\
          stop = {{ grace_period = \"2s\" }}\n\
          [components.proxy.container]\nimage = \"{}\"\nname = \"{name}\"\nnetwork = \"host\"\n\
-         volumes = [{{ type = \"bind\", source = \"./cgi\", target = \"/srv\", read_only = true }}]\n\
-         [stacks.chat]\ncomponents = [\"backend\", \"proxy\"]\n\
-         readiness = [{{ request = {{ endpoint = \"proxy.http\", path = \"/cgi-bin/route\", body_contains = \"from the process\" }} }}]\n",
-        e.image
+         volumes = [{{ type = \"bind\", source = \"{}\", target = \"/srv\", read_only = true }}]\n\
+         [components.tunnel]\ntemplate = \"ssh-tunnel\"\n\
+         params = {{ via = \"gpu\", target = \"proxy.http\", listen_port = {tport} }}\n\
+         [stacks.chat]\ncomponents = [\"llama\", \"proxy\", \"tunnel\"]\n\
+         readiness = [{{ request = {{ endpoint = \"tunnel.http\", path = \"/cgi-bin/route\", body_contains = \"from the process\" }} }}]\n",
+        sshd.inventory_toml("gpu"),
+        e.ws.path().join("gpu-state").display(),
+        e.socket,
+        site.display(),
+        e.image,
+        e.ws.path().join("cgi").display(),
     ));
+    let run = e.run(&["validate"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let run = e.run(&["host", "install", "gpu"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+
+    // One plan: the process, then the container that needs it, then the tunnel to it.
     let plan = e.run(&["plan", "up", "chat"]);
-    let waves: Vec<&str> = plan
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("wave") || l.trim_start().starts_with("start"))
+    assert_eq!(plan.code, 0, "{}\n{}", plan.stdout, plan.stderr);
+    let waves: Vec<Option<usize>> = ["llama", "proxy", "tunnel"]
+        .iter()
+        .map(|c| wave_of(&plan.stdout, c))
         .collect();
     assert!(
-        waves.iter().position(|l| l.contains("backend"))
-            < waves.iter().position(|l| l.contains("proxy")),
-        "{}",
+        waves.iter().all(Option::is_some) && waves[0] < waves[1] && waves[1] < waves[2],
+        "waves {waves:?}:\n{}",
         plan.stdout
     );
     let run = e.run(&["up", "chat"]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert!(run.stdout.contains("done (3 steps)"), "{}", run.stdout);
+    // Run in that order, each ready before the next, then the route end to end (the
+    // progress lines, on stderr).
+    let ran: Vec<usize> = [
+        "wave 1: start llama",
+        "wave 2: start proxy",
+        "wave 3: start tunnel",
+        "stack `chat` answers end to end: GET http://127.0.0.1:",
+    ]
+    .iter()
+    .map(|l| {
+        run.stderr
+            .find(l)
+            .unwrap_or_else(|| panic!("no `{l}` in:\n{}", run.stderr))
+    })
+    .collect();
+    assert!(ran.windows(2).all(|w| w[0] < w[1]), "{}", run.stderr);
     let status = e.run(&["status", "--json", "chat"]).json();
     assert_eq!(status["stacks"][0]["health"], "healthy", "{status:#}");
+    for c in status["components"].as_array().unwrap() {
+        assert_eq!(c["lifecycle"], "running", "{c:#}");
+        assert_eq!(c["health"], "healthy", "{c:#}");
+    }
+    // A client here: through the tunnel, the container, to the process.
+    let answer = get(&format!("http://127.0.0.1:{tport}/cgi-bin/route"));
+    assert_eq!(answer.as_deref(), Some("from the process\n"));
+    let info = e.inspect(&name).expect("the proxy's container");
+    assert_eq!(info["State"]["Status"], "running");
+    let proxy = status["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "proxy")
+        .expect("proxy in status");
+    assert_eq!(proxy["host"], "gpu", "{proxy:#}");
+    assert_eq!(proxy["ownership"], "managed (container)", "{proxy:#}");
+    assert_eq!(
+        proxy["runtime_identity"]["measured"]["exe"],
+        format!("container:{}", info["Id"].as_str().unwrap()),
+        "{proxy:#}"
+    );
+
     let run = e.run(&["down", "chat"]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert!(e.inspect(&name).is_none());
+    assert!(e.inspect(&name).is_none(), "the container survived `down`");
+    assert!(
+        wait_until(Duration::from_secs(10), || get(&format!(
+            "http://127.0.0.1:{tport}/"
+        ))
+        .is_none()
+            && get(&format!("http://127.0.0.1:{pport}/")).is_none()),
+        "the tunnel or the process survived `down`"
+    );
+    let status = e.run(&["status", "--json", "chat"]).json();
+    for c in status["components"].as_array().unwrap() {
+        assert_eq!(c["lifecycle"], "stopped", "{c:#}");
+    }
 }
