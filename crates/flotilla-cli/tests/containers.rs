@@ -75,7 +75,14 @@ impl Env {
     }
 
     fn run(&self, args: &[&str]) -> Run {
-        run_with_env(self.ws.path(), args, &[("WEB_KEY", "s3cr3t-Value-42")])
+        self.run_env(args, &[])
+    }
+
+    /// [`Env::run`] with more environment variables.
+    fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut all = vec![("WEB_KEY", "s3cr3t-Value-42")];
+        all.extend_from_slice(env);
+        run_with_env(self.ws.path(), args, &all)
     }
 
     fn status(&self, c: &str) -> serde_json::Value {
@@ -450,8 +457,23 @@ fn an_engine_that_hangs_or_is_absent_is_an_error_within_the_time_limit() {
     );
 }
 
-/// The numbers of the waves (`wave N` headings of a printed plan) holding a step
-/// `start NAME`, in the order the plan prints them.
+/// Asserts that `text` holds each of `parts`, in this order.
+fn in_order(text: &str, parts: &[&str]) {
+    let at: Vec<usize> = parts
+        .iter()
+        .map(|p| {
+            text.find(p)
+                .unwrap_or_else(|| panic!("no `{p}` in:\n{text}"))
+        })
+        .collect();
+    assert!(
+        at.windows(2).all(|w| w[0] < w[1]),
+        "not in order {parts:?}:\n{text}"
+    );
+}
+
+/// The number of the wave (a `wave N` heading of a printed plan) holding the step
+/// `start NAME`.
 fn wave_of(plan: &str, name: &str) -> Option<usize> {
     let mut wave = None;
     for l in plan.lines() {
@@ -531,24 +553,19 @@ fn a_process_a_container_and_a_tunnel_come_up_in_one_wave_order_with_the_route_r
         "waves {waves:?}:\n{}",
         plan.stdout
     );
-    let run = e.run(&["up", "chat"]);
+    let run = e.run(&["up", "chat", "--timeout", "30s"]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     // Run in that order, each ready before the next, then the route end to end (the
     // progress lines, on stderr).
-    let ran: Vec<usize> = [
-        "wave 1: start llama",
-        "wave 2: start proxy",
-        "wave 3: start tunnel",
-        "stack `chat` answers end to end: GET http://127.0.0.1:",
-    ]
-    .iter()
-    .map(|l| {
-        run.stderr
-            .find(l)
-            .unwrap_or_else(|| panic!("no `{l}` in:\n{}", run.stderr))
-    })
-    .collect();
-    assert!(ran.windows(2).all(|w| w[0] < w[1]), "{}", run.stderr);
+    in_order(
+        &run.stderr,
+        &[
+            "wave 1: start llama",
+            "wave 2: start proxy",
+            "wave 3: start tunnel",
+            "stack `chat` answers end to end: GET http://127.0.0.1:",
+        ],
+    );
     let status = e.run(&["status", "--json", "chat"]).json();
     assert_eq!(status["stacks"][0]["health"], "healthy", "{status:#}");
     for c in status["components"].as_array().unwrap() {
@@ -589,4 +606,111 @@ fn a_process_a_container_and_a_tunnel_come_up_in_one_wave_order_with_the_route_r
     for c in status["components"].as_array().unwrap() {
         assert_eq!(c["lifecycle"], "stopped", "{c:#}");
     }
+}
+
+/// A compose file as AI projects ship them (a proxy that waits for its database's
+/// health check), made of the local test image: `import compose` writes an inventory
+/// that validates and runs as it is — the database's `CMD-SHELL` check becomes
+/// `container_health` readiness (the engine's own check, run through Podman's API
+/// here, where no systemd runs Podman's timers), the proxy's `wget` check an `http`
+/// probe on its published port, `service_healthy` a dependency on readiness — and
+/// `down` removes both containers, named as compose names them.
+#[test]
+fn an_imported_compose_file_validates_comes_up_in_order_healthy_and_goes_down() {
+    let Some(mut e) = Env::new("compose") else {
+        return;
+    };
+    let project = e.uniq.clone();
+    let (db, proxy) = (format!("{project}-db-1"), format!("{project}-proxy-1"));
+    e.cleanup.extend([db.clone(), proxy.clone()]);
+    let (dport, pport) = (free_port().to_string(), free_port().to_string());
+    e.ws.write(
+        "compose.yaml",
+        &format!(
+            "name: {project}\n\
+             services:\n\
+             \x20 db:\n\
+             \x20   image: ${{IMAGE}}\n\
+             \x20   ports:\n\
+             \x20     - \"127.0.0.1:${{DB_PORT}}:8080\"\n\
+             \x20   healthcheck:\n\
+             \x20     test: [\"CMD-SHELL\", \"test -s /www/index.html && wget -q -O /dev/null http://127.0.0.1:8080/\"]\n\
+             \x20     interval: 1s\n\
+             \x20     timeout: 2s\n\
+             \x20     retries: 3\n\
+             \x20   stop_grace_period: 2s\n\
+             \x20 proxy:\n\
+             \x20   image: ${{IMAGE}}\n\
+             \x20   ports:\n\
+             \x20     - \"127.0.0.1:${{PROXY_PORT}}:8080\"\n\
+             \x20   healthcheck:\n\
+             \x20     test: [\"CMD\", \"wget\", \"-q\", \"-O-\", \"http://localhost:8080/\"]\n\
+             \x20     interval: 1s\n\
+             \x20   depends_on:\n\
+             \x20     db:\n\
+             \x20       condition: service_healthy\n\
+             \x20   stop_grace_period: 2s\n"
+        ),
+    );
+    // The engine: $DOCKER_HOST, as for docker compose (the inventory is left as written).
+    let socket = e.socket.clone();
+    let image = e.image.clone();
+    let env = [
+        ("DOCKER_HOST", socket.as_str()),
+        ("IMAGE", image.as_str()),
+        ("DB_PORT", dport.as_str()),
+        ("PROXY_PORT", pport.as_str()),
+    ];
+    let run = e.run_env(&["import", "compose", "-o", "flotilla.toml"], &env);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let written = std::fs::read_to_string(e.ws.path().join("flotilla.toml")).unwrap();
+    for want in [
+        "readiness = { container_health = {} }".to_string(),
+        "readiness = { http = { endpoint = \"http\" }, period = \"1s\" }".to_string(),
+        "depends_on = [\"db\"]".to_string(),
+        format!("name = \"{db}\""),
+        format!("name = \"{proxy}\""),
+    ] {
+        assert!(written.contains(&want), "no `{want}` in:\n{written}");
+    }
+    let run = e.run_env(&["validate"], &env);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains(": valid:"), "{}", run.stdout);
+
+    let run = e.run_env(&["up", &project, "--timeout", "30s"], &env);
+    assert_eq!(run.code, 0, "{}\n{}\n{written}", run.stdout, run.stderr);
+    in_order(
+        &run.stderr,
+        &[
+            "wave 1: start db",
+            "ready: engine reports healthy (last check: exit 0",
+            "wave 2: start proxy",
+            &format!("ready: GET http://127.0.0.1:{pport}/ → 200 OK"),
+        ],
+    );
+    // The engine holds the check's result, as its own timer's run would have left it.
+    let info = e.inspect(&db).expect("the db container");
+    assert_eq!(info["State"]["Health"]["Status"], "healthy", "{info:#}");
+    let status = e.run_env(&["status", "--json"], &env).json();
+    for c in status["components"].as_array().unwrap() {
+        assert_eq!(c["lifecycle"], "running", "{c:#}");
+        assert_eq!(c["health"], "healthy", "{c:#}");
+        assert_eq!(c["ownership"], "managed (container)", "{c:#}");
+    }
+    let db_status = &status["components"][0];
+    assert_eq!(db_status["name"], "db");
+    assert!(
+        db_status
+            .to_string()
+            .contains("container.healthcheck reports healthy"),
+        "{db_status:#}"
+    );
+    assert!(get(&format!("http://127.0.0.1:{pport}/"))
+        .unwrap()
+        .contains("hello from flotilla-test"));
+
+    let run = e.run_env(&["down", &project], &env);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(e.inspect(&db).is_none(), "{db} survived `down`");
+    assert!(e.inspect(&proxy).is_none(), "{proxy} survived `down`");
 }
