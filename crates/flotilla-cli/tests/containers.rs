@@ -54,6 +54,8 @@ struct Env {
     cleanup: Vec<String>,
     /// Processes to kill at the end: those one of whose arguments is one of these.
     markers: Vec<String>,
+    /// Image tags to remove at the end (after the containers).
+    images: Vec<String>,
 }
 
 impl Env {
@@ -66,6 +68,7 @@ impl Env {
             uniq: format!("{tag}-{}", std::process::id()),
             cleanup: Vec::new(),
             markers: Vec::new(),
+            images: Vec::new(),
         })
     }
 
@@ -126,6 +129,9 @@ impl Drop for Env {
     fn drop(&mut self) {
         for n in &self.cleanup {
             let _ = podman_cli(&["rm", "-f", "-t", "0", n]);
+        }
+        for i in &self.images {
+            let _ = podman_cli(&["rmi", "-f", i]);
         }
         for m in &self.markers {
             for pid in common::pids_with_arg(m) {
@@ -713,4 +719,105 @@ fn an_imported_compose_file_validates_comes_up_in_order_healthy_and_goes_down() 
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     assert!(e.inspect(&db).is_none(), "{db} survived `down`");
     assert!(e.inspect(&proxy).is_none(), "{proxy} survived `down`");
+}
+
+/// An image's own `HEALTHCHECK` (an image built here `FROM` the test image, nothing
+/// pulled): the engine runs it (through Podman's API here, where no systemd runs
+/// Podman's timers), `container_health` readiness waits for it, and `status` shows
+/// what the engine reports as evidence — healthy, unhealthy once the check fails in
+/// the container, healthy again once it passes.
+#[test]
+fn the_images_own_healthcheck_is_shown_healthy_then_unhealthy_as_the_engine_reports_it() {
+    let Some(mut e) = Env::new("imagehc") else {
+        return;
+    };
+    let tag = format!("localhost/flotilla-test:{}", e.uniq);
+    e.images.push(tag.clone());
+    let dir = e.ws.path().join("image");
+    e.ws.write(
+        "image/Containerfile",
+        &format!(
+            "FROM {}\nHEALTHCHECK --interval=1s --timeout=2s --retries=1 CMD [\"/bin/sh\", \"-c\", \"test ! -e /tmp/sick && echo fine\"]\n",
+            e.image
+        ),
+    );
+    let (ok, out) = podman_cli(&[
+        "build",
+        "-q",
+        "--pull=never",
+        "--format",
+        "docker",
+        "-t",
+        &tag,
+        dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "podman build: {out}");
+    let port = free_port();
+    let web = e
+        .web("web", port, "")
+        .replace(
+            &format!("image = \"{}\"", e.image),
+            &format!("image = \"{tag}\""),
+        )
+        .replace(
+            "readiness = { http = { endpoint = \"http\", path = \"/\" } }",
+            "readiness = { container_health = {}, period = \"200ms\" }",
+        );
+    assert!(web.contains("container_health"), "{web}");
+    e.inventory(&web);
+    let run = e.run(&["start", "web", "--timeout", "30s"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr
+            .contains("ready: engine reports healthy (last check: exit 0, \"fine\")"),
+        "{}",
+        run.stderr
+    );
+    let engine_health = |s: &serde_json::Value| -> String {
+        s["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["source"] == "engine health check")
+            .map(|v| v["saw"].as_str().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let s = e.status("web");
+    assert_eq!(s["health"], "healthy", "{s:#}");
+    assert!(
+        engine_health(&s)
+            .starts_with("the image's HEALTHCHECK reports healthy (last check: exit 0, \"fine\")"),
+        "{s:#}"
+    );
+
+    // The check fails in the container: the engine says unhealthy, and so does status.
+    let (ok, out) = podman_cli(&["exec", &e.name("web"), "sh", "-c", "echo > /tmp/sick"]);
+    assert!(ok, "{out}");
+    let mut s = serde_json::Value::Null;
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            s = e.status("web");
+            engine_health(&s)
+                .starts_with("the image's HEALTHCHECK reports unhealthy (last check: exit 1")
+        }),
+        "{s:#}"
+    );
+    assert_eq!(s["health"], "unhealthy", "{s:#}");
+    assert_eq!(s["lifecycle"], "running", "{s:#}");
+    let info = e.inspect(&e.name("web")).unwrap();
+    assert_eq!(info["State"]["Health"]["Status"], "unhealthy", "{info:#}");
+
+    // It passes again: healthy again.
+    let (ok, out) = podman_cli(&["exec", &e.name("web"), "sh", "-c", "rm /tmp/sick"]);
+    assert!(ok, "{out}");
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            s = e.status("web");
+            s["health"] == "healthy" && engine_health(&s).contains("reports healthy")
+        }),
+        "{s:#}"
+    );
+    let run = e.run(&["stop", "web"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
 }
