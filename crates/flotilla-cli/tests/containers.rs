@@ -88,6 +88,19 @@ impl Env {
         run_with_env(self.ws.path(), args, &all)
     }
 
+    /// Runs `flotilla ARGS`, asserting that it fails and says `says` (on stdout or
+    /// stderr).
+    fn refused(&self, args: &[&str], says: &str) {
+        let run = self.run(args);
+        assert_ne!(run.code, 0, "{args:?} succeeded:\n{}", run.stdout);
+        assert!(
+            format!("{}{}", run.stdout, run.stderr).contains(says),
+            "{args:?} does not say `{says}`:\n{}\n{}",
+            run.stdout,
+            run.stderr
+        );
+    }
+
     fn status(&self, c: &str) -> serde_json::Value {
         let run = self.run(&["status", "--json", c]);
         run.json()["components"][0].clone()
@@ -377,33 +390,37 @@ fn bad_input_is_refused_clearly_and_leaves_nothing_half_made() {
     e.inventory(&format!(
         "{web}volumes = [{{ type = \"bind\", source = \"./nope\", target = \"/data\" }}]\n"
     ));
-    let run = e.run(&["start", "web"]);
-    assert_ne!(run.code, 0);
-    assert!(
-        format!("{}{}", run.stdout, run.stderr).contains("does not exist"),
-        "{}\n{}",
-        run.stdout,
-        run.stderr
-    );
+    e.refused(&["start", "web"], "does not exist");
     assert!(e.inspect(&e.name("web")).is_none());
-    let run = e.run(&["check", "web"]);
-    assert_ne!(run.code, 0);
-    assert!(
-        format!("{}{}", run.stdout, run.stderr).contains("nope does not exist"),
-        "{}",
-        run.stdout
-    );
+    e.refused(&["check", "web"], "nope does not exist");
 
-    // An image the engine does not have, with pull = "never": check says so.
+    // An image the engine does not have, with pull = "never" (the default, and
+    // written): check says so, and a start creates nothing.
     let web = e.web("web", port, "").replace(
         &format!("image = \"{}\"", e.image),
         "image = \"localhost/flotilla-absent:1\"",
     );
-    e.inventory(&web);
+    for policy in ["", "pull = \"never\"\n"] {
+        e.inventory(&format!("{web}{policy}"));
+        let run = e.run(&["check", "web"]);
+        assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+        assert!(
+            run.stdout.contains(
+                "localhost/flotilla-absent:1 is not in the engine (pull = \"never\"): pull it there, or set container.pull = \"missing\""
+            ),
+            "{policy}: {}",
+            run.stdout
+        );
+        e.refused(&["start", "web"], "is not in the engine");
+        assert!(e.inspect(&e.name("web")).is_none());
+    }
+    // With pull = "missing", check says a start would pull it (nothing is pulled here).
+    e.inventory(&format!("{web}pull = \"missing\"\n"));
     let run = e.run(&["check", "web"]);
-    assert_ne!(run.code, 0);
     assert!(
-        format!("{}{}", run.stdout, run.stderr).contains("is not in the engine"),
+        run.stdout.contains(
+            "localhost/flotilla-absent:1 is not in the engine yet: a start pulls it (pull = \"missing\")"
+        ),
         "{}",
         run.stdout
     );
@@ -820,4 +837,35 @@ fn the_images_own_healthcheck_is_shown_healthy_then_unhealthy_as_the_engine_repo
     );
     let run = e.run(&["stop", "web"]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+}
+
+/// llama-server's template in a container, whose own `container` table names no
+/// image: the template's (llama.cpp's published server image) is the one asked of the
+/// engine, which does not have it here (nothing is pulled): `check` says so by name,
+/// and `start` creates nothing.
+#[test]
+fn a_templates_image_applies_under_a_container_table_that_names_none() {
+    let Some(mut e) = Env::new("tplimage") else {
+        return;
+    };
+    e.ws.write("models/smollm2.gguf", "not a model\n");
+    let name = e.name("llm");
+    e.cleanup.push(name.clone());
+    let port = free_port();
+    e.inventory(&format!(
+        "[components.llm]\ntemplate = \"llama-server\"\nadapter = \"container\"\n\
+         params = {{ model = \"models/smollm2.gguf\", port = {port} }}\n\
+         [components.llm.container]\nname = \"{name}\"\n"
+    ));
+    let run = e.run(&["validate"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    e.refused(
+        &["check", "llm"],
+        "ghcr.io/ggml-org/llama.cpp:server is not in the engine (pull = \"never\")",
+    );
+    e.refused(
+        &["start", "llm"],
+        "image ghcr.io/ggml-org/llama.cpp:server is not in the engine",
+    );
+    assert!(e.inspect(&name).is_none());
 }
