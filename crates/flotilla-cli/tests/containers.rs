@@ -52,6 +52,10 @@ struct Env {
     image: String,
     uniq: String,
     cleanup: Vec<String>,
+    /// Processes to kill at the end: those one of whose arguments is one of these.
+    markers: Vec<String>,
+    /// Image tags to remove at the end (after the containers).
+    images: Vec<String>,
 }
 
 impl Env {
@@ -63,6 +67,8 @@ impl Env {
             image,
             uniq: format!("{tag}-{}", std::process::id()),
             cleanup: Vec::new(),
+            markers: Vec::new(),
+            images: Vec::new(),
         })
     }
 
@@ -72,7 +78,27 @@ impl Env {
     }
 
     fn run(&self, args: &[&str]) -> Run {
-        run_with_env(self.ws.path(), args, &[("WEB_KEY", "s3cr3t-Value-42")])
+        self.run_env(args, &[])
+    }
+
+    /// [`Env::run`] with more environment variables.
+    fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut all = vec![("WEB_KEY", "s3cr3t-Value-42")];
+        all.extend_from_slice(env);
+        run_with_env(self.ws.path(), args, &all)
+    }
+
+    /// Runs `flotilla ARGS`, asserting that it fails and says `says` (on stdout or
+    /// stderr).
+    fn refused(&self, args: &[&str], says: &str) {
+        let run = self.run(args);
+        assert_ne!(run.code, 0, "{args:?} succeeded:\n{}", run.stdout);
+        assert!(
+            format!("{}{}", run.stdout, run.stderr).contains(says),
+            "{args:?} does not say `{says}`:\n{}\n{}",
+            run.stdout,
+            run.stderr
+        );
     }
 
     fn status(&self, c: &str) -> serde_json::Value {
@@ -116,6 +142,14 @@ impl Drop for Env {
     fn drop(&mut self) {
         for n in &self.cleanup {
             let _ = podman_cli(&["rm", "-f", "-t", "0", n]);
+        }
+        for i in &self.images {
+            let _ = podman_cli(&["rmi", "-f", i]);
+        }
+        for m in &self.markers {
+            for pid in common::pids_with_arg(m) {
+                common::kill9(pid);
+            }
         }
     }
 }
@@ -356,33 +390,37 @@ fn bad_input_is_refused_clearly_and_leaves_nothing_half_made() {
     e.inventory(&format!(
         "{web}volumes = [{{ type = \"bind\", source = \"./nope\", target = \"/data\" }}]\n"
     ));
-    let run = e.run(&["start", "web"]);
-    assert_ne!(run.code, 0);
-    assert!(
-        format!("{}{}", run.stdout, run.stderr).contains("does not exist"),
-        "{}\n{}",
-        run.stdout,
-        run.stderr
-    );
+    e.refused(&["start", "web"], "does not exist");
     assert!(e.inspect(&e.name("web")).is_none());
-    let run = e.run(&["check", "web"]);
-    assert_ne!(run.code, 0);
-    assert!(
-        format!("{}{}", run.stdout, run.stderr).contains("nope does not exist"),
-        "{}",
-        run.stdout
-    );
+    e.refused(&["check", "web"], "nope does not exist");
 
-    // An image the engine does not have, with pull = "never": check says so.
+    // An image the engine does not have, with pull = "never" (the default, and
+    // written): check says so, and a start creates nothing.
     let web = e.web("web", port, "").replace(
         &format!("image = \"{}\"", e.image),
         "image = \"localhost/flotilla-absent:1\"",
     );
-    e.inventory(&web);
+    for policy in ["", "pull = \"never\"\n"] {
+        e.inventory(&format!("{web}{policy}"));
+        let run = e.run(&["check", "web"]);
+        assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+        assert!(
+            run.stdout.contains(
+                "localhost/flotilla-absent:1 is not in the engine (pull = \"never\"): pull it there, or set container.pull = \"missing\""
+            ),
+            "{policy}: {}",
+            run.stdout
+        );
+        e.refused(&["start", "web"], "is not in the engine");
+        assert!(e.inspect(&e.name("web")).is_none());
+    }
+    // With pull = "missing", check says a start would pull it (nothing is pulled here).
+    e.inventory(&format!("{web}pull = \"missing\"\n"));
     let run = e.run(&["check", "web"]);
-    assert_ne!(run.code, 0);
     assert!(
-        format!("{}{}", run.stdout, run.stderr).contains("is not in the engine"),
+        run.stdout.contains(
+            "localhost/flotilla-absent:1 is not in the engine yet: a start pulls it (pull = \"missing\")"
+        ),
         "{}",
         run.stdout
     );
@@ -442,15 +480,52 @@ fn an_engine_that_hangs_or_is_absent_is_an_error_within_the_time_limit() {
     );
 }
 
+/// Asserts that `text` holds each of `parts`, in this order.
+fn in_order(text: &str, parts: &[&str]) {
+    let at: Vec<usize> = parts
+        .iter()
+        .map(|p| {
+            text.find(p)
+                .unwrap_or_else(|| panic!("no `{p}` in:\n{text}"))
+        })
+        .collect();
+    assert!(
+        at.windows(2).all(|w| w[0] < w[1]),
+        "not in order {parts:?}:\n{text}"
+    );
+}
+
+/// The number of the wave (a `wave N` heading of a printed plan) holding the step
+/// `start NAME`.
+fn wave_of(plan: &str, name: &str) -> Option<usize> {
+    let mut wave = None;
+    for l in plan.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        match w.as_slice() {
+            ["wave", n, ..] => wave = n.trim_end_matches(':').parse().ok(),
+            ["start", n, ..] if *n == name => return wave,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The mixed stack of a homelab: llama-server (a process) and a LiteLLM-like proxy (a
+/// container) on the GPU box, reached from here through an SSH tunnel. The GPU box is
+/// this machine seen through an sshd of the test's own on 127.0.0.1
+/// ([`flotilla_testkit::LoopbackSshd`]), so the tunnel's far end reaches the proxy's
+/// port there. The proxy (host network) answers /cgi-bin/route by fetching the
+/// process's page: the stack's route readiness goes client → tunnel → container →
+/// process. Needs Debian's openssh-server (scripts/testnet installs it).
 #[test]
-fn a_process_and_a_container_come_up_in_one_wave_order_with_the_route_ready_end_to_end() {
+fn a_process_a_container_and_a_tunnel_come_up_in_one_wave_order_with_the_route_ready_end_to_end() {
     let Some(mut e) = Env::new("mixed") else {
         return;
     };
-    // The process: busybox httpd on the host. The container (host network) answers
-    // /cgi-bin/route by fetching the process's page: the route runs through both.
-    let (pport, cport) = (free_port(), free_port());
-    std::fs::create_dir_all(e.ws.path().join("site")).unwrap();
+    let sshd = flotilla_testkit::LoopbackSshd::start(&e.ws.path().join("sshd"))
+        .unwrap_or_else(|err| panic!("the GPU box's sshd: {err}"));
+    let (pport, cport, tport) = (free_port(), free_port(), free_port());
+    let site = e.ws.path().join("site");
     e.ws.write("site/index.html", "from the process\n");
     let cgi = e.ws.write(
         "cgi/cgi-bin/route",
@@ -459,37 +534,338 @@ fn a_process_and_a_container_come_up_in_one_wave_order_with_the_route_ready_end_
     std::fs::set_permissions(&cgi, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let name = e.name("proxy");
     e.cleanup.push(name.clone());
+    e.markers.push(site.display().to_string());
+    e.markers
+        .push(format!("127.0.0.1:{tport}:127.0.0.1:{cport}"));
     e.inventory(&format!(
-        "[components.backend]\ncommand = [\"/bin/busybox\", \"httpd\", \"-f\", \"-p\", \"127.0.0.1:{pport}\", \"-h\", \"site\"]\n\
+        "{}state_dir = \"{}\"\ncontainer_api = \"{}\"\n\
+         [components.llama]\nhost = \"gpu\"\n\
+         command = [\"/bin/busybox\", \"httpd\", \"-f\", \"-p\", \"127.0.0.1:{pport}\", \"-h\", \"{}\"]\n\
          endpoints = {{ http = \"http://127.0.0.1:{pport}\" }}\nreadiness = {{ http = {{ endpoint = \"http\" }} }}\n\
-         [components.proxy]\nadapter = \"container\"\ndepends_on = [\"backend\"]\n\
+         [components.proxy]\nhost = \"gpu\"\nadapter = \"container\"\ndepends_on = [\"llama\"]\n\
          command = [\"/bin/httpd\", \"-f\", \"-p\", \"127.0.0.1:{cport}\", \"-h\", \"/srv\"]\n\
          endpoints = {{ http = \"http://127.0.0.1:{cport}\" }}\nreadiness = {{ http = {{ endpoint = \"http\", path = \"/cgi-bin/route\" }} }}\n\
          stop = {{ grace_period = \"2s\" }}\n\
          [components.proxy.container]\nimage = \"{}\"\nname = \"{name}\"\nnetwork = \"host\"\n\
-         volumes = [{{ type = \"bind\", source = \"./cgi\", target = \"/srv\", read_only = true }}]\n\
-         [stacks.chat]\ncomponents = [\"backend\", \"proxy\"]\n\
-         readiness = [{{ request = {{ endpoint = \"proxy.http\", path = \"/cgi-bin/route\", body_contains = \"from the process\" }} }}]\n",
-        e.image
+         volumes = [{{ type = \"bind\", source = \"{}\", target = \"/srv\", read_only = true }}]\n\
+         [components.tunnel]\ntemplate = \"ssh-tunnel\"\n\
+         params = {{ via = \"gpu\", target = \"proxy.http\", listen_port = {tport} }}\n\
+         [stacks.chat]\ncomponents = [\"llama\", \"proxy\", \"tunnel\"]\n\
+         readiness = [{{ request = {{ endpoint = \"tunnel.http\", path = \"/cgi-bin/route\", body_contains = \"from the process\" }} }}]\n",
+        sshd.inventory_toml("gpu"),
+        e.ws.path().join("gpu-state").display(),
+        e.socket,
+        site.display(),
+        e.image,
+        e.ws.path().join("cgi").display(),
     ));
+    let run = e.run(&["validate"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let run = e.run(&["host", "install", "gpu"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+
+    // One plan: the process, then the container that needs it, then the tunnel to it.
     let plan = e.run(&["plan", "up", "chat"]);
-    let waves: Vec<&str> = plan
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("wave") || l.trim_start().starts_with("start"))
+    assert_eq!(plan.code, 0, "{}\n{}", plan.stdout, plan.stderr);
+    let waves: Vec<Option<usize>> = ["llama", "proxy", "tunnel"]
+        .iter()
+        .map(|c| wave_of(&plan.stdout, c))
         .collect();
     assert!(
-        waves.iter().position(|l| l.contains("backend"))
-            < waves.iter().position(|l| l.contains("proxy")),
-        "{}",
+        waves.iter().all(Option::is_some) && waves[0] < waves[1] && waves[1] < waves[2],
+        "waves {waves:?}:\n{}",
         plan.stdout
     );
-    let run = e.run(&["up", "chat"]);
+    let run = e.run(&["up", "chat", "--timeout", "30s"]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert!(run.stdout.contains("done (3 steps)"), "{}", run.stdout);
+    // Run in that order, each ready before the next, then the route end to end (the
+    // progress lines, on stderr).
+    in_order(
+        &run.stderr,
+        &[
+            "wave 1: start llama",
+            "wave 2: start proxy",
+            "wave 3: start tunnel",
+            "stack `chat` answers end to end: GET http://127.0.0.1:",
+        ],
+    );
     let status = e.run(&["status", "--json", "chat"]).json();
     assert_eq!(status["stacks"][0]["health"], "healthy", "{status:#}");
+    for c in status["components"].as_array().unwrap() {
+        assert_eq!(c["lifecycle"], "running", "{c:#}");
+        assert_eq!(c["health"], "healthy", "{c:#}");
+    }
+    // A client here: through the tunnel, the container, to the process.
+    let answer = get(&format!("http://127.0.0.1:{tport}/cgi-bin/route"));
+    assert_eq!(answer.as_deref(), Some("from the process\n"));
+    let info = e.inspect(&name).expect("the proxy's container");
+    assert_eq!(info["State"]["Status"], "running");
+    let proxy = status["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "proxy")
+        .expect("proxy in status");
+    assert_eq!(proxy["host"], "gpu", "{proxy:#}");
+    assert_eq!(proxy["ownership"], "managed (container)", "{proxy:#}");
+    assert_eq!(
+        proxy["runtime_identity"]["measured"]["exe"],
+        format!("container:{}", info["Id"].as_str().unwrap()),
+        "{proxy:#}"
+    );
+
     let run = e.run(&["down", "chat"]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(e.inspect(&name).is_none(), "the container survived `down`");
+    assert!(
+        wait_until(Duration::from_secs(10), || get(&format!(
+            "http://127.0.0.1:{tport}/"
+        ))
+        .is_none()
+            && get(&format!("http://127.0.0.1:{pport}/")).is_none()),
+        "the tunnel or the process survived `down`"
+    );
+    let status = e.run(&["status", "--json", "chat"]).json();
+    for c in status["components"].as_array().unwrap() {
+        assert_eq!(c["lifecycle"], "stopped", "{c:#}");
+    }
+}
+
+/// A compose file as AI projects ship them (a proxy that waits for its database's
+/// health check), made of the local test image: `import compose` writes an inventory
+/// that validates and runs as it is — the database's `CMD-SHELL` check becomes
+/// `container_health` readiness (the engine's own check, run through Podman's API
+/// here, where no systemd runs Podman's timers), the proxy's `wget` check an `http`
+/// probe on its published port, `service_healthy` a dependency on readiness — and
+/// `down` removes both containers, named as compose names them.
+#[test]
+fn an_imported_compose_file_validates_comes_up_in_order_healthy_and_goes_down() {
+    let Some(mut e) = Env::new("compose") else {
+        return;
+    };
+    let project = e.uniq.clone();
+    let (db, proxy) = (format!("{project}-db-1"), format!("{project}-proxy-1"));
+    e.cleanup.extend([db.clone(), proxy.clone()]);
+    let (dport, pport) = (free_port().to_string(), free_port().to_string());
+    e.ws.write(
+        "compose.yaml",
+        &format!(
+            "name: {project}\n\
+             services:\n\
+             \x20 db:\n\
+             \x20   image: ${{IMAGE}}\n\
+             \x20   ports:\n\
+             \x20     - \"127.0.0.1:${{DB_PORT}}:8080\"\n\
+             \x20   healthcheck:\n\
+             \x20     test: [\"CMD-SHELL\", \"test -s /www/index.html && wget -q -O /dev/null http://127.0.0.1:8080/\"]\n\
+             \x20     interval: 1s\n\
+             \x20     timeout: 2s\n\
+             \x20     retries: 3\n\
+             \x20   stop_grace_period: 2s\n\
+             \x20 proxy:\n\
+             \x20   image: ${{IMAGE}}\n\
+             \x20   ports:\n\
+             \x20     - \"127.0.0.1:${{PROXY_PORT}}:8080\"\n\
+             \x20   healthcheck:\n\
+             \x20     test: [\"CMD\", \"wget\", \"-q\", \"-O-\", \"http://localhost:8080/\"]\n\
+             \x20     interval: 1s\n\
+             \x20   depends_on:\n\
+             \x20     db:\n\
+             \x20       condition: service_healthy\n\
+             \x20   stop_grace_period: 2s\n"
+        ),
+    );
+    // The engine: $DOCKER_HOST, as for docker compose (the inventory is left as written).
+    let socket = e.socket.clone();
+    let image = e.image.clone();
+    let env = [
+        ("DOCKER_HOST", socket.as_str()),
+        ("IMAGE", image.as_str()),
+        ("DB_PORT", dport.as_str()),
+        ("PROXY_PORT", pport.as_str()),
+    ];
+    let run = e.run_env(&["import", "compose", "-o", "flotilla.toml"], &env);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let written = std::fs::read_to_string(e.ws.path().join("flotilla.toml")).unwrap();
+    for want in [
+        "readiness = { container_health = {} }".to_string(),
+        "readiness = { http = { endpoint = \"http\" }, period = \"1s\" }".to_string(),
+        "depends_on = [\"db\"]".to_string(),
+        format!("name = \"{db}\""),
+        format!("name = \"{proxy}\""),
+    ] {
+        assert!(written.contains(&want), "no `{want}` in:\n{written}");
+    }
+    let run = e.run_env(&["validate"], &env);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains(": valid:"), "{}", run.stdout);
+
+    let run = e.run_env(&["up", &project, "--timeout", "30s"], &env);
+    assert_eq!(run.code, 0, "{}\n{}\n{written}", run.stdout, run.stderr);
+    in_order(
+        &run.stderr,
+        &[
+            "wave 1: start db",
+            "ready: engine reports healthy (last check: exit 0",
+            "wave 2: start proxy",
+            &format!("ready: GET http://127.0.0.1:{pport}/ → 200 OK"),
+        ],
+    );
+    // The engine holds the check's result, as its own timer's run would have left it.
+    let info = e.inspect(&db).expect("the db container");
+    assert_eq!(info["State"]["Health"]["Status"], "healthy", "{info:#}");
+    let status = e.run_env(&["status", "--json"], &env).json();
+    for c in status["components"].as_array().unwrap() {
+        assert_eq!(c["lifecycle"], "running", "{c:#}");
+        assert_eq!(c["health"], "healthy", "{c:#}");
+        assert_eq!(c["ownership"], "managed (container)", "{c:#}");
+    }
+    let db_status = &status["components"][0];
+    assert_eq!(db_status["name"], "db");
+    assert!(
+        db_status
+            .to_string()
+            .contains("container.healthcheck reports healthy"),
+        "{db_status:#}"
+    );
+    assert!(get(&format!("http://127.0.0.1:{pport}/"))
+        .unwrap()
+        .contains("hello from flotilla-test"));
+
+    let run = e.run_env(&["down", &project], &env);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(e.inspect(&db).is_none(), "{db} survived `down`");
+    assert!(e.inspect(&proxy).is_none(), "{proxy} survived `down`");
+}
+
+/// An image's own `HEALTHCHECK` (an image built here `FROM` the test image, nothing
+/// pulled): the engine runs it (through Podman's API here, where no systemd runs
+/// Podman's timers), `container_health` readiness waits for it, and `status` shows
+/// what the engine reports as evidence — healthy, unhealthy once the check fails in
+/// the container, healthy again once it passes.
+#[test]
+fn the_images_own_healthcheck_is_shown_healthy_then_unhealthy_as_the_engine_reports_it() {
+    let Some(mut e) = Env::new("imagehc") else {
+        return;
+    };
+    let tag = format!("localhost/flotilla-test:{}", e.uniq);
+    e.images.push(tag.clone());
+    let dir = e.ws.path().join("image");
+    e.ws.write(
+        "image/Containerfile",
+        &format!(
+            "FROM {}\nHEALTHCHECK --interval=1s --timeout=2s --retries=1 CMD [\"/bin/sh\", \"-c\", \"test ! -e /tmp/sick && echo fine\"]\n",
+            e.image
+        ),
+    );
+    let (ok, out) = podman_cli(&[
+        "build",
+        "-q",
+        "--pull=never",
+        "--format",
+        "docker",
+        "-t",
+        &tag,
+        dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "podman build: {out}");
+    let port = free_port();
+    let web = e
+        .web("web", port, "")
+        .replace(
+            &format!("image = \"{}\"", e.image),
+            &format!("image = \"{tag}\""),
+        )
+        .replace(
+            "readiness = { http = { endpoint = \"http\", path = \"/\" } }",
+            "readiness = { container_health = {}, period = \"200ms\" }",
+        );
+    assert!(web.contains("container_health"), "{web}");
+    e.inventory(&web);
+    let run = e.run(&["start", "web", "--timeout", "30s"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr
+            .contains("ready: engine reports healthy (last check: exit 0, \"fine\")"),
+        "{}",
+        run.stderr
+    );
+    let engine_health = |s: &serde_json::Value| -> String {
+        s["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["source"] == "engine health check")
+            .map(|v| v["saw"].as_str().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let s = e.status("web");
+    assert_eq!(s["health"], "healthy", "{s:#}");
+    assert!(
+        engine_health(&s)
+            .starts_with("the image's HEALTHCHECK reports healthy (last check: exit 0, \"fine\")"),
+        "{s:#}"
+    );
+
+    // The check fails in the container: the engine says unhealthy, and so does status.
+    let (ok, out) = podman_cli(&["exec", &e.name("web"), "sh", "-c", "echo > /tmp/sick"]);
+    assert!(ok, "{out}");
+    let mut s = serde_json::Value::Null;
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            s = e.status("web");
+            engine_health(&s)
+                .starts_with("the image's HEALTHCHECK reports unhealthy (last check: exit 1")
+        }),
+        "{s:#}"
+    );
+    assert_eq!(s["health"], "unhealthy", "{s:#}");
+    assert_eq!(s["lifecycle"], "running", "{s:#}");
+    let info = e.inspect(&e.name("web")).unwrap();
+    assert_eq!(info["State"]["Health"]["Status"], "unhealthy", "{info:#}");
+
+    // It passes again: healthy again.
+    let (ok, out) = podman_cli(&["exec", &e.name("web"), "sh", "-c", "rm /tmp/sick"]);
+    assert!(ok, "{out}");
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            s = e.status("web");
+            s["health"] == "healthy" && engine_health(&s).contains("reports healthy")
+        }),
+        "{s:#}"
+    );
+    let run = e.run(&["stop", "web"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+}
+
+/// llama-server's template in a container, whose own `container` table names no
+/// image: the template's (llama.cpp's published server image) is the one asked of the
+/// engine, which does not have it here (nothing is pulled): `check` says so by name,
+/// and `start` creates nothing.
+#[test]
+fn a_templates_image_applies_under_a_container_table_that_names_none() {
+    let Some(mut e) = Env::new("tplimage") else {
+        return;
+    };
+    e.ws.write("models/smollm2.gguf", "not a model\n");
+    let name = e.name("llm");
+    e.cleanup.push(name.clone());
+    let port = free_port();
+    e.inventory(&format!(
+        "[components.llm]\ntemplate = \"llama-server\"\nadapter = \"container\"\n\
+         params = {{ model = \"models/smollm2.gguf\", port = {port} }}\n\
+         [components.llm.container]\nname = \"{name}\"\n"
+    ));
+    let run = e.run(&["validate"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    e.refused(
+        &["check", "llm"],
+        "ghcr.io/ggml-org/llama.cpp:server is not in the engine (pull = \"never\")",
+    );
+    e.refused(
+        &["start", "llm"],
+        "image ghcr.io/ggml-org/llama.cpp:server is not in the engine",
+    );
     assert!(e.inspect(&name).is_none());
 }

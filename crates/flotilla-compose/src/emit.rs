@@ -121,6 +121,14 @@ pub fn emit(c: &Converted, header: &Header) -> String {
             "Images are not pulled (container.pull is \"never\" unless set): pull them first (`docker compose pull`, `podman pull`), or set container.pull = \"missing\".",
         );
     }
+    comment(
+        &mut out,
+        "",
+        &format!(
+            "Containers keep the names compose gives them (`{}-<service>-1`, or their container_name): take compose's down first (`docker compose down`); flotilla never touches a container it did not create.",
+            c.project
+        ),
+    );
     if !c.notes.is_empty() {
         out.push_str("#\n");
         comment(&mut out, "", &format!("{} (top level):", header.file));

@@ -309,6 +309,12 @@ pub fn convert(ctx: &mut Ctx, name: &str, key: &Node, node: &Node) -> Option<Ser
             return None;
         }
     };
+    // The container's name: compose's own for it (`<project>-<service>-1`), so that a
+    // container compose made is found (foreign: never touched) and the two never run
+    // side by side on the same volumes.
+    if c.name.is_none() {
+        c.name = Some(format!("{}-{name}-1", ctx.project));
+    }
     network(ctx, network_mode, networks, &mut c, &mut notes);
     // Endpoints, one per published TCP port, and readiness from the health check.
     let (endpoints, probe_endpoint) = endpoints(&published, health.http.as_ref());

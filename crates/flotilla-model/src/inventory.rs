@@ -601,7 +601,9 @@ pub struct SystemdSpec {
 pub struct ContainerSpec {
     /// The image: a reference by tag or by digest, `name[:tag][@sha256:<64 hex>]`
     /// (e.g. `ghcr.io/open-webui/open-webui:main`). A name without tag or digest
-    /// means `:latest`.
+    /// means `:latest`. Required, unless the component's template supplies one (the
+    /// AI servers' templates name their project's image): empty means not given.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub image: String,
     /// When the image is pulled: `never` (default: a missing image is an error),
     /// `missing` (only when the engine does not have it) or `always` (before each start).

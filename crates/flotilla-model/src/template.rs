@@ -61,14 +61,18 @@ pub const OLLAMA_IMAGE: &str = "docker.io/ollama/ollama:latest";
 /// ghcr.io/berriai/litellm:main-stable --config /app/config.yaml`).
 pub const LITELLM_IMAGE: &str = "ghcr.io/berriai/litellm:main-stable";
 
-/// A template's container under a component's own `container` table: the component's
-/// image, and each of its other keys that is set (a list that is not empty), win.
+/// A template's container under a component's own `container` table: each key the
+/// component sets (an image that is not empty, a list that is not empty) wins.
 pub fn container_over(template: ContainerSpec, own: Option<ContainerSpec>) -> ContainerSpec {
     let Some(own) = own else {
         return template;
     };
     ContainerSpec {
-        image: own.image,
+        image: if own.image.is_empty() {
+            template.image
+        } else {
+            own.image
+        },
         pull: own.pull.or(template.pull),
         entrypoint: own.entrypoint.or(template.entrypoint),
         name: own.name.or(template.name),

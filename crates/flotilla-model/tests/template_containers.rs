@@ -1,7 +1,8 @@
 //! The AI servers' templates with `adapter = "container"`: each runs its project's
 //! image (by name; nothing is pulled), its parameters becoming the image
 //! entrypoint's arguments, the published port and read-only mounts; a component's own
-//! `container` keys win; what has no place in a container is refused at the parameter.
+//! `container` keys win (an image it does not name stays the template's); what has no
+//! place in a container is refused at the parameter.
 
 use flotilla_model::inventory::{GpuCount, VolumeType};
 use flotilla_model::topology::{Component, Topology};
@@ -154,6 +155,41 @@ params = { model = "/srv/m.gguf", image = "ghcr.io/ggml-org/llama.cpp:server-cud
     .container
     .unwrap();
     assert_eq!(c.image, "ghcr.io/ggml-org/llama.cpp:server-cuda");
+}
+
+#[test]
+fn a_container_table_that_names_no_image_keeps_the_templates() {
+    // The project's image, and the params' `image`, under a table without `image`.
+    for (params, image) in [
+        ("", "ghcr.io/ggml-org/llama.cpp:server"),
+        (
+            ", image = \"ghcr.io/ggml-org/llama.cpp:server-cuda\"",
+            "ghcr.io/ggml-org/llama.cpp:server-cuda",
+        ),
+    ] {
+        let c = component(
+            &format!(
+                "[components.llm]\ntemplate = \"llama-server\"\nadapter = \"container\"\nparams = {{ model = \"/srv/m.gguf\"{params} }}\n[components.llm.container]\nname = \"llm-gpu\"\npull = \"missing\"\n"
+            ),
+            "llm",
+        )
+        .container
+        .unwrap();
+        assert_eq!(c.image, image);
+        assert_eq!(c.name.as_deref(), Some("llm-gpu"));
+        assert_eq!(c.pull, Some(flotilla_model::inventory::PullPolicy::Missing));
+        assert_eq!(c.ports[0].published.0, 8080, "the template's port stays");
+    }
+    // Without a template, the image is required, at the table.
+    let (m, line, col) = one_error(
+        "[components.web]\nadapter = \"container\"\n[components.web.container]\nname = \"web\"\n",
+    );
+    assert_eq!(m, "component `web`: missing required key `image`");
+    assert_eq!((line, col), (3, 1));
+    let (m, line, col) =
+        one_error("[components.web]\nadapter = \"container\"\ncontainer = { name = \"web\" }\n");
+    assert_eq!(m, "component `web`: missing required key `image`");
+    assert_eq!((line, col), (3, 13));
 }
 
 /// The one error of `inventory`: its message and its line:column.

@@ -8,7 +8,9 @@
 //! - [`testnet`] ([`Testnet`], [`TestHost`]): the SSH test hosts made by
 //!   `scripts/testnet up` (network namespaces on a private bridge, one sshd and one
 //!   home each) for the multi-host tests: their addresses, keys and inventory entries,
-//!   running commands in them, partitioning and rekeying them, counting SSH logins.
+//!   running commands in them, partitioning and rekeying them, counting SSH logins;
+//! - [`loopback_ssh`] ([`LoopbackSshd`]): a test's own sshd on 127.0.0.1, an SSH host
+//!   whose loopback is this machine's (a tunnel's far end reaching services here).
 //!
 //! The `flotilla-testkit` binary itself (see `src/main.rs` and `--help`) is a stand-in
 //! service whose behaviour is set by flags.
@@ -17,8 +19,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 pub mod anthropic_stub;
+pub mod loopback_ssh;
 pub mod testnet;
 
+pub use loopback_ssh::LoopbackSshd;
 pub use testnet::{TestHost, Testnet};
 
 /// Pause between two looks at a polled condition.

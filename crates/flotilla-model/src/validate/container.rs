@@ -92,7 +92,16 @@ impl Validator {
         let Some(c) = &spec.container else {
             return;
         };
-        if let Err(why) = ImageRef::parse(&c.image) {
+        if c.image.is_empty() {
+            self.push(
+                Diagnostic::error(
+                    Code::MissingKey,
+                    format!("component `{name}`: missing required key `image`"),
+                    at(&["container"]),
+                )
+                .with_help("name the image in `container.image` (only a template such as llama-server, vllm, ollama or litellm supplies one)"),
+            );
+        } else if let Err(why) = ImageRef::parse(&c.image) {
             self.push(
                 Diagnostic::error(
                     Code::InvalidValue,

@@ -8,8 +8,9 @@
 //! the caller waits for its answer on a channel, so no caller ever nests runtimes.
 
 use bollard::Docker;
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 /// The engine's socket when nothing names one (Docker's default).
@@ -227,5 +228,141 @@ impl Engine {
                 why: other.to_string(),
             },
         }
+    }
+}
+
+/// An answer of [`Engine::raw_get`]: the HTTP status and the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawAnswer {
+    /// The HTTP status code.
+    pub status: u16,
+    /// The body (de-chunked), as text.
+    pub body: String,
+}
+
+impl Engine {
+    /// Whether the engine is Podman: its `/version` names a component `Podman
+    /// Engine` (Docker Engine's names `Engine`). Asked once per socket in a process.
+    ///
+    /// # Errors
+    /// [`EngineError`] of the `/version` call.
+    pub fn is_podman(&self) -> Result<bool, EngineError> {
+        static SEEN: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
+        let seen = SEEN.get_or_init(Default::default);
+        if let Some(&p) = seen.lock().expect("engine kinds").get(&self.socket) {
+            return Ok(p);
+        }
+        let v = self.call(
+            "ask the engine's version",
+            |d| async move { d.version().await },
+        )?;
+        let podman = v
+            .components
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.name == "Podman Engine");
+        seen.lock()
+            .expect("engine kinds")
+            .insert(self.socket.clone(), podman);
+        Ok(podman)
+    }
+
+    /// `GET path` on the engine's socket, outside the Docker API bollard speaks
+    /// (Podman's own `/v4.0.0/libpod/…` endpoints), as one HTTP/1.1 request with
+    /// `Connection: close`, within the engine's time limit.
+    ///
+    /// # Errors
+    /// [`EngineError::Unreachable`] when the socket refuses or the answer is not
+    /// HTTP; [`EngineError::Timeout`] after the time limit.
+    pub fn raw_get(&self, what: &str, path: &str) -> Result<RawAnswer, EngineError> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let sock = self.socket.trim_start_matches("unix://").to_string();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: engine\r\nConnection: close\r\n\r\n");
+        let limit = self.timeout;
+        let answer = block(async move {
+            tokio::time::timeout(limit, async move {
+                let mut s = tokio::net::UnixStream::connect(&sock).await?;
+                s.write_all(request.as_bytes()).await?;
+                let mut buf = Vec::new();
+                s.read_to_end(&mut buf).await?;
+                Ok::<_, std::io::Error>(buf)
+            })
+            .await
+        });
+        let unreachable = |why: String| EngineError::Unreachable {
+            socket: self.socket.clone(),
+            why,
+        };
+        match answer {
+            Err(_) => Err(EngineError::Timeout {
+                socket: self.socket.clone(),
+                what: what.to_string(),
+                after: limit,
+            }),
+            Ok(Err(e)) => Err(unreachable(e.to_string())),
+            Ok(Ok(bytes)) => parse_http(&bytes)
+                .ok_or_else(|| unreachable(format!("{what}: the answer is not HTTP/1.1"))),
+        }
+    }
+}
+
+/// The status and body of an HTTP/1.1 answer read to its end (`Content-Length`,
+/// `Transfer-Encoding: chunked`, or the connection's close), `None` when it is not one.
+fn parse_http(bytes: &[u8]) -> Option<RawAnswer> {
+    let text = String::from_utf8_lossy(bytes);
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()?
+        .strip_prefix("HTTP/1.")?
+        .get(2..)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let chunked = lines.any(|l| {
+        l.split_once(':').is_some_and(|(k, v)| {
+            k.trim().eq_ignore_ascii_case("transfer-encoding")
+                && v.trim().eq_ignore_ascii_case("chunked")
+        })
+    });
+    let body = if chunked {
+        let mut out = String::new();
+        let mut rest = body;
+        loop {
+            let (size, after) = rest.split_once("\r\n")?;
+            let n = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
+            if n == 0 {
+                break;
+            }
+            out.push_str(after.get(..n)?);
+            rest = after.get(n..)?.strip_prefix("\r\n")?;
+        }
+        out
+    } else {
+        body.to_string()
+    };
+    Some(RawAnswer { status, body })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_answers_are_read_with_a_length_or_in_chunks() {
+        let plain = b"HTTP/1.1 409 Conflict\r\nContent-Length: 7\r\n\r\n{\"a\":1}";
+        assert_eq!(
+            parse_http(plain),
+            Some(RawAnswer {
+                status: 409,
+                body: "{\"a\":1}".into()
+            })
+        );
+        let chunked =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"St\r\n3\r\nx\"}\r\n0\r\n\r\n";
+        assert_eq!(parse_http(chunked).unwrap().body, "{\"Stx\"}");
+        assert_eq!(parse_http(b"SSH-2.0-OpenSSH\r\n\r\n"), None);
+        assert_eq!(parse_http(b"HTTP/1.1 200 OK\r\n"), None);
     }
 }

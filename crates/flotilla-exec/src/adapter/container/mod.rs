@@ -6,6 +6,8 @@
 //! - `create`: the engine's create body from the component (command, entrypoint,
 //!   environment, ports on loopback unless asked, mounts, secrets as read-only files,
 //!   devices and GPU requests, health check, the engine's restart policy, labels).
+//! - `health`: a container's health check run through Podman's API when the engine
+//!   would never run it by itself (Podman without systemd).
 //! - `logs`: the engine's log lines, with its own timestamps, copied into the
 //!   component's log file so `flotilla logs` reads them like any other.
 //! - this file: the [`Adapter`] (start, stop, observe), identity and the owner's checks.
@@ -26,6 +28,7 @@
 
 pub mod create;
 pub mod engine;
+pub mod health;
 pub mod logs;
 
 use super::{Adapter, Freshness, Launch, Launched, Seen, Stopped};
@@ -551,6 +554,12 @@ impl Adapter for Container {
             )));
         }
         let k = spec(c)?;
+        // A health check the engine does not run by itself is run now, when due.
+        let (info, health_run) = match health::run_if_due(&engine, &info) {
+            Ok(Some(fresh)) => (fresh, None),
+            Ok(None) => (info, None),
+            Err(e) => (info, Some(e.to_string())),
+        };
         let identity = identity_of(&info);
         let mut evidence = Vec::new();
         let lifecycle = match status_of(&info) {
@@ -585,10 +594,18 @@ impl Adapter for Container {
             ));
         }
         if let Some((_, saw)) = health_of(&info) {
+            let whose = if k.healthcheck.is_some() {
+                "container.healthcheck"
+            } else {
+                "the image's HEALTHCHECK"
+            };
             evidence.push((
                 "engine health check".into(),
-                format!("the image's health check reports {saw}"),
+                format!("{whose} reports {saw}"),
             ));
+        }
+        if let Some(e) = health_run {
+            evidence.push(("engine health check".into(), e));
         }
         let running = lifecycle == Lifecycle::Running;
         let fresh = if running {
@@ -715,6 +732,10 @@ impl crate::probe::OwnerChecks for Checks {
 
     fn healthy(&self, identity: Option<&RuntimeIdentity>) -> Result<String, String> {
         let info = self.inspect(identity)?;
+        let engine = engine_for(&self.component).map_err(|e| e.to_string())?;
+        let info = health::run_if_due(&engine, &info)
+            .map_err(|e| e.to_string())?
+            .unwrap_or(info);
         match health_of(&info) {
             Some((HealthStatusEnum::HEALTHY, saw)) => Ok(format!("engine reports {saw}")),
             Some((_, saw)) => Err(format!("engine reports {saw}")),
