@@ -6,8 +6,10 @@
 //! already names this authority, and `flotilla agent run` is started
 //! (`flotilla_exec::detached::spawn_detached`, its log in the agent directory).
 //! The dashboard's one-time sign-in URL is minted as `flotilla serve ui-link`
-//! mints one (`POST /v1/ui-links`, operator role) and printed. SIGINT or SIGTERM
-//! stops the authority and then the agent.
+//! mints one (`POST /v1/ui-links`, operator role) and printed. An agent that exits
+//! is said so on stderr (its status, its log) and started again after a backoff
+//! ([`restart_delay`]), like a service manager's `Restart=always`. SIGINT or
+//! SIGTERM stops the authority and then the agent.
 
 use flotilla_api::wire::{JoinRequest, PublishRequest, TokenRequest};
 use flotilla_server::authority::{self, Backend, ServeOptions};
@@ -71,11 +73,78 @@ fn report_every(deadline: Duration) -> Duration {
 /// How long the printed sign-in link can be used (once).
 pub const LOGIN_TTL: Duration = Duration::from_secs(15 * 60);
 
-/// The agent started, for stopping it.
+/// The agent started: how to start it again, and its process (waited on by a
+/// blocking task, so that its exit is noticed when it happens).
 struct Agent {
-    child: std::process::Child,
+    exe: PathBuf,
+    argv: Vec<OsString>,
+    pid: u32,
     start_ticks: Option<u64>,
+    started: std::time::Instant,
     log: PathBuf,
+    /// Its exit, awaited once: `None` once seen.
+    exited: Option<tokio::task::JoinHandle<std::io::Result<std::process::ExitStatus>>>,
+}
+
+impl Agent {
+    fn spawn(exe: PathBuf, argv: Vec<OsString>, log: PathBuf) -> anyhow::Result<Agent> {
+        let mut child = flotilla_exec::detached::spawn_detached(&exe, &argv, None, &log)?;
+        let pid = child.id();
+        Ok(Agent {
+            start_ticks: flotilla_exec::process_start_ticks(pid),
+            exited: Some(tokio::task::spawn_blocking(move || child.wait())),
+            started: std::time::Instant::now(),
+            exe,
+            argv,
+            pid,
+            log,
+        })
+    }
+}
+
+/// How long to wait before starting the agent again after its `n`-th exit in a row
+/// (1-based): 1 s, doubling, at most 60 s. An agent that ran a minute or more
+/// starts the count again.
+pub fn restart_delay(n: u32) -> Duration {
+    Duration::from_secs(1u64 << (n.saturating_sub(1)).min(6)).min(Duration::from_secs(60))
+}
+
+/// Keeps the agent running: when it exits, says so and starts it again after
+/// [`restart_delay`]. Returns only on an error starting it.
+async fn supervise(agent: &mut Agent) -> anyhow::Error {
+    let mut in_a_row = 0u32;
+    loop {
+        let Some(exited) = agent.exited.as_mut() else {
+            return anyhow::anyhow!("the agent is not running");
+        };
+        let waited = exited.await;
+        agent.exited = None;
+        let status = match waited {
+            Ok(Ok(s)) => s.to_string(),
+            Ok(Err(e)) => format!("cannot be waited for: {e}"),
+            Err(e) => format!("its waiter failed: {e}"),
+        };
+        in_a_row = if agent.started.elapsed() >= Duration::from_secs(60) {
+            1
+        } else {
+            in_a_row + 1
+        };
+        let delay = restart_delay(in_a_row);
+        eprintln!(
+            "the agent (pid {}) exited ({status}); its log: {}; starting it again in {}",
+            agent.pid,
+            agent.log.display(),
+            humantime::format_duration(delay)
+        );
+        tokio::time::sleep(delay).await;
+        match Agent::spawn(agent.exe.clone(), agent.argv.clone(), agent.log.clone()) {
+            Ok(again) => {
+                eprintln!("the agent runs again (pid {})", again.pid);
+                *agent = again;
+            }
+            Err(e) => return e,
+        }
+    }
 }
 
 /// Publishes a revision declaring `host` when nothing is selected yet, joins this
@@ -155,31 +224,25 @@ async fn set_up(l: &Local, url: &str, host: &str) -> anyhow::Result<(Agent, bool
             },
         )
         .await?;
-    let child = flotilla_exec::detached::spawn_detached(&exe, &argv, None, &log)?;
-    let start_ticks = flotilla_exec::process_start_ticks(child.id());
-    Ok((
-        Agent {
-            child,
-            start_ticks,
-            log,
-        },
-        published,
-        login.url,
-    ))
+    Ok((Agent::spawn(exe, argv, log)?, published, login.url))
 }
 
 /// Stops the agent (SIGTERM, SIGKILL after 10 s) and reaps it.
-fn stop(mut agent: Agent) {
-    if let Some(ticks) = agent.start_ticks {
-        if let Err(e) = flotilla_exec::process::stop_identified(
-            agent.child.id(),
-            ticks,
-            Duration::from_secs(10),
-        ) {
-            eprintln!("stopping the agent (pid {}): {e}", agent.child.id());
+async fn stop(agent: Agent) {
+    let Some(exited) = agent.exited else {
+        return;
+    };
+    let (pid, ticks) = (agent.pid, agent.start_ticks);
+    if let Some(ticks) = ticks {
+        let stopped = tokio::task::spawn_blocking(move || {
+            flotilla_exec::process::stop_identified(pid, ticks, Duration::from_secs(10))
+        })
+        .await;
+        if let Ok(Err(e)) = stopped {
+            eprintln!("stopping the agent (pid {pid}): {e}");
         }
     }
-    let _ = agent.child.wait();
+    let _ = exited.await;
 }
 
 /// Runs `serve --local` until SIGINT or SIGTERM; the exit status.
@@ -223,7 +286,7 @@ pub fn run(l: Local) -> anyhow::Result<u8> {
             .trim_end_matches('/')
             .to_string();
         let host = this_host();
-        let (agent, published, login) = tokio::select! {
+        let (mut agent, published, login) = tokio::select! {
             r = &mut serve => { r?; return Ok(crate::EXIT_OK) }
             a = set_up(&l, &url, &host) => a?,
         };
@@ -233,7 +296,7 @@ pub fn run(l: Local) -> anyhow::Result<u8> {
         }
         println!(
             "agent: host `{host}`, pid {}, log {}",
-            agent.child.id(),
+            agent.pid,
             agent.log.display()
         );
         println!(
@@ -250,8 +313,11 @@ pub fn run(l: Local) -> anyhow::Result<u8> {
             println!("other commands reach it with: export FLOTILLA_SERVER={url}");
         }
         println!("stop with Ctrl-C");
-        let served = serve.await;
-        tokio::task::spawn_blocking(move || stop(agent)).await?;
+        let served = tokio::select! {
+            r = &mut serve => r.map_err(anyhow::Error::from),
+            e = supervise(&mut agent) => Err(e.context("the agent cannot be started again")),
+        };
+        stop(agent).await;
         served?;
         Ok(crate::EXIT_OK)
     })
@@ -259,6 +325,14 @@ pub fn run(l: Local) -> anyhow::Result<u8> {
 
 #[cfg(test)]
 mod tests {
+    use super::restart_delay;
+
+    #[test]
+    fn an_agent_that_keeps_exiting_waits_longer_each_time_up_to_a_minute() {
+        let d: Vec<u64> = (1..=9).map(|n| restart_delay(n).as_secs()).collect();
+        assert_eq!(d, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+    }
+
     use super::report_every;
     use std::time::Duration;
 

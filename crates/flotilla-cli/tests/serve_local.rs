@@ -1,5 +1,6 @@
 //! `flotilla serve --local`: the authority on 127.0.0.1 and this machine's agent in
-//! one command; the agent reports; SIGTERM leaves nothing running.
+//! one command; the agent reports; an agent killed is said so and started again;
+//! SIGTERM leaves nothing running.
 
 mod common;
 
@@ -27,9 +28,10 @@ fn serve_local_runs_the_authority_and_this_machines_agent_until_sigterm() {
         .env_remove("FLOTILLA_PUBLIC_URL")
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let errors = common::lines_of(child.stderr.take().unwrap());
     let _guard = common::KillOnDrop(child.id());
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let mut printed = Vec::new();
@@ -103,6 +105,42 @@ fn serve_local_runs_the_authority_and_this_machines_agent_until_sigterm() {
             .any(|l| l.contains(&format!("host `{host}`"))),
         "{printed:#?}"
     );
+    // The agent killed: said so, and started again, reporting again.
+    let agent_pid = |st: &str| {
+        common::pids_with_arg(st)
+            .into_iter()
+            .find(|p| common::cmdline(*p).contains(&"agent".to_string()))
+    };
+    let first = agent_pid(&state_arg).unwrap();
+    common::kill9(first);
+    let mut said = Vec::new();
+    let noticed = flotilla_testkit::wait_until(Duration::from_secs(20), || {
+        said.extend(errors.try_iter());
+        said.iter().any(|l| l.contains("the agent runs again"))
+    });
+    assert!(noticed, "{said:#?}");
+    assert!(
+        said.iter().any(
+            |l| l.contains(&format!("the agent (pid {first}) exited (signal: 9"))
+                && l.contains("local-agent.log")
+        ),
+        "{said:#?}"
+    );
+    let second = agent_pid(&state_arg).expect("an agent runs again");
+    assert_ne!(second, first);
+    let seen_after = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let again = flotilla_testkit::wait_until(Duration::from_secs(60), || {
+        rt.block_on(client.status())
+            .unwrap()
+            .hosts
+            .iter()
+            .any(|h| h.host == host && h.last_report_ms.is_some_and(|t| t > seen_after))
+    });
+    assert!(again, "the agent started again never reported");
+
     // SIGTERM: the authority and its agent end, nothing of this state directory runs.
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
