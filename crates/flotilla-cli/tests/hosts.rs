@@ -356,7 +356,7 @@ fn install_is_checksummed_idempotent_and_answers() {
         .nth(1)
         .expect("a version")
         .to_string();
-    let release = format!("releases/{version}-{}", &local_sha["sha256:".len()..][..12]);
+    let release = format!("versions/{version}-{}", &local_sha["sha256:".len()..][..12]);
     let root = install_root(h1);
     // Start from a host without this release, so the first install really copies it.
     let _ = std::fs::remove_dir_all(root.join(&release));
@@ -399,11 +399,11 @@ fn install_is_checksummed_idempotent_and_answers() {
     assert_eq!(again["copied_bytes"], 0, "{again:#}");
     assert_eq!(again["previous"], release.as_str(), "{again:#}");
 
-    // `current` points into releases/, at this release.
+    // `current` points into versions/, at this release.
     let current = std::fs::read_link(root.join("current")).expect("a `current` link on h1");
     assert!(
-        current.starts_with("releases"),
-        "`current` points into releases/: {}",
+        current.starts_with("versions"),
+        "`current` points into versions/: {}",
         current.display()
     );
     assert_eq!(current, Path::new(&release));
@@ -425,14 +425,14 @@ fn install_is_checksummed_idempotent_and_answers() {
         local_sha,
         "the damaged copy was replaced"
     );
-    for e in std::fs::read_dir(root.join("releases"))
-        .expect("releases/")
+    for e in std::fs::read_dir(root.join("versions"))
+        .expect("versions/")
         .flatten()
     {
         let name = e.file_name().to_string_lossy().into_owned();
         if name.starts_with(&format!(
             "{}.broken.",
-            release.trim_start_matches("releases/")
+            release.trim_start_matches("versions/")
         )) {
             let _ = std::fs::remove_dir_all(e.path());
         }
@@ -475,6 +475,87 @@ fn install_is_checksummed_idempotent_and_answers() {
     for word in ["reachable", "platform", "flotilla", "tool sh"] {
         assert!(text.contains(word), "{text}");
     }
+}
+
+/// 1b. One install layout: an install of the older layout (`releases/` and
+///     `current`) is converted by the next install (its release kept as `previous`
+///     under `versions/`, `releases/` gone); `host uninstall` is refused while a
+///     component's processes run from the install, removes it once they are
+///     stopped and keeps the state directory, which `--purge` removes.
+#[test]
+fn an_older_install_is_converted_and_uninstall_removes_it_keeping_state_unless_purged() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h1 = net.host("h1");
+    let fx = Fixture::new("uninstall");
+    fx.write(
+        &format!(
+            "{}[components.shell]\nhost = \"h1\"\ncommand = [\"sh\", \"-c\", \"sleep 600\"]\n",
+            fx.host_toml(h1)
+        ),
+        &[],
+    );
+    let root = install_root(h1);
+    // The older layout, as an earlier flotilla left it: releases/<v>-<sha> + current.
+    let _ = std::fs::remove_dir_all(&root);
+    let old = root.join("releases/0.0.1-0123456789ab");
+    std::fs::create_dir_all(&old).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_flotilla"), old.join("flotilla")).unwrap();
+    std::os::unix::fs::symlink("releases/0.0.1-0123456789ab", root.join("current")).unwrap();
+    // Owned by the host's user, as an install there would be.
+    let home = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&h1.home).unwrap());
+    let group = std::os::unix::fs::MetadataExt::gid(&std::fs::metadata(&h1.home).unwrap());
+    for p in [
+        root.join(".."),
+        root.clone(),
+        root.join("releases"),
+        old.clone(),
+        old.join("flotilla"),
+        root.join("current"),
+    ] {
+        std::os::unix::fs::lchown(&p, Some(home), Some(group)).unwrap();
+    }
+    let report = &fx.install(&["h1"])[0];
+    assert_eq!(
+        report["previous"], "versions/0.0.1-0123456789ab",
+        "{report:#}"
+    );
+    let release = report["release"].as_str().unwrap().to_string();
+    assert!(release.starts_with("versions/"), "{report:#}");
+    assert_eq!(
+        std::fs::read_link(root.join("current")).unwrap(),
+        Path::new(&release)
+    );
+    assert_eq!(
+        std::fs::read_link(root.join("previous")).unwrap(),
+        Path::new("versions/0.0.1-0123456789ab")
+    );
+    assert!(root.join("versions/0.0.1-0123456789ab/flotilla").exists());
+    assert!(!root.join("releases").exists(), "the older layout is gone");
+
+    // A component runs there (its log writer runs from the install): refused.
+    fx.ok(&["start", "shell"]);
+    let refused = fx.run(&["host", "uninstall", "h1"]);
+    assert_eq!(refused.code, 1, "{}\n{}", refused.stdout, refused.stderr);
+    assert!(
+        refused.stderr.contains("flotilla still runs there") && refused.stderr.contains("pids "),
+        "{}",
+        refused.stderr
+    );
+    assert!(root.join("current/flotilla").exists(), "nothing removed");
+    fx.ok(&["stop", "shell"]);
+    let state = fx.remote_state(h1);
+    assert!(state.exists(), "the component's state is there");
+    let done = fx.ok(&["host", "uninstall", "h1", "--json"]).json();
+    assert_eq!(done["purged"], false, "{done:#}");
+    assert!(!root.exists(), "the install root is removed");
+    assert!(state.exists(), "the state directory is kept");
+    // Again: nothing installed, not an error; --purge removes the state.
+    let again = fx.ok(&["host", "uninstall", "h1", "--purge"]);
+    assert!(again.stdout.contains("not installed"), "{}", again.stdout);
+    assert!(!state.exists(), "--purge removes the state directory");
+    // Later tests install it again.
+    fx.install(&["h1"]);
 }
 
 /// 2. One component on each of h1, h2, h3 and one here: `up` starts them where they

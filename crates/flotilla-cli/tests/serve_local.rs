@@ -105,6 +105,69 @@ fn serve_local_runs_the_authority_and_this_machines_agent_until_sigterm() {
             .any(|l| l.contains(&format!("host `{host}`"))),
         "{printed:#?}"
     );
+    // A change from the CLI through the authority, on this same machine (the CLI
+    // and this machine's agent share the state directory): the agent runs the step.
+    let inv = ws.write(
+        "fleet.toml",
+        &format!(
+            "[hosts.{host}]\ntransport = \"agent\"\n[components.sleeper]\nhost = \"{host}\"\ncommand = [\"/bin/sleep\", \"600\"]\n"
+        ),
+    );
+    let cli = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args([
+                "--state-dir",
+                &state_arg,
+                "--server",
+                &url,
+                "-f",
+                inv.to_str().unwrap(),
+            ])
+            .args(args)
+            .env(
+                "FLOTILLA_OPERATOR_FILE",
+                state.join("authority/operator.json"),
+            )
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let (code, out) = cli(&["config", "publish"]);
+    assert_eq!(code, Some(0), "{out}");
+    // The agent applies the new revision by itself first.
+    let running = |want: &str| {
+        rt.block_on(client.status())
+            .unwrap()
+            .report
+            .components
+            .iter()
+            .any(|c| c.name == "sleeper" && c.lifecycle.as_str() == want)
+    };
+    assert!(
+        flotilla_testkit::wait_until(Duration::from_secs(60), || running("running")),
+        "the agent never started sleeper"
+    );
+    let (code, out) = cli(&["restart", "sleeper"]);
+    assert_eq!(
+        code,
+        Some(0),
+        "the step runs on this machine's agent: {out}"
+    );
+    let (code, out) = cli(&["stop", "sleeper"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        flotilla_testkit::wait_until(Duration::from_secs(30), || running("stopped")),
+        "sleeper never reported stopped"
+    );
+
     // The agent killed: said so, and started again, reporting again.
     let agent_pid = |st: &str| {
         common::pids_with_arg(st)

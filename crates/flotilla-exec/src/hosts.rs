@@ -1,14 +1,18 @@
-//! Host management over SSH: installing this flotilla on a host
-//! ([`install`]) and checking what a host offers ([`check`]).
+//! Host management over SSH: installing this flotilla on a host ([`install`]),
+//! removing it ([`uninstall`]) and checking what a host offers ([`check`]).
 //!
 //! Layout on a host (under [`REMOTE_ROOT`](crate::ssh::REMOTE_ROOT),
-//! `$HOME/.local/lib/flotilla`): `releases/<version>-<first 12 hex digits of the
-//! binary's SHA-256>/flotilla`, and `current`, a symbolic link to the release in use.
-//! A release directory is written under a temporary name, checked against the
-//! digest, then renamed into place; `current` is replaced by renaming a new link
-//! over it. The release `current` pointed at before is kept (for a rollback);
-//! older ones, and leftovers of interrupted copies, are removed. A binary is never overwritten in place, so a running `flotilla host
-//! serve` keeps its file.
+//! `$HOME/.local/lib/flotilla`), the install root an agent's self-update uses too
+//! (`flotilla_release::install`): `versions/<version>-<first 12 hex digits of the
+//! binary's SHA-256>/flotilla`; `current`, a symbolic link to the version in use;
+//! `previous`, one to the version `current` named before (for a rollback). A
+//! version directory is written under a temporary name, checked against the digest,
+//! then renamed into place; each link is replaced by renaming a new link over it.
+//! Older versions, and leftovers of interrupted copies, are removed. A binary is
+//! never overwritten in place, so a running `flotilla host serve` keeps its file. An
+//! install of the older layout (`releases/<version>-<sha>` and `current`) is
+//! converted by the next install: the release `current` named moves to `versions/`
+//! and becomes `previous`, and `releases/` goes.
 
 pub use crate::preflight::Finding;
 use crate::remote::{self, Call, HostFacts, Reply};
@@ -65,13 +69,14 @@ pub enum InstallError {
 pub struct InstallReport {
     /// Host.
     pub host: String,
-    /// The release directory, relative to the install root (`releases/<v>-<sha>`).
+    /// The version directory, relative to the install root (`versions/<v>-<sha12>`).
     pub release: String,
     /// `sha256:` of the installed binary.
     pub sha256: String,
     /// Bytes copied (0 when that release was already there, intact).
     pub copied_bytes: u64,
-    /// What `current` pointed at before (`None`: nothing).
+    /// What `current` pointed at before (`None`: nothing), now `previous` (when it
+    /// is another version).
     pub previous: Option<String>,
     /// What the installed binary says when asked `hello`, measured on the host.
     pub facts: HostFacts,
@@ -151,8 +156,8 @@ pub async fn install(
     // An intact copy already there (any version label), else a fresh one in an
     // incoming directory, checked by digest.
     let present = format!(
-        "{SHA_FN}; for r in \"{REMOTE_ROOT}\"/releases/*-{short}; do \
-         [ -x \"$r/flotilla\" ] && [ \"$(digest \"$r/flotilla\")\" = {hex} ] && {{ printf 'releases/%s' \"${{r##*/}}\"; exit 0; }}; done; exit 1",
+        "{SHA_FN}; for r in \"{REMOTE_ROOT}\"/versions/*-{short}; do \
+         [ -x \"$r/flotilla\" ] && [ \"$(digest \"$r/flotilla\")\" = {hex} ] && {{ printf 'versions/%s' \"${{r##*/}}\"; exit 0; }}; done; exit 1",
         short = &hex[..12]
     );
     let out = fleet.run(host, &present, b"", COMMAND_TIMEOUT).await?;
@@ -161,11 +166,11 @@ pub async fn install(
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     } else {
         let copy = format!(
-            "set -eu; {SHA_FN}; root=\"{REMOTE_ROOT}\"; mkdir -p \"$root/releases\"; \
-             tmp=$(mktemp -d \"$root/releases/.incoming.XXXXXX\"); \
+            "set -eu; {SHA_FN}; root=\"{REMOTE_ROOT}\"; mkdir -p \"$root/versions\"; \
+             tmp=$(mktemp -d \"$root/versions/.incoming.XXXXXX\"); \
              cat > \"$tmp/flotilla\"; chmod 755 \"$tmp/flotilla\"; got=$(digest \"$tmp/flotilla\"); \
              if [ \"$got\" != {hex} ]; then rm -rf \"$tmp\"; echo \"checksum mismatch after copy: sha256:$got\" >&2; exit 3; fi; \
-             printf 'releases/%s' \"${{tmp##*/}}\""
+             printf 'versions/%s' \"${{tmp##*/}}\""
         );
         let out = fleet
             .run(
@@ -204,16 +209,30 @@ pub async fn install(
             }));
         }
     };
-    let release = format!("releases/{}-{}", facts.version, &hex[..12]);
+    let release = format!("versions/{}-{}", facts.version, &hex[..12]);
+    // A link replaced by renaming a new one over it (GNU `mv -T`, BSD `mv -h`).
+    let relink = |link: &str, to: &str| {
+        format!(
+            "ln -sfn \"{to}\" \"$root/.{link}.$$\"; \
+             mv -T \"$root/.{link}.$$\" \"$root/{link}\" 2>/dev/null || mv -fh \"$root/.{link}.$$\" \"$root/{link}\""
+        )
+    };
     let switch = format!(
         "set -eu; root=\"{REMOTE_ROOT}\"; prev=$(readlink \"$root/current\" 2>/dev/null || true); \
+         case \"$prev\" in releases/*) n=\"${{prev#releases/}}\"; mkdir -p \"$root/versions\"; \
+           if [ -d \"$root/$prev\" ] && [ ! -e \"$root/versions/$n\" ]; then mv \"$root/$prev\" \"$root/versions/$n\"; fi; \
+           prev=\"versions/$n\";; esac; \
          if [ \"{staged}\" != \"{release}\" ]; then \
            if [ -e \"$root/{release}\" ]; then mv \"$root/{release}\" \"$root/{release}.broken.$$\"; fi; \
            mv \"$root/{staged}\" \"$root/{release}\"; fi; \
-         ln -sfn \"{release}\" \"$root/.current.$$\"; \
-         mv -T \"$root/.current.$$\" \"$root/current\" 2>/dev/null || mv -fh \"$root/.current.$$\" \"$root/current\"; \
-         for d in \"$root\"/releases/* \"$root\"/releases/.incoming.*; do [ -e \"$d\" ] || continue; case \"releases/${{d##*/}}\" in \"{release}\"|\"$prev\") ;; *) rm -rf \"$d\" ;; esac; done; \
-         printf '%s' \"$prev\""
+         {current}; \
+         if [ -n \"$prev\" ] && [ \"$prev\" != \"{release}\" ] && [ -d \"$root/$prev\" ]; then {previous}; fi; \
+         keep=$(readlink \"$root/previous\" 2>/dev/null || true); \
+         for d in \"$root\"/versions/* \"$root\"/versions/.incoming.*; do [ -e \"$d\" ] || continue; case \"versions/${{d##*/}}\" in \"{release}\"|\"$keep\") ;; *) rm -rf \"$d\" ;; esac; done; \
+         rm -rf \"$root/releases\"; \
+         printf '%s' \"$prev\"",
+        current = relink("current", &release),
+        previous = relink("previous", "$prev"),
     );
     let out = fleet.run(host, &switch, b"", COMMAND_TIMEOUT).await?;
     if out.code != Some(0) {
@@ -232,6 +251,128 @@ pub async fn install(
         copied_bytes,
         previous,
         facts,
+    })
+}
+
+/// Why [`uninstall`] did not remove anything.
+#[derive(Debug, thiserror::Error)]
+pub enum UninstallError {
+    /// The host could not be used.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// Processes run from the install: components' log writers, `host serve`, an
+    /// agent.
+    #[error("host `{host}`: flotilla still runs there from {root} (pids {}): stop what it runs first (`flotilla down` of its components, its agent), or uninstall with --force", pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))]
+    Running {
+        /// Host.
+        host: String,
+        /// The install root, resolved there.
+        root: String,
+        /// The processes whose executable is under it.
+        pids: Vec<u32>,
+    },
+    /// The remote command failed.
+    #[error("host `{host}`: removing the install failed (exit {code}): {stderr}")]
+    Remote {
+        /// Host.
+        host: String,
+        /// Exit code, or `signal`.
+        code: String,
+        /// What it printed.
+        stderr: String,
+    },
+}
+
+/// What [`uninstall`] removed.
+#[derive(Debug, Clone, Serialize)]
+pub struct UninstallReport {
+    /// Host.
+    pub host: String,
+    /// The install root, resolved there (`None`: there was none).
+    pub removed: Option<String>,
+    /// The state directory there: removed with `purge`, else kept.
+    pub state_dir: String,
+    /// Whether the state directory was removed.
+    pub purged: bool,
+}
+
+/// Removes what [`install`] put on `host` (the install root, [`REMOTE_ROOT`]), and
+/// with `purge` its state directory too (the host's `state_dir`, else
+/// `$XDG_STATE_HOME/flotilla`, else `~/.local/state/flotilla` there). Refused while
+/// a process runs from the install (its executable under the root: components' log
+/// writers, an agent), unless `force`. Idempotent: no install is not an error.
+///
+/// # Errors
+/// [`UninstallError`]: transport, something still running, or the removal failing.
+pub async fn uninstall(
+    fleet: &Pool,
+    host: &str,
+    purge: bool,
+    force: bool,
+) -> Result<UninstallReport, UninstallError> {
+    let state = match &fleet.host(host)?.state_dir {
+        Some(d) => crate::remote::shell_path(d),
+        None => "\"${XDG_STATE_HOME:-$HOME/.local/state}/flotilla\"".to_string(),
+    };
+    // Which processes run an executable under the root: /proc where there is one,
+    // else `ps` (whose `comm` is the executable's path on macOS).
+    let script = format!(
+        "set -eu; root=\"{REMOTE_ROOT}\"; state={state}; printf 'state %s\\n' \"$state\"; \
+         real=$(cd \"$root\" 2>/dev/null && pwd -P) || {{ echo absent; exit 0; }}; \
+         printf 'root %s\\n' \"$real\"; \
+         if [ -d /proc/self ]; then for p in /proc/[0-9]*; do e=$(readlink \"$p/exe\" 2>/dev/null) || continue; \
+           case \"$e\" in \"$real\"/*) echo \"pid ${{p#/proc/}}\";; esac; done; \
+         else ps -axo pid=,comm= | while read -r pid comm; do case \"$comm\" in \"$real\"/*) echo \"pid $pid\";; esac; done; fi"
+    );
+    let out = fleet.run(host, &script, b"", COMMAND_TIMEOUT).await?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    if out.code != Some(0) {
+        return Err(UninstallError::Remote {
+            host: host.into(),
+            code: out.code.map_or("signal".into(), |c| c.to_string()),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    let field = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k).map(str::to_string))
+    };
+    let state_dir = field("state ").unwrap_or_default();
+    let root = field("root ");
+    let pids: Vec<u32> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("pid ")?.parse().ok())
+        .collect();
+    if let Some(root) = &root {
+        if !pids.is_empty() && !force {
+            return Err(UninstallError::Running {
+                host: host.into(),
+                root: root.clone(),
+                pids,
+            });
+        }
+    }
+    let mut remove = String::from("set -eu; ");
+    if root.is_some() {
+        remove.push_str(&format!("rm -rf \"{REMOTE_ROOT}\"; "));
+    }
+    if purge {
+        remove.push_str(&format!("rm -rf {state}; "));
+    }
+    remove.push_str("true");
+    let out = fleet.run(host, &remove, b"", COMMAND_TIMEOUT).await?;
+    if out.code != Some(0) {
+        return Err(UninstallError::Remote {
+            host: host.into(),
+            code: out.code.map_or("signal".into(), |c| c.to_string()),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(UninstallReport {
+        host: host.into(),
+        removed: root,
+        state_dir,
+        purged: purge,
     })
 }
 
@@ -401,7 +542,7 @@ pub async fn check(fleet: &Pool, topology: &Topology, host: &str) -> CheckReport
 /// Removes a staged copy that must not be used (an incoming directory only: an
 /// installed release is left alone).
 async fn discard(fleet: &Pool, host: &str, staged: &str) {
-    if staged.starts_with("releases/.incoming.") {
+    if staged.starts_with("versions/.incoming.") {
         let _ = fleet
             .run(
                 host,

@@ -151,6 +151,23 @@ impl LifecycleLock {
         Self::acquire_file(state_dir, path, Some(me), LockMode::Exclusive)
     }
 
+    /// What a controller's invocation takes when it runs nothing here (every
+    /// component it may touch is on a remote host, reached over SSH or through the
+    /// authority): `run/controller.lock`, exclusive, naming `me`. It keeps two such
+    /// invocations from one state directory apart without excluding the steps this
+    /// machine's own agent runs for them in the same directory
+    /// ([`LifecycleLock::acquire_for_step`]).
+    ///
+    /// # Errors
+    /// [`LockError::Held`] naming the holder, or [`LockError::Io`].
+    pub fn acquire_controller(
+        state_dir: &Path,
+        me: &LockHolder,
+    ) -> Result<LifecycleLock, LockError> {
+        let path = state_dir.join("run").join("controller.lock");
+        Self::acquire_file(state_dir, path, Some(me), LockMode::Exclusive)
+    }
+
     /// What a step sent by a controller takes on a host (`flotilla host serve`): the
     /// lifecycle lock *shared* (so steps for different components run side by side,
     /// while a mutating invocation on the host itself excludes them all), and an

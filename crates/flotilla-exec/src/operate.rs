@@ -557,17 +557,31 @@ impl Invocation {
         dry_run: bool,
     ) -> Result<InvocationOutcome, OperateError> {
         let holder = LockHolder::this_process(self.command_line.clone());
-        let _lock = if dry_run {
-            None
-        } else {
-            Some(LifecycleLock::acquire(self.state.root(), &holder)?)
+        // Nothing runs here when every component is on a remote host: the
+        // controller's own lock then, so that this machine's agent (sharing the
+        // state directory) can still run the steps sent to it.
+        let runs_here = self.topology.components.iter().any(|c| {
+            self.topology
+                .hosts
+                .get(&c.host)
+                .is_none_or(|h| !h.is_remote())
+        });
+        let _lock = match (dry_run, runs_here) {
+            (true, _) => None,
+            (false, true) => Some(LifecycleLock::acquire(self.state.root(), &holder)?),
+            (false, false) => Some(LifecycleLock::acquire_controller(
+                self.state.root(),
+                &holder,
+            )?),
         };
         let map = |source| OperateError::Store {
             path: self.state.database(),
             source: Box::new(source),
         };
         let mut store = open_store(&self.state)?;
-        if !dry_run {
+        // Local instances are reconciled and their logs rotated by whoever runs
+        // them here (under the lifecycle lock), not by a controller of remote hosts.
+        if !dry_run && runs_here {
             for note in reconcile(&self.topology, &self.state, &mut store).map_err(map)? {
                 tracing::info!("{note}");
             }

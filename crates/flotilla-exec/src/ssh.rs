@@ -26,8 +26,8 @@ use tokio::io::AsyncWriteExt;
 pub const CHANNELS_PER_HOST: usize = 8;
 
 /// Where `flotilla host install` puts releases on a host, for its login shell
-/// (`$HOME` expands there): `releases/<version>-<sha256 prefix>/flotilla`, and the
-/// `current` link to the one in use.
+/// (`$HOME` expands there): `versions/<version>-<sha256 prefix>/flotilla`, the
+/// `current` link to the one in use and `previous` to the one before.
 pub const REMOTE_ROOT: &str = "$HOME/.local/lib/flotilla";
 
 /// Why talking to a host failed. Every variant names the host.

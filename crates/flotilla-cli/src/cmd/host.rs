@@ -31,8 +31,9 @@ pub enum HostCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Copy this flotilla to a host (releases/<version>-<sha>/flotilla, then the
-    /// `current` link), checked by SHA-256; idempotent.
+    /// Copy this flotilla to a host (versions/<version>-<sha12>/flotilla, then the
+    /// `current` link; `previous` names the one before), checked by SHA-256;
+    /// idempotent.
     Install {
         /// Host name in the inventory.
         host: String,
@@ -57,6 +58,9 @@ pub enum HostCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Remove what `host install` put on a host, keeping its state unless --purge;
+    /// refused while flotilla runs from it, unless --force.
+    Uninstall(super::host_uninstall::Options),
     /// Host mode: read one JSON request on stdin, answer one JSON response on
     /// stdout (run by the controller over SSH).
     #[command(hide = true)]
@@ -172,6 +176,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 super::check::print(std::slice::from_ref(&report), false)?;
             }
             Ok(if report.ok() { EXIT_OK } else { EXIT_REFUSED })
+        }
+        HostCommand::Uninstall(o) => {
+            if let Some(code) = ssh_host(&o.host) {
+                return Ok(code);
+            }
+            super::host_uninstall::run(&super::ssh_pool(cli, &topology), o)
         }
         HostCommand::Install {
             host,

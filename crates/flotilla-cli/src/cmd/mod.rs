@@ -11,6 +11,7 @@ pub mod down;
 pub mod exec;
 pub mod gate;
 pub mod host;
+pub mod host_uninstall;
 pub mod import;
 pub mod lifecycle;
 pub mod logs;
