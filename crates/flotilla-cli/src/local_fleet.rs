@@ -18,6 +18,23 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Writes a line to stdout; a closed stdout (its reader gone) loses it, never the
+/// process (which still has its agent to stop).
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// [`say!`] for stderr.
+macro_rules! say_err {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 /// How `serve --local` runs.
 #[derive(Debug, Clone)]
 pub struct Local {
@@ -130,7 +147,7 @@ async fn supervise(agent: &mut Agent) -> anyhow::Error {
             in_a_row + 1
         };
         let delay = restart_delay(in_a_row);
-        eprintln!(
+        say_err!(
             "the agent (pid {}) exited ({status}); its log: {}; starting it again in {}",
             agent.pid,
             agent.log.display(),
@@ -139,7 +156,7 @@ async fn supervise(agent: &mut Agent) -> anyhow::Error {
         tokio::time::sleep(delay).await;
         match Agent::spawn(agent.exe.clone(), agent.argv.clone(), agent.log.clone()) {
             Ok(again) => {
-                eprintln!("the agent runs again (pid {})", again.pid);
+                say_err!("the agent runs again (pid {})", again.pid);
                 *agent = again;
             }
             Err(e) => return e,
@@ -200,6 +217,11 @@ async fn set_up(l: &Local, url: &str, host: &str) -> anyhow::Result<(Agent, bool
             ca_pem: op.ca_pem.clone(),
         })?;
     }
+    // One agent per state directory: one left running (by an earlier run killed
+    // before it could stop it) is named, not raced.
+    drop(agent_dir.lock().map_err(|e| {
+        anyhow::anyhow!("{e}; stop it first (its pid is in the message), then run `flotilla serve --local` again")
+    })?);
     let log = agent_dir.enrollment_file().with_file_name(AGENT_LOG);
     let exe = std::env::current_exe()?;
     let argv: Vec<OsString> = vec![
@@ -239,7 +261,7 @@ async fn stop(agent: Agent) {
         })
         .await;
         if let Ok(Err(e)) = stopped {
-            eprintln!("stopping the agent (pid {pid}): {e}");
+            say_err!("stopping the agent (pid {pid}): {e}");
         }
     }
     let _ = exited.await;
@@ -251,7 +273,7 @@ async fn stop(agent: Agent) {
 /// The authority's errors; what setting up the agent met.
 pub fn run(l: Local) -> anyhow::Result<u8> {
     if !l.listen.ip().is_loopback() {
-        eprintln!(
+        say_err!(
             "error: --local serves on a loopback address only, not {}",
             l.listen
         );
@@ -290,29 +312,29 @@ pub fn run(l: Local) -> anyhow::Result<u8> {
             r = &mut serve => { r?; return Ok(crate::EXIT_OK) }
             a = set_up(&l, &url, &host) => a?,
         };
-        println!("authority: {url} (directory {})", l.dir.display());
+        say!("authority: {url} (directory {})", l.dir.display());
         if published {
-            println!("revision: this machine declared as host `{host}` (transport agent); publish your inventory with `flotilla config publish`, keeping that host");
+            say!("revision: this machine declared as host `{host}` (transport agent); publish your inventory with `flotilla config publish`, keeping that host");
         }
-        println!(
+        say!(
             "agent: host `{host}`, pid {}, log {}",
             agent.pid,
             agent.log.display()
         );
-        println!(
+        say!(
             "operator credential: {}{}",
             init.operator_file.display(),
             if init.operator_created { " (new)" } else { "" }
         );
-        println!(
+        say!(
             "dashboard: {login} (one-time sign-in link, valid {}; or sign in at {} with the operator credential)",
             humantime::format_duration(LOGIN_TTL),
             flotilla_api::links::Link::Login.url(&public),
         );
         if url != format!("https://{}", flotilla_server::authority::DEFAULT_LISTEN) {
-            println!("other commands reach it with: export FLOTILLA_SERVER={url}");
+            say!("other commands reach it with: export FLOTILLA_SERVER={url}");
         }
-        println!("stop with Ctrl-C");
+        say!("stop with Ctrl-C");
         let served = tokio::select! {
             r = &mut serve => r.map_err(anyhow::Error::from),
             e = supervise(&mut agent) => Err(e.context("the agent cannot be started again")),

@@ -61,9 +61,13 @@ pub fn init(verbose: u8, format: LogFormat, daemon: bool) {
         Some(l) if l >= tracing::level_filters::LevelFilter::DEBUG => FmtSpan::CLOSE,
         _ => FmtSpan::NONE,
     };
+    // A closed stderr (a pipe whose reader left, as `| head` or a killed `tee`
+    // leaves it) loses the log lines, never the process: no report of the failed
+    // write (which would itself write to stderr, and panic).
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .log_internal_errors(false)
         .with_span_events(spans);
     let _ = match format {
         LogFormat::Text => builder

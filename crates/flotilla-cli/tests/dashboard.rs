@@ -400,7 +400,10 @@ fn a_sign_in_link_works_once_a_viewer_cannot_act_and_revoking_ends_its_session()
     b.click("form button[type=submit]");
     b.wait_text("[role=alert]", "already used");
 
-    // Revoking it ends the session it opened.
+    // Revoking it ends the session it opened, and the page open in the browser says
+    // so once its event stream ends (at its next session check, within 15 s).
+    b.goto(&format!("{base}/ui/"));
+    b.wait_css("#components");
     let r = f.a.run(&["serve", "ui-link", "--revoke", &id]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
@@ -408,6 +411,15 @@ fn a_sign_in_link_works_once_a_viewer_cannot_act_and_revoking_ends_its_session()
         "{}",
         r.stdout
     );
+    b.wait_for(
+        "the stale page saying it is signed out",
+        Duration::from_secs(40),
+        |b| {
+            b.text(".stale-banner")
+                .is_some_and(|t| t.contains("Signed out: this page no longer updates."))
+        },
+    );
+    b.screenshot("stale-signed-out");
     b.goto(&format!("{base}/ui/"));
     b.wait_css("#credential");
     let list = f.a.run(&["serve", "ui-link", "--list"]);

@@ -229,3 +229,62 @@ fn serve_local_runs_the_authority_and_this_machines_agent_until_sigterm() {
     // The enrollment stays for the next run.
     assert!(state.join("agent/agent.json").exists());
 }
+
+/// Its output read by a pipe whose reader goes away (`serve --local | head`): the
+/// lines are lost, never the process: SIGTERM still stops the agent and exits 0.
+#[test]
+fn serve_local_outlives_a_closed_output_and_still_stops_its_agent() {
+    let ws = common::Workspace::new();
+    let state = ws.path().join("state");
+    let state_arg = state.to_str().unwrap().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args([
+            "--state-dir",
+            &state_arg,
+            "serve",
+            "--local",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env_remove("FLOTILLA_SERVER")
+        .env_remove("FLOTILLA_AUTHORITY_DIR")
+        .env_remove("FLOTILLA_DATABASE_URL")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _guard = common::KillOnDrop(child.id());
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        if line.unwrap().starts_with("stop with") {
+            break;
+        }
+    }
+    assert!(
+        flotilla_testkit::wait_until(Duration::from_secs(20), || {
+            common::pids_with_arg(&state_arg)
+                .iter()
+                .any(|p| common::cmdline(*p).contains(&"agent".to_string()))
+        }),
+        "the agent runs"
+    );
+    // Both readers go away.
+    drop(lines);
+    drop(child.stderr.take());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(
+        common::pids_with_arg(&state_arg).is_empty(),
+        "still running: {:?}",
+        common::pids_with_arg(&state_arg)
+            .iter()
+            .map(|p| common::cmdline(*p))
+            .collect::<Vec<_>>()
+    );
+}

@@ -146,6 +146,44 @@
     document.body.addEventListener("htmx:afterSwap", afterSwap);
     document.body.addEventListener("htmx:sseMessage", afterSwap);
 
+    // The page's event stream: when it breaks, say so, and whether it is the
+    // authority that cannot be reached or the session that ended (the page is then
+    // asked for again without following redirects: a sign-in redirect means it).
+    var banner = null;
+    function stale(text, link) {
+      if (!banner) {
+        banner = document.createElement("div");
+        banner.className = "stale-banner";
+        banner.setAttribute("role", "alert");
+        document.body.insertBefore(banner, document.body.firstChild);
+      }
+      banner.textContent = text + " ";
+      if (link) {
+        var a = document.createElement("a");
+        a.href = link[0];
+        a.textContent = link[1];
+        banner.appendChild(a);
+      }
+      banner.hidden = false;
+      root.setAttribute("data-stale", "yes");
+    }
+    document.body.addEventListener("htmx:sseError", function () {
+      fetch(location.href, { redirect: "manual", cache: "no-store" }).then(function (r) {
+        if (r.type === "opaqueredirect" || r.status === 401) {
+          stale("Signed out: this page no longer updates.",
+                ["/ui/login?next=" + encodeURIComponent(location.pathname + location.search), "Sign in again"]);
+        } else {
+          stale("Live updates stopped; reconnecting… What this page shows may be out of date.", null);
+        }
+      }, function () {
+        stale("The authority cannot be reached; reconnecting… What this page shows may be out of date.", null);
+      });
+    });
+    document.body.addEventListener("htmx:sseOpen", function () {
+      if (banner) banner.hidden = true;
+      root.removeAttribute("data-stale");
+    });
+
     var pending = false;
     document.addEventListener("keydown", function (e) {
       if (!keysOn || e.ctrlKey || e.metaKey || e.altKey) return;

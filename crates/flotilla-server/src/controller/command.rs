@@ -22,11 +22,10 @@ pub struct Equivalent {
 /// The command lines of `op` typed as `typed` (`start`, `up`…) against the authority
 /// at `server` (its public URL), planned on `revision` (`sha256:…`).
 pub fn equivalent(op: &Operation, typed: &str, server: &str, revision: &str) -> Equivalent {
+    let through = |line: String| with_server(&line, server);
     let server = shlex::try_quote(server)
         .map(|s| s.into_owned())
         .unwrap_or_else(|_| server.to_string());
-    let with_server =
-        |line: String| line.replacen("flotilla ", &format!("flotilla --server {server} "), 1);
     let quoted = Operation {
         target: shlex::try_quote(&op.target)
             .map(|s| s.into_owned())
@@ -35,15 +34,22 @@ pub fn equivalent(op: &Operation, typed: &str, server: &str, revision: &str) -> 
     };
     let short = revision.get(..19).unwrap_or(revision);
     Equivalent {
-        run: with_server(quoted.typed_as(typed)),
+        run: through(quoted.typed_as(typed)),
         exact: format!(
             "{} --json > plan.json && flotilla --server {server} apply plan.json",
-            with_server(quoted.typed_as(&format!("plan {typed}")))
+            through(quoted.typed_as(&format!("plan {typed}")))
         ),
         note: format!(
             "Run them in the directory of the inventory published as revision {short}… (`flotilla topology` ends with an inventory's digest; `flotilla config history` names the selected revision): the CLI plans from that file."
         ),
     }
+}
+
+/// `line` (a `flotilla …` command line) run through the authority at `server`
+/// (quoted for a POSIX shell): `flotilla --server URL …`.
+pub fn with_server(line: &str, server: &str) -> String {
+    let server = shlex::try_quote(server).map_or_else(|_| server.to_string(), |s| s.into_owned());
+    line.replacen("flotilla ", &format!("flotilla --server {server} "), 1)
 }
 
 #[cfg(test)]

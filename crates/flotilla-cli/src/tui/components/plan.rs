@@ -15,7 +15,15 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
     let Overlay::Plan(d) = &app.overlay else {
         return;
     };
-    let command = d.op.to_string();
+    // The command as a terminal would run it: through the authority in `--server`
+    // mode.
+    let command = match &app.mode {
+        crate::tui::model::Mode::Server { url, .. } => {
+            d.op.to_string()
+                .replacen("flotilla ", &format!("flotilla --server {url} "), 1)
+        }
+        crate::tui::model::Mode::Local { .. } => d.op.to_string(),
+    };
     let mut lines: Vec<Line> = Vec::new();
     let text_lines =
         |text: &str| -> Vec<Line<'static>> { text.lines().map(|l| Line::from(safe(l))).collect() };

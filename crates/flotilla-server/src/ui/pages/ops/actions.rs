@@ -9,7 +9,7 @@
 use super::super::super::extract::Acting;
 use super::super::super::layout::{self, Tone};
 use super::super::super::session::Session;
-use crate::controller::command::equivalent;
+use crate::controller::command::{equivalent, with_server};
 use crate::controller::runs::{Run, RunOutcome};
 use crate::controller::{self, Proposed};
 use crate::state::AppState;
@@ -191,7 +191,8 @@ fn proposed<S: AuthorityStore>(
                 div.notice.bad role="alert" {
                     pre.plan { @for l in refusal_lines(r, typed) { (layout::visible(&l)) "\n" } }
                 }
-                (layout::command(&r.operation.typed_as(typed)))
+                (layout::command(&with_server(&r.operation.typed_as(typed), server)))
+                div.actions { button type="button" data-dismiss=(PANEL) { "Close" } }
             }
         },
     }

@@ -70,7 +70,7 @@ async fn page<S: AuthorityStore>(
         div sse-swap=(STATUS) { (content) }
         h2 #operations { "Operations" }
         div sse-swap=(OPERATIONS) { (operations(&state, &name)) }
-        (super::logs::pane(&name))
+        (super::logs::pane(&name, &state.settings.public_url))
     };
     let arg = link.path().trim_start_matches("/ui/").to_string();
     let live = stream_url(VIEW, Some(&arg), &since);

@@ -32,7 +32,7 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The log box of component `name`, connected to its stream, with its
 /// following/paused state.
-pub(crate) fn pane(name: &str) -> Markup {
+pub(crate) fn pane(name: &str, server: &str) -> Markup {
     html! {
         section.logs aria-labelledby="log-title" {
             div.log-head {
@@ -41,16 +41,19 @@ pub(crate) fn pane(name: &str) -> Markup {
                 button type="button" data-log-follow hidden { "Follow the end" }
             }
             pre.log #log data-follow tabindex="0" aria-labelledby="log-title" sse-swap="log" hx-swap="beforeend" {}
-            p.muted { "Scroll up to pause following; scroll back to the end (or press the button) to follow again." }
-            (layout::command(&format!("flotilla logs -f {}", shlex::try_quote(name).map(|s| s.into_owned()).unwrap_or_default())))
+            p.muted { "Scroll up to pause following; scroll back to the end (or press the button) to follow again. The page keeps the last 5,000 lines." }
+            (layout::command(&crate::controller::command::with_server(&format!("flotilla logs -f {}", shlex::try_quote(name).map(|s| s.into_owned()).unwrap_or_default()), server)))
         }
     }
 }
 
-/// One line as shown: its text (the stamped log format's prefix taken off), cut at
-/// [`MAX_LINE`] characters.
+/// One record as shown: its text (the stamped log format's prefix taken off), cut
+/// at [`MAX_LINE`] characters, and the end of its line — except after a piece of a
+/// line (`P`: written without its newline yet), which the next record continues.
 fn line(raw: &str) -> Markup {
-    let text = flotilla_exec::logs::text_of(raw);
+    let stamped = flotilla_exec::logs::parse_stamped(raw);
+    let piece = stamped.as_ref().is_some_and(|s| s.partial);
+    let text = stamped.map_or(raw, |s| s.text);
     let (shown, left) = match text.char_indices().nth(MAX_LINE) {
         Some((at, _)) => (&text[..at], text.len() - at),
         None => (text, 0),
@@ -58,7 +61,7 @@ fn line(raw: &str) -> Markup {
     html! {
         span.line { (layout::visible(shown))
             @if left > 0 { span.cut { " … (" (left) " more bytes not shown)" } }
-        } "\n"
+        } @if !piece { "\n" }
     }
 }
 
@@ -169,6 +172,19 @@ mod tests {
         let shown = line(&long).into_string();
         assert!(shown.contains("10 more bytes not shown"), "{shown}");
         assert!(!shown.contains("stdout F"), "the stamp is taken off");
+        // A line written in pieces reads as one line.
+        let pieces: String = [
+            "2026-01-01T00:00:00.000Z stdout P line",
+            "2026-01-01T00:00:00.001Z stdout P  27",
+            "2026-01-01T00:00:00.002Z stdout F  xx",
+        ]
+        .iter()
+        .map(|r| line(r).into_string())
+        .collect();
+        assert_eq!(
+            pieces,
+            "<span class=\"line\">line</span><span class=\"line\"> 27</span><span class=\"line\"> xx</span>\n"
+        );
         let odd = line("\u{1b}[31m<script>alert(1)</script>\u{0}").into_string();
         assert!(
             !odd.contains("<script>") && odd.contains("&lt;script&gt;"),

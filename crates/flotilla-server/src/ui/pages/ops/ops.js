@@ -22,6 +22,9 @@
         var starts = log.querySelectorAll("[data-log-start]");
         var from = starts.length ? starts[starts.length - 1] : null;
         while (from && from.previousSibling) log.removeChild(log.firstChild);
+        // The last 5,000 lines (a line is a span and its newline).
+        var excess = log.childNodes.length - 10000;
+        while (excess-- > 0) log.removeChild(log.firstChild);
         if (following) log.scrollTop = log.scrollHeight;
       });
       if (button) button.addEventListener("click", function () {
