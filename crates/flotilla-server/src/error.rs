@@ -43,7 +43,7 @@ pub enum AuthorityError {
     },
     /// Another `flotilla serve` runs on this authority directory (its database, its
     /// controller's journal and lock are this process's alone).
-    #[error("another flotilla serve uses the authority directory {dir}: {holder}; stop it first, or give this one its own --dir")]
+    #[error("another flotilla serve uses the authority directory {dir}: {holder}; stop it first, or give this one its own --authority-dir")]
     Busy {
         /// The authority directory.
         dir: PathBuf,

@@ -6,6 +6,16 @@ use crate::EXIT_OK;
 use flotilla_api::ui_links::{UiLinkCreated, UiLinkList, UiLinkRequest, UiLinkRevoked};
 use std::time::Duration;
 
+/// A duration (`15m`, `2h`) of at least one second: a link valid for less would be
+/// dead when printed.
+fn at_least_a_second(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d < Duration::from_secs(1) {
+        return Err("a link must be valid for at least 1s".into());
+    }
+    Ok(d)
+}
+
 /// Arguments of `flotilla serve ui-link`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -13,7 +23,7 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["list", "revoke"])]
     pub viewer: bool,
     /// How long the link can be used (once); its session then lasts 12 h.
-    #[arg(long, default_value = "15m", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "15m", value_parser = at_least_a_second, value_name = "DURATION")]
     pub ttl: Duration,
     /// List the links made so far (never their secrets).
     #[arg(long, conflicts_with = "revoke")]

@@ -378,6 +378,7 @@ fn pager(view: &View, page: usize, pages: usize, first: usize, shown: usize, of:
         nav.pager #ov-pager aria-label="Pages" {
             span data-rows=(of) {
                 @if of == 0 { "0 components" }
+                @else if of == 1 { "1 component" }
                 @else { (first + 1) "–" (first + shown) " of " (of) " components" }
                 @if view.filtered() { " matching the filter" }
                 @if pages > 1 { " · page " (page) " of " (pages) }

@@ -72,6 +72,16 @@ pub(crate) fn feed<S: AuthorityStore>(arg: Option<&str>) -> Option<Vec<Fragment<
 }
 
 fn unavailable(f: &Failure) -> Markup {
+    // Sessions not set up is a state of this authority, not an error.
+    if f.1.code == "sessions-off" {
+        return html! {
+            div.notice role="status" {
+                p { b { "Agent sessions are off on this authority." } }
+                p { "They start when the authority's directory holds a " code { "sessions.toml" }
+                    " (see \"Agent sessions\" in the README) and " code { "flotilla serve" } " is started again." }
+            }
+        };
+    }
     html! { div.notice.bad role="alert" { "Cannot read the sessions: " (f.message()) } }
 }
 
