@@ -155,6 +155,21 @@ fn serve_local_runs_the_authority_and_this_machines_agent_until_sigterm() {
         flotilla_testkit::wait_until(Duration::from_secs(60), || running("running")),
         "the agent never started sleeper"
     );
+    // `flotilla ui` looks the object up in what the authority knows.
+    let (code, out) = cli(&["ui", "component/sleeper", "--print"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains(&format!("{url}/ui/components/sleeper")),
+        "{out}"
+    );
+    let (code, out) = cli(&["ui", "component/sleepr", "--print"]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains(
+            "the authority knows no component `sleepr` (did you mean `component/sleeper`?)"
+        ),
+        "{out}"
+    );
     let (code, out) = cli(&["restart", "sleeper"]);
     assert_eq!(
         code,

@@ -102,11 +102,24 @@ pub fn merged(
                     },
                     runtime_identity: None,
                     config_changes: Vec::new(),
-                    evidence: vec![Evidence {
-                        signal: Signal::Observability,
-                        source: format!("agent {}", c.host),
-                        at_ms: now_ms,
-                        saw: "its host's agent has not reported it".into(),
+                    evidence: vec![match t.hosts.get(&c.host).map(|h| h.transport) {
+                        Some(flotilla_model::inventory::TransportKind::Agent) => Evidence {
+                            signal: Signal::Observability,
+                            source: format!("agent {}", c.host),
+                            at_ms: now_ms,
+                            saw: "its host's agent has not reported it".into(),
+                        },
+                        // Only agents report to the authority: a host reached over
+                        // SSH or this machine is observed by the CLI, not here.
+                        _ => Evidence {
+                            signal: Signal::Observability,
+                            source: "authority".into(),
+                            at_ms: now_ms,
+                            saw: format!(
+                                "host `{}` has no agent: nothing reports it here; `flotilla status` observes it where the host can be reached",
+                                c.host
+                            ),
+                        },
                     }],
                     last_known: None,
                     owner_error: None,

@@ -1,7 +1,10 @@
 //! `flotilla ui [OBJECT] [--print]`: open the web dashboard's page of OBJECT
 //! (`flotilla_api::links::Link::parse`) under the authority's URL (`--server`,
 //! else the default listening address) in this machine's browser
-//! (`flotilla_exec::browser`), or print its URL.
+//! (`flotilla_exec::browser`), or print its URL. A component, host or stack is
+//! looked up first in what the authority knows (`GET /v1/status`, with the operator
+//! credential): one it does not know is a usage error naming what it knows; when
+//! the authority cannot be asked, the URL is given unchecked, saying so.
 
 use crate::{Cli, EXIT_OK, EXIT_USAGE};
 use flotilla_api::links::Link;
@@ -22,13 +25,40 @@ pub struct Args {
 
 /// Runs the subcommand; returns the exit status.
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
-    let link = match Link::parse(args.object.as_deref().unwrap_or("overview")) {
+    let object = args.object.as_deref().unwrap_or("overview");
+    let link = match Link::parse(object) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("error: {e}");
+            if !object.contains('/') {
+                eprintln!("  a component, host or stack is named with its kind: `flotilla ui component/{object}`, `host/{object}`, `stack/{object}`");
+            }
             return Ok(EXIT_USAGE);
         }
     };
+    if let Some((kind, name)) = match &link {
+        Link::Component(n) => Some(("component", n)),
+        Link::Host(n) => Some(("host", n)),
+        Link::Stack(n) => Some(("stack", n)),
+        _ => None,
+    } {
+        match known(cli, kind) {
+            Ok(names) if !names.iter().any(|n| n == name) => {
+                eprintln!(
+                    "error: the authority knows no {kind} `{name}`{}",
+                    match flotilla_model::diag::did_you_mean(name, names.iter().map(String::as_str))
+                    {
+                        Some(s) => format!(" (did you mean `{kind}/{s}`?)"),
+                        None if names.is_empty() => format!(" (it knows no {kind} at all)"),
+                        None => format!(" ({kind}s: {})", names.join(", ")),
+                    }
+                );
+                return Ok(EXIT_USAGE);
+            }
+            Ok(_) => {}
+            Err(e) => eprintln!("note: not checked that {kind} `{name}` exists: {e:#}"),
+        }
+    }
     let base = cli
         .server
         .server
@@ -42,9 +72,25 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     match flotilla_exec::browser::open(&url) {
         Ok(how) => eprintln!("opened {url} ({how})"),
         Err(e) => {
-            eprintln!("{e}: open it yourself:");
+            eprintln!("{e}; open it yourself:");
             println!("{url}");
         }
     }
     Ok(EXIT_OK)
+}
+
+/// The names of every `kind` (`component`, `host`, `stack`) the authority knows.
+fn known(cli: &Cli, kind: &str) -> anyhow::Result<Vec<String>> {
+    let client = super::authority::client(cli)?;
+    let status = super::runtime()?.block_on(client.status())?;
+    Ok(match kind {
+        "component" => status
+            .report
+            .components
+            .into_iter()
+            .map(|c| c.name)
+            .collect(),
+        "host" => status.hosts.into_iter().map(|h| h.host).collect(),
+        _ => status.report.stacks.into_iter().map(|s| s.name).collect(),
+    })
 }

@@ -164,7 +164,9 @@ fn proposed<S: AuthorityStore>(
                             } @else {
                                 button.primary type="button" hx-post="/ui/actions/apply"
                                     hx-vals=(serde_json::json!({ "id": p.id }).to_string())
-                                    hx-target=(format!("#{PANEL}")) { "Apply this plan" }
+                                    hx-target=(format!("#{PANEL}"))
+                                    hx-indicator="#apply-wait" hx-disabled-elt="this" { "Apply this plan" }
+                                span #apply-wait .htmx-indicator role="status" { " Applying…" }
                             }
                             " "
                             button type="button" data-dismiss=(PANEL) { "Cancel" }
@@ -262,8 +264,10 @@ pub(crate) fn buttons(session: &Session, target: &str, verbs: &[(&str, &str)]) -
                     button type="button" hx-post="/ui/actions/plan"
                         hx-vals=(serde_json::json!({ "verb": verb, "target": target }).to_string())
                         hx-target=(format!("#{PANEL}"))
+                        hx-indicator="#plan-wait" hx-disabled-elt="this"
                         data-verb=(verb) { (label) }
                 }
+                span #plan-wait .htmx-indicator role="status" { "Planning… (asking the hosts what runs)" }
                 span.muted { "Each shows its plan and command first; nothing changes until you apply it." }
             } @else {
                 span.muted { "Read-only (viewer role): starting, stopping and restarting are for operators." }
