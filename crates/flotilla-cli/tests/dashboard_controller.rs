@@ -252,11 +252,12 @@ fn a_plan_shown_is_the_plan_applied_and_a_stale_one_is_refused() {
     }
     assert!(lines.is_empty(), "nothing ran: {lines:?}");
 
-    // One operation at a time: the controller's lifecycle lock held refuses another
-    // (the project is named after the inventory's directory, `fleet`).
+    // One operation at a time: the controller's lock held refuses another (the
+    // project is named after the inventory's directory, `fleet`; every component is
+    // on an agent host, so it is the lock of a controller that runs nothing here).
     let start = plan_of(server.propose(Verb::Start, "a", "start"));
     let project = a.dir.join("controller/projects/fleet");
-    let _held = flotilla_exec::lock::LifecycleLock::acquire(
+    let _held = flotilla_exec::lock::LifecycleLock::acquire_controller(
         &project,
         &flotilla_exec::lock::LockHolder {
             pid: std::process::id(),
