@@ -88,7 +88,7 @@ async fn apply<S: AuthorityStore>(
         // The run itself is shown (and kept current) under Operations, the page's
         // live part: a copy here would stay at "applying".
         Ok(run) => fragment(html! {
-            p role="status" data-run=(run.id) { "Applying the plan shown, exactly as planned: its progress and result follow live under " a href="#operations" { "Operations" } "." }
+            p role="status" data-run=(run.id) { "Sent to be applied exactly as planned (it is refused, changing nothing, if what runs changed since). Whether it was applied or refused, and its progress, follow live under " a href="#operations" { "Operations" } "." }
         }),
         Err(e) => fragment(
             html! { p.notice.bad role="alert" { (layout::visible(&controller::causes(&e))) } },
