@@ -228,6 +228,38 @@ fn a_container_starts_ready_keeps_its_secret_out_of_inspect_logs_with_engine_tim
 }
 
 #[test]
+fn a_containers_record_outlives_the_next_command_so_its_identity_and_config_stay_known() {
+    let Some(mut e) = Env::new("keep") else {
+        return;
+    };
+    let (p1, p2) = (free_port(), free_port());
+    let web = e.web("web", p1, "env = { MODE = \"a\" }");
+    let other = e.web("other", p2, "");
+    e.inventory(&format!("{web}{other}"));
+    assert_eq!(e.run(&["start", "web"]).code, 0);
+    // Another command reconciles the journal with what runs: the container's
+    // record stays (the engine, not /proc, says whether it runs).
+    let run = e.run(&["start", "other"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let s = e.status("web");
+    assert_eq!(s["lifecycle"], "running", "{s:#}");
+    assert_ne!(s["started_by"], "nobody", "{s:#}");
+    assert!(s["runtime_identity"].is_object(), "{s:#}");
+    // So a changed config is seen: the plan restarts it.
+    e.inventory(&format!(
+        "{}{other}",
+        web.replace("MODE = \"a\"", "MODE = \"b\"")
+    ));
+    let plan = e.run(&["plan", "start", "web"]);
+    assert!(
+        plan.stdout.contains("restart") && plan.stdout.contains("MODE"),
+        "{}\n{}",
+        plan.stdout,
+        plan.stderr
+    );
+}
+
+#[test]
 fn kill_9_is_down_unexpectedly_with_the_exit_code_and_a_restart_is_proven() {
     let Some(mut e) = Env::new("kill") else {
         return;

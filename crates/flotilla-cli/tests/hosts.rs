@@ -1437,7 +1437,7 @@ fn a_broken_binary_is_never_switched_to() {
         both(&run)
     );
     assert_eq!(std::fs::read_link(&current).expect("current link"), before);
-    let releases = std::fs::read_dir(install_root(h3).join("releases"))
+    let releases = std::fs::read_dir(install_root(h3).join("versions"))
         .unwrap()
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())

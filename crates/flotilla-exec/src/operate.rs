@@ -444,6 +444,11 @@ pub(crate) fn reconcile(
         }
     }
     for rec in store.instances()? {
+        // A container's instance is the engine's to tell about (its adapter
+        // observes it, by container id): no process of this machine measures it.
+        if crate::adapter::container::is_container_record(&rec.exe) {
+            continue;
+        }
         let expected = RuntimeIdentity::from(&rec);
         let measured = identity::measure(rec.pid).ok().flatten();
         let verdict = identity::matches(&expected, measured.as_ref());

@@ -12,6 +12,17 @@ use std::collections::BTreeMap;
 /// `flotilla config migrate`; a newer one is refused.
 pub const INVENTORY_VERSION: u32 = 1;
 
+/// The first inventory format version: what an absent `version` (or a revision's
+/// absent `inventory_version`) means.
+pub(crate) fn first_version() -> u32 {
+    1
+}
+
+/// Whether `v` is the first version (left out of a revision's JSON).
+pub(crate) fn is_first_version(v: &u32) -> bool {
+    *v == 1
+}
+
 /// A whole inventory document.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

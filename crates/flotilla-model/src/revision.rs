@@ -32,7 +32,10 @@ pub struct RevisionDoc {
     /// Hosts by name.
     pub hosts: BTreeMap<String, Host>,
     /// The inventory format version it was validated from (absent: 1).
-    #[serde(default = "first_version", skip_serializing_if = "is_first_version")]
+    #[serde(
+        default = "crate::inventory::first_version",
+        skip_serializing_if = "crate::inventory::is_first_version"
+    )]
     pub inventory_version: u32,
     /// The project.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -40,16 +43,6 @@ pub struct RevisionDoc {
     /// Stacks by name.
     #[serde(default)]
     pub stacks: BTreeMap<String, Stack>,
-}
-
-/// The first inventory format version: what an absent `inventory_version` means.
-pub(crate) fn first_version() -> u32 {
-    1
-}
-
-/// Whether `v` is the first version (left out of JSON).
-pub(crate) fn is_first_version(v: &u32) -> bool {
-    *v == 1
 }
 
 /// Why a revision's content is not a valid topology.

@@ -452,8 +452,8 @@ pub struct Topology {
     /// JSON when 1, as an inventory leaves it out: revisions made before versions
     /// existed keep their digests.
     #[serde(
-        default = "crate::revision::first_version",
-        skip_serializing_if = "crate::revision::is_first_version"
+        default = "crate::inventory::first_version",
+        skip_serializing_if = "crate::inventory::is_first_version"
     )]
     pub inventory_version: u32,
     /// The project the inventory belongs to: its journal, instances, locks and logs

@@ -53,36 +53,47 @@ impl Browser {
             std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
         });
         assert!(up, "chromedriver never listened on {port}");
-        let profile = tempfile::tempdir().unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        let mut caps = serde_json::Map::new();
-        caps.insert("acceptInsecureCerts".into(), true.into());
-        caps.insert(
-            "goog:chromeOptions".into(),
-            serde_json::json!({
-                "binary": "/usr/bin/chromium",
-                "args": [
-                    "--headless=new",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-dev-shm-usage",
-                    "--ignore-certificate-errors",
-                    "--hide-scrollbars",
-                    format!("--window-size={width},{height}"),
-                    format!("--user-data-dir={}", profile.path().display()),
-                ]
-            }),
-        );
-        let client = rt
-            .block_on(
+        // Chromium that exits while starting (it happens on a loaded machine: "Chrome
+        // instance exited") is started again, with a fresh profile, a few times: the
+        // page under test is not involved yet.
+        let mut attempt = 0;
+        let (client, profile) = loop {
+            attempt += 1;
+            let profile = tempfile::tempdir().unwrap();
+            let mut caps = serde_json::Map::new();
+            caps.insert("acceptInsecureCerts".into(), true.into());
+            caps.insert(
+                "goog:chromeOptions".into(),
+                serde_json::json!({
+                    "binary": "/usr/bin/chromium",
+                    "args": [
+                        "--headless=new",
+                        "--no-sandbox",
+                        "--disable-gpu",
+                        "--disable-dev-shm-usage",
+                        "--ignore-certificate-errors",
+                        "--hide-scrollbars",
+                        format!("--window-size={width},{height}"),
+                        format!("--user-data-dir={}", profile.path().display()),
+                    ]
+                }),
+            );
+            match rt.block_on(
                 ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
                     .capabilities(caps)
                     .connect(&format!("http://127.0.0.1:{port}")),
-            )
-            .expect("a Chromium session");
+            ) {
+                Ok(c) => break (c, profile),
+                Err(e) if attempt < 3 && format!("{e:?}").contains("SessionNotCreated") => {
+                    eprintln!("Chromium did not start (attempt {attempt}): {e}; starting it again");
+                }
+                Err(e) => panic!("a Chromium session: {e:?}"),
+            }
+        };
         let b = Browser {
             rt,
             client: Some(client),

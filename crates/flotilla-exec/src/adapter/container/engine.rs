@@ -72,6 +72,14 @@ impl EngineError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, EngineError::Api { status: 404, .. })
     }
+
+    /// Whether the answer named a container state the Docker Engine API does not
+    /// define: Podman 4.3 reports `stopped` for a moment while a container that
+    /// exited is being cleaned up (its `State.Status` enum in the API has `exited`,
+    /// not `stopped`), and the client refuses the whole answer.
+    pub fn is_transient_state(&self) -> bool {
+        matches!(self, EngineError::Other { why, .. } if why.contains("unknown variant `stopped`"))
+    }
 }
 
 /// One engine: a client for its socket and the time limit of each call.

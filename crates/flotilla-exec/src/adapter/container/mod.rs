@@ -60,6 +60,11 @@ const EXE_PREFIX: &str = "container:";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Container;
 
+/// Whether an instance record's `exe` names a container (`container:<id>`).
+pub fn is_container_record(exe: &str) -> bool {
+    exe.starts_with(EXE_PREFIX)
+}
+
 /// The id of the container an identity names (`exe = "container:<id>"`), if it does.
 pub fn container_id(identity: &RuntimeIdentity) -> Option<&str> {
     identity.exe.to_str()?.strip_prefix(EXE_PREFIX)
@@ -108,16 +113,28 @@ pub fn inspect(
     engine: &Engine,
     name_or_id: &str,
 ) -> Result<Option<ContainerInspectResponse>, EngineError> {
-    let n = name_or_id.to_string();
-    match engine.call(
-        &format!("inspect container {name_or_id}"),
-        move |d| async move { d.inspect_container(&n, None).await },
-    ) {
-        Ok(i) => Ok(Some(i)),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
+    // A state the API does not define (Podman's transient `stopped`) is asked
+    // again until it settles, for at most TRANSIENT_STATE_WAIT.
+    let deadline = std::time::Instant::now() + TRANSIENT_STATE_WAIT;
+    loop {
+        let n = name_or_id.to_string();
+        match engine.call(
+            &format!("inspect container {name_or_id}"),
+            move |d| async move { d.inspect_container(&n, None).await },
+        ) {
+            Ok(i) => return Ok(Some(i)),
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) if e.is_transient_state() && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
+
+/// How long [`inspect`] asks again while the engine reports a container state the
+/// API does not define.
+const TRANSIENT_STATE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The id of the image `reference` names in the engine now; `None` when it has none.
 ///
