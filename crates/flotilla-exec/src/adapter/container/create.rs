@@ -6,8 +6,10 @@
 //! restart policy and stop signal.
 //!
 //! Secret values go into files under the project's state directory
-//! (`run/secrets/<component>/<NAME>`, mode 0400, directory 0700), bind-mounted
-//! read-only: the container's `inspect` shows the file's path, never its value.
+//! (`run/secrets/<component>/<NAME>`, directory 0700; the file 0400 owned by a
+//! numeric `user`, else 0444 so that the image's own user reads it, as Docker's
+//! secrets default to), bind-mounted read-only: the container's `inspect` shows
+//! the file's path, never its value.
 
 use super::{LABEL_COMPONENT, LABEL_CONFIG_DIGEST, LABEL_INSTANCE, LABEL_PROJECT};
 use crate::adapter::Launch;
@@ -52,20 +54,27 @@ fn write_secrets(launch: &Launch, user: Option<&str>) -> Result<Vec<(PathBuf, St
         .mode(0o700)
         .create(&dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?;
-    // The engine reads the files as this user; the container's user must too.
+    // The engine reads the files as this user; the container's user must too. A
+    // numeric user owns them (0400); any other (a name, or the image's own USER,
+    // which may not be root) reads them as everyone in the container may (0444, as
+    // Docker's own secrets default to): the directory here stays this user's alone.
     let owner = user
         .and_then(|u| u.split(':').next())
         .and_then(|u| u.parse::<u32>().ok());
+    let mode = if owner.is_some() { 0o400 } else { 0o444 };
     let mut out = Vec::new();
     for (name, value) in &launch.secret_files {
         let path = dir.join(name);
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o400)
+            .mode(mode)
             .open(&path)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         f.write_all(value.as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        // Exactly `mode`, whatever the umask.
+        f.set_permissions(std::fs::Permissions::from_mode(mode))
             .map_err(|e| format!("{}: {e}", path.display()))?;
         if let Some(uid) = owner {
             std::os::unix::fs::chown(&path, Some(uid), None)
