@@ -151,7 +151,7 @@ pub enum BackupError {
     /// The place a restore would replace is in use (a running `flotilla serve`, a
     /// mutating invocation holding the project's lifecycle lock, sessions on the
     /// PostgreSQL database).
-    #[error("{target} is in use by {holder}: stop it first, then restore")]
+    #[error("{target} is in use by {holder}: stop that first, then restore")]
     InUse {
         /// The directory or database.
         target: String,
