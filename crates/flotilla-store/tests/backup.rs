@@ -469,6 +469,28 @@ fn retention_keeps_the_newest_archives_of_the_same_project() {
     );
 }
 
+#[test]
+fn a_backup_directory_inside_what_is_backed_up_is_left_out() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("projects/chat");
+    project(&dir, 1);
+    let to = dir.join("backups");
+    let first = backup::create(&request(&dir, &to, T0, 10)).unwrap();
+    let second = backup::create(&request(&dir, &to, T0 + 1, 10)).unwrap();
+    for w in [&first, &second] {
+        assert!(!w
+            .manifest
+            .files
+            .iter()
+            .any(|f| f.path.starts_with("files/backups")));
+        assert!(w
+            .manifest
+            .skipped
+            .contains(&"backups (the backup directory)".to_string()));
+    }
+    backup::verify(&second.archive).unwrap();
+}
+
 /// A backup of the authority's directory `dir` into `to`, before a migration.
 fn before_migration<'a>(dir: &'a Path, to: &'a Path) -> Request<'a> {
     Request {

@@ -102,9 +102,13 @@ fn report(done: Result<Restored, BackupError>, json: bool) -> anyhow::Result<u8>
         m.flotilla_version,
         m.source.display()
     );
+    let files = m
+        .files
+        .iter()
+        .filter(|f| f.kind == flotilla_store::backup::EntryKind::File)
+        .count();
     println!(
-        "  checked: {} files by size and SHA-256; {} databases (integrity, schema, row counts)",
-        m.files.len(),
+        "  checked: {files} files by size and SHA-256; {} database(s): integrity, schema, row counts",
         m.databases.len()
     );
     match &r.previous {

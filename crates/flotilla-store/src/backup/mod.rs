@@ -162,23 +162,14 @@ impl Request<'_> {
         }
     }
 
-    /// The source, absolute and resolved, and what to leave out of it (the backup
-    /// directory, when it is inside).
-    fn source(&self) -> Result<(PathBuf, Vec<PathBuf>), BackupError> {
-        let source = match std::fs::canonicalize(self.source) {
-            Ok(s) if s.is_dir() => s,
-            _ => {
-                return Err(BackupError::NoSource {
-                    path: self.source.to_owned(),
-                })
-            }
-        };
-        let exclude = std::fs::canonicalize(self.to)
-            .ok()
-            .filter(|to| to.starts_with(&source))
-            .into_iter()
-            .collect();
-        Ok((source, exclude))
+    /// The source, absolute and resolved.
+    fn source(&self) -> Result<PathBuf, BackupError> {
+        match std::fs::canonicalize(self.source) {
+            Ok(s) if s.is_dir() => Ok(s),
+            _ => Err(BackupError::NoSource {
+                path: self.source.to_owned(),
+            }),
+        }
     }
 
     /// Publishes the verified archive and prunes older ones.
@@ -201,6 +192,16 @@ impl Request<'_> {
     }
 }
 
+/// What to leave out of `source`: the backup directory `to` (which exists once the
+/// archive is begun), when it is inside.
+fn exclude(to: &Path, source: &Path) -> Vec<PathBuf> {
+    std::fs::canonicalize(to)
+        .ok()
+        .filter(|to| to.starts_with(source))
+        .into_iter()
+        .collect()
+}
+
 /// Takes a backup of a directory (module docs): written, verified, published under
 /// its name, then older archives of the same thing pruned to `keep`. For an
 /// authority on PostgreSQL, [`create_with_postgres`].
@@ -210,9 +211,9 @@ impl Request<'_> {
 /// removed), [`BackupError::Io`], [`BackupError::Sqlite`]. No archive is left under
 /// its name when it fails.
 pub fn create(req: &Request<'_>) -> Result<Written, BackupError> {
-    let (source, exclude) = req.source()?;
+    let source = req.source()?;
     let mut w = Writer::begin(req.to, &req.name())?;
-    w.add_tree(&source, &exclude)?;
+    w.add_tree(&source, &exclude(req.to, &source))?;
     let manifest = w.write_manifest(req.manifest(&source))?;
     verify::files_and_sqlite(&w.partial, &manifest).map_err(|e| BackupError::Unverified {
         archive: w.path.clone(),
@@ -231,13 +232,13 @@ pub async fn create_with_postgres(
     req: &Request<'_>,
     pg: &Postgres,
 ) -> Result<Written, BackupError> {
-    let (source, exclude) = req.source()?;
+    let source = req.source()?;
     let (to, name) = (req.to.to_owned(), req.name());
     let w = {
         let source = source.clone();
         verify::blocking(move || {
             let mut w = Writer::begin(&to, &name)?;
-            w.add_tree(&source, &exclude)?;
+            w.add_tree(&source, &exclude(&to, &source))?;
             Ok(w)
         })
         .await?
