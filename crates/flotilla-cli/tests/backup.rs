@@ -178,7 +178,14 @@ fn an_archive_cut_short_altered_or_from_a_newer_flotilla_is_refused_and_nothing_
     // The intact one restores.
     let r = ws.run(&["restore", good.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{r:?}");
-    // A project with no state is a usage error.
+    // No archive there, or a project with no state: usage errors.
+    let r = ws.run(&["restore", "no-such-archive"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("there is no archive at no-such-archive"),
+        "{}",
+        r.stderr
+    );
     let r = ws.run(&["-p", "nothing-here", "backup"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("nothing to back up"), "{}", r.stderr);

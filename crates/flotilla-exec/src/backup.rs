@@ -253,3 +253,26 @@ fn refuse_running(target: &Path) -> Result<(), BackupError> {
         ),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backup_before_a_risky_step_keeps_the_projects_journal() {
+        let base = tempfile::tempdir().unwrap();
+        let state = StateDir::resolve(Some(base.path()), "chat").unwrap();
+        let policy = BackupPolicy::default();
+        assert_eq!(
+            backup_before("adopt", &state, &policy).unwrap(),
+            None,
+            "no state yet: nothing to lose"
+        );
+        std::fs::create_dir_all(state.root()).unwrap();
+        flotilla_store::Store::open(&state.database()).unwrap();
+        let w = backup_before("adopt", &state, &policy).unwrap().unwrap();
+        assert_eq!(w.manifest.reason, "before-adopt");
+        assert_eq!(w.archive.parent(), Some(project_backups(&state).as_path()));
+        assert_eq!(w.manifest.databases[0].path, "files/state.db");
+    }
+}

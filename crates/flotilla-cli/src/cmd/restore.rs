@@ -37,8 +37,20 @@ pub struct ServeArgs {
     pub json: bool,
 }
 
+/// An archive that is not there is a usage error.
+fn exists(archive: &std::path::Path) -> anyhow::Result<()> {
+    if archive.exists() {
+        return Ok(());
+    }
+    Err(crate::usage(format!(
+        "there is no archive at {}",
+        archive.display()
+    )))
+}
+
 /// `flotilla restore`.
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
+    exists(&args.archive)?;
     let project = match &cli.project {
         Some(p) => p.clone(),
         // The archive's own project (read again, and checked, by the restore).
@@ -58,6 +70,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
 
 /// `flotilla serve restore`.
 pub fn run_serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
+    exists(&args.archive)?;
     let dir = authority_dir(cli, &args.store)?;
     let rt = super::runtime()?;
     let done = rt.block_on(flotilla_server::backup::restore_authority(
