@@ -202,6 +202,7 @@ mod tests {
             report_every: Duration::from_secs(30),
             log: Arc::new(move |l| to.lock().unwrap().push(l.to_string())),
             watchdog_program: Some("/bin/true".into()),
+            backups: None,
             components: None,
         };
         (Updater::start(cfg, Arc::new(NoAuthority)).unwrap(), logged)

@@ -48,6 +48,8 @@ pub struct Local {
     pub report_deadline: Duration,
     /// `--public-url`.
     pub public_url: Option<String>,
+    /// Where the backup before a migration of the store goes.
+    pub backups: flotilla_exec::backup::BackupPolicy,
 }
 
 /// The agent's log file in the agent directory.
@@ -282,7 +284,9 @@ pub fn run(l: Local) -> anyhow::Result<u8> {
     let rt = crate::cmd::runtime()?;
     rt.block_on(async {
         let backend = Backend::Sqlite(l.dir.join(authority::DATABASE_FILE));
-        let init = authority::init(&l.dir, &[], &backend).await?;
+        let migration =
+            flotilla_server::backup::migration_hooks(&l.dir, &backend, &l.backups);
+        let init = authority::init(&l.dir, &[], &backend, &migration).await?;
         let opts = ServeOptions {
             dir: l.dir.clone(),
             listen: l.listen,
@@ -290,6 +294,7 @@ pub fn run(l: Local) -> anyhow::Result<u8> {
             tls_cert: None,
             report_deadline: l.report_deadline,
             public_url: l.public_url.clone(),
+            migration,
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let serve = authority::serve(opts, move |addr, _, _| {

@@ -251,6 +251,17 @@ pub enum Command {
     SandboxBridge(cmd::sandbox_bridge::Args),
     /// This host's agent: join an authority, converge, supervise, report (see `agent run`).
     Agent(cmd::agent::Args),
+    /// Back the project's state up into a verified archive (the authority's: `serve backup`).
+    ///
+    /// The journal, instances, logs and the rest of the project's state directory;
+    /// SQLite through its online backup API; verified by a restore into a scratch
+    /// place before it is kept.
+    Backup(cmd::backup::Args),
+    /// Restore the project's state from an archive (the authority's: `serve restore`).
+    ///
+    /// Refused for an archive cut short, altered or from a newer flotilla, and while
+    /// the project is in use; the state it replaces is kept beside it.
+    Restore(cmd::restore::Args),
     /// Write an inventory from another tool's file: `import compose [FILE]` (docker compose).
     Import(cmd::import::Args),
     /// Print the JSON Schema (draft 2020-12) of the inventory or of a template.
@@ -397,6 +408,8 @@ fn main() -> ExitCode {
         Command::Push(a) => cmd::push::run(&cli, a),
         Command::SandboxBridge(a) => cmd::sandbox_bridge::run(&cli, a),
         Command::Import(a) => cmd::import::run(&cli, a),
+        Command::Backup(a) => cmd::backup::run(&cli, a),
+        Command::Restore(a) => cmd::restore::run(&cli, a),
         Command::Schema(a) => cmd::schema::run(a),
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),
@@ -461,13 +474,17 @@ fn wants_json() -> bool {
         .any(|a| a == "--json")
 }
 
-/// `{"error": {"code": N, "kind": "usage"|"failure", "message": "…", "causes": […]}}`.
-fn error_json(e: &anyhow::Error, code: u8) -> serde_json::Value {
+/// `{"error": {"code": N, "kind": "usage"|"refused"|"failure", "message": "…", "causes": […]}}`.
+pub fn error_json(e: &anyhow::Error, code: u8) -> serde_json::Value {
     let causes = causes_once(&e.to_string(), e.chain().skip(1));
     serde_json::json!({
         "error": {
             "code": code,
-            "kind": if code == EXIT_USAGE { "usage" } else { "failure" },
+            "kind": match code {
+                EXIT_USAGE => "usage",
+                EXIT_REFUSED => "refused",
+                _ => "failure",
+            },
             "message": e.to_string(),
             "causes": causes,
         }

@@ -16,6 +16,10 @@
 //!   [`process::stop`] its whole group, identity first (invariant 5);
 //!   [`process::listeners`] on a port (conflict detection);
 //!   [`process::stop_identified`], one process known by pid and start time.
+//! - [`backup`]: backups of a project's state directory as the CLI and the agent
+//!   take them (default directory, retention policy, [`backup::backup_before`] a
+//!   risky step), restore under the project's lifecycle lock (refused while its
+//!   processes run), and [`backup::SystemPgTools`] (`pg_dump`, `pg_restore`).
 //! - [`detached`]: programs that are not components: a service manager's verb run to
 //!   its end ([`detached::run_verb`]), a detached start in a session of its own
 //!   ([`detached::spawn_detached`]), this process replaced in place
@@ -75,6 +79,7 @@
 #![warn(missing_docs)]
 
 pub mod adapter;
+pub mod backup;
 pub mod browser;
 pub mod detached;
 pub mod environment;

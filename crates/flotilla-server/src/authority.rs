@@ -10,10 +10,46 @@ pub use crate::error::AuthorityError;
 use crate::state::{AppState, Settings};
 use crate::tls;
 use flotilla_store::authority::{AuthorityStore, PostgresAuthority, Principal, SqliteAuthority};
+use flotilla_store::schema::{BeforePostgresMigration, HookError, PendingMigration};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+
+/// The hook an SQLite store calls before migrating (see
+/// [`flotilla_store::schema::BeforeMigration`]).
+pub type SqliteHook = dyn Fn(&PendingMigration) -> Result<(), HookError> + Send + Sync;
+
+/// What opening the store does before a schema migration of a database that holds
+/// data: the backups `crate::backup::migration_hooks` makes (none by default).
+#[derive(Clone, Default)]
+pub struct MigrationHooks {
+    /// Called before an SQLite `authority.db` is migrated.
+    pub sqlite: Option<Arc<SqliteHook>>,
+    /// Awaited before the PostgreSQL database is migrated.
+    pub postgres: Option<Arc<BeforePostgresMigration>>,
+}
+
+impl std::fmt::Debug for MigrationHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MigrationHooks")
+            .field("sqlite", &self.sqlite.is_some())
+            .field("postgres", &self.postgres.is_some())
+            .finish()
+    }
+}
+
+impl MigrationHooks {
+    fn open_sqlite(&self, path: &Path) -> Result<SqliteAuthority, AuthorityError> {
+        let hook = self.sqlite.as_deref().map(|h| h as _);
+        Ok(SqliteAuthority::open_with(path, hook)?)
+    }
+
+    async fn connect_postgres(&self, url: &str) -> Result<PostgresAuthority, AuthorityError> {
+        Ok(PostgresAuthority::connect_with(url, self.postgres.as_deref()).await?)
+    }
+}
 
 /// Where `flotilla serve` listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7443";
@@ -151,7 +187,8 @@ fn lock_dir(
 }
 
 /// `flotilla serve init`: makes (or keeps) the CA and server certificate for
-/// `names`, and an operator credential (kept if `operator.json` exists).
+/// `names`, and an operator credential (kept if `operator.json` exists); a store
+/// of an older schema is migrated after `hooks` ran (a backup).
 ///
 /// # Errors
 /// [`AuthorityError`].
@@ -159,6 +196,7 @@ pub async fn init(
     dir: &Path,
     names: &[String],
     backend: &Backend,
+    hooks: &MigrationHooks,
 ) -> Result<Initialised, AuthorityError> {
     std::fs::create_dir_all(dir).map_err(|source| AuthorityError::Io {
         path: dir.to_path_buf(),
@@ -183,12 +221,14 @@ pub async fn init(
                 .unwrap_or(0);
             match backend {
                 Backend::Sqlite(p) => {
-                    SqliteAuthority::open(p)?
+                    hooks
+                        .open_sqlite(p)?
                         .create_credential(hash, principal, now)
                         .await?
                 }
                 Backend::Postgres(u) => {
-                    PostgresAuthority::connect(u)
+                    hooks
+                        .connect_postgres(u)
                         .await?
                         .create_credential(hash, principal, now)
                         .await?
@@ -229,6 +269,8 @@ pub struct ServeOptions {
     /// The URL people reach the authority at (dashboard links); `None`:
     /// `https://<bound address>`.
     pub public_url: Option<String>,
+    /// What opening a store of an older schema does first (a backup).
+    pub migration: MigrationHooks,
 }
 
 /// A listening socket with a backlog of 4096 (the standard library's is 128): a
@@ -335,7 +377,7 @@ pub async fn serve(
     };
     match &opts.backend {
         Backend::Sqlite(p) => {
-            let state = AppState::new(SqliteAuthority::open(p)?, settings).await?;
+            let state = AppState::new(opts.migration.open_sqlite(p)?, settings).await?;
             if let Some(c) = notify_config {
                 state.notifier.configure(c);
             }
@@ -345,7 +387,7 @@ pub async fn serve(
                 .map_err(io)
         }
         Backend::Postgres(u) => {
-            let state = AppState::new(PostgresAuthority::connect(u).await?, settings).await?;
+            let state = AppState::new(opts.migration.connect_postgres(u).await?, settings).await?;
             if let Some(c) = notify_config {
                 state.notifier.configure(c);
             }

@@ -40,6 +40,9 @@
 //! - [`tls`]: the private CA (`serve init`) and the server's TLS configuration.
 //! - [`authority`]: the authority directory, `serve init`, backends,
 //!   [`authority::serve`]; [`error`]: what can go wrong running one.
+//! - [`backup`]: backups of the authority (its directory, and its PostgreSQL
+//!   database), restore under its `serve.lock`, and the backup taken before a
+//!   migration of its store ([`backup::migration_hooks`]).
 //! - [`auth`]: secrets (tokens, credentials) and their hashes.
 //! - [`diff`]: revision diffs as DTOs.
 //! - [`metrics`]: the Prometheus figures.
@@ -52,6 +55,7 @@
 
 pub mod auth;
 pub mod authority;
+pub mod backup;
 pub mod calls;
 pub mod controller;
 pub mod diff;

@@ -265,6 +265,23 @@ pub enum StoreError {
         source: tokio_postgres::Error,
     },
 
+    /// The backup taken before a schema migration (a
+    /// [`BeforeMigration`](crate::schema::BeforeMigration) hook) failed: nothing
+    /// was migrated, the database is as it was.
+    #[error("the backup before migrating {database} from schema version {found} to {target} failed, so nothing was migrated: {source}")]
+    BackupBeforeMigration {
+        /// The database (its file, or `PostgreSQL`).
+        database: String,
+        /// Its schema version.
+        found: i64,
+        /// The version the migration would have brought it to.
+        target: i64,
+        /// Why the backup failed (the hook's error: a
+        /// [`HookError`](crate::schema::HookError)).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
     /// The blocking task that runs an SQLite query was cancelled because the Tokio
     /// runtime is shutting down before it ran; nothing was written.
     #[error("the authority database query was cancelled: the runtime is shutting down")]

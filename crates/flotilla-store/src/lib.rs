@@ -8,7 +8,10 @@
 //!   given.
 //! - **Pure apart from the database**: no process, file or environment access
 //!   beyond the SQLite file itself; every result is a function of the arguments
-//!   and the database.
+//!   and the database. The exception is [`backup`], which reads and writes the
+//!   directories it is given (state directories, archives); it starts no process
+//!   either (`pg_dump`/`pg_restore` run through the caller's
+//!   [`PgTools`](backup::PgTools)).
 //! - **Secrets**: callers must never pass any (DESIGN.md invariant 9); everything
 //!   stored is plain text and shown by `--json` output.
 //! - **Concurrency**: WAL mode and a 5 s busy timeout let one writer and any
@@ -24,10 +27,17 @@
 //!   two backends, [`SqliteAuthority`](authority::SqliteAuthority) and
 //!   [`PostgresAuthority`](authority::PostgresAuthority), each with its own
 //!   migrations. Async; everything else in the crate is blocking.
+//! - [`backup`]: archives of a project's state directory or of the authority
+//!   (SQLite through the online backup API, PostgreSQL through `pg_dump` from an
+//!   exported snapshot), each with a manifest (files' sizes and SHA-256, databases'
+//!   schema versions and row counts), verified after writing by a restore into a
+//!   scratch place; restore into a temporary sibling swapped in by renames;
+//!   retention.
 //! - [`store`]: [`Store`], opening (pragmas, migrations), [`BUSY_TIMEOUT`],
 //!   [`STATE_DB_FILE`].
 //! - [`schema`]: the SQL schema as forward-only numbered migrations,
-//!   [`SCHEMA_VERSION`].
+//!   [`SCHEMA_VERSION`]; the hook called before migrating a database that holds
+//!   data ([`schema::BeforeMigration`]).
 //! - [`journal`]: operations and steps, written before and after each runs
 //!   (invariant 2); unfinished operations and marking them interrupted; each
 //!   component's last step.
@@ -45,6 +55,7 @@
 #![warn(missing_docs)]
 
 pub mod authority;
+pub mod backup;
 pub mod digests;
 pub mod error;
 pub mod ids;

@@ -8,7 +8,41 @@
 
 use crate::error::StoreError;
 use rusqlite::{Connection, TransactionBehavior};
-use std::path::Path;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+
+/// A migration about to be applied to a database that already holds data (its
+/// schema version is above 0 and below the one this build creates): what a
+/// [`BeforeMigration`] hook is told, so that it can back the database up first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingMigration {
+    /// The database file (`None` for the authority's PostgreSQL database).
+    pub path: Option<PathBuf>,
+    /// Its schema version now.
+    pub found: i64,
+    /// The version it is about to be brought to.
+    pub target: i64,
+}
+
+/// What a migration hook's failure carries (a backup's typed error, boxed).
+pub type HookError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Called before the pending migrations of an SQLite database holding data are
+/// applied, while the migrating connection holds the database's write lock
+/// (`BEGIN IMMEDIATE`: other connections may read, nobody writes or migrates): a
+/// backup taken here is exactly the state the migration starts from. An error
+/// stops the migration (nothing is migrated):
+/// [`StoreError::BackupBeforeMigration`]. Not called for a fresh file (version 0)
+/// or an up-to-date one.
+pub type BeforeMigration<'a> = &'a (dyn Fn(&PendingMigration) -> Result<(), HookError> + Sync);
+
+/// The same for the authority's PostgreSQL database, called (and awaited) inside
+/// the migration's transaction, under its advisory lock (other authorities starting
+/// wait; they may still write).
+pub type BeforePostgresMigration = dyn Fn(PendingMigration) -> Pin<Box<dyn Future<Output = Result<(), HookError>> + Send>>
+    + Send
+    + Sync;
 
 /// One schema migration (of `state.db`, or of the authority's `authority.db`:
 /// see [`crate::authority::sqlite`]).
@@ -224,7 +258,7 @@ pub(crate) fn migrate(
     path: &Path,
     classify: impl Fn(rusqlite::Error) -> StoreError,
 ) -> Result<(), StoreError> {
-    apply(conn, path, classify, MIGRATIONS)
+    apply(conn, path, classify, MIGRATIONS, None)
 }
 
 /// Brings the file up to the last of `migrations` (numbered 1, 2, 3…, recorded in
@@ -232,13 +266,15 @@ pub(crate) fn migrate(
 ///
 /// # Errors
 /// [`StoreError::SchemaTooNew`] for a file from a newer build,
-/// [`StoreError::Migration`] when a migration fails, and whatever
+/// [`StoreError::Migration`] when a migration fails,
+/// [`StoreError::BackupBeforeMigration`] when `before` fails, and whatever
 /// `classify` makes of other SQLite errors.
 pub(crate) fn apply(
     conn: &mut Connection,
     path: &Path,
     classify: impl Fn(rusqlite::Error) -> StoreError,
     migrations: &[Migration],
+    before: Option<BeforeMigration<'_>>,
 ) -> Result<(), StoreError> {
     let supported = migrations.last().map_or(0, |m| m.version);
     let too_new = |found| StoreError::SchemaTooNew {
@@ -261,6 +297,19 @@ pub(crate) fn apply(
     let found = current_version(&tx).map_err(&classify)?;
     if found > supported {
         return Err(too_new(found));
+    }
+    if let Some(before) = before.filter(|_| found > 0 && found < supported) {
+        let pending = PendingMigration {
+            path: Some(path.to_owned()),
+            found,
+            target: supported,
+        };
+        before(&pending).map_err(|source| StoreError::BackupBeforeMigration {
+            database: path.display().to_string(),
+            found,
+            target: supported,
+            source,
+        })?;
     }
     tx.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_version (

@@ -96,8 +96,15 @@ impl<S: ReleaseSource> Updater<S> {
             "release {} {} (rollout {}, serial {}, signed by {key_id}): downloading sha256:{sha}",
             a.name, a.version, a.rollout, manifest.serial
         ));
-        // 3. Download, verify, stage.
+        // 3. Download, verify, back the host's state up, stage.
         let tmp = self.download(root, &artifact).await.map_err(&with_sha)?;
+        if let Err(why) = self.backup_before_update().await {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(with_sha(Refusal::new(
+                Reason::InstallFailed,
+                format!("the backup before the update failed, so nothing was changed: {why}"),
+            )));
+        }
         let staged = root.stage(&a.version, &sha, &tmp);
         let _ = std::fs::remove_file(&tmp);
         let staged = staged
@@ -123,6 +130,29 @@ impl<S: ReleaseSource> Updater<S> {
             staged.dir.display(),
             self.cfg.supervisor
         ));
+        Ok(())
+    }
+
+    /// Backs up every project's state directory on this host (a new version may
+    /// migrate their journals), when [`UpdaterConfig::backups`] says so.
+    async fn backup_before_update(&self) -> Result<(), String> {
+        let Some(policy) = self.cfg.backups.clone() else {
+            return Ok(());
+        };
+        let base = self.cfg.state_dir.clone();
+        let taken = tokio::task::spawn_blocking(move || {
+            flotilla_exec::backup::backup_projects_before("self-update", &base, &policy)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| chain(&e))?;
+        for w in taken {
+            (self.cfg.log)(&format!(
+                "backed up project `{}` before the update: {}",
+                w.manifest.name,
+                w.archive.display()
+            ));
+        }
         Ok(())
     }
 

@@ -33,7 +33,10 @@
 //!    to restart; the authority still soaks it). One in `<root>/skip.json` (rolled back
 //!    here before) is refused `Skipped`, whichever rollout assigns it.
 //! 3. Download into `<root>/downloads/` (the authority's blob store, or the artifact's
-//!    URL), then size and SHA-256 checked, then staged as `versions/<version>-<sha12>/`.
+//!    URL), then size and SHA-256 checked; then every project's state directory on
+//!    the host backed up (`before-self-update`, verified: the new version may migrate
+//!    their journals; a backup that fails refuses the update `InstallFailed`), then
+//!    staged as `versions/<version>-<sha12>/`.
 //! 4. `update.json` written `Staged` (what runs now, what to run, this process's pid,
 //!    start time, argv and working directory, the supervisor), then the watchdog started
 //!    detached from the binary running now: `flotilla agent update-watch` (see
@@ -123,6 +126,9 @@ pub struct UpdaterConfig {
     /// How component releases restart and observe this host's components (`None`:
     /// component releases are refused `InstallFailed`).
     pub components: Option<ComponentSettings>,
+    /// Where the backup of the host's projects taken before a self-update goes, and
+    /// how many are kept (`None`: none is taken).
+    pub backups: Option<flotilla_exec::backup::BackupPolicy>,
 }
 
 /// The updater of one agent process.

@@ -104,6 +104,14 @@ impl Fixture {
     }
 
     fn updater(&self, keys: bool) -> Updater<Fake> {
+        self.updater_with(keys, None)
+    }
+
+    fn updater_with(
+        &self,
+        keys: bool,
+        backups: Option<flotilla_exec::backup::BackupPolicy>,
+    ) -> Updater<Fake> {
         let cfg = UpdaterConfig {
             host: "h".into(),
             dir: self.dir.clone(),
@@ -116,6 +124,7 @@ impl Fixture {
             log: Arc::new(|_| {}),
             components: None,
             watchdog_program: Some("/bin/true".into()),
+            backups,
         };
         Updater::start(cfg, Arc::clone(&self.fake)).unwrap()
     }
@@ -315,6 +324,50 @@ async fn a_signed_release_is_staged_and_handed_to_the_watchdog_once() {
     let m2 = f.manifest("0.3.0", 6, b"#!/bin/sh\n");
     assert!(!u.consider(&f.assignment(&m2, 2, Some(&f.secret))).await);
     assert_eq!(f.record().version, "0.2.0");
+}
+
+/// The host's state directory with a project `chat` that has a journal.
+fn with_a_project(f: &Fixture) -> std::path::PathBuf {
+    let state = f.t.path().join("state");
+    let project = state.join("projects/chat");
+    std::fs::create_dir_all(&project).unwrap();
+    flotilla_store::Store::open(&project.join(flotilla_store::STATE_DB_FILE)).unwrap();
+    state
+}
+
+#[tokio::test]
+async fn the_hosts_projects_are_backed_up_before_a_release_is_staged() {
+    use flotilla_store::backup::{retention, Kind};
+    let f = Fixture::new();
+    let state = with_a_project(&f);
+    let u = f.updater_with(true, Some(Default::default()));
+    let m = f.manifest("0.2.0", 5, NEW);
+    assert!(u.consider(&f.assignment(&m, 1, Some(&f.secret))).await);
+    assert_eq!(f.record().state, UpdateState::Staged);
+    let archives = retention::archives(&state.join("backups"), Kind::Project, "chat").unwrap();
+    assert_eq!(archives.len(), 1, "one backup, before the staging");
+    let verified = flotilla_store::backup::verify(&archives[0]).unwrap();
+    assert_eq!(verified.manifest.reason, "before-self-update");
+    assert_eq!(verified.manifest.databases[0].path, "files/state.db");
+}
+
+#[tokio::test]
+async fn a_backup_that_fails_refuses_the_update_and_stages_nothing() {
+    let f = Fixture::new();
+    let state = with_a_project(&f);
+    // The backup directory cannot be made: a file is in its way.
+    let blocked = state.join("not-a-dir");
+    std::fs::write(&blocked, "").unwrap();
+    let policy = flotilla_exec::backup::BackupPolicy {
+        dir: Some(blocked.join("backups")),
+        keep: 10,
+    };
+    let u = f.updater_with(true, Some(policy));
+    let m = f.manifest("0.2.0", 5, NEW);
+    let a = f.assignment(&m, 1, Some(&f.secret));
+    refused(&f, &u, &a, Reason::InstallFailed).await;
+    let why = f.record().detail;
+    assert!(why.contains("the backup before the update failed"), "{why}");
 }
 
 /// Serves `body` to every request on a loopback port; the URL.

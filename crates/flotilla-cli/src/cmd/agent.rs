@@ -144,6 +144,9 @@ pub struct RunArgs {
     /// (run by hand: the update watchdog starts the new agent itself).
     #[arg(long, default_value = "auto", value_name = "SUPERVISOR")]
     pub supervisor: String,
+    /// Self-update: the backup of this host's projects taken before an update.
+    #[command(flatten)]
+    pub backups: super::backup::AutoArgs,
 }
 
 /// Arguments of `flotilla agent unit`.
@@ -414,6 +417,7 @@ fn updater_config(
             ready_timeout: a.timeout,
             host_timeout: cli.host_timeout,
         }),
+        backups: Some(a.backups.policy()),
     })
 }
 

@@ -1,5 +1,7 @@
 //! Reaching the authority from the CLI: `--server` and the operator credential file
-//! (shared by `config`, `serve token` and the `--server` forms of other verbs).
+//! (shared by `config`, `serve token` and the `--server` forms of other verbs); where
+//! a local authority keeps its data (`--authority-dir`, `--database-url`: `serve`,
+//! `serve init`, `serve backup`, `serve restore`).
 
 use crate::Cli;
 use std::path::PathBuf;
@@ -154,5 +156,26 @@ impl flotilla_exec::transport::agent::CallQueue for AuthorityCalls {
                 .map(|c| c.response)
                 .map_err(|e| e.to_string())
         })
+    }
+}
+
+/// Where the authority keeps its data.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StoreArgs {
+    /// The authority directory (CA, certificates, SQLite database, operator.json).
+    /// Default: `<state dir>/authority`.
+    #[arg(long, env = "FLOTILLA_AUTHORITY_DIR", value_name = "DIR")]
+    pub authority_dir: Option<PathBuf>,
+    /// Keep revisions, tokens and reports in PostgreSQL instead of SQLite
+    /// (`postgres://user:password@host:port/database`).
+    #[arg(long, env = "FLOTILLA_DATABASE_URL", value_name = "URL")]
+    pub database_url: Option<String>,
+}
+
+/// The authority directory: `--authority-dir`, else `<state dir>/authority`.
+pub fn authority_dir(cli: &Cli, store: &StoreArgs) -> anyhow::Result<PathBuf> {
+    match &store.authority_dir {
+        Some(d) => Ok(d.clone()),
+        None => Ok(base_state_dir(cli)?.join("authority")),
     }
 }

@@ -133,6 +133,9 @@ Secrets (NAME=value, mode 0600), shared by the projects.
 .TP
 \fIBASE/authority/\fR
 \fBflotilla serve\fR's CA, database and operator credential.
+.TP
+\fIBASE/backups/\fR
+Verified archives of \fBflotilla backup\fR and \fBflotilla serve backup\fR, and the automatic ones (before a migration, a self\-update).
 "#;
 
 /// The page of one command, whose footer names flotilla's version (clap_mangen would

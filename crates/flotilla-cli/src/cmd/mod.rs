@@ -3,6 +3,7 @@
 pub mod agent;
 pub mod apply;
 pub mod authority;
+pub mod backup;
 pub mod check;
 pub mod completions;
 pub mod config;
@@ -26,6 +27,7 @@ pub mod question;
 pub mod questions;
 pub mod release;
 pub mod restart;
+pub mod restore;
 pub mod sandbox_bridge;
 pub mod schema;
 pub mod serve;

@@ -1,8 +1,11 @@
-//! `flotilla serve [init | token create | ui-link | openapi]`: run the desired-state
-//! authority, make its CA and operator credential, make join tokens and dashboard
-//! sign-in links, print the API document; `serve --local`: the authority and this
+//! `flotilla serve [init | token create | ui-link | openapi | backup | restore]`: run
+//! the desired-state authority (backing it up before a migration of its store), make
+//! its CA and operator credential, make join tokens and dashboard sign-in links,
+//! print the API document, back it up and restore it (`cmd/backup.rs`,
+//! `cmd/restore.rs`); `serve --local`: the authority and this
 //! machine's agent in one command ([`crate::local_fleet`]).
 
+pub use super::authority::{authority_dir, StoreArgs};
 use crate::{Cli, EXIT_OK};
 use flotilla_server::authority::{self, Backend, ServeOptions};
 use std::net::SocketAddr;
@@ -17,19 +20,6 @@ pub struct Args {
     pub command: Option<ServeCommand>,
     #[command(flatten)]
     pub run: RunArgs,
-}
-
-/// Where the authority keeps its data.
-#[derive(clap::Args, Debug, Clone)]
-pub struct StoreArgs {
-    /// The authority directory (CA, certificates, SQLite database, operator.json).
-    /// Default: `<state dir>/authority`.
-    #[arg(long, env = "FLOTILLA_AUTHORITY_DIR", value_name = "DIR")]
-    pub authority_dir: Option<PathBuf>,
-    /// Keep revisions, tokens and reports in PostgreSQL instead of SQLite
-    /// (`postgres://user:password@host:port/database`).
-    #[arg(long, env = "FLOTILLA_DATABASE_URL", value_name = "URL")]
-    pub database_url: Option<String>,
 }
 
 /// Options of the server itself.
@@ -58,6 +48,9 @@ pub struct RunArgs {
     /// print the dashboard's sign-in URL; Ctrl-C or SIGTERM stops both.
     #[arg(long, conflicts_with_all = ["database_url", "tls_cert"])]
     pub local: bool,
+    /// The backup taken before a schema migration of the store.
+    #[command(flatten)]
+    pub backups: super::backup::AutoArgs,
 }
 
 /// `flotilla serve` subcommands.
@@ -93,6 +86,17 @@ pub enum ServeCommand {
     UiLink(super::ui_link::Args),
     /// Print the API's OpenAPI document (JSON).
     Openapi,
+    /// Back the authority up into a verified archive.
+    ///
+    /// Its directory (CA, certificates, SQLite database through SQLite's online
+    /// backup API) and, with --database-url, its PostgreSQL database (`pg_dump`);
+    /// verified by a restore into a scratch place before it is kept.
+    Backup(super::backup::ServeArgs),
+    /// Restore the authority from an archive of `serve backup`.
+    ///
+    /// Refused while a `flotilla serve` runs on the directory; the state it replaces
+    /// is kept beside it.
+    Restore(super::restore::ServeArgs),
     /// The authority's root launcher (started by `flotilla serve` itself, with
     /// its socket as descriptor 3; not for people).
     #[command(hide = true)]
@@ -140,14 +144,6 @@ pub enum TokenCommand {
         #[arg(long)]
         json: bool,
     },
-}
-
-/// The authority directory: `--authority-dir`, else `<state dir>/authority`.
-pub fn authority_dir(cli: &Cli, store: &StoreArgs) -> anyhow::Result<PathBuf> {
-    match &store.authority_dir {
-        Some(d) => Ok(d.clone()),
-        None => Ok(super::authority::base_state_dir(cli)?.join("authority")),
-    }
 }
 
 /// Runs the subcommand; returns the exit status.
@@ -198,10 +194,17 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             print!("{}", flotilla_server::openapi::document());
             Ok(EXIT_OK)
         }
+        Some(ServeCommand::Backup(a)) => super::backup::run_serve(cli, a),
+        Some(ServeCommand::Restore(a)) => super::restore::run_serve(cli, a),
         Some(ServeCommand::Init { store, sans }) => {
             let dir = authority_dir(cli, store)?;
             let backend = Backend::choose(&dir, store.database_url.as_deref());
-            let done = rt.block_on(authority::init(&dir, sans, &backend))?;
+            let migration = flotilla_server::backup::migration_hooks(
+                &dir,
+                &backend,
+                &flotilla_exec::backup::BackupPolicy::default(),
+            );
+            let done = rt.block_on(authority::init(&dir, sans, &backend, &migration))?;
             println!(
                 "authority directory: {}{}",
                 dir.display(),
@@ -278,13 +281,20 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 listen: r.listen,
                 report_deadline: r.report_deadline,
                 public_url: r.public_url.clone(),
+                backups: r.backups.policy(),
             })
         }
         None => {
             let r = &args.run;
             let dir = authority_dir(cli, &r.store)?;
+            let backend = Backend::choose(&dir, r.store.database_url.as_deref());
             let opts = ServeOptions {
-                backend: Backend::choose(&dir, r.store.database_url.as_deref()),
+                migration: flotilla_server::backup::migration_hooks(
+                    &dir,
+                    &backend,
+                    &r.backups.policy(),
+                ),
+                backend,
                 dir,
                 listen: r.listen,
                 tls_cert: r.tls_cert.clone().zip(r.tls_key.clone()),

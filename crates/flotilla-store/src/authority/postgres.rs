@@ -42,6 +42,7 @@ use super::{
 };
 use super::{stored_ui_role, ui_link_refusal, NewUiLink, UiLinkRecord, UiLinkRedeem};
 use crate::error::StoreError;
+use crate::schema::{BeforePostgresMigration, PendingMigration};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
 use std::time::Duration;
 use tokio_postgres::{Client, Config, NoTls, Row, Transaction};
@@ -329,6 +330,22 @@ impl PostgresAuthority {
     /// [`StoreError::PostgresSchemaTooNew`], [`StoreError::PostgresMigration`],
     /// [`StoreError::Postgres`].
     pub async fn connect(url: &str) -> Result<PostgresAuthority, StoreError> {
+        PostgresAuthority::connect_with(url, None).await
+    }
+
+    /// [`PostgresAuthority::connect`], awaiting `before` (when given) before
+    /// migrating a database that holds data and has an older schema, inside the
+    /// migration's transaction (see [`BeforePostgresMigration`]): how `flotilla
+    /// serve` backs the database up before a migration.
+    ///
+    /// # Errors
+    /// As [`PostgresAuthority::connect`], and
+    /// [`StoreError::BackupBeforeMigration`] when `before` fails (nothing was
+    /// migrated).
+    pub async fn connect_with(
+        url: &str,
+        before: Option<&BeforePostgresMigration>,
+    ) -> Result<PostgresAuthority, StoreError> {
         let mut config: Config = url
             .parse()
             .map_err(|source| StoreError::PostgresConnect { source })?;
@@ -352,7 +369,7 @@ impl PostgresAuthority {
         let authority = PostgresAuthority { pool };
         {
             let mut conn = authority.conn().await?;
-            migrate(&mut conn).await?;
+            migrate_with(&mut conn, MIGRATIONS, before).await?;
         }
         Ok(authority)
     }
@@ -455,14 +472,13 @@ fn pg(context: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreError + C
     move |source| StoreError::Postgres { context, source }
 }
 
-/// Applies the pending migrations in one transaction, under an advisory lock.
-async fn migrate(client: &mut Client) -> Result<(), StoreError> {
-    migrate_with(client, MIGRATIONS).await
-}
-
 /// Applies the pending ones of `migrations` (a prefix of [`MIGRATIONS`]) in one
 /// transaction, under an advisory lock.
-async fn migrate_with(client: &mut Client, migrations: &[Migration]) -> Result<(), StoreError> {
+async fn migrate_with(
+    client: &mut Client,
+    migrations: &[Migration],
+    before: Option<&BeforePostgresMigration>,
+) -> Result<(), StoreError> {
     let supported = migrations.last().map_or(0, |m| m.version);
     let e = pg("migrate the schema");
     let tx = client.transaction().await.map_err(e)?;
@@ -487,6 +503,21 @@ async fn migrate_with(client: &mut Client, migrations: &[Migration]) -> Result<(
         .get(0);
     if found > supported {
         return Err(StoreError::PostgresSchemaTooNew { found, supported });
+    }
+    if let Some(before) = before.filter(|_| found > 0 && found < supported) {
+        let pending = PendingMigration {
+            path: None,
+            found,
+            target: supported,
+        };
+        before(pending)
+            .await
+            .map_err(|source| StoreError::BackupBeforeMigration {
+                database: "the authority's PostgreSQL database".into(),
+                found,
+                target: supported,
+                source,
+            })?;
     }
     for m in migrations.iter().filter(|m| m.version > found) {
         let failed = |source| StoreError::PostgresMigration {
@@ -1734,6 +1765,34 @@ impl AuthorityStore for PostgresAuthority {
     }
 }
 
+/// Brings the (empty) database at `url` only up to schema `version` (an older
+/// Flotilla's database), for tests of what connecting to it does.
+///
+/// # Errors
+/// [`StoreError::PostgresConnect`], [`StoreError::Postgres`],
+/// [`StoreError::PostgresMigration`].
+#[cfg(any(test, feature = "testing"))]
+pub(crate) async fn create_at_version(url: &str, version: i64) -> Result<(), StoreError> {
+    let config: Config = url
+        .parse()
+        .map_err(|source| StoreError::PostgresConnect { source })?;
+    let (mut client, connection) = config
+        .connect(NoTls)
+        .await
+        .map_err(|source| StoreError::PostgresConnect { source })?;
+    let driver = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let upto = MIGRATIONS
+        .iter()
+        .position(|m| m.version == version)
+        .map_or(0, |i| i + 1);
+    let done = migrate_with(&mut client, &MIGRATIONS[..upto], None).await;
+    drop(client);
+    let _ = driver.await;
+    done
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1765,7 +1824,7 @@ mod tests {
                 tokio::spawn(async move {
                     let _ = connection.await;
                 });
-                migrate_with(&mut client, &MIGRATIONS[..2]).await.unwrap();
+                migrate_with(&mut client, &MIGRATIONS[..2], None).await.unwrap();
                 client
                     .execute(
                         "INSERT INTO agent_calls (id, host, call, created_ms) VALUES (1, 'studio', '{}', 1)",

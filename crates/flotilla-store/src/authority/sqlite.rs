@@ -14,7 +14,7 @@ use super::{
 };
 use super::{stored_ui_role, ui_link_refusal, NewUiLink, UiLinkRecord, UiLinkRedeem};
 use crate::error::StoreError;
-use crate::schema::{self, Migration};
+use crate::schema::{self, BeforeMigration, Migration};
 use crate::store::{classify_open, TxError};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
 use std::future::Future;
@@ -299,11 +299,26 @@ impl SqliteAuthority {
     /// local-mode `state.db`), [`StoreError::SchemaTooNew`],
     /// [`StoreError::Migration`], [`StoreError::Busy`].
     pub fn open(path: &Path) -> Result<SqliteAuthority, StoreError> {
+        SqliteAuthority::open_with(path, None)
+    }
+
+    /// [`SqliteAuthority::open`], calling `before` (when given) before migrating
+    /// a database that holds data and has an older schema, while holding its write
+    /// lock (see [`BeforeMigration`]): how `flotilla serve` backs the database up
+    /// before a migration.
+    ///
+    /// # Errors
+    /// As [`SqliteAuthority::open`], and [`StoreError::BackupBeforeMigration`]
+    /// when `before` fails (nothing was migrated).
+    pub fn open_with(
+        path: &Path,
+        before: Option<BeforeMigration<'_>>,
+    ) -> Result<SqliteAuthority, StoreError> {
         let conn = Connection::open(path).map_err(|source| StoreError::Open {
             path: path.to_owned(),
             source,
         })?;
-        SqliteAuthority::setup(conn, path.to_owned(), true)
+        SqliteAuthority::setup(conn, path.to_owned(), true, before)
     }
 
     /// Opens a fresh, private in-memory authority database with the same schema
@@ -317,16 +332,21 @@ impl SqliteAuthority {
             path: path.clone(),
             source,
         })?;
-        SqliteAuthority::setup(conn, path, false)
+        SqliteAuthority::setup(conn, path, false, None)
     }
 
-    fn setup(mut conn: Connection, path: PathBuf, wal: bool) -> Result<Self, StoreError> {
+    fn setup(
+        mut conn: Connection,
+        path: PathBuf,
+        wal: bool,
+        before: Option<BeforeMigration<'_>>,
+    ) -> Result<Self, StoreError> {
         crate::store::prepare(&conn, &path, AUTHORITY_APPLICATION_ID, wal)?;
         let classify = |source: rusqlite::Error| classify_open(&path, source);
         // Per connection, not stored in the file: fsync the WAL at every commit.
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(classify)?;
-        schema::apply(&mut conn, &path, classify, MIGRATIONS)?;
+        schema::apply(&mut conn, &path, classify, MIGRATIONS, before)?;
         Ok(SqliteAuthority {
             inner: Arc::new(Inner {
                 conn: Mutex::new(conn),
@@ -1555,6 +1575,26 @@ fn insert_credential(
     Ok(())
 }
 
+/// Makes an authority database at `path` holding only the first `version`
+/// migrations (an older Flotilla's file), for tests of what opening it does.
+///
+/// # Errors
+/// As [`SqliteAuthority::open`].
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn create_at_version(path: &Path, version: i64) -> Result<(), StoreError> {
+    let mut conn = Connection::open(path).map_err(|source| StoreError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    crate::store::prepare(&conn, path, AUTHORITY_APPLICATION_ID, true)?;
+    let classify = |source: rusqlite::Error| classify_open(path, source);
+    let upto = MIGRATIONS
+        .iter()
+        .position(|m| m.version == version)
+        .map_or(0, |i| i + 1);
+    schema::apply(&mut conn, path, classify, &MIGRATIONS[..upto], None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1593,7 +1633,7 @@ mod tests {
             let mut conn = Connection::open(&path).unwrap();
             crate::store::prepare(&conn, &path, AUTHORITY_APPLICATION_ID, true).unwrap();
             let classify = |source: rusqlite::Error| classify_open(&path, source);
-            schema::apply(&mut conn, &path, classify, &MIGRATIONS[..2]).unwrap();
+            schema::apply(&mut conn, &path, classify, &MIGRATIONS[..2], None).unwrap();
             assert_eq!(schema::current_version(&conn).unwrap(), 2);
             conn.execute(
                 "INSERT INTO agent_calls (host, call, created_ms) VALUES ('studio', '{}', 1)",

@@ -177,6 +177,25 @@ pub async fn fresh_postgres(admin_url: &str) -> PostgresAuthority {
         .unwrap_or_else(|e| panic!("cannot open the test database {}: {e}", db.name))
 }
 
+/// Makes an SQLite authority database at `path` at schema `version` only (as an
+/// older Flotilla left it), to test what opening it with this build does.
+///
+/// # Errors
+/// As [`super::SqliteAuthority::open`].
+pub fn sqlite_authority_at_version(path: &std::path::Path, version: i64) -> Result<(), StoreError> {
+    super::sqlite::create_at_version(path, version)
+}
+
+/// Brings the empty PostgreSQL database at `url` to schema `version` only (as an
+/// older Flotilla left it), to test what connecting with this build does.
+///
+/// # Errors
+/// [`StoreError::PostgresConnect`], [`StoreError::Postgres`],
+/// [`StoreError::PostgresMigration`].
+pub async fn postgres_authority_at_version(url: &str, version: i64) -> Result<(), StoreError> {
+    super::postgres::create_at_version(url, version).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
