@@ -10,6 +10,8 @@
 //! - [`diag`]: diagnostics with stable codes and located rendering.
 //! - [`values`]: durations, ports, signals, env values, endpoints, status ranges.
 //! - [`inventory`]: the inventory format's types (and its JSON Schema).
+//! - [`inventory_text`]: inventory entries written as TOML for people (what `import
+//!   compose` and `discover` print), with `#` comments.
 //! - [`image_ref`]: container image references (`name[:tag][@sha256:…]`).
 //! - [`template`]: built-in and user templates.
 //! - [`interp`]: `${...}` substitution.
@@ -35,6 +37,7 @@ pub mod digest;
 pub mod image_ref;
 pub mod interp;
 pub mod inventory;
+pub mod inventory_text;
 pub mod migrate;
 pub mod node;
 pub mod revision;
