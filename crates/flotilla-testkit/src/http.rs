@@ -24,6 +24,8 @@ pub struct Settings {
     pub body: Option<String>,
     /// This process's pid, for the default body.
     pub pid: u32,
+    /// Statuses for requests to these paths, once ready (`--path-status`).
+    pub path_status: Vec<(String, u16)>,
 }
 
 /// A request as far as this server cares.
@@ -72,7 +74,14 @@ pub fn serve_connection(stream: TcpStream, settings: &Settings) {
 fn answer(request: Request, settings: &Settings) -> (u16, String, Vec<u8>) {
     let (status, phase) = match settings.before_ready {
         Some((status, ready_at)) if Instant::now() < ready_at => (status, "loading"),
-        _ => (settings.status, "ok"),
+        _ => (
+            settings
+                .path_status
+                .iter()
+                .find(|(p, _)| *p == request.path)
+                .map_or(settings.status, |(_, s)| *s),
+            "ok",
+        ),
     };
     if request.path == "/echo" {
         let content_type = request.content_type.unwrap_or_else(|| JSON.to_owned());

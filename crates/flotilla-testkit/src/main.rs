@@ -52,6 +52,8 @@ struct Config {
     log_every: Option<Duration>,
     pid_file: Option<PathBuf>,
     count_requests: Option<PathBuf>,
+    path_status: Vec<(String, u16)>,
+    no_http: bool,
 }
 
 fn main() {
@@ -142,6 +144,7 @@ fn listen_and_serve(addr: SocketAddr, config: &Config, start: Instant) -> ! {
             .map(|(status, after)| (status, listening + after)),
         body: config.body.clone(),
         pid: process::id(),
+        path_status: config.path_status.clone(),
     });
     let counter = config.count_requests.clone().map(|path| {
         write_atomically(&path, "0\n");
@@ -152,6 +155,8 @@ fn listen_and_serve(addr: SocketAddr, config: &Config, start: Instant) -> ! {
     });
     for stream in listener.incoming() {
         match stream {
+            // Not HTTP: closed at once, not a byte said.
+            Ok(stream) if config.no_http => drop(stream),
             Ok(stream) => {
                 let settings = Arc::clone(&settings);
                 let counter = counter.clone();
@@ -290,6 +295,19 @@ fn parse_args(args: &[String]) -> Result<Option<Config>, String> {
             }
             "--pid-file" => config.pid_file = Some(PathBuf::from(value()?)),
             "--count-requests" => config.count_requests = Some(PathBuf::from(value()?)),
+            "--path-status" => {
+                let text = value()?;
+                let (path, status) = text
+                    .split_once('=')
+                    .filter(|(p, _)| p.starts_with('/'))
+                    .ok_or_else(|| {
+                        format!("{flag} {text}: expected PATH=STATUS, e.g. /health=404")
+                    })?;
+                config
+                    .path_status
+                    .push((path.to_owned(), parse_status(flag, status)?));
+            }
+            "--no-http" => config.no_http = switch()?,
             "--exec-name" => {
                 value()?;
             }
@@ -314,9 +332,28 @@ fn check_combinations(config: &Config) -> Result<(), String> {
             ("--ready-after", config.ready_after.is_some()),
             ("--body", config.body.is_some()),
             ("--count-requests", config.count_requests.is_some()),
+            ("--path-status", !config.path_status.is_empty()),
+            ("--no-http", config.no_http),
         ];
         if let Some((flag, _)) = needs_listen.iter().find(|(_, given)| *given) {
             return Err(format!("{flag} needs --listen"));
+        }
+    }
+    if config.no_http {
+        let http_only = [
+            ("--http-status", config.http_status.is_some()),
+            (
+                "--status-before-ready",
+                config.status_before_ready.is_some(),
+            ),
+            ("--body", config.body.is_some()),
+            ("--count-requests", config.count_requests.is_some()),
+            ("--path-status", !config.path_status.is_empty()),
+        ];
+        if let Some((flag, _)) = http_only.iter().find(|(_, given)| *given) {
+            return Err(format!(
+                "{flag} says how to answer HTTP: not with --no-http"
+            ));
         }
     }
     if config.status_before_ready.is_some() != config.ready_after.is_some() {
@@ -492,8 +529,47 @@ mod tests {
             &["--listen", "127.0.0.1:1", "--ready-after", "5"],
             &["--child-ignores-sigterm"],
             &["--log-every", "0"],
+            &["--path-status", "/health=404"],
+            &["--listen", "127.0.0.1:1", "--path-status", "health=404"],
+            &["--listen", "127.0.0.1:1", "--path-status", "/health"],
+            &["--no-http"],
+            &[
+                "--listen",
+                "127.0.0.1:1",
+                "--no-http",
+                "--http-status",
+                "200",
+            ],
+            &[
+                "--listen",
+                "127.0.0.1:1",
+                "--no-http",
+                "--path-status",
+                "/x=200",
+            ],
         ] {
             assert!(parse(args).is_err(), "{args:?} should be refused");
         }
+    }
+
+    #[test]
+    fn path_statuses_and_no_http() {
+        let config = parse(&[
+            "--listen",
+            "127.0.0.1:1",
+            "--path-status",
+            "/health=404",
+            "--path-status=/v1/models=200",
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            config.path_status,
+            [("/health".to_owned(), 404), ("/v1/models".to_owned(), 200)]
+        );
+        let config = parse(&["--listen", "127.0.0.1:1", "--no-http"])
+            .unwrap()
+            .unwrap();
+        assert!(config.no_http);
     }
 }

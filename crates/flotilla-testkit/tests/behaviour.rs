@@ -439,6 +439,32 @@ fn http_status_body_and_echo() {
 }
 
 #[test]
+fn path_status_answers_one_path_otherwise_and_no_http_says_nothing() {
+    let port = free_port();
+    let mut service = Service::start(&[
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--path-status",
+        "/health=404",
+    ]);
+    service.expect_line("LISTENING ");
+    assert_eq!(get(port, "/health").status, 404);
+    assert_eq!(get(port, "/health?x=1").status, 404);
+    assert_eq!(get(port, "/v1/models").status, 200);
+
+    let quiet = free_port();
+    let mut service = Service::start(&["--listen", &format!("127.0.0.1:{quiet}"), "--no-http"]);
+    service.expect_line("LISTENING ");
+    let mut stream = TcpStream::connect(("127.0.0.1", quiet)).expect("connect");
+    stream.set_read_timeout(Some(DEADLINE)).expect("timeout");
+    let _ = stream.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    let mut raw = Vec::new();
+    // Closed without a byte (a reset counts as closed too).
+    let _ = stream.read_to_end(&mut raw);
+    assert!(raw.is_empty(), "{}", String::from_utf8_lossy(&raw));
+}
+
+#[test]
 fn crash_after_exits_with_status_3_or_the_chosen_code() {
     let mut default_code = Service::start(&["--crash-after", "50"]);
     let port = free_port();
