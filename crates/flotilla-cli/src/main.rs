@@ -211,6 +211,9 @@ pub enum Command {
     Status(cmd::status::Args),
     /// Pre-flight on every host involved: programs, files, env_files, secrets, ports
     Check(cmd::check::Args),
+    /// What runs on a host that the inventory does not cover, each with a proposed
+    /// entry (read-only).
+    Discover(cmd::discover::Args),
     /// Compact status: one line per component (state, health, pid, ports, uptime, restarts).
     Ps(cmd::ps::Args),
     /// A component's log (stdout and stderr).
@@ -388,6 +391,7 @@ fn main() -> ExitCode {
         Command::Apply(a) => cmd::apply::run(&cli, a),
         Command::Status(a) => cmd::status::run(&cli, a),
         Command::Check(a) => cmd::check::run(&cli, a),
+        Command::Discover(a) => cmd::discover::run(&cli, a),
         Command::Ps(a) => cmd::ps::run(&cli, a),
         Command::Logs(a) => cmd::logs::run(&cli, a),
         Command::Operations(a) => cmd::operations::run(&cli, a),

@@ -1,6 +1,7 @@
 //! Host mode, the far side of [`crate::remote`]: `flotilla host serve` reads one
 //! request from standard input and answers it from this host's own state directory
-//! (hello, observe, logs, check, step), with the host's own executor and probes.
+//! (hello, observe, logs, check, discover, step), with the host's own executor and
+//! probes.
 
 use crate::executor::{Executor, StepReport};
 use crate::remote::{
@@ -200,6 +201,14 @@ pub async fn serve(
                 &secrets,
             ));
             reply(Reply::Checked { findings })
+        }
+        Call::Discover { snapshot, options } => {
+            // The journal's recorded pids count as covered when there is one; a host
+            // without a state directory yet has none.
+            let project = snapshot.project.as_deref().unwrap_or(DEFAULT_PROJECT);
+            let state = StateDir::resolve(state_dir, project).ok();
+            let report = crate::discover::discover(&snapshot, state.as_ref(), &options).await;
+            reply(Reply::Discovered { report })
         }
         Call::Step {
             snapshot,

@@ -553,3 +553,46 @@ async fn discard(fleet: &Pool, host: &str, staged: &str) {
             .await;
     }
 }
+
+/// `flotilla discover` on the remote `host`, through `fleet` (over SSH to its `host
+/// serve`, or through the authority to its agent, which answers with the same host
+/// mode): [`crate::discover::discover`] runs there with the host's snapshot of
+/// `topology`, within `timeout`. Component names of the whole inventory are taken
+/// ([`crate::discover::Options::taken_names`]).
+///
+/// # Errors
+/// [`TransportError`]: unreachable, not installed, version skew, or a host whose
+/// flotilla predates `discover` (it says to run `flotilla host install`).
+pub async fn discover(
+    fleet: &dyn crate::transport::Transport,
+    topology: &Topology,
+    host: &str,
+    mut options: crate::discover::Options,
+    timeout: Duration,
+) -> Result<crate::discover::Discovery, TransportError> {
+    options
+        .taken_names
+        .extend(topology.components.iter().map(|c| c.name.clone()));
+    let call = Call::Discover {
+        snapshot: topology.snapshot(host),
+        options,
+    };
+    match fleet.call(host, call, timeout, None).await {
+        Ok(Reply::Discovered { report }) => Ok(report),
+        Ok(other) => Err(TransportError::Failed {
+            host: host.to_string(),
+            detail: format!("unexpected answer to discover: {other:?}"),
+        }),
+        Err(TransportError::Failed { host, detail })
+            if detail.contains("unknown variant `discover`") =>
+        {
+            Err(TransportError::Failed {
+                detail: format!(
+                    "the flotilla installed there predates `discover`: run `flotilla host install {host}`"
+                ),
+                host,
+            })
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -48,6 +48,9 @@
 //! - [`host_mode`]: the host side of that exchange ([`host_mode::serve`]).
 //! - [`this_process`]: the wall clock and who runs this process, for the journal.
 //! - [`step_report`]: how one step ended, shared by the executor and the wire.
+//! - [`discover`]: `flotilla discover`: what runs on a host that the inventory does
+//!   not cover (listening processes, systemd units, containers), each with a proposed
+//!   inventory entry and a readiness probe guessed from what answers. Read-only.
 //! - [`hosts`]: `flotilla host install` (checksummed, versioned releases and a
 //!   `current` link) and `flotilla host check`.
 //! - [`launchctl`]: pure helpers for the launchd adapter: the job plist
@@ -82,6 +85,7 @@ pub mod adapter;
 pub mod backup;
 pub mod browser;
 pub mod detached;
+pub mod discover;
 pub mod environment;
 pub mod error;
 pub mod executor;

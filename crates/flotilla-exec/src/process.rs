@@ -747,26 +747,43 @@ pub fn listeners_on(
         return Ok(out);
     }
     let wanted = ports.iter().copied().collect();
-    let sockets = sys::tcp_listeners(&wanted)?;
+    for l in listening(Some(&wanted))? {
+        out.entry(l.address.port()).or_default().push(l);
+    }
+    Ok(out)
+}
+
+/// Every TCP listener of this machine's network namespace (IPv4 and IPv6), as
+/// [`listeners`] sees them, in the order of `/proc/net/tcp` then `tcp6`.
+///
+/// # Errors
+/// As [`listeners`].
+pub fn all_listeners() -> Result<Vec<Listener>, ExecError> {
+    listening(None)
+}
+
+/// The listeners on `ports` (all when `None`): one entry per (socket, owning pid).
+fn listening(ports: Option<&std::collections::HashSet<u16>>) -> Result<Vec<Listener>, ExecError> {
+    let sockets = sys::tcp_listeners(ports)?;
     let inodes = sockets
         .iter()
         .map(|(_, i)| *i)
         .filter(|i| *i != 0)
         .collect();
     let owners = sys::socket_owners(&inodes)?;
+    let mut out = Vec::new();
     for (address, inode) in sockets {
-        let entry = out.entry(address.port()).or_default();
         match owners.get(&inode) {
             Some(pids) if !pids.is_empty() => {
                 for &pid in pids {
-                    entry.push(Listener {
+                    out.push(Listener {
                         pid: Some(pid),
                         command: command_name(pid),
                         address,
                     });
                 }
             }
-            _ => entry.push(Listener {
+            _ => out.push(Listener {
                 pid: None,
                 command: None,
                 address,

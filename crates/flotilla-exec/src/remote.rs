@@ -15,6 +15,9 @@
 //!   the binary that answered, measured there);
 //! - `observe`: the status of the snapshot's components, measured on the host;
 //! - `logs`: the last lines of a component's log there;
+//! - `discover`: what runs there that the snapshot does not cover, with proposals
+//!   (a host whose flotilla predates it refuses the call as malformed: the
+//!   controller says to run `flotilla host install`);
 //! - `step`: one plan step (start, stop, restart, await-ready) run by the host's own
 //!   executor, journaled in the host's own state directory, with its readiness
 //!   probes run on the host (the route its local clients use).
@@ -93,6 +96,15 @@ pub enum Call {
         /// Components to check (all of the snapshot's when empty).
         names: Vec<String>,
     },
+    /// What runs on the host that its snapshot does not cover, each with a proposed
+    /// entry ([`crate::discover::discover`]). Read-only.
+    Discover {
+        /// The host's snapshot (what its inventory declares there).
+        snapshot: Snapshot,
+        /// What to look for.
+        #[serde(default)]
+        options: crate::discover::Options,
+    },
     /// Run one plan step.
     Step {
         /// The host's snapshot.
@@ -156,6 +168,11 @@ pub enum Reply {
     Checked {
         /// Every finding, in order.
         findings: Vec<crate::preflight::Finding>,
+    },
+    /// To [`Call::Discover`].
+    Discovered {
+        /// What the host found.
+        report: crate::discover::Discovery,
     },
     /// To [`Call::Step`].
     Step {

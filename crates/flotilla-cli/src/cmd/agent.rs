@@ -527,12 +527,7 @@ fn unit(cli: &Cli, a: &UnitArgs) -> anyhow::Result<u8> {
                         "error: {} declares no host `{}` (hosts: {})",
                         abs.display(),
                         a.host,
-                        l.topology
-                            .hosts
-                            .keys()
-                            .cloned()
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        super::host_names(&l.topology)
                     );
                     return Ok(EXIT_USAGE);
                 }

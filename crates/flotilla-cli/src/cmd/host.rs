@@ -87,12 +87,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             None => {
                 eprintln!(
                     "error: no host `{name}` in the inventory (hosts: {})",
-                    topology
-                        .hosts
-                        .keys()
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    super::host_names(&topology)
                 );
                 Some(EXIT_USAGE)
             }

@@ -8,6 +8,7 @@ pub mod check;
 pub mod completions;
 pub mod config;
 pub mod config_migrate;
+pub mod discover;
 pub mod down;
 pub mod exec;
 pub mod gate;
@@ -88,6 +89,16 @@ pub fn topology_or_exit(cli: &Cli) -> anyhow::Result<Result<(Loaded, Validated),
             Ok(Err(EXIT_USAGE))
         }
     }
+}
+
+/// The inventory's host names, `a, b, c`: what a message about an unknown host lists.
+pub fn host_names(topology: &Topology) -> String {
+    topology
+        .hosts
+        .keys()
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The state directory of `topology`'s project, as read-only verbs see it.

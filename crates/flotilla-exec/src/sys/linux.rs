@@ -137,10 +137,11 @@ fn parse_hex_addr(s: &str) -> Option<SocketAddr> {
     Some(SocketAddr::new(ip, port))
 }
 
-/// Listening sockets (state `0A`) on `port` from `/proc/net/tcp` and `/proc/net/tcp6`:
-/// (local address, socket inode). A missing `tcp6` (IPv6 disabled) is not an error.
+/// Listening sockets (state `0A`) from `/proc/net/tcp` and `/proc/net/tcp6`, on one of
+/// `ports` (every port when `None`): (local address, socket inode). A missing `tcp6`
+/// (IPv6 disabled) is not an error.
 pub(crate) fn tcp_listeners(
-    ports: &std::collections::HashSet<u16>,
+    ports: Option<&HashSet<u16>>,
 ) -> Result<Vec<(SocketAddr, u64)>, ExecError> {
     let mut out = Vec::new();
     for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
@@ -167,7 +168,7 @@ pub(crate) fn tcp_listeners(
                     why: format!("bad local address `{}`", cols[1]),
                 });
             };
-            if !ports.contains(&addr.port()) {
+            if ports.is_some_and(|p| !p.contains(&addr.port())) {
                 continue;
             }
             let inode = cols[9].parse().unwrap_or(0);
@@ -224,6 +225,26 @@ pub(crate) fn environ_var(pid: u32, key: &str) -> Option<String> {
         .split(|b| *b == 0)
         .find_map(|kv| kv.strip_prefix(prefix.as_bytes()))
         .map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
+/// The real user id of a process (the first `Uid:` field of `/proc/<pid>/status`);
+/// `None` when gone or unreadable.
+pub(crate) fn read_uid(pid: u32) -> Option<u32> {
+    let text = std::fs::read_to_string(proc_path(pid, "status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|v| v.split_ascii_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// The unified (v2) control group of a process: the path of its `0::` line in
+/// `/proc/<pid>/cgroup` (e.g. `/system.slice/llama.service`); `None` when gone,
+/// unreadable, or on a v1-only machine.
+pub(crate) fn read_cgroup(pid: u32) -> Option<String> {
+    let text = std::fs::read_to_string(proc_path(pid, "cgroup")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(str::to_string)
 }
 
 /// `readlink /proc/self/exe`: the executable this process runs (may end in

@@ -52,7 +52,7 @@ pub(crate) fn group_members(_pgid: i32) -> Result<Vec<u32>, ExecError> {
 }
 
 pub(crate) fn tcp_listeners(
-    _ports: &std::collections::HashSet<u16>,
+    _ports: Option<&HashSet<u16>>,
 ) -> Result<Vec<(SocketAddr, u64)>, ExecError> {
     Err(unsupported("listing TCP listeners"))
 }
@@ -62,6 +62,14 @@ pub(crate) fn socket_owners(_inodes: &HashSet<u64>) -> Result<HashMap<u64, Vec<u
 }
 
 pub(crate) fn environ_var(_pid: u32, _key: &str) -> Option<String> {
+    None
+}
+
+pub(crate) fn read_uid(_pid: u32) -> Option<u32> {
+    None
+}
+
+pub(crate) fn read_cgroup(_pid: u32) -> Option<String> {
     None
 }
 

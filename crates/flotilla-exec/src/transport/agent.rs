@@ -79,6 +79,7 @@ async fn through_queue(
         Call::Observe { .. } => "observe",
         Call::Logs { .. } => "logs",
         Call::Check { .. } => "check",
+        Call::Discover { .. } => "discover",
         Call::Step { .. } => "step",
     };
     let request =

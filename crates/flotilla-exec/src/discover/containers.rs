@@ -1,0 +1,76 @@
+//! Running containers, asked of the container engine through the adapter's client
+//! ([`crate::adapter::container::engine`]: the Docker Engine API on a unix socket,
+//! Podman's compatible service too, every call time-limited): `GET
+//! /containers/json`, running ones only.
+
+use super::{ContainerFacts, DiscoverError, Published};
+use crate::adapter::container::engine::Engine;
+use crate::adapter::container::{LABEL_COMPONENT, LABEL_PROJECT};
+
+/// Every running container of the engine at `socket` (`unix:///PATH`).
+///
+/// # Errors
+/// [`DiscoverError::Engine`]: no engine answers there, or it answered an error.
+pub fn running(socket: &str) -> Result<Vec<ContainerFacts>, DiscoverError> {
+    let engine = Engine::connect(socket)?;
+    let list = engine.call("list the running containers", |d| async move {
+        d.list_containers(Some(
+            bollard::query_parameters::ListContainersOptionsBuilder::new()
+                .all(false)
+                .build(),
+        ))
+        .await
+    })?;
+    let mut out: Vec<ContainerFacts> = list
+        .into_iter()
+        .map(|c| {
+            let labels = c.labels.unwrap_or_default();
+            let mut ports: Vec<Published> = c
+                .ports
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|p| {
+                    Some(Published {
+                        published: p.public_port?,
+                        target: p.private_port,
+                        host_ip: p.ip.filter(|ip| !ip.is_empty()),
+                        protocol: p
+                            .typ
+                            .map(|t| t.to_string())
+                            .filter(|t| !t.is_empty())
+                            .unwrap_or_else(|| "tcp".into()),
+                    })
+                })
+                .collect();
+            ports.sort_by(|a, b| {
+                (a.published, a.target, &a.protocol, &a.host_ip).cmp(&(
+                    b.published,
+                    b.target,
+                    &b.protocol,
+                    &b.host_ip,
+                ))
+            });
+            // One published port listed for IPv4 and IPv6 is one port.
+            ports.dedup_by(|a, b| {
+                a.published == b.published && a.target == b.target && a.protocol == b.protocol
+            });
+            let id = c.id.unwrap_or_default();
+            ContainerFacts {
+                name: c
+                    .names
+                    .unwrap_or_default()
+                    .first()
+                    .map(|n| n.trim_start_matches('/').to_string())
+                    .unwrap_or_else(|| id.chars().take(12).collect()),
+                id: id.chars().take(12).collect(),
+                image: c.image.unwrap_or_default(),
+                command: c.command.filter(|c| !c.is_empty()),
+                ports,
+                flotilla_project: labels.get(LABEL_PROJECT).cloned(),
+                flotilla_component: labels.get(LABEL_COMPONENT).cloned(),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
