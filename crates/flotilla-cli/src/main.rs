@@ -211,8 +211,7 @@ pub enum Command {
     Status(cmd::status::Args),
     /// Pre-flight on every host involved: programs, files, env_files, secrets, ports
     Check(cmd::check::Args),
-    /// What runs on a host that the inventory does not cover, each with a proposed
-    /// entry (read-only).
+    /// Read-only: what runs on a host that the inventory does not cover, as proposals.
     Discover(cmd::discover::Args),
     /// Compact status: one line per component (state, health, pid, ports, uptime, restarts).
     Ps(cmd::ps::Args),

@@ -372,6 +372,112 @@ fn a_foreign_container_of_the_same_name_is_never_touched() {
     assert_eq!(still["State"]["Status"], "running");
 }
 
+/// `flotilla discover`: a container started by hand with `podman run` is found with
+/// its image, name, published port and own command, the port its engine holds on the
+/// host is said to be the container's, and the proposal (a `/health` probe: the
+/// container serves that file) validates once pasted; a container Flotilla created is
+/// left out, saying so.
+#[test]
+fn a_container_started_by_hand_is_discovered_with_its_image_and_its_proposal_validates() {
+    let Some(mut e) = Env::new("discover") else {
+        return;
+    };
+    let (port, ours) = (free_port(), free_port());
+    let name = e.name("byhand");
+    e.cleanup.push(name.clone());
+    let cmd = "echo ok > /www/health; exec httpd -f -p 8080 -h /www";
+    let (ok, out) = podman_cli(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "-p",
+        &format!("127.0.0.1:{port}:8080"),
+        &e.image,
+        "sh",
+        "-c",
+        cmd,
+    ]);
+    assert!(ok, "podman run: {out}");
+    assert!(
+        wait_until(Duration::from_secs(20), || get(&format!(
+            "http://127.0.0.1:{port}/health"
+        ))
+        .is_some()),
+        "the container answers /health"
+    );
+    let web = e.web("web", ours, "");
+    e.inventory(&web);
+    let run = e.run(&["start", "web"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+
+    let (p, o) = (port.to_string(), ours.to_string());
+    let run = e.run(&["discover", "--json", "--port", &p, "--port", &o]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let report = run.json();
+    let containers = report["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["source"] == "containers")
+        .expect("containers were looked at");
+    assert_eq!(containers["looked"], true, "{report:#}");
+    let findings = report["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 1, "{report:#}");
+    let f = &findings[0];
+    assert_eq!(f["adapter"], "container", "{f:#}");
+    assert_eq!(f["container"]["name"], name.as_str());
+    assert_eq!(f["container"]["image"], e.image.as_str());
+    let proposal = &f["proposal"];
+    assert_eq!(proposal["container"]["image"], e.image.as_str(), "{f:#}");
+    assert_eq!(proposal["container"]["name"], name.as_str());
+    assert_eq!(
+        proposal["container"]["ports"],
+        serde_json::json!([{ "target": 8080, "published": port }])
+    );
+    assert_eq!(
+        proposal["command"],
+        serde_json::json!(["sh", "-c", cmd]),
+        "its own command, not the image's: {f:#}"
+    );
+    assert_eq!(
+        proposal["endpoints"],
+        serde_json::json!({ "http": format!("http://127.0.0.1:{port}") })
+    );
+    assert_eq!(
+        proposal["readiness"],
+        serde_json::json!({ "http": { "endpoint": "http", "path": "/health" } }),
+        "{f:#}"
+    );
+    let skipped = report["skipped"].to_string();
+    assert!(
+        skipped.contains(&format!(
+            "created by flotilla (project `{}`",
+            e.uniq
+                .replace(|c: char| !c.is_ascii_alphanumeric(), "-")
+                .to_lowercase()
+        )),
+        "{skipped}"
+    );
+    assert!(
+        skipped.contains(&format!(
+            "holds a port the container engine publishes for container {name}"
+        )),
+        "the engine's port holder is the container's: {skipped}"
+    );
+
+    // Pasted into the inventory, the proposal validates.
+    let run = e.run(&["discover", "--port", &p]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let inventory = std::fs::read_to_string(e.ws.path().join("flotilla.toml")).unwrap();
+    e.ws.write("flotilla.toml", &format!("{inventory}\n{}", run.stdout));
+    let run = e.run(&["validate", "--json"]);
+    let v = run.json();
+    assert_eq!(v["valid"], true, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(v["summary"]["components"], 2, "{v:#}");
+    assert_eq!(e.run(&["stop", "web"]).code, 0);
+}
+
 #[test]
 fn bad_input_is_refused_clearly_and_leaves_nothing_half_made() {
     let Some(mut e) = Env::new("bad") else { return };

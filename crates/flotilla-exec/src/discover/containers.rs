@@ -1,7 +1,9 @@
 //! Running containers, asked of the container engine through the adapter's client
 //! ([`crate::adapter::container::engine`]: the Docker Engine API on a unix socket,
 //! Podman's compatible service too, every call time-limited): `GET
-//! /containers/json`, running ones only.
+//! /containers/json`, running ones only; then each container's command and entrypoint
+//! (`inspect`) against its image's (`inspect` of the image), kept only where they
+//! differ — what a proposal must say for the container to run the same.
 
 use super::{ContainerFacts, DiscoverError, Published};
 use crate::adapter::container::engine::Engine;
@@ -56,6 +58,8 @@ pub fn running(socket: &str) -> Result<Vec<ContainerFacts>, DiscoverError> {
             });
             let id = c.id.unwrap_or_default();
             ContainerFacts {
+                cmd: None,
+                entrypoint: None,
                 name: c
                     .names
                     .unwrap_or_default()
@@ -72,5 +76,43 @@ pub fn running(socket: &str) -> Result<Vec<ContainerFacts>, DiscoverError> {
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
+    for c in &mut out {
+        // Not knowing is no reason to leave the container out: its proposal then
+        // names the image alone.
+        if let Ok((cmd, entrypoint)) = own_command(&engine, &c.id, &c.image) {
+            c.cmd = cmd;
+            c.entrypoint = entrypoint;
+        }
+    }
     Ok(out)
+}
+
+/// The command and entrypoint container `id` runs, each where it differs from its
+/// image's.
+fn own_command(
+    engine: &Engine,
+    id: &str,
+    image: &str,
+) -> Result<(Option<Vec<String>>, Option<Vec<String>>), DiscoverError> {
+    let Some(info) = crate::adapter::container::inspect(engine, id)? else {
+        return Ok((None, None));
+    };
+    let config = info.config.unwrap_or_default();
+    let r = image.to_string();
+    let image = engine
+        .call(&format!("inspect image {image}"), move |d| async move {
+            d.inspect_image(&r).await
+        })?
+        .config
+        .unwrap_or_default();
+    let differs = |mine: Option<Vec<String>>, theirs: Option<Vec<String>>| {
+        let mine = mine.filter(|v| !v.is_empty());
+        (mine != theirs.filter(|v| !v.is_empty()))
+            .then_some(mine)
+            .flatten()
+    };
+    Ok((
+        differs(config.cmd, image.cmd),
+        differs(config.entrypoint, image.entrypoint),
+    ))
 }

@@ -222,6 +222,12 @@ pub struct ContainerFacts {
     /// Its command, as the engine shows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// Its command (`Cmd`), when it is not its image's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<Vec<String>>,
+    /// Its entrypoint, when it is not its image's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<Vec<String>>,
     /// Its published ports.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<Published>,

@@ -10,8 +10,9 @@
 //!   against its working directory), its working directory; an option whose name says
 //!   it holds a secret (`--api-key`, `--token`…) has its value replaced by
 //!   `<redacted>`, said in a note. Its environment is not proposed.
-//! - A unit: `adapter = "systemd"` driving it by name. A container: its image, name
-//!   and published ports.
+//! - A unit: `adapter = "systemd"` driving it by name. A container: its image, name,
+//!   published ports, and its command (the container's `Cmd`) and entrypoint where they
+//!   are not its image's.
 //!
 //! Names come from the program (an interpreter's script or `-m` module), the unit or
 //! the container, made valid (`[a-z0-9_-]`) and unique among the inventory's and the
@@ -70,9 +71,11 @@ pub fn finding(
         AdapterKind::Container => {
             let c = d.container.as_ref();
             spec.adapter = Some(AdapterKind::Container);
+            spec.command = c.and_then(|c| c.cmd.clone());
             spec.container = c.map(|c| ContainerSpec {
                 image: c.image.clone(),
                 name: Some(c.name.clone()),
+                entrypoint: c.entrypoint.clone(),
                 ports: c
                     .ports
                     .iter()
