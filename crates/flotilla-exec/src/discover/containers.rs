@@ -87,13 +87,12 @@ pub fn running(socket: &str) -> Result<Vec<ContainerFacts>, DiscoverError> {
     Ok(out)
 }
 
+/// An argv, when there is one to say.
+type Argv = Option<Vec<String>>;
+
 /// The command and entrypoint container `id` runs, each where it differs from its
 /// image's.
-fn own_command(
-    engine: &Engine,
-    id: &str,
-    image: &str,
-) -> Result<(Option<Vec<String>>, Option<Vec<String>>), DiscoverError> {
+fn own_command(engine: &Engine, id: &str, image: &str) -> Result<(Argv, Argv), DiscoverError> {
     let Some(info) = crate::adapter::container::inspect(engine, id)? else {
         return Ok((None, None));
     };
@@ -105,7 +104,7 @@ fn own_command(
         })?
         .config
         .unwrap_or_default();
-    let differs = |mine: Option<Vec<String>>, theirs: Option<Vec<String>>| {
+    let differs = |mine: Argv, theirs: Argv| {
         let mine = mine.filter(|v| !v.is_empty());
         (mine != theirs.filter(|v| !v.is_empty()))
             .then_some(mine)
