@@ -2110,3 +2110,111 @@ fn a_systemd_unit_with_restart_never_stays_dead_after_kill_9() {
         "names the lost pid: {ev}"
     );
 }
+
+/// 20. `flotilla discover h4` on the systemd test host: a unit written by hand under
+///     `/etc/systemd/system` (the host's own) and started with `systemctl`, running the
+///     stand-in service on 127.0.0.1 there, is found by the host's own flotilla
+///     (`host serve`) as `adapter = "systemd"` driving that unit, with its main process
+///     (the MainPID systemd reports), its endpoint and a `/health` probe asked on that
+///     host's loopback; a unit Flotilla wrote and started is left out, saying so; the
+///     proposal, pasted into the inventory, validates.
+#[test]
+fn discover_on_the_systemd_host_proposes_a_unit_written_by_hand() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h = systemd_host(&net);
+    let fx = Fixture::new("discover");
+    let (port, ours) = (free_port(), free_port());
+    let unit = format!("disc-{}.service", std::process::id());
+    let unit_file = format!("/etc/systemd/system/{unit}");
+    on(
+        h,
+        &format!(
+            "printf '%s\\n' '[Unit]' 'Description=a service written by hand' '[Service]' \
+             'ExecStart={} --listen 127.0.0.1:{port} --exec-name {}' > {unit_file} && \
+             systemctl daemon-reload && systemctl start {unit}",
+            testkit_on(&fx, h),
+            fx.marker
+        ),
+    );
+    struct Remove<'a>(&'a TestHost, String, String);
+    impl Drop for Remove<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.ssh(
+                &[],
+                &format!(
+                    "systemctl stop {}; rm -f {}; systemctl daemon-reload",
+                    self.1, self.2
+                ),
+            );
+        }
+    }
+    let _remove = Remove(h, unit.clone(), unit_file.clone());
+    let _remove_ours = RemoveUnit(h, "flotilla-svc.service");
+    fx.write(&systemd_service(&fx, h, "svc", ours, ""), &[]);
+    fx.install(&[&h.name]);
+    fx.ok(&["start", "svc"]);
+
+    let (p, o) = (port.to_string(), ours.to_string());
+    let mut report = Value::Null;
+    // systemd answers `start` once the process runs; its socket comes a moment later.
+    assert!(
+        wait_until(DEADLINE, || {
+            report = fx
+                .ok(&["discover", &h.name, "--json", "--port", &p, "--port", &o])
+                .json();
+            report["findings"].as_array().is_some_and(|f| !f.is_empty())
+        }),
+        "{report:#}"
+    );
+    assert_eq!(report["host"], h.name.as_str(), "{report:#}");
+    let systemd = report["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["source"] == "systemd")
+        .expect("systemd was looked at");
+    assert_eq!(systemd["looked"], true, "{report:#}");
+    let findings = report["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 1, "{report:#}");
+    let f = &findings[0];
+    assert_eq!(f["adapter"], "systemd", "{f:#}");
+    assert_eq!(f["unit"]["unit"], unit.as_str(), "{f:#}");
+    assert_eq!(f["unit"]["fragment_path"], unit_file.as_str(), "{f:#}");
+    assert_eq!(f["process"]["pid"], main_pid(h, &unit), "{f:#}");
+    let proposal = &f["proposal"];
+    assert_eq!(proposal["host"], h.name.as_str(), "{f:#}");
+    assert_eq!(
+        proposal["systemd"],
+        serde_json::json!({ "unit": unit }),
+        "{f:#}"
+    );
+    assert_eq!(
+        proposal["endpoints"],
+        serde_json::json!({ "http": format!("http://127.0.0.1:{port}") })
+    );
+    assert_eq!(
+        proposal["readiness"],
+        serde_json::json!({ "http": { "endpoint": "http", "path": "/health" } }),
+        "{f:#}"
+    );
+    let skipped = report["skipped"].to_string();
+    assert!(
+        skipped.contains("started by flotilla: component `svc`"),
+        "{skipped}"
+    );
+
+    let run = fx.ok(&["discover", &h.name, "--port", &p]);
+    assert!(
+        run.stdout.contains(&format!(
+            "# proposal — not in your inventory: systemd unit {unit}"
+        )),
+        "{}",
+        run.stdout
+    );
+    let inventory = std::fs::read_to_string(&fx.inventory).unwrap();
+    fx.write(&format!("{inventory}\n{}", run.stdout), &[]);
+    let v = fx.ok(&["validate", "--json"]).json();
+    assert_eq!(v["summary"]["components"], 2, "{v:#}");
+    fx.ok(&["stop", "svc"]);
+}

@@ -368,24 +368,19 @@ pub fn describe(f: &Finding) -> String {
 pub fn render(d: &Discovery) -> String {
     let mut out = String::new();
     let n = d.findings.len();
-    comment(
-        &mut out,
-        "",
-        &format!(
-            "flotilla discover on host `{}`: {} the inventory does not cover{}. Nothing was changed: each entry below is a proposal to review and paste into your inventory; while what it describes runs under its present owner, flotilla treats it as foreign (a start refuses to run a second copy on its port). Environments are not proposed: add what each needs under `env`.",
-            d.host,
-            match n {
-                0 => "nothing runs that".to_string(),
-                1 => "1 service".to_string(),
-                n => format!("{n} services"),
-            },
-            match n {
-                0 => "",
-                1 => ", with a proposal",
-                _ => ", each with a proposal",
-            }
+    let head = match n {
+        0 => format!(
+            "flotilla discover on host `{}`: nothing runs that the inventory does not cover. Nothing was changed.",
+            d.host
         ),
-    );
+        _ => format!(
+            "flotilla discover on host `{}`: {} the inventory does not cover, {}. Nothing was changed: each entry below is a proposal to review and paste into your inventory; while what it describes runs under its present owner, flotilla treats it as foreign (a start refuses to run a second copy on its port). Environments are not proposed: add what each needs under `env`.",
+            d.host,
+            if n == 1 { "1 service".to_string() } else { format!("{n} services") },
+            if n == 1 { "with a proposal" } else { "each with a proposal" }
+        ),
+    };
+    comment(&mut out, "", &head);
     for s in &d.sources {
         comment(&mut out, "", &format!("{}: {}", s.source, s.saw));
     }
