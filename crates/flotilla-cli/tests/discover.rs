@@ -1,7 +1,7 @@
 //! `flotilla discover` against real processes on 127.0.0.1: stand-in services started
 //! by hand (`flotilla-testkit`) are found with their port, command line and a readiness
-//! probe guessed from what answers; what the inventory declares or Flotilla started is
-//! left out with the reason; a plain TCP listener gets a TCP probe; and the printed
+//! probe guessed from what answers; what the inventory declares or Flotilla started,
+//! and Flotilla itself (an authority), is left out with the reason; a plain TCP listener gets a TCP probe; and the printed
 //! proposals, pasted into an inventory, validate.
 //!
 //! Every run is limited to the test's own ports (`--port`): the machine runs other
@@ -229,7 +229,15 @@ fn what_the_inventory_declares_or_flotilla_started_is_not_listed() {
     );
     let run = ws.run(&["start", "svc"]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    let report = discover(&ws, &[by_port.port, by_command.port, started]);
+    // Flotilla itself: an authority (`flotilla serve`).
+    let authority = common::authority::Authority::new("");
+    let serve: u16 = authority
+        .url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the authority's port");
+    let report = discover(&ws, &[by_port.port, by_command.port, started, serve]);
     let run = ws.run(&["stop", "svc"]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     assert_eq!(report["findings"], serde_json::json!([]), "{report:#}");
@@ -265,6 +273,11 @@ fn what_the_inventory_declares_or_flotilla_started_is_not_listed() {
     let r = reason_for(started);
     assert!(
         r.starts_with("started by flotilla: component `svc` of flotilla project"),
+        "{r}"
+    );
+    let r = reason_for(serve);
+    assert!(
+        r.starts_with("flotilla's own process (`flotilla serve"),
         "{r}"
     );
 }
