@@ -421,3 +421,56 @@ fn check_and_refusals_of_an_agent_host_come_from_its_agent() {
     assert!(!said.contains("no usable flotilla"), "{said}");
     assert!(agent.pid("a").is_some_and(alive), "a left running");
 }
+
+/// `flotilla discover studio --server …` on an agent host: asked through the
+/// authority and answered by the host's agent (its own `/proc` and loopback): a
+/// service started there by hand is proposed for that host, and the component the
+/// agent converged is left out as started by flotilla.
+#[test]
+fn discover_on_an_agent_host_is_answered_by_its_agent() {
+    let (pa, hand) = (free_port(), free_port());
+    let a = Authority::with(&inventory(pa, None), &["--report-deadline", "2s"]);
+    let mut agent = AgentProc::joined(&a, "studio");
+    assert_eq!(a.publish(&[]).code, 0);
+    agent.start();
+    wait_for(&a, &agent, "a to run", |s| {
+        component(s, "a")["lifecycle"] == "running"
+    });
+    let mut by_hand = Command::new(flotilla_testkit::binary())
+        .args(["--listen", &format!("127.0.0.1:{hand}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _guard = common::KillOnDrop(by_hand.id());
+    let mut report = serde_json::Value::Null;
+    let asked = wait_until(DEADLINE, || {
+        let run = a.run(&[
+            "-f",
+            "fleet/flotilla.toml",
+            "discover",
+            "studio",
+            "--json",
+            "--port",
+            &pa.to_string(),
+            "--port",
+            &hand.to_string(),
+        ]);
+        report = serde_json::from_str(&run.stdout).unwrap_or_default();
+        run.code == 0 && report["findings"].as_array().is_some_and(|f| !f.is_empty())
+    });
+    let _ = by_hand.kill();
+    let _ = by_hand.wait();
+    assert!(asked, "{report:#}\nagent log:\n{}", agent.log());
+    assert_eq!(report["host"], "studio", "{report:#}");
+    let findings = report["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 1, "{report:#}");
+    assert_eq!(findings[0]["process"]["pid"], by_hand.id(), "{report:#}");
+    assert_eq!(findings[0]["proposal"]["host"], "studio", "{report:#}");
+    let skipped = report["skipped"].to_string();
+    assert!(
+        skipped.contains("started by flotilla: component `a`"),
+        "{skipped}"
+    );
+}
