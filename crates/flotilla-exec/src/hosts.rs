@@ -557,8 +557,8 @@ async fn discard(fleet: &Pool, host: &str, staged: &str) {
 /// `flotilla discover` on the remote `host`, through `fleet` (over SSH to its `host
 /// serve`, or through the authority to its agent, which answers with the same host
 /// mode): [`crate::discover::discover`] runs there with the host's snapshot of
-/// `topology`, within `timeout`. Component names of the whole inventory are taken
-/// ([`crate::discover::Options::taken_names`]).
+/// `topology`, within `timeout`. The snapshot holds that host's components only: the
+/// other hosts' names go in [`crate::discover::Options::taken_names`] (added here).
 ///
 /// # Errors
 /// [`TransportError`]: unreachable, not installed, version skew, or a host whose
@@ -570,9 +570,14 @@ pub async fn discover(
     mut options: crate::discover::Options,
     timeout: Duration,
 ) -> Result<crate::discover::Discovery, TransportError> {
-    options
-        .taken_names
-        .extend(topology.components.iter().map(|c| c.name.clone()));
+    let others = topology
+        .components
+        .iter()
+        .map(|c| &c.name)
+        .filter(|n| !options.taken_names.contains(n))
+        .cloned()
+        .collect::<Vec<_>>();
+    options.taken_names.extend(others);
     let call = Call::Discover {
         snapshot: topology.snapshot(host),
         options,

@@ -5,7 +5,7 @@
 
 use super::{DiscoverError, ProcessFacts};
 use crate::sys;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 /// A process that listens, and where.
@@ -127,9 +127,4 @@ pub fn process_facts(pid: u32) -> Option<ProcessFacts> {
         start_time_ticks: stat.start_time_ticks,
         cgroup: sys::read_cgroup(pid),
     })
-}
-
-/// The ports of `addresses`, each once.
-pub fn ports(addresses: &[SocketAddr]) -> HashSet<u16> {
-    addresses.iter().map(SocketAddr::port).collect()
 }
