@@ -1767,19 +1767,7 @@ fn an_existing_units_own_restart_is_reported_with_n_restarts() {
             fx.marker
         ),
     );
-    struct Remove<'a>(&'a TestHost, String, String);
-    impl Drop for Remove<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.ssh(
-                &[],
-                &format!(
-                    "systemctl stop {}; rm -f {}; systemctl daemon-reload",
-                    self.1, self.2
-                ),
-            );
-        }
-    }
-    let _remove = Remove(h, unit.clone(), unit_file.clone());
+    let _remove = RemoveHandUnit(h, unit.clone(), unit_file.clone());
     fx.write(
         &format!(
             "{}[components.existing]\nhost = {}\nadapter = \"systemd\"\nsystemd = {{ unit = {} }}\n\
@@ -1922,6 +1910,22 @@ impl Drop for RemoveUnit<'_> {
             &format!(
                 "systemctl stop {unit}; systemctl reset-failed {unit}; \
                  rm -f /run/systemd/system/{unit}; systemctl daemon-reload"
+            ),
+        );
+    }
+}
+
+/// Stops a unit a test wrote by hand on `host` (`.0`), named `.1`, and removes its
+/// file `.2` when the test ends, even when it panics.
+struct RemoveHandUnit<'a>(&'a TestHost, String, String);
+
+impl Drop for RemoveHandUnit<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.ssh(
+            &[],
+            &format!(
+                "systemctl stop {}; rm -f {}; systemctl daemon-reload",
+                self.1, self.2
             ),
         );
     }
@@ -2137,19 +2141,7 @@ fn discover_on_the_systemd_host_proposes_a_unit_written_by_hand() {
             fx.marker
         ),
     );
-    struct Remove<'a>(&'a TestHost, String, String);
-    impl Drop for Remove<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.ssh(
-                &[],
-                &format!(
-                    "systemctl stop {}; rm -f {}; systemctl daemon-reload",
-                    self.1, self.2
-                ),
-            );
-        }
-    }
-    let _remove = Remove(h, unit.clone(), unit_file.clone());
+    let _remove = RemoveHandUnit(h, unit.clone(), unit_file.clone());
     let _remove_ours = RemoveUnit(h, "flotilla-svc.service");
     fx.write(&systemd_service(&fx, h, "svc", ours, ""), &[]);
     fx.install(&[&h.name]);
