@@ -8,27 +8,34 @@ use std::io::BufRead as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// `flotilla --state-dir STATE serve --local` on a free loopback port, with no
+/// authority settings from the environment, its output piped.
+fn serve_local(state_arg: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_flotilla"));
+    c.args([
+        "--state-dir",
+        state_arg,
+        "serve",
+        "--local",
+        "--listen",
+        "127.0.0.1:0",
+    ])
+    .env_remove("FLOTILLA_SERVER")
+    .env_remove("FLOTILLA_AUTHORITY_DIR")
+    .env_remove("FLOTILLA_DATABASE_URL")
+    .env_remove("FLOTILLA_PUBLIC_URL")
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    c
+}
+
 #[test]
 fn serve_local_runs_the_authority_and_this_machines_agent_until_sigterm() {
     let ws = common::Workspace::new();
     let state = ws.path().join("state");
     let state_arg = state.to_str().unwrap().to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flotilla"))
-        .args([
-            "--state-dir",
-            &state_arg,
-            "serve",
-            "--local",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .env_remove("FLOTILLA_SERVER")
-        .env_remove("FLOTILLA_AUTHORITY_DIR")
-        .env_remove("FLOTILLA_DATABASE_URL")
-        .env_remove("FLOTILLA_PUBLIC_URL")
+    let mut child = serve_local(&state_arg)
         .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let errors = common::lines_of(child.stderr.take().unwrap());
@@ -252,21 +259,8 @@ fn serve_local_outlives_a_closed_output_and_still_stops_its_agent() {
     let ws = common::Workspace::new();
     let state = ws.path().join("state");
     let state_arg = state.to_str().unwrap().to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flotilla"))
-        .args([
-            "--state-dir",
-            &state_arg,
-            "serve",
-            "--local",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .env_remove("FLOTILLA_SERVER")
-        .env_remove("FLOTILLA_AUTHORITY_DIR")
-        .env_remove("FLOTILLA_DATABASE_URL")
+    let mut child = serve_local(&state_arg)
         .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let _guard = common::KillOnDrop(child.id());

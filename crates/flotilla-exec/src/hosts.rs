@@ -296,6 +296,14 @@ pub struct UninstallReport {
     pub purged: bool,
 }
 
+fn removal_failed(host: &str, out: &crate::ssh::Output) -> UninstallError {
+    UninstallError::Remote {
+        host: host.into(),
+        code: out.code.map_or("signal".into(), |c| c.to_string()),
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+    }
+}
+
 /// Removes what [`install`] put on `host` (the install root, [`REMOTE_ROOT`]), and
 /// with `purge` its state directory too (the host's `state_dir`, else
 /// `$XDG_STATE_HOME/flotilla`, else `~/.local/state/flotilla` there). Refused while
@@ -327,11 +335,7 @@ pub async fn uninstall(
     let out = fleet.run(host, &script, b"", COMMAND_TIMEOUT).await?;
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     if out.code != Some(0) {
-        return Err(UninstallError::Remote {
-            host: host.into(),
-            code: out.code.map_or("signal".into(), |c| c.to_string()),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
+        return Err(removal_failed(host, &out));
     }
     let field = |k: &str| {
         text.lines()
@@ -362,11 +366,7 @@ pub async fn uninstall(
     remove.push_str("true");
     let out = fleet.run(host, &remove, b"", COMMAND_TIMEOUT).await?;
     if out.code != Some(0) {
-        return Err(UninstallError::Remote {
-            host: host.into(),
-            code: out.code.map_or("signal".into(), |c| c.to_string()),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
+        return Err(removal_failed(host, &out));
     }
     Ok(UninstallReport {
         host: host.into(),

@@ -14,7 +14,7 @@ pub const INVENTORY_VERSION: u32 = 1;
 
 /// The first inventory format version: what an absent `version` (or a revision's
 /// absent `inventory_version`) means.
-pub(crate) fn first_version() -> u32 {
+pub fn first_version() -> u32 {
     1
 }
 

@@ -73,13 +73,6 @@ pub fn migrate(text: &str, format: Format) -> Result<Migrated, MigrateError> {
     }
 }
 
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
-    (line, column)
-}
-
 fn declared_version(v: Option<i64>, shown: impl FnOnce() -> String) -> Result<u32, MigrateError> {
     match v {
         Some(n) if n > i64::from(INVENTORY_VERSION) => Err(MigrateError::Newer(n as u32)),
@@ -90,10 +83,11 @@ fn declared_version(v: Option<i64>, shown: impl FnOnce() -> String) -> Result<u3
 
 fn migrate_toml(text: &str) -> Result<Migrated, MigrateError> {
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
-        let (line, column) = line_column(text, e.span().map_or(0, |s| s.start));
+        let at = crate::source::SourceFile::new("", Format::Toml, text)
+            .line_column(e.span().map_or(0, |s| s.start));
         MigrateError::Syntax {
-            line,
-            column,
+            line: at.line,
+            column: at.column,
             message: e.message().to_string(),
         }
     })?;

@@ -211,7 +211,7 @@ pub struct Plan {
     pub impact: Vec<Impact>,
     /// The format version of the inventory planned against
     /// (`flotilla_model::inventory::INVENTORY_VERSION` at most; absent: 1).
-    #[serde(default = "first_inventory_version")]
+    #[serde(default = "flotilla_model::inventory::first_version")]
     pub inventory_version: u32,
     /// `sha256:` digest of the observed state planned against.
     pub observed_digest: String,
@@ -225,10 +225,6 @@ pub struct Plan {
     pub verify_stack: Option<String>,
     /// Ordered waves.
     pub waves: Vec<Wave>,
-}
-
-fn first_inventory_version() -> u32 {
-    1
 }
 
 impl Plan {

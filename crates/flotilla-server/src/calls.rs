@@ -3,7 +3,7 @@
 
 use crate::api::{self, ApiError};
 use crate::failure::{Answer, Failure};
-use crate::longpoll::{wait_of, WaitQuery, Waiting};
+use crate::longpoll::{wait_of, WaitQuery};
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -113,7 +113,7 @@ pub async fn pending_calls<S: AuthorityStore>(
             return Ok(Json(api::CallsResponse { calls, latest }));
         }
         rx.borrow_and_update();
-        let _waiting = Waiting::new(&state.metrics.longpoll_waiters);
+        let _waiting = crate::metrics::Held::new(&state.metrics.longpoll_waiters);
         let _ = tokio::time::timeout(left, rx.changed()).await;
     }
 }

@@ -1,4 +1,4 @@
-//! Long polls: how long a request may wait, the waiting gauge, and parking a
+//! Long polls: how long a request may wait, and parking a
 //! request on a [`watch`] index until it moves or the wait ends.
 
 use crate::failure::Failure;
@@ -9,23 +9,6 @@ use tokio::sync::watch;
 
 /// The longest a snapshot long poll waits (5 min).
 pub const MAX_WAIT: Duration = Duration::from_secs(300);
-
-/// Counts a waiting long poll for as long as it lives: a client that goes away
-/// mid-poll drops the handler at its `.await`, and the count still comes down.
-pub(crate) struct Waiting<'a>(&'a prometheus_client::metrics::gauge::Gauge);
-
-impl<'a> Waiting<'a> {
-    pub(crate) fn new(g: &'a prometheus_client::metrics::gauge::Gauge) -> Waiting<'a> {
-        g.inc();
-        Waiting(g)
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.dec();
-    }
-}
 
 /// The wait when the request names none (30 s).
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(30);
@@ -51,7 +34,7 @@ pub(crate) async fn park(
 ) {
     let mut rx = index.subscribe();
     if *rx.borrow() <= after && !wait.is_zero() {
-        let _waiting = Waiting::new(&metrics.longpoll_waiters);
+        let _waiting = crate::metrics::Held::new(&metrics.longpoll_waiters);
         let _ = tokio::time::timeout(wait, rx.wait_for(|i| *i > after)).await;
     }
 }

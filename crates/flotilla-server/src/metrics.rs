@@ -168,6 +168,24 @@ impl Default for Metrics {
     }
 }
 
+/// Counts one in `gauge` for as long as it lives (a waiting long poll, an open
+/// dashboard stream): a client that goes away drops its handler or task, and the
+/// count still comes down.
+pub(crate) struct Held(Gauge);
+
+impl Held {
+    pub(crate) fn new(gauge: &Gauge) -> Held {
+        gauge.inc();
+        Held(gauge.clone())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 impl Metrics {
     /// The text exposition of every metric.
     pub fn encode(&self) -> String {

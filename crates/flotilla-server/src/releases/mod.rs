@@ -811,7 +811,7 @@ pub async fn get_unskip<S: AuthorityStore>(
         if doc.state == api::UnskipState::Done || doc.error.is_some() || left.is_zero() {
             return Ok(Json(doc));
         }
-        let _waiting = crate::longpoll::Waiting::new(&state.metrics.longpoll_waiters);
+        let _waiting = crate::metrics::Held::new(&state.metrics.longpoll_waiters);
         let _ = tokio::time::timeout(left, rx.changed()).await;
     }
 }

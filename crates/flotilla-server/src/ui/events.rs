@@ -112,22 +112,6 @@ pub async fn events<S: AuthorityStore>(
     resp
 }
 
-/// Counts an open stream (`flotilla_ui_streams`) for as long as it lives.
-struct Open(prometheus_client::metrics::gauge::Gauge);
-
-impl Open {
-    fn new(g: &prometheus_client::metrics::gauge::Gauge) -> Open {
-        g.inc();
-        Open(g.clone())
-    }
-}
-
-impl Drop for Open {
-    fn drop(&mut self) {
-        self.0.dec();
-    }
-}
-
 /// A stream's running tails, stopped when dropped.
 struct Tails(Vec<tokio::task::JoinHandle<()>>);
 
@@ -151,7 +135,7 @@ async fn run<S: AuthorityStore>(
     mut changes: broadcast::Receiver<(u64, Topic)>,
     tx: mpsc::Sender<Event>,
 ) {
-    let _open = Open::new(&state.metrics.ui_streams);
+    let _open = crate::metrics::Held::new(&state.metrics.ui_streams);
     let mut recheck = tokio::time::interval(KEEP_ALIVE);
     recheck.tick().await;
     let mut last_render: Option<tokio::time::Instant> = None;

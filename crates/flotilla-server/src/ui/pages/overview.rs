@@ -248,7 +248,9 @@ fn render(fleet: &FleetStatus, view: &View) -> Rendered {
     let matching: Vec<(usize, bool)> = order
         .iter()
         .map(|i| (*i, marks::needs_attention(&comps[*i])))
-        .filter(|(i, attn)| view.passes(&state_words(&comps[*i], *attn), &row_text(&comps[*i])))
+        .filter(|(i, attn)| {
+            !view.filtered() || view.passes(&state_words(&comps[*i], *attn), &row_text(&comps[*i]))
+        })
         .collect();
     let pages = matching.len().div_ceil(PAGE_ROWS).max(1);
     let page = view.page.min(pages);
