@@ -781,7 +781,13 @@ impl<R: Reporter> Runner<R> {
             let Some(s) = status.components.iter().find(|s| s.name == c.name) else {
                 continue;
             };
-            let state = classify(c, s, &journal, store);
+            let state = classify(
+                flotilla_exec::world::project_of(topology),
+                c,
+                s,
+                &journal,
+                store,
+            );
             if self.supervisor.is_blocked(&c.name) {
                 // Held until the dependency it would start runs again.
                 if matches!(state, supervise::State::Down { .. })
@@ -824,6 +830,7 @@ fn stopped_upstream(topology: &Topology, status: &StatusReport, component: &str)
 
 /// What supervision sees of `s`.
 fn classify(
+    project: &str,
     c: &flotilla_model::Component,
     s: &ComponentStatus,
     journal: &JournalFacts,
@@ -850,7 +857,7 @@ fn classify(
             }
             // A container's exit status is kept by its engine.
             let container = (c.adapter == Some(flotilla_model::inventory::AdapterKind::Container))
-                .then(|| flotilla_exec::adapter::container::last_exit(c))
+                .then(|| flotilla_exec::adapter::container::last_exit(project, c))
                 .flatten();
             let (clean_exit, how) = match container {
                 Some((clean, how)) => (Some(clean), how),

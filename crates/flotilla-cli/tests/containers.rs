@@ -124,14 +124,19 @@ impl Env {
         )
     }
 
+    /// This test's project name.
+    fn project(&self) -> String {
+        self.uniq
+            .replace(|c: char| !c.is_ascii_alphanumeric(), "-")
+            .to_lowercase()
+    }
+
     fn inventory(&self, body: &str) {
         self.ws.write(
             "flotilla.toml",
             &format!(
                 "project = \"{}\"\n[hosts.local]\ncontainer_api = \"{}\"\n{body}",
-                self.uniq
-                    .replace(|c: char| !c.is_ascii_alphanumeric(), "-")
-                    .to_lowercase(),
+                self.project(),
                 self.socket
             ),
         );
@@ -370,6 +375,75 @@ fn a_foreign_container_of_the_same_name_is_never_touched() {
     let still = e.inspect(&name).expect("still there");
     assert_eq!(still["Id"], id, "{}\n{}", run.stdout, run.stderr);
     assert_eq!(still["State"]["Status"], "running");
+}
+
+/// Two projects with a component of one name: by default each gets its own container
+/// (`flotilla-<project>-<component>`), and neither's commands touch the other's. When
+/// both declare the same `container.name`, the second is refused, and its stop and
+/// status leave the first project's container alone, naming its project.
+#[test]
+fn another_projects_container_is_never_taken_for_ones_own() {
+    let (Some(mut a), Some(mut b)) = (Env::new("proj-a"), Env::new("proj-b")) else {
+        return;
+    };
+    let plain = |e: &Env, port: u16| {
+        format!(
+            "[components.web]\nadapter = \"container\"\nendpoints = {{ http = \"http://127.0.0.1:{port}\" }}\nreadiness = {{ http = {{ endpoint = \"http\", path = \"/\" }} }}\nstop = {{ grace_period = \"2s\" }}\n[components.web.container]\nimage = \"{}\"\nports = [{{ target = 8080, published = {port} }}]\n",
+            e.image
+        )
+    };
+    let (pa, pb) = (free_port(), free_port());
+    let (name_a, name_b) = (
+        format!("flotilla-{}-web", a.project()),
+        format!("flotilla-{}-web", b.project()),
+    );
+    a.cleanup.push(name_a.clone());
+    b.cleanup.push(name_b.clone());
+    a.inventory(&plain(&a, pa));
+    b.inventory(&plain(&b, pb));
+    for e in [&a, &b] {
+        let run = e.run(&["start", "web"]);
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    }
+    let id_a = a.inspect(&name_a).expect("project a's container")["Id"].clone();
+    assert!(b.inspect(&name_b).is_some(), "project b's container");
+    let run = b.run(&["stop", "web"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(b.inspect(&name_b).is_none(), "b's container is removed");
+    let still = a.inspect(&name_a).expect("a's container is untouched");
+    assert_eq!(
+        (&still["Id"], &still["State"]["Status"]),
+        (&id_a, &"running".into())
+    );
+    assert_eq!(
+        a.status("web")["lifecycle"],
+        "running",
+        "{:#}",
+        a.status("web")
+    );
+
+    // One declared name in both: the second project's start is refused, and its
+    // stop (it has no record) and status leave the first one's container alone.
+    let shared = format!("ft-shared-{}", std::process::id());
+    a.cleanup.push(shared.clone());
+    let named = |e: &Env, port: u16| plain(e, port) + &format!("name = \"{shared}\"\n");
+    let run = a.run(&["stop", "web"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    a.inventory(&named(&a, pa));
+    b.inventory(&named(&b, pb));
+    let run = a.run(&["start", "web"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let id = a.inspect(&shared).expect("a's named container")["Id"].clone();
+    let belongs = format!("it belongs to project `{}`", a.project());
+    b.refused(&["start", "web"], &belongs);
+    let s = b.status("web");
+    assert!(s.to_string().contains(&belongs), "{s:#}");
+    assert_ne!(s["lifecycle"], "running", "{s:#}");
+    let run = b.run(&["stop", "web", "--force"]);
+    let still = a.inspect(&shared).expect("still there");
+    assert_eq!(still["Id"], id, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(still["State"]["Status"], "running");
+    assert_eq!(a.status("web")["lifecycle"], "running");
 }
 
 /// `flotilla discover`: a container started by hand with `podman run` is found with

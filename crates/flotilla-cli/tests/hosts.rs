@@ -1619,6 +1619,7 @@ fn a_systemd_unit_is_started_observed_restarted_with_proof_and_stopped() {
     let bin = bin_dir.join("svc");
     std::fs::copy(flotilla_testkit::binary(), &bin).expect("copy the service binary");
     let unit = "flotilla-svc.service";
+    let _remove = RemoveUnit(h, unit);
     fx.write(
         &format!(
             "{}[components.svc]\nhost = {}\nadapter = \"systemd\"\n\
@@ -1727,6 +1728,51 @@ fn a_systemd_unit_is_started_observed_restarted_with_proof_and_stopped() {
     fx.ok(&["start", "svc"]);
     let (_, st) = fx.status(&["svc"]);
     let fourth = pid_of(comp(&st, "svc"));
+
+    // Another project with a component `svc` on this host: the unit names its
+    // project, so that project's start is refused, and its stop and status leave it.
+    let written = on(h, &format!("cat /run/systemd/system/{unit}"));
+    assert!(written.contains("\nX-Flotilla-Project="), "{written}");
+    let other = Fixture::new("systemd-other");
+    let other_port = free_port();
+    other.write(
+        &format!(
+            "{}[components.svc]\nhost = {}\nadapter = \"systemd\"\n\
+             command = [{}, \"--listen\", {}]\n\
+             endpoints = {{ http = {} }}\n",
+            other.host_toml(h),
+            q(&h.name),
+            q(bin.to_string_lossy()),
+            q(format!("127.0.0.1:{other_port}")),
+            q(format!("http://127.0.0.1:{other_port}")),
+        ),
+        &[],
+    );
+    other.install(&[&h.name]);
+    let refused = other.run(&["start", "svc"]);
+    assert_ne!(refused.code, 0, "{}", both(&refused));
+    assert!(
+        both(&refused).contains("was written for flotilla project"),
+        "{}",
+        both(&refused)
+    );
+    let _ = other.run(&["stop", "svc", "--force"]);
+    let (_, st) = other.status(&["svc"]);
+    let c = comp(&st, "svc");
+    assert!(
+        evidence_text(c).contains("was written for flotilla project"),
+        "{c:#}"
+    );
+    assert_ne!(c["lifecycle"], "running", "{c:#}");
+    assert_eq!(
+        main_pid(h, unit),
+        fourth,
+        "the other project left it running"
+    );
+    assert_eq!(
+        on(h, &format!("systemctl show -p ActiveState --value {unit}")),
+        "active"
+    );
     let stop = fx.ok(&["stop", "svc"]);
     assert!(both(&stop).contains("stopped unit"), "{}", both(&stop));
     assert_eq!(

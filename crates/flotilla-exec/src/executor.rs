@@ -142,6 +142,11 @@ fn failed(summary: impl Into<String>) -> Done {
 }
 
 impl Executor {
+    /// The project this executor works for (`default` when the topology names none).
+    fn project(&self) -> &str {
+        self.topology.project_name()
+    }
+
     fn is_cancelled(&self) -> bool {
         self.cancelled.is_cancelled()
     }
@@ -646,11 +651,7 @@ impl Executor {
             log_keep: self.log_keep,
             state_root: self.state.root().to_path_buf(),
             start_note: start_note(replacing, &self.operation.to_string()),
-            project: self
-                .topology
-                .project
-                .clone()
-                .unwrap_or_else(|| "default".into()),
+            project: self.project().to_string(),
             operation: self.operation.to_string(),
             secret_files,
         })
@@ -681,7 +682,8 @@ impl Executor {
         let rec = self.journal(|s| s.instance(&c.name)).map_err(failed)?;
         let before = {
             let (a, c2, r) = (Arc::clone(&adapter), c.clone(), rec.clone());
-            tokio::task::spawn_blocking(move || main_process(a.as_ref(), &c2, r.as_ref()))
+            let project = self.project().to_string();
+            tokio::task::spawn_blocking(move || main_process(a.as_ref(), &project, &c2, r.as_ref()))
                 .await
                 .expect("observe task")
         };
@@ -757,7 +759,7 @@ impl Executor {
             log_path: Some(self.log_path(c)),
             log_start_offset: launched.log_start_offset,
             secrets: &lookup,
-            owner: adapter.owner_checks(c),
+            owner: adapter.owner_checks(self.project(), c),
         };
         let watch = launched.child.clone();
         let watched = identity.clone();
@@ -816,8 +818,8 @@ impl Executor {
 
     async fn stop(&self, c: &Component, adapter: Arc<dyn Adapter>) -> StepResult {
         let rec = self.journal(|s| s.instance(&c.name)).map_err(failed)?;
-        let (c2, r) = (c.clone(), rec.clone());
-        let outcome = tokio::task::spawn_blocking(move || adapter.stop(&c2, r.as_ref()))
+        let (c2, r, project) = (c.clone(), rec.clone(), self.project().to_string());
+        let outcome = tokio::task::spawn_blocking(move || adapter.stop(&project, &c2, r.as_ref()))
             .await
             .expect("stop task")
             .map_err(|e| {
@@ -896,7 +898,7 @@ impl Executor {
             log_path: Some(self.log_path(c)),
             log_start_offset: 0,
             secrets: &lookup,
-            owner: adapter.owner_checks(c),
+            owner: adapter.owner_checks(self.project(), c),
         };
         match self.wait_for(&probe, &ctx, None).await {
             Ok(o) => Ok(Done::new(
@@ -949,10 +951,11 @@ fn start_note(replacing: Option<&RuntimeIdentity>, operation: &str) -> String {
 /// adapters that keep no state) the journal's instance when it still runs.
 pub fn main_process(
     adapter: &dyn Adapter,
+    project: &str,
     c: &Component,
     recorded: Option<&flotilla_store::InstanceRecord>,
 ) -> Option<RuntimeIdentity> {
-    match adapter.observe(c, recorded) {
+    match adapter.observe(project, c, recorded) {
         Ok(Some(seen)) => seen.main,
         Ok(None) => {
             let expected = RuntimeIdentity::from(recorded?);

@@ -236,6 +236,7 @@ impl Observer<'_> {
             Component,
             Option<InstanceRecord>,
         );
+        let project = self.topology.project_name().to_string();
         let mut jobs: Vec<(String, Option<u32>, Option<Ask>)> = selected
             .iter()
             .map(|c| {
@@ -269,11 +270,12 @@ impl Observer<'_> {
             if lane.is_empty() {
                 break;
             }
+            let project = project.clone();
             pending.push(tokio::task::spawn_blocking(move || {
                 lane.into_iter()
                     .map(|(name, pid, ask)| {
                         let seen = match ask {
-                            Some((adapter, c, rec)) => adapter.observe(&c, rec.as_ref()),
+                            Some((adapter, c, rec)) => adapter.observe(&project, &c, rec.as_ref()),
                             None => Ok(None),
                         };
                         // An owner that answers for itself (a unit, a container) is
@@ -702,7 +704,11 @@ impl Observer<'_> {
                 log_start_offset: 0,
                 secrets: &lookup,
                 owner: (c.owner == Owner::Managed)
-                    .then(|| self.adapters.for_component(c).owner_checks(c))
+                    .then(|| {
+                        self.adapters
+                            .for_component(c)
+                            .owner_checks(self.topology.project_name(), c)
+                    })
                     .flatten(),
             };
             let mut healthy = true;

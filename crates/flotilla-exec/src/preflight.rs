@@ -78,7 +78,8 @@ pub fn check(
         let container = c.adapter == Some(flotilla_model::inventory::AdapterKind::Container);
         let mut container_runs = false;
         if container {
-            let (findings, runs) = crate::adapter::container::preflight(c, base_dir);
+            let (findings, runs) =
+                crate::adapter::container::preflight(topology.project_name(), c, base_dir);
             for (what, ok, saw) in findings {
                 push(&what, ok, saw);
             }

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// The project of a call that names none.
-pub const DEFAULT_PROJECT: &str = "default";
+pub use flotilla_model::topology::DEFAULT_PROJECT;
 
 /// Version of the exchange. Bump on any incompatible change to [`Request`] or
 /// [`Response`] (or to the types they carry).

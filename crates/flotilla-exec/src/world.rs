@@ -194,8 +194,5 @@ impl World {
 
 /// A topology's project (the default one when it names none).
 pub fn project_of(topology: &Topology) -> &str {
-    topology
-        .project
-        .as_deref()
-        .unwrap_or(crate::remote::DEFAULT_PROJECT)
+    topology.project_name()
 }

@@ -623,7 +623,7 @@ pub struct ContainerSpec {
     /// Overrides the image's `ENTRYPOINT`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entrypoint: Option<Vec<String>>,
-    /// The container's name; default `flotilla-<component>`. A container of that name
+    /// The container's name; default `flotilla-<project>-<component>`. A container of that name
     /// that Flotilla did not create (without its labels, or another project's) is
     /// foreign and never touched.
     #[serde(default, skip_serializing_if = "Option::is_none")]

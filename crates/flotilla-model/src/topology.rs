@@ -529,6 +529,11 @@ impl Topology {
         }
     }
 
+    /// The project's name: [`Topology::project`], else [`DEFAULT_PROJECT`].
+    pub fn project_name(&self) -> &str {
+        self.project.as_deref().unwrap_or(DEFAULT_PROJECT)
+    }
+
     /// Sets the project (e.g. from `-p`, else the inventory's key, else its directory's
     /// name). Call it before anything reads [`Topology::digest`], which covers it.
     pub fn set_project(&mut self, project: impl Into<String>) {
@@ -748,6 +753,9 @@ pub fn valid_project_name(name: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
 }
+
+/// The project of a topology or snapshot that names none.
+pub const DEFAULT_PROJECT: &str = "default";
 
 /// The project name a directory name gives (as compose does): lowercased, every
 /// character outside `[a-z0-9_-]` dropped, leading `-`/`_` trimmed; `default` when

@@ -242,7 +242,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         let c = topology.component(topology.id(name).expect("resolved"));
         if c.adapter == Some(flotilla_model::inventory::AdapterKind::Container) && c.is_managed() {
             // A container's output is kept by its engine: copied in first.
-            if let Err(e) = flotilla_exec::adapter::container::logs::sync(c, &path) {
+            if let Err(e) =
+                flotilla_exec::adapter::container::logs::sync(super::project(topology), c, &path)
+            {
                 eprintln!("warning: `{name}`: {e}");
             }
             containers.push((c.clone(), path.clone()));
@@ -283,7 +285,11 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         }
         if !containers.is_empty() && std::time::Instant::now() >= next_remote {
             for (c, path) in &containers {
-                let _ = flotilla_exec::adapter::container::logs::sync(c, path);
+                let _ = flotilla_exec::adapter::container::logs::sync(
+                    super::project(topology),
+                    c,
+                    path,
+                );
             }
             if follow_remote.is_empty() {
                 next_remote = std::time::Instant::now() + REMOTE_POLL;

@@ -28,7 +28,12 @@ impl Adapter for External {
         Err(refuse(&launch.component))
     }
 
-    fn stop(&self, c: &Component, _: Option<&InstanceRecord>) -> Result<Stopped, ExecError> {
+    fn stop(
+        &self,
+        _: &str,
+        c: &Component,
+        _: Option<&InstanceRecord>,
+    ) -> Result<Stopped, ExecError> {
         Err(refuse(c))
     }
 

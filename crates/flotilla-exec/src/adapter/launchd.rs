@@ -314,6 +314,7 @@ impl Adapter for Launchd {
 
     fn stop(
         &self,
+        _project: &str,
         c: &Component,
         _recorded: Option<&InstanceRecord>,
     ) -> Result<Stopped, ExecError> {
@@ -352,6 +353,7 @@ impl Adapter for Launchd {
 
     fn observe(
         &self,
+        _project: &str,
         c: &Component,
         recorded: Option<&InstanceRecord>,
     ) -> Result<Option<Seen>, ExecError> {

@@ -186,12 +186,18 @@ pub trait Adapter: Send + Sync {
     /// Anything that kept it from starting, naming the component.
     fn start(&self, launch: &Launch) -> Result<Launched, ExecError>;
 
-    /// Stops `c`, whose recorded instance (if any) is `recorded`. Identity before
-    /// signal (invariant 5): a process whose identity does not match is not touched.
+    /// Stops `c` of `project`, whose recorded instance (if any) is `recorded`. Identity
+    /// before signal (invariant 5): a process whose identity does not match is not
+    /// touched, nor is what another project owns under the same name.
     ///
     /// # Errors
     /// When it could not be stopped.
-    fn stop(&self, c: &Component, recorded: Option<&InstanceRecord>) -> Result<Stopped, ExecError>;
+    fn stop(
+        &self,
+        project: &str,
+        c: &Component,
+        recorded: Option<&InstanceRecord>,
+    ) -> Result<Stopped, ExecError>;
 
     /// Replaces the running instance with a new one. The default stops, then starts;
     /// service managers use their own restart verb. The executor proves the result.
@@ -203,7 +209,7 @@ pub trait Adapter: Send + Sync {
         launch: &Launch,
         recorded: Option<&InstanceRecord>,
     ) -> Result<Launched, ExecError> {
-        match self.stop(&launch.component, recorded)? {
+        match self.stop(&launch.project, &launch.component, recorded)? {
             Stopped::NotOurs { why, .. } => Err(ExecError::Adapter {
                 component: launch.component.name.clone(),
                 message: format!("not restarted: the recorded pid is not ours ({why})"),
@@ -240,20 +246,25 @@ pub trait Adapter: Send + Sync {
         crate::identity::prove_restart(before, after)
     }
 
-    /// What `process` and `container_health` checks of `c` ask of its owner instead
-    /// of `/proc` (a container's engine); `None`: they measure the process.
-    fn owner_checks(&self, _c: &Component) -> Option<Arc<dyn crate::probe::OwnerChecks>> {
+    /// What `process` and `container_health` checks of `c` (of `project`) ask of its
+    /// owner instead of `/proc` (a container's engine); `None`: they measure the process.
+    fn owner_checks(
+        &self,
+        _project: &str,
+        _c: &Component,
+    ) -> Option<Arc<dyn crate::probe::OwnerChecks>> {
         None
     }
 
-    /// What runs now. `None`: the adapter keeps no state of its own, and the
-    /// journal's instance record is the truth (process-family adapters; the observer
-    /// measures it).
+    /// What runs now of `c` of `project`. `None`: the adapter keeps no state of its
+    /// own, and the journal's instance record is the truth (process-family adapters;
+    /// the observer measures it).
     ///
     /// # Errors
     /// When the owner cannot be asked (e.g. `systemctl` missing).
     fn observe(
         &self,
+        _project: &str,
         _c: &Component,
         _recorded: Option<&InstanceRecord>,
     ) -> Result<Option<Seen>, ExecError> {

@@ -37,7 +37,12 @@ impl Adapter for SshTunnel {
         start_process(launch)
     }
 
-    fn stop(&self, c: &Component, recorded: Option<&InstanceRecord>) -> Result<Stopped, ExecError> {
+    fn stop(
+        &self,
+        _project: &str,
+        c: &Component,
+        recorded: Option<&InstanceRecord>,
+    ) -> Result<Stopped, ExecError> {
         stop_process(c, recorded)
     }
 }

@@ -192,6 +192,36 @@ fn is_user(c: &Component) -> bool {
     c.systemd.as_ref().is_some_and(|s| s.user)
 }
 
+/// The unit file key naming the project whose unit it is. systemd ignores keys
+/// starting `X-` (systemd.unit(5), "Unit files may include … keys prefixed with X-").
+pub const PROJECT_KEY: &str = "X-Flotilla-Project";
+
+/// The other project whose unit `c`'s unit file is, when Flotilla writes `c`'s unit
+/// and the file there names a project that is not `project` (two projects' components
+/// of one name share the default unit name). A file without the key is taken as
+/// `project`'s (units written before the key existed).
+pub fn other_project(project: &str, c: &Component) -> Option<String> {
+    if !owns_unit(c) {
+        return None;
+    }
+    let text = std::fs::read_to_string(unit_dir(c).ok()?.join(unit_name(c))).ok()?;
+    let prefix = format!("{PROJECT_KEY}=");
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(&prefix))
+        .map(str::trim)
+        .filter(|p| *p != project)
+        .map(str::to_string)
+}
+
+/// The sentence saying `c`'s unit is project `other`'s.
+fn not_ours(c: &Component, other: &str) -> String {
+    let unit = unit_name(c);
+    let path = unit_dir(c).map_or_else(|_| unit.clone(), |d| d.join(&unit).display().to_string());
+    format!(
+        "unit {unit} was written for flotilla project `{other}`: not touched (give this component its own `systemd.unit` name; if project `{other}` is gone: `systemctl stop {unit}` and remove {path})"
+    )
+}
+
 /// Whether Flotilla writes `c`'s unit (it has a command) rather than driving an
 /// existing one.
 pub fn owns_unit(c: &Component) -> bool {
@@ -280,6 +310,7 @@ pub fn render_unit(launch: &Launch, program: &Path, env_file: &Path) -> String {
         "# Written by flotilla for component `{name}`; it is rewritten at each start.\n\
          [Unit]\n\
          Description={description}\n\
+         X-Flotilla-Project={project}\n\
          {unit_restart}\
          \n\
          [Service]\n\
@@ -296,6 +327,7 @@ pub fn render_unit(launch: &Launch, program: &Path, env_file: &Path) -> String {
          SendSIGKILL=yes\n\
          {service_restart}",
         name = c.name,
+        project = launch.project,
         exec = exec.join(" "),
         cwd = path(&launch.cwd),
         env = path(env_file),
@@ -431,6 +463,7 @@ impl Adapter for Systemd {
 
     fn start(&self, launch: &Launch) -> Result<Launched, ExecError> {
         let c = &launch.component;
+        refuse_other_project(launch)?;
         if owns_unit(c) {
             crate::logs::rotate_if_needed(&launch.log_path, launch.log_max_bytes, launch.log_keep)?;
             self.install(launch)?;
@@ -447,6 +480,7 @@ impl Adapter for Systemd {
         _recorded: Option<&InstanceRecord>,
     ) -> Result<Launched, ExecError> {
         let c = &launch.component;
+        refuse_other_project(launch)?;
         if owns_unit(c) {
             self.install(launch)?;
         }
@@ -456,7 +490,18 @@ impl Adapter for Systemd {
         self.launched(launch, offset)
     }
 
-    fn stop(&self, c: &Component, recorded: Option<&InstanceRecord>) -> Result<Stopped, ExecError> {
+    fn stop(
+        &self,
+        project: &str,
+        c: &Component,
+        recorded: Option<&InstanceRecord>,
+    ) -> Result<Stopped, ExecError> {
+        if let Some(other) = other_project(project, c) {
+            return Ok(Stopped::NotOurs {
+                why: not_ours(c, &other),
+                facts: serde_json::json!({ "unit": unit_name(c), "project": other }),
+            });
+        }
         // With an instance recorded, the unit is asked to stop at once (systemctl only
         // signals inside the unit's cgroup, whatever its main process is now);
         // without one, it is looked at first so that stopping what is not running
@@ -502,9 +547,16 @@ impl Adapter for Systemd {
 
     fn observe(
         &self,
+        project: &str,
         c: &Component,
         recorded: Option<&InstanceRecord>,
     ) -> Result<Option<Seen>, ExecError> {
+        if let Some(other) = other_project(project, c) {
+            return Ok(Some(Seen::stopped(
+                format!("unit file {}", unit_name(c)),
+                not_ours(c, &other),
+            )));
+        }
         let st = self.show(c)?;
         let mut evidence = vec![(format!("systemctl show {}", st.id), st.describe())];
         let mut lifecycle = st.lifecycle();
@@ -546,6 +598,18 @@ impl Adapter for Systemd {
             evidence,
             fresh: None,
         }))
+    }
+}
+
+/// A start or restart of a unit another project wrote: refused, nothing touched.
+fn refuse_other_project(launch: &Launch) -> Result<(), ExecError> {
+    let c = &launch.component;
+    match other_project(&launch.project, c) {
+        Some(other) => Err(ExecError::Adapter {
+            component: c.name.clone(),
+            message: not_ours(c, &other),
+        }),
+        None => Ok(()),
     }
 }
 
@@ -608,6 +672,7 @@ mod tests {
             "# Written by flotilla for component `llm`; it is rewritten at each start.\n\
              [Unit]\n\
              Description=flotilla component `llm`\n\
+             X-Flotilla-Project=test\n\
              \n\
              [Service]\n\
              Type=exec\n\
@@ -625,7 +690,7 @@ mod tests {
         let on_failure = render("restart = { backoff = \"2s\", max_restarts = 3 }");
         assert!(
             on_failure.contains(
-                "Description=flotilla component `llm`\nStartLimitIntervalSec=14000ms\nStartLimitBurst=4\n\n[Service]\n"
+                "Description=flotilla component `llm`\nX-Flotilla-Project=test\nStartLimitIntervalSec=14000ms\nStartLimitBurst=4\n\n[Service]\n"
             ),
             "{on_failure}"
         );

@@ -361,7 +361,13 @@ impl Covered {
                     );
                 }
                 Some(AdapterKind::Container) => {
-                    let n = crate::adapter::container::container_name(comp);
+                    let n = crate::adapter::container::container_name(
+                        snapshot
+                            .project
+                            .as_deref()
+                            .unwrap_or(flotilla_model::topology::DEFAULT_PROJECT),
+                        comp,
+                    );
                     for p in comp.container.iter().flat_map(|k| &k.ports) {
                         c.ports.entry(p.published.0).or_insert_with(|| {
                             format!(

@@ -284,16 +284,15 @@ impl Validator {
     }
 }
 
-/// A component's container with the defaults filled: the name `flotilla-<component>`,
-/// pull `never`, restart `no`, network `bridge`, each port on `127.0.0.1` over `tcp`,
-/// and the stop signal from `stop.signal` when only that is declared.
+/// A component's container with the defaults filled: pull `never`, restart `no`,
+/// network `bridge`, each port on `127.0.0.1` over `tcp`, and the stop signal from
+/// `stop.signal` when only that is declared. The name stays as declared: its default
+/// (`flotilla-<project>-<component>`) depends on the project, which the inventory
+/// alone does not settle (`-p`, or the directory's name).
 pub(super) fn with_defaults(
-    component: &str,
     mut c: ContainerSpec,
     stop_signal: Option<&crate::values::Signal>,
 ) -> ContainerSpec {
-    c.name
-        .get_or_insert_with(|| format!("flotilla-{component}"));
     c.pull.get_or_insert(PullPolicy::Never);
     c.restart.get_or_insert(EngineRestart::No);
     c.network.get_or_insert_with(|| "bridge".into());

@@ -869,7 +869,6 @@ impl Validator {
             container_api: d.container_api,
             container: match (d.adapter, d.spec.container) {
                 (Some(AdapterKind::Container), Some(c)) => Some(super::container::with_defaults(
-                    d.name,
                     c,
                     d.stop.as_ref().and_then(|s| s.signal.as_ref()),
                 )),

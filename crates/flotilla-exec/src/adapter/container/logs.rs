@@ -28,14 +28,14 @@ fn stamp_ns(stamp: &str) -> Option<u128> {
         .map(|d| d.as_nanos())
 }
 
-/// Copies the lines `c`'s container wrote since the last copy into `log`; returns how
+/// Copies the lines `c`'s container (of `project`) wrote since the last copy into `log`; returns how
 /// many. Nothing when the engine has no such container.
 ///
 /// # Errors
 /// The engine could not be asked, or the log file could not be written.
-pub fn sync(c: &Component, log: &Path) -> Result<usize, EngineError> {
+pub fn sync(project: &str, c: &Component, log: &Path) -> Result<usize, EngineError> {
     let engine = engine_for(c)?;
-    let Some(info) = inspect(&engine, &container_name(c))? else {
+    let Some(info) = inspect(&engine, &container_name(project, c))? else {
         return Ok(0);
     };
     let id = info.id.clone().unwrap_or_default();

@@ -85,12 +85,14 @@ pub fn engine_for(c: &Component) -> Result<Engine, EngineError> {
     Engine::connect(&engine::socket_for(c.container_api.as_deref()))
 }
 
-/// The container's name (defaults filled by validation: `flotilla-<component>`).
-pub fn container_name(c: &Component) -> String {
+/// The name of `c`'s container in `project`: declared, else
+/// `flotilla-<project>-<component>` (like compose's `<project>-<service>-1`, so that
+/// two projects' components of one name never share a container name).
+pub fn container_name(project: &str, c: &Component) -> String {
     c.container
         .as_ref()
         .and_then(|k| k.name.clone())
-        .unwrap_or_else(|| format!("flotilla-{}", c.name))
+        .unwrap_or_else(|| format!("flotilla-{project}-{}", c.name))
 }
 
 fn adapter_err(c: &Component, e: impl std::fmt::Display) -> ExecError {
@@ -187,21 +189,15 @@ fn labels(info: &ContainerInspectResponse) -> std::collections::HashMap<String, 
         .unwrap_or_default()
 }
 
-/// Why a container is not `component`'s (of `project`, when known): `None` when it is.
-fn foreign(
-    info: &ContainerInspectResponse,
-    component: &str,
-    project: Option<&str>,
-) -> Option<String> {
+/// Why a container is not `component`'s of `project`: `None` when it is.
+fn foreign(info: &ContainerInspectResponse, project: &str, component: &str) -> Option<String> {
     let l = labels(info);
     match (l.get(LABEL_PROJECT), l.get(LABEL_COMPONENT)) {
         (None, _) | (_, None) => Some("it has no Flotilla labels".into()),
         (Some(_), Some(comp)) if comp != component => {
             Some(format!("its label says it runs component `{comp}`"))
         }
-        (Some(p), _) if project.is_some_and(|want| want != p) => {
-            Some(format!("it belongs to project `{p}`"))
-        }
+        (Some(p), _) if p != project => Some(format!("it belongs to project `{p}`")),
         _ => None,
     }
 }
@@ -297,11 +293,11 @@ fn health_of(info: &ContainerInspectResponse) -> Option<(HealthStatusEnum, Strin
 }
 
 /// The container a recorded instance names, else the component's container name.
-fn target(c: &Component, recorded: Option<&InstanceRecord>) -> String {
+fn target(project: &str, c: &Component, recorded: Option<&InstanceRecord>) -> String {
     recorded
         .and_then(|r| r.exe.strip_prefix(EXE_PREFIX))
         .map(str::to_string)
-        .unwrap_or_else(|| container_name(c))
+        .unwrap_or_else(|| container_name(project, c))
 }
 
 impl Container {
@@ -384,12 +380,12 @@ impl Adapter for Container {
         let c = &launch.component;
         let k = spec(c)?;
         let engine = engine_for(c).map_err(|e| adapter_err(c, e))?;
-        let name = container_name(c);
+        let name = container_name(&launch.project, c);
         self.ensure_image(c, &engine, k)?;
         // A container of that name: a leftover of ours is replaced, anyone else's is
         // never touched.
         if let Some(old) = inspect(&engine, &name).map_err(|e| adapter_err(c, e))? {
-            if let Some(why) = foreign(&old, &c.name, Some(&launch.project)) {
+            if let Some(why) = foreign(&old, &launch.project, &c.name) {
                 return Err(adapter_err(
                     c,
                     format!(
@@ -453,9 +449,14 @@ impl Adapter for Container {
         })
     }
 
-    fn stop(&self, c: &Component, recorded: Option<&InstanceRecord>) -> Result<Stopped, ExecError> {
+    fn stop(
+        &self,
+        project: &str,
+        c: &Component,
+        recorded: Option<&InstanceRecord>,
+    ) -> Result<Stopped, ExecError> {
         let engine = engine_for(c).map_err(|e| adapter_err(c, e))?;
-        let which = target(c, recorded);
+        let which = target(project, c, recorded);
         let Some(info) = inspect(&engine, &which).map_err(|e| adapter_err(c, e))? else {
             return Ok(Stopped::AlreadyGone {
                 summary: format!("no container {} in the engine", short(&which)),
@@ -466,11 +467,11 @@ impl Adapter for Container {
         // component's labels.
         let recorded_here = recorded.is_some_and(|r| r.exe == format!("{EXE_PREFIX}{id}"));
         if !recorded_here {
-            if let Some(why) = foreign(&info, &c.name, None) {
+            if let Some(why) = foreign(&info, project, &c.name) {
                 return Ok(Stopped::NotOurs {
                     why: format!(
                         "container {} is not this component's: {why}",
-                        container_name(c)
+                        container_name(project, c)
                     ),
                     facts: serde_json::json!({ "container": id }),
                 });
@@ -509,7 +510,7 @@ impl Adapter for Container {
             let killed = grace > Duration::ZERO && began.elapsed() >= grace;
             format!(
                 "stopped container {} ({}) with {signal}{} in {} ms: {how}",
-                container_name(c),
+                container_name(project, c),
                 short(&id),
                 if killed {
                     ", then SIGKILL after the grace period"
@@ -521,7 +522,7 @@ impl Adapter for Container {
         } else {
             format!(
                 "removed container {} ({}), which had {}",
-                container_name(c),
+                container_name(project, c),
                 short(&id),
                 how_ended(&info)
             )
@@ -542,16 +543,17 @@ impl Adapter for Container {
 
     fn observe(
         &self,
+        project: &str,
         c: &Component,
         recorded: Option<&InstanceRecord>,
     ) -> Result<Option<Seen>, ExecError> {
         let engine = engine_for(c).map_err(|e| adapter_err(c, e))?;
         let source = format!("engine {}", engine.socket);
-        let which = target(c, recorded);
+        let which = target(project, c, recorded);
         let mut info = inspect(&engine, &which).map_err(|e| adapter_err(c, e))?;
         if info.is_none() && recorded.is_some() {
             // The recorded container is gone: is another of that name there?
-            info = inspect(&engine, &container_name(c)).map_err(|e| adapter_err(c, e))?;
+            info = inspect(&engine, &container_name(project, c)).map_err(|e| adapter_err(c, e))?;
         }
         let Some(info) = info else {
             return Ok(Some(Seen::stopped(
@@ -560,12 +562,12 @@ impl Adapter for Container {
             )));
         };
         let id = info.id.clone().unwrap_or_default();
-        if let Some(why) = foreign(&info, &c.name, None) {
+        if let Some(why) = foreign(&info, project, &c.name) {
             return Ok(Some(Seen::stopped(
                 source,
                 format!(
                     "container {} ({}) is not this component's ({why}): not adopted, never touched",
-                    container_name(c),
+                    container_name(project, c),
                     short(&id)
                 ),
             )));
@@ -585,7 +587,7 @@ impl Adapter for Container {
                     source.clone(),
                     format!(
                         "container {} ({}) running image {} ({}), main process pid {}",
-                        container_name(c),
+                        container_name(project, c),
                         short(&id),
                         k.image,
                         short(&identity.exe_sha256),
@@ -604,7 +606,7 @@ impl Adapter for Container {
                 source.clone(),
                 format!(
                     "container {} ({}) {}",
-                    container_name(c),
+                    container_name(project, c),
                     short(&id),
                     how_ended(&info)
                 ),
@@ -704,8 +706,13 @@ impl Adapter for Container {
         }
     }
 
-    fn owner_checks(&self, c: &Component) -> Option<Arc<dyn crate::probe::OwnerChecks>> {
+    fn owner_checks(
+        &self,
+        project: &str,
+        c: &Component,
+    ) -> Option<Arc<dyn crate::probe::OwnerChecks>> {
         Some(Arc::new(Checks {
+            project: project.to_string(),
             component: c.clone(),
         }))
     }
@@ -714,6 +721,7 @@ impl Adapter for Container {
 /// The `process` and `container_health` checks of a container component, asked of
 /// its engine.
 struct Checks {
+    project: String,
     component: Component,
 }
 
@@ -723,9 +731,10 @@ impl Checks {
         identity: Option<&RuntimeIdentity>,
     ) -> Result<ContainerInspectResponse, String> {
         let engine = engine_for(&self.component).map_err(|e| e.to_string())?;
-        let which = identity
-            .and_then(container_id)
-            .map_or_else(|| container_name(&self.component), str::to_string);
+        let which = identity.and_then(container_id).map_or_else(
+            || container_name(&self.project, &self.component),
+            str::to_string,
+        );
         inspect(&engine, &which)
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("no container {} in the engine", short(&which)))
@@ -764,13 +773,13 @@ impl crate::probe::OwnerChecks for Checks {
     }
 }
 
-/// How `c`'s container ended, when the engine still has it and it does not run:
+/// How `c`'s container (of `project`) ended, when the engine still has it and it does not run:
 /// `(exit status 0, "container 4f2a… exited with code 137 (killed by SIGKILL) at …")`.
 /// What supervision's `on-failure` policy goes by.
-pub fn last_exit(c: &Component) -> Option<(bool, String)> {
+pub fn last_exit(project: &str, c: &Component) -> Option<(bool, String)> {
     let engine = engine_for(c).ok()?;
-    let info = inspect(&engine, &container_name(c)).ok()??;
-    if is_running(&info) || foreign(&info, &c.name, None).is_some() {
+    let info = inspect(&engine, &container_name(project, c)).ok()??;
+    if is_running(&info) || foreign(&info, project, &c.name).is_some() {
         return None;
     }
     let code = info.state.as_ref().and_then(|s| s.exit_code).unwrap_or(-1);
@@ -781,12 +790,17 @@ pub fn last_exit(c: &Component) -> Option<(bool, String)> {
     ))
 }
 
-/// What `flotilla check` finds of a container component before anything starts:
+/// What `flotilla check` finds of a container component of `project` before anything
+/// starts:
 /// `(what, ok, saw)` for the engine (reachable, and which), the image (present, or
 /// pulled on start by its policy), each bind mount's source (relative to
 /// `base_dir`), and a container of its name that is not its own. The second value
 /// is whether its own container runs now (its published ports are then its own).
-pub fn preflight(c: &Component, base_dir: &std::path::Path) -> (Vec<(String, bool, String)>, bool) {
+pub fn preflight(
+    project: &str,
+    c: &Component,
+    base_dir: &std::path::Path,
+) -> (Vec<(String, bool, String)>, bool) {
     let mut out = Vec::new();
     let Some(k) = c.container.as_ref() else {
         return (out, false);
@@ -859,12 +873,12 @@ pub fn preflight(c: &Component, base_dir: &std::path::Path) -> (Vec<(String, boo
         Err(e) => out.push(("image".into(), false, e.to_string())),
     }
     let mut running = false;
-    match inspect(&engine, &container_name(c)) {
-        Ok(Some(info)) => match foreign(&info, &c.name, None) {
+    match inspect(&engine, &container_name(project, c)) {
+        Ok(Some(info)) => match foreign(&info, project, &c.name) {
             Some(why) => out.push((
                 "container".into(),
                 false,
-                format!("a container named {} exists and is not this component's ({why}): a start would refuse to touch it", container_name(c)),
+                format!("a container named {} exists and is not this component's ({why}): a start would refuse to touch it", container_name(project, c)),
             )),
             None => running = is_running(&info),
         },
