@@ -638,6 +638,23 @@ fn bad_input_is_refused_clearly_and_leaves_nothing_half_made() {
         "{}",
         run.stdout
     );
+
+    // A container that exits at once: the failed start shows what it wrote, which
+    // only its engine kept.
+    let web = e.web(
+        "web",
+        free_port(),
+        "command = [\"sh\", \"-c\", \"echo cannot open /models/absent.gguf >&2; exit 3\"]",
+    );
+    e.inventory(&web);
+    let run = e.run(&["start", "web"]);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    let all = format!("{}{}", run.stdout, run.stderr);
+    let tail = all
+        .split("last lines of its log:")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(tail.contains("cannot open /models/absent.gguf"), "{all}");
 }
 
 #[test]

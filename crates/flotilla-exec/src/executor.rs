@@ -657,10 +657,34 @@ impl Executor {
         })
     }
 
+    /// The last 10 lines of `c`'s log from `offset`, after its owner's copy of its
+    /// output (a container's engine log) is brought in.
+    async fn log_tail(
+        &self,
+        c: &Component,
+        adapter: &Arc<dyn Adapter>,
+        offset: u64,
+    ) -> Vec<String> {
+        let (a, c2, project, log) = (
+            Arc::clone(adapter),
+            c.clone(),
+            self.project().to_string(),
+            self.log_path(c),
+        );
+        let _ = tokio::task::spawn_blocking(move || a.collect_log(&project, &c2, &log)).await;
+        crate::logs::tail_since(&self.log_path(c), offset, 10)
+    }
+
     /// A start that failed (e.g. the process exited at once): the error, with what
     /// the process wrote (its log from `offset`, where it stood before the start).
-    fn start_failed(&self, c: &Component, offset: u64, e: crate::ExecError) -> Done {
-        let tail = crate::logs::tail_since(&self.log_path(c), offset, 10);
+    async fn start_failed(
+        &self,
+        c: &Component,
+        adapter: &Arc<dyn Adapter>,
+        offset: u64,
+        e: crate::ExecError,
+    ) -> Done {
+        let tail = self.log_tail(c, adapter, offset).await;
         Done::new(e.to_string(), serde_json::json!({ "log_tail": tail }))
     }
 
@@ -669,10 +693,13 @@ impl Executor {
         let launch = self.launch(c, adapter.as_ref(), None)?;
         let offset = crate::logs::file_len(&launch.log_path);
         let a = Arc::clone(&adapter);
-        let launched = tokio::task::spawn_blocking(move || a.start(&launch))
+        let launched = match tokio::task::spawn_blocking(move || a.start(&launch))
             .await
             .expect("start task")
-            .map_err(|e| self.start_failed(c, offset, e))?;
+        {
+            Ok(l) => l,
+            Err(e) => return Err(self.start_failed(c, &adapter, offset, e).await),
+        };
         self.became_ready(c, &adapter, launched, None).await
     }
 
@@ -694,10 +721,13 @@ impl Executor {
         let launch = self.launch(c, adapter.as_ref(), before.as_ref())?;
         let offset = crate::logs::file_len(&launch.log_path);
         let a = Arc::clone(&adapter);
-        let launched = tokio::task::spawn_blocking(move || a.restart(&launch, rec.as_ref()))
+        let launched = match tokio::task::spawn_blocking(move || a.restart(&launch, rec.as_ref()))
             .await
             .expect("restart task")
-            .map_err(|e| self.start_failed(c, offset, e))?;
+        {
+            Ok(l) => l,
+            Err(e) => return Err(self.start_failed(c, &adapter, offset, e).await),
+        };
         if let Err(why) = adapter.prove_restart(c, before.as_ref(), &launched.identity) {
             let evidence = serde_json::json!({
                 "before": before,
@@ -798,7 +828,7 @@ impl Executor {
                 .launched())
             }
             Err(w) => {
-                let tail = crate::logs::tail_since(&self.log_path(c), log_start_offset, 10);
+                let tail = self.log_tail(c, adapter, log_start_offset).await;
                 let last = w
                     .last
                     .as_ref()

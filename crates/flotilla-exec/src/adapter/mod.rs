@@ -246,6 +246,11 @@ pub trait Adapter: Send + Sync {
         crate::identity::prove_restart(before, after)
     }
 
+    /// Copies what the owner keeps of `c`'s output (a container's engine keeps it) into
+    /// its log at `log`, so that a failure's log tail shows it. The default: the
+    /// process writes its log itself, nothing to copy. Best effort.
+    fn collect_log(&self, _project: &str, _c: &Component, _log: &std::path::Path) {}
+
     /// What `process` and `container_health` checks of `c` (of `project`) ask of its
     /// owner instead of `/proc` (a container's engine); `None`: they measure the process.
     fn owner_checks(

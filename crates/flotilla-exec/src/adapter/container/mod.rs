@@ -706,6 +706,12 @@ impl Adapter for Container {
         }
     }
 
+    fn collect_log(&self, project: &str, c: &Component, log: &std::path::Path) {
+        if let Err(e) = logs::sync(project, c, log) {
+            tracing::debug!("component `{}`: its container's log: {e}", c.name);
+        }
+    }
+
     fn owner_checks(
         &self,
         project: &str,
