@@ -175,7 +175,11 @@ fn a_container_starts_ready_keeps_its_secret_out_of_inspect_logs_with_engine_tim
         return;
     };
     let port = free_port();
-    let web = e.web("web", port, "env = { MODE = \"test\" }");
+    let web = e.web(
+        "web",
+        port,
+        "env = { MODE = \"test\", API_KEY = { secret = \"WEB_KEY\" } }",
+    );
     e.inventory(&format!("{web}secrets = [\"WEB_KEY\"]\n"));
     let run = e.run(&["start", "web"]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
@@ -205,6 +209,18 @@ fn a_container_starts_ready_keeps_its_secret_out_of_inspect_logs_with_engine_tim
         .any(|v| v == "MODE=test"));
     let (ok, secret) = podman_cli(&["exec", &e.name("web"), "cat", "/run/secrets/WEB_KEY"]);
     assert!(ok && secret == "s3cr3t-Value-42", "{secret}");
+    // A variable that takes a secret is in the environment of what runs (the image's
+    // own command, exec'd by the wrapper that exported it), and not in inspect.
+    let (ok, environ) = podman_cli(&["exec", &e.name("web"), "cat", "/proc/1/environ"]);
+    assert!(ok, "{environ}");
+    let vars: Vec<&str> = environ.split('\0').collect();
+    assert!(vars.contains(&"API_KEY=s3cr3t-Value-42"), "{vars:?}");
+    assert!(vars.contains(&"MODE=test"), "{vars:?}");
+    let (_, comm) = podman_cli(&["exec", &e.name("web"), "cat", "/proc/1/cmdline"]);
+    assert!(
+        comm.starts_with("/bin/httpd\0"),
+        "the image's command runs: {comm:?}"
+    );
     let (_, mode) = podman_cli(&["exec", &e.name("web"), "ls", "-l", "/run/secrets/WEB_KEY"]);
     // Readable by whatever user the image runs as (no `user` declared), like
     // Docker's own secrets; the directory it lives in on the host is private.

@@ -630,10 +630,22 @@ impl Executor {
             .map(|a| crate::environment::from_environment(&c.name, a))
             .collect::<Result<Vec<_>, _>>()
             .map_err(failed)?;
-        let secret_files = c
-            .container
-            .iter()
-            .flat_map(|k| &k.secrets)
+        // A container's secrets are files; so are the secrets its environment takes
+        // (see `adapter::container::create`), so that no value shows in `inspect`.
+        let env_secrets = c.container.iter().flat_map(|_| {
+            c.env.values().filter_map(|v| match v {
+                flotilla_model::values::EnvValue::Secret(s) => Some(s),
+                flotilla_model::values::EnvValue::Literal(_) => None,
+            })
+        });
+        let mut wanted: Vec<&String> = c.container.iter().flat_map(|k| &k.secrets).collect();
+        for s in env_secrets {
+            if !wanted.contains(&s) {
+                wanted.push(s);
+            }
+        }
+        let secret_files = wanted
+            .into_iter()
             .map(|name| {
                 self.secrets
                     .require(&c.name, name)

@@ -1639,10 +1639,13 @@ fn container_components() {
             &[(InvalidValue, "\"Open-WebUI:main\"")],
         ),
         (
-            "secret in a container's env",
-            "[components.web]\nadapter = \"container\"\ncontainer = { image = \"busybox\" }\nenv = { KEY = { secret = \"WEBUI_KEY\" }, MODE = \"x\" }\n",
+            "a container's env secret that no shell can export, or no file name holds",
+            "[components.web]\nadapter = \"container\"\ncontainer = { image = \"busybox\" }\nenv = { KEY = { secret = \"WEBUI_KEY\" }, \"K.2\" = { secret = \"S\" }, K3 = { secret = \"a/b\" }, MODE = \"x\" }\n",
             &[],
-            &[(InvalidValue, "{ secret")],
+            &[
+                (InvalidValue, "{ secret = \"S\" }"),
+                (InvalidValue, "{ secret = \"a/b\" }"),
+            ],
         ),
         (
             "two restart owners",

@@ -35,8 +35,10 @@ const NOT_FOR_CONTAINERS: &[(&str, &str)] = &[
 impl Validator {
     /// Checks the `container` table against the adapter (required for `container`,
     /// refused for any other), and a container component's keys: its image reference,
-    /// ports, volumes, secrets, health check, GPU request, name, environment (no
-    /// secret values: they would show in `inspect`) and restart owner.
+    /// ports, volumes, secrets, health check, GPU request, name, environment (a
+    /// variable that takes a secret is exported from the secret's file by `/bin/sh`
+    /// in the container: a shell name, and a secret name that is a file name) and
+    /// restart owner.
     pub(super) fn container_rules(
         &mut self,
         name: &str,
@@ -74,18 +76,25 @@ impl Validator {
             }
         }
         for (k, v) in env {
-            if let EnvValue::Secret(secret) = &v.value {
+            let EnvValue::Secret(secret) = &v.value else {
+                continue;
+            };
+            let shell_name = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !shell_name || !secret_file_name(secret) {
                 self.push(
                     Diagnostic::error(
                         Code::InvalidValue,
                         format!(
-                            "container component `{name}`: env `{k}` takes secret `{secret}`, but a container's environment shows in `inspect`"
+                            "container component `{name}`: env `{k}` takes secret `{secret}`, which the container exports from /run/secrets/{secret} with /bin/sh"
                         ),
                         v.loc,
                     )
-                    .with_help(format!(
-                        "list it in `container.secrets` (secrets = [\"{secret}\"]): the container reads it from the file /run/secrets/{secret}"
-                    )),
+                    .with_help(if shell_name {
+                        "a secret's name is its file's name: no `/`, not `.` or `..`"
+                    } else {
+                        "such a variable's name must be a shell name: letters, digits and `_`, not starting with a digit"
+                    }),
                 );
             }
         }
@@ -220,7 +229,7 @@ impl Validator {
             &[]
         };
         for (i, s) in secrets.iter().enumerate() {
-            if s.is_empty() || s == "." || s == ".." || s.contains(['/', '\0']) {
+            if !secret_file_name(s) {
                 self.push(
                     Diagnostic::error(
                         Code::InvalidValue,
@@ -304,6 +313,11 @@ pub(super) fn with_defaults(
         c.stop_signal = stop_signal.cloned();
     }
     c
+}
+
+/// Whether secret `s` can be a file's name in `/run/secrets`.
+fn secret_file_name(s: &str) -> bool {
+    !(s.is_empty() || s == "." || s == ".." || s.contains(['/', '\0']))
 }
 
 /// Docker's container (and volume) name rule: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`.

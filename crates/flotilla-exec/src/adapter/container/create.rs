@@ -10,6 +10,15 @@
 //! numeric `user`, else 0444 so that the image's own user reads it, as Docker's
 //! secrets default to), bind-mounted read-only: the container's `inspect` shows
 //! the file's path, never its value.
+//!
+//! An environment variable that takes a secret (`env = { KEY = { secret = "S" } }`,
+//! e.g. LiteLLM's `LITELLM_MASTER_KEY`, which no `*_FILE` replaces) is not put in the
+//! container's environment, which `inspect` shows: its secret is a file like the
+//! others, and the container runs `/bin/sh -c '<export KEY from /run/secrets/S>; exec
+//! "$@"' flotilla-env <its command>`, where its command is the image's entrypoint
+//! and command as the engine would merge them with the declared ones (Docker Engine
+//! API: a declared `Entrypoint` drops the image's `Cmd`). The image needs a
+//! `/bin/sh`.
 
 use super::{LABEL_COMPONENT, LABEL_CONFIG_DIGEST, LABEL_INSTANCE, LABEL_PROJECT};
 use crate::adapter::Launch;
@@ -87,6 +96,44 @@ fn write_secrets(launch: &Launch, user: Option<&str>) -> Result<Vec<(PathBuf, St
     Ok(out)
 }
 
+/// The image's own `Entrypoint` and `Cmd` (Docker Engine API image `Config`), what a
+/// container runs when the component declares neither; empty when not asked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageCommand {
+    /// The image's `Entrypoint`.
+    pub entrypoint: Vec<String>,
+    /// The image's `Cmd`.
+    pub cmd: Vec<String>,
+}
+
+/// The environment variables of `c` that take a secret, `(variable, secret)`, in
+/// the variables' order: read from files in the container (see the module docs).
+pub fn env_secrets(c: &Component) -> Vec<(String, String)> {
+    c.env
+        .iter()
+        .filter_map(|(k, v)| match v {
+            flotilla_model::values::EnvValue::Secret(s) => Some((k.clone(), s.clone())),
+            flotilla_model::values::EnvValue::Literal(_) => None,
+        })
+        .collect()
+}
+
+/// `/bin/sh -c SCRIPT flotilla-env`: SCRIPT exports each variable from its secret's
+/// file, keeping trailing newlines (`$(cat F; printf x)`, then `${V%x}`), and
+/// `exec "$@"` runs the command given after it.
+pub fn secret_entrypoint(vars: &[(String, String)]) -> Vec<String> {
+    let mut script = String::new();
+    for (var, secret) in vars {
+        // `var` is a shell name (validation); the path is single-quoted.
+        let path = format!("'/run/secrets/{}'", secret.replace('\'', "'\\''"));
+        script.push_str(&format!(
+            "{var}=\"$(cat {path}; printf x)\" && {var}=\"${{{var}%x}}\" && export {var} && "
+        ));
+    }
+    script.push_str("exec \"$@\"");
+    vec!["/bin/sh".into(), "-c".into(), script, "flotilla-env".into()]
+}
+
 fn nanos(d: Option<flotilla_model::values::HumanDuration>) -> Option<i64> {
     d.map(|d| i64::try_from(d.0.as_nanos()).unwrap_or(i64::MAX))
 }
@@ -95,8 +142,13 @@ fn nanos(d: Option<flotilla_model::values::HumanDuration>) -> Option<i64> {
 ///
 /// # Errors
 /// A bind mount whose source does not exist, or a secret file that cannot be written.
-pub fn body(launch: &Launch, k: &ContainerSpec) -> Result<ContainerCreateBody, String> {
+pub fn body(
+    launch: &Launch,
+    k: &ContainerSpec,
+    image: &ImageCommand,
+) -> Result<ContainerCreateBody, String> {
     let c = &launch.component;
+    let from_files = env_secrets(c);
     let mut mounts = Vec::new();
     for v in &k.volumes {
         let source = match v.kind {
@@ -198,12 +250,32 @@ pub fn body(launch: &Launch, k: &ContainerSpec) -> Result<ContainerCreateBody, S
         .env
         .iter()
         .filter(|(k, _)| k != crate::process::INSTANCE_MARKER)
+        .filter(|(k, _)| !from_files.iter().any(|(var, _)| var == k))
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
+    let (entrypoint, cmd) = if from_files.is_empty() {
+        (
+            k.entrypoint.clone(),
+            (!launch.argv.is_empty()).then(|| launch.argv.clone()),
+        )
+    } else {
+        let run = match (&k.entrypoint, launch.argv.is_empty()) {
+            (Some(ep), _) => [ep.clone(), launch.argv.clone()].concat(),
+            (None, false) => [image.entrypoint.clone(), launch.argv.clone()].concat(),
+            (None, true) => [image.entrypoint.clone(), image.cmd.clone()].concat(),
+        };
+        if run.is_empty() {
+            return Err(format!(
+                "env {} takes a secret, which the container exports before it runs its command, but neither the component nor the image {} names a command",
+                from_files[0].0, k.image
+            ));
+        }
+        (Some(secret_entrypoint(&from_files)), Some(run))
+    };
     Ok(ContainerCreateBody {
         image: Some(k.image.clone()),
-        cmd: (!launch.argv.is_empty()).then(|| launch.argv.clone()),
-        entrypoint: k.entrypoint.clone(),
+        cmd,
+        entrypoint,
         env: Some(env),
         labels: Some(labels),
         user: k.user.clone(),

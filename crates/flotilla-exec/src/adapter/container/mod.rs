@@ -153,6 +153,22 @@ pub fn image_id(engine: &Engine, reference: &str) -> Result<Option<String>, Engi
     }
 }
 
+/// The image's own entrypoint and command (its `Config`).
+///
+/// # Errors
+/// [`EngineError`] when the engine cannot be asked or has no such image.
+fn image_command(engine: &Engine, reference: &str) -> Result<create::ImageCommand, EngineError> {
+    let r = reference.to_string();
+    let info = engine.call(&format!("inspect image {reference}"), move |d| async move {
+        d.inspect_image(&r).await
+    })?;
+    let config = info.config.unwrap_or_default();
+    Ok(create::ImageCommand {
+        entrypoint: config.entrypoint.unwrap_or_default(),
+        cmd: config.cmd.unwrap_or_default(),
+    })
+}
+
 /// [`image_id`], asked once for all the components of one observation: answers
 /// younger than half a second are shared within this process (a whole `status` of
 /// many containers of one image asks the engine once).
@@ -396,7 +412,14 @@ impl Adapter for Container {
             let id = old.id.clone().unwrap_or_else(|| name.clone());
             Container::remove(&engine, &id).map_err(|e| adapter_err(c, e))?;
         }
-        let body = create::body(launch, k).map_err(|e| adapter_err(c, e))?;
+        // Secrets in the environment are exported by a wrapper that then runs what
+        // the container would have run: the image's own command, when not declared.
+        let image_command = if create::env_secrets(c).is_empty() || k.entrypoint.is_some() {
+            create::ImageCommand::default()
+        } else {
+            image_command(&engine, &k.image).map_err(|e| adapter_err(c, e))?
+        };
+        let body = create::body(launch, k, &image_command).map_err(|e| adapter_err(c, e))?;
         let n = name.clone();
         let created = engine
             .call(&format!("create container {name}"), move |d| async move {
