@@ -655,6 +655,38 @@ fn bad_input_is_refused_clearly_and_leaves_nothing_half_made() {
         run.stdout
     );
 
+    // What else check finds before a start: a secret that does not resolve, an
+    // endpoint on a port the container does not publish, a published port someone
+    // holds, a device and a network that do not exist, and a GPU request Podman
+    // would drop (a start is refused for it, and leaves nothing).
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = held.local_addr().unwrap().port();
+    let port = free_port();
+    let web = e.web("web", port, "").replace(
+        &format!("published = {port}"),
+        &format!("published = {busy}"),
+    );
+    let extra = "secrets = [\"ABSENT_KEY\"]\ndevices = [\"/dev/flotilla-none\"]\nnetwork = \"flotilla-no-net\"\ngpus = { count = 1 }\n";
+    e.inventory(&format!("{web}{extra}"));
+    let run = e.run(&["check", "web"]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    for says in [
+        "ABSENT_KEY",
+        "is not one the container publishes",
+        &format!("port {busy}"),
+        "busy:",
+        "/dev/flotilla-none",
+        "flotilla-no-net does not exist in the engine",
+        "ignores GPU requests",
+    ] {
+        assert!(run.stdout.contains(says), "{says}: {}", run.stdout);
+    }
+    drop(held);
+    let web = e.web("web", free_port(), "");
+    e.inventory(&format!("{web}gpus = {{ count = 1 }}\n"));
+    e.refused(&["start", "web"], "dropped the GPU request");
+    assert!(e.inspect(&e.name("web")).is_none(), "nothing left behind");
+
     // A container that exits at once: the failed start shows what it wrote, which
     // only its engine kept.
     let web = e.web(

@@ -79,7 +79,7 @@ pub fn check(
         let mut container_runs = false;
         if container {
             let (findings, runs) =
-                crate::adapter::container::preflight(topology.project_name(), c, base_dir);
+                crate::adapter::container::preflight(topology.project_name(), c, base_dir, secrets);
             for (what, ok, saw) in findings {
                 push(&what, ok, saw);
             }
@@ -148,8 +148,8 @@ pub fn check(
                 }
             }
         }
-        // A container that runs publishes its own ports.
-        let endpoints = c.endpoints.iter().filter(|_| !container_runs);
+        // A container's ports are the ones it publishes (checked with it above).
+        let endpoints = c.endpoints.iter().filter(|_| !container);
         for (name, ep) in endpoints.filter(|(_, e)| e.is_local_bind()) {
             match listening.get(&ep.port).and_then(|ls| ls.first()) {
                 None => push(

@@ -430,6 +430,27 @@ impl Adapter for Container {
             })
             .map_err(|e| adapter_err(c, e))?;
         let id = created.id;
+        // An engine may drop a GPU request and run the container without one (Podman's
+        // Docker API ignores `DeviceRequests`): refused rather than run without it.
+        if k.gpus.is_some() {
+            let kept = inspect(&engine, &id)
+                .ok()
+                .flatten()
+                .and_then(|info| info.host_config)
+                .and_then(|h| h.device_requests)
+                .is_some_and(|r| !r.is_empty());
+            if !kept {
+                let _ = Container::remove(&engine, &id);
+                create::forget_secrets(launch);
+                return Err(adapter_err(
+                    c,
+                    format!(
+                        "the engine at {} dropped the GPU request (container.gpus): it would run without a GPU, so it was removed; Podman's Docker API ignores GPU requests: pass the GPU's device files in container.devices instead (e.g. \"/dev/nvidia0\", \"/dev/nvidiactl\", \"/dev/nvidia-uvm\"), or use Docker Engine",
+                        engine.socket
+                    ),
+                ));
+            }
+        }
         let i = id.clone();
         let started = engine.call(&format!("start container {name}"), move |d| async move {
             d.start_container(&i, None).await
@@ -820,7 +841,8 @@ pub fn last_exit(project: &str, c: &Component) -> Option<(bool, String)> {
 }
 
 /// What `flotilla check` finds of a container component of `project` before anything
-/// starts:
+/// starts (its secrets from `secrets`, its published ports, that its endpoints are
+/// among them, its devices, its network, a GPU request the engine would drop, and):
 /// `(what, ok, saw)` for the engine (reachable, and which), the image (present, or
 /// pulled on start by its policy), each bind mount's source (relative to
 /// `base_dir`), and a container of its name that is not its own. The second value
@@ -829,11 +851,57 @@ pub fn preflight(
     project: &str,
     c: &Component,
     base_dir: &std::path::Path,
+    secrets: &crate::secrets::SecretResolver,
 ) -> (Vec<(String, bool, String)>, bool) {
     let mut out = Vec::new();
     let Some(k) = c.container.as_ref() else {
         return (out, false);
     };
+    for name in &k.secrets {
+        out.push(match secrets.require(&c.name, name) {
+            Ok(_) => (
+                format!("secret {name}"),
+                true,
+                format!("resolves (mounted at /run/secrets/{name})"),
+            ),
+            Err(e) => (format!("secret {name}"), false, e.to_string()),
+        });
+    }
+    let published: Vec<u16> = k.ports.iter().map(|p| p.published.0).collect();
+    for (ep, e) in c.endpoints.iter().filter(|(_, e)| e.is_local_bind()) {
+        if !published.contains(&e.port) {
+            let listed = if published.is_empty() {
+                "it publishes none".to_string()
+            } else {
+                published
+                    .iter()
+                    .map(u16::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            out.push((
+                format!("endpoint {ep}"),
+                false,
+                format!(
+                    "port {} is not one the container publishes ({listed}): probes and clients would miss it",
+                    e.port
+                ),
+            ));
+        }
+    }
+    for d in &k.devices {
+        let host = d.split(':').next().unwrap_or_default();
+        let there = std::path::Path::new(host).exists();
+        out.push((
+            format!("device {host}"),
+            there,
+            if there {
+                "exists on this host".into()
+            } else {
+                "does not exist on this host".into()
+            },
+        ));
+    }
     for v in k
         .volumes
         .iter()
@@ -865,20 +933,52 @@ pub fn preflight(
         "ask the engine's version",
         |d| async move { d.version().await },
     );
-    match version {
-        Ok(v) => out.push((
-            "engine".into(),
-            true,
-            format!(
-                "{} answers (API {}, version {})",
-                engine.socket,
-                v.api_version.unwrap_or_default(),
-                v.version.unwrap_or_default()
-            ),
-        )),
+    let podman = match version {
+        Ok(v) => {
+            out.push((
+                "engine".into(),
+                true,
+                format!(
+                    "{} answers (API {}, version {})",
+                    engine.socket,
+                    v.api_version.unwrap_or_default(),
+                    v.version.unwrap_or_default()
+                ),
+            ));
+            v.components
+                .iter()
+                .flatten()
+                .any(|p| p.name.to_lowercase().contains("podman"))
+        }
         Err(e) => {
             out.push(("engine".into(), false, e.to_string()));
             return (out, false);
+        }
+    };
+    if k.gpus.is_some() && podman {
+        out.push((
+            "gpus".into(),
+            false,
+            format!("{} is Podman, whose Docker API ignores GPU requests: a start is refused; pass the GPU's device files in container.devices instead", engine.socket),
+        ));
+    }
+    if let Some(net) = k
+        .network
+        .as_deref()
+        .filter(|n| !BUILTIN_NETWORKS.contains(n) && !n.contains(':'))
+    {
+        let n = net.to_string();
+        match engine.call(&format!("inspect network {net}"), move |d| async move {
+            d.inspect_network(&n, None::<bollard::query_parameters::InspectNetworkOptions>)
+                .await
+        }) {
+            Ok(_) => out.push(("network".into(), true, format!("{net} exists"))),
+            Err(e) if e.is_not_found() => out.push((
+                "network".into(),
+                false,
+                format!("{net} does not exist in the engine: create it (podman network create {net}), or fix container.network"),
+            )),
+            Err(e) => out.push(("network".into(), false, e.to_string())),
         }
     }
     match image_id(&engine, &k.image) {
@@ -914,5 +1014,40 @@ pub fn preflight(
         Ok(None) => {}
         Err(e) => out.push(("container".into(), false, e.to_string())),
     }
+    if !running {
+        let listening = crate::process::listeners_on(&published).unwrap_or_default();
+        for p in &k.ports {
+            let port = p.published.0;
+            out.push(match listening.get(&port).and_then(|l| l.first()) {
+                None => (
+                    format!("port {port}"),
+                    true,
+                    format!("free (published → {})", p.target.0),
+                ),
+                Some(l) => (
+                    format!("port {port}"),
+                    false,
+                    format!(
+                        "busy: {} listens on it (published → {})",
+                        l.describe(),
+                        p.target.0
+                    ),
+                ),
+            });
+        }
+    }
     (out, running)
 }
+
+/// Network modes every engine has (Docker's `bridge`, `host`, `none`, `default`;
+/// Podman's `podman`, `private`, `slirp4netns`, `pasta`): never asked about.
+const BUILTIN_NETWORKS: &[&str] = &[
+    "bridge",
+    "host",
+    "none",
+    "default",
+    "podman",
+    "private",
+    "slirp4netns",
+    "pasta",
+];
