@@ -76,14 +76,12 @@ pub fn check(
             }
         }
         let container = c.adapter == Some(flotilla_model::inventory::AdapterKind::Container);
-        let mut container_runs = false;
         if container {
-            let (findings, runs) =
+            let findings =
                 crate::adapter::container::preflight(topology.project_name(), c, base_dir, secrets);
             for (what, ok, saw) in findings {
                 push(&what, ok, saw);
             }
-            container_runs = runs;
         }
         let cwd = match &c.cwd {
             Some(d) => base_dir.join(d),

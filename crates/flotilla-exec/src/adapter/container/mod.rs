@@ -845,17 +845,17 @@ pub fn last_exit(project: &str, c: &Component) -> Option<(bool, String)> {
 /// among them, its devices, its network, a GPU request the engine would drop, and):
 /// `(what, ok, saw)` for the engine (reachable, and which), the image (present, or
 /// pulled on start by its policy), each bind mount's source (relative to
-/// `base_dir`), and a container of its name that is not its own. The second value
-/// is whether its own container runs now (its published ports are then its own).
+/// `base_dir`), and a container of its name that is not its own. Published ports are
+/// checked only while its own container does not run (they are then its own).
 pub fn preflight(
     project: &str,
     c: &Component,
     base_dir: &std::path::Path,
     secrets: &crate::secrets::SecretResolver,
-) -> (Vec<(String, bool, String)>, bool) {
+) -> Vec<(String, bool, String)> {
     let mut out = Vec::new();
     let Some(k) = c.container.as_ref() else {
-        return (out, false);
+        return out;
     };
     for name in &k.secrets {
         out.push(match secrets.require(&c.name, name) {
@@ -926,7 +926,7 @@ pub fn preflight(
         Ok(e) => e,
         Err(e) => {
             out.push(("engine".into(), false, e.to_string()));
-            return (out, false);
+            return out;
         }
     };
     let version = engine.call(
@@ -952,7 +952,7 @@ pub fn preflight(
         }
         Err(e) => {
             out.push(("engine".into(), false, e.to_string()));
-            return (out, false);
+            return out;
         }
     };
     if k.gpus.is_some() && podman {
@@ -1036,7 +1036,7 @@ pub fn preflight(
             });
         }
     }
-    (out, running)
+    out
 }
 
 /// Network modes every engine has (Docker's `bridge`, `host`, `none`, `default`;
