@@ -486,3 +486,37 @@ fn kill_9_while_flotillas_instance_starts_then_resume_finishes_without_a_second_
         "the instance started before the kill is the one adopted: no second copy"
     );
 }
+
+#[test]
+fn a_start_that_fails_rolls_back_by_itself_to_the_prior_command_line() {
+    let w = World::new("auto-rollback");
+    let (port, chat_port) = (free_port(), free_port());
+    let prior = w.hand(port, &[]);
+    w.inventory(&testkit(), port, &[], "2s", chat_port);
+    // Its start environment names a variable the adopt does not have: the start fails.
+    let toml = std::fs::read_to_string(w.ws.path().join("flotilla.toml")).unwrap();
+    w.ws.write(
+        "flotilla.toml",
+        &toml.replacen(
+            "stop = {",
+            "env = { TOKEN = \"${env.FLOTILLA_ADOPT_TEST_UNSET}\" }\nstop = {",
+            1,
+        ),
+    );
+    let run = w.run(&["adopt", "llm", "--yes"]);
+    assert_eq!(run.code, 1, "{}", both(&run));
+    assert!(
+        run.stderr.contains("rolled back:") && run.stderr.contains("the start failed"),
+        "{}",
+        both(&run)
+    );
+    assert!(!alive(prior.pid()), "the prior owner was stopped first");
+    let restored = others(&w.marker, prior.pid());
+    assert_eq!(restored.len(), 1, "{restored:?}");
+    assert_eq!(cmdline(restored[0]), prior.argv);
+    assert!(healthy(port), "the restored service answers");
+    let rec = w.record().unwrap();
+    assert_eq!(rec["phase"], "rolled-back", "{rec:#}");
+    let st = w.run(&["status"]);
+    assert!(!st.stdout.contains("ADOPT UNFINISHED"), "{}", st.stdout);
+}
