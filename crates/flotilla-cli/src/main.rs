@@ -213,6 +213,10 @@ pub enum Command {
     Check(cmd::check::Args),
     /// Read-only: what runs on a host that the inventory does not cover, as proposals.
     Discover(cmd::discover::Args),
+    /// Move a component running under another owner (a process started by hand, a
+    /// systemd unit) to its declared owner: a plan shown first, with acceptance and
+    /// rollback.
+    Adopt(cmd::adopt::Args),
     /// Compact status: one line per component (state, health, pid, ports, uptime, restarts).
     Ps(cmd::ps::Args),
     /// A component's log (stdout and stderr).
@@ -323,6 +327,7 @@ fn main() -> ExitCode {
             | Command::Stop(_)
             | Command::Restart(_)
             | Command::Apply(_)
+            | Command::Adopt(_)
             | Command::Agent(cmd::agent::Args {
                 command: cmd::agent::AgentCommand::Run(_)
             })
@@ -391,6 +396,7 @@ fn main() -> ExitCode {
         Command::Status(a) => cmd::status::run(&cli, a),
         Command::Check(a) => cmd::check::run(&cli, a),
         Command::Discover(a) => cmd::discover::run(&cli, a),
+        Command::Adopt(a) => cmd::adopt::run(&cli, a),
         Command::Ps(a) => cmd::ps::run(&cli, a),
         Command::Logs(a) => cmd::logs::run(&cli, a),
         Command::Operations(a) => cmd::operations::run(&cli, a),

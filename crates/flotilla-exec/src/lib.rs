@@ -51,6 +51,10 @@
 //! - [`discover`]: `flotilla discover`: what runs on a host that the inventory does
 //!   not cover (listening processes, systemd units, containers), each with a proposed
 //!   inventory entry and a readiness probe guessed from what answers. Read-only.
+//! - [`adopt`]: `flotilla adopt`: a component running under another owner (a
+//!   process started by hand, a systemd unit) moved to its declared owner as a
+//!   shown plan — baseline, stop the prior owner, start, acceptance, keep or roll
+//!   back — each step written to a durable record first.
 //! - [`hosts`]: `flotilla host install` (checksummed, versioned releases and a
 //!   `current` link) and `flotilla host check`.
 //! - [`launchctl`]: pure helpers for the launchd adapter: the job plist
@@ -82,6 +86,7 @@
 #![warn(missing_docs)]
 
 pub mod adapter;
+pub mod adopt;
 pub mod backup;
 pub mod browser;
 pub mod detached;

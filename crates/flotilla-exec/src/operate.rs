@@ -561,24 +561,49 @@ impl Invocation {
         given: Option<Plan>,
         dry_run: bool,
     ) -> Result<InvocationOutcome, OperateError> {
-        let holder = LockHolder::this_process(self.command_line.clone());
-        // Nothing runs here when every component is on a remote host: the
-        // controller's own lock then, so that this machine's agent (sharing the
-        // state directory) can still run the steps sent to it.
-        let runs_here = self.topology.components.iter().any(|c| {
+        let _lock = if dry_run { None } else { Some(self.lock()?) };
+        self.run_locked(op, given, dry_run).await
+    }
+
+    /// Whether any component of the topology runs on this machine (not every one on
+    /// a remote host).
+    fn runs_here(&self) -> bool {
+        self.topology.components.iter().any(|c| {
             self.topology
                 .hosts
                 .get(&c.host)
                 .is_none_or(|h| !h.is_remote())
-        });
-        let _lock = match (dry_run, runs_here) {
-            (true, _) => None,
-            (false, true) => Some(LifecycleLock::acquire(self.state.root(), &holder)?),
-            (false, false) => Some(LifecycleLock::acquire_controller(
-                self.state.root(),
-                &holder,
-            )?),
-        };
+        })
+    }
+
+    /// Takes the lock a mutating invocation holds: the lifecycle lock, or when
+    /// nothing runs here (every component on a remote host) the controller's own
+    /// lock, so that this machine's agent (sharing the state directory) can still
+    /// run the steps sent to it.
+    ///
+    /// # Errors
+    /// [`OperateError::Locked`] naming the holder.
+    pub fn lock(&self) -> Result<LifecycleLock, OperateError> {
+        let holder = LockHolder::this_process(self.command_line.clone());
+        Ok(if self.runs_here() {
+            LifecycleLock::acquire(self.state.root(), &holder)?
+        } else {
+            LifecycleLock::acquire_controller(self.state.root(), &holder)?
+        })
+    }
+
+    /// [`Invocation::run`] for a caller that already holds [`Invocation::lock`]
+    /// (`adopt`, which holds it across several operations).
+    ///
+    /// # Errors
+    /// As [`Invocation::run`].
+    pub async fn run_locked(
+        &self,
+        op: Option<&Operation>,
+        given: Option<Plan>,
+        dry_run: bool,
+    ) -> Result<InvocationOutcome, OperateError> {
+        let runs_here = self.runs_here();
         let map = |source| OperateError::Store {
             path: self.state.database(),
             source: Box::new(source),

@@ -9,6 +9,8 @@
 //! | `state.db` | `flotilla-store` | journal of operations and steps, instances, desired lifecycle, stack start orders (SQLite) |
 //! | `logs/<component>.log` (+ `.1`, `.2`…) | the started process (stdout+stderr) | component output, rotated by copy-truncate |
 //! | `run/lifecycle.lock` | `flotilla-exec::lock` | the lifecycle lock and its holder |
+//! | `adopt/<component>.json` | `flotilla-exec::adopt::record` | an adopt's record: its step, the prior owner's restore recipe (mode 0600), its checks |
+//! | `adopt/<component>.prior.log` | a prior owner a rollback ran again | its output |
 //!
 //! `<base>/secrets.env` (the user's, optional `NAME=value` secrets, mode 0600) is
 //! shared by the projects, and so is `<base>/agent/` (`flotilla agent`'s own files:

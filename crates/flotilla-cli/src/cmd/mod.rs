@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod adopt;
 pub mod agent;
 pub mod apply;
 pub mod authority;

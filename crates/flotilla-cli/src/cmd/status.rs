@@ -47,14 +47,22 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             return Ok(bad.report());
         }
     };
+    let state = super::state_dir(cli, &topology).ok();
     // One runtime and one set of SSH connections for every refresh of `--watch`.
     let rt = super::runtime()?;
     let world = super::world(cli, topology)?;
     loop {
         let began = std::time::Instant::now();
         let report = rt.block_on(world.status(&names))?;
+        let adopting = unfinished_adopts(state.as_ref(), &names);
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            let mut json = serde_json::to_value(&report)?;
+            if !adopting.is_empty() {
+                json["unfinished_adopts"] = serde_json::to_value(
+                    adopting.iter().map(|r| r.redacted()).collect::<Vec<_>>(),
+                )?;
+            }
+            println!("{}", serde_json::to_string_pretty(&json)?);
         } else {
             if args.watch {
                 if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
@@ -63,9 +71,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 println!("{}", watch_header(report.observed_at_ms, args.interval));
             }
             print!("{}", text(&report, cli.verbose > 0));
+            for r in &adopting {
+                println!("{}", adopt_line(r));
+            }
         }
         if !args.watch {
-            return Ok(if report.all_ok() {
+            return Ok(if report.all_ok() && adopting.is_empty() {
                 EXIT_OK
             } else {
                 EXIT_REFUSED
@@ -75,6 +86,45 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         let _ = std::io::Write::flush(&mut std::io::stdout());
         std::thread::sleep(args.interval.saturating_sub(began.elapsed()));
     }
+}
+
+/// The project's adopts that are unfinished (of `names`' components; all when
+/// empty): a CLI killed mid-adopt leaves one, and status says so.
+fn unfinished_adopts(
+    state: Option<&flotilla_exec::statedir::StateDir>,
+    names: &[String],
+) -> Vec<flotilla_exec::adopt::record::AdoptRecord> {
+    let Some(state) = state else {
+        return Vec::new();
+    };
+    flotilla_exec::adopt::record::all(state)
+        .into_iter()
+        .filter_map(|r| match r {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("warning: {}", flotilla_exec::error::chain(&e));
+                None
+            }
+        })
+        .filter(|r| !r.phase.finished() && (names.is_empty() || names.contains(&r.component)))
+        .collect()
+}
+
+/// `ADOPT UNFINISHED: …`: where an unfinished adopt is, and the ways out.
+fn adopt_line(r: &flotilla_exec::adopt::record::AdoptRecord) -> String {
+    format!(
+        "ADOPT UNFINISHED: `{}` was {} ({}{}) — from {}; {}",
+        r.component,
+        r.phase.describe(),
+        r.phase.as_str(),
+        if r.interrupted() {
+            format!(", interrupted: its flotilla, pid {}, is gone", r.pid)
+        } else {
+            format!(", by pid {}", r.pid)
+        },
+        r.prior.describe(),
+        r.ways_out()
+    )
 }
 
 /// `status --server`: the authority's merged, aged view of its agents' reports.

@@ -588,7 +588,8 @@ fn look(snapshot: &Snapshot, options: &Options) -> Seen {
     seen
 }
 
-fn ports_text(ports: &[u16]) -> String {
+/// `ports` as `8080, 8081`.
+pub(crate) fn ports_text(ports: &[u16]) -> String {
     ports
         .iter()
         .map(u16::to_string)

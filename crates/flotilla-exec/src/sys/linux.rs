@@ -227,6 +227,23 @@ pub(crate) fn environ_var(pid: u32, key: &str) -> Option<String> {
         .map(|v| String::from_utf8_lossy(v).into_owned())
 }
 
+/// A process's whole initial environment (`/proc/<pid>/environ`), in its order,
+/// lossily decoded; `None` when gone or unreadable (another user's process).
+pub(crate) fn read_environ(pid: u32) -> Option<Vec<(String, String)>> {
+    let bytes = std::fs::read(proc_path(pid, "environ")).ok()?;
+    Some(
+        bytes
+            .split(|b| *b == 0)
+            .filter(|kv| !kv.is_empty())
+            .filter_map(|kv| {
+                let kv = String::from_utf8_lossy(kv);
+                kv.split_once('=')
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+            })
+            .collect(),
+    )
+}
+
 /// The real user id of a process (the first `Uid:` field of `/proc/<pid>/status`);
 /// `None` when gone or unreadable.
 pub(crate) fn read_uid(pid: u32) -> Option<u32> {

@@ -65,6 +65,10 @@ pub(crate) fn environ_var(_pid: u32, _key: &str) -> Option<String> {
     None
 }
 
+pub(crate) fn read_environ(_pid: u32) -> Option<Vec<(String, String)>> {
+    None
+}
+
 pub(crate) fn read_uid(_pid: u32) -> Option<u32> {
     None
 }
