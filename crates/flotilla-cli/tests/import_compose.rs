@@ -270,6 +270,18 @@ fn bad_input_is_refused_at_its_line_and_column() {
         13,
         "`healthcheck.test`: `${DB_PASSWORD}` looks like a secret",
     );
+    refused(
+        "services:\n  vllm:\n    image: vllm/vllm-openai:v0.6.3\n    command: [\"--model\", \"m\", \"--api-key\", \"sk-local-123\"]\n",
+        4,
+        44,
+        "`command[3]`: the value of `--api-key` looks like a secret",
+    );
+    refused(
+        "services:\n  vllm:\n    image: vllm/vllm-openai:v0.6.3\n    command: --model m --token=abc123\n",
+        4,
+        14,
+        "`command[2]`: the value of `--token` looks like a secret",
+    );
     refused("services: {}\n", 1, 1, "`services` is empty");
     refused(
         "- just\n- a list\n",

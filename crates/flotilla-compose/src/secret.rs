@@ -3,16 +3,32 @@
 //!
 //! A value looks like a secret when its variable's name has a word (between `_`, `-`
 //! or `.`) `KEY`, `APIKEY`, `TOKEN`, `SECRET`, `PASSWORD`, `PASSWD`, `PASS`,
-//! `CREDENTIALS` or `CREDENTIAL`, or when the value is a URL with a password
+//! `CREDENTIALS` or `CREDENTIAL` and its last word does not say it names something
+//! else about one (`TOKEN_LIMIT`, `MAX_KEY_LENGTH`, `SSL_KEY_FILE`: see
+//! [`NOT_THE_SECRET`]), or when the value is a URL with a password
 //! (`postgres://user:pass@db/x`) or starts like a well-known token (`sk-`, `hf_`,
 //! `ghp_`, `github_pat_`, `xoxb-`).
 
-/// Whether variable `name` is named like a secret.
+/// Last words of a name that say it is a count, size, time, switch or place about a
+/// secret rather than the secret: `TOKEN_LIMIT=4096`, `API_KEY_FILE=/run/secrets/k`.
+pub const NOT_THE_SECRET: &[&str] = &[
+    "LIMIT", "LIMITS", "MAX", "MIN", "COUNT", "SIZE", "LENGTH", "LEN", "TTL", "TIMEOUT", "EXPIRY",
+    "EXPIRES", "FILE", "PATH", "DIR", "HEADER", "NAME", "TYPE", "ENABLED", "REQUIRED", "ID",
+];
+
+/// Whether variable (or `--flag`) `name` is named like a secret.
 pub fn secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    upper.split(['_', '-', '.']).any(|w| {
+    let words: Vec<&str> = upper
+        .split(['_', '-', '.'])
+        .filter(|w| !w.is_empty())
+        .collect();
+    if words.len() > 1 && words.last().is_some_and(|w| NOT_THE_SECRET.contains(w)) {
+        return false;
+    }
+    words.iter().any(|w| {
         matches!(
-            w,
+            *w,
             "KEY"
                 | "APIKEY"
                 | "TOKEN"
@@ -83,6 +99,13 @@ mod tests {
         assert!(!looks_secret("OLLAMA_BASE_URL", "http://ollama:11434"));
         assert!(!looks_secret("WEBUI_AUTH", "False"));
         assert!(!looks_secret("KEYBOARD", "us"));
+        assert!(!looks_secret("TOKEN_LIMIT", "4096"));
+        assert!(!looks_secret("SSL_KEY_FILE", "/certs/key.pem"));
+        assert!(!looks_secret("MAX_TOKEN_COUNT", "8"));
+        assert!(looks_secret("TOKEN", "abc"));
+        assert!(looks_secret("KEY", "abc"));
+        assert!(super::secret_name("--api-key"));
+        assert!(!super::secret_name("--api-key-file"));
         assert!(!looks_secret("HF_TOKEN", ""));
         assert!(plain_reference("${HF_TOKEN}"));
         assert!(!plain_reference("${DB_PASSWORD:-hunter2}"));

@@ -9,6 +9,7 @@ use crate::ctx::Ctx;
 use crate::health::{self, Health};
 use crate::notes::Note;
 use crate::ports::{self, Published};
+use crate::secret::{plain_reference, secret_name};
 use crate::yaml::{Node, Value};
 use flotilla_model::inventory::{
     AdapterKind, ComponentSpec, ContainerHealthCheck, ContainerSpec, EngineRestart, GpuCount,
@@ -427,6 +428,27 @@ fn argv(
     let mut out = Vec::new();
     for (i, (w, n)) in words.iter().enumerate() {
         let k = format!("{key}[{i}]");
+        // A literal after a secret-named flag (`--api-key sk-…`, `--token=…`) would be
+        // written into the inventory, which plans and revisions show.
+        let flag_value = match w.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => Some((flag, value)),
+            _ => i
+                .checked_sub(1)
+                .map(|p| words[p].0.as_str())
+                .filter(|f| f.starts_with('-') && !f.contains('='))
+                .map(|f| (f, w.as_str())),
+        };
+        if let Some((flag, _)) = flag_value.filter(|(f, v)| {
+            secret_name(f.trim_start_matches('-')) && !v.is_empty() && !plain_reference(v)
+        }) {
+            ctx.error(
+                n,
+                format!(
+                    "`{k}`: the value of `{flag}` looks like a secret, and is not written into the inventory: take it out of `{key}` and give it to the program through its environment as a secret (most servers read one: vLLM's VLLM_API_KEY, llama-server's LLAMA_API_KEY, LiteLLM's LITELLM_MASTER_KEY)"
+                ),
+            );
+            return None;
+        }
         let a = if flotilla_refs {
             ctx.flotilla(w, n, &k, notes)
         } else {
