@@ -124,6 +124,33 @@ fn paths_stay_the_compose_files_when_the_inventory_is_written_elsewhere() {
     assert!(written.contains("read_only = true"), "{written}");
 }
 
+/// An override file beside the standard compose file is said not to be merged, with
+/// the way to include it; a file of another name has none.
+#[test]
+fn an_override_file_beside_it_is_said_not_merged() {
+    let ws = Workspace::new();
+    ws.write("compose.yaml", "services:\n  web:\n    image: nginx\n");
+    ws.write(
+        "compose.override.yaml",
+        "services:\n  web:\n    ports: [\"8080:80\"]\n",
+    );
+    let run = flotilla(ws.path(), &["import", "compose", "-o", "out.toml"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("compose.override.yaml beside compose.yaml is not merged in")
+            && run.stderr.contains("docker compose config > merged.yaml"),
+        "{run:?}"
+    );
+    ws.write("merged.yaml", "services:\n  web:\n    image: nginx\n");
+    let run = flotilla(
+        ws.path(),
+        &["import", "compose", "merged.yaml", "-o", "m.toml"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!run.stderr.contains("not merged"), "{run:?}");
+}
+
 #[test]
 fn an_existing_output_is_kept_unless_forced() {
     let ws = Workspace::new();

@@ -170,6 +170,15 @@ fn compose(cli: &Cli, args: &ComposeArgs) -> anyhow::Result<u8> {
             return Ok(EXIT_USAGE);
         }
     }
+    // `docker compose up` merges an override file beside the standard one by itself
+    // (compose's "Merge and override"); this import reads one file.
+    if let Some(over) = override_beside(&path) {
+        eprintln!(
+            "warning: {} beside {} is not merged in: docker compose would apply it; to include it, import the merged file: docker compose config > merged.yaml && flotilla import compose merged.yaml",
+            over.display(),
+            path.display()
+        );
+    }
     let summary = format!(
         "{} component{}, {} stack{}; {} comment{} on what was not carried over",
         conversion.inventory.components.len(),
@@ -198,6 +207,20 @@ fn compose(cli: &Cli, args: &ComposeArgs) -> anyhow::Result<u8> {
         }
     }
     Ok(EXIT_OK)
+}
+
+/// The override file docker compose reads with `path` when `path` is one of the
+/// standard names (`compose.override.yaml` beside `compose.yaml`, …), if one exists.
+fn override_beside(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let (stem, _) = name.rsplit_once('.')?;
+    if !COMPOSE_FILES.contains(&name) {
+        return None;
+    }
+    ["yaml", "yml"]
+        .iter()
+        .map(|ext| parent(path).join(format!("{stem}.override.{ext}")))
+        .find(|p| p.exists())
 }
 
 fn plural(n: usize) -> &'static str {
