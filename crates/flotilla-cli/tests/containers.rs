@@ -318,7 +318,7 @@ fn kill_9_is_down_unexpectedly_with_the_exit_code_and_a_restart_is_proven() {
     let after = e.inspect(&e.name("web")).unwrap();
     assert_ne!(after["Id"], before["Id"], "a new container");
     assert_eq!(after["Image"], before["Image"], "the expected image");
-    let s = e.status("web");
+    let mut s = e.status("web");
     assert_eq!(
         (s["lifecycle"].as_str(), s["condition"].as_str()),
         (Some("running"), Some("ok")),
@@ -329,6 +329,35 @@ fn kill_9_is_down_unexpectedly_with_the_exit_code_and_a_restart_is_proven() {
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let again = e.inspect(&e.name("web")).unwrap();
     assert_ne!(again["Id"], after["Id"]);
+    e.run(&["stop", "web"]);
+
+    // A container whose main process exits with status 0 is stopped, not failed;
+    // still down unexpectedly, since it was meant to run.
+    let web = e.web(
+        "web",
+        port,
+        "command = [\"sh\", \"-c\", \"trap 'exit 0' TERM; httpd -f -p 8080 -h /www & wait\"]",
+    );
+    e.inventory(&web);
+    let run = e.run(&["start", "web"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let pid = e.inspect(&e.name("web")).unwrap()["State"]["Pid"]
+        .as_i64()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            s = e.status("web");
+            s["condition"] == "down-unexpectedly"
+        }),
+        "{s:#}"
+    );
+    assert_eq!(s["lifecycle"], "stopped", "{s:#}");
+    assert!(s.to_string().contains("exited with code 0"), "{s:#}");
     e.run(&["stop", "web"]);
 }
 

@@ -643,6 +643,15 @@ impl Adapter for Container {
             Some(ContainerStateStatusEnum::RESTARTING) => Lifecycle::Starting,
             Some(ContainerStateStatusEnum::CREATED) => Lifecycle::Stopped,
             Some(ContainerStateStatusEnum::PAUSED) => Lifecycle::Unknown,
+            // Exited with status 0 (and not killed for memory): stopped, not failed.
+            Some(ContainerStateStatusEnum::EXITED)
+                if info
+                    .state
+                    .as_ref()
+                    .is_some_and(|s| s.exit_code == Some(0) && s.oom_killed != Some(true)) =>
+            {
+                Lifecycle::Stopped
+            }
             _ => Lifecycle::Failed,
         };
         if lifecycle != Lifecycle::Running {
