@@ -786,6 +786,20 @@ fn an_engine_that_hangs_or_is_absent_is_an_error_within_the_time_limit() {
         "{}",
         run.stdout
     );
+    // A socket file nobody listens on (an engine that stopped): said in those words.
+    let dead = e.ws.path().join("dead.sock");
+    drop(std::os::unix::net::UnixListener::bind(&dead).unwrap());
+    e.ws.write(
+        "flotilla.toml",
+        &format!("[hosts.local]\ncontainer_api = \"unix://{}\"\n[components.web]\nadapter = \"container\"\ncontainer = {{ image = \"{}\" }}\n", dead.display(), e.image),
+    );
+    let run = e.run(&["check", "web"]);
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stdout.contains("Connection refused") && run.stdout.contains("nothing listens on it"),
+        "{}",
+        run.stdout
+    );
 }
 
 /// Asserts that `text` holds each of `parts`, in this order.

@@ -224,7 +224,7 @@ impl Engine {
             | B::IOError { .. }
             | B::HyperResponseError { .. } => EngineError::Unreachable {
                 socket: self.socket.clone(),
-                why: e.to_string(),
+                why: unreachable_why(&e),
             },
             B::RequestTimeoutError => EngineError::Timeout {
                 socket: self.socket.clone(),
@@ -351,6 +351,24 @@ fn parse_http(bytes: &[u8]) -> Option<RawAnswer> {
         body.to_string()
     };
     Some(RawAnswer { status, body })
+}
+
+/// What made the engine unreachable, in the words of the deepest cause (the client's
+/// own words, "client error (Connect)", say nothing), with what to look at when no
+/// one listens on the socket.
+fn unreachable_why(e: &bollard::errors::Error) -> String {
+    let mut deepest: &dyn std::error::Error = e;
+    while let Some(next) = deepest.source() {
+        deepest = next;
+    }
+    let refused = std::iter::successors(Some(e as &dyn std::error::Error), |e| e.source())
+        .filter_map(|e| e.downcast_ref::<std::io::Error>())
+        .any(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
+    if refused {
+        format!("{deepest}: the socket is there but nothing listens on it (is the engine's API service running? `systemctl start podman.socket`, or `docker.socket`)")
+    } else {
+        deepest.to_string()
+    }
 }
 
 #[cfg(test)]
