@@ -402,7 +402,7 @@ impl<S: ReleaseSource> Updater<S> {
             key_id,
             manifest,
             artifact,
-        } = self.verify_assignment(a, &root.root().join("acceptance.json"))?;
+        } = self.verify_assignment(a, &root.root().join("acceptance.json"), Some(root))?;
         let sha = artifact.sha256.clone();
         let mut rec = UpdateRecord::downloading(a, &manifest, &key_id, &sha);
         let refuse = |rec: &UpdateRecord, r: Refusal| {

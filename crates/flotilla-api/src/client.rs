@@ -693,6 +693,20 @@ impl Client {
         self.post("/v1/rollouts", req).await
     }
 
+    /// `POST /v1/rollbacks` (operator): a rollback of a halted or finished rollout,
+    /// created awaiting approval.
+    ///
+    /// # Errors
+    /// [`ClientError`]; an unknown rollout is 404, one still running or another
+    /// active rollout of the same release 409, no host changed or a previous release
+    /// no longer published 400.
+    pub async fn create_rollback(
+        &self,
+        req: &crate::wire::CreateRollbackRequest,
+    ) -> Result<crate::wire::RolloutDto, ClientError> {
+        self.post("/v1/rollbacks", req).await
+    }
+
     /// `GET /v1/rollouts` (operator).
     ///
     /// # Errors

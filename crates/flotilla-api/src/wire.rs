@@ -500,6 +500,29 @@ pub struct CreateRolloutRequest {
     pub timeout_ms: u64,
 }
 
+/// `POST /v1/rollbacks` (operator): roll back rollout `rollout` — a halted or
+/// finished rollout — as a new rollout: every host it changed goes back to the release
+/// it ran before (the hosts it never changed are untouched). Created
+/// `AwaitingApproval`, with the canaries, concurrency, soak and timeout of the rollout
+/// it reverses unless given here.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CreateRollbackRequest {
+    /// The rollout to roll back.
+    pub rollout: u64,
+    /// How many hosts update at once after the canaries (default: the rollout's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<u32>,
+    /// How many hosts go back first, alone (default: the rollout's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<u32>,
+    /// The soak, ms (default: the rollout's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_healthy_ms: Option<u64>,
+    /// The timeout, ms (default: the rollout's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
 /// `POST /v1/rollouts/{id}/{action}` answer and `GET /v1/rollouts/{id}`: the rollout
 /// (`flotilla_release::rollout::Rollout`: phase, `halted`, per-host phase, reason and
 /// times, events).
@@ -536,6 +559,11 @@ pub struct Assignment {
     pub min_healthy_ms: u64,
     /// How long the host has from now to prove the new release (ms).
     pub timeout_ms: u64,
+    /// The rollout this one rolls back, for an operator-approved rollback: the host
+    /// accepts a lower serial then, and only to a digest it ran before and still keeps
+    /// installed (its previous version); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_of: Option<u64>,
 }
 
 /// `GET /v1/hosts/{host}/release?index=N&wait=30s` (the host's agent): its

@@ -5,7 +5,9 @@
 //! proven `Updated` by the digest measured from its running agent's `/proc/<pid>/exe`;
 //! a bad build halts the rollout after the canary, which is back on the previous
 //! version (measured) while the other hosts were never touched; refused releases
-//! change nothing.
+//! change nothing. A halted rollout is rolled back on demand (`release rollback`): the
+//! host it changed runs its old build again (measured), the others are untouched, and
+//! an agent that no longer keeps what it ran before refuses the lower serial.
 
 mod common;
 
@@ -415,4 +417,162 @@ fn refused_releases_change_nothing() {
         .unwrap()
         .collect();
     assert_eq!(versions.len(), 1, "only the installed version");
+}
+
+/// `release rollback ID --json` through the fleet's operator.
+fn rollback(f: &Fleet, id: u64) -> common::Run {
+    f.a.run(&["release", "rollback", &id.to_string(), "--json"])
+}
+
+#[test]
+fn a_halted_rollout_is_rolled_back_on_demand_to_what_each_host_ran_and_only_there() {
+    let f = Fleet::new();
+    let old: Vec<String> = f.hosts.iter().map(|h| h.measured().unwrap()).collect();
+    let (_file, new) = f.release("2.0.0", 2, &new_build("2.0.0"));
+
+    // A rollout that changed nothing has nothing to roll back.
+    let r = f.rollout("2.0.0", "1s", "30s");
+    let untouched = r["id"].as_u64().unwrap();
+    assert_eq!(
+        f.a.run(&["release", "abort", &untouched.to_string()]).code,
+        0
+    );
+    let r = rollback(&f, untouched);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("changed no host"), "{}", r.stderr);
+
+    // The canary starts alone; the rollout is halted at once, so the canary finishes
+    // and the other hosts are never started.
+    let r = f.rollout("2.0.0", "1s", "30s");
+    let id = r["id"].as_u64().unwrap();
+    assert_eq!(f.a.run(&["release", "approve", &id.to_string()]).code, 0);
+    let running = rollback(&f, id);
+    assert_eq!(running.code, 1, "{running:?}");
+    assert!(
+        running.stderr.contains("halt it first"),
+        "{}",
+        running.stderr
+    );
+    assert_eq!(f.a.run(&["release", "abort", &id.to_string()]).code, 0);
+    f.wait("the halted rollout's canary to finish", |f| {
+        let r = f.status(id);
+        host_phase(&r, "r1") == "Updated"
+    });
+    let r = f.status(id);
+    assert_eq!(r["phase"], "Failed", "{r:#}");
+    assert_eq!(r["halted"], "Aborted", "{r:#}");
+    assert_eq!(host_phase(&r, "r2"), "Pending", "{r:#}");
+    assert_eq!(f.hosts[0].measured().as_deref(), Some(new.as_str()));
+
+    // What r1 ran before (the build `agent install` put there) was never published.
+    let r = rollback(&f, id);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("no longer available"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&old[0]["sha256:".len()..]),
+        "{}",
+        r.stderr
+    );
+    // Published now (the same bytes, an older serial): the rollback takes it.
+    let installed = std::fs::read(env!("CARGO_BIN_EXE_flotilla")).unwrap();
+    let (_f1, one) = f.release("1.0.0", 1, &installed);
+    assert_eq!(one, old[0]);
+    let r = rollback(&f, id);
+    assert_eq!(r.code, 0, "{r:?}");
+    let back: serde_json::Value = r.json();
+    let back_id = back["id"].as_u64().unwrap();
+    assert_eq!(back["rollback_of"], id, "{back:#}");
+    assert_eq!(back["phase"], "AwaitingApproval", "{back:#}");
+    let hosts: Vec<&str> = back["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts, ["r1"], "only the host the rollout changed: {back:#}");
+    assert_eq!(back["hosts"][0]["canary"], true, "{back:#}");
+    assert_eq!(back["hosts"][0]["target"]["version"], "1.0.0", "{back:#}");
+    let text = f.a.run(&["release", "status", &back_id.to_string()]);
+    assert!(
+        text.stdout
+            .contains(&format!("rollback of rollout {id}: flotilla-agent 1.0.0")),
+        "{}",
+        text.stdout
+    );
+    let all = f.a.run(&["release", "status", "--all"]);
+    assert!(
+        all.stdout.contains(&format!("rollback of {id}")),
+        "{}",
+        all.stdout
+    );
+    // Approval honoured: r1 still runs 2.0.0 until it is given.
+    assert_eq!(f.hosts[0].measured().as_deref(), Some(new.as_str()));
+    assert_eq!(
+        f.a.run(&["release", "approve", &back_id.to_string()]).code,
+        0
+    );
+    f.wait("the rollback to succeed", |f| {
+        f.status(back_id)["phase"] == "Succeeded"
+    });
+    // Measured: the canary runs its old build again; the others never moved.
+    f.wait("r1's old agent to run again", |f| {
+        f.hosts[0].measured().as_ref() == Some(&old[0])
+    });
+    for (h, old) in f.hosts.iter().zip(&old).skip(1) {
+        assert_eq!(h.measured().as_ref(), Some(old), "{} was touched", h.name);
+    }
+    let text = f.a.run(&["status"]);
+    assert!(
+        text.stdout
+            .contains("(measured) = release flotilla-agent 1.0.0"),
+        "{}",
+        text.stdout
+    );
+}
+
+#[test]
+fn an_agent_refuses_a_rollback_to_a_release_it_no_longer_keeps() {
+    let f = Fleet::new();
+    let old = f.hosts[0].measured().unwrap();
+    let installed = std::fs::read(env!("CARGO_BIN_EXE_flotilla")).unwrap();
+    f.release("1.0.0", 1, &installed);
+    let (_file, new) = f.release("2.0.0", 2, &new_build("2.0.0"));
+    let r = f.rollout("2.0.0", "1s", "30s");
+    let id = r["id"].as_u64().unwrap();
+    assert_eq!(f.a.run(&["release", "approve", &id.to_string()]).code, 0);
+    assert_eq!(f.a.run(&["release", "abort", &id.to_string()]).code, 0);
+    f.wait("the canary to finish", |f| {
+        host_phase(&f.status(id), "r1") == "Updated"
+    });
+    // r1 no longer keeps what it ran before (pruned, say): `previous` and its version.
+    let root = &f.hosts[0].root;
+    let previous = std::fs::canonicalize(root.join("previous")).unwrap();
+    std::fs::remove_file(root.join("previous")).unwrap();
+    std::fs::remove_dir_all(&previous).unwrap();
+    let r = rollback(&f, id);
+    assert_eq!(r.code, 0, "{r:?}");
+    let back_id = r.json()["id"].as_u64().unwrap();
+    assert_eq!(
+        f.a.run(&["release", "approve", &back_id.to_string()]).code,
+        0
+    );
+    f.wait("the rollback to halt", |f| {
+        f.status(back_id)["phase"] == "Failed"
+    });
+    let r = f.status(back_id);
+    assert_eq!(r["hosts"][0]["phase"], "Failed", "{r:#}");
+    assert_eq!(r["hosts"][0]["reason"], "SerialRollback", "{r:#}");
+    let detail = r["hosts"][0]["detail"].as_str().unwrap();
+    assert!(detail.contains("ran before and still keeps"), "{detail}");
+    // Refused before anything was downloaded: r1 runs 2.0.0, measured.
+    assert_eq!(f.hosts[0].measured().as_deref(), Some(new.as_str()));
+    assert_ne!(new, old);
+    assert!(
+        !root.join("versions").read_dir().unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("1.0.0-")),
+        "nothing staged"
+    );
 }

@@ -486,6 +486,39 @@ impl InstallRoot {
         Ok(removed)
     }
 
+    /// The digests (64 lowercase hex, measured from the binaries now) of the versions
+    /// this host ran before and still keeps: `current`, `previous`, and every other
+    /// version directory whose digest is not on the skip list (a version is staged only
+    /// to be run; one that failed its trial is on the skip list). What an
+    /// operator-approved rollback may go back to
+    /// ([`crate::Acceptance::check_rollback`]). A version whose binary cannot be read
+    /// is left out.
+    ///
+    /// # Errors
+    /// Listing `versions/`; [`InstallRoot::skip_list`].
+    pub fn ran_before(&self) -> Result<Vec<String>, InstallError> {
+        let skipped: Vec<String> = self
+            .skip_list()?
+            .iter()
+            .map(|e| normalise_sha(&e.sha256))
+            .collect();
+        let linked: Vec<String> = [self.current(), self.previous()]
+            .into_iter()
+            .flatten()
+            .map(|v| v.name())
+            .collect();
+        let mut out = Vec::new();
+        for v in self.versions()? {
+            let Ok(sha) = sha256_file(&v.binary) else {
+                continue;
+            };
+            if (linked.contains(&v.name()) || !skipped.contains(&sha)) && !out.contains(&sha) {
+                out.push(sha);
+            }
+        }
+        Ok(out)
+    }
+
     /// The skip list (`skip.json`; missing = empty).
     ///
     /// # Errors
@@ -617,6 +650,38 @@ mod tests {
 
     fn link(r: &InstallRoot, name: &str) -> PathBuf {
         std::fs::read_link(r.root().join(name)).unwrap()
+    }
+
+    #[test]
+    fn ran_before_is_current_previous_and_kept_versions_not_skipped() {
+        let (_d, r) = root();
+        assert!(r.ran_before().unwrap().is_empty());
+        let sha = |b: &[u8]| hex(&Sha256::digest(b));
+        let one = stage(&r, "1.0.0", b"one");
+        r.flip(&one).unwrap();
+        let two = stage(&r, "2.0.0", b"two");
+        r.flip(&two).unwrap();
+        stage(&r, "3.0.0", b"three");
+        let mut got = r.ran_before().unwrap();
+        got.sort();
+        let mut want = vec![sha(b"one"), sha(b"two"), sha(b"three")];
+        want.sort();
+        assert_eq!(got, want);
+        // A version that failed its trial (on the skip list) was never run.
+        r.add_skip(SkipEntry {
+            name: "flotilla-agent".into(),
+            version: "3.0.0".into(),
+            sha256: sha(b"three"),
+            reason: Reason::CrashLoop,
+            at_ms: 0,
+        })
+        .unwrap();
+        let got = r.ran_before().unwrap();
+        assert!(!got.contains(&sha(b"three")), "{got:?}");
+        assert!(got.contains(&sha(b"one")) && got.contains(&sha(b"two")));
+        // A version removed (pruned) is no longer kept.
+        std::fs::remove_dir_all(&one.dir).unwrap();
+        assert_eq!(r.ran_before().unwrap(), vec![sha(b"two")]);
     }
 
     #[test]

@@ -26,8 +26,8 @@ pub use install::{InstallError, InstallRoot, SkipEntry, VersionDir};
 pub use manifest::{Artifact, Manifest, ManifestError, Platform};
 pub use reason::{Reason, Refusal};
 pub use rollout::{
-    HostPhase, HostRollout, HostUpdate, Phase, Rollout, RolloutError, RolloutSpec, UnskipOutcome,
-    UpdateReport, UpdateState, AGENT_RELEASE,
+    HostPhase, HostRollout, HostTarget, HostUpdate, Phase, RollbackError, RollbackHost, Rollout,
+    RolloutError, RolloutSpec, UnskipOutcome, UpdateReport, UpdateState, AGENT_RELEASE,
 };
 pub use sign::{keygen, public_key_id, sign, KeyFiles, SignError};
 pub use verify::{

@@ -36,6 +36,14 @@
 //! identity is then [`HostUpdate::releases`]`[name]` and the agent's report of it is in
 //! [`HostUpdate::updates`] (one per install root: the worst one decides).
 //!
+//! Rollbacks: [`Rollout::rollback_hosts`] names the hosts a settled rollout changed
+//! (it measured them on its artifact, and they ran another digest when they were
+//! started: [`HostRollout::before_sha256`]) with the digest each ran before; the
+//! authority finds the release of each of those digests and makes a new rollout
+//! ([`Rollout::new_rollback`]) whose hosts each carry their own [`HostTarget`] and
+//! which records the rollout it reverses ([`Rollout::rollback_of`]). It goes through
+//! the same approval, canaries, concurrency and health gate as any rollout.
+//!
 //! Digests: artifact digests are 64 lowercase hex (the manifest's form); measured
 //! identities are `sha256:<hex>`. Comparisons ignore the prefix and case.
 
@@ -142,6 +150,85 @@ pub struct HostRollout {
     pub finished_ms: Option<i64>,
     /// The last measured running digest reported, `sha256:<hex>`.
     pub running_sha256: Option<String>,
+    /// The measured running digest (`sha256:<hex>`) the host reported last before it
+    /// was started: what a rollback of this rollout takes it back to. `None` before
+    /// the host started (or when it had reported nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_sha256: Option<String>,
+    /// This host's own release (a rollback's hosts each go back to what they ran);
+    /// `None`: the rollout's release, [`Rollout::artifact_sha256`] for its platform.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<HostTarget>,
+}
+
+/// One host's own release in a rollout (a rollback): the version whose signed
+/// manifest the host is sent and the digest it must then be measured running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostTarget {
+    /// The release version.
+    pub version: String,
+    /// Its artifact's digest for the host's platform, 64 lowercase hex.
+    pub sha256: String,
+}
+
+/// A host that a rollback of a rollout takes back ([`Rollout::rollback_hosts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RollbackHost {
+    /// Host name.
+    pub host: String,
+    /// Its platform word.
+    pub platform: String,
+    /// The digest the rollout gave it, 64 lowercase hex.
+    pub from_sha256: String,
+    /// The digest it ran before the rollout changed it, 64 lowercase hex.
+    pub to_sha256: String,
+}
+
+/// Why a rollout cannot be rolled back ([`Rollout::rollback_hosts`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RollbackError {
+    /// The rollout is still active (awaiting approval, in progress or paused).
+    #[error("rollout {id} is still {phase}: halt it first (`flotilla release abort {id}`), then roll it back")]
+    Active {
+        /// The rollout.
+        id: u64,
+        /// Its phase.
+        phase: Phase,
+    },
+    /// Halted, but hosts are still updating (they go on to their end).
+    #[error(
+        "rollout {id} is halted but {hosts} still updating: wait until they end, then roll it back"
+    )]
+    Settling {
+        /// The rollout.
+        id: u64,
+        /// The hosts still Updating, comma-separated.
+        hosts: String,
+    },
+    /// No host runs what the rollout gave it, having run something else before.
+    #[error("rollout {id} changed no host (none runs its release after running another): nothing to roll back")]
+    NothingChanged {
+        /// The rollout.
+        id: u64,
+    },
+    /// The rollout did not record what a host it changed ran before.
+    #[error("rollout {id} did not record what `{host}` ran before it changed it: there is no previous release to go back to")]
+    NoPrevious {
+        /// The rollout.
+        id: u64,
+        /// The host.
+        host: String,
+    },
+    /// A host the rollout changed runs a third digest now (changed since).
+    #[error("`{host}` was changed by rollout {id} but runs {running} now, neither its release nor what it ran before: roll back the newer change first")]
+    ChangedSince {
+        /// The rollout.
+        id: u64,
+        /// The host.
+        host: String,
+        /// What it runs now, `sha256:<hex>`.
+        running: String,
+    },
 }
 
 /// A rollout of one release to a frozen host set (see the module docs).
@@ -168,6 +255,10 @@ pub struct Rollout {
     /// What happened, one short line each, oldest first (`web-1: Updating`,
     /// `web-1: RolledBack (CrashLoop: …)`).
     pub events: Vec<String>,
+    /// The rollout this one rolls back (its hosts go back to what they ran before
+    /// it), for a rollback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_of: Option<u64>,
 }
 
 /// What an agent last said about its release state (`POST /v1/hosts/{host}/release`).
@@ -368,6 +459,8 @@ impl Rollout {
                 heard_ms: None,
                 finished_ms: None,
                 running_sha256: None,
+                before_sha256: None,
+                target: None,
             })
             .collect();
         let events = vec![format!(
@@ -388,7 +481,130 @@ impl Rollout {
             approved_ms: None,
             finished_ms: None,
             events,
+            rollback_of: None,
         }
+    }
+
+    /// A rollback of rollout `of` (created [`Phase::AwaitingApproval`], like any
+    /// rollout): `hosts` (name, platform, its own release), in the order given, the
+    /// first `spec.canary` the canaries. `spec.version` names the versions gone back to
+    /// (for people); each host is sent and proven on its own [`HostTarget`].
+    pub fn new_rollback(
+        id: u64,
+        spec: RolloutSpec,
+        of: u64,
+        hosts: Vec<(String, String, HostTarget)>,
+        now_ms: i64,
+    ) -> Rollout {
+        let (names, targets): (Vec<(String, String)>, Vec<HostTarget>) =
+            hosts.into_iter().map(|(h, p, t)| ((h, p), t)).unzip();
+        let mut r = Rollout::new(id, spec, BTreeMap::new(), names, now_ms);
+        for (h, t) in r.hosts.iter_mut().zip(targets) {
+            h.target = Some(HostTarget {
+                version: t.version,
+                sha256: bare_sha(&t.sha256),
+            });
+        }
+        r.rollback_of = Some(of);
+        r.events = vec![format!(
+            "created: rollback of rollout {of}: {} back to {} on {} hosts ({} canaries), awaiting approval",
+            r.spec.name,
+            r.spec.version,
+            r.hosts.len(),
+            r.hosts.iter().filter(|h| h.canary).count()
+        )];
+        r
+    }
+
+    /// The release `h` (one of this rollout's hosts) is taken to: its version and its
+    /// artifact's digest (64 lowercase hex); `None` when the release has no artifact
+    /// for its platform.
+    pub fn target_of<'a>(&'a self, h: &'a HostRollout) -> Option<(&'a str, String)> {
+        match &h.target {
+            Some(t) => Some((t.version.as_str(), bare_sha(&t.sha256))),
+            None => self
+                .artifact_sha256
+                .get(&h.platform)
+                .map(|s| (self.spec.version.as_str(), bare_sha(s))),
+        }
+    }
+
+    /// The hosts a rollback of this rollout takes back, in host order: those it
+    /// changed — measured on its release (by `updates`, each host's latest report, else
+    /// the last digest this rollout recorded) after running another digest when they
+    /// were started. A host back on what it ran before (its agent rolled back by
+    /// itself) is left alone, like the hosts never started.
+    ///
+    /// # Errors
+    /// [`RollbackError`]: still active or settling, nothing changed, a changed host
+    /// whose previous digest was not recorded, or one that runs a third digest now.
+    pub fn rollback_hosts(
+        &self,
+        updates: &BTreeMap<String, HostUpdate>,
+    ) -> Result<Vec<RollbackHost>, RollbackError> {
+        if self.is_active() {
+            return Err(RollbackError::Active {
+                id: self.id,
+                phase: self.phase,
+            });
+        }
+        let updating: Vec<&str> = self
+            .hosts
+            .iter()
+            .filter(|h| h.phase == HostPhase::Updating)
+            .map(|h| h.host.as_str())
+            .collect();
+        if !updating.is_empty() {
+            return Err(RollbackError::Settling {
+                id: self.id,
+                hosts: updating.join(", "),
+            });
+        }
+        let mut out = Vec::new();
+        for h in &self.hosts {
+            if !matches!(h.phase, HostPhase::Updated | HostPhase::Failed) {
+                continue;
+            }
+            let Some((_, target)) = self.target_of(h) else {
+                continue;
+            };
+            let running = updates
+                .get(&h.host)
+                .and_then(|u| u.running_of(&self.spec.name))
+                .or(h.running_sha256.as_deref())
+                .map(bare_sha);
+            let before = h.before_sha256.as_deref().map(bare_sha);
+            if before.as_deref() == Some(target.as_str()) {
+                continue; // it ran the release already: not changed
+            }
+            match running {
+                Some(r) if r == target => {}
+                Some(r) if h.phase == HostPhase::Updated && Some(&r) != before.as_ref() => {
+                    return Err(RollbackError::ChangedSince {
+                        id: self.id,
+                        host: h.host.clone(),
+                        running: format!("sha256:{r}"),
+                    })
+                }
+                _ => continue,
+            }
+            let Some(before) = before else {
+                return Err(RollbackError::NoPrevious {
+                    id: self.id,
+                    host: h.host.clone(),
+                });
+            };
+            out.push(RollbackHost {
+                host: h.host.clone(),
+                platform: h.platform.clone(),
+                from_sha256: target,
+                to_sha256: before,
+            });
+        }
+        if out.is_empty() {
+            return Err(RollbackError::NothingChanged { id: self.id });
+        }
+        Ok(out)
     }
 
     /// Approves: [`Phase::InProgress`]; hosts without an artifact for their platform fail
@@ -403,7 +619,7 @@ impl Rollout {
         self.events.push("approved".into());
         for i in 0..self.hosts.len() {
             let h = &self.hosts[i];
-            if !self.artifact_sha256.contains_key(&h.platform) {
+            if self.target_of(h).is_none() {
                 let have: Vec<&str> = self.artifact_sha256.keys().map(String::as_str).collect();
                 let detail = format!(
                     "{} {} has no artifact for {}; it has {}",
@@ -610,6 +826,7 @@ impl Rollout {
             if h.phase == HostPhase::Pending && (h.canary || canaries_done) {
                 h.phase = HostPhase::Updating;
                 h.sent_ms = Some(now_ms);
+                h.before_sha256 = h.running_sha256.clone();
                 in_flight += 1;
                 started = true;
                 self.events.push(format!(
@@ -624,11 +841,14 @@ impl Rollout {
 
     /// Evaluates one Updating host against its latest report; returns whether it finished.
     fn evaluate(&mut self, i: usize, update: Option<&HostUpdate>, now_ms: i64) -> bool {
-        let spec = &self.spec;
-        let h = &mut self.hosts[i];
-        let Some(target) = self.artifact_sha256.get(&h.platform).map(|s| bare_sha(s)) else {
+        let Some((version, target)) = self
+            .target_of(&self.hosts[i])
+            .map(|(v, t)| (v.to_string(), t))
+        else {
             return false; // cannot happen: hosts without an artifact never start
         };
+        let spec = &self.spec;
+        let h = &mut self.hosts[i];
         let sent = h.sent_ms.unwrap_or(now_ms);
         let mut report = None;
         if let Some(u) = update.filter(|u| u.received_ms >= sent) {
@@ -650,7 +870,7 @@ impl Rollout {
                 .reports_of(&spec.name)
                 .filter(|r| {
                     let this = if r.sha256.is_empty() {
-                        r.name == spec.name && r.version == spec.version
+                        r.name == spec.name && r.version == version
                     } else {
                         bare_sha(&r.sha256) == target
                     };

@@ -167,6 +167,64 @@ impl Acceptance {
         arch: &str,
         now_ms: i64,
     ) -> Result<&'m Artifact, Refusal> {
+        self.check_inner(key_id, manifest, os, arch, now_ms, None)
+    }
+
+    /// [`Acceptance::check`] of an operator-approved rollback: a serial lower than the
+    /// highest accepted (or the highest serial with another version) is accepted when,
+    /// and only when, this platform's artifact is one of `kept` — the digests (64 hex,
+    /// optional `sha256:` prefix) this host ran before and still keeps installed (its
+    /// `previous` version, say). Any other older release is still refused
+    /// [`Reason::SerialRollback`]: a rollback goes back, never to an arbitrary old
+    /// release. Expiry and platform are checked as ever.
+    ///
+    /// # Errors
+    /// As [`Acceptance::check`].
+    pub fn check_rollback<'m>(
+        &self,
+        key_id: &str,
+        manifest: &'m Manifest,
+        os: &str,
+        arch: &str,
+        now_ms: i64,
+        kept: &[String],
+    ) -> Result<&'m Artifact, Refusal> {
+        self.check_inner(key_id, manifest, os, arch, now_ms, Some(kept))
+    }
+
+    fn check_inner<'m>(
+        &self,
+        key_id: &str,
+        manifest: &'m Manifest,
+        os: &str,
+        arch: &str,
+        now_ms: i64,
+        kept: Option<&[String]>,
+    ) -> Result<&'m Artifact, Refusal> {
+        let going_back = kept.is_some_and(|kept| {
+            manifest.artifact_for(os, arch).is_some_and(|a| {
+                kept.iter().any(|k| {
+                    let k = k.trim();
+                    k.strip_prefix("sha256:")
+                        .unwrap_or(k)
+                        .eq_ignore_ascii_case(&a.sha256)
+                })
+            })
+        });
+        let rollback_note = match kept {
+            Some(kept) if !going_back => format!(
+                "; a rollback goes back only to a release this host ran before and still keeps ({})",
+                if kept.is_empty() {
+                    "it keeps none".to_string()
+                } else {
+                    kept.iter()
+                        .map(|k| format!("sha256:{}", k.strip_prefix("sha256:").unwrap_or(k)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ),
+            _ => String::new(),
+        };
         let expires = manifest
             .expires_ms()
             .map_err(|e| Refusal::new(Reason::Expired, e.to_string()))?;
@@ -182,14 +240,14 @@ impl Acceptance {
                 ),
             ));
         }
-        if let Some(&highest) = self.highest.get(key_id) {
+        if let Some(&highest) = self.highest.get(key_id).filter(|_| !going_back) {
             if manifest.serial == highest {
                 if let Some(v) = self.versions.get(key_id) {
                     if v != &manifest.version {
                         return Err(Refusal::new(
                             Reason::SerialRollback,
                             format!(
-                                "{} {} has serial {}, which key {key_id} already gave {} {v}: a new release needs a higher serial",
+                                "{} {} has serial {}, which key {key_id} already gave {} {v}: a new release needs a higher serial{rollback_note}",
                                 manifest.name, manifest.version, manifest.serial, manifest.name
                             ),
                         ));
@@ -200,7 +258,7 @@ impl Acceptance {
                 return Err(Refusal::new(
                     Reason::SerialRollback,
                     format!(
-                        "{} {} has serial {}, lower than {highest} already accepted from key {key_id}",
+                        "{} {} has serial {}, lower than {highest} already accepted from key {key_id}{rollback_note}",
                         manifest.name, manifest.version, manifest.serial
                     ),
                 ));
@@ -448,6 +506,60 @@ mod tests {
             r.detail,
             format!("signed by key {}, trusted: {}, {}", other.id, a.id, b.id)
         );
+    }
+
+    #[test]
+    fn a_rollback_goes_back_only_to_a_digest_the_host_keeps() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = key(dir.path(), "k");
+        let trusted = TrustedKeys::from_texts(&[&k.public]).unwrap();
+        let bytes = manifest(2, "2030-01-01T00:00:00Z");
+        let (id, old) = trusted
+            .verify(&bytes, &sign(&k.secret, &bytes, "t").unwrap())
+            .unwrap();
+        let mut acc = Acceptance::default();
+        acc.accept(&id, 7);
+        // Not a rollback: the lower serial is a rollback attack.
+        let r = acc.check(&id, &old, "linux", "x86_64", NOW).unwrap_err();
+        assert_eq!(r.reason, Reason::SerialRollback);
+        // A rollback to a digest the host does not keep: still refused, and said so.
+        let other = "ab".repeat(32);
+        let r = acc
+            .check_rollback(
+                &id,
+                &old,
+                "linux",
+                "x86_64",
+                NOW,
+                std::slice::from_ref(&other),
+            )
+            .unwrap_err();
+        assert_eq!(r.reason, Reason::SerialRollback);
+        assert!(r.detail.contains("ran before and still keeps"), "{r}");
+        assert!(r.detail.contains(&other), "{r}");
+        let r = acc
+            .check_rollback(&id, &old, "linux", "x86_64", NOW, &[])
+            .unwrap_err();
+        assert!(r.detail.contains("it keeps none"), "{r}");
+        // Back to the digest it keeps (either spelling): accepted.
+        for kept in [SHA.to_string(), format!("sha256:{}", SHA.to_uppercase())] {
+            let a = acc
+                .check_rollback(&id, &old, "linux", "x86_64", NOW, &[other.clone(), kept])
+                .unwrap();
+            assert_eq!(a.sha256, SHA);
+        }
+        // Expiry still holds for a rollback.
+        let expired = manifest(2, "2020-01-01T00:00:00Z");
+        let (_, m) = trusted
+            .verify(&expired, &sign(&k.secret, &expired, "t").unwrap())
+            .unwrap();
+        let r = acc
+            .check_rollback(&id, &m, "linux", "x86_64", NOW, &[SHA.to_string()])
+            .unwrap_err();
+        assert_eq!(r.reason, Reason::Expired);
+        // Accepting the rollback keeps the highest serial.
+        acc.accept_manifest(&id, &old);
+        assert_eq!(acc.highest[&id], 7);
     }
 
     #[test]

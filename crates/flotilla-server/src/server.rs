@@ -79,6 +79,7 @@ pub fn router<S: AuthorityStore>(state: Arc<AppState<S>>) -> Router {
             get(releases::list_rollouts::<S>).post(releases::create_rollout::<S>),
         )
         .route("/v1/rollouts/{id}", get(releases::get_rollout::<S>))
+        .route("/v1/rollbacks", post(releases::create_rollback::<S>))
         .route(
             "/v1/rollouts/{id}/{action}",
             post(releases::rollout_action::<S>),

@@ -17,7 +17,7 @@ impl<S: ReleaseSource> Updater<S> {
             key_id,
             manifest,
             artifact,
-        } = self.verify_assignment(a, &self.cfg.dir.acceptance_file())?;
+        } = self.verify_assignment(a, &self.cfg.dir.acceptance_file(), self.cfg.root.as_ref())?;
         let with_manifest = |r: Refusal| {
             let mut rec = UpdateRecord::refused(a, &r);
             rec.serial = manifest.serial;

@@ -164,6 +164,7 @@ impl Fixture {
                 .unwrap_or_default(),
             min_healthy_ms: 1000,
             timeout_ms: 10_000,
+            rollback_of: None,
         }
     }
 
@@ -264,6 +265,49 @@ async fn expired_rolled_back_serials_and_other_platforms_are_refused() {
     )
     .await;
     assert_eq!(f.fake.downloads.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_rollback_goes_back_only_to_the_version_kept_as_previous() {
+    let f = Fixture::new();
+    let u = f.updater(true);
+    let mut acc = Acceptance::default();
+    acc.accept(&f.keys.key_ids()[0], 9);
+    write_json(&f.dir.acceptance_file(), &acc).unwrap();
+    // An older release this host never ran, even marked as a rollback: refused.
+    let m = f.manifest("0.2.0", 5, NEW);
+    let mut a = f.assignment(&m, 3, Some(&f.secret));
+    a.rollback_of = Some(2);
+    refused(&f, &u, &a, Reason::SerialRollback).await;
+    assert!(
+        f.record().detail.contains("ran before and still keeps"),
+        "{}",
+        f.record().detail
+    );
+    assert_eq!(f.fake.downloads.load(Ordering::SeqCst), 0);
+    // The same release kept as `previous` (this host ran it before the current one).
+    let v = f.root.version_dir("0.2.0", &sha(NEW)).unwrap();
+    std::fs::create_dir_all(&v.dir).unwrap();
+    std::fs::write(&v.binary, NEW).unwrap();
+    std::os::unix::fs::symlink(
+        format!("versions/{}", v.name()),
+        f.root.root().join("previous"),
+    )
+    .unwrap();
+    // Not as a rollback: still a lower serial, refused.
+    let plain = f.assignment(&m, 4, Some(&f.secret));
+    assert!(u.consider(&plain).await);
+    assert_eq!(f.record().reason, Some(Reason::SerialRollback));
+    // As the operator's rollback: taken, staged and handed to the watchdog.
+    let mut a = f.assignment(&m, 5, Some(&f.secret));
+    a.rollback_of = Some(2);
+    assert!(u.consider(&a).await);
+    let rec = f.record();
+    assert_eq!(rec.state, UpdateState::Staged, "{rec:#?}");
+    assert_eq!(rec.sha256, sha(NEW));
+    // The highest serial accepted stays: the next release still needs a higher one.
+    let acc: Acceptance = read_json(&f.dir.acceptance_file()).unwrap();
+    assert_eq!(acc.highest[&f.keys.key_ids()[0]], 9);
 }
 
 #[tokio::test]

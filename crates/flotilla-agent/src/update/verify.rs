@@ -6,7 +6,7 @@ use super::{ReleaseSource, Updater};
 use crate::record::{chain, now_ms, read_json, write_json, UpdateRecord};
 use crate::state::AgentDir;
 use flotilla_api::wire::Assignment;
-use flotilla_release::{Acceptance, Reason, Refusal, TrustedKeys};
+use flotilla_release::{Acceptance, InstallRoot, Reason, Refusal, TrustedKeys};
 use std::path::{Path, PathBuf};
 
 /// Reads the trusted public keys: `files` when given (1 or 2), else every `*.pub` in
@@ -65,10 +65,16 @@ impl<S: ReleaseSource> Updater<S> {
     /// serial (not lower than the highest accepted from that key, kept in
     /// `acceptance_path`, updated here) and this platform's artifact. The refusal
     /// record otherwise.
+    ///
+    /// An operator-approved rollback (`rollback_of`) may have a lower serial, but only
+    /// when its artifact is a digest `root` ran before and still keeps
+    /// ([`InstallRoot::ran_before`]: `previous`, or a kept version that never failed);
+    /// any other older release is refused `SerialRollback` as ever.
     pub(crate) fn verify_assignment(
         &self,
         a: &Assignment,
         acceptance_path: &Path,
+        root: Option<&InstallRoot>,
     ) -> Result<Verified, Box<UpdateRecord>> {
         let refuse = |r: Refusal| Box::new(UpdateRecord::refused(a, &r));
         let Some(keys) = &self.cfg.keys else {
@@ -94,7 +100,23 @@ impl<S: ReleaseSource> Updater<S> {
         }
         let mut acceptance: Acceptance = read_json(acceptance_path).unwrap_or_default();
         let (os, arch) = flotilla_release::Platform::current();
-        let artifact = match acceptance.check(&key_id, &manifest, os, arch, now_ms()) {
+        let checked = match a.rollback_of {
+            Some(_) => {
+                let kept = root
+                    .map(|r| r.ran_before())
+                    .transpose()
+                    .map_err(|e| {
+                        refuse(Refusal::new(
+                            Reason::InstallFailed,
+                            format!("the versions kept here cannot be read: {e}"),
+                        ))
+                    })?
+                    .unwrap_or_default();
+                acceptance.check_rollback(&key_id, &manifest, os, arch, now_ms(), &kept)
+            }
+            None => acceptance.check(&key_id, &manifest, os, arch, now_ms()),
+        };
+        let artifact = match checked {
             Ok(artifact) => artifact.clone(),
             Err(r) => {
                 let mut rec = UpdateRecord::refused(a, &r);

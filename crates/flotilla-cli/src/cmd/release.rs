@@ -3,10 +3,11 @@
 //! Offline (no authority): `keygen` (a minisign key pair), `manifest` (describe
 //! artifacts), `sign` (a `.minisig` for a manifest), `verify` (check a manifest and an
 //! artifact as an agent would). Through the authority (`--server`): `publish`,
-//! `list`, `rollout`, `approve`, `pause`, `resume`, `abort`, `status`, `unskip`.
+//! `list`, `rollout`, `approve`, `pause`, `resume`, `abort`, `rollback`, `status`,
+//! `unskip`.
 
 use crate::{Cli, EXIT_OK, EXIT_REFUSED};
-use flotilla_api::wire::{CreateRolloutRequest, PublishReleaseRequest};
+use flotilla_api::wire::{CreateRollbackRequest, CreateRolloutRequest, PublishReleaseRequest};
 use flotilla_release::rollout::Rollout;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -153,10 +154,37 @@ pub enum ReleaseCommand {
         /// The rollout's id.
         id: u64,
     },
+    /// Roll back a halted or finished rollout: a new rollout (awaiting `release
+    /// approve`, with the same canaries, concurrency and health gate) takes every host
+    /// it changed back to the release that host ran before; hosts it never changed are
+    /// untouched. Refused while the rollout still runs (abort it first), when it
+    /// changed no host, or when a previous release is no longer published.
+    Rollback {
+        /// The rollout to roll back.
+        id: u64,
+        /// Hosts updating at once after the canaries (default: the rollout's).
+        #[arg(long)]
+        max_in_flight: Option<u32>,
+        /// Hosts going back first, alone (default: the rollout's).
+        #[arg(long)]
+        canary: Option<u32>,
+        /// How long a host must run its previous release, measured (default: the rollout's).
+        #[arg(long)]
+        min_healthy: Option<humantime::Duration>,
+        /// How long a host may take (default: the rollout's).
+        #[arg(long)]
+        timeout: Option<humantime::Duration>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// A rollout's phase and every host's, with reasons (default: the newest).
     Status {
         /// The rollout's id.
         id: Option<u64>,
+        /// Every rollout, newest first, one line each (rollbacks marked).
+        #[arg(long, conflicts_with = "id")]
+        all: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -340,8 +368,11 @@ fn print_rollout(r: &Rollout, json: bool) -> anyhow::Result<()> {
     }
     let now = now_ms();
     println!(
-        "rollout {}: {} {} (serial {}) — {:?}{}",
+        "rollout {}: {}{} {} (serial {}) — {:?}{}",
         r.id,
+        r.rollback_of
+            .map(|of| format!("rollback of rollout {of}: "))
+            .unwrap_or_default(),
         r.spec.name,
         r.spec.version,
         r.spec.serial,
@@ -371,11 +402,13 @@ fn print_rollout(r: &Rollout, json: bool) -> anyhow::Result<()> {
         "DETAIL".into(),
     ]];
     for h in &r.hosts {
-        let target = r
-            .artifact_sha256
-            .get(&h.platform)
-            .map(|s| crate::render::short_digest(s))
-            .unwrap_or_else(|| format!("none for {}", h.platform));
+        let target = match r.target_of(h) {
+            Some((v, s)) if h.target.is_some() => {
+                format!("{v} {}", crate::render::short_digest(&s))
+            }
+            Some((_, s)) => crate::render::short_digest(&s),
+            None => format!("none for {}", h.platform),
+        };
         let running = h
             .running_sha256
             .as_deref()
@@ -431,6 +464,44 @@ fn detail(h: &flotilla_release::rollout::HostRollout, now: i64) -> String {
         .copied()
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// Every rollout, newest first, one row each: a rollback names the rollout it reverses.
+fn print_rollouts(all: &[Rollout]) {
+    if all.is_empty() {
+        println!("no rollouts (`flotilla release rollout NAME VERSION`)");
+        return;
+    }
+    let now = now_ms();
+    let mut rows = vec![vec![
+        "ID".to_string(),
+        "KIND".into(),
+        "RELEASE".into(),
+        "PHASE".into(),
+        "HOSTS".into(),
+        "CREATED".into(),
+    ]];
+    for r in all {
+        let updated = r
+            .hosts
+            .iter()
+            .filter(|h| h.phase == flotilla_release::HostPhase::Updated)
+            .count();
+        rows.push(vec![
+            r.id.to_string(),
+            r.rollback_of
+                .map(|of| format!("rollback of {of}"))
+                .unwrap_or_else(|| "rollout".into()),
+            format!("{} {}", r.spec.name, r.spec.version),
+            match &r.halted {
+                Some(h) => format!("{:?} ({h})", r.phase),
+                None => format!("{:?}", r.phase),
+            },
+            format!("{updated}/{} updated", r.hosts.len()),
+            format!("{} ago", flotilla_exec::observe::age(now - r.created_ms)),
+        ]);
+    }
+    print!("{}", crate::render::table(&rows));
 }
 
 fn rollout_of(dto: flotilla_api::wire::RolloutDto) -> anyhow::Result<Rollout> {
@@ -757,9 +828,52 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 }
             }
         }
-        ReleaseCommand::Status { id, json } => {
+        ReleaseCommand::Rollback {
+            id,
+            max_in_flight,
+            canary,
+            min_healthy,
+            timeout,
+            json,
+        } => {
             let rt = super::runtime()?;
             let client = super::authority::client(cli)?;
+            let ms =
+                |d: &Option<humantime::Duration>| d.map(|d| Duration::from(d).as_millis() as u64);
+            let dto = match rt.block_on(client.create_rollback(&CreateRollbackRequest {
+                rollout: *id,
+                max_in_flight: *max_in_flight,
+                canary: *canary,
+                min_healthy_ms: ms(min_healthy),
+                timeout_ms: ms(timeout),
+            })) {
+                Ok(dto) => dto,
+                Err(e) => return refused_or_unknown(e),
+            };
+            let r = rollout_of(dto)?;
+            print_rollout(&r, *json)?;
+            if !*json {
+                println!("  approve it to start: `flotilla release approve {}`", r.id);
+            }
+            Ok(EXIT_OK)
+        }
+        ReleaseCommand::Status { id, all, json } => {
+            let rt = super::runtime()?;
+            let client = super::authority::client(cli)?;
+            if *all {
+                let all = rt.block_on(client.rollouts())?;
+                if *json {
+                    println!("{}", serde_json::to_string_pretty(&all.rollouts)?);
+                    return Ok(EXIT_OK);
+                }
+                let list: Vec<Rollout> = all
+                    .rollouts
+                    .into_iter()
+                    .map(serde_json::from_value)
+                    .collect::<Result<_, _>>()?;
+                print_rollouts(&list);
+                return Ok(EXIT_OK);
+            }
             let r = match id {
                 Some(id) => rollout_of(rt.block_on(client.rollout(*id))?)?,
                 None => {

@@ -766,3 +766,127 @@ fn selectors_parse_key_value_lists_and_say_which_part_is_wrong() {
         "label `role` is given twice (`gpu` and `cpu`): a host has one value per label"
     );
 }
+
+#[test]
+fn a_rollback_takes_the_changed_hosts_back_to_what_each_ran_before() {
+    let mut r = rollout(3, 1, 1);
+    // What each host ran when the rollout was created.
+    r.advance(
+        &updates(
+            (0..3)
+                .map(|i| report(&format!("h{i}"), 5, OLD, None))
+                .collect(),
+        ),
+        5,
+    );
+    assert_eq!(
+        r.rollback_hosts(&BTreeMap::new()),
+        Err(RollbackError::Active {
+            id: 1,
+            phase: Phase::AwaitingApproval
+        })
+    );
+    r.approve(10).unwrap();
+    assert_eq!(r.hosts[0].before_sha256.as_deref(), Some(OLD));
+    assert_eq!(
+        r.hosts[1].before_sha256, None,
+        "not started: nothing recorded"
+    );
+    let err = r.rollback_hosts(&BTreeMap::new()).unwrap_err();
+    assert!(err.to_string().contains("halt it first"), "{err}");
+    // Halted while the canary updates: it goes on to its end.
+    r.abort(20).unwrap();
+    assert!(matches!(
+        r.rollback_hosts(&BTreeMap::new()),
+        Err(RollbackError::Settling { .. })
+    ));
+    let canary = |at| {
+        updates(vec![report(
+            "h0",
+            at,
+            &new_running(),
+            Some(UpdateState::Updated),
+        )])
+    };
+    r.advance(&canary(100), 100);
+    r.advance(&canary(100), 100 + SOAK as i64);
+    assert_eq!(phases(&r), [OK, P, P]);
+    assert!(r.is_settled());
+    let back = r.rollback_hosts(&canary(200)).unwrap();
+    assert_eq!(
+        back,
+        vec![RollbackHost {
+            host: "h0".into(),
+            platform: "linux-x86_64".into(),
+            from_sha256: NEW.into(),
+            to_sha256: bare_sha(OLD),
+        }],
+        "only the host it changed"
+    );
+    // Changed since by something else: refused, naming it.
+    let third = format!("sha256:{}", "3".repeat(64));
+    let err = r
+        .rollback_hosts(&updates(vec![report("h0", 300, &third, None)]))
+        .unwrap_err();
+    assert!(matches!(err, RollbackError::ChangedSince { .. }), "{err}");
+    // Already back on what it ran before: nothing to do.
+    assert_eq!(
+        r.rollback_hosts(&updates(vec![report("h0", 300, OLD, None)])),
+        Err(RollbackError::NothingChanged { id: 1 })
+    );
+
+    // The rollback: its own target per host, the same gate.
+    let mut spec = spec(1, 1);
+    spec.version = "1.0.0".into();
+    let target = HostTarget {
+        version: "1.0.0".into(),
+        sha256: OLD.into(),
+    };
+    let mut b = Rollout::new_rollback(
+        2,
+        spec,
+        1,
+        vec![("h0".into(), "linux-x86_64".into(), target)],
+        1_000,
+    );
+    assert_eq!(b.rollback_of, Some(1));
+    assert!(
+        b.events[0].contains("rollback of rollout 1"),
+        "{:?}",
+        b.events
+    );
+    assert_eq!(b.target_of(&b.hosts[0]), Some(("1.0.0", bare_sha(OLD))));
+    // It waits for approval, recording what the host runs meanwhile.
+    b.advance(
+        &updates(vec![report("h0", 1_001, &new_running(), None)]),
+        1_001,
+    );
+    assert_eq!(phases(&b), [P]);
+    b.approve(1_010).unwrap();
+    assert_eq!(phases(&b), [U]);
+    assert_eq!(b.hosts[0].before_sha256, Some(new_running()));
+    let mut back = report("h0", 2_000, OLD, None);
+    back.update = Some(UpdateReport {
+        name: "flotilla-agent".into(),
+        version: "1.0.0".into(),
+        sha256: bare_sha(OLD),
+        state: UpdateState::Updated,
+        reason: None,
+        detail: String::new(),
+        evidence: vec![],
+        since_ms: 2_000,
+    });
+    let back = updates(vec![back]);
+    b.advance(&back, 2_000);
+    assert_eq!(phases(&b), [U], "soaking");
+    b.advance(&back, 2_000 + SOAK as i64);
+    assert_eq!(phases(&b), [OK]);
+    assert_eq!(b.phase, Phase::Succeeded);
+    // Serialised with what it reverses; an older document reads without it.
+    let json = serde_json::to_value(&b).unwrap();
+    assert_eq!(json["rollback_of"], 1);
+    assert_eq!(json["hosts"][0]["target"]["version"], "1.0.0");
+    let old: Rollout =
+        serde_json::from_value(serde_json::to_value(rollout(1, 1, 1)).unwrap()).unwrap();
+    assert_eq!(old.rollback_of, None);
+}

@@ -12,6 +12,11 @@
 //! before it is acted on, and the assignments' index is bumped so that the long polls
 //! of the hosts concerned (`GET /v1/hosts/{host}/release`) answer at once.
 //!
+//! A rollback (`POST /v1/rollbacks`, an operator's `flotilla release rollback ID`)
+//! is a rollout too: of a halted or finished rollout's changed hosts, each back to the
+//! release it ran before, its assignment marked `rollback_of` so that the agent
+//! accepts the lower serial — only to a digest it ran before and still keeps.
+//!
 //! Unskip requests (`POST /v1/hosts/{host}/unskip`, an operator's `flotilla release
 //! unskip`) travel the same way: stored pending, sent to the host's agent in every
 //! release answer (the index bumped so it hears at once), done when a report of that
@@ -364,6 +369,152 @@ pub async fn create_rollout<S: AuthorityStore>(
     Ok(Json(dto))
 }
 
+/// `POST /v1/rollbacks` (operator): a rollback of a halted or finished rollout, as a
+/// new rollout created `AwaitingApproval` with the same approval, canaries,
+/// concurrency and health gate (its settings unless the request gives others). Its
+/// hosts are those the rollout changed (`Rollout::rollback_hosts`: measured on its
+/// release after running another digest), in the same order; each goes back to the
+/// release whose artifact for its platform is the digest it ran before (the highest
+/// serial of that name that has not expired, when several have it). Agents accept
+/// the lower serial only as a rollback to a digest they ran before and still keep.
+///
+/// 404: no such rollout; 409: it is still running (halt it first), hosts of it are
+/// still updating, a host it changed runs a third release now, or another rollout of
+/// the release is active; 400: it changed no host, or what a host ran before is no
+/// longer published (or has expired).
+#[utoipa::path(post, path = "/v1/rollbacks", request_body = api::CreateRollbackRequest,
+    responses((status = 200, body = api::RolloutDto), (status = 400, body = ApiError), (status = 404, body = ApiError), (status = 409, body = ApiError)))]
+pub async fn create_rollback<S: AuthorityStore>(
+    State(state): State<Arc<AppState<S>>>,
+    headers: HeaderMap,
+    Json(req): Json<api::CreateRollbackRequest>,
+) -> Answer<api::RolloutDto> {
+    use flotilla_release::RollbackError;
+    state.operator(&headers).await?;
+    let updates = state.releases.updates.lock().expect("not poisoned").clone();
+    let mut rollouts = state.releases.rollouts.lock().await;
+    let of = rollouts
+        .get(&req.rollout)
+        .cloned()
+        .ok_or_else(|| not_found(format!("no rollout {}", req.rollout)))?;
+    let back = of.rollback_hosts(&updates).map_err(|e| match e {
+        RollbackError::NothingChanged { .. } | RollbackError::NoPrevious { .. } => {
+            invalid(e.to_string())
+        }
+        _ => conflict(e.to_string()),
+    })?;
+    let name = of.spec.name.clone();
+    if let Some((id, _)) = rollouts
+        .iter()
+        .find(|(_, r)| r.spec.name == name && r.is_active())
+    {
+        return Err(conflict(format!(
+            "rollout {id} of {name} is still active: abort it or let it finish first"
+        )));
+    }
+    let now = now_ms();
+    // Every unexpired published release of this name: (version, serial, platform → digest).
+    let mut published: Vec<(String, u64, BTreeMap<String, String>)> = Vec::new();
+    for record in state.store.releases().await? {
+        let Ok(m) = Manifest::parse(&record.manifest) else {
+            continue;
+        };
+        if m.name != name || m.expires_ms().map_or(true, |e| e <= now) {
+            continue;
+        }
+        let artifacts = m
+            .artifacts
+            .iter()
+            .map(|a| {
+                (
+                    format!("{}-{}", a.os, a.arch),
+                    a.sha256.to_ascii_lowercase(),
+                )
+            })
+            .collect();
+        published.push((m.version, m.serial, artifacts));
+    }
+    let mut hosts = Vec::new();
+    let mut serial = 0;
+    let mut versions: Vec<String> = Vec::new();
+    for h in &back {
+        let found = published
+            .iter()
+            .filter(|(_, _, a)| a.get(&h.platform) == Some(&h.to_sha256))
+            .max_by_key(|(_, s, _)| *s);
+        let Some((version, s, _)) = found else {
+            return Err(invalid(format!(
+                "`{}` ran sha256:{} before rollout {} changed it, and no published release of {name} that has not expired has that artifact for {}: the previous release is no longer available (publish it again, signed with a later --expires)",
+                h.host, h.to_sha256, of.id, h.platform
+            )));
+        };
+        serial = serial.max(*s);
+        if !versions.contains(version) {
+            versions.push(version.clone());
+        }
+        hosts.push((
+            h.host.clone(),
+            h.platform.clone(),
+            flotilla_release::HostTarget {
+                version: version.clone(),
+                sha256: h.to_sha256.clone(),
+            },
+        ));
+    }
+    let timeout_ms = req.timeout_ms.unwrap_or(of.spec.timeout_ms);
+    if timeout_ms < MIN_TIMEOUT_MS {
+        return Err(invalid(format!(
+            "timeout {timeout_ms} ms is too short: at least {} s",
+            MIN_TIMEOUT_MS / 1000
+        )));
+    }
+    let max_in_flight = req.max_in_flight.unwrap_or(of.spec.max_in_flight);
+    if max_in_flight == 0 {
+        return Err(invalid("max_in_flight must be at least 1"));
+    }
+    let id = state
+        .store
+        .create_rollout("{}".into(), name.clone(), now)
+        .await?;
+    let mut rollout = Rollout::new_rollback(
+        id,
+        RolloutSpec {
+            name,
+            version: versions.join(", "),
+            serial,
+            selector: of.spec.selector.clone(),
+            max_in_flight,
+            canary: req.canary.unwrap_or(of.spec.canary),
+            min_healthy_ms: req.min_healthy_ms.unwrap_or(of.spec.min_healthy_ms),
+            timeout_ms,
+        },
+        of.id,
+        hosts,
+        now,
+    );
+    for h in &mut rollout.hosts {
+        h.running_sha256 = updates
+            .get(&h.host)
+            .and_then(|u| u.running_of(&rollout.spec.name))
+            .map(str::to_string);
+    }
+    tracing::info!(
+        rollout = id,
+        "rollout {id}: rollback of rollout {} created: {} back to {} on {} host(s)",
+        of.id,
+        rollout.spec.name,
+        rollout.spec.version,
+        rollout.hosts.len()
+    );
+    let doc = serde_json::to_string(&rollout).map_err(internal)?;
+    state.store.put_rollout(id, doc, now).await?;
+    let dto = rollout_dto(&rollout)?;
+    rollouts.insert(id, rollout);
+    drop(rollouts);
+    state.releases.bump();
+    Ok(Json(dto))
+}
+
 /// `GET /v1/rollouts` (operator): every rollout, newest first.
 #[utoipa::path(get, path = "/v1/rollouts", responses((status = 200, body = api::RolloutsResponse), (status = 403, body = ApiError)))]
 pub async fn list_rollouts<S: AuthorityStore>(
@@ -531,17 +682,21 @@ async fn assignment_of<S: AuthorityStore>(
 ) -> Result<Option<api::Assignment>, Failure> {
     let found = {
         let rollouts = state.releases.rollouts.lock().await;
-        rollouts
-            .values()
-            .find(|r| r.assigned(host))
-            .map(|r| (r.id, r.spec.clone()))
+        rollouts.values().find(|r| r.assigned(host)).map(|r| {
+            // A rollback's hosts each go back to their own version.
+            let version = r
+                .host(host)
+                .and_then(|h| r.target_of(h))
+                .map_or_else(|| r.spec.version.clone(), |(v, _)| v.to_string());
+            (r.id, r.spec.clone(), version, r.rollback_of)
+        })
     };
-    let Some((id, spec)) = found else {
+    let Some((id, spec, version, rollback_of)) = found else {
         return Ok(None);
     };
     let Some(record) = state
         .store
-        .release(spec.name.clone(), spec.version.clone())
+        .release(spec.name.clone(), version.clone())
         .await?
     else {
         return Ok(None);
@@ -549,7 +704,8 @@ async fn assignment_of<S: AuthorityStore>(
     Ok(Some(api::Assignment {
         rollout: id,
         name: spec.name,
-        version: spec.version,
+        version,
+        rollback_of,
         manifest: String::from_utf8_lossy(&record.manifest).into_owned(),
         signature: record.signature,
         min_healthy_ms: spec.min_healthy_ms,
@@ -908,10 +1064,11 @@ fn selected(
             return None;
         }
         let h = r.host(host).filter(|h| h.phase == phase)?;
+        let (version, sha256) = r.target_of(h)?;
         Some(flotilla_model::status::SelectedRelease {
             name: r.spec.name.clone(),
-            version: r.spec.version.clone(),
-            sha256: r.artifact_sha256.get(&h.platform)?.clone(),
+            version: version.to_string(),
+            sha256,
             rollout: r.id,
         })
     })

@@ -153,8 +153,11 @@ async fn list<S: AuthorityStore>(state: &AppState<S>) -> Markup {
                     thead { tr { th { "Rollout" } th { "Release" } th { "Phase" } th { "Hosts" } th { "Created" } } }
                     tbody {
                         @for r in &rollouts {
-                            tr data-row data-text=(format!("{} {} {}", r.id, r.spec.name.to_lowercase(), r.spec.version.to_lowercase())) data-state=(r.phase.to_string().to_lowercase()) {
-                                td data-label="Rollout" { a href=(Link::Rollout(r.id.to_string()).path()) { "#" (r.id) } }
+                            tr data-row data-text=(format!("{} {} {}{}", r.id, r.spec.name.to_lowercase(), r.spec.version.to_lowercase(), if r.rollback_of.is_some() { " rollback" } else { "" })) data-state=(r.phase.to_string().to_lowercase()) {
+                                td data-label="Rollout" {
+                                    a href=(Link::Rollout(r.id.to_string()).path()) { "#" (r.id) }
+                                    @if let Some(of) = r.rollback_of { " " span.rollback data-rollback-of=(of) { (layout::mark(Tone::Warn, &format!("rollback of #{of}"))) } }
+                                }
                                 td data-label="Release" { (visible(&r.spec.name, 200)) " " (visible(&r.spec.version, 200)) }
                                 td data-label="Phase" { (phase_mark(r.phase, r.halted.as_deref())) }
                                 td data-label="Hosts" { (counts(r)) }
@@ -246,7 +249,8 @@ fn actions(r: &Rollout, session: &Session) -> Markup {
         .collect();
     html! {
         @if allowed.is_empty() {
-            p.muted { "It has ended: no action applies." }
+            p.muted { "It has ended: no action applies. The hosts it changed go back to what they ran before with a rollback (a new rollout, approved like any):" }
+            (layout::command(&format!("flotilla release rollback {}", r.id)))
         } @else if session.may_act() {
             div.actions #rollout-actions {
                 @for (action, label, _) in &allowed {
@@ -267,6 +271,13 @@ fn actions(r: &Rollout, session: &Session) -> Markup {
 fn details(r: &Rollout, session: &Session, now: i64) -> Markup {
     let skip = r.events.len().saturating_sub(EVENTS_SHOWN);
     html! {
+        @if let Some(of) = r.rollback_of {
+            p #rollback-of {
+                (layout::mark(Tone::Warn, "Rollback")) " of "
+                a href=(Link::Rollout(of.to_string()).path()) { "rollout " (of) }
+                ": each host goes back to the release it ran before that rollout changed it."
+            }
+        }
         p.lead {
             "Release " b { (visible(&r.spec.name, 200)) " " (visible(&r.spec.version, 200)) } " (serial " (r.spec.serial) ")"
             " to " (r.hosts.len()) " host(s); created " (when(r.created_ms, now))
@@ -288,6 +299,7 @@ fn details(r: &Rollout, session: &Session, now: i64) -> Markup {
                             a href=(Link::Host(h.host.clone()).path()) { (visible(&h.host, 200)) }
                             " " span.muted { (visible(&h.platform, 100)) }
                             @if h.canary { " " (layout::mark(Tone::Neutral, "canary")) }
+                            @if let Some(t) = &h.target { " → " (visible(&t.version, 200)) " " code { (short_digest(&t.sha256)) } }
                             @if let Some(reason) = &h.reason { " — " b { (reason.to_string()) } }
                             @if !h.detail.is_empty() { ": " (visible(&h.detail, 2048)) }
                             @if let Some(t) = h.heard_ms { " · last heard " (when(t, now)) }
