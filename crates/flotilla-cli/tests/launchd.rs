@@ -244,6 +244,36 @@ fn a_launchd_job_starts_restarts_with_proof_applies_a_changed_command_and_stops(
         String::from_utf8_lossy(&cmdline)
     );
 
+    // Another project with a component of this name, and so of this label: its start
+    // is refused, and its stop and status leave the job alone, naming the project.
+    let text = std::fs::read_to_string(job.dir.path().join("flotilla.toml")).unwrap();
+    let other_port = free_port().to_string();
+    std::fs::write(
+        job.dir.path().join("other.toml"),
+        text.replace(&job.port.to_string(), &other_port),
+    )
+    .unwrap();
+    let other = |args: &[&str]| {
+        let global: &[&str] = &["-p", "other-project", "-f", "other.toml"];
+        job.run(&[global, args].concat(), &[])
+    };
+    let r = other(&["start", "svc"]);
+    assert_ne!(r.code, 0, "{}", both(&r));
+    assert!(
+        both(&r).contains("was loaded for flotilla project"),
+        "{}",
+        both(&r)
+    );
+    let _ = other(&["stop", "svc", "--force"]);
+    assert_eq!(job.print().and_then(|p| p.0), Some(third), "left running");
+    let st = other(&["status", "--json", "svc"]).json();
+    let c = &st["components"][0];
+    assert!(
+        evidence_text(c).contains("was loaded for flotilla project"),
+        "{c:#}"
+    );
+    assert_ne!(c["lifecycle"], "running", "{c:#}");
+
     let r = job.ok(&["stop", "svc"]);
     assert!(both(&r).contains("booted out job"), "{}", both(&r));
     assert!(job.print().is_none(), "bootout unloads the job");

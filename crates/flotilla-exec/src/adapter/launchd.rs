@@ -243,6 +243,39 @@ fn label(c: &Component) -> String {
         .unwrap_or_else(|| format!("dev.flotilla.{}", c.name))
 }
 
+/// The other Flotilla project whose job `c`'s label names now, when Flotilla writes
+/// `c`'s plist (none declared) and launchd loaded the job from the plist of a project
+/// that is not `project` (`<state>/projects/<other>/launchd/<label>.plist`, its
+/// `path = …`): two projects' components of one name share the default label.
+fn other_project(project: &str, c: &Component, info: &ServiceInfo) -> Option<String> {
+    if c.launchd.as_ref().is_some_and(|l| l.plist.is_some()) {
+        return None;
+    }
+    let path = Path::new(info.path.as_deref()?);
+    let root = path.parent().filter(|d| d.ends_with("launchd"))?.parent()?;
+    crate::statedir::StateDir::project_of(root).filter(|p| p != project)
+}
+
+/// The sentence saying `c`'s job was loaded for project `other`.
+fn not_ours(c: &Component, other: &str) -> String {
+    format!(
+        "job {} was loaded for flotilla project `{other}`: not touched (give this component its own `launchd.label`)",
+        target(c)
+    )
+}
+
+/// A start or restart of a job another project loaded: refused, nothing touched.
+fn refuse_other_project(launch: &Launch, loaded: Option<&ServiceInfo>) -> Result<(), ExecError> {
+    let c = &launch.component;
+    match loaded.and_then(|info| other_project(&launch.project, c, info)) {
+        Some(other) => Err(ExecError::Adapter {
+            component: c.name.clone(),
+            message: not_ours(c, &other),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// The domain of this user's jobs: `gui/<uid>`, or `system` for root.
 fn domain() -> String {
     launchctl::domain_target(nix::unistd::getuid().as_raw())
@@ -270,9 +303,11 @@ impl Adapter for Launchd {
 
     fn start(&self, launch: &Launch) -> Result<Launched, ExecError> {
         let c = &launch.component;
+        let before = self.print(c)?;
+        refuse_other_project(launch, before.as_ref())?;
         let plist = self.write_plist(launch)?;
         let offset = file_len(&launch.log_path);
-        match self.print(c)? {
+        match before {
             Some(info) if info.pid.is_some() => {}
             Some(_) => {
                 self.ctl(c, &["kickstart".into(), target(c)])?;
@@ -289,6 +324,7 @@ impl Adapter for Launchd {
     ) -> Result<Launched, ExecError> {
         let c = &launch.component;
         let before = self.print(c)?;
+        refuse_other_project(launch, before.as_ref())?;
         let previous = before.as_ref().and_then(|i| i.pid);
         let plist = self.write_plist(launch)?;
         let offset = file_len(&launch.log_path);
@@ -314,7 +350,7 @@ impl Adapter for Launchd {
 
     fn stop(
         &self,
-        _project: &str,
+        project: &str,
         c: &Component,
         _recorded: Option<&InstanceRecord>,
     ) -> Result<Stopped, ExecError> {
@@ -323,6 +359,12 @@ impl Adapter for Launchd {
                 summary: format!("job {} is not loaded", target(c)),
             });
         };
+        if let Some(other) = other_project(project, c, &before) {
+            return Ok(Stopped::NotOurs {
+                why: not_ours(c, &other),
+                facts: serde_json::json!({ "label": label(c), "project": other }),
+            });
+        }
         let t0 = Instant::now();
         self.ctl(c, &["bootout".into(), target(c)])?;
         if let Some(still) = self.settle(c, |i| i.is_none())? {
@@ -353,7 +395,7 @@ impl Adapter for Launchd {
 
     fn observe(
         &self,
-        _project: &str,
+        project: &str,
         c: &Component,
         recorded: Option<&InstanceRecord>,
     ) -> Result<Option<Seen>, ExecError> {
@@ -363,6 +405,12 @@ impl Adapter for Launchd {
                 "not loaded",
             )));
         };
+        if let Some(other) = other_project(project, c, &info) {
+            return Ok(Some(Seen::stopped(
+                format!("launchctl print {}", target(c)),
+                not_ours(c, &other),
+            )));
+        }
         let mut evidence = vec![(
             format!("launchctl print {}", target(c)),
             format!(
