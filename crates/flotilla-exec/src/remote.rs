@@ -20,7 +20,10 @@
 //!   controller says to run `flotilla host install`);
 //! - `step`: one plan step (start, stop, restart, await-ready) run by the host's own
 //!   executor, journaled in the host's own state directory, with its readiness
-//!   probes run on the host (the route its local clients use).
+//!   probes run on the host (the route its local clients use);
+//! - `adopt`: one question of `flotilla adopt` about a component there (who holds
+//!   its ports, its checks, stop or restore its prior owner), answered there
+//!   ([`crate::adopt::host`]).
 //!
 //! Both sides put [`PROTOCOL`] and their version in every message; a mismatch is
 //! [`TransportError::VersionSkew`](crate::ssh::TransportError::VersionSkew) on the
@@ -118,6 +121,16 @@ pub enum Call {
         /// Readiness deadline, ms.
         ready_timeout_ms: u64,
     },
+    /// One question of an adopt about a component of the host
+    /// ([`crate::adopt::host::answer`], run there).
+    Adopt {
+        /// The host's snapshot.
+        snapshot: Snapshot,
+        /// The component adopted.
+        component: String,
+        /// The question.
+        question: crate::adopt::host::Ask,
+    },
 }
 
 /// What the host answers.
@@ -178,6 +191,11 @@ pub enum Reply {
     Step {
         /// How the step ended.
         report: StepReport,
+    },
+    /// To [`Call::Adopt`].
+    Adopt {
+        /// The host's answer.
+        answer: crate::adopt::host::Answer,
     },
     /// The request could not be served.
     Error {

@@ -11,11 +11,12 @@
 
 use super::record::{Prior, PriorProcess};
 use flotilla_model::topology::Component;
+use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::Path;
 
 /// The differences (each one line) and the notes.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Comparison {
     /// What differs: the adopt is refused while there is any.
     pub differences: Vec<String>,

@@ -23,10 +23,14 @@
 //! When neither owner can be made to run, the record stays unfinished and the
 //! result ([`run::Ended::Stuck`]) says so, with what to run by hand.
 //!
-//! Local components only for now (a remote host's prior owner is not reached yet).
+//! Each look at the prior owner, its checks, its stop and its restore run on the
+//! component's host ([`host`]): here for a local component, through `flotilla host
+//! serve` there for one on a remote host. The record stays here, with the
+//! controller.
 
 pub mod checks;
 pub mod compare;
+pub mod host;
 pub mod prior;
 pub mod record;
 pub mod run;
