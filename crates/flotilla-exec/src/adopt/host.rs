@@ -13,6 +13,7 @@
 
 use super::checks;
 use super::compare::{self, Comparison};
+use super::container;
 use super::prior::{self, Holder, PriorError};
 use super::record::{self, CheckResult, Prior};
 use crate::operate::OperateError;
@@ -212,7 +213,17 @@ pub async fn answer(ask: Ask, here: &Here<'_>) -> Result<Answer, HostError> {
             let (root, cwd) = (here.state.root().to_path_buf(), here.cwd());
             let c2 = c.clone();
             let cwd2 = cwd.clone();
-            let holder = blocking(move || prior::find(&c2, &root, &cwd2)).await??;
+            let holder = blocking(move || {
+                if c2.container.is_some() {
+                    let project = StateDir::project_of(&root)
+                        .unwrap_or_else(|| crate::remote::DEFAULT_PROJECT.to_string());
+                    if let Some(h) = container::find(&c2, &project)? {
+                        return Ok(h);
+                    }
+                }
+                prior::find(&c2, &root, &cwd2)
+            })
+            .await??;
             let me = nix::unistd::geteuid().as_raw();
             let comparison = match &holder {
                 Holder::Prior { prior, listening } => {
@@ -249,7 +260,13 @@ pub async fn answer(ask: Ask, here: &Here<'_>) -> Result<Answer, HostError> {
             Answer::Checked { checks: out }
         }
         Ask::Stop { prior } => {
-            let done = blocking(move || Done::of(prior::stop(&prior, &c))).await?;
+            let done = blocking(move || {
+                Done::of(match &prior {
+                    Prior::Container(k) => container::stop(k, crate::adapter::stop_settings(&c).1),
+                    other => prior::stop(other, &c),
+                })
+            })
+            .await?;
             Answer::Stopped { done }
         }
         Ask::WaitFree { within_ms } => {
@@ -265,7 +282,11 @@ pub async fn answer(ask: Ask, here: &Here<'_>) -> Result<Answer, HostError> {
             Answer::Listening { all }
         }
         Ask::StillRuns { prior } => Answer::Runs {
-            runs: blocking(move || prior::still_runs(&prior)).await??,
+            runs: blocking(move || match &prior {
+                Prior::Container(k) => container::runs(k),
+                other => prior::still_runs(other),
+            })
+            .await??,
         },
         Ask::Marked => {
             let root = here.state.root().to_path_buf();
@@ -279,7 +300,10 @@ pub async fn answer(ask: Ask, here: &Here<'_>) -> Result<Answer, HostError> {
         Ask::Restore { mut prior } => {
             let log = record::prior_log(here.state, &c.name);
             let (prior, done) = blocking(move || {
-                let r = prior::restore(&mut prior, &log);
+                let r = match &prior {
+                    Prior::Container(k) => container::start(k),
+                    _ => prior::restore(&mut prior, &log),
+                };
                 (prior, Done::of(r))
             })
             .await?;

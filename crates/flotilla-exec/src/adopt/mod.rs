@@ -3,12 +3,14 @@
 //! as a plan shown first (DESIGN.md invariant 8: nothing is adopted silently).
 //!
 //! 1. Baseline ([`run::Adopt::survey`], read-only): who holds the component's
-//!    ports ([`prior::find`]), what differs from the declaration
+//!    ports ([`prior::find`]; for a container component, first the container its
+//!    engine publishes them for: [`container::find`]), what differs from the declaration
 //!    ([`compare::compare`]: port, binary, arguments, user; any difference refuses
 //!    the adopt), and the checks ([`checks`]): who listens on each declared port,
 //!    the component's readiness probe, and its dependents' readiness.
 //! 2. Stop the prior owner its own way ([`prior::stop`]: a process by an
-//!    identity-checked signal, a unit by `systemctl disable --now`), proven stopped
+//!    identity-checked signal, a unit by `systemctl disable --now`, a container by
+//!    its engine's stop, kept), proven stopped
 //!    (its ports free) before anything else starts: never two owners at once.
 //! 3. Start through Flotilla (the executor, journaled like `flotilla start`).
 //! 4. Acceptance: the baseline's checks again, on Flotilla's instance.
@@ -30,6 +32,7 @@
 
 pub mod checks;
 pub mod compare;
+pub mod container;
 pub mod host;
 pub mod prior;
 pub mod record;

@@ -32,6 +32,9 @@ pub enum PriorError {
     /// `systemctl` could not be run or failed.
     #[error(transparent)]
     Verb(#[from] crate::detached::VerbError),
+    /// The container engine could not be asked, or refused.
+    #[error(transparent)]
+    Engine(#[from] crate::adapter::container::engine::EngineError),
     /// The prior owner is of a kind this host cannot drive.
     #[error("{0}")]
     Unsupported(String),
