@@ -102,6 +102,9 @@ pub fn compare(
             if !c.command.is_empty() {
                 command(c, &j.program_arguments, &mut out);
             }
+            if let Some(main) = &j.main {
+                program(c, main, cwd, &mut out);
+            }
         }
     }
     out

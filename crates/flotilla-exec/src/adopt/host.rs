@@ -14,6 +14,7 @@
 use super::checks;
 use super::compare::{self, Comparison};
 use super::container;
+use super::launchd;
 use super::prior::{self, Holder, PriorError};
 use super::record::{self, CheckResult, Prior};
 use crate::operate::OperateError;
@@ -236,7 +237,8 @@ pub async fn answer(ask: Ask, here: &Here<'_>) -> Result<Answer, HostError> {
         Ask::Checks { prior } => {
             let identity = match &prior {
                 Some(Prior::Process(p))
-                | Some(Prior::Unit(record::PriorUnit { main: Some(p), .. })) => {
+                | Some(Prior::Unit(record::PriorUnit { main: Some(p), .. }))
+                | Some(Prior::Job(record::PriorJob { main: Some(p), .. })) => {
                     crate::identity::measure(p.pid)?
                 }
                 Some(_) => None,
@@ -263,6 +265,7 @@ pub async fn answer(ask: Ask, here: &Here<'_>) -> Result<Answer, HostError> {
             let done = blocking(move || {
                 Done::of(match &prior {
                     Prior::Container(k) => container::stop(k, crate::adapter::stop_settings(&c).1),
+                    Prior::Job(j) => launchd::stop(j).map_err(PriorError::from),
                     other => prior::stop(other, &c),
                 })
             })
@@ -284,6 +287,7 @@ pub async fn answer(ask: Ask, here: &Here<'_>) -> Result<Answer, HostError> {
         Ask::StillRuns { prior } => Answer::Runs {
             runs: blocking(move || match &prior {
                 Prior::Container(k) => container::runs(k),
+                Prior::Job(j) => launchd::runs(j).map_err(PriorError::from),
                 other => prior::still_runs(other),
             })
             .await??,
@@ -300,9 +304,10 @@ pub async fn answer(ask: Ask, here: &Here<'_>) -> Result<Answer, HostError> {
         Ask::Restore { mut prior } => {
             let log = record::prior_log(here.state, &c.name);
             let (prior, done) = blocking(move || {
-                let r = match &prior {
+                let r = match &mut prior {
                     Prior::Container(k) => container::start(k),
-                    _ => prior::restore(&mut prior, &log),
+                    Prior::Job(j) => launchd::restore(j).map_err(PriorError::from),
+                    other => prior::restore(other, &log),
                 };
                 (prior, Done::of(r))
             })

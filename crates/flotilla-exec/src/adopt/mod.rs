@@ -1,6 +1,7 @@
 //! `flotilla adopt COMPONENT`: moves a component whose service runs today under
-//! another owner (a process started by hand, a systemd unit) to its declared owner,
-//! as a plan shown first (DESIGN.md invariant 8: nothing is adopted silently).
+//! another owner (a process started by hand, a systemd unit, a container, a launchd
+//! job) to its declared owner, as a plan shown first (DESIGN.md invariant 8: nothing
+//! is adopted silently).
 //!
 //! 1. Baseline ([`run::Adopt::survey`], read-only): who holds the component's
 //!    ports ([`prior::find`]; for a container component, first the container its
@@ -10,7 +11,8 @@
 //!    the component's readiness probe, and its dependents' readiness.
 //! 2. Stop the prior owner its own way ([`prior::stop`]: a process by an
 //!    identity-checked signal, a unit by `systemctl disable --now`, a container by
-//!    its engine's stop, kept), proven stopped
+//!    its engine's stop, kept, a launchd job by `launchctl bootout`, its plist
+//!    kept), proven stopped
 //!    (its ports free) before anything else starts: never two owners at once.
 //! 3. Start through Flotilla (the executor, journaled like `flotilla start`).
 //! 4. Acceptance: the baseline's checks again, on Flotilla's instance.
@@ -34,6 +36,7 @@ pub mod checks;
 pub mod compare;
 pub mod container;
 pub mod host;
+pub mod launchd;
 pub mod prior;
 pub mod record;
 pub mod run;

@@ -191,6 +191,9 @@ pub struct PriorJob {
     /// Its pid then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// Its process then (what runs: compared with the declared program).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub main: Option<PriorProcess>,
 }
 
 /// Who ran the component before: the restore recipe.
@@ -248,7 +251,8 @@ impl Prior {
         };
         match &mut p {
             Prior::Process(x) => hide(&mut x.env),
-            Prior::Unit(PriorUnit { main: Some(x), .. }) => hide(&mut x.env),
+            Prior::Unit(PriorUnit { main: Some(x), .. })
+            | Prior::Job(PriorJob { main: Some(x), .. }) => hide(&mut x.env),
             _ => {}
         }
         p

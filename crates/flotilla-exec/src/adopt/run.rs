@@ -851,7 +851,10 @@ fn steps(c: &Component, prior: &Prior, adapter: &str, dependents: &[String]) -> 
             u.unit
         ),
         Prior::Container(k) => format!("stop container {} (kept, not removed); prove port(s) {ports} free", k.name),
-        Prior::Job(j) => format!("boot out launchd job {}; prove port(s) {ports} free", j.label),
+        Prior::Job(j) => format!(
+            "`launchctl bootout {}/{}` (its plist {} kept); prove it unloaded and port(s) {ports} free",
+            j.domain, j.label, j.plist
+        ),
     };
     let restore = match prior {
         Prior::Process(p) => format!(
