@@ -269,6 +269,10 @@ pub async fn serve(
                     format!("`{component}` is not a component of this host"),
                 );
             };
+            let question: crate::adopt::host::Ask = match serde_json::from_value(question) {
+                Ok(q) => q,
+                Err(e) => return error("request", format!("malformed adopt question: {e}")),
+            };
             let base_dir = home_dir();
             let here = crate::adopt::host::Here {
                 component: topology.component(id),
@@ -276,7 +280,10 @@ pub async fn serve(
                 base_dir: &base_dir,
             };
             match crate::adopt::host::answer(question, &here).await {
-                Ok(answer) => reply(Reply::Adopt { answer }),
+                Ok(answer) => match serde_json::to_value(&answer) {
+                    Ok(answer) => reply(Reply::Adopt { answer }),
+                    Err(e) => error("adopt", e.to_string()),
+                },
                 Err(e) => error("adopt", crate::error::chain(&e)),
             }
         }

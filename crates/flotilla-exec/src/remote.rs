@@ -128,8 +128,9 @@ pub enum Call {
         snapshot: Snapshot,
         /// The component adopted.
         component: String,
-        /// The question.
-        question: crate::adopt::host::Ask,
+        /// The question: the JSON of a `crate::adopt::host::Ask` (carried as JSON
+        /// so that this exchange's types do not depend on adopt's, which use it).
+        question: serde_json::Value,
     },
 }
 
@@ -194,8 +195,8 @@ pub enum Reply {
     },
     /// To [`Call::Adopt`].
     Adopt {
-        /// The host's answer.
-        answer: crate::adopt::host::Answer,
+        /// The host's answer: the JSON of a `crate::adopt::host::Answer`.
+        answer: serde_json::Value,
     },
     /// The request could not be served.
     Error {

@@ -274,13 +274,20 @@ impl Adopt {
             return Ok(host::answer(question, &here).await?);
         }
         let timeout = self.invocation.host_timeout + question.takes(c);
+        let failed = |detail: String| {
+            AdoptError::Remote(crate::ssh::TransportError::Failed {
+                host: c.host.clone(),
+                detail,
+            })
+        };
         let call = crate::remote::Call::Adopt {
             snapshot: self.topology().snapshot(&c.host),
             component: c.name.clone(),
-            question,
+            question: serde_json::to_value(&question).map_err(|e| failed(e.to_string()))?,
         };
         match self.invocation.fleet.call(&c.host, call, timeout, None).await {
-            Ok(crate::remote::Reply::Adopt { answer }) => Ok(answer),
+            Ok(crate::remote::Reply::Adopt { answer }) => serde_json::from_value(answer)
+                .map_err(|e| failed(format!("unreadable answer to adopt: {e}"))),
             Ok(other) => Err(AdoptError::Remote(crate::ssh::TransportError::Failed {
                 host: c.host.clone(),
                 detail: format!("unexpected answer to adopt: {other:?}"),
