@@ -1157,8 +1157,8 @@ fn running(e: &Env, name: &str) -> Option<bool> {
 
 /// `flotilla adopt` of a container not created by Flotilla (`podman run -d -p` by
 /// hand) by a container component publishing the same port: found through the
-/// engine's port map, refused while its image differs from the declared one
-/// (nothing changed), then stopped with the engine and kept (not removed) while
+/// engine's port map, refused while its image or its command differs from the
+/// declared one (nothing changed), then stopped with the engine and kept (not removed) while
 /// Flotilla's own container takes the port, accepted by its readiness; `--rollback`
 /// stops Flotilla's container and starts the very same container again (same id),
 /// proven by its answer on the port.
@@ -1204,6 +1204,23 @@ fn a_container_started_by_hand_is_adopted_and_rolled_back_to_the_same_container(
         run.stderr
     );
     assert!(run.stderr.contains("nothing was changed"), "{}", run.stderr);
+    assert_eq!(running(&e, &hand), Some(true));
+    // A command of its own declared, where the image's runs: refused too.
+    let own = e.web(
+        "web",
+        port,
+        "command = [\"httpd\", \"-f\", \"-p\", \"8080\"]",
+    );
+    e.inventory(&own);
+    let run = e.run(&["adopt", "web", "--yes"]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("command: declared `httpd -f -p 8080`, it runs the image's"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
     assert_eq!(running(&e, &hand), Some(true));
 
     let web = e.web("web", port, "");

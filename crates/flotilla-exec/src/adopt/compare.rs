@@ -7,7 +7,9 @@
 //! `command[0]`, resolved as a start resolves it, is the executable that runs, and
 //! its file on disk is the image that runs), the arguments, the user (Flotilla
 //! starts it as the user it runs as), and the working directory when the component
-//! declares one. A unit's `ExecStart` stands for its command line.
+//! declares one. A unit's `ExecStart` stands for its command line. A container's
+//! image, command and entrypoint (each absent meaning the image's own) and the
+//! port in the container each published port leads to are compared instead.
 
 use super::record::{Prior, PriorProcess};
 use flotilla_model::topology::Component;
@@ -95,6 +97,35 @@ pub fn compare(
                         "image: declared {}, it runs {}",
                         spec.image, k.image
                     ));
+                }
+                // Absent on both sides: the image's own.
+                let said = |v: &Option<Vec<String>>| match v {
+                    Some(v) => format!("`{}`", line(v)),
+                    None => "the image's".to_string(),
+                };
+                let declared_cmd = (!c.command.is_empty()).then(|| c.command.clone());
+                if declared_cmd != k.cmd {
+                    out.differences.push(format!(
+                        "command: declared {}, it runs {}",
+                        said(&declared_cmd),
+                        said(&k.cmd)
+                    ));
+                }
+                if spec.entrypoint != k.entrypoint {
+                    out.differences.push(format!(
+                        "entrypoint: declared {}, it runs {}",
+                        said(&spec.entrypoint),
+                        said(&k.entrypoint)
+                    ));
+                }
+                for p in &spec.ports {
+                    let (published, target) = (p.published.0, p.target.0);
+                    match k.port_map.iter().find(|(h, _)| *h == published) {
+                        Some((_, t)) if *t != target => out.differences.push(format!(
+                            "port: {published} declared to lead to {target} in the container; it leads to {t}"
+                        )),
+                        _ => {}
+                    }
                 }
             }
         }

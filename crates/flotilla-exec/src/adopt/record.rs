@@ -172,6 +172,15 @@ pub struct PriorContainer {
     /// Its published TCP ports (host side).
     #[serde(default)]
     pub ports: Vec<u16>,
+    /// Each published port and the port in the container it leads to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub port_map: Vec<(u16, u16)>,
+    /// Its command (`Cmd`), when it is not its image's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<Vec<String>>,
+    /// Its entrypoint, when it is not its image's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<Vec<String>>,
     /// The engine's API socket it was found on.
     pub engine: String,
 }
