@@ -481,4 +481,17 @@ mod tests {
         assert_eq!(v["kind"], "snapshot", "{v}");
         assert!(v["message"].as_str().unwrap().contains("ghost"));
     }
+
+    #[test]
+    fn an_adopt_question_about_a_foreign_component_or_of_no_known_kind_is_an_error() {
+        let snapshot = serde_json::json!({"host":"h1","hosts":{},"components":[],"topology_digest":"sha256:x"});
+        let req = serde_json::json!({"protocol":PROTOCOL,"version":"x","call":"adopt","snapshot":snapshot,"component":"ghost","question":{"ask":"look"}});
+        let (v, _d) = answer(&req.to_string());
+        assert_eq!(v["reply"], "error", "{v}");
+        assert_eq!(v["kind"], "snapshot", "{v}");
+        assert!(v["message"].as_str().unwrap().contains("ghost"), "{v}");
+        let req = serde_json::json!({"protocol":PROTOCOL,"version":"x","call":"adopt","snapshot":snapshot,"component":"ghost"});
+        let (v, _d) = answer(&req.to_string());
+        assert_eq!(v["kind"], "request", "no question: {v}");
+    }
 }
