@@ -1191,3 +1191,129 @@ fn a_templates_image_applies_under_a_container_table_that_names_none() {
     );
     assert!(e.inspect(&name).is_none());
 }
+
+/// Whether container `name` runs, as `inspect` says (`None`: it does not exist).
+fn running(e: &Env, name: &str) -> Option<bool> {
+    e.inspect(name)
+        .map(|i| i["State"]["Running"].as_bool().unwrap_or(false))
+}
+
+/// `flotilla adopt` of a container not created by Flotilla (`podman run -d -p` by
+/// hand) by a container component publishing the same port: found through the
+/// engine's port map, refused while its image or its command differs from the
+/// declared one (nothing changed), then stopped with the engine and kept (not removed) while
+/// Flotilla's own container takes the port, accepted by its readiness; `--rollback`
+/// stops Flotilla's container and starts the very same container again (same id),
+/// proven by its answer on the port.
+#[test]
+fn a_container_started_by_hand_is_adopted_and_rolled_back_to_the_same_container() {
+    let Some(mut e) = Env::new("adopt") else {
+        return;
+    };
+    let port = free_port();
+    let hand = e.name("byhand");
+    e.cleanup.push(hand.clone());
+    let (ok, id) = podman_cli(&[
+        "run",
+        "-d",
+        "--name",
+        &hand,
+        "-p",
+        &format!("127.0.0.1:{port}:8080"),
+        &e.image,
+    ]);
+    assert!(ok, "podman run: {id}");
+    let url = format!("http://127.0.0.1:{port}/");
+    assert!(
+        wait_until(Duration::from_secs(20), || get(&url).is_some()),
+        "the container answers"
+    );
+
+    // Another image declared: refused with the difference, nothing changed.
+    let other = e.web("web", port, "").replace(
+        &format!("image = \"{}\"", e.image),
+        "image = \"localhost/flotilla-test:other\"",
+    );
+    e.inventory(&other);
+    let run = e.run(&["adopt", "web", "--yes"]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains(&format!(
+            "image: declared localhost/flotilla-test:other, it runs {}",
+            e.image
+        )),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(run.stderr.contains("nothing was changed"), "{}", run.stderr);
+    assert_eq!(running(&e, &hand), Some(true));
+    // A command of its own declared, where the image's runs: refused too.
+    let own = e.web(
+        "web",
+        port,
+        "command = [\"httpd\", \"-f\", \"-p\", \"8080\"]",
+    );
+    e.inventory(&own);
+    let run = e.run(&["adopt", "web", "--yes"]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("command: declared `httpd -f -p 8080`, it runs the image's"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert_eq!(running(&e, &hand), Some(true));
+
+    let web = e.web("web", port, "");
+    e.inventory(&web);
+    let plan = e.run(&["adopt", "web", "--dry-run", "--json"]).json();
+    let prior = &plan["holder"]["prior"];
+    assert_eq!(prior["kind"], "container", "{plan:#}");
+    assert_eq!(prior["name"], hand.as_str(), "{plan:#}");
+    assert_eq!(prior["image"], e.image.as_str(), "{plan:#}");
+    assert!(id.starts_with(prior["id"].as_str().unwrap()), "{plan:#}");
+    assert_eq!(plan["differences"], serde_json::json!([]), "{plan:#}");
+    assert_eq!(
+        plan["holder"]["listening"],
+        serde_json::json!([format!("127.0.0.1:{port}")]),
+        "{plan:#}"
+    );
+
+    let run = e.run(&["adopt", "web", "--yes"]);
+    let text = format!("{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.code, 0, "{text}");
+    assert!(
+        text.contains(&format!("stopped container {hand}")),
+        "{text}"
+    );
+    assert_eq!(running(&e, &hand), Some(false), "kept, stopped: {text}");
+    assert_eq!(running(&e, &e.name("web")), Some(true), "{text}");
+    let s = e.status("web");
+    assert_eq!(s["lifecycle"], "running", "{s:#}");
+    assert_eq!(s["ownership"], "managed (container)", "{s:#}");
+    assert!(get(&url).is_some(), "flotilla's container answers");
+
+    let run = e.run(&["adopt", "web", "--rollback"]);
+    let text = format!("{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.code, 0, "{text}");
+    assert!(
+        text.contains(&format!("started container {hand}")),
+        "{text}"
+    );
+    assert!(text.contains("rolled back: container"), "{text}");
+    assert_eq!(running(&e, &hand), Some(true), "{text}");
+    let info = e.inspect(&hand).expect("the same container");
+    assert_eq!(
+        info["Id"].as_str(),
+        Some(id.as_str()),
+        "the very same container"
+    );
+    assert_ne!(
+        running(&e, &e.name("web")),
+        Some(true),
+        "flotilla's container is stopped: {text}"
+    );
+    assert!(get(&url).is_some(), "the hand container answers again");
+}

@@ -1961,8 +1961,8 @@ impl Drop for RemoveUnit<'_> {
     }
 }
 
-/// Stops a unit a test wrote by hand on `host` (`.0`), named `.1`, and removes its
-/// file `.2` when the test ends, even when it panics.
+/// Stops (and disables) a unit a test wrote by hand on `host` (`.0`), named `.1`, and
+/// removes its file `.2` when the test ends, even when it panics.
 struct RemoveHandUnit<'a>(&'a TestHost, String, String);
 
 impl Drop for RemoveHandUnit<'_> {
@@ -1970,11 +1970,37 @@ impl Drop for RemoveHandUnit<'_> {
         let _ = self.0.ssh(
             &[],
             &format!(
-                "systemctl stop {}; rm -f {}; systemctl daemon-reload",
+                "systemctl disable --now {0}; systemctl stop {0}; rm -f {1}; systemctl daemon-reload",
                 self.1, self.2
             ),
         );
     }
+}
+
+/// Writes `unit` by hand under `/etc/systemd/system` on `h` (installable in
+/// `multi-user.target`), running the stand-in service on 127.0.0.1:`port` with
+/// `fx`'s marker, and runs `systemctl VERB unit` (`start`, `enable --now`); the
+/// guard that removes it.
+fn hand_unit<'a>(
+    fx: &Fixture,
+    h: &'a TestHost,
+    unit: &str,
+    port: u16,
+    verb: &str,
+) -> RemoveHandUnit<'a> {
+    let unit_file = format!("/etc/systemd/system/{unit}");
+    on(
+        h,
+        &format!(
+            "printf '%s\\n' '[Unit]' 'Description=a service written by hand' '[Service]' \
+             'ExecStart={} --listen 127.0.0.1:{port} --exec-name {}' '[Install]' \
+             'WantedBy=multi-user.target' > {unit_file} && \
+             systemctl daemon-reload && systemctl {verb} {unit}",
+            testkit_on(fx, h),
+            fx.marker
+        ),
+    );
+    RemoveHandUnit(h, unit.to_string(), unit_file)
 }
 
 /// `ActiveState SubState MainPID NRestarts` of `unit` on `host`, one line.
@@ -2176,18 +2202,8 @@ fn discover_on_the_systemd_host_proposes_a_unit_written_by_hand() {
     let fx = Fixture::new("discover");
     let (port, ours) = (free_port(), free_port());
     let unit = format!("disc-{}.service", std::process::id());
-    let unit_file = format!("/etc/systemd/system/{unit}");
-    on(
-        h,
-        &format!(
-            "printf '%s\\n' '[Unit]' 'Description=a service written by hand' '[Service]' \
-             'ExecStart={} --listen 127.0.0.1:{port} --exec-name {}' > {unit_file} && \
-             systemctl daemon-reload && systemctl start {unit}",
-            testkit_on(&fx, h),
-            fx.marker
-        ),
-    );
-    let _remove = RemoveHandUnit(h, unit.clone(), unit_file.clone());
+    let hand = hand_unit(&fx, h, &unit, port, "start");
+    let unit_file = hand.2.clone();
     let _remove_ours = RemoveUnit(h, "flotilla-svc.service");
     fx.write(&systemd_service(&fx, h, "svc", ours, ""), &[]);
     fx.install(&[&h.name]);
@@ -2255,4 +2271,136 @@ fn discover_on_the_systemd_host_proposes_a_unit_written_by_hand() {
     let v = fx.ok(&["validate", "--json"]).json();
     assert_eq!(v["summary"]["components"], 2, "{v:#}");
     fx.ok(&["stop", "svc"]);
+}
+
+/// `systemctl is-enabled` and `is-active` of `unit` on `host`: `enabled active`.
+fn enabled_active(host: &TestHost, unit: &str) -> String {
+    on(
+        host,
+        &format!("echo $(systemctl is-enabled {unit}; systemctl is-active {unit}; true)"),
+    )
+}
+
+/// 21. `flotilla adopt` of a unit written by hand on the systemd test host, enabled
+///     by hand (`systemctl enable --now`), running the service the inventory declares
+///     there as `adapter = "systemd"`: the host's own flotilla finds the unit from
+///     the listener's control group, a declaration on another port is refused with
+///     the difference and nothing changes; the adopt disables and stops the hand unit
+///     and starts Flotilla's `flotilla-NAME.service` (accepted by its readiness,
+///     asked on the host); `--rollback` stops Flotilla's unit, enables and starts
+///     the hand unit again and proves it back.
+#[test]
+fn adopt_moves_a_hand_enabled_unit_to_flotillas_unit_and_rolls_back() {
+    let _serial = testnet::lock();
+    let net = Testnet::get();
+    let h = systemd_host(&net);
+    let fx = Fixture::new("adopt-sd");
+    let (port, other) = (free_port(), free_port());
+    let unit = format!("hand-{}.service", std::process::id());
+    let ours = "flotilla-adsd.service";
+    let hand = hand_unit(&fx, h, &unit, port, "enable --now");
+    let unit_file = hand.2.clone();
+    let _remove_ours = RemoveUnit(h, ours);
+
+    // Declared on another port: refused, naming the difference; nothing changes.
+    fx.write(&systemd_service(&fx, h, "adsd", other, ""), &[]);
+    fx.install(&[&h.name]);
+    let mut refused = fx.run(&["adopt", "adsd", "--yes"]);
+    // systemd answers `enable --now` once the process runs; its socket comes a
+    // moment later.
+    assert!(
+        wait_until(DEADLINE, || {
+            refused = fx.run(&["adopt", "adsd", "--yes"]);
+            refused.stdout.contains("differences from the declaration")
+        }),
+        "{}",
+        both(&refused)
+    );
+    assert_eq!(refused.code, 1, "{}", both(&refused));
+    assert!(
+        refused.stdout.contains(&format!(
+            "port: endpoint `http` declares port {other}; it does not listen there (it listens on {port})"
+        )),
+        "{}",
+        both(&refused)
+    );
+    assert!(
+        refused.stderr.contains("nothing was changed"),
+        "{}",
+        both(&refused)
+    );
+    assert_eq!(enabled_active(h, &unit), "enabled active");
+
+    // As declared: the plan names the hand unit, found by the host's flotilla.
+    fx.write(&systemd_service(&fx, h, "adsd", port, ""), &[]);
+    let plan = fx.ok(&["adopt", "adsd", "--dry-run", "--json"]).json();
+    assert_eq!(plan["host"], h.name.as_str(), "{plan:#}");
+    assert_eq!(plan["adapter"], "systemd", "{plan:#}");
+    assert_eq!(plan["holder"]["holder"], "prior", "{plan:#}");
+    let prior = &plan["holder"]["prior"];
+    assert_eq!(prior["kind"], "unit", "{plan:#}");
+    assert_eq!(prior["unit"], unit.as_str(), "{plan:#}");
+    assert_eq!(prior["unit_file_state"], "enabled", "{plan:#}");
+    assert_eq!(prior["fragment_path"], unit_file.as_str(), "{plan:#}");
+    assert_eq!(prior["main"]["pid"], main_pid(h, &unit), "{plan:#}");
+    assert_eq!(plan["differences"], serde_json::json!([]), "{plan:#}");
+    let baseline = plan["baseline"].to_string();
+    assert!(
+        plan["baseline"]
+            .as_array()
+            .is_some_and(|b| b.len() == 2 && b.iter().all(|c| c["passed"] == true)),
+        "listening and readiness, measured on the host: {baseline}"
+    );
+
+    let adopted = fx.ok(&["adopt", "adsd", "--yes"]);
+    let text = both(&adopted);
+    assert!(
+        text.contains(&format!("`systemctl disable --now {unit}`: inactive")),
+        "{text}"
+    );
+    assert!(
+        text.contains("adopted: flotilla (systemd) runs `adsd`"),
+        "{text}"
+    );
+    assert_eq!(
+        enabled_active(h, &unit),
+        "disabled inactive",
+        "the hand unit does not come back: {text}"
+    );
+    assert_eq!(
+        on(h, &format!("systemctl is-active {ours}")),
+        "active",
+        "{text}"
+    );
+    let (_, st) = fx.status(&["adsd"]);
+    let c = comp(&st, "adsd");
+    assert_eq!(c["lifecycle"], "running", "{c:#}");
+    assert_eq!(pid_of(c), main_pid(h, ours), "{c:#}");
+
+    let back = fx.ok(&["adopt", "adsd", "--rollback"]);
+    let text = both(&back);
+    assert!(
+        text.contains(&format!("`systemctl enable --now {unit}`")),
+        "{text}"
+    );
+    assert!(text.contains("rolled back: systemd unit"), "{text}");
+    assert_eq!(enabled_active(h, &unit), "enabled active", "{text}");
+    assert_eq!(
+        on(h, &format!("systemctl is-active {ours}; true")),
+        "inactive",
+        "{text}"
+    );
+    // The hand unit answers on its port again, on the host.
+    let (_, st) = fx.status(&["adsd"]);
+    let c = comp(&st, "adsd");
+    assert_ne!(
+        c["lifecycle"], "running",
+        "flotilla's instance is stopped: {c:#}"
+    );
+    let again = fx.ok(&["adopt", "adsd", "--dry-run", "--json"]).json();
+    assert_eq!(
+        again["holder"]["prior"]["main"]["pid"],
+        main_pid(h, &unit),
+        "{again:#}"
+    );
 }

@@ -381,3 +381,127 @@ fn a_launchd_job_with_restart_on_failure_comes_back_after_sigkill_not_after_a_cl
     assert_eq!(c["lifecycle"], "stopped", "{c:#}");
     assert_eq!(c["condition"], "ok", "{c:#}");
 }
+
+impl Job {
+    /// `launchctl ARGS` against the fake launchd: (success, stdout and stderr).
+    fn ctl(&self, args: &[&str]) -> (bool, String) {
+        let mut cmd = Command::new(&self.launchctl);
+        for (k, v) in self.env() {
+            cmd.env(k, v);
+        }
+        let out = cmd.args(args).output().expect("run launchctl");
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    }
+
+    /// The pid `launchctl print system/LABEL` shows; `None` when it is not loaded or
+    /// has no process.
+    fn pid_of(&self, label: &str) -> Option<u32> {
+        let (ok, text) = self.ctl(&["print", &format!("system/{label}")]);
+        ok.then(|| launchctl_pid(&text)).flatten()
+    }
+}
+
+/// The `pid = N` line of a `launchctl print`.
+fn launchctl_pid(text: &str) -> Option<u32> {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("pid = "))
+        .and_then(|p| p.trim().parse().ok())
+}
+
+/// `flotilla adopt` of a launchd job loaded by hand (`launchctl bootstrap system
+/// PLIST`, the plist written by hand, label of its own) running the service a
+/// launchd component declares: recognised by the `XPC_SERVICE_NAME` launchd gives
+/// its process and `launchctl print` naming that pid; other arguments declared are
+/// refused with the difference (nothing changed); the adopt boots the job out
+/// (its plist kept) and bootstraps Flotilla's job; `--rollback` boots Flotilla's out
+/// and bootstraps the hand plist again, proven by its new process on the port.
+#[test]
+fn a_launchd_job_loaded_by_hand_is_booted_out_for_flotillas_and_bootstrapped_again() {
+    if nix::unistd::getuid().as_raw() != 0 {
+        panic!("this test drives the fake launchd's `system` domain: run it as root (scripts/test does)");
+    }
+    let job = Job::new();
+    let hand = format!("local.hand.{}", std::process::id());
+    let plist = job.dir.path().join(format!("{hand}.plist"));
+    let bin = flotilla_testkit::binary().display().to_string();
+    std::fs::write(
+        &plist,
+        format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
+             <!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" \"http://www.apple.com/DTDs/PropertyList-1.0.dtd\">\n\
+             <plist version=\"1.0\"><dict>\n\
+             <key>Label</key><string>{hand}</string>\n\
+             <key>ProgramArguments</key><array><string>{bin}</string><string>--listen</string><string>127.0.0.1:{}</string></array>\n\
+             <key>RunAtLoad</key><true/>\n\
+             </dict></plist>\n",
+            job.port
+        ),
+    )
+    .expect("write the plist");
+    let plist_text = plist.display().to_string();
+    let (ok, out) = job.ctl(&["bootstrap", "system", &plist_text]);
+    assert!(ok, "bootstrap by hand: {out}");
+    let listens = || std::net::TcpStream::connect(("127.0.0.1", job.port)).is_ok();
+    assert!(wait_until(DEADLINE, listens), "the hand job listens");
+    let first = job.pid_of(&hand).expect("the hand job runs");
+
+    // Other arguments declared: refused, nothing changed.
+    job.write(&["--log-line", "declared"]);
+    let r = job.run(&["adopt", "svc", "--yes"], &[]);
+    assert_eq!(r.code, 1, "{}", both(&r));
+    assert!(r.stdout.contains("arguments: declared"), "{}", both(&r));
+    assert!(r.stderr.contains("nothing was changed"), "{}", both(&r));
+    assert_eq!(job.pid_of(&hand), Some(first));
+
+    job.write(&[]);
+    let plan = job.ok(&["adopt", "svc", "--dry-run", "--json"]).json();
+    let prior = &plan["holder"]["prior"];
+    assert_eq!(prior["kind"], "job", "{plan:#}");
+    assert_eq!(prior["label"], hand.as_str(), "{plan:#}");
+    assert_eq!(prior["domain"], "system", "{plan:#}");
+    assert_eq!(prior["plist"], plist_text.as_str(), "{plan:#}");
+    assert_eq!(prior["pid"], first, "{plan:#}");
+    assert_eq!(plan["differences"], serde_json::json!([]), "{plan:#}");
+
+    let r = job.ok(&["adopt", "svc", "--yes"]);
+    assert!(
+        both(&r).contains(&format!("`launchctl bootout system/{hand}`: unloaded")),
+        "{}",
+        both(&r)
+    );
+    let (ok, _) = job.ctl(&["print", &format!("system/{hand}")]);
+    assert!(!ok, "the hand job is unloaded:\n{}", both(&r));
+    assert!(plist.exists(), "its plist is kept");
+    assert!(!alive(first), "its process is gone");
+    let ours = job.pid_of(&job.label).expect("flotilla's job runs");
+    let (c, measured) = job.status_pid();
+    assert_eq!(c["ownership"], "managed (launchd)", "{c:#}");
+    assert_eq!(measured, ours);
+    assert!(listens());
+
+    let r = job.ok(&["adopt", "svc", "--rollback"]);
+    assert!(
+        both(&r).contains(&format!("`launchctl bootstrap system {plist_text}`")),
+        "{}",
+        both(&r)
+    );
+    assert!(
+        both(&r).contains("rolled back: launchd job"),
+        "{}",
+        both(&r)
+    );
+    let again = job.pid_of(&hand).expect("the hand job runs again");
+    assert_ne!(again, first);
+    assert!(job.print().is_none(), "flotilla's job is booted out");
+    assert!(!alive(ours), "flotilla's process is gone");
+    assert!(listens(), "the hand job answers on the port again");
+    let (ok, out) = job.ctl(&["bootout", &format!("system/{hand}")]);
+    assert!(ok, "{out}");
+}

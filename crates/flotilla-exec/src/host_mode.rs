@@ -1,6 +1,6 @@
 //! Host mode, the far side of [`crate::remote`]: `flotilla host serve` reads one
 //! request from standard input and answers it from this host's own state directory
-//! (hello, observe, logs, check, discover, step), with the host's own executor and
+//! (hello, observe, logs, check, discover, step, adopt), with the host's own executor and
 //! probes.
 
 use crate::executor::{Executor, StepReport};
@@ -248,6 +248,43 @@ pub async fn serve(
             {
                 Ok(report) => reply(Reply::Step { report }),
                 Err(e) => error("state", e),
+            }
+        }
+        Call::Adopt {
+            snapshot,
+            component,
+            question,
+        } => {
+            let state = match state_of(&snapshot.project, true) {
+                Ok(s) => s,
+                Err(e) => return error("state", e),
+            };
+            let topology = match Topology::from_snapshot(snapshot) {
+                Ok(t) => t,
+                Err(e) => return error("snapshot", e.to_string()),
+            };
+            let Some(id) = topology.id(&component) else {
+                return error(
+                    "snapshot",
+                    format!("`{component}` is not a component of this host"),
+                );
+            };
+            let question: crate::adopt::host::Ask = match serde_json::from_value(question) {
+                Ok(q) => q,
+                Err(e) => return error("request", format!("malformed adopt question: {e}")),
+            };
+            let base_dir = home_dir();
+            let here = crate::adopt::host::Here {
+                component: topology.component(id),
+                state: &state,
+                base_dir: &base_dir,
+            };
+            match crate::adopt::host::answer(question, &here).await {
+                Ok(answer) => match serde_json::to_value(&answer) {
+                    Ok(answer) => reply(Reply::Adopt { answer }),
+                    Err(e) => error("adopt", e.to_string()),
+                },
+                Err(e) => error("adopt", crate::error::chain(&e)),
             }
         }
     }

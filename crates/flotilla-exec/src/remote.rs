@@ -20,7 +20,10 @@
 //!   controller says to run `flotilla host install`);
 //! - `step`: one plan step (start, stop, restart, await-ready) run by the host's own
 //!   executor, journaled in the host's own state directory, with its readiness
-//!   probes run on the host (the route its local clients use).
+//!   probes run on the host (the route its local clients use);
+//! - `adopt`: one question of `flotilla adopt` about a component there (who holds
+//!   its ports, its checks, stop or restore its prior owner), answered there
+//!   ([`crate::adopt::host`]).
 //!
 //! Both sides put [`PROTOCOL`] and their version in every message; a mismatch is
 //! [`TransportError::VersionSkew`](crate::ssh::TransportError::VersionSkew) on the
@@ -118,6 +121,17 @@ pub enum Call {
         /// Readiness deadline, ms.
         ready_timeout_ms: u64,
     },
+    /// One question of an adopt about a component of the host
+    /// ([`crate::adopt::host::answer`], run there).
+    Adopt {
+        /// The host's snapshot.
+        snapshot: Snapshot,
+        /// The component adopted.
+        component: String,
+        /// The question: the JSON of a `crate::adopt::host::Ask` (carried as JSON
+        /// so that this exchange's types do not depend on adopt's, which use it).
+        question: serde_json::Value,
+    },
 }
 
 /// What the host answers.
@@ -178,6 +192,11 @@ pub enum Reply {
     Step {
         /// How the step ended.
         report: StepReport,
+    },
+    /// To [`Call::Adopt`].
+    Adopt {
+        /// The host's answer: the JSON of a `crate::adopt::host::Answer`.
+        answer: serde_json::Value,
     },
     /// The request could not be served.
     Error {
@@ -461,5 +480,18 @@ mod tests {
         let (v, _d) = answer(&req.to_string());
         assert_eq!(v["kind"], "snapshot", "{v}");
         assert!(v["message"].as_str().unwrap().contains("ghost"));
+    }
+
+    #[test]
+    fn an_adopt_question_about_a_foreign_component_or_of_no_known_kind_is_an_error() {
+        let snapshot = serde_json::json!({"host":"h1","hosts":{},"components":[],"topology_digest":"sha256:x"});
+        let req = serde_json::json!({"protocol":PROTOCOL,"version":"x","call":"adopt","snapshot":snapshot,"component":"ghost","question":{"ask":"look"}});
+        let (v, _d) = answer(&req.to_string());
+        assert_eq!(v["reply"], "error", "{v}");
+        assert_eq!(v["kind"], "snapshot", "{v}");
+        assert!(v["message"].as_str().unwrap().contains("ghost"), "{v}");
+        let req = serde_json::json!({"protocol":PROTOCOL,"version":"x","call":"adopt","snapshot":snapshot,"component":"ghost"});
+        let (v, _d) = answer(&req.to_string());
+        assert_eq!(v["kind"], "request", "no question: {v}");
     }
 }

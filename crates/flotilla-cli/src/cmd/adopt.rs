@@ -1,6 +1,6 @@
 //! `flotilla adopt COMPONENT [--dry-run] [--yes] [--resume | --rollback]`: moves a
 //! component whose service runs under another owner (a process started by hand, a
-//! systemd unit) to its declared owner, as a plan printed first
+//! systemd unit, a container, a launchd job) to its declared owner, as a plan printed first
 //! ([`flotilla_exec::adopt`]): baseline, stop the prior owner, start through
 //! Flotilla, acceptance, keep or roll back. Refused (exit 1), nothing changed, when
 //! what runs differs from the declaration (each difference listed), when nothing

@@ -7,15 +7,18 @@
 //! `command[0]`, resolved as a start resolves it, is the executable that runs, and
 //! its file on disk is the image that runs), the arguments, the user (Flotilla
 //! starts it as the user it runs as), and the working directory when the component
-//! declares one. A unit's `ExecStart` stands for its command line.
+//! declares one. A unit's `ExecStart` stands for its command line. A container's
+//! image, command and entrypoint (each absent meaning the image's own) and the
+//! port in the container each published port leads to are compared instead.
 
 use super::record::{Prior, PriorProcess};
 use flotilla_model::topology::Component;
+use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::Path;
 
 /// The differences (each one line) and the notes.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Comparison {
     /// What differs: the adopt is refused while there is any.
     pub differences: Vec<String>,
@@ -95,11 +98,43 @@ pub fn compare(
                         spec.image, k.image
                     ));
                 }
+                // Absent on both sides: the image's own.
+                let said = |v: &Option<Vec<String>>| match v {
+                    Some(v) => format!("`{}`", line(v)),
+                    None => "the image's".to_string(),
+                };
+                let declared_cmd = (!c.command.is_empty()).then(|| c.command.clone());
+                if declared_cmd != k.cmd {
+                    out.differences.push(format!(
+                        "command: declared {}, it runs {}",
+                        said(&declared_cmd),
+                        said(&k.cmd)
+                    ));
+                }
+                if spec.entrypoint != k.entrypoint {
+                    out.differences.push(format!(
+                        "entrypoint: declared {}, it runs {}",
+                        said(&spec.entrypoint),
+                        said(&k.entrypoint)
+                    ));
+                }
+                for p in &spec.ports {
+                    let (published, target) = (p.published.0, p.target.0);
+                    match k.port_map.iter().find(|(h, _)| *h == published) {
+                        Some((_, t)) if *t != target => out.differences.push(format!(
+                            "port: {published} declared to lead to {target} in the container; it leads to {t}"
+                        )),
+                        _ => {}
+                    }
+                }
             }
         }
         Prior::Job(j) => {
             if !c.command.is_empty() {
                 command(c, &j.program_arguments, &mut out);
+            }
+            if let Some(main) = &j.main {
+                program(c, main, cwd, &mut out);
             }
         }
     }

@@ -12,6 +12,8 @@
 //! - A systemd unit: `systemctl disable --now` when it was enabled (so it does not
 //!   come back at boot), else `systemctl stop`; restored by `systemctl enable --now`
 //!   (or `start`). Its state is read with `systemctl show`.
+//! - A launchd job ([`super::launchd`]) and a container ([`super::container`]) are
+//!   driven by their own modules ([`super::host`] picks).
 
 use super::record::{Prior, PriorProcess, PriorUnit};
 use crate::discover::{sockets, units, UnitFacts};
@@ -32,6 +34,9 @@ pub enum PriorError {
     /// `systemctl` could not be run or failed.
     #[error(transparent)]
     Verb(#[from] crate::detached::VerbError),
+    /// The container engine could not be asked, or refused.
+    #[error(transparent)]
+    Engine(#[from] crate::adapter::container::engine::EngineError),
     /// The prior owner is of a kind this host cannot drive.
     #[error("{0}")]
     Unsupported(String),
@@ -171,6 +176,13 @@ pub fn find(c: &Component, state_root: &Path, cwd: &Path) -> Result<Holder, Prio
                 user: unit.user,
                 main: Some(process),
             })),
+            listening,
+        });
+    }
+    // A process launchd runs for a job it knows belongs to that job.
+    if let Some(job) = super::launchd::job_of(&process) {
+        return Ok(Holder::Prior {
+            prior: Box::new(Prior::Job(job)),
             listening,
         });
     }

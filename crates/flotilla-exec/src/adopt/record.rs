@@ -172,6 +172,15 @@ pub struct PriorContainer {
     /// Its published TCP ports (host side).
     #[serde(default)]
     pub ports: Vec<u16>,
+    /// Each published port and the port in the container it leads to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub port_map: Vec<(u16, u16)>,
+    /// Its command (`Cmd`), when it is not its image's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<Vec<String>>,
+    /// Its entrypoint, when it is not its image's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<Vec<String>>,
     /// The engine's API socket it was found on.
     pub engine: String,
 }
@@ -191,6 +200,9 @@ pub struct PriorJob {
     /// Its pid then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// Its process then (what runs: compared with the declared program).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub main: Option<PriorProcess>,
 }
 
 /// Who ran the component before: the restore recipe.
@@ -248,7 +260,8 @@ impl Prior {
         };
         match &mut p {
             Prior::Process(x) => hide(&mut x.env),
-            Prior::Unit(PriorUnit { main: Some(x), .. }) => hide(&mut x.env),
+            Prior::Unit(PriorUnit { main: Some(x), .. })
+            | Prior::Job(PriorJob { main: Some(x), .. }) => hide(&mut x.env),
             _ => {}
         }
         p

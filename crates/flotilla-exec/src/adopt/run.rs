@@ -5,8 +5,8 @@
 //! ([`crate::operate::Invocation::lock`]).
 
 use super::checks;
-use super::compare::{self, Comparison};
-use super::prior::{self, Holder, PriorError};
+use super::host::{self, Answer, Ask, Done, Here, HostError};
+use super::prior::{self, Holder};
 use super::record::{self, AdoptRecord, CheckResult, Phase, Prior, RecordError};
 use crate::discover::ports_text;
 use crate::operate::{Invocation, InvocationOutcome, OperateError, RemoteObservation};
@@ -15,7 +15,6 @@ use flotilla_model::inventory::Owner;
 use flotilla_model::topology::Component;
 use flotilla_plan::{Operation, Verb};
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,12 +27,12 @@ pub enum AdoptError {
     /// The adopt record.
     #[error(transparent)]
     Record(#[from] RecordError),
-    /// The prior owner could not be looked at, stopped or restored.
+    /// The component's host could not answer (`/proc`, `systemctl`, its journal).
     #[error(transparent)]
-    Prior(#[from] PriorError),
-    /// `/proc` could not be read.
+    Host(#[from] HostError),
+    /// The component's remote host could not be asked, or refused.
     #[error(transparent)]
-    Exec(#[from] crate::ExecError),
+    Remote(#[from] crate::ssh::TransportError),
     /// The automatic backup failed: nothing was changed.
     #[error("the backup before the adopt failed: nothing was changed")]
     Backup(#[source] flotilla_store::backup::BackupError),
@@ -246,16 +245,8 @@ impl Adopt {
             .ok_or_else(|| AdoptError::Unsupported(format!("no component `{}`", self.component)))
     }
 
-    /// The working directory a start gives `c`.
-    fn cwd(&self, c: &Component) -> PathBuf {
-        match &c.cwd {
-            Some(d) => self.invocation.base_dir.join(d),
-            None => self.invocation.base_dir.clone(),
-        }
-    }
-
     /// Refuses what adopt cannot move: an external component (observed only, it has
-    /// no owner here to move to) and one on another host (not yet).
+    /// no owner here to move to).
     fn adoptable(&self, c: &Component) -> Result<(), AdoptError> {
         if c.owner == Owner::External {
             return Err(AdoptError::Unsupported(format!(
@@ -263,18 +254,110 @@ impl Adopt {
                 c.name
             )));
         }
-        if self
+        Ok(())
+    }
+
+    /// Asks `question` about `c` of its host: answered here for a local component,
+    /// by `flotilla host serve` there for a remote one ([`host`]).
+    async fn ask(&self, c: &Component, question: Ask) -> Result<Answer, AdoptError> {
+        let remote = self
             .topology()
             .hosts
             .get(&c.host)
-            .is_some_and(|h| h.is_remote())
-        {
-            return Err(AdoptError::Unsupported(format!(
-                "`{}` runs on host `{}`: adopting on a remote host is not supported yet",
-                c.name, c.host
-            )));
+            .is_some_and(|h| h.is_remote());
+        if !remote {
+            let here = Here {
+                component: c,
+                state: &self.invocation.state,
+                base_dir: &self.invocation.base_dir,
+            };
+            return Ok(host::answer(question, &here).await?);
         }
-        Ok(())
+        let timeout = self.invocation.host_timeout + question.takes(c);
+        let failed = |detail: String| {
+            AdoptError::Remote(crate::ssh::TransportError::Failed {
+                host: c.host.clone(),
+                detail,
+            })
+        };
+        let call = crate::remote::Call::Adopt {
+            snapshot: self.topology().snapshot(&c.host),
+            component: c.name.clone(),
+            question: serde_json::to_value(&question).map_err(|e| failed(e.to_string()))?,
+        };
+        match self.invocation.fleet.call(&c.host, call, timeout, None).await {
+            Ok(crate::remote::Reply::Adopt { answer }) => serde_json::from_value(answer)
+                .map_err(|e| failed(format!("unreadable answer to adopt: {e}"))),
+            Ok(other) => Err(AdoptError::Remote(crate::ssh::TransportError::Failed {
+                host: c.host.clone(),
+                detail: format!("unexpected answer to adopt: {other:?}"),
+            })),
+            Err(crate::ssh::TransportError::Failed { host, detail })
+                if detail.contains("unknown variant `adopt`") =>
+            {
+                Err(AdoptError::Remote(crate::ssh::TransportError::Failed {
+                    detail: format!(
+                        "the flotilla installed there predates `adopt`: run `flotilla host install {host}`"
+                    ),
+                    host,
+                }))
+            }
+            Err(e) => Err(AdoptError::Remote(e)),
+        }
+    }
+
+    /// Who holds `c`'s ports on its host, and how that differs from its declaration.
+    async fn look(
+        &self,
+        c: &Component,
+    ) -> Result<(Holder, super::compare::Comparison), AdoptError> {
+        match self.ask(c, Ask::Look).await? {
+            Answer::Looked { holder, comparison } => Ok((holder, comparison)),
+            other => Err(unexpected(c, &other)),
+        }
+    }
+
+    /// The host's checks of `c` (listening, readiness answered by `prior`'s process
+    /// or Flotilla's instance).
+    async fn host_checks(
+        &self,
+        c: &Component,
+        prior: Option<Prior>,
+    ) -> Result<Vec<CheckResult>, AdoptError> {
+        match self.ask(c, Ask::Checks { prior }).await? {
+            Answer::Checked { checks } => Ok(checks),
+            other => Err(unexpected(c, &other)),
+        }
+    }
+
+    /// Stops (`restore` false) or restores the prior owner; the prior as it runs now.
+    async fn act(&self, c: &Component, ask: Ask) -> Result<(Option<Prior>, Done), AdoptError> {
+        match self.ask(c, ask).await? {
+            Answer::Stopped { done } => Ok((None, done)),
+            Answer::Restored { prior, done } => Ok((Some(prior), done)),
+            other => Err(unexpected(c, &other)),
+        }
+    }
+
+    /// Whether the prior owner (or, for `None`, Flotilla's instance) runs.
+    async fn runs(&self, c: &Component, prior: Option<&Prior>) -> Result<bool, AdoptError> {
+        let ask = match prior {
+            Some(p) => Ask::StillRuns { prior: p.clone() },
+            None => Ask::Marked,
+        };
+        match self.ask(c, ask).await? {
+            Answer::Runs { runs } => Ok(runs),
+            other => Err(unexpected(c, &other)),
+        }
+    }
+
+    /// Waits up to 10 s until nothing listens on `c`'s ports; else who still does.
+    async fn free_soon(&self, c: &Component) -> Result<Result<(), String>, AdoptError> {
+        match self.ask(c, Ask::WaitFree { within_ms: 10_000 }).await? {
+            Answer::Free { held_by: None } => Ok(Ok(())),
+            Answer::Free { held_by: Some(who) } => Ok(Err(who)),
+            other => Err(unexpected(c, &other)),
+        }
     }
 
     /// The statuses of `c`'s dependents, observed now.
@@ -305,26 +388,16 @@ impl Adopt {
         Ok(checks::of_dependents(&self.component, &statuses))
     }
 
-    /// Every check, as the baseline and the acceptance run them; `identity`
-    /// answers a `process` readiness check.
+    /// Every check, as the baseline and the acceptance run them: the host's (its
+    /// readiness answered by `prior`'s process, else by Flotilla's instance) and
+    /// the dependents'.
     async fn checks(
         &self,
         c: &Component,
-        identity: Option<crate::identity::RuntimeIdentity>,
+        prior: Option<Prior>,
         dependents: &[String],
     ) -> Result<Vec<CheckResult>, AdoptError> {
-        let c2 = c.clone();
-        let mut out = blocking(move || checks::listening(&c2)).await??;
-        let secrets = crate::operate::secrets(&self.invocation.state)?;
-        out.extend(
-            checks::readiness(
-                c,
-                identity,
-                Some(self.invocation.state.log(&c.name)),
-                &secrets,
-            )
-            .await,
-        );
+        let mut out = self.host_checks(c, prior).await?;
         out.extend(self.dependent_checks(dependents).await?);
         Ok(out)
     }
@@ -337,29 +410,14 @@ impl Adopt {
     pub async fn survey(&self) -> Result<Survey, AdoptError> {
         let c = self.component()?.clone();
         self.adoptable(&c)?;
-        let cwd = self.cwd(&c);
-        let root = self.invocation.state.root().to_path_buf();
-        let (c2, cwd2) = (c.clone(), cwd.clone());
-        let holder = blocking(move || prior::find(&c2, &root, &cwd2)).await??;
-        let me = nix::unistd::geteuid().as_raw();
-        let comparison = match &holder {
-            Holder::Prior { prior, listening } => compare::compare(&c, prior, listening, &cwd, me),
-            _ => Comparison::default(),
-        };
+        let (holder, comparison) = self.look(&c).await?;
         let dependents = checks::dependents(self.topology(), &c.name);
-        let identity = match &holder {
-            Holder::Prior { prior, .. } => match prior.as_ref() {
-                Prior::Process(p) | Prior::Unit(record::PriorUnit { main: Some(p), .. }) => {
-                    crate::identity::measure(p.pid)?
-                }
-                _ => None,
-            },
-            _ => None,
-        };
-        let baseline = if matches!(holder, Holder::Prior { .. }) {
-            self.checks(&c, identity, &dependents).await?
-        } else {
-            Vec::new()
+        let baseline = match &holder {
+            Holder::Prior { prior, .. } => {
+                self.checks(&c, Some(prior.as_ref().clone()), &dependents)
+                    .await?
+            }
+            _ => Vec::new(),
         };
         let adapter = crate::observe::value_name(&c.adapter.unwrap_or_default());
         let steps = match &holder {
@@ -464,18 +522,23 @@ impl Adopt {
                 Phase::StopPrior,
                 format!("stopping {}", r.prior.describe()),
             )?;
-            let (p, c2) = (r.prior.clone(), c.clone());
-            let stopped = blocking(move || prior::stop(&p, &c2)).await?;
-            match stopped {
-                Ok(line) => self.note(r, line)?,
-                Err(e) => {
-                    return self
-                        .rollback_now(r, format!("the prior owner did not stop: {e}"))
-                        .await
-                }
+            let (_, stopped) = self
+                .act(
+                    &c,
+                    Ask::Stop {
+                        prior: r.prior.clone(),
+                    },
+                )
+                .await?;
+            if stopped.ok {
+                self.note(r, stopped.says)?;
+            } else {
+                return self
+                    .rollback_now(r, format!("the prior owner did not stop: {}", stopped.says))
+                    .await;
             }
             // Never two owners: its ports free and it gone before ours starts.
-            let free = free_soon(&ports).await?;
+            let free = self.free_soon(&c).await?;
             if let Err(who) = free {
                 return self
                     .rollback_now(
@@ -484,7 +547,7 @@ impl Adopt {
                     )
                     .await;
             }
-            if prior::still_runs(&r.prior)? {
+            if self.runs(&c, Some(&r.prior)).await? {
                 return self
                     .rollback_now(r, "the prior owner still runs after the stop".into())
                     .await;
@@ -574,20 +637,9 @@ impl Adopt {
         let deadline = Instant::now() + self.accept_within;
         let dependents = checks::dependents(self.topology(), &c.name);
         loop {
-            let store = crate::operate::open_store(&self.invocation.state)?;
-            let identity = store
-                .instance(&c.name)
-                .map_err(|source| OperateError::Store {
-                    path: self.invocation.state.database(),
-                    source: Box::new(source),
-                })?
-                .map(|rec| crate::identity::RuntimeIdentity::from(&rec));
-            drop(store);
-            let now = self.checks(c, identity, &dependents).await?;
+            let now = self.checks(c, None, &dependents).await?;
             let mut failures = checks::failures(&c.name, &r.baseline, &now);
-            let root = self.invocation.state.root().to_path_buf();
-            let (c2, cwd) = (c.clone(), self.cwd(c));
-            let holder = blocking(move || prior::find(&c2, &root, &cwd)).await??;
+            let (holder, _) = self.look(c).await?;
             match &holder {
                 Holder::Flotilla { ours: true, .. } => {}
                 other => failures.push(format!(
@@ -629,12 +681,7 @@ impl Adopt {
         self.enter(r, Phase::Rollback, reason)?;
         // Flotilla's instance first, when one runs or is recorded (one started by an
         // invocation killed before journaling it carries its marker).
-        let root = self.invocation.state.root().to_path_buf();
-        let name = c.name.clone();
-        let marked = blocking(move || crate::process::marked_processes(&root))
-            .await??
-            .into_iter()
-            .any(|(_, _, comp)| comp == name);
+        let marked = self.runs(&c, None).await?;
         let recorded = crate::operate::open_store(&self.invocation.state)?
             .instance(&c.name)
             .map_err(|source| OperateError::Store {
@@ -675,9 +722,9 @@ impl Adopt {
             return Ok(Ended::Stuck(r.clone(), msg));
         }
         // Its ports: free, or still the prior owner's (it was never stopped).
-        let still = prior::still_runs(&r.prior)?;
+        let still = self.runs(&c, Some(&r.prior)).await?;
         if !still {
-            let free = free_soon(&ports).await?;
+            let free = self.free_soon(&c).await?;
             if let Err(who) = free {
                 let msg = format!(
                     "the port(s) of `{}` are still held after flotilla's instance stopped ({who}): the prior owner was not restored, so that two never run at once. Nothing of `{}` is known to run as it should: free the port(s), then `flotilla adopt {} --rollback`",
@@ -694,18 +741,20 @@ impl Adopt {
                 ),
             )?;
         }
-        let log = record::prior_log(&self.invocation.state, &c.name);
-        let mut p = r.prior.clone();
-        let restored = tokio::task::spawn_blocking(move || {
-            let line = prior::restore(&mut p, &log);
-            (p, line)
-        })
-        .await
-        .map_err(|e| AdoptError::Unsupported(format!("a task failed: {e}")))?;
-        r.prior = restored.0;
-        match restored.1 {
-            Ok(line) => self.note(r, line)?,
-            Err(e) => {
+        let (now, done) = self
+            .act(
+                &c,
+                Ask::Restore {
+                    prior: r.prior.clone(),
+                },
+            )
+            .await?;
+        if let Some(now) = now {
+            r.prior = now;
+        }
+        match done {
+            Done { ok: true, says } => self.note(r, says)?,
+            Done { ok: false, says: e } => {
                 let msg = format!(
                     "NOTHING RUNS `{}` NOW: flotilla's instance is stopped and the prior owner ({}) could not be restored: {e}. {}",
                     c.name,
@@ -718,22 +767,18 @@ impl Adopt {
         }
         // Proven back: its ports listened on, and what passed at baseline passes.
         let deadline = Instant::now() + self.accept_within;
-        let ports2 = ports.clone();
-        blocking(move || prior::wait_listening(&ports2, deadline)).await??;
+        let within_ms = self.accept_within.as_millis() as u64;
+        self.ask(&c, Ask::WaitListening { within_ms }).await?;
         let dependents = checks::dependents(self.topology(), &c.name);
         let failures = loop {
-            let identity = match &r.prior {
-                Prior::Process(p) => crate::identity::measure(p.pid)?,
-                _ => None,
-            };
-            let now = self.checks(&c, identity, &dependents).await?;
+            let now = self.checks(&c, Some(r.prior.clone()), &dependents).await?;
             let mut failures = checks::failures(&c.name, &r.baseline, &now);
             // Its own readiness is required only as at baseline.
             let own = format!("readiness of {}", c.name);
             if r.baseline.iter().any(|b| b.what == own && !b.passed) {
                 failures.retain(|f| !f.starts_with(&own));
             }
-            if !prior::still_runs(&r.prior)? {
+            if !self.runs(&c, Some(&r.prior)).await? {
                 failures.push(format!("{} is not running", r.prior.describe()));
             }
             if failures.is_empty() || Instant::now() >= deadline {
@@ -764,22 +809,12 @@ impl Adopt {
     }
 }
 
-/// Runs blocking `f` (it reads `/proc`, signals, waits) on the blocking pool.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, AdoptError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| AdoptError::Unsupported(format!("a task failed: {e}")))
-}
-
-/// Waits up to 10 s until nothing listens on `ports`; else who still does.
-async fn free_soon(ports: &[u16]) -> Result<Result<(), String>, AdoptError> {
-    let ports = ports.to_vec();
-    Ok(
-        blocking(move || prior::wait_free(&ports, Instant::now() + Duration::from_secs(10)))
-            .await??,
-    )
+/// A host's answer that does not fit its question.
+fn unexpected(c: &Component, answer: &Answer) -> AdoptError {
+    AdoptError::Remote(crate::ssh::TransportError::Failed {
+        host: c.host.clone(),
+        detail: format!("unexpected answer to adopt: {answer:?}"),
+    })
 }
 
 /// What the user can run to bring the prior owner back by hand.
@@ -823,7 +858,10 @@ fn steps(c: &Component, prior: &Prior, adapter: &str, dependents: &[String]) -> 
             u.unit
         ),
         Prior::Container(k) => format!("stop container {} (kept, not removed); prove port(s) {ports} free", k.name),
-        Prior::Job(j) => format!("boot out launchd job {}; prove port(s) {ports} free", j.label),
+        Prior::Job(j) => format!(
+            "`launchctl bootout {}/{}` (its plist {} kept); prove it unloaded and port(s) {ports} free",
+            j.domain, j.label, j.plist
+        ),
     };
     let restore = match prior {
         Prior::Process(p) => format!(

@@ -81,6 +81,7 @@ async fn through_queue(
         Call::Check { .. } => "check",
         Call::Discover { .. } => "discover",
         Call::Step { .. } => "step",
+        Call::Adopt { .. } => "adopt",
     };
     let request =
         serde_json::to_value(crate::remote::request(call)).map_err(|e| TransportError::Failed {

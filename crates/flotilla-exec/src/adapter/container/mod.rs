@@ -251,7 +251,39 @@ fn status_of(info: &ContainerInspectResponse) -> Option<ContainerStateStatusEnum
     info.state.as_ref().and_then(|s| s.status)
 }
 
-fn is_running(info: &ContainerInspectResponse) -> bool {
+/// Stops container `id` (`name` in errors) with the engine: its stop signal, then
+/// `SIGKILL` after `grace` (rounded up to whole seconds, as the API takes it). One
+/// that was not running (304) is no error.
+///
+/// # Errors
+/// The engine's error (not found included), or its time limit (`grace` plus the
+/// engine's own).
+pub fn stop_container(
+    engine: &Engine,
+    id: &str,
+    name: &str,
+    grace: std::time::Duration,
+) -> Result<(), EngineError> {
+    let i = id.to_string();
+    let t =
+        i32::try_from(grace.as_secs() + u64::from(grace.subsec_nanos() > 0)).unwrap_or(i32::MAX);
+    match engine.call_within(
+        &format!("stop container {name}"),
+        grace + engine.timeout,
+        move |d| async move {
+            let opts = bollard::query_parameters::StopContainerOptionsBuilder::new()
+                .t(t)
+                .build();
+            d.stop_container(&i, Some(opts)).await
+        },
+    ) {
+        Ok(()) | Err(EngineError::Api { status: 304, .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether the engine says the container runs (or is restarting).
+pub fn is_running(info: &ContainerInspectResponse) -> bool {
     matches!(
         status_of(info),
         Some(ContainerStateStatusEnum::RUNNING | ContainerStateStatusEnum::RESTARTING)
@@ -529,20 +561,8 @@ impl Adapter for Container {
             .map_or(signal, |s| s.as_str().to_string());
         let began = Instant::now();
         let summary = if is_running(&info) {
-            let i = id.clone();
-            let t = i32::try_from(grace.as_secs() + u64::from(grace.subsec_nanos() > 0))
-                .unwrap_or(i32::MAX);
-            match engine.call_within(
-                &format!("stop container {}", short(&id)),
-                grace + engine.timeout,
-                move |d| async move {
-                    let opts = bollard::query_parameters::StopContainerOptionsBuilder::new()
-                        .t(t)
-                        .build();
-                    d.stop_container(&i, Some(opts)).await
-                },
-            ) {
-                Ok(()) | Err(EngineError::Api { status: 304, .. }) => {}
+            match stop_container(&engine, &id, short(&id), grace) {
+                Ok(()) => {}
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(adapter_err(c, e)),
             }
