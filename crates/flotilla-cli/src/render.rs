@@ -114,3 +114,10 @@ mod printable_tests {
         assert_eq!(super::printable("a\nb", true), "a\nb");
     }
 }
+
+/// `ms` since the Unix epoch as RFC 3339 in UTC, to the second
+/// (`2026-12-01T10:41:03Z`).
+pub fn when(ms: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
