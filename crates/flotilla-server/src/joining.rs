@@ -31,6 +31,11 @@ pub async fn join<S: AuthorityStore>(
         .await?;
     match outcome {
         Redeem::Joined { host, revoked } => {
+            if revoked > 0 {
+                // The host's older credentials, revoked by joining: refused here at
+                // once (elsewhere within the cache's lifetime).
+                state.forget_agents_of(&host);
+            }
             tracing::info!(%host, version = %req.agent_version, platform = %req.platform, revoked_older_credentials = revoked, "agent joined");
             Ok(Json(api::JoinResponse { host, credential }))
         }

@@ -263,6 +263,15 @@ impl<S: AuthorityStore> AppState<S> {
         }
     }
 
+    /// Forgets the cached agent credentials of `host` (revoked by its joining
+    /// again).
+    pub(crate) fn forget_agents_of(&self, host: &str) {
+        self.principals
+            .lock()
+            .expect("not poisoned")
+            .retain(|_, (p, _)| !matches!(p, Principal::Agent { host: h } if h == host));
+    }
+
     /// The caller, when it may read `/metrics`: an operator or a metrics scraper.
     pub(crate) async fn metrics_reader(&self, headers: &HeaderMap) -> Result<(), Failure> {
         match self.caller(headers).await? {
