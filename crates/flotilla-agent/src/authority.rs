@@ -74,8 +74,19 @@ pub fn to_api(r: &AgentReport) -> flotilla_api::wire::AgentReport {
     }
 }
 
-/// `e` and its causes on one line, as the agent's [`ClientError`].
+/// `e` and its causes on one line, as the agent's [`ClientError`]. A refused
+/// credential (401: revoked, or unknown to the authority) is said as such, with
+/// the authority's reason and what the agent keeps doing.
 pub(crate) fn one_line(e: &flotilla_api::ClientError) -> ClientError {
+    if let flotilla_api::ClientError::Api {
+        status: 401, error, ..
+    } = e
+    {
+        return ClientError(format!(
+            "the authority refused this agent's credential ({}): {}; the components keep running as last applied",
+            error.code, error.message
+        ));
+    }
     ClientError(e.one_line())
 }
 

@@ -11,6 +11,8 @@
 //!   and cleanup, with the documents stored per session and per question.
 //! - [`client`]: [`Client`], reqwest over rustls with the authority's CA pinned,
 //!   long-poll helpers, typed [`ClientError`]s.
+//! - [`credentials`]: listing and revoking credentials and join tokens, and
+//!   making a metrics scraper's credential.
 //! - [`links`]: the web dashboard's stable URLs (`/ui/…`), shared by every face.
 //! - [`notifications`]: the authority's record of the notifications it posted.
 //! - [`tls`]: the client side of the authority's TLS (the CA pin, the one discovery
@@ -19,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod credentials;
 pub mod links;
 pub mod notifications;
 pub mod sessions;

@@ -58,6 +58,10 @@ pub struct TokenRequest {
     /// How long the token can be used, in seconds (default 3600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
+    /// Keep the host's older agent credentials valid when the token is redeemed
+    /// (default `false`: joining again revokes them).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_credentials: bool,
 }
 
 /// A new join token.

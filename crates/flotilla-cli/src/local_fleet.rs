@@ -203,6 +203,7 @@ async fn set_up(l: &Local, url: &str, host: &str) -> anyhow::Result<(Agent, bool
             .create_token(&TokenRequest {
                 host: host.into(),
                 ttl_secs: Some(60),
+                keep_credentials: false,
             })
             .await?;
         let joined = flotilla_api::Client::new(url, &op.ca_pem, None)?

@@ -102,6 +102,13 @@ fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
 }
 
+/// `ms` since the Unix epoch as RFC 3339 in UTC, to the second
+/// (`2026-12-01T10:41:03Z`).
+pub fn when(ms: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
 #[cfg(test)]
 mod printable_tests {
     #[test]

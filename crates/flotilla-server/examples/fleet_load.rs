@@ -760,6 +760,7 @@ async fn join_all(
                     .create_token(&TokenRequest {
                         host: host.clone(),
                         ttl_secs: Some(3600),
+                        keep_credentials: false,
                     })
                     .await?;
                 let j = joiner

@@ -3,7 +3,7 @@
 //! A secret is `<prefix><64 lowercase hex digits>` (256 random bits from the
 //! operating system): `flt-join-…` (one-time join token), `flt-agent-…` (an agent's
 //! credential), `flt-op-…` (an operator's credential), `flt-ui-…` (a dashboard sign-in
-//! link's, one use). Requests carry them as
+//! link's, one use), `flt-metrics-…` (a metrics scraper's: `/metrics` only). Requests carry them as
 //! `Authorization: Bearer <secret>` (RFC 6750).
 
 use flotilla_model::digest::sha256_hex;
@@ -14,6 +14,9 @@ pub const JOIN_PREFIX: &str = "flt-join-";
 pub const AGENT_PREFIX: &str = "flt-agent-";
 /// Prefix of an operator credential.
 pub const OPERATOR_PREFIX: &str = "flt-op-";
+/// Prefix of a metrics scraper's credential (`flotilla serve credentials create
+/// --kind metrics`).
+pub const METRICS_PREFIX: &str = "flt-metrics-";
 /// Prefix of a dashboard sign-in link's credential (`flotilla serve ui-link`).
 pub const UI_LINK_PREFIX: &str = "flt-ui-";
 

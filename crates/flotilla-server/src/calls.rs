@@ -98,6 +98,10 @@ pub async fn pending_calls<S: AuthorityStore>(
         let pending = state.store.pending_calls(host.clone(), q.after, 64).await?;
         let left = deadline.saturating_duration_since(Instant::now());
         if !pending.is_empty() || left.is_zero() {
+            // Asked again after a wait: a credential revoked meanwhile gets nothing.
+            state
+                .for_host(&headers, &host, true, "read only its own host's calls")
+                .await?;
             let calls = pending
                 .into_iter()
                 .filter_map(|c| {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 /// `POST /v1/join`: exchange a join token for an agent credential.
 #[utoipa::path(post, path = "/v1/join", request_body = api::JoinRequest, responses(
     (status = 200, body = api::JoinResponse),
-    (status = 401, description = "unknown, used (`token-used`) or expired (`token-expired`) token", body = ApiError)))]
+    (status = 401, description = "unknown, revoked (`token-revoked`), used (`token-used`) or expired (`token-expired`) token", body = ApiError)))]
 pub async fn join<S: AuthorityStore>(
     State(state): State<Arc<AppState<S>>>,
     Json(req): Json<api::JoinRequest>,
@@ -30,14 +30,24 @@ pub async fn join<S: AuthorityStore>(
         )
         .await?;
     match outcome {
-        Redeem::Joined { host } => {
-            tracing::info!(%host, version = %req.agent_version, platform = %req.platform, "agent joined");
+        Redeem::Joined { host, revoked } => {
+            if revoked > 0 {
+                // The host's older credentials, revoked by joining: refused here at
+                // once (elsewhere within the cache's lifetime).
+                state.forget_agents_of(&host);
+            }
+            tracing::info!(%host, version = %req.agent_version, platform = %req.platform, revoked_older_credentials = revoked, "agent joined");
             Ok(Json(api::JoinResponse { host, credential }))
         }
         Redeem::Unknown => Err(Failure::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
             "unknown join token",
+        )),
+        Redeem::Revoked => Err(Failure::new(
+            StatusCode::UNAUTHORIZED,
+            "token-revoked",
+            "this join token was revoked: create a new one (`flotilla serve token create`)",
         )),
         Redeem::Used => Err(Failure::new(
             StatusCode::UNAUTHORIZED,
@@ -101,6 +111,7 @@ pub async fn create_token<S: AuthorityStore>(
             host: req.host.clone(),
             created_ms,
             expires_ms,
+            keep_credentials: req.keep_credentials,
         })
         .await?;
     Ok(Json(api::TokenResponse {

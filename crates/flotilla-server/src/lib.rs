@@ -17,6 +17,8 @@
 //! - [`longpoll`]: waits, the waiting gauge, parking a request on an index.
 //! - [`service`]: `/healthz`, `/readyz`, `/metrics`, `/v1/ca.pem`.
 //! - [`joining`]: join tokens and agent credentials.
+//! - [`credentials`]: credentials and join tokens listed and revoked, metrics
+//!   scrapers' credentials made.
 //! - [`revisions`]: publishing and selecting revisions, history, diffs, each host's
 //!   long-polled snapshot and its reports.
 //! - [`status`]: the fleet's status route; [`fleet`]: that status from agents'
@@ -58,6 +60,7 @@ pub mod authority;
 pub mod backup;
 pub mod calls;
 pub mod controller;
+pub mod credentials;
 pub mod diff;
 pub mod egress;
 pub mod error;

@@ -31,6 +31,11 @@ use utoipa::OpenApi;
         crate::openapi::openapi,
         joining::join,
         joining::create_token,
+        crate::credentials::list,
+        crate::credentials::revoke,
+        crate::credentials::create_metrics,
+        crate::credentials::list_tokens,
+        crate::credentials::revoke_token,
         revisions::snapshot,
         revisions::report,
         revisions::history,
@@ -151,6 +156,14 @@ use utoipa::OpenApi;
         flotilla_api::ui_links::UiLinkDto,
         flotilla_api::ui_links::UiLinkList,
         flotilla_api::ui_links::UiLinkRevoked,
+        flotilla_api::credentials::CredentialDto,
+        flotilla_api::credentials::CredentialList,
+        flotilla_api::credentials::RevokeCredentials,
+        flotilla_api::credentials::CredentialsRevoked,
+        flotilla_api::credentials::MetricsCredentialRequest,
+        flotilla_api::credentials::CredentialCreated,
+        flotilla_api::credentials::JoinTokenDto,
+        flotilla_api::credentials::JoinTokenList,
     ))
 )]
 pub struct ApiDoc;

@@ -37,6 +37,10 @@ pub async fn snapshot<S: AuthorityStore>(
     getrandom::fill(&mut r).ok();
     let jitter = (wait / 16).mul_f64(u16::from_le_bytes(r) as f64 / 65536.0);
     park(&state.index, q.index, wait + jitter, &state.metrics).await;
+    // Asked again after the wait: a credential revoked meanwhile gets nothing.
+    state
+        .for_host(&headers, &host, true, "read only its own host's snapshot")
+        .await?;
     let Some(cur) = state.current() else {
         return Ok(Json(api::SnapshotResponse {
             index: 0,

@@ -9,13 +9,19 @@
 //! | `POST /v1/hosts/{host}/report` | — | H only |
 //! | `GET`/`POST /v1/hosts/{host}/release` | read any host's | H only |
 //! | `GET /v1/blobs/{sha256}` | yes | yes (artifacts are not secret; their signatures are what agents trust) |
-//! | revisions, selection, tokens, status, releases, blob uploads, rollouts, `/metrics` | yes | — (403) |
+//! | revisions, selection, tokens, credentials, status, releases, blob uploads, rollouts, `/metrics` | yes | — (403) |
+//!
+//! A metrics scraper's credential (`flotilla serve credentials create --kind
+//! metrics`) reads `/metrics` and nothing else (403). A revoked credential is
+//! refused (401, `credential-revoked`) by every authority sharing the database
+//! within [`crate::state::PRINCIPAL_TTL`].
 //!
 //! The selection (which revision is desired) is kept in memory beside the store, so a
 //! long poll never touches the database; it is loaded at start and replaced after
 //! each committed publish or select, then the waiting polls are woken.
 
 use crate::calls::{call_status, enqueue_call, pending_calls, reply_call};
+use crate::credentials;
 use crate::joining::{create_token, join};
 use crate::metrics::{Route, RouteLabels};
 
@@ -27,7 +33,7 @@ use crate::status::status;
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use axum::Router;
 use flotilla_store::authority::AuthorityStore;
 use std::sync::Arc;
@@ -44,7 +50,17 @@ pub fn router<S: AuthorityStore>(state: Arc<AppState<S>>) -> Router {
         .route("/v1/ca.pem", get(ca_pem::<S>))
         .route("/v1/openapi.json", get(crate::openapi::openapi))
         .route("/v1/join", post(join::<S>))
-        .route("/v1/tokens", post(create_token::<S>))
+        .route(
+            "/v1/tokens",
+            post(create_token::<S>).get(credentials::list_tokens::<S>),
+        )
+        .route("/v1/tokens/{id}", delete(credentials::revoke_token::<S>))
+        .route("/v1/credentials", get(credentials::list::<S>))
+        .route("/v1/credentials/revoke", post(credentials::revoke::<S>))
+        .route(
+            "/v1/credentials/metrics",
+            post(credentials::create_metrics::<S>),
+        )
         .route("/v1/hosts/{host}/snapshot", get(snapshot::<S>))
         .route("/v1/hosts/{host}/report", post(report::<S>))
         .route(
@@ -177,7 +193,11 @@ async fn credential_first<S: AuthorityStore>(
     if OPEN.contains(&path) || path == "/ui" || path.starts_with("/ui/") {
         return next.run(req).await;
     }
-    match state.caller(req.headers()).await {
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0);
+    match state.authenticate(req.headers(), peer).await {
         Ok(_) => next.run(req).await,
         Err(f) => f.into_response(),
     }

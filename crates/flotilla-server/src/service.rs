@@ -27,13 +27,13 @@ pub async fn readyz<S: AuthorityStore>(
     Ok("ready\n")
 }
 
-/// `GET /metrics` (operator): Prometheus text format.
+/// `GET /metrics` (operator or metrics scraper): Prometheus text format.
 #[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text exposition 0.0.4", body = String)))]
 pub async fn metrics<S: AuthorityStore>(
     State(state): State<Arc<AppState<S>>>,
     headers: HeaderMap,
 ) -> Result<Response, Failure> {
-    state.operator(&headers).await?;
+    state.metrics_reader(&headers).await?;
     let deadline = state.settings.report_deadline.as_millis() as i64;
     let now = now_ms();
     let connected = state

@@ -8,13 +8,22 @@ use crate::error::AuthorityError;
 use crate::failure::Failure;
 use crate::metrics::Metrics;
 use axum::http::{header, HeaderMap, StatusCode};
+use flotilla_exec::this_process::now_ms;
 use flotilla_model::topology::Topology;
 use flotilla_store::authority::{AuthorityStore, Principal, Selection};
 use flotilla_store::StoreError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
+
+/// How long a credential looked up in the store is trusted without asking again
+/// (500 ms): a credential revoked by any authority process sharing the database is
+/// refused by every one of them within this plus one lookup, well under 1 s.
+pub const PRINCIPAL_TTL: Duration = Duration::from_millis(500);
+
+/// Above this many cached credentials, stale entries are dropped when one is added.
+const PRINCIPALS_KEPT: usize = 4096;
 
 /// Settings of the service.
 #[derive(Debug, Clone)]
@@ -52,7 +61,10 @@ pub struct AppState<S> {
     pub(crate) sessions: Option<crate::sessions::state::Sessions>,
     pub(crate) current: RwLock<Option<Current>>,
     pub(crate) index: watch::Sender<u64>,
-    pub(crate) principals: Mutex<HashMap<String, Principal>>,
+    /// Credentials seen (by hash), with when they were looked up: trusted for
+    /// [`PRINCIPAL_TTL`] only, so that a revocation made by any authority sharing
+    /// the database is honoured within it.
+    pub(crate) principals: Mutex<HashMap<String, (Principal, Instant)>>,
     pub(crate) last_reports: Mutex<HashMap<String, (i64, Option<String>)>>,
     /// Per host: the id of the last call queued for it (wakes its agent's poll).
     pub(crate) calls: Mutex<HashMap<String, watch::Sender<u64>>>,
@@ -164,6 +176,20 @@ impl<S: AuthorityStore> AppState<S> {
     }
 
     pub(crate) async fn caller(&self, headers: &HeaderMap) -> Result<Principal, Failure> {
+        self.authenticate(headers, None).await
+    }
+
+    /// Who holds the request's bearer credential: from the cache while it is
+    /// fresh ([`PRINCIPAL_TTL`]), else from the store. A store lookup from a known
+    /// `peer` records the credential's use (the store writes it at most once per
+    /// [`flotilla_store::authority::LAST_USED_GRANULARITY_MS`]). 401 when there is
+    /// none, it is unknown or revoked (code `credential-revoked`, saying when and
+    /// what to do), or it is a dashboard sign-in link.
+    pub(crate) async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        peer: Option<std::net::SocketAddr>,
+    ) -> Result<Principal, Failure> {
         let token = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -176,16 +202,42 @@ impl<S: AuthorityStore> AppState<S> {
                 )
             })?;
         let hash = auth::hash_secret(token);
-        if let Some(p) = self.principals.lock().expect("not poisoned").get(&hash) {
-            return Ok(p.clone());
+        if let Some((p, at)) = self.principals.lock().expect("not poisoned").get(&hash) {
+            if at.elapsed() < PRINCIPAL_TTL {
+                return Ok(p.clone());
+            }
         }
-        let p = self.store.principal(hash.clone()).await?.ok_or_else(|| {
-            Failure::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "unknown credential",
-            )
-        })?;
+        let looked_up = Instant::now();
+        let p = match self.store.credential(hash.clone()).await? {
+            Some(c) => {
+                if let Some(revoked_ms) = c.revoked_ms {
+                    self.principals.lock().expect("not poisoned").remove(&hash);
+                    return Err(revoked(&c.principal, revoked_ms));
+                }
+                let now = now_ms();
+                let stale = c.last_used_ms.is_none_or(|at| {
+                    now - at >= flotilla_store::authority::LAST_USED_GRANULARITY_MS
+                });
+                if let (true, Some(peer)) = (stale, peer) {
+                    // A failure to record the use does not refuse the request.
+                    if let Err(e) = self
+                        .store
+                        .touch_credential(hash.clone(), now, Some(peer.to_string()))
+                        .await
+                    {
+                        tracing::warn!(error = %e, "could not record a credential's use");
+                    }
+                }
+                c.principal
+            }
+            None => self.store.principal(hash.clone()).await?.ok_or_else(|| {
+                Failure::new(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "unknown credential",
+                )
+            })?,
+        };
         if let Principal::UiLink { .. } = p {
             // Not cached: a revoked link must stop working at once.
             return Err(Failure::new(
@@ -194,11 +246,38 @@ impl<S: AuthorityStore> AppState<S> {
                 "a dashboard sign-in link is not an API credential: open it in a browser",
             ));
         }
+        let mut cache = self.principals.lock().expect("not poisoned");
+        if cache.len() >= PRINCIPALS_KEPT {
+            cache.retain(|_, (_, at)| at.elapsed() < PRINCIPAL_TTL);
+        }
+        cache.insert(hash, (p.clone(), looked_up));
+        Ok(p)
+    }
+
+    /// Forgets the cached credentials with these hashes (revoked here: refused at
+    /// once by this process; others see it within [`PRINCIPAL_TTL`]).
+    pub(crate) fn forget_credentials<'a>(&self, hashes: impl IntoIterator<Item = &'a str>) {
+        let mut cache = self.principals.lock().expect("not poisoned");
+        for h in hashes {
+            cache.remove(h);
+        }
+    }
+
+    /// Forgets the cached agent credentials of `host` (revoked by its joining
+    /// again).
+    pub(crate) fn forget_agents_of(&self, host: &str) {
         self.principals
             .lock()
             .expect("not poisoned")
-            .insert(hash, p.clone());
-        Ok(p)
+            .retain(|_, (p, _)| !matches!(p, Principal::Agent { host: h } if h == host));
+    }
+
+    /// The caller, when it may read `/metrics`: an operator or a metrics scraper.
+    pub(crate) async fn metrics_reader(&self, headers: &HeaderMap) -> Result<(), Failure> {
+        match self.caller(headers).await? {
+            Principal::Metrics { .. } => Ok(()),
+            _ => self.operator(headers).await.map(|_| ()),
+        }
     }
 
     pub(crate) async fn operator(&self, headers: &HeaderMap) -> Result<String, Failure> {
@@ -223,6 +302,11 @@ impl<S: AuthorityStore> AppState<S> {
                 StatusCode::FORBIDDEN,
                 "forbidden",
                 format!("dashboard sign-in link {id} may not do this: operators only"),
+            )),
+            Principal::Metrics { name } => Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("the metrics scraper `{name}` may only read /metrics"),
             )),
         }
     }
@@ -249,13 +333,14 @@ impl<S: AuthorityStore> AppState<S> {
                 "forbidden",
                 format!("only the host's agent may do this (an agent may {what})"),
             )),
-            Principal::Session { .. } | Principal::Alerts { .. } | Principal::UiLink { .. } => {
-                Err(Failure::new(
-                    StatusCode::FORBIDDEN,
-                    "forbidden",
-                    "only the host's agent or an operator may do this",
-                ))
-            }
+            Principal::Session { .. }
+            | Principal::Alerts { .. }
+            | Principal::UiLink { .. }
+            | Principal::Metrics { .. } => Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "only the host's agent or an operator may do this",
+            )),
         }
     }
 
@@ -269,4 +354,20 @@ impl<S: AuthorityStore> AppState<S> {
         self.metrics.selection_index.set(index);
         self.index.send_replace(index);
     }
+}
+
+/// The 401 for a revoked credential: when, and what its holder does next.
+fn revoked(p: &Principal, revoked_ms: i64) -> Failure {
+    let when = flotilla_exec::logs::rfc3339_ms(revoked_ms.max(0) as u64);
+    let next = match p {
+        Principal::Agent { host } => format!(
+            ": join `{host}` again with a new token (`flotilla serve token create --host {host}`, then `flotilla agent join` on it)"
+        ),
+        _ => ": ask an operator for a new one".to_string(),
+    };
+    Failure::new(
+        StatusCode::UNAUTHORIZED,
+        "credential-revoked",
+        format!("this credential was revoked at {when}{next}"),
+    )
 }

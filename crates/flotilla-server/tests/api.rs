@@ -71,6 +71,7 @@ impl<S: AuthorityStore + Clone> Running<S> {
             .create_token(&TokenRequest {
                 host: host.into(),
                 ttl_secs: None,
+                keep_credentials: false,
             })
             .await
             .unwrap();
@@ -164,6 +165,7 @@ async fn joins_and_tokens<S: AuthorityStore + Clone>(store: S) {
         .create_token(&TokenRequest {
             host: "gpu".into(),
             ttl_secs: Some(60),
+            keep_credentials: false,
         })
         .await
         .unwrap();
@@ -188,6 +190,7 @@ async fn joins_and_tokens<S: AuthorityStore + Clone>(store: S) {
             host: "gpu".into(),
             created_ms: now_ms() - 10_000,
             expires_ms: now_ms() - 1,
+            keep_credentials: false,
         })
         .await
         .unwrap();
@@ -232,6 +235,7 @@ async fn agents_reach_only_their_own_host<S: AuthorityStore + Clone>(store: S) {
             .create_token(&TokenRequest {
                 host: "gpu".into(),
                 ttl_secs: None,
+                keep_credentials: false,
             })
             .await
             .map(|_| ()),
@@ -343,6 +347,7 @@ async fn agents_reach_only_their_own_host<S: AuthorityStore + Clone>(store: S) {
         .create_token(&TokenRequest {
             host: "local".into(),
             ttl_secs: None,
+            keep_credentials: false,
         })
         .await
         .unwrap_err();

@@ -198,6 +198,7 @@ impl Running {
             .create_token(&TokenRequest {
                 host: "gpu".into(),
                 ttl_secs: None,
+                keep_credentials: false,
             })
             .await
             .unwrap();

@@ -10,6 +10,9 @@
 
 use flotilla_store::authority::testing;
 use flotilla_store::authority::{
+    credential_id, ByPrefix, CredentialRecord, JoinTokenRecord, LAST_USED_GRANULARITY_MS,
+};
+use flotilla_store::authority::{
     AnyAuthority, AuthorityStore, HostReportRecord, HostUpdateRecord, NewJoinToken, NewRelease,
     NewRevision, PostgresAuthority, Principal, QuestionRecord, QueuedCall, Redeem, ReleasePut,
     ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection,
@@ -164,6 +167,7 @@ fn token(hash: &str, host: &str, expires_ms: i64) -> NewJoinToken {
         host: host.into(),
         created_ms: T0,
         expires_ms,
+        keep_credentials: false,
     }
 }
 
@@ -516,7 +520,8 @@ mod cases {
                 .await
                 .unwrap(),
             Redeem::Joined {
-                host: "studio".into()
+                host: "studio".into(),
+                revoked: 0
             }
         );
         assert_eq!(
@@ -563,7 +568,7 @@ mod cases {
         let mut joined = Vec::new();
         for task in tasks {
             match task.await.unwrap() {
-                (i, Redeem::Joined { host }) => {
+                (i, Redeem::Joined { host, .. }) => {
                     assert_eq!(host, "laptop");
                     joined.push(i)
                 }
@@ -609,7 +614,8 @@ mod cases {
                 .await
                 .unwrap(),
             Redeem::Joined {
-                host: "studio".into()
+                host: "studio".into(),
+                revoked: 0
             }
         );
     }
@@ -650,9 +656,264 @@ mod cases {
                 .await
                 .unwrap(),
             Redeem::Joined {
-                host: "studio".into()
+                host: "studio".into(),
+                revoked: 0
             }
         );
+    }
+
+    pub async fn credentials_are_listed_touched_and_revoked(fx: &impl Fixture) {
+        let s = fx.open().await;
+        let other = fx.open().await;
+        let op = Principal::Operator { name: "ada".into() };
+        let metrics = Principal::Metrics {
+            name: "prometheus".into(),
+        };
+        s.create_credential("sha256:aa11".into(), op.clone(), T0)
+            .await
+            .unwrap();
+        s.create_credential("sha256:aa22".into(), metrics.clone(), T0 + 1)
+            .await
+            .unwrap();
+        assert_eq!(credential_id("sha256:aa11"), "aa11");
+        // First use: recorded; again within the granularity: not rewritten.
+        assert!(s
+            .touch_credential("sha256:aa11".into(), T0 + 10, Some("127.0.0.1:5000".into()))
+            .await
+            .unwrap());
+        assert!(!s
+            .touch_credential(
+                "sha256:aa11".into(),
+                T0 + 10 + LAST_USED_GRANULARITY_MS - 1,
+                Some("127.0.0.2:6000".into())
+            )
+            .await
+            .unwrap());
+        assert!(!s
+            .touch_credential("sha256:none".into(), T0, None)
+            .await
+            .unwrap());
+        let listed = other.credentials().await.unwrap();
+        assert_eq!(
+            listed,
+            vec![
+                CredentialRecord {
+                    credential_hash: "sha256:aa11".into(),
+                    principal: op.clone(),
+                    created_ms: T0,
+                    last_used_ms: Some(T0 + 10),
+                    last_address: Some("127.0.0.1:5000".into()),
+                    revoked_ms: None,
+                },
+                CredentialRecord {
+                    credential_hash: "sha256:aa22".into(),
+                    principal: metrics.clone(),
+                    created_ms: T0 + 1,
+                    last_used_ms: None,
+                    last_address: None,
+                    revoked_ms: None,
+                },
+            ]
+        );
+        // Older than the granularity: rewritten, with the new address.
+        assert!(s
+            .touch_credential(
+                "sha256:aa11".into(),
+                T0 + 10 + LAST_USED_GRANULARITY_MS,
+                Some("127.0.0.2:6000".into())
+            )
+            .await
+            .unwrap());
+        let c = s.credential("sha256:aa11".into()).await.unwrap().unwrap();
+        assert_eq!(c.last_used_ms, Some(T0 + 10 + LAST_USED_GRANULARITY_MS));
+        assert_eq!(c.last_address.as_deref(), Some("127.0.0.2:6000"));
+
+        // Prefixes: ambiguous, unknown, not hex; nothing written.
+        assert_eq!(
+            s.revoke_credential("aa".into(), T0 + 100).await.unwrap(),
+            ByPrefix::Ambiguous(vec!["sha256:aa11".into(), "sha256:aa22".into()])
+        );
+        assert_eq!(
+            s.revoke_credential("ff".into(), T0 + 100).await.unwrap(),
+            ByPrefix::Unknown
+        );
+        assert_eq!(
+            s.revoke_credential("a%".into(), T0 + 100).await.unwrap(),
+            ByPrefix::Unknown
+        );
+        assert_eq!(s.principal("sha256:aa11".into()).await.unwrap(), Some(op));
+        // A unique prefix revokes; another handle (another authority) sees it.
+        let ByPrefix::One(revoked) = s.revoke_credential("AA2".into(), T0 + 100).await.unwrap()
+        else {
+            panic!("one credential expected")
+        };
+        assert_eq!(revoked.revoked_ms, Some(T0 + 100));
+        assert_eq!(other.principal("sha256:aa22".into()).await.unwrap(), None);
+        assert_eq!(
+            other
+                .credential("sha256:aa22".into())
+                .await
+                .unwrap()
+                .unwrap()
+                .revoked_ms,
+            Some(T0 + 100)
+        );
+        // Revoking again keeps the first time; a revoked credential's use is not
+        // recorded.
+        let ByPrefix::One(again) = s.revoke_credential("aa22".into(), T0 + 200).await.unwrap()
+        else {
+            panic!("one credential expected")
+        };
+        assert_eq!(again.revoked_ms, Some(T0 + 100));
+        assert!(!s
+            .touch_credential("sha256:aa22".into(), T0 + 300, None)
+            .await
+            .unwrap());
+    }
+
+    pub async fn rejoining_revokes_the_hosts_older_credentials(fx: &impl Fixture) {
+        let s = fx.open().await;
+        let agent = Principal::Agent {
+            host: "studio".into(),
+        };
+        s.create_join_token(token("sha256:t1", "studio", T0 + 3_600_000))
+            .await
+            .unwrap();
+        s.create_join_token(token("sha256:t2", "studio", T0 + 3_600_000))
+            .await
+            .unwrap();
+        s.create_join_token(NewJoinToken {
+            keep_credentials: true,
+            ..token("sha256:t3", "studio", T0 + 3_600_000)
+        })
+        .await
+        .unwrap();
+        s.create_join_token(token("sha256:t4", "laptop", T0 + 3_600_000))
+            .await
+            .unwrap();
+        for (tok, cred, at) in [("t1", "c1", 1), ("t4", "c4", 2)] {
+            s.redeem_join_token(format!("sha256:{tok}"), format!("sha256:{cred}"), T0 + at)
+                .await
+                .unwrap();
+        }
+        // Joining studio again revokes c1 (not laptop's c4).
+        assert_eq!(
+            s.redeem_join_token("sha256:t2".into(), "sha256:c2".into(), T0 + 10)
+                .await
+                .unwrap(),
+            Redeem::Joined {
+                host: "studio".into(),
+                revoked: 1
+            }
+        );
+        assert_eq!(s.principal("sha256:c1".into()).await.unwrap(), None);
+        assert_eq!(
+            s.credential("sha256:c1".into())
+                .await
+                .unwrap()
+                .unwrap()
+                .revoked_ms,
+            Some(T0 + 10)
+        );
+        assert_eq!(
+            s.principal("sha256:c2".into()).await.unwrap(),
+            Some(agent.clone())
+        );
+        assert!(s.principal("sha256:c4".into()).await.unwrap().is_some());
+        // A token made to keep them leaves c2 valid.
+        assert_eq!(
+            s.redeem_join_token("sha256:t3".into(), "sha256:c3".into(), T0 + 20)
+                .await
+                .unwrap(),
+            Redeem::Joined {
+                host: "studio".into(),
+                revoked: 0
+            }
+        );
+        assert_eq!(
+            s.principal("sha256:c2".into()).await.unwrap(),
+            Some(agent.clone())
+        );
+        // Revoking by host: every agent credential of studio, only them.
+        let gone = s
+            .revoke_host_credentials("studio".into(), T0 + 30)
+            .await
+            .unwrap();
+        assert_eq!(
+            gone.iter()
+                .map(|c| c.credential_hash.as_str())
+                .collect::<Vec<_>>(),
+            ["sha256:c2", "sha256:c3"]
+        );
+        assert!(s
+            .revoke_host_credentials("studio".into(), T0 + 40)
+            .await
+            .unwrap()
+            .is_empty());
+        assert_eq!(s.principal("sha256:c3".into()).await.unwrap(), None);
+        assert!(s.principal("sha256:c4".into()).await.unwrap().is_some());
+    }
+
+    pub async fn join_tokens_are_listed_and_revoked(fx: &impl Fixture) {
+        let s = fx.open().await;
+        s.create_join_token(token("sha256:ab01", "studio", T0 + 1000))
+            .await
+            .unwrap();
+        s.create_join_token(NewJoinToken {
+            created_ms: T0 + 1,
+            keep_credentials: true,
+            ..token("sha256:ab02", "laptop", T0 + 1000)
+        })
+        .await
+        .unwrap();
+        s.redeem_join_token("sha256:ab02".into(), "sha256:c".into(), T0 + 5)
+            .await
+            .unwrap();
+        assert_eq!(
+            s.join_tokens().await.unwrap(),
+            vec![
+                JoinTokenRecord {
+                    token_hash: "sha256:ab02".into(),
+                    host: "laptop".into(),
+                    created_ms: T0 + 1,
+                    expires_ms: T0 + 1000,
+                    used_ms: Some(T0 + 5),
+                    revoked_ms: None,
+                    keep_credentials: true,
+                },
+                JoinTokenRecord {
+                    token_hash: "sha256:ab01".into(),
+                    host: "studio".into(),
+                    created_ms: T0,
+                    expires_ms: T0 + 1000,
+                    used_ms: None,
+                    revoked_ms: None,
+                    keep_credentials: false,
+                },
+            ]
+        );
+        assert!(matches!(
+            s.revoke_join_token("ab0".into(), T0 + 6).await.unwrap(),
+            ByPrefix::Ambiguous(h) if h.len() == 2
+        ));
+        assert_eq!(
+            s.revoke_join_token("cd".into(), T0 + 6).await.unwrap(),
+            ByPrefix::Unknown
+        );
+        let ByPrefix::One(t) = s.revoke_join_token("ab01".into(), T0 + 6).await.unwrap() else {
+            panic!("one token expected")
+        };
+        assert_eq!(t.revoked_ms, Some(T0 + 6));
+        // A revoked token cannot be redeemed (revoked wins over expired).
+        for now in [T0 + 7, T0 + 2000] {
+            assert_eq!(
+                s.redeem_join_token("sha256:ab01".into(), "sha256:c9".into(), now)
+                    .await
+                    .unwrap(),
+                Redeem::Revoked
+            );
+        }
+        assert_eq!(s.principal("sha256:c9".into()).await.unwrap(), None);
     }
 
     pub async fn ui_links_sign_in_once_and_revoke(fx: &impl Fixture) {
@@ -912,7 +1173,8 @@ mod cases {
                 .await
                 .unwrap(),
             Redeem::Joined {
-                host: "laptop".into()
+                host: "laptop".into(),
+                revoked: 0
             }
         );
         assert_eq!(
@@ -2090,6 +2352,9 @@ suite!(
     concurrent_alert_sessions_are_created_once,
     delete_session_removes_its_rows_only,
     ui_links_sign_in_once_and_revoke,
+    credentials_are_listed_touched_and_revoked,
+    rejoining_revokes_the_hosts_older_credentials,
+    join_tokens_are_listed_and_revoked,
 );
 
 // Backend-specific checks.

@@ -67,7 +67,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             for o in ops {
                 rows.push(vec![
                     o.id.to_string(),
-                    when(o.started_at_ms),
+                    crate::render::when(o.started_at_ms),
                     o.ended_at_ms
                         .map(|e| format!("{} ms", e - o.started_at_ms))
                         .unwrap_or_else(|| "-".into()),
@@ -103,7 +103,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             );
             println!(
                 "  started {}, outcome {}{}",
-                when(op.started_at_ms),
+                crate::render::when(op.started_at_ms),
                 op.outcome.as_str(),
                 op.error
                     .as_ref()
@@ -132,9 +132,4 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             Ok(EXIT_OK)
         }
     }
-}
-
-fn when(ms: i64) -> String {
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
-    humantime::format_rfc3339_seconds(t).to_string()
 }

@@ -1,8 +1,9 @@
-//! `flotilla serve [init | token create | ui-link | openapi | backup | restore]`: run
-//! the desired-state authority (backing it up before a migration of its store), make
-//! its CA and operator credential, make join tokens and dashboard sign-in links,
-//! print the API document, back it up and restore it (`cmd/backup.rs`,
-//! `cmd/restore.rs`); `serve --local`: the authority and this
+//! `flotilla serve [init | token | credentials | ui-link | openapi | backup |
+//! restore]`: run the desired-state authority (backing it up before a migration of
+//! its store), make its CA and operator credential, make, list and revoke join
+//! tokens (`cmd/token.rs`), list and revoke credentials (`cmd/credentials.rs`), make
+//! dashboard sign-in links, print the API document, back it up and restore it
+//! (`cmd/backup.rs`, `cmd/restore.rs`); `serve --local`: the authority and this
 //! machine's agent in one command ([`crate::local_fleet`]).
 
 pub use super::authority::{authority_dir, StoreArgs};
@@ -66,11 +67,12 @@ pub enum ServeCommand {
         #[arg(long = "san", value_name = "NAME")]
         sans: Vec<String>,
     },
-    /// Join tokens for agents.
-    Token {
-        #[command(subcommand)]
-        command: TokenCommand,
-    },
+    /// Join tokens for agents: create (joining revokes the host's older agent
+    /// credentials unless --keep-credentials), list, revoke.
+    Token(super::token::Args),
+    /// The authority's credentials: list (kind, whose, created, last used, from
+    /// which address), revoke by id or --host, create a metrics scraper's.
+    Credentials(super::credentials::Args),
     /// The notifications posted to webhooks (`notifications.toml`) and how each
     /// delivery went, newest first.
     Notifications(super::notifications::Args),
@@ -126,23 +128,6 @@ pub enum ServeCommand {
         uid: u32,
         /// The repository path git appends (unused: the launcher knows the tree).
         path: Option<String>,
-    },
-}
-
-/// `flotilla serve token` subcommands.
-#[derive(clap::Subcommand, Debug)]
-pub enum TokenCommand {
-    /// Make a one-time join token bound to one host, and print the join command.
-    Create {
-        /// The host the agent will act for.
-        #[arg(long)]
-        host: String,
-        /// How long the token can be used.
-        #[arg(long, default_value = "1h", value_parser = humantime::parse_duration, value_name = "DURATION")]
-        ttl: Duration,
-        /// Print JSON: {token, host, expires_ms, ca_hash}.
-        #[arg(long)]
-        json: bool,
     },
 }
 
@@ -246,33 +231,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             println!("        tls_config: {{ ca_file: <the authority's CA: GET /v1/ca.pem> }}");
             Ok(EXIT_OK)
         }
-        Some(ServeCommand::Token {
-            command: TokenCommand::Create { host, ttl, json },
-        }) => {
-            let client = super::authority::client(cli)?;
-            let t = rt.block_on(client.create_token(&flotilla_api::wire::TokenRequest {
-                host: host.clone(),
-                ttl_secs: Some(ttl.as_secs().max(1)),
-            }))?;
-            if *json {
-                println!("{}", serde_json::to_string_pretty(&t)?);
-            } else {
-                println!(
-                    "join token for `{}` (one use, valid {}):",
-                    t.host,
-                    humantime::format_duration(*ttl)
-                );
-                println!("  {}", t.token);
-                println!("on {}, run:", t.host);
-                println!(
-                    "  flotilla agent join {} {} --ca-hash {}",
-                    client.url(),
-                    t.token,
-                    t.ca_hash
-                );
-            }
-            Ok(EXIT_OK)
-        }
+        Some(ServeCommand::Token(a)) => super::token::run(cli, a),
+        Some(ServeCommand::Credentials(a)) => super::credentials::run(cli, a),
         None if args.run.local => {
             let r = &args.run;
             crate::local_fleet::run(crate::local_fleet::Local {

@@ -20,10 +20,19 @@ impl AgentProc {
     /// started).
     pub fn joined(a: &Authority, host: &str) -> AgentProc {
         let agent = AgentProc::new(a.ws.path());
-        let t = a.run(&["serve", "token", "create", "--host", host, "--json"]);
+        agent.join_with_token(a, host, &[]);
+        agent
+    }
+
+    /// Joins as `host`'s agent with a fresh token (`extra`: more `serve token
+    /// create` arguments, e.g. `--keep-credentials`); panics when it fails.
+    pub fn join_with_token(&self, a: &Authority, host: &str, extra: &[&str]) {
+        let mut args = vec!["serve", "token", "create", "--host", host, "--json"];
+        args.extend_from_slice(extra);
+        let t = a.run(&args);
         assert_eq!(t.code, 0, "{t:?}");
         let t = t.json();
-        let out = agent.join(
+        let out = self.join(
             &a.url,
             t["token"].as_str().unwrap(),
             t["ca_hash"].as_str().unwrap(),
@@ -33,7 +42,6 @@ impl AgentProc {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        agent
     }
 
     pub fn new(root: &Path) -> AgentProc {

@@ -126,6 +126,6 @@ pub async fn revoke<S: AuthorityStore>(
         .principals
         .lock()
         .expect("not poisoned")
-        .retain(|_, p| !matches!(p, Principal::UiLink { id: i, .. } if *i == id));
+        .retain(|_, (p, _)| !matches!(p, Principal::UiLink { id: i, .. } if *i == id));
     Ok(Json(UiLinkRevoked { id, sessions_ended }))
 }

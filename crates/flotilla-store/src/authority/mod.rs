@@ -58,7 +58,13 @@ pub use sqlite::{SqliteAuthority, AUTHORITY_APPLICATION_ID, AUTHORITY_DB_FILE};
 
 /// The authority's schema version this build creates and understands (the last
 /// migration's number; the same numbering on both backends).
-pub const AUTHORITY_SCHEMA_VERSION: i64 = 7;
+pub const AUTHORITY_SCHEMA_VERSION: i64 = 8;
+
+/// A credential's "last used" time and address
+/// ([`AuthorityStore::touch_credential`]) are rewritten at most once per this many
+/// ms (60 s): an agent that calls every 15 s does not write at every call, and the
+/// listing's "last used" is exact to within this.
+pub const LAST_USED_GRANULARITY_MS: i64 = 60_000;
 
 /// Blobs are stored in chunks of this many bytes (8 MiB; the last chunk may be
 /// shorter), one row each, so that no single value nears a backend's limit
@@ -144,13 +150,16 @@ pub trait AuthorityStore: Send + Sync + 'static {
         token: NewJoinToken,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Atomically: checks that the token (by hash) is known, unused and unexpired
-    /// at `now_ms` (it expires when `now_ms >= expires_ms`), marks it used and
-    /// stores the agent credential (by hash) for its host: [`Redeem::Joined`].
-    /// Otherwise nothing is written and the answer says why, checked in this
-    /// order: [`Redeem::Unknown`], [`Redeem::Used`], [`Redeem::Expired`]. Of two
-    /// concurrent redeems of one token, exactly one joins. Credentials issued
-    /// earlier for the same host stay valid.
+    /// Atomically: checks that the token (by hash) is known, not revoked, unused
+    /// and unexpired at `now_ms` (it expires when `now_ms >= expires_ms`), marks it
+    /// used and stores the agent credential (by hash) for its host:
+    /// [`Redeem::Joined`]. Unless the token was made with `keep_credentials`, the
+    /// agent credentials issued earlier for the same host are revoked at `now_ms`
+    /// in the same transaction (a host that joins again leaves no older credential
+    /// working). Otherwise nothing is written and the answer says why, checked in
+    /// this order: [`Redeem::Unknown`], [`Redeem::Revoked`], [`Redeem::Used`],
+    /// [`Redeem::Expired`]. Of two concurrent redeems of one token, exactly one
+    /// joins.
     ///
     /// # Errors
     /// [`StoreError::AlreadyExists`] when a credential with this hash exists (the
@@ -173,13 +182,70 @@ pub trait AuthorityStore: Send + Sync + 'static {
         created_ms: i64,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Who holds the credential with this hash; `None` when unknown. A dashboard
+    /// Who holds the credential with this hash; `None` when unknown or revoked
+    /// ([`AuthorityStore::revoke_credential`]). A dashboard
     /// sign-in link ([`AuthorityStore::create_ui_link`]) is
     /// [`Principal::UiLink`] until revoked, then `None`.
     fn principal(
         &self,
         credential_hash: String,
     ) -> impl Future<Output = Result<Option<Principal>, StoreError>> + Send;
+
+    /// The credential with this hash, revoked or not; `None` when unknown (a
+    /// dashboard sign-in link is not one: see [`AuthorityStore::principal`]).
+    fn credential(
+        &self,
+        credential_hash: String,
+    ) -> impl Future<Output = Result<Option<CredentialRecord>, StoreError>> + Send;
+
+    /// Every credential (revoked ones too, never a secret), oldest first (by
+    /// `created_ms`, then hash).
+    fn credentials(&self)
+        -> impl Future<Output = Result<Vec<CredentialRecord>, StoreError>> + Send;
+
+    /// Records that the credential was used at `at_ms` from `address` (the
+    /// client's `ip:port`; `None`: not known), only when its stored last use is
+    /// unset or at least [`LAST_USED_GRANULARITY_MS`] older and it is not revoked:
+    /// `true`. Otherwise nothing is written: `false`.
+    fn touch_credential(
+        &self,
+        credential_hash: String,
+        at_ms: i64,
+        address: Option<String>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Revokes the one credential whose hash starts with `sha256:` + `id_prefix`
+    /// (lowercase hex, as [`credential_id`] shows it) at `now_ms`:
+    /// [`ByPrefix::One`] with the credential as it is now (one revoked earlier
+    /// keeps its first `revoked_ms`). No match: [`ByPrefix::Unknown`]; several:
+    /// [`ByPrefix::Ambiguous`] with their hashes; then nothing is written. From
+    /// then on [`AuthorityStore::principal`] answers `None` for it.
+    fn revoke_credential(
+        &self,
+        id_prefix: String,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<ByPrefix<CredentialRecord>, StoreError>> + Send;
+
+    /// Revokes every agent credential of `host` not revoked yet, at `now_ms`; the
+    /// credentials revoked (none: nothing written).
+    fn revoke_host_credentials(
+        &self,
+        host: String,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<Vec<CredentialRecord>, StoreError>> + Send;
+
+    /// Every join token (never the token: its hash), newest first (by
+    /// `created_ms`, then hash).
+    fn join_tokens(&self) -> impl Future<Output = Result<Vec<JoinTokenRecord>, StoreError>> + Send;
+
+    /// Revokes the one join token whose hash starts with `sha256:` + `id_prefix`
+    /// at `now_ms`, as [`AuthorityStore::revoke_credential`] does credentials: a
+    /// revoked token can no longer be redeemed ([`Redeem::Revoked`]).
+    fn revoke_join_token(
+        &self,
+        id_prefix: String,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<ByPrefix<JoinTokenRecord>, StoreError>> + Send;
 
     /// Stores a host's report, replacing that host's previous one.
     fn put_report(
@@ -634,6 +700,66 @@ pub struct NewJoinToken {
     pub created_ms: i64,
     /// When it expires, ms since the Unix epoch (refused from then on).
     pub expires_ms: i64,
+    /// Whether the host's older agent credentials stay valid when it is redeemed
+    /// (`false`: they are revoked, [`AuthorityStore::redeem_join_token`]).
+    pub keep_credentials: bool,
+}
+
+/// A stored join token ([`AuthorityStore::join_tokens`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinTokenRecord {
+    /// Its hash (`sha256:<hex>`; never the token). [`credential_id`] shortens it.
+    pub token_hash: String,
+    /// The host it is bound to.
+    pub host: String,
+    /// When it was made, ms since the Unix epoch.
+    pub created_ms: i64,
+    /// When it expires, ms since the Unix epoch.
+    pub expires_ms: i64,
+    /// When it was redeemed (`None`: not yet).
+    pub used_ms: Option<i64>,
+    /// When it was revoked (`None`: it was not).
+    pub revoked_ms: Option<i64>,
+    /// Whether redeeming it keeps the host's older agent credentials.
+    pub keep_credentials: bool,
+}
+
+/// A stored credential ([`AuthorityStore::credentials`]): who holds it and how
+/// it was used, never the secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialRecord {
+    /// Its hash (`sha256:<hex>`). [`credential_id`] shortens it.
+    pub credential_hash: String,
+    /// Who holds it.
+    pub principal: Principal,
+    /// When it was made, ms since the Unix epoch.
+    pub created_ms: i64,
+    /// When it was last used, ms since the Unix epoch, to within
+    /// [`LAST_USED_GRANULARITY_MS`] (`None`: never, since this was recorded).
+    pub last_used_ms: Option<i64>,
+    /// The client address (`ip:port`) of that use, when known.
+    pub last_address: Option<String>,
+    /// When it was revoked (`None`: it was not).
+    pub revoked_ms: Option<i64>,
+}
+
+/// What a lookup by a hash's prefix found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ByPrefix<T> {
+    /// Exactly one: this (as it is after the call).
+    One(T),
+    /// None.
+    Unknown,
+    /// Several: their hashes (nothing was written).
+    Ambiguous(Vec<String>),
+}
+
+/// The short id shown for a credential or join token: the first 12 hex digits of
+/// its hash (`sha256:<hex>`), never the secret. Revoking takes any unique prefix
+/// of the hex digits.
+pub fn credential_id(hash: &str) -> &str {
+    let hex = hash.strip_prefix("sha256:").unwrap_or(hash);
+    &hex[..hex.len().min(12)]
 }
 
 /// What [`AuthorityStore::redeem_join_token`] did.
@@ -644,9 +770,13 @@ pub enum Redeem {
     Joined {
         /// The host the token was bound to.
         host: String,
+        /// How many older agent credentials of the host this revoked.
+        revoked: u64,
     },
     /// No token has this hash.
     Unknown,
+    /// The token was revoked.
+    Revoked,
     /// The token was already used.
     Used,
     /// The token expired.
@@ -676,6 +806,11 @@ pub enum Principal {
     /// A webhook sender (Alertmanager): may post alerts, nothing else.
     Alerts {
         /// The sender's name (e.g. `alertmanager`).
+        name: String,
+    },
+    /// A metrics scraper (Prometheus): may read `/metrics`, nothing else.
+    Metrics {
+        /// The scraper's name (e.g. `prometheus`).
         name: String,
     },
     /// A dashboard sign-in link (`flotilla serve ui-link`): may sign in to the web
@@ -1104,6 +1239,54 @@ impl AuthorityStore for AnyAuthority {
         delegate!(self.principal(credential_hash))
     }
 
+    async fn credential(
+        &self,
+        credential_hash: String,
+    ) -> Result<Option<CredentialRecord>, StoreError> {
+        delegate!(self.credential(credential_hash))
+    }
+
+    async fn credentials(&self) -> Result<Vec<CredentialRecord>, StoreError> {
+        delegate!(self.credentials())
+    }
+
+    async fn touch_credential(
+        &self,
+        credential_hash: String,
+        at_ms: i64,
+        address: Option<String>,
+    ) -> Result<bool, StoreError> {
+        delegate!(self.touch_credential(credential_hash, at_ms, address))
+    }
+
+    async fn revoke_credential(
+        &self,
+        id_prefix: String,
+        now_ms: i64,
+    ) -> Result<ByPrefix<CredentialRecord>, StoreError> {
+        delegate!(self.revoke_credential(id_prefix, now_ms))
+    }
+
+    async fn revoke_host_credentials(
+        &self,
+        host: String,
+        now_ms: i64,
+    ) -> Result<Vec<CredentialRecord>, StoreError> {
+        delegate!(self.revoke_host_credentials(host, now_ms))
+    }
+
+    async fn join_tokens(&self) -> Result<Vec<JoinTokenRecord>, StoreError> {
+        delegate!(self.join_tokens())
+    }
+
+    async fn revoke_join_token(
+        &self,
+        id_prefix: String,
+        now_ms: i64,
+    ) -> Result<ByPrefix<JoinTokenRecord>, StoreError> {
+        delegate!(self.revoke_join_token(id_prefix, now_ms))
+    }
+
     async fn put_report(&self, report: HostReportRecord) -> Result<(), StoreError> {
         delegate!(self.put_report(report))
     }
@@ -1387,6 +1570,7 @@ pub(crate) fn principal_columns(
         Principal::Agent { host } => ("agent", host.clone()),
         Principal::Session { id } => ("session", id.to_string()),
         Principal::Alerts { name } => ("alerts", name.clone()),
+        Principal::Metrics { name } => ("metrics", name.clone()),
         Principal::UiLink { .. } => return Err(StoreError::UiLinkNotACredential),
     })
 }
@@ -1422,19 +1606,44 @@ pub(crate) fn principal_from_columns(kind: &str, name: String) -> Option<Princip
         "agent" => Some(Principal::Agent { host: name }),
         "session" => name.parse().ok().map(|id| Principal::Session { id }),
         "alerts" => Some(Principal::Alerts { name }),
+        "metrics" => Some(Principal::Metrics { name }),
         _ => None,
     }
 }
 
-/// Why a token could not be redeemed, from its stored row (`None`: unknown).
-pub(crate) fn refusal(row: Option<(Option<i64>, i64)>, now_ms: i64) -> Redeem {
+/// Why a token could not be redeemed, from its stored row (`revoked_ms`,
+/// `used_ms`, `expires_ms`; `None`: unknown).
+pub(crate) fn refusal(row: Option<(Option<i64>, Option<i64>, i64)>, now_ms: i64) -> Redeem {
     match row {
         None => Redeem::Unknown,
-        Some((Some(_), _)) => Redeem::Used,
-        Some((None, expires_ms)) if now_ms >= expires_ms => Redeem::Expired,
+        Some((Some(_), _, _)) => Redeem::Revoked,
+        Some((None, Some(_), _)) => Redeem::Used,
+        Some((None, None, expires_ms)) if now_ms >= expires_ms => Redeem::Expired,
         // Unreachable: an unused, unexpired token is redeemed. Reported as used
         // rather than panicking.
-        Some((None, _)) => Redeem::Used,
+        Some((None, None, _)) => Redeem::Used,
+    }
+}
+
+/// The hash prefix (`sha256:` + `id_prefix`) a revoke by id matches, and its
+/// length in characters; `None` when `id_prefix` is not lowercase hex (it then
+/// matches nothing).
+pub(crate) fn hash_prefix(id_prefix: &str) -> Option<(String, i64)> {
+    if id_prefix.is_empty() || !id_prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let p = format!("sha256:{}", id_prefix.to_ascii_lowercase());
+    let n = p.len() as i64;
+    Some((p, n))
+}
+
+/// The one hash of `hashes` (those matching a prefix), else what a lookup by
+/// prefix answers.
+pub(crate) fn one_of<T>(mut hashes: Vec<String>) -> Result<String, ByPrefix<T>> {
+    match hashes.len() {
+        0 => Err(ByPrefix::Unknown),
+        1 => Ok(hashes.remove(0)),
+        _ => Err(ByPrefix::Ambiguous(hashes)),
     }
 }
 
@@ -1505,8 +1714,13 @@ mod tests {
     #[test]
     fn refusals() {
         assert_eq!(refusal(None, 5), Redeem::Unknown);
-        assert_eq!(refusal(Some((Some(1), 10)), 5), Redeem::Used);
-        assert_eq!(refusal(Some((Some(1), 1)), 5), Redeem::Used);
-        assert_eq!(refusal(Some((None, 5)), 5), Redeem::Expired);
+        assert_eq!(refusal(Some((None, Some(1), 10)), 5), Redeem::Used);
+        assert_eq!(refusal(Some((None, Some(1), 1)), 5), Redeem::Used);
+        assert_eq!(refusal(Some((None, None, 5)), 5), Redeem::Expired);
+        assert_eq!(refusal(Some((Some(2), Some(1), 1)), 5), Redeem::Revoked);
+        assert_eq!(hash_prefix("AB12"), Some(("sha256:ab12".into(), 11)));
+        assert_eq!(hash_prefix("x%"), None);
+        assert_eq!(hash_prefix(""), None);
+        assert_eq!(credential_id("sha256:0123456789abcdef"), "0123456789ab");
     }
 }

@@ -40,6 +40,9 @@ use super::{
     Selection, SessionCreated, SessionDeleted, SessionEventRecord, SessionRecord, UnskipRecord,
     AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
+use super::{
+    hash_prefix, one_of, ByPrefix, CredentialRecord, JoinTokenRecord, LAST_USED_GRANULARITY_MS,
+};
 use super::{stored_ui_role, ui_link_refusal, NewUiLink, UiLinkRecord, UiLinkRedeem};
 use crate::error::StoreError;
 use crate::schema::{BeforePostgresMigration, PendingMigration};
@@ -295,6 +298,28 @@ CREATE TABLE notifications (
     created_ms BIGINT NOT NULL,
     updated_ms BIGINT NOT NULL
 );
+"#,
+    },
+    Migration {
+        version: 8,
+        description: "credentials: metrics kind, last use, revocation; join tokens: revocation",
+        sql: r#"
+-- Credentials gain a kind (a metrics scraper), when and from where each was last
+-- used (rewritten at most once a minute) and when it was revoked (kept for the
+-- listing; a revoked credential is refused).
+ALTER TABLE credentials DROP CONSTRAINT credentials_kind_check;
+ALTER TABLE credentials ADD CONSTRAINT credentials_kind_check
+    CHECK (kind IN ('operator', 'agent', 'session', 'alerts', 'metrics'));
+ALTER TABLE credentials ADD COLUMN last_used_ms BIGINT;
+ALTER TABLE credentials ADD COLUMN last_address TEXT;
+ALTER TABLE credentials ADD COLUMN revoked_ms BIGINT;
+CREATE INDEX credentials_by_principal ON credentials (kind, name);
+
+-- Join tokens can be revoked before use; one made with keep_credentials leaves
+-- its host's older agent credentials valid when redeemed (else they are revoked
+-- then).
+ALTER TABLE join_tokens ADD COLUMN revoked_ms BIGINT;
+ALTER TABLE join_tokens ADD COLUMN keep_credentials BOOLEAN NOT NULL DEFAULT FALSE;
 "#,
     },
 ];
@@ -674,6 +699,61 @@ async fn append_selection(
     }))
 }
 
+/// The columns [`credential_row`] reads.
+const CREDENTIAL_COLUMNS: &str =
+    "credential_hash, kind, name, created_ms, last_used_ms, last_address, revoked_ms";
+
+/// A credential row (`None` for a kind this build does not know).
+fn credential_row(row: &Row) -> Option<CredentialRecord> {
+    let principal = principal_from_columns(row.get(1), row.get(2))?;
+    Some(CredentialRecord {
+        credential_hash: row.get(0),
+        principal,
+        created_ms: row.get(3),
+        last_used_ms: row.get(4),
+        last_address: row.get(5),
+        revoked_ms: row.get(6),
+    })
+}
+
+/// The columns [`join_token_row`] reads.
+const JOIN_TOKEN_COLUMNS: &str =
+    "token_hash, host, created_ms, expires_ms, used_ms, revoked_ms, keep_credentials";
+
+fn join_token_row(row: &Row) -> JoinTokenRecord {
+    JoinTokenRecord {
+        token_hash: row.get(0),
+        host: row.get(1),
+        created_ms: row.get(2),
+        expires_ms: row.get(3),
+        used_ms: row.get(4),
+        revoked_ms: row.get(5),
+        keep_credentials: row.get(6),
+    }
+}
+
+/// The hashes in `table`'s `column` that start with `prefix` (`len` characters),
+/// at most a few (enough to say it is ambiguous), row-locked until `tx` ends.
+async fn matching(
+    tx: &Transaction<'_>,
+    table: &str,
+    column: &str,
+    prefix: &str,
+    len: i64,
+    context: &'static str,
+) -> Result<Vec<String>, StoreError> {
+    let sql = format!(
+        "SELECT {column} FROM {table} WHERE substr({column}, 1, $2::INT) = $1
+         ORDER BY {column} LIMIT 10 FOR UPDATE"
+    );
+    let len = len as i32;
+    let rows = tx
+        .query(&sql, &[&prefix, &len])
+        .await
+        .map_err(pg(context))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
 /// Inserts a credential; [`StoreError::AlreadyExists`] when its hash is taken.
 async fn insert_credential(
     tx: &Transaction<'_>,
@@ -845,9 +925,16 @@ impl AuthorityStore for PostgresAuthority {
         let conn = self.conn().await?;
         let n = conn
             .execute(
-                "INSERT INTO join_tokens (token_hash, host, created_ms, expires_ms) VALUES ($1, $2, $3, $4)
+                "INSERT INTO join_tokens (token_hash, host, created_ms, expires_ms, keep_credentials)
+                 VALUES ($1, $2, $3, $4, $5)
                  ON CONFLICT (token_hash) DO NOTHING",
-                &[&token.token_hash, &token.host, &token.created_ms, &token.expires_ms],
+                &[
+                    &token.token_hash,
+                    &token.host,
+                    &token.created_ms,
+                    &token.expires_ms,
+                    &token.keep_credentials,
+                ],
             )
             .await
             .map_err(pg("create a join token"))?;
@@ -870,30 +957,42 @@ impl AuthorityStore for PostgresAuthority {
         let tx = conn.transaction().await.map_err(pg(CX))?;
         // Row-locks the token: a concurrent redeem waits, then re-checks the
         // condition against this one's committed update and finds it used.
-        let host: Option<String> = tx
+        let won: Option<(String, bool)> = tx
             .query_opt(
                 "UPDATE join_tokens SET used_ms = $2, credential_hash = $3
-                 WHERE token_hash = $1 AND used_ms IS NULL AND expires_ms > $2
-                 RETURNING host",
+                 WHERE token_hash = $1 AND revoked_ms IS NULL AND used_ms IS NULL
+                   AND expires_ms > $2
+                 RETURNING host, keep_credentials",
                 &[&token_hash, &now_ms, &credential_hash],
             )
             .await
             .map_err(pg(CX))?
-            .map(|row| row.get(0));
-        let Some(host) = host else {
+            .map(|row| (row.get(0), row.get(1)));
+        let Some((host, keep)) = won else {
             let row = tx
                 .query_opt(
-                    "SELECT used_ms, expires_ms FROM join_tokens WHERE token_hash = $1",
+                    "SELECT revoked_ms, used_ms, expires_ms FROM join_tokens WHERE token_hash = $1",
                     &[&token_hash],
                 )
                 .await
                 .map_err(pg(CX))?
-                .map(|row| (row.get(0), row.get(1)));
+                .map(|row| (row.get(0), row.get(1), row.get(2)));
             return Ok(refusal(row, now_ms));
+        };
+        let revoked = if keep {
+            0
+        } else {
+            tx.execute(
+                "UPDATE credentials SET revoked_ms = $2
+                 WHERE kind = 'agent' AND name = $1 AND revoked_ms IS NULL",
+                &[&host, &now_ms],
+            )
+            .await
+            .map_err(pg(CX))?
         };
         insert_credential(&tx, &credential_hash, "agent", &host, now_ms, CX).await?;
         tx.commit().await.map_err(pg(CX))?;
-        Ok(Redeem::Joined { host })
+        Ok(Redeem::Joined { host, revoked })
     }
 
     async fn create_credential(
@@ -914,12 +1013,15 @@ impl AuthorityStore for PostgresAuthority {
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
-                "SELECT kind, name FROM credentials WHERE credential_hash = $1",
+                "SELECT kind, name, revoked_ms FROM credentials WHERE credential_hash = $1",
                 &[&credential_hash],
             )
             .await
             .map_err(pg("look up a credential"))?;
         if let Some(row) = row {
+            if row.get::<_, Option<i64>>(2).is_some() {
+                return Ok(None);
+            }
             return Ok(principal_from_columns(row.get(0), row.get(1)));
         }
         let link = conn
@@ -933,6 +1035,147 @@ impl AuthorityStore for PostgresAuthority {
             id: row.get::<_, i64>(0) as u64,
             role: stored_ui_role(row.get(1)),
         }))
+    }
+
+    async fn credential(
+        &self,
+        credential_hash: String,
+    ) -> Result<Option<CredentialRecord>, StoreError> {
+        let conn = self.conn().await?;
+        let sql =
+            format!("SELECT {CREDENTIAL_COLUMNS} FROM credentials WHERE credential_hash = $1");
+        let row = conn
+            .query_opt(&sql, &[&credential_hash])
+            .await
+            .map_err(pg("look up a credential"))?;
+        Ok(row.as_ref().and_then(credential_row))
+    }
+
+    async fn credentials(&self) -> Result<Vec<CredentialRecord>, StoreError> {
+        let conn = self.conn().await?;
+        let sql = format!(
+            "SELECT {CREDENTIAL_COLUMNS} FROM credentials ORDER BY created_ms, credential_hash"
+        );
+        let rows = conn
+            .query(&sql, &[])
+            .await
+            .map_err(pg("list credentials"))?;
+        Ok(rows.iter().filter_map(credential_row).collect())
+    }
+
+    async fn touch_credential(
+        &self,
+        credential_hash: String,
+        at_ms: i64,
+        address: Option<String>,
+    ) -> Result<bool, StoreError> {
+        let conn = self.conn().await?;
+        let n = conn
+            .execute(
+                "UPDATE credentials SET last_used_ms = $2, last_address = $3
+                 WHERE credential_hash = $1 AND revoked_ms IS NULL
+                   AND (last_used_ms IS NULL OR last_used_ms <= $4)",
+                &[
+                    &credential_hash,
+                    &at_ms,
+                    &address,
+                    &(at_ms - LAST_USED_GRANULARITY_MS),
+                ],
+            )
+            .await
+            .map_err(pg("record a credential's use"))?;
+        Ok(n == 1)
+    }
+
+    async fn revoke_credential(
+        &self,
+        id_prefix: String,
+        now_ms: i64,
+    ) -> Result<ByPrefix<CredentialRecord>, StoreError> {
+        const CX: &str = "revoke a credential";
+        let Some((prefix, len)) = hash_prefix(&id_prefix) else {
+            return Ok(ByPrefix::Unknown);
+        };
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await.map_err(pg(CX))?;
+        let hashes = matching(&tx, "credentials", "credential_hash", &prefix, len, CX).await?;
+        let hash = match one_of(hashes) {
+            Ok(h) => h,
+            Err(other) => return Ok(other),
+        };
+        tx.execute(
+            "UPDATE credentials SET revoked_ms = $2 WHERE credential_hash = $1 AND revoked_ms IS NULL",
+            &[&hash, &now_ms],
+        )
+        .await
+        .map_err(pg(CX))?;
+        let sql =
+            format!("SELECT {CREDENTIAL_COLUMNS} FROM credentials WHERE credential_hash = $1");
+        let row = tx.query_one(&sql, &[&hash]).await.map_err(pg(CX))?;
+        tx.commit().await.map_err(pg(CX))?;
+        Ok(credential_row(&row).map_or(ByPrefix::Unknown, ByPrefix::One))
+    }
+
+    async fn revoke_host_credentials(
+        &self,
+        host: String,
+        now_ms: i64,
+    ) -> Result<Vec<CredentialRecord>, StoreError> {
+        let conn = self.conn().await?;
+        let sql = format!(
+            "UPDATE credentials SET revoked_ms = $2
+             WHERE kind = 'agent' AND name = $1 AND revoked_ms IS NULL
+             RETURNING {CREDENTIAL_COLUMNS}"
+        );
+        let rows = conn
+            .query(&sql, &[&host, &now_ms])
+            .await
+            .map_err(pg("revoke a host's credentials"))?;
+        let mut out: Vec<CredentialRecord> = rows.iter().filter_map(credential_row).collect();
+        out.sort_by(|a, b| {
+            (a.created_ms, &a.credential_hash).cmp(&(b.created_ms, &b.credential_hash))
+        });
+        Ok(out)
+    }
+
+    async fn join_tokens(&self) -> Result<Vec<JoinTokenRecord>, StoreError> {
+        let conn = self.conn().await?;
+        let sql = format!(
+            "SELECT {JOIN_TOKEN_COLUMNS} FROM join_tokens ORDER BY created_ms DESC, token_hash"
+        );
+        let rows = conn
+            .query(&sql, &[])
+            .await
+            .map_err(pg("list join tokens"))?;
+        Ok(rows.iter().map(join_token_row).collect())
+    }
+
+    async fn revoke_join_token(
+        &self,
+        id_prefix: String,
+        now_ms: i64,
+    ) -> Result<ByPrefix<JoinTokenRecord>, StoreError> {
+        const CX: &str = "revoke a join token";
+        let Some((prefix, len)) = hash_prefix(&id_prefix) else {
+            return Ok(ByPrefix::Unknown);
+        };
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await.map_err(pg(CX))?;
+        let hashes = matching(&tx, "join_tokens", "token_hash", &prefix, len, CX).await?;
+        let hash = match one_of(hashes) {
+            Ok(h) => h,
+            Err(other) => return Ok(other),
+        };
+        tx.execute(
+            "UPDATE join_tokens SET revoked_ms = $2 WHERE token_hash = $1 AND revoked_ms IS NULL",
+            &[&hash, &now_ms],
+        )
+        .await
+        .map_err(pg(CX))?;
+        let sql = format!("SELECT {JOIN_TOKEN_COLUMNS} FROM join_tokens WHERE token_hash = $1");
+        let row = tx.query_one(&sql, &[&hash]).await.map_err(pg(CX))?;
+        tx.commit().await.map_err(pg(CX))?;
+        Ok(ByPrefix::One(join_token_row(&row)))
     }
 
     async fn put_report(&self, report: HostReportRecord) -> Result<(), StoreError> {

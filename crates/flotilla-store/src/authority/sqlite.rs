@@ -12,6 +12,9 @@ use super::{
     Selection, SessionCreated, SessionDeleted, SessionEventRecord, SessionRecord, UnskipRecord,
     AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
+use super::{
+    hash_prefix, one_of, ByPrefix, CredentialRecord, JoinTokenRecord, LAST_USED_GRANULARITY_MS,
+};
 use super::{stored_ui_role, ui_link_refusal, NewUiLink, UiLinkRecord, UiLinkRedeem};
 use crate::error::StoreError;
 use crate::schema::{self, BeforeMigration, Migration};
@@ -257,6 +260,38 @@ CREATE TABLE notifications (
     created_ms INTEGER NOT NULL,
     updated_ms INTEGER NOT NULL
 ) STRICT;
+"#,
+    },
+    Migration {
+        version: 8,
+        description: "credentials: metrics kind, last use, revocation; join tokens: revocation",
+        sql: r#"
+-- Credentials gain a kind (a metrics scraper), when and from where each was last
+-- used (rewritten at most once a minute) and when it was revoked (kept for the
+-- listing; a revoked credential is refused). SQLite cannot alter a CHECK: the
+-- table is rebuilt (nothing references it).
+CREATE TABLE credentials_v8 (
+    credential_hash TEXT    PRIMARY KEY,
+    kind            TEXT    NOT NULL
+                    CHECK (kind IN ('operator', 'agent', 'session', 'alerts', 'metrics')),
+    name            TEXT    NOT NULL,      -- operator, host, session id or sender
+    created_ms      INTEGER NOT NULL,
+    last_used_ms    INTEGER,               -- NULL: not used since recorded
+    last_address    TEXT,                  -- the client's ip:port at that use
+    revoked_ms      INTEGER                -- NULL unless revoked
+) STRICT;
+INSERT INTO credentials_v8 (credential_hash, kind, name, created_ms)
+    SELECT credential_hash, kind, name, created_ms FROM credentials;
+DROP TABLE credentials;
+ALTER TABLE credentials_v8 RENAME TO credentials;
+CREATE INDEX credentials_by_principal ON credentials (kind, name);
+
+-- Join tokens can be revoked before use; one made with keep_credentials = 1
+-- leaves its host's older agent credentials valid when redeemed (else they are
+-- revoked then).
+ALTER TABLE join_tokens ADD COLUMN revoked_ms INTEGER;
+ALTER TABLE join_tokens ADD COLUMN keep_credentials INTEGER NOT NULL DEFAULT 0
+    CHECK (keep_credentials IN (0, 1));
 "#,
     },
 ];
@@ -620,9 +655,16 @@ impl AuthorityStore for SqliteAuthority {
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         self.run("create a join token", true, move |tx| {
             let n = tx.execute(
-                "INSERT INTO join_tokens (token_hash, host, created_ms, expires_ms) VALUES (?1, ?2, ?3, ?4)
+                "INSERT INTO join_tokens (token_hash, host, created_ms, expires_ms, keep_credentials)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT (token_hash) DO NOTHING",
-                (&token.token_hash, &token.host, token.created_ms, token.expires_ms),
+                (
+                    &token.token_hash,
+                    &token.host,
+                    token.created_ms,
+                    token.expires_ms,
+                    token.keep_credentials,
+                ),
             )?;
             if n == 0 {
                 return Err(StoreError::AlreadyExists {
@@ -641,27 +683,37 @@ impl AuthorityStore for SqliteAuthority {
         now_ms: i64,
     ) -> impl Future<Output = Result<Redeem, StoreError>> + Send {
         self.run("redeem a join token", true, move |tx| {
-            let host: Option<String> = tx
+            let won: Option<(String, bool)> = tx
                 .query_row(
                     "UPDATE join_tokens SET used_ms = ?2, credential_hash = ?3
-                     WHERE token_hash = ?1 AND used_ms IS NULL AND expires_ms > ?2
-                     RETURNING host",
+                     WHERE token_hash = ?1 AND revoked_ms IS NULL AND used_ms IS NULL
+                       AND expires_ms > ?2
+                     RETURNING host, keep_credentials",
                     (&token_hash, now_ms, &credential_hash),
-                    |row| row.get(0),
+                    |row| Ok((row.get(0)?, row.get(1)?)),
                 )
                 .optional()?;
-            let Some(host) = host else {
+            let Some((host, keep)) = won else {
                 let row = tx
                     .query_row(
-                        "SELECT used_ms, expires_ms FROM join_tokens WHERE token_hash = ?1",
+                        "SELECT revoked_ms, used_ms, expires_ms FROM join_tokens WHERE token_hash = ?1",
                         [&token_hash],
-                        |row| Ok((row.get(0)?, row.get(1)?)),
+                        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
                     )
                     .optional()?;
                 return Ok(refusal(row, now_ms));
             };
+            let revoked = if keep {
+                0
+            } else {
+                tx.execute(
+                    "UPDATE credentials SET revoked_ms = ?2
+                     WHERE kind = 'agent' AND name = ?1 AND revoked_ms IS NULL",
+                    (&host, now_ms),
+                )? as u64
+            };
             insert_credential(tx, &credential_hash, "agent", &host, now_ms)?;
-            Ok(Redeem::Joined { host })
+            Ok(Redeem::Joined { host, revoked })
         })
     }
 
@@ -682,15 +734,18 @@ impl AuthorityStore for SqliteAuthority {
         credential_hash: String,
     ) -> impl Future<Output = Result<Option<Principal>, StoreError>> + Send {
         self.run("look up a credential", false, move |tx| {
-            let row: Option<(String, String)> = tx
+            let row: Option<(String, String, Option<i64>)> = tx
                 .query_row(
-                    "SELECT kind, name FROM credentials WHERE credential_hash = ?1",
+                    "SELECT kind, name, revoked_ms FROM credentials WHERE credential_hash = ?1",
                     [&credential_hash],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get::<_, Option<i64>>(2)?)),
                 )
                 .optional()?;
-            if let Some((kind, name)) = row {
-                return Ok(principal_from_columns(&kind, name));
+            if let Some((kind, name, revoked)) = row {
+                return Ok(revoked
+                    .is_none()
+                    .then(|| principal_from_columns(&kind, name))
+                    .flatten());
             }
             let link: Option<(i64, String)> = tx
                 .query_row(
@@ -703,6 +758,144 @@ impl AuthorityStore for SqliteAuthority {
                 id: id as u64,
                 role: stored_ui_role(&role),
             }))
+        })
+    }
+
+    fn credential(
+        &self,
+        credential_hash: String,
+    ) -> impl Future<Output = Result<Option<CredentialRecord>, StoreError>> + Send {
+        self.run("look up a credential", false, move |tx| {
+            let sql =
+                format!("SELECT {CREDENTIAL_COLUMNS} FROM credentials WHERE credential_hash = ?1");
+            Ok(tx
+                .query_row(&sql, [&credential_hash], credential_row)
+                .optional()?
+                .flatten())
+        })
+    }
+
+    fn credentials(
+        &self,
+    ) -> impl Future<Output = Result<Vec<CredentialRecord>, StoreError>> + Send {
+        self.run("list credentials", false, move |tx| {
+            let sql = format!(
+                "SELECT {CREDENTIAL_COLUMNS} FROM credentials ORDER BY created_ms, credential_hash"
+            );
+            let mut stmt = tx.prepare(&sql)?;
+            let rows = stmt.query_map([], credential_row)?;
+            Ok(rows
+                .collect::<rusqlite::Result<Vec<_>>>()?
+                .into_iter()
+                .flatten()
+                .collect())
+        })
+    }
+
+    fn touch_credential(
+        &self,
+        credential_hash: String,
+        at_ms: i64,
+        address: Option<String>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        self.run("record a credential's use", true, move |tx| {
+            let n = tx.execute(
+                "UPDATE credentials SET last_used_ms = ?2, last_address = ?3
+                 WHERE credential_hash = ?1 AND revoked_ms IS NULL
+                   AND (last_used_ms IS NULL OR last_used_ms <= ?4)",
+                (
+                    &credential_hash,
+                    at_ms,
+                    &address,
+                    at_ms - LAST_USED_GRANULARITY_MS,
+                ),
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    fn revoke_credential(
+        &self,
+        id_prefix: String,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<ByPrefix<CredentialRecord>, StoreError>> + Send {
+        self.run("revoke a credential", true, move |tx| {
+            let Some((prefix, len)) = hash_prefix(&id_prefix) else {
+                return Ok(ByPrefix::Unknown);
+            };
+            let hashes = matching(tx, "credentials", "credential_hash", &prefix, len)?;
+            let hash = match one_of(hashes) {
+                Ok(h) => h,
+                Err(other) => return Ok(other),
+            };
+            tx.execute(
+                "UPDATE credentials SET revoked_ms = ?2 WHERE credential_hash = ?1 AND revoked_ms IS NULL",
+                (&hash, now_ms),
+            )?;
+            let sql = format!("SELECT {CREDENTIAL_COLUMNS} FROM credentials WHERE credential_hash = ?1");
+            match tx.query_row(&sql, [&hash], credential_row)? {
+                Some(c) => Ok(ByPrefix::One(c)),
+                None => Ok(ByPrefix::Unknown),
+            }
+        })
+    }
+
+    fn revoke_host_credentials(
+        &self,
+        host: String,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<Vec<CredentialRecord>, StoreError>> + Send {
+        self.run("revoke a host's credentials", true, move |tx| {
+            let sql = format!(
+                "UPDATE credentials SET revoked_ms = ?2
+                 WHERE kind = 'agent' AND name = ?1 AND revoked_ms IS NULL
+                 RETURNING {CREDENTIAL_COLUMNS}"
+            );
+            let mut stmt = tx.prepare(&sql)?;
+            let rows = stmt.query_map((&host, now_ms), credential_row)?;
+            let mut out: Vec<CredentialRecord> = rows
+                .collect::<rusqlite::Result<Vec<_>>>()?
+                .into_iter()
+                .flatten()
+                .collect();
+            out.sort_by(|a, b| {
+                (a.created_ms, &a.credential_hash).cmp(&(b.created_ms, &b.credential_hash))
+            });
+            Ok(out)
+        })
+    }
+
+    fn join_tokens(&self) -> impl Future<Output = Result<Vec<JoinTokenRecord>, StoreError>> + Send {
+        self.run("list join tokens", false, move |tx| {
+            let sql = format!(
+                "SELECT {JOIN_TOKEN_COLUMNS} FROM join_tokens ORDER BY created_ms DESC, token_hash"
+            );
+            let mut stmt = tx.prepare(&sql)?;
+            let rows = stmt.query_map([], join_token_row)?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
+    fn revoke_join_token(
+        &self,
+        id_prefix: String,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<ByPrefix<JoinTokenRecord>, StoreError>> + Send {
+        self.run("revoke a join token", true, move |tx| {
+            let Some((prefix, len)) = hash_prefix(&id_prefix) else {
+                return Ok(ByPrefix::Unknown);
+            };
+            let hashes = matching(tx, "join_tokens", "token_hash", &prefix, len)?;
+            let hash = match one_of(hashes) {
+                Ok(h) => h,
+                Err(other) => return Ok(other),
+            };
+            tx.execute(
+                "UPDATE join_tokens SET revoked_ms = ?2 WHERE token_hash = ?1 AND revoked_ms IS NULL",
+                (&hash, now_ms),
+            )?;
+            let sql = format!("SELECT {JOIN_TOKEN_COLUMNS} FROM join_tokens WHERE token_hash = ?1");
+            Ok(ByPrefix::One(tx.query_row(&sql, [&hash], join_token_row)?))
         })
     }
 
@@ -1551,6 +1744,59 @@ fn rollout_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RolloutRecord> {
         created_ms: row.get(3)?,
         updated_ms: row.get(4)?,
     })
+}
+
+/// The columns [`credential_row`] reads.
+const CREDENTIAL_COLUMNS: &str =
+    "credential_hash, kind, name, created_ms, last_used_ms, last_address, revoked_ms";
+
+/// A credential row (`None` for a kind this build does not know).
+fn credential_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Option<CredentialRecord>> {
+    let kind: String = row.get(1)?;
+    let Some(principal) = principal_from_columns(&kind, row.get(2)?) else {
+        return Ok(None);
+    };
+    Ok(Some(CredentialRecord {
+        credential_hash: row.get(0)?,
+        principal,
+        created_ms: row.get(3)?,
+        last_used_ms: row.get(4)?,
+        last_address: row.get(5)?,
+        revoked_ms: row.get(6)?,
+    }))
+}
+
+/// The columns [`join_token_row`] reads.
+const JOIN_TOKEN_COLUMNS: &str =
+    "token_hash, host, created_ms, expires_ms, used_ms, revoked_ms, keep_credentials";
+
+fn join_token_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<JoinTokenRecord> {
+    Ok(JoinTokenRecord {
+        token_hash: row.get(0)?,
+        host: row.get(1)?,
+        created_ms: row.get(2)?,
+        expires_ms: row.get(3)?,
+        used_ms: row.get(4)?,
+        revoked_ms: row.get(5)?,
+        keep_credentials: row.get(6)?,
+    })
+}
+
+/// The hashes in `table`'s `column` that start with `prefix` (`len` characters),
+/// at most a few (enough to say it is ambiguous).
+fn matching(
+    tx: &Transaction<'_>,
+    table: &str,
+    column: &str,
+    prefix: &str,
+    len: i64,
+) -> rusqlite::Result<Vec<String>> {
+    let sql = format!(
+        "SELECT {column} FROM {table} WHERE substr({column}, 1, ?2) = ?1 ORDER BY {column} LIMIT 10"
+    );
+    let mut stmt = tx.prepare(&sql)?;
+    let rows = stmt.query_map((prefix, len), |row| row.get(0))?;
+    rows.collect()
 }
 
 /// Inserts a credential; [`StoreError::AlreadyExists`] when its hash is taken.

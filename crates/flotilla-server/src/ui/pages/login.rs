@@ -216,7 +216,13 @@ async fn sign_in<S: AuthorityStore>(
                 &format!("That is the credential of alert sender `{name}`: it may only post alerts, never sign in."),
             )
         }
-        None => return refuse(StatusCode::UNAUTHORIZED, "Unknown credential."),
+        Some(Principal::Metrics { name }) => {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                &format!("That is the credential of metrics scraper `{name}`: it may only read /metrics, never sign in."),
+            )
+        }
+        None => return refuse(StatusCode::UNAUTHORIZED, "Unknown or revoked credential."),
     };
     let session = state.ui.sessions.start(who, role, hash, link);
     tracing::info!(who = %session.who, role = session.role.as_str(), "dashboard sign-in");
