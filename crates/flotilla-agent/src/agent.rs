@@ -781,13 +781,7 @@ impl<R: Reporter> Runner<R> {
             let Some(s) = status.components.iter().find(|s| s.name == c.name) else {
                 continue;
             };
-            let state = classify(
-                flotilla_exec::world::project_of(topology),
-                c,
-                s,
-                &journal,
-                store,
-            );
+            let state = classify(topology.project_name(), c, s, &journal, store);
             if self.supervisor.is_blocked(&c.name) {
                 // Held until the dependency it would start runs again.
                 if matches!(state, supervise::State::Down { .. })

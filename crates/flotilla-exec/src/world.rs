@@ -56,7 +56,7 @@ impl World {
         fleet: Arc<dyn Transport>,
         host_timeout: Duration,
     ) -> Result<World, OperateError> {
-        let state = StateDir::resolve(explicit, project_of(&topology))
+        let state = StateDir::resolve(explicit, topology.project_name())
             .map_err(OperateError::StateDirUnresolved)?;
         let secrets = secrets(&state)?;
         Ok(World {
@@ -70,7 +70,7 @@ impl World {
 
     /// The project's name.
     pub fn project(&self) -> &str {
-        project_of(&self.topology)
+        self.topology.project_name()
     }
 
     /// Observes what runs now for `names` (all components when empty): the status
@@ -190,9 +190,4 @@ impl World {
         });
         futures_util::future::join_all(asks).await
     }
-}
-
-/// A topology's project (the default one when it names none).
-pub fn project_of(topology: &Topology) -> &str {
-    topology.project_name()
 }

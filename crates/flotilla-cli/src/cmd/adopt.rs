@@ -69,7 +69,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     {
         return Ok(bad.report());
     }
-    let project = super::project(&topology).to_string();
+    let project = topology.project_name().to_string();
     let state = if args.dry_run {
         StateDir::resolve(cli.state_dir.as_deref(), &project)?
     } else {

@@ -83,7 +83,7 @@ pub fn project(cli: &Cli) -> anyhow::Result<Result<String, u8>> {
         return Ok(Ok(p.clone()));
     }
     Ok(match super::topology_or_exit(cli)? {
-        Ok((_, v)) => Ok(super::project(&v.topology).to_string()),
+        Ok((_, v)) => Ok(v.topology.project_name().to_string()),
         Err(code) => Err(code),
     })
 }

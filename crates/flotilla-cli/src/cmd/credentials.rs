@@ -58,22 +58,28 @@ pub enum Command {
 }
 
 fn print_table(credentials: &[CredentialDto]) {
-    println!(
-        "{:<12}  {:<8}  {:<16}  {:<20}  {:<20}  {:<21}  REVOKED",
-        "ID", "KIND", "NAME", "CREATED", "LAST USED", "ADDRESS"
-    );
-    for c in credentials {
-        println!(
-            "{:<12}  {:<8}  {:<16}  {:<20}  {:<20}  {:<21}  {}",
-            c.id,
-            c.kind,
-            c.name,
+    let head = [
+        "ID",
+        "KIND",
+        "NAME",
+        "CREATED",
+        "LAST USED",
+        "ADDRESS",
+        "REVOKED",
+    ];
+    let mut rows = vec![head.map(String::from).to_vec()];
+    rows.extend(credentials.iter().map(|c| {
+        vec![
+            c.id.clone(),
+            c.kind.clone(),
+            c.name.clone(),
             when(c.created_ms),
             c.last_used_ms.map_or("-".into(), when),
-            c.last_address.as_deref().unwrap_or("-"),
+            c.last_address.clone().unwrap_or_else(|| "-".into()),
             c.revoked_ms.map_or("-".into(), when),
-        );
-    }
+        ]
+    }));
+    print!("{}", crate::render::table(&rows));
 }
 
 /// Runs it against the authority (`--server`, the operator credential).
@@ -104,9 +110,8 @@ pub fn run(cli: &crate::Cli, args: &Args) -> anyhow::Result<u8> {
                 print_table(&r.credentials);
             }
         }
-        Command::Create { kind, name, json } => {
-            // `kind` is `metrics` (clap allows nothing else).
-            let _ = kind;
+        // `kind` is `metrics` (clap allows nothing else).
+        Command::Create { name, json, .. } => {
             let r: CredentialCreated = rt.block_on(client.post(
                 "/v1/credentials/metrics",
                 &MetricsCredentialRequest { name: name.clone() },

@@ -128,10 +128,7 @@ fn run_checked(
     }
     // A verb that changes something moves a state directory from before projects
     // into this project first.
-    let state = StateDir::prepare(
-        cli.state_dir.as_deref(),
-        super::project(&validated.topology),
-    )?;
+    let state = StateDir::prepare(cli.state_dir.as_deref(), validated.topology.project_name())?;
     let base_dir = loaded.base_dir.clone();
     let terminal = std::io::stderr().is_terminal() && !opts.json;
     let progress = Arc::new(Progress::new(terminal));

@@ -243,7 +243,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         if c.adapter == Some(flotilla_model::inventory::AdapterKind::Container) && c.is_managed() {
             // A container's output is kept by its engine: copied in first.
             if let Err(e) =
-                flotilla_exec::adapter::container::logs::sync(super::project(topology), c, &path)
+                flotilla_exec::adapter::container::logs::sync(topology.project_name(), c, &path)
             {
                 eprintln!("warning: `{name}`: {e}");
             }
@@ -285,11 +285,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         }
         if !containers.is_empty() && std::time::Instant::now() >= next_remote {
             for (c, path) in &containers {
-                let _ = flotilla_exec::adapter::container::logs::sync(
-                    super::project(topology),
-                    c,
-                    path,
-                );
+                let _ =
+                    flotilla_exec::adapter::container::logs::sync(topology.project_name(), c, path);
             }
             if follow_remote.is_empty() {
                 next_remote = std::time::Instant::now() + REMOTE_POLL;

@@ -109,12 +109,7 @@ pub fn state_dir(
     cli: &Cli,
     topology: &flotilla_model::Topology,
 ) -> std::io::Result<flotilla_exec::statedir::StateDir> {
-    flotilla_exec::statedir::StateDir::resolve(cli.state_dir.as_deref(), project(topology))
-}
-
-/// The project of a topology loaded by [`topology_or_exit`] (always set there).
-pub fn project(topology: &flotilla_model::Topology) -> &str {
-    flotilla_exec::world::project_of(topology)
+    flotilla_exec::statedir::StateDir::resolve(cli.state_dir.as_deref(), topology.project_name())
 }
 
 /// `topology`'s project opened ([`flotilla_exec::world::World`]): its state

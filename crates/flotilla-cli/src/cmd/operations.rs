@@ -32,7 +32,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     let project = match &cli.project {
         Some(p) => p.clone(),
         None => match super::topology_or_exit(cli)? {
-            Ok((_, v)) => super::project(&v.topology).to_string(),
+            Ok((_, v)) => v.topology.project_name().to_string(),
             Err(code) => return Ok(code),
         },
     };

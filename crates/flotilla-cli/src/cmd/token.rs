@@ -55,22 +55,22 @@ pub enum Command {
 }
 
 fn print_table(tokens: &[JoinTokenDto]) {
-    println!(
-        "{:<12}  {:<16}  {:<8}  {:<20}  {:<20}  {:<20}  REVOKED",
-        "ID", "HOST", "STATE", "CREATED", "EXPIRES", "USED"
-    );
-    for t in tokens {
-        println!(
-            "{:<12}  {:<16}  {:<8}  {:<20}  {:<20}  {:<20}  {}",
-            t.id,
-            t.host,
-            t.state,
+    let head = [
+        "ID", "HOST", "STATE", "CREATED", "EXPIRES", "USED", "REVOKED",
+    ];
+    let mut rows = vec![head.map(String::from).to_vec()];
+    rows.extend(tokens.iter().map(|t| {
+        vec![
+            t.id.clone(),
+            t.host.clone(),
+            t.state.clone(),
             when(t.created_ms),
             when(t.expires_ms),
             t.used_ms.map_or("-".into(), when),
             t.revoked_ms.map_or("-".into(), when),
-        );
-    }
+        ]
+    }));
+    print!("{}", crate::render::table(&rows));
 }
 
 /// Runs it against the authority (`--server`, the operator credential).

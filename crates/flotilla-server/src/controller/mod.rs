@@ -76,8 +76,7 @@ pub enum Proposed {
 
 /// The controller's state directory for `topology`'s project.
 fn state_dir(ctl: &runs::Controller, topology: &Topology) -> Result<StateDir, ControllerError> {
-    StateDir::resolve(Some(&ctl.dir), flotilla_exec::world::project_of(topology))
-        .map_err(ControllerError::StateDir)
+    StateDir::resolve(Some(&ctl.dir), topology.project_name()).map_err(ControllerError::StateDir)
 }
 
 /// The invocation of `command_line` on `topology`, its progress to `events`.
