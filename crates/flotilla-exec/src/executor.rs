@@ -630,26 +630,12 @@ impl Executor {
             .map(|a| crate::environment::from_environment(&c.name, a))
             .collect::<Result<Vec<_>, _>>()
             .map_err(failed)?;
-        // A container's secrets are files; so are the secrets its environment takes
-        // (see `adapter::container::create`), so that no value shows in `inspect`.
-        let env_secrets = c.container.iter().flat_map(|_| {
-            c.env.values().filter_map(|v| match v {
-                flotilla_model::values::EnvValue::Secret(s) => Some(s),
-                flotilla_model::values::EnvValue::Literal(_) => None,
-            })
-        });
-        let mut wanted: Vec<&String> = c.container.iter().flat_map(|k| &k.secrets).collect();
-        for s in env_secrets {
-            if !wanted.contains(&s) {
-                wanted.push(s);
-            }
-        }
-        let secret_files = wanted
+        let secret_files = crate::adapter::container::create::secret_files(c)
             .into_iter()
             .map(|name| {
                 self.secrets
-                    .require(&c.name, name)
-                    .map(|v| (name.clone(), v))
+                    .require(&c.name, &name)
+                    .map(|v| (name, v))
                     .map_err(|e| failed(e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -677,14 +663,15 @@ impl Executor {
         adapter: &Arc<dyn Adapter>,
         offset: u64,
     ) -> Vec<String> {
-        let (a, c2, project, log) = (
+        let log = self.log_path(c);
+        let (a, c2, project, to) = (
             Arc::clone(adapter),
             c.clone(),
             self.project().to_string(),
-            self.log_path(c),
+            log.clone(),
         );
-        let _ = tokio::task::spawn_blocking(move || a.collect_log(&project, &c2, &log)).await;
-        crate::logs::tail_since(&self.log_path(c), offset, 10)
+        let _ = tokio::task::spawn_blocking(move || a.collect_log(&project, &c2, &to)).await;
+        crate::logs::tail_since(&log, offset, 10)
     }
 
     /// A start that failed (e.g. the process exited at once): the error, with what

@@ -118,6 +118,22 @@ pub fn env_secrets(c: &Component) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The secrets a container component gets as files in `/run/secrets`: its
+/// `container.secrets`, then those its environment takes ([`env_secrets`]), each
+/// once; none for a component that is not a container.
+pub fn secret_files(c: &Component) -> Vec<String> {
+    let Some(k) = &c.container else {
+        return Vec::new();
+    };
+    let mut names = k.secrets.clone();
+    for (_, s) in env_secrets(c) {
+        if !names.contains(&s) {
+            names.push(s);
+        }
+    }
+    names
+}
+
 /// `/bin/sh -c SCRIPT flotilla-env`: SCRIPT exports each variable from its secret's
 /// file, keeping trailing newlines (`$(cat F; printf x)`, then `${V%x}`), and
 /// `exec "$@"` runs the command given after it.
