@@ -480,7 +480,31 @@ fn another_projects_container_is_never_taken_for_ones_own() {
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let id = a.inspect(&shared).expect("a's named container")["Id"].clone();
     let belongs = format!("it belongs to project `{}`", a.project());
+    // What a's container writes never reaches b's log.
+    assert!(get(&format!("http://127.0.0.1:{pa}/index.html")).is_some());
+    assert!(
+        wait_until(Duration::from_secs(10), || a
+            .run(&["logs", "web"])
+            .stdout
+            .contains("response:200")),
+        "a's container logged the request"
+    );
+    // No line a's container wrote reaches b's log, by b's start or b's `logs`.
+    let lines = |e: &Env| -> Vec<String> {
+        e.run(&["logs", "web"])
+            .stdout
+            .lines()
+            .filter(|l| !l.starts_with("--- flotilla"))
+            .map(str::to_string)
+            .collect()
+    };
     b.refused(&["start", "web"], &belongs);
+    let (of_a, of_b) = (lines(&a), lines(&b));
+    assert!(!of_a.is_empty());
+    assert!(
+        !of_b.iter().any(|l| of_a.contains(l)),
+        "a's container's lines reached b's log:\n{of_b:#?}"
+    );
     let s = b.status("web");
     assert!(s.to_string().contains(&belongs), "{s:#}");
     assert_ne!(s["lifecycle"], "running", "{s:#}");

@@ -28,8 +28,10 @@ fn stamp_ns(stamp: &str) -> Option<u128> {
         .map(|d| d.as_nanos())
 }
 
-/// Copies the lines `c`'s container (of `project`) wrote since the last copy into `log`; returns how
-/// many. Nothing when the engine has no such container.
+/// Copies the lines `c`'s container (of `project`) wrote since the last copy into
+/// `log`; returns how many. Nothing when the engine has no such container, or when
+/// the container of that name is not this component's (another project's, or one
+/// without Flotilla's labels): its output is never read.
 ///
 /// # Errors
 /// The engine could not be asked, or the log file could not be written.
@@ -38,6 +40,9 @@ pub fn sync(project: &str, c: &Component, log: &Path) -> Result<usize, EngineErr
     let Some(info) = inspect(&engine, &container_name(project, c))? else {
         return Ok(0);
     };
+    if super::foreign(&info, project, &c.name).is_some() {
+        return Ok(0);
+    }
     let id = info.id.clone().unwrap_or_default();
     sync_container(&engine, &id, log)
 }
