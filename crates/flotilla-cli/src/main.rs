@@ -213,9 +213,11 @@ pub enum Command {
     Check(cmd::check::Args),
     /// Read-only: what runs on a host that the inventory does not cover, as proposals.
     Discover(cmd::discover::Args),
-    /// Move a component running under another owner (a process started by hand, a
-    /// systemd unit) to its declared owner: a plan shown first, with acceptance and
-    /// rollback.
+    /// Move a running component from another owner to its declared one, plan first.
+    ///
+    /// The other owner is a process started by hand, a systemd unit, a launchd job or
+    /// a container Flotilla did not start; each step is journaled, accepted by the
+    /// same checks as the baseline, or rolled back to the prior owner.
     Adopt(cmd::adopt::Args),
     /// Compact status: one line per component (state, health, pid, ports, uptime, restarts).
     Ps(cmd::ps::Args),

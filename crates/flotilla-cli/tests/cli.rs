@@ -487,6 +487,8 @@ fn subcommands(w: &Workspace) -> Vec<String> {
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
         .take_while(|l| !l.trim().is_empty())
+        // A name is indented by two spaces; a wrapped description by more.
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
         .filter_map(|l| l.split_whitespace().next().map(str::to_string))
         .filter(|c| c != "help")
         .collect()
