@@ -478,7 +478,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
 
 /// Whether `--json` was given (before any `--`, after which arguments are another
 /// program's).
-fn wants_json() -> bool {
+pub(crate) fn wants_json() -> bool {
     std::env::args_os()
         .skip(1)
         .take_while(|a| a != "--")

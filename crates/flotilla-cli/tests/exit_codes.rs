@@ -139,6 +139,36 @@ fn an_invalid_or_missing_inventory_and_a_bad_argument_exit_2() {
     w.write("flotilla.toml", "[components.x]\nadapter = \"process\"\n");
     let r = w.run(&["validate"]);
     assert_eq!(r.code, 2, "{r:?}");
+    // Under --json an invalid inventory is the promised error object, with each
+    // diagnostic at its file:line:column.
+    let r = w.run(&["status", "--json"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let v = error_object(&r.stdout);
+    assert_eq!(v["error"]["kind"], "usage", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is invalid"),
+        "{v}"
+    );
+    let first = &v["error"]["diagnostics"][0];
+    assert_eq!(first["location"]["start"]["line"], 1, "{v}");
+    // So is a host that is not one the verb can use.
+    w.write(
+        "flotilla.toml",
+        "[hosts.local]\n[components.x]\ncommand = [\"sleep\", \"60\"]\n",
+    );
+    let r = w.run(&["host", "uninstall", "local", "--json"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let v = error_object(&r.stdout);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is this machine"),
+        "{v}"
+    );
     let empty = Workspace::new();
     let r = empty.run(&["status", "--json"]);
     assert_eq!(r.code, 2, "{r:?}");

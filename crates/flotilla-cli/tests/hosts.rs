@@ -538,7 +538,9 @@ fn an_older_install_is_converted_and_uninstall_removes_it_keeping_state_unless_p
     let refused = fx.run(&["host", "uninstall", "h1"]);
     assert_eq!(refused.code, 1, "{}\n{}", refused.stdout, refused.stderr);
     assert!(
-        refused.stderr.contains("flotilla still runs there") && refused.stderr.contains("pids "),
+        refused.stderr.contains("flotilla still runs there")
+            && refused.stderr.contains("pid ")
+            && refused.stderr.contains("flotilla"),
         "{}",
         refused.stderr
     );
@@ -550,10 +552,37 @@ fn an_older_install_is_converted_and_uninstall_removes_it_keeping_state_unless_p
     assert_eq!(done["purged"], false, "{done:#}");
     assert!(!root.exists(), "the install root is removed");
     assert!(state.exists(), "the state directory is kept");
-    // Again: nothing installed, not an error; --purge removes the state.
+    // Again: nothing installed, not an error; --purge removes flotilla's state and
+    // keeps a file flotilla did not write there (and so the directory).
+    let base = state.clone();
+    assert!(
+        base.join("projects").exists(),
+        "the project's state is there"
+    );
+    let theirs = base.join("notes.txt");
+    std::fs::write(&theirs, "the user's own file\n").unwrap();
     let again = fx.ok(&["host", "uninstall", "h1", "--purge"]);
     assert!(again.stdout.contains("not installed"), "{}", again.stdout);
-    assert!(!state.exists(), "--purge removes the state directory");
+    assert!(!base.join("projects").exists(), "{}", again.stdout);
+    assert_eq!(
+        std::fs::read_to_string(&theirs).unwrap(),
+        "the user's own file\n"
+    );
+    assert!(
+        again
+            .stdout
+            .contains("kept what flotilla did not write there: notes.txt"),
+        "{}",
+        again.stdout
+    );
+    // Once only flotilla's files are there, the directory goes too.
+    std::fs::remove_file(&theirs).unwrap();
+    std::fs::create_dir_all(base.join("projects/x")).unwrap();
+    let json = fx
+        .ok(&["host", "uninstall", "h1", "--purge", "--json"])
+        .json();
+    assert_eq!(json["kept"], serde_json::json!([]), "{json:#}");
+    assert!(!base.exists(), "{json:#}");
     // Later tests install it again.
     fx.install(&["h1"]);
 }

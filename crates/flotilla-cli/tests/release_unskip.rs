@@ -290,8 +290,9 @@ fn a_skipped_release_is_allowed_again_by_unskip_through_the_authority() {
 #[test]
 fn unskip_refuses_an_unknown_host_and_a_host_that_is_not_an_agent_host() {
     let a = authority("[hosts.box]\ntransport = \"ssh\"\n");
+    // An unknown host is a usage error (404 → exit 2), like every unknown name.
     let r = a.run(&["release", "unskip", "0.2.0", "--host", "nowhere"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, 2, "{r:?}");
     assert!(
         r.stderr.contains("no host `nowhere`") && r.stderr.contains("not in the selected revision"),
         "{r:?}"

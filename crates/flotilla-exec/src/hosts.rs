@@ -262,14 +262,15 @@ pub enum UninstallError {
     Transport(#[from] TransportError),
     /// Processes run from the install: components' log writers, `host serve`, an
     /// agent.
-    #[error("host `{host}`: flotilla still runs there from {root} (pids {}): stop what it runs first (`flotilla down` of its components, its agent), or uninstall with --force", pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))]
+    #[error("host `{host}`: flotilla still runs there from {root} ({}): stop what it runs first (`flotilla down` of its components, its agent), or uninstall with --force", processes.iter().map(|(pid, cmd)| format!("pid {pid}: {cmd}")).collect::<Vec<_>>().join("; "))]
     Running {
         /// Host.
         host: String,
         /// The install root, resolved there.
         root: String,
-        /// The processes whose executable is under it.
-        pids: Vec<u32>,
+        /// The processes whose executable is under it: pid and command line (its
+        /// first 120 bytes, arguments joined by spaces).
+        processes: Vec<(u32, String)>,
     },
     /// The remote command failed.
     #[error("host `{host}`: removing the install failed (exit {code}): {stderr}")]
@@ -292,9 +293,26 @@ pub struct UninstallReport {
     pub removed: Option<String>,
     /// The state directory there: removed with `purge`, else kept.
     pub state_dir: String,
-    /// Whether the state directory was removed.
+    /// Whether Flotilla's files in the state directory were removed (`purge`).
     pub purged: bool,
+    /// With `purge`: the entries of the state directory Flotilla did not write, kept
+    /// (the directory itself is removed only when nothing is left in it).
+    pub kept: Vec<String>,
 }
+
+/// The entries of a host's state directory that Flotilla writes (DESIGN.md, "Where
+/// state lives"): projects' state, the agent's own files, backups, and a layout from
+/// before projects. `--purge` removes these and nothing else: a user's file there
+/// (and `secrets.env`, which the user writes) is kept.
+pub const STATE_ENTRIES: &[&str] = &[
+    "projects",
+    "agent",
+    flotilla_store::backup::BACKUPS_DIR,
+    "state.db",
+    "state.db-wal",
+    "state.db-shm",
+    "logs",
+];
 
 fn removal_failed(host: &str, out: &crate::ssh::Output) -> UninstallError {
     UninstallError::Remote {
@@ -305,8 +323,10 @@ fn removal_failed(host: &str, out: &crate::ssh::Output) -> UninstallError {
 }
 
 /// Removes what [`install`] put on `host` (the install root, [`REMOTE_ROOT`]), and
-/// with `purge` its state directory too (the host's `state_dir`, else
-/// `$XDG_STATE_HOME/flotilla`, else `~/.local/state/flotilla` there). Refused while
+/// with `purge` Flotilla's entries of its state directory too ([`STATE_ENTRIES`] of
+/// the host's `state_dir`, else `$XDG_STATE_HOME/flotilla`, else
+/// `~/.local/state/flotilla` there), then the directory when nothing else is left in
+/// it (what is left is listed in [`UninstallReport::kept`]). Refused while
 /// a process runs from the install (its executable under the root: components' log
 /// writers, an agent), unless `force`. Idempotent: no install is not an error.
 ///
@@ -329,8 +349,8 @@ pub async fn uninstall(
          real=$(cd \"$root\" 2>/dev/null && pwd -P) || {{ echo absent; exit 0; }}; \
          printf 'root %s\\n' \"$real\"; \
          if [ -d /proc/self ]; then for p in /proc/[0-9]*; do e=$(readlink \"$p/exe\" 2>/dev/null) || continue; \
-           case \"$e\" in \"$real\"/*) echo \"pid ${{p#/proc/}}\";; esac; done; \
-         else ps -axo pid=,comm= | while read -r pid comm; do case \"$comm\" in \"$real\"/*) echo \"pid $pid\";; esac; done; fi"
+           case \"$e\" in \"$real\"/*) printf 'pid %s %s\\n' \"${{p#/proc/}}\" \"$(tr '\\0' ' ' < \"$p/cmdline\" 2>/dev/null | cut -c1-120)\";; esac; done; \
+         else ps -axo pid=,comm= | while read -r pid comm; do case \"$comm\" in \"$real\"/*) echo \"pid $pid $comm\";; esac; done; fi"
     );
     let out = fleet.run(host, &script, b"", COMMAND_TIMEOUT).await?;
     let text = String::from_utf8_lossy(&out.stdout).to_string();
@@ -343,16 +363,19 @@ pub async fn uninstall(
     };
     let state_dir = field("state ").unwrap_or_default();
     let root = field("root ");
-    let pids: Vec<u32> = text
+    let processes: Vec<(u32, String)> = text
         .lines()
-        .filter_map(|l| l.strip_prefix("pid ")?.parse().ok())
+        .filter_map(|l| {
+            let (pid, cmd) = l.strip_prefix("pid ")?.split_once(' ').unwrap_or((l, ""));
+            Some((pid.parse().ok()?, cmd.trim().to_string()))
+        })
         .collect();
     if let Some(root) = &root {
-        if !pids.is_empty() && !force {
+        if !processes.is_empty() && !force {
             return Err(UninstallError::Running {
                 host: host.into(),
                 root: root.clone(),
-                pids,
+                processes,
             });
         }
     }
@@ -361,18 +384,30 @@ pub async fn uninstall(
         remove.push_str(&format!("rm -rf \"{REMOTE_ROOT}\"; "));
     }
     if purge {
-        remove.push_str(&format!("rm -rf {state}; "));
+        // Only Flotilla's entries; then the directory if that emptied it; then what
+        // is left, one `kept NAME` line each.
+        let entries = STATE_ENTRIES.join(" ");
+        remove.push_str(&format!(
+            "if [ -d {state} ]; then (cd {state} && rm -rf {entries} && for e in * .[!.]* ..?*; do \
+             [ -e \"$e\" ] || [ -L \"$e\" ] || continue; printf 'kept %s\\n' \"$e\"; done); \
+             rmdir {state} 2>/dev/null || true; fi; "
+        ));
     }
     remove.push_str("true");
     let out = fleet.run(host, &remove, b"", COMMAND_TIMEOUT).await?;
     if out.code != Some(0) {
         return Err(removal_failed(host, &out));
     }
+    let kept = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("kept ").map(str::to_string))
+        .collect();
     Ok(UninstallReport {
         host: host.into(),
         removed: root,
         state_dir,
         purged: purge,
+        kept,
     })
 }
 

@@ -2,7 +2,7 @@
 //! offers, installing this flotilla on a host, and the host mode the controller
 //! talks to over SSH (`serve`, not for humans).
 
-use crate::{render, Cli, EXIT_OK, EXIT_REFUSED, EXIT_USAGE};
+use crate::{render, Cli, EXIT_OK, EXIT_REFUSED};
 use flotilla_exec::hosts;
 use std::path::PathBuf;
 
@@ -77,20 +77,16 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         Err(code) => return Ok(code),
     };
     let topology = validated.topology;
-    let ssh_host = |name: &str| -> Option<u8> {
+    let ssh_host = |name: &str| -> anyhow::Result<()> {
         match topology.hosts.get(name) {
-            Some(h) if h.is_remote() => None,
-            Some(_) => {
-                eprintln!("error: host `{name}` is this machine (transport local): nothing to reach over SSH");
-                Some(EXIT_USAGE)
-            }
-            None => {
-                eprintln!(
-                    "error: no host `{name}` in the inventory (hosts: {})",
-                    super::host_names(&topology)
-                );
-                Some(EXIT_USAGE)
-            }
+            Some(h) if h.is_remote() => Ok(()),
+            Some(_) => Err(crate::usage(format!(
+                "host `{name}` is this machine (transport local): nothing to reach over SSH"
+            ))),
+            None => Err(crate::usage(format!(
+                "no host `{name}` in the inventory (hosts: {})",
+                super::host_names(&topology)
+            ))),
         }
     };
     let rt = super::runtime;
@@ -160,9 +156,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                     EXIT_REFUSED
                 });
             }
-            if let Some(code) = ssh_host(host) {
-                return Ok(code);
-            }
+            ssh_host(host)?;
             let fleet = super::ssh_pool(cli, &topology);
             let report = rt()?.block_on(hosts::check(&fleet, &topology, host));
             if *json {
@@ -173,9 +167,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             Ok(if report.ok() { EXIT_OK } else { EXIT_REFUSED })
         }
         HostCommand::Uninstall(o) => {
-            if let Some(code) = ssh_host(&o.host) {
-                return Ok(code);
-            }
+            ssh_host(&o.host)?;
             super::host_uninstall::run(&super::ssh_pool(cli, &topology), o)
         }
         HostCommand::Install {
@@ -186,9 +178,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             artifacts,
             json,
         } => {
-            if let Some(code) = ssh_host(host) {
-                return Ok(code);
-            }
+            ssh_host(host)?;
             let fleet = super::ssh_pool(cli, &topology);
             let path = match (binary, release) {
                 (Some(p), _) => p.clone(),

@@ -12,14 +12,16 @@ use flotilla_exec::ssh::Pool;
 pub struct Options {
     /// Host name in the inventory.
     pub host: String,
-    /// Remove the host's flotilla state directory too (journal, logs, instances).
+    /// Remove flotilla's files from the host's state directory too (projects'
+    /// journals, logs and instances, the agent's files, backups); files flotilla did
+    /// not write there are kept, and listed.
     #[arg(long)]
     pub purge: bool,
     /// Remove the install even while processes run from it (they keep running,
     /// unmanaged, until they exit).
     #[arg(long)]
     pub force: bool,
-    /// Print JSON: {host, removed, state_dir, purged}.
+    /// Print JSON: {host, removed, state_dir, purged, kept}.
     #[arg(long)]
     pub json: bool,
 }
@@ -39,8 +41,14 @@ pub fn run(fleet: &Pool, o: &Options) -> anyhow::Result<u8> {
                         r.host
                     ),
                 }
-                if r.purged {
+                if r.purged && r.kept.is_empty() {
                     println!("removed its state directory {}", r.state_dir);
+                } else if r.purged {
+                    println!(
+                        "removed flotilla's files from its state directory {}, and kept what flotilla did not write there: {}",
+                        r.state_dir,
+                        r.kept.join(", ")
+                    );
                 } else {
                     println!(
                         "kept its state directory {} (--purge removes it)",

@@ -63,8 +63,7 @@ pub fn topology_or_exit(cli: &Cli) -> anyhow::Result<Result<(Loaded, Validated),
             // The project: -p, else the inventory's `project`, else its directory's name.
             let project = match (&cli.project, &v.topology.project) {
                 (Some(p), _) if !flotilla_model::topology::valid_project_name(p) => {
-                    eprintln!("error: `{p}` is not a project name (-p/FLOTILLA_PROJECT): use lowercase letters, digits, `-` and `_` (at most 63, starting with a letter or digit)");
-                    return Ok(Err(EXIT_USAGE));
+                    return Err(crate::usage(format!("`{p}` is not a project name (-p/FLOTILLA_PROJECT): use lowercase letters, digits, `-` and `_` (at most 63, starting with a letter or digit)")));
                 }
                 (Some(p), _) => p.clone(),
                 (None, Some(p)) => p.clone(),
@@ -84,11 +83,24 @@ pub fn topology_or_exit(cli: &Cli) -> anyhow::Result<Result<(Loaded, Validated),
                 .iter()
                 .filter(|d| d.severity == flotilla_model::Severity::Error)
                 .count();
-            eprintln!(
-                "error: {} is invalid ({errors} error{})",
+            let message = format!(
+                "{} is invalid ({errors} error{})",
                 path.display(),
                 if errors == 1 { "" } else { "s" }
             );
+            eprintln!("error: {message}");
+            if crate::wants_json() {
+                // The promised `{"error": …}` object, with each diagnostic as
+                // `validate --json` gives it.
+                let mut json = crate::error_json(&anyhow::anyhow!(message), EXIT_USAGE);
+                json["error"]["diagnostics"] = serde_json::to_value(
+                    diags
+                        .iter()
+                        .map(|d| d.locate(&loaded.sources))
+                        .collect::<Vec<_>>(),
+                )?;
+                println!("{json}");
+            }
             Ok(Err(EXIT_USAGE))
         }
     }

@@ -1,6 +1,6 @@
 //! `flotilla operations [show ID]`: the journal of mutating invocations and their steps.
 
-use crate::{render, Cli, EXIT_OK, EXIT_USAGE};
+use crate::{render, Cli, EXIT_OK};
 use flotilla_exec::statedir::StateDir;
 use flotilla_store::{OperationId, Store};
 
@@ -81,12 +81,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         }
         Some(Show::Show { id }) => {
             let Ok(id) = id.parse::<OperationId>() else {
-                eprintln!("error: `{id}` is not an operation id (e.g. op-12)");
-                return Ok(EXIT_USAGE);
+                return Err(crate::usage(format!(
+                    "`{id}` is not an operation id (e.g. op-12)"
+                )));
             };
             let Some((op, steps)) = store.operation(id)? else {
-                eprintln!("error: no operation {id}");
-                return Ok(EXIT_USAGE);
+                return Err(crate::usage(format!("no operation {id}")));
             };
             if args.json {
                 println!(

@@ -8,7 +8,7 @@
 
 use crate::{Cli, EXIT_OK, EXIT_REFUSED};
 use flotilla_api::wire::{CreateRollbackRequest, CreateRolloutRequest, PublishReleaseRequest};
-use flotilla_release::rollout::Rollout;
+use flotilla_release::rollout::{Phase, Rollout};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -300,20 +300,6 @@ fn refused(e: flotilla_api::ClientError) -> anyhow::Result<u8> {
     }
 }
 
-/// As [`refused`], and an unknown host or request (404) is refused too: the
-/// authority's message names what it does not know.
-fn refused_or_unknown(e: flotilla_api::ClientError) -> anyhow::Result<u8> {
-    match &e {
-        flotilla_api::ClientError::Api {
-            status: 404, error, ..
-        } => {
-            eprintln!("refused: {}", error.message);
-            Ok(EXIT_REFUSED)
-        }
-        _ => refused(e),
-    }
-}
-
 /// An unskip request: done (what was cleared) or pending (recorded, `--no-wait`).
 fn print_unskip(u: &flotilla_api::wire::UnskipDto, json: bool) -> anyhow::Result<()> {
     if json {
@@ -389,9 +375,12 @@ fn print_rollout(r: &Rollout, json: bool) -> anyhow::Result<()> {
         humantime::format_duration(Duration::from_millis(r.spec.min_healthy_ms)),
         humantime::format_duration(Duration::from_millis(r.spec.timeout_ms)),
         flotilla_exec::observe::age(now - r.created_ms),
-        r.approved_ms
-            .map(|t| format!(", approved {} ago", flotilla_exec::observe::age(now - t)))
-            .unwrap_or_else(|| ", awaiting approval (`flotilla release approve`)".into()),
+        match (r.approved_ms, r.phase) {
+            (Some(t), _) => format!(", approved {} ago", flotilla_exec::observe::age(now - t)),
+            (None, Phase::AwaitingApproval) =>
+                ", awaiting approval (`flotilla release approve`)".into(),
+            (None, _) => ", never approved".into(),
+        },
     );
     let mut rows = vec![vec![
         "HOST".to_string(),
@@ -407,6 +396,9 @@ fn print_rollout(r: &Rollout, json: bool) -> anyhow::Result<()> {
                 format!("{v} {}", crate::render::short_digest(&s))
             }
             Some((_, s)) => crate::render::short_digest(&s),
+            // The authority knew no platform for the host when the rollout was made
+            // (its agent had not reported one, the inventory declares none).
+            None if h.platform == "unknown" => "none (platform not reported)".into(),
             None => format!("none for {}", h.platform),
         };
         let running = h
@@ -811,7 +803,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                     print_unskip(&u, *json)?;
                     Ok(EXIT_OK)
                 }
-                Err(flotilla_api::UnskipError::Client(e)) => refused_or_unknown(e),
+                Err(flotilla_api::UnskipError::Client(e)) => refused(e),
                 Err(
                     e @ (flotilla_api::UnskipError::Failed(_)
                     | flotilla_api::UnskipError::NotConfirmed { .. }),
@@ -848,7 +840,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 timeout_ms: ms(timeout),
             })) {
                 Ok(dto) => dto,
-                Err(e) => return refused_or_unknown(e),
+                Err(e) => return refused(e),
             };
             let r = rollout_of(dto)?;
             print_rollout(&r, *json)?;

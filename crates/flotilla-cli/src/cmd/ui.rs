@@ -29,11 +29,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     let link = match Link::parse(object) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("error: {e}");
-            if !object.contains('/') {
-                eprintln!("  a component, host or stack is named with its kind: `flotilla ui component/{object}`, `host/{object}`, `stack/{object}`");
-            }
-            return Ok(EXIT_USAGE);
+            let hint = if object.contains('/') {
+                String::new()
+            } else {
+                format!("\n  a component, host or stack is named with its kind: `flotilla ui component/{object}`, `host/{object}`, `stack/{object}`")
+            };
+            return Err(crate::usage(format!("{e}{hint}")));
         }
     };
     if let Some((kind, name)) = match &link {
