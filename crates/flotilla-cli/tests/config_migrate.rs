@@ -68,6 +68,24 @@ fn migrate_writes_the_version_keeping_comments_and_order_after_showing_the_diffe
     );
 }
 
+/// An inventory that is a symbolic link (kept in a dotfiles repository) stays one:
+/// the file it points at is rewritten.
+#[test]
+fn migrate_writes_through_a_symbolic_link() {
+    let ws = Workspace::new();
+    let real = ws.write("dotfiles/fleet.toml", FLEET);
+    let link = ws.path().join("flotilla.toml");
+    std::os::unix::fs::symlink("dotfiles/fleet.toml", &link).unwrap();
+    let run = ws.run(&["config", "migrate"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(),
+        "the link is still a link"
+    );
+    let text = std::fs::read_to_string(&real).unwrap();
+    assert!(text.contains("version = 1\n"), "{text}");
+}
+
 #[test]
 fn a_newer_or_broken_inventory_is_refused_with_what_to_do_and_left_as_it_was() {
     let ws = Workspace::new();

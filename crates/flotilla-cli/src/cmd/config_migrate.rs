@@ -63,8 +63,12 @@ pub fn run(file: Option<&std::path::Path>, o: &Options) -> anyhow::Result<u8> {
         println!("nothing written (--dry-run)");
         return Ok(EXIT_OK);
     }
-    let mode = std::fs::metadata(&path)?.permissions().mode() & 0o7777;
-    flotilla_release::install::write_atomic(&path, m.text.as_bytes(), mode)
+    // Through a symbolic link: the file it points at is rewritten (atomically, in
+    // its own directory), and the link stays a link.
+    let target = std::fs::canonicalize(&path)
+        .map_err(|e| anyhow::anyhow!("cannot resolve {shown}: {e} (it is unchanged)"))?;
+    let mode = std::fs::metadata(&target)?.permissions().mode() & 0o7777;
+    flotilla_release::install::write_atomic(&target, m.text.as_bytes(), mode)
         .map_err(|e| anyhow::anyhow!("cannot write {shown}: {e} (it is unchanged)"))?;
     println!("wrote {shown}");
     Ok(EXIT_OK)

@@ -71,11 +71,17 @@ pub fn finding(
         AdapterKind::Container => {
             let c = d.container.as_ref();
             spec.adapter = Some(AdapterKind::Container);
-            spec.command = c.and_then(|c| c.cmd.clone());
+            spec.command = c.and_then(|c| c.cmd.clone()).map(|mut cmd| {
+                redact(&mut cmd, &mut notes);
+                cmd
+            });
             spec.container = c.map(|c| ContainerSpec {
                 image: c.image.clone(),
                 name: Some(c.name.clone()),
-                entrypoint: c.entrypoint.clone(),
+                entrypoint: c.entrypoint.clone().map(|mut e| {
+                    redact(&mut e, &mut notes);
+                    e
+                }),
                 ports: c
                     .ports
                     .iter()
@@ -113,12 +119,27 @@ pub fn finding(
         }
     };
     let name = unique(&base, taken);
+    // The report never holds a secret it saw: not in the proposal, and not in what
+    // it says it found (a comment, or `--json`) either.
+    let process = d.process.map(|mut p| {
+        redact(&mut p.argv, &mut Vec::new());
+        p
+    });
+    let container = d.container.map(|mut c| {
+        for argv in [c.cmd.as_mut(), c.entrypoint.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            redact(argv, &mut Vec::new());
+        }
+        c
+    });
     Finding {
         name,
         adapter: d.adapter,
-        process: d.process,
+        process,
         unit: d.unit,
-        container: d.container,
+        container,
         listening: d.listening,
         answers,
         notes,
@@ -227,17 +248,25 @@ fn command(p: &ProcessFacts) -> (Vec<String>, Vec<String>) {
             argv[0] = Path::new(cwd).join(rel).display().to_string();
         }
     }
-    let mut i = 1;
+    redact(&mut argv, &mut notes);
+    (argv, notes)
+}
+
+/// Replaces in `argv` the value of each option that names a secret (`--api-key V`,
+/// `--token=V`; not `--api-key-file`, which names where one is) by [`REDACTED`],
+/// with a note for each in `notes`.
+fn redact(argv: &mut [String], notes: &mut Vec<String>) {
+    // `--api-key`, `--token`; not `--api-key-file`, `--password-store`: those
+    // name where a secret is, not the secret.
+    let secret = |name: &str| {
+        let n = name.to_ascii_lowercase();
+        name.starts_with('-')
+            && SECRET_WORDS.iter().any(|w| n.contains(w))
+            && !NOT_SECRET_ENDINGS.iter().any(|e| n.ends_with(e))
+    };
+    let mut i = 0;
     while i < argv.len() {
         let a = argv[i].clone();
-        // `--api-key`, `--token`; not `--api-key-file`, `--password-store`: those
-        // name where a secret is, not the secret.
-        let secret = |name: &str| {
-            let n = name.to_ascii_lowercase();
-            name.starts_with('-')
-                && SECRET_WORDS.iter().any(|w| n.contains(w))
-                && !NOT_SECRET_ENDINGS.iter().any(|e| n.ends_with(e))
-        };
         if let Some((name, _)) = a.split_once('=').filter(|(n, _)| secret(n)) {
             argv[i] = format!("{name}={REDACTED}");
             notes.push(format!(
@@ -252,7 +281,6 @@ fn command(p: &ProcessFacts) -> (Vec<String>, Vec<String>) {
         }
         i += 1;
     }
-    (argv, notes)
 }
 
 /// A name for a process: an interpreter's `-m` module or script, else its program.
@@ -447,6 +475,43 @@ mod tests {
         assert_eq!(program_name(&p), "app");
         let p = facts(&["/opt/llama-server", "--port", "1"], "/opt/llama-server");
         assert_eq!(program_name(&p), "llama-server");
+    }
+
+    #[test]
+    fn no_secret_reaches_the_report_text_or_its_json() {
+        let p = facts(
+            &[
+                "/srv/app/bin/server",
+                "--api-key",
+                "sk-live-1",
+                "--token=tok-2",
+            ],
+            "/srv/app/bin/server",
+        );
+        let d = Draft {
+            adapter: AdapterKind::Process,
+            process: Some(p),
+            unit: None,
+            container: None,
+            listening: vec!["127.0.0.1:8080".parse().unwrap()],
+        };
+        let f = finding(d, Vec::new(), "local", &mut BTreeSet::new());
+        let report = Discovery {
+            host: "local".into(),
+            sources: Vec::new(),
+            findings: vec![f],
+            skipped: Vec::new(),
+        };
+        let text = render(&report);
+        let json = serde_json::to_string(&report).unwrap();
+        for secret in ["sk-live-1", "tok-2"] {
+            assert!(!text.contains(secret), "{text}");
+            assert!(!json.contains(secret), "{json}");
+        }
+        assert!(
+            text.contains("pid 42 (`/srv/app/bin/server --api-key <redacted>"),
+            "{text}"
+        );
     }
 
     #[test]
