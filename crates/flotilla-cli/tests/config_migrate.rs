@@ -79,7 +79,10 @@ fn migrate_writes_through_a_symbolic_link() {
     let run = ws.run(&["config", "migrate"]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     assert!(
-        std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(),
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
         "the link is still a link"
     );
     let text = std::fs::read_to_string(&real).unwrap();

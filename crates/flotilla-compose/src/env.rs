@@ -6,12 +6,15 @@
 //! a value (`- HF_TOKEN`, `HF_TOKEN:`) — compose's "from the shell" — too.
 //!
 //! A value that looks like a secret ([`crate::secret`]) is never written into the
-//! inventory, even when the compose file holds it literally: it becomes
-//! `${env.NAME}` with a note, so the value is given where Flotilla runs.
+//! inventory, even when the compose file holds it literally: it becomes the secret
+//! `{ secret = "NAME" }` with a note (resolved where Flotilla runs, from its
+//! environment or `secrets.env`, and given to the container as a file, so the value
+//! is never in the engine's `inspect` output). So does a reference to, or a variable
+//! listed without a value that is named like, a secret (`${OPENAI_API_KEY}`).
 
 use crate::ctx::Ctx;
 use crate::notes::Note;
-use crate::secret::{looks_secret, plain_reference};
+use crate::secret::{looks_secret, referenced, secret_name};
 use crate::yaml::{Node, Value};
 use flotilla_model::values::EnvValue;
 use std::collections::BTreeMap;
@@ -24,38 +27,58 @@ pub fn read(
 ) -> (BTreeMap<String, EnvValue>, BTreeMap<String, u32>) {
     let mut out = BTreeMap::new();
     let mut lines = BTreeMap::new();
-    let mut put = |ctx: &mut Ctx,
-                   name: &str,
-                   value: Option<&Node>,
-                   at: &Node,
-                   notes: &mut Vec<Note>| {
-        let key = format!("environment.{name}");
-        let value = match value {
-            // Listed without a value: compose takes it from the shell.
-            None => from_shell(name, at, &key, notes),
-            Some(v) if v.is_null() => from_shell(name, at, &key, notes),
-            Some(v) => {
-                let Some(text) = ctx.scalar(v, &key) else {
-                    return;
-                };
-                if looks_secret(name, &text) && !plain_reference(&text) {
-                    notes.push(Note::new(
-                        at.at.line,
-                        &key,
-                        format!("the value looks like a secret and is not copied here: it is taken from the environment flotilla runs in (`${{env.{name}}}`): set {name} there when the component starts"),
-                    ));
-                    format!("${{env.{name}}}")
-                } else {
-                    let Some(v) = ctx.flotilla(&text, v, &key, notes) else {
+    let mut put =
+        |ctx: &mut Ctx, name: &str, value: Option<&Node>, at: &Node, notes: &mut Vec<Note>| {
+            let key = format!("environment.{name}");
+            let value = match value {
+                // Listed without a value: compose takes it from the shell.
+                None if secret_name(name) => secret(
+                    name,
+                    at,
+                    &key,
+                    notes,
+                    "is listed without a value (compose takes it from the shell)",
+                ),
+                Some(v) if v.is_null() && secret_name(name) => secret(
+                    name,
+                    at,
+                    &key,
+                    notes,
+                    "is listed without a value (compose takes it from the shell)",
+                ),
+                None => EnvValue::Literal(from_shell(name, at, &key, notes)),
+                Some(v) if v.is_null() => EnvValue::Literal(from_shell(name, at, &key, notes)),
+                Some(v) => {
+                    let Some(text) = ctx.scalar(v, &key) else {
                         return;
                     };
-                    v
+                    match referenced(&text) {
+                        Some(var) if secret_name(name) || secret_name(&var) => secret(
+                            &var,
+                            at,
+                            &key,
+                            notes,
+                            &format!("refers to `{var}`, named like a secret"),
+                        ),
+                        None if looks_secret(name, &text) => secret(
+                            name,
+                            at,
+                            &key,
+                            notes,
+                            "looks like a secret and is not copied here",
+                        ),
+                        _ => {
+                            let Some(v) = ctx.flotilla(&text, v, &key, notes) else {
+                                return;
+                            };
+                            EnvValue::Literal(v)
+                        }
+                    }
                 }
-            }
+            };
+            out.insert(name.to_string(), value);
+            lines.insert(name.to_string(), at.at.line);
         };
-        out.insert(name.to_string(), EnvValue::Literal(value));
-        lines.insert(name.to_string(), at.at.line);
-    };
     match &node.value {
         Value::Map(entries) => {
             for (k, v) in entries {
@@ -91,6 +114,16 @@ pub fn read(
         ),
     }
     (out, lines)
+}
+
+/// `{ secret = "<secret>" }`, noted (on `key`) with `why` the value is not written.
+fn secret(secret: &str, at: &Node, key: &str, notes: &mut Vec<Note>, why: &str) -> EnvValue {
+    notes.push(Note::new(
+        at.at.line,
+        key,
+        format!("the value {why}: it is the secret `{secret}` (`{{ secret = \"{secret}\" }}`), given to the container as a file, never in its inspect output: put {secret}=… in the state directory's secrets.env (mode 0600) or in the environment flotilla runs in"),
+    ));
+    EnvValue::Secret(secret.to_string())
 }
 
 /// A variable listed without a value: `${env.NAME}`, noted (compose leaves it out

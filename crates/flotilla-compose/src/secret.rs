@@ -67,6 +67,20 @@ pub fn plain_reference(text: &str) -> bool {
     )
 }
 
+/// The variable `text` refers to when it is one reference and nothing else
+/// (`${NAME}`, `$NAME`, `${NAME:?message}`), as [`plain_reference`] decides.
+pub fn referenced(text: &str) -> Option<String> {
+    use crate::interp::{Op, Piece};
+    match crate::interp::parse(text).ok()?.as_slice() {
+        [Piece::Var {
+            name,
+            op: Op::Plain | Op::Required | Op::RequiredNonEmpty,
+            ..
+        }] => Some(name.clone()),
+        _ => None,
+    }
+}
+
 /// `scheme://user:password@host…`.
 fn url_with_password(value: &str) -> bool {
     let Some((_, rest)) = value.split_once("://") else {

@@ -78,9 +78,13 @@ const NOT_CARRIED: &[(&[&str], &str)] = &[
             "blkio_config", "cpu_count", "cpu_percent", "cpu_shares", "cpu_period", "cpu_quota",
             "cpu_rt_runtime", "cpu_rt_period", "cpus", "cpuset", "mem_limit", "mem_reservation",
             "mem_swappiness", "memswap_limit", "oom_kill_disable", "oom_score_adj", "pids_limit",
-            "shm_size", "ulimits", "storage_opt",
+            "ulimits", "storage_opt",
         ],
         "resource limits are not in the container table",
+    ),
+    (
+        &["shm_size", "ipc"],
+        "the size of /dev/shm and the IPC namespace are not in the container table: the container gets its own, with the engine's default /dev/shm of 64 MiB, which PyTorch workers outgrow (vLLM's docs ask for `ipc: host` or a larger `shm_size` for tensor parallelism); until then run such a server outside flotilla and declare it `owner = \"external\"`",
     ),
     (
         &[
@@ -93,7 +97,7 @@ const NOT_CARRIED: &[(&[&str], &str)] = &[
     (
         &[
             "dns", "dns_opt", "dns_search", "domainname", "hostname", "extra_hosts", "mac_address",
-            "links", "external_links", "ipc", "pid", "uts",
+            "links", "external_links", "pid", "uts",
         ],
         "a network or namespace setting the container table does not have",
     ),

@@ -102,9 +102,15 @@ fn adapter_err(c: &Component, e: impl std::fmt::Display) -> ExecError {
     }
 }
 
+/// An engine id or digest (64 hex digits, maybe `sha256:`-prefixed) shortened to its
+/// first 12 digits, as `docker ps` shows it; anything else (a container's name) whole.
 fn short(id: &str) -> &str {
-    let id = id.strip_prefix("sha256:").unwrap_or(id);
-    id.get(..12).unwrap_or(id)
+    let hex = id.strip_prefix("sha256:").unwrap_or(id);
+    if hex.len() >= 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        &hex[..12]
+    } else {
+        id
+    }
 }
 
 /// Inspects a container by id or name; `None` when the engine has none.
@@ -1080,3 +1086,15 @@ const BUILTIN_NETWORKS: &[&str] = &[
     "slirp4netns",
     "pasta",
 ];
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ids_are_shortened_and_names_are_not() {
+        let id = "0123456789abcdef".repeat(4);
+        assert_eq!(super::short(&id), "0123456789ab");
+        assert_eq!(super::short(&format!("sha256:{id}")), "0123456789ab");
+        assert_eq!(super::short("flotilla-rvg-web-ui"), "flotilla-rvg-web-ui");
+        assert_eq!(super::short("deadbeef"), "deadbeef");
+    }
+}
