@@ -1340,4 +1340,38 @@ fn a_container_started_by_hand_is_adopted_and_rolled_back_to_the_same_container(
         "flotilla's container is stopped: {text}"
     );
     assert!(get(&url).is_some(), "the hand container answers again");
+
+    // Declared with the hand container's own name (as `discover` proposes it): the
+    // prior is kept under another name while flotilla's container takes its name,
+    // and a rollback gives it back.
+    let same = e.web("web", port, "").replace(
+        &format!("name = \"{}\"", e.name("web")),
+        &format!("name = \"{hand}\""),
+    );
+    e.inventory(&same);
+    let kept = format!("{hand}-before-flotilla");
+    e.cleanup.push(kept.clone());
+    let plan = e.run(&["adopt", "web", "--dry-run"]);
+    assert!(
+        plan.stdout
+            .contains(&format!("kept, not removed, as {kept}"))
+            && plan.stdout.contains(&format!("container {hand} (")),
+        "the plan says so, and names the container behind the port forwarder:\n{}",
+        plan.stdout
+    );
+    let run = e.run(&["adopt", "web", "--yes"]);
+    let text = format!("{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.code, 0, "{text}");
+    let theirs = e.inspect(&kept).expect("the prior container, kept");
+    assert_eq!(theirs["Id"].as_str(), Some(id.as_str()), "{text}");
+    let ours = e.inspect(&hand).expect("flotilla's container has the name");
+    assert_ne!(ours["Id"].as_str(), Some(id.as_str()), "{text}");
+    assert_eq!(e.status("web")["ownership"], "managed (container)");
+    let run = e.run(&["adopt", "web", "--rollback"]);
+    let text = format!("{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.code, 0, "{text}");
+    let back = e.inspect(&hand).expect("its name back");
+    assert_eq!(back["Id"].as_str(), Some(id.as_str()), "{text}");
+    assert!(e.inspect(&kept).is_none(), "{text}");
+    assert_eq!(running(&e, &hand), Some(true), "{text}");
 }

@@ -595,11 +595,19 @@ impl Executor {
                 .unwrap_or_default();
         for (name, ep) in c.endpoints.iter().filter(|(_, e)| e.is_local_bind()) {
             if let Some(l) = listening.get(&ep.port).and_then(|ls| ls.first()) {
+                let (l2, socket) = (
+                    l.clone(),
+                    crate::adapter::container::engine::socket_for(c.container_api.as_deref()),
+                );
+                let who = tokio::task::spawn_blocking(move || {
+                    crate::discover::containers::describe_holder(&l2, &socket)
+                })
+                .await
+                .unwrap_or_else(|_| l.describe());
                 return Err(Done::new(
                     format!(
-                        "port {} (endpoint `{name}`) is already in use by {}: not starting `{}` and not adopting that process",
+                        "port {} (endpoint `{name}`) is already in use by {who}: not starting `{}` and not adopting that process",
                         ep.port,
-                        l.describe(),
                         c.name
                     ),
                     serde_json::json!({ "conflict": { "port": ep.port, "listeners": listening.get(&ep.port) } }),

@@ -168,7 +168,15 @@ pub fn check(
                         if ours {
                             format!("in use by `{}` itself, running ({})", c.name, l.describe())
                         } else {
-                            format!("busy: {} listens on it (endpoint `{name}`)", l.describe())
+                            format!(
+                                "busy: {} listens on it (endpoint `{name}`)",
+                                crate::discover::containers::describe_holder(
+                                    l,
+                                    &crate::adapter::container::engine::socket_for(
+                                        c.container_api.as_deref()
+                                    )
+                                )
+                            )
                         },
                     )
                 }

@@ -26,7 +26,15 @@ pub fn listening(c: &Component) -> Result<Vec<CheckResult>, crate::ExecError> {
             let here: Vec<String> = held
                 .iter()
                 .filter(|l| l.address.port() == *port)
-                .map(|l| format!("{} on {}", l.describe(), l.address))
+                .map(|l| {
+                    let socket =
+                        crate::adapter::container::engine::socket_for(c.container_api.as_deref());
+                    format!(
+                        "{} on {}",
+                        crate::discover::containers::describe_holder(l, &socket),
+                        l.address
+                    )
+                })
                 .collect();
             CheckResult {
                 what: format!("listening on port {port}"),

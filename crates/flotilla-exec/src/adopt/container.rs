@@ -86,12 +86,36 @@ pub fn runs(k: &PriorContainer) -> Result<bool, PriorError> {
     Ok(inspect(&engine, &k.id)?.is_some_and(|i| is_running(&i)))
 }
 
+/// The name container `k` is kept under while Flotilla's container, declared with
+/// its very name, runs: `<name>-before-flotilla`.
+pub fn kept_name(k: &PriorContainer) -> String {
+    format!("{}-before-flotilla", k.name)
+}
+
+/// Renames container `id` to `name` with the engine (`POST /containers/{id}/rename`).
+fn rename(engine: &Engine, id: &str, name: &str) -> Result<(), PriorError> {
+    let (id, name2) = (id.to_string(), name.to_string());
+    engine.call(
+        &format!("rename container {id} to {name}"),
+        move |d| async move {
+            d.rename_container(
+                &id,
+                bollard::query_parameters::RenameContainerOptions { name: name2 },
+            )
+            .await
+        },
+    )?;
+    Ok(())
+}
+
 /// Stops container `k` with the engine (its stop signal, then `SIGKILL` after
-/// `grace`), keeping it; one line saying what it did.
+/// `grace`), keeping it; one line saying what it did. When `declared` (the name
+/// Flotilla's container takes) is `k`'s own name, `k` is kept under
+/// [`kept_name`] so that Flotilla's can be created; [`start`] gives it its name back.
 ///
 /// # Errors
 /// [`PriorError`]: the engine refused, or it still runs after.
-pub fn stop(k: &PriorContainer, grace: Duration) -> Result<String, PriorError> {
+pub fn stop(k: &PriorContainer, grace: Duration, declared: &str) -> Result<String, PriorError> {
     let engine = engine_of(k)?;
     stop_container(&engine, &k.id, &k.name, grace)?;
     if runs(k)? {
@@ -99,6 +123,15 @@ pub fn stop(k: &PriorContainer, grace: Duration) -> Result<String, PriorError> {
             "container {} still runs after the engine's stop",
             k.name
         )));
+    }
+    if declared == k.name {
+        rename(&engine, &k.id, &kept_name(k))?;
+        return Ok(format!(
+            "stopped container {} ({}) with the engine, kept (not removed) as {} so that flotilla's container can take its name",
+            k.name,
+            k.id,
+            kept_name(k)
+        ));
     }
     Ok(format!(
         "stopped container {} ({}) with the engine, kept (not removed)",
@@ -113,6 +146,19 @@ pub fn stop(k: &PriorContainer, grace: Duration) -> Result<String, PriorError> {
 /// after.
 pub fn start(k: &PriorContainer) -> Result<String, PriorError> {
     let engine = engine_of(k)?;
+    // Its own name back, when it was kept under another (see [`stop`]).
+    let named = inspect(&engine, &k.id)?
+        .and_then(|i| i.name)
+        .map(|n| n.trim_start_matches('/').to_string());
+    if named.as_deref().is_some_and(|n| n != k.name) {
+        rename(&engine, &k.id, &k.name).map_err(|e| {
+            PriorError::NotAsExpected(format!(
+                "container {} cannot take its name {} back ({e}): is another container of that name there?",
+                named.clone().unwrap_or_default(),
+                k.name
+            ))
+        })?;
+    }
     let id = k.id.clone();
     match engine.call(
         &format!("start container {}", k.name),

@@ -262,9 +262,15 @@ pub async fn answer(ask: Ask, here: &Here<'_>) -> Result<Answer, HostError> {
             Answer::Checked { checks: out }
         }
         Ask::Stop { prior } => {
+            let project = StateDir::project_of(here.state.root())
+                .unwrap_or_else(|| crate::remote::DEFAULT_PROJECT.to_string());
             let done = blocking(move || {
                 Done::of(match &prior {
-                    Prior::Container(k) => container::stop(k, crate::adapter::stop_settings(&c).1),
+                    Prior::Container(k) => container::stop(
+                        k,
+                        crate::adapter::stop_settings(&c).1,
+                        &crate::adapter::container::container_name(&project, &c),
+                    ),
                     Prior::Job(j) => launchd::stop(j).map_err(PriorError::from),
                     other => prior::stop(other, &c),
                 })

@@ -830,7 +830,11 @@ fn restore_by_hand(prior: &Prior) -> String {
                 .join(" ")
         ),
         Prior::Unit(u) => format!("To start it by hand: systemctl enable --now {}", u.unit),
-        Prior::Container(k) => format!("To start it by hand: podman start {}", k.name),
+        Prior::Container(k) => format!(
+            "To start it by hand: podman start {} (its id; while flotilla's container holds its name it may be called {})",
+            k.id,
+            super::container::kept_name(k)
+        ),
         Prior::Job(j) => format!(
             "To load it by hand: launchctl bootstrap {} {}",
             j.domain, j.plist
@@ -857,6 +861,15 @@ fn steps(c: &Component, prior: &Prior, adapter: &str, dependents: &[String]) -> 
             "`systemctl stop {}`; prove it inactive and port(s) {ports} free",
             u.unit
         ),
+        Prior::Container(k)
+            if c.container.as_ref().and_then(|d| d.name.as_deref()) == Some(k.name.as_str()) =>
+        {
+            format!(
+                "stop container {} (kept, not removed, as {}: flotilla's container takes its name); prove port(s) {ports} free",
+                k.name,
+                super::container::kept_name(k)
+            )
+        }
         Prior::Container(k) => format!("stop container {} (kept, not removed); prove port(s) {ports} free", k.name),
         Prior::Job(j) => format!(
             "`launchctl bootout {}/{}` (its plist {} kept); prove it unloaded and port(s) {ports} free",
@@ -873,7 +886,7 @@ fn steps(c: &Component, prior: &Prior, adapter: &str, dependents: &[String]) -> 
             format!("`systemctl enable --now {}`", u.unit)
         }
         Prior::Unit(u) => format!("`systemctl start {}`", u.unit),
-        Prior::Container(k) => format!("start container {}", k.name),
+        Prior::Container(k) => format!("start container {} (by its id, {})", k.name, k.id),
         Prior::Job(j) => format!("bootstrap {} again", j.plist),
     };
     let deps = if dependents.is_empty() {

@@ -9,6 +9,40 @@ use super::{ContainerFacts, DiscoverError, Published};
 use crate::adapter::container::engine::Engine;
 use crate::adapter::container::{LABEL_COMPONENT, LABEL_PROJECT};
 
+/// The programs a container engine listens with on a container's published port:
+/// Podman's `conmon` (rootful) and `rootlessport`, Docker's `docker-proxy`.
+pub const PORT_FORWARDERS: &[&str] = &["conmon", "rootlessport", "docker-proxy"];
+
+/// Who listens on `l`'s port, for messages: [`crate::process::Listener::describe`],
+/// or, when that is an engine's port forwarder ([`PORT_FORWARDERS`]), the running
+/// container of the engine at `socket` that publishes the port: `container NAME
+/// (IMAGE) through pid N (conmon)`. When the engine cannot say (not reachable, no
+/// such container), the plain description. Blocking: one time-limited engine call.
+pub fn describe_holder(l: &crate::process::Listener, socket: &str) -> String {
+    let plain = l.describe();
+    if !l
+        .command
+        .as_deref()
+        .is_some_and(|c| PORT_FORWARDERS.contains(&c))
+    {
+        return plain;
+    }
+    let port = l.address.port();
+    match running(socket).ok().and_then(|all| {
+        all.into_iter()
+            .find(|k| k.ports.iter().any(|p| p.published == port))
+    }) {
+        Some(k) => {
+            let whose = match (&k.flotilla_project, &k.flotilla_component) {
+                (Some(p), Some(c)) => format!(", component `{c}` of flotilla project `{p}`"),
+                _ => String::new(),
+            };
+            format!("container {} ({}{whose}) through {plain}", k.name, k.image)
+        }
+        None => plain,
+    }
+}
+
 /// Every running container of the engine at `socket` (`unix:///PATH`).
 ///
 /// # Errors

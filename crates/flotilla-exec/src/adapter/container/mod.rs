@@ -1064,7 +1064,7 @@ pub fn preflight(
                     false,
                     format!(
                         "busy: {} listens on it (published → {})",
-                        l.describe(),
+                        crate::discover::containers::describe_holder(l, &engine.socket),
                         p.target.0
                     ),
                 ),
