@@ -498,6 +498,13 @@ fn another_projects_container_is_never_taken_for_ones_own() {
             .map(str::to_string)
             .collect()
     };
+    // Foreseen by the plan (its observation names the container's owner), not a
+    // start that fails on the spot: refused, nothing run.
+    let plan = b.run(&["plan", "start", "web", "--json"]);
+    assert_eq!(plan.code, 1, "{}\n{}", plan.stdout, plan.stderr);
+    let refusal = plan.json()["refusal"]["reasons"][0].clone();
+    assert_eq!(refusal["kind"], "foreign-owner", "{refusal:#}");
+    assert!(refusal.to_string().contains(&belongs), "{refusal:#}");
     b.refused(&["start", "web"], &belongs);
     let (of_a, of_b) = (lines(&a), lines(&b));
     assert!(!of_a.is_empty());

@@ -510,6 +510,12 @@ impl Observer<'_> {
                     "desired running, but it is not running and Flotilla did not stop it".into(),
                 );
             }
+            // Its place is held by something not its own: reported, never taken, and
+            // a plan refuses to start it (not a start that fails on the spot).
+            if let Some(what) = seen.foreign {
+                s.condition = Condition::Attention;
+                s.started_by = StartedBy::Foreign { evidence: what };
+            }
         } else if c.owner == Owner::Managed && seen.is_ok() {
             match &rec {
                 Some(r) => {

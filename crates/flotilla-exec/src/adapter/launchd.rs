@@ -406,7 +406,7 @@ impl Adapter for Launchd {
             )));
         };
         if let Some(other) = other_project(project, c, &info) {
-            return Ok(Some(Seen::stopped(
+            return Ok(Some(Seen::foreign(
                 format!("launchctl print {}", target(c)),
                 not_ours(c, &other),
             )));
@@ -465,6 +465,7 @@ impl Adapter for Launchd {
             owner_restarts: info.runs.map(|r| u64::from(r.saturating_sub(1))),
             evidence,
             fresh: None,
+            foreign: None,
         }))
     }
 }

@@ -140,9 +140,23 @@ pub struct Seen {
     /// that itself (a container: the digest its image reference names now); `None`:
     /// the executable on disk is compared, as for any process.
     pub fresh: Option<Freshness>,
+    /// What holds the component's place and is not its own (a container of its name
+    /// another project or nobody labelled, a unit file or job another project
+    /// wrote): never touched, and a start is refused up front ([`Seen::foreign`]).
+    pub foreign: Option<String>,
 }
 
 impl Seen {
+    /// The component's place is held by something not its own (`saw` says what): it
+    /// does not run as this component, and a plan refuses to start it.
+    pub fn foreign(source: impl Into<String>, saw: impl Into<String>) -> Seen {
+        let saw = saw.into();
+        Seen {
+            foreign: Some(saw.clone()),
+            ..Seen::stopped(source, saw)
+        }
+    }
+
     /// Nothing of it runs: stopped, with where that was seen and what was seen.
     pub fn stopped(source: impl Into<String>, saw: impl Into<String>) -> Seen {
         Seen {
@@ -152,6 +166,7 @@ impl Seen {
             owner_restarts: None,
             evidence: vec![(source.into(), saw.into())],
             fresh: None,
+            foreign: None,
         }
     }
 }

@@ -552,7 +552,7 @@ impl Adapter for Systemd {
         recorded: Option<&InstanceRecord>,
     ) -> Result<Option<Seen>, ExecError> {
         if let Some(other) = other_project(project, c) {
-            return Ok(Some(Seen::stopped(
+            return Ok(Some(Seen::foreign(
                 format!("unit file {}", unit_name(c)),
                 not_ours(c, &other),
             )));
@@ -597,6 +597,7 @@ impl Adapter for Systemd {
             owner_restarts: Some(st.n_restarts),
             evidence,
             fresh: None,
+            foreign: None,
         }))
     }
 }

@@ -633,7 +633,7 @@ impl Adapter for Container {
         };
         let id = info.id.clone().unwrap_or_default();
         if let Some(why) = foreign(&info, project, &c.name) {
-            return Ok(Some(Seen::stopped(
+            return Ok(Some(Seen::foreign(
                 source,
                 format!(
                     "container {} ({}) is not this component's ({why}): not adopted, never touched",
@@ -743,6 +743,7 @@ impl Adapter for Container {
             owner_restarts: info.restart_count.and_then(|n| u64::try_from(n).ok()),
             evidence,
             fresh,
+            foreign: None,
         }))
     }
 
