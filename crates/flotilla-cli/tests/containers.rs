@@ -250,6 +250,39 @@ fn a_container_starts_ready_keeps_its_secret_out_of_inspect_logs_with_engine_tim
     assert_eq!(e.status("web")["lifecycle"], "stopped");
 }
 
+/// A line the container writes as it starts follows the start's marker in
+/// `flotilla logs`, though Podman stamps its lines in whole seconds.
+#[test]
+fn a_line_written_as_the_container_starts_follows_the_start_marker() {
+    let Some(mut e) = Env::new("early") else {
+        return;
+    };
+    let port = free_port();
+    let web = e.web(
+        "web",
+        port,
+        "command = [\"sh\", \"-c\", \"echo early-line; exec httpd -f -v -p 8080 -h /www\"]",
+    );
+    e.inventory(&web);
+    let run = e.run(&["start", "web"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let mut logs = String::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            logs = e.run(&["logs", "web"]).stdout;
+            logs.contains("early-line")
+        }),
+        "{logs}"
+    );
+    let lines: Vec<&str> = logs.lines().collect();
+    let marker = lines.iter().position(|l| l.starts_with("--- flotilla"));
+    let early = lines.iter().position(|l| l.contains("early-line"));
+    assert!(
+        marker.is_some() && marker < early,
+        "the start's marker comes first:\n{logs}"
+    );
+}
+
 #[test]
 fn a_containers_record_outlives_the_next_command_so_its_identity_and_config_stay_known() {
     let Some(mut e) = Env::new("keep") else {

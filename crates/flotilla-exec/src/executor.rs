@@ -700,6 +700,7 @@ impl Executor {
         let launch = self.launch(c, adapter.as_ref(), None)?;
         let offset = crate::logs::file_len(&launch.log_path);
         let a = Arc::clone(&adapter);
+        let began = std::time::SystemTime::now();
         let launched = match tokio::task::spawn_blocking(move || a.start(&launch))
             .await
             .expect("start task")
@@ -707,7 +708,7 @@ impl Executor {
             Ok(l) => l,
             Err(e) => return Err(self.start_failed(c, &adapter, offset, e).await),
         };
-        self.became_ready(c, &adapter, launched, None).await
+        self.became_ready(c, &adapter, launched, None, began).await
     }
 
     /// Restarts `c` and proves it: a new process (another pid or start time than the
@@ -728,6 +729,7 @@ impl Executor {
         let launch = self.launch(c, adapter.as_ref(), before.as_ref())?;
         let offset = crate::logs::file_len(&launch.log_path);
         let a = Arc::clone(&adapter);
+        let began = std::time::SystemTime::now();
         let launched = match tokio::task::spawn_blocking(move || a.restart(&launch, rec.as_ref()))
             .await
             .expect("restart task")
@@ -743,17 +745,21 @@ impl Executor {
             });
             return Err(Done::new(why, evidence));
         }
-        self.became_ready(c, &adapter, launched, before).await
+        self.became_ready(c, &adapter, launched, before, began)
+            .await
     }
 
     /// Records what `launched` measured as `c`'s instance, then waits for `c`'s
-    /// readiness probe (or its process's exit).
+    /// readiness probe (or its process's exit). The start's marker in its log is
+    /// stamped `began` (when the adapter was asked to start it), so that what it
+    /// wrote from its first instant follows the marker.
     async fn became_ready(
         &self,
         c: &Component,
         adapter: &Arc<dyn Adapter>,
         launched: Launched,
         replaced: Option<RuntimeIdentity>,
+        began: std::time::SystemTime,
     ) -> StepResult {
         let identity = launched.identity.clone();
         let mut record = identity::instance_record(
@@ -776,8 +782,9 @@ impl Executor {
         })
         .map_err(|e| failed(e).launched())?;
         if !launched.start_marked {
-            crate::logs::append_marker(
+            crate::logs::append_marker_at(
                 &self.log_path(c),
+                began,
                 &format!(
                     "started pid {}{}",
                     identity.pid,

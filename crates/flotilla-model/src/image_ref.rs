@@ -163,6 +163,11 @@ fn check_domain(d: &str) -> Result<(), String> {
                 "the registry `{d}` has port `{p}`, which is not a number"
             ));
         }
+        if !p.parse::<u16>().is_ok_and(|n| n > 0) {
+            return Err(format!(
+                "the registry `{d}` has port {p}, which is not a TCP port (1 to 65535)"
+            ));
+        }
     }
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let ok_label = |l: &str| {
@@ -265,5 +270,7 @@ mod tests {
         assert!(err("-a").contains("start and end"));
         assert!(err("a/b:c:d").contains("has `:`"), "{}", err("a/b:c:d"));
         assert!(err("reg.io:x/a").contains("not a number"));
+        assert!(err("ghcr.io:99999/x").contains("not a TCP port"));
+        assert!(err("ghcr.io:0/x").contains("not a TCP port"));
     }
 }

@@ -103,6 +103,14 @@ pub fn sync_container(engine: &Engine, id: &str, log: &Path) -> Result<usize, En
             lines.push((which, line[..line.len() - 1].to_vec()));
         }
     }
+    // A stamp of whole seconds (Podman's) in the second the container started, but
+    // before the instant it started, is raised to that instant: the line cannot be
+    // older, and `flotilla logs` then orders it after the start's marker.
+    let started = inspect(engine, id)
+        .ok()
+        .flatten()
+        .and_then(|i| i.state?.started_at)
+        .and_then(|t| stamp_ns(&t).map(|ns| (t, ns)));
     let mut out = Vec::new();
     let (mut newest, mut same) = if last_id == id {
         (last.clone(), copied)
@@ -126,7 +134,17 @@ pub fn sync_container(engine: &Engine, id: &str, log: &Path) -> Result<usize, En
             _ => {}
         }
         let stream = if which == 1 { "stderr" } else { "stdout" };
-        crate::logs::push_stamped(&mut out, stamp, stream, true, rest.as_bytes());
+        let shown = match &started {
+            Some((at, start_ns))
+                if ns % 1_000_000_000 == 0
+                    && ns < *start_ns
+                    && ns / 1_000_000_000 == start_ns / 1_000_000_000 =>
+            {
+                at.as_str()
+            }
+            _ => stamp,
+        };
+        crate::logs::push_stamped(&mut out, shown, stream, true, rest.as_bytes());
         if stamp == newest {
             same += 1;
         } else {
