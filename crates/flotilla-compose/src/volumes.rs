@@ -44,7 +44,13 @@ fn host_path(ctx: &Ctx, source: &str, line: u32, key: &str, notes: &mut Vec<Note
     if let Some(rest) = source.strip_prefix('~') {
         if rest.is_empty() || rest.starts_with('/') {
             if let Some(home) = &ctx.options.home {
-                return format!("{home}{rest}");
+                let path = format!("{home}{rest}");
+                notes.push(Note::new(
+                    line,
+                    key,
+                    format!("`{source}` is written as {path}: `~` is the home directory of the user importing, as compose expands it; for a component on another host or user, write its path there"),
+                ));
+                return path;
             }
             notes.push(Note::new(
                 line,

@@ -297,6 +297,10 @@ fn program_name(p: &ProcessFacts) -> String {
                 if let Some(m) = args.next() {
                     return m.clone();
                 }
+            } else if a == "-c" || a == "-e" {
+                // A program given inline (`python3 -c '…'`, `node -e '…'`): no name
+                // in it worth taking; the interpreter's.
+                return program;
             } else if !a.starts_with('-') {
                 return Path::new(a)
                     .file_stem()
@@ -473,6 +477,11 @@ mod tests {
         assert_eq!(program_name(&p), "http.server");
         let p = facts(&["python3", "-u", "./app.py"], "/usr/bin/python3.11");
         assert_eq!(program_name(&p), "app");
+        let p = facts(
+            &["python3", "-c", "import http.server as h; h.test(port=8)"],
+            "/usr/bin/python3.11",
+        );
+        assert_eq!(program_name(&p), "python3.11");
         let p = facts(&["/opt/llama-server", "--port", "1"], "/opt/llama-server");
         assert_eq!(program_name(&p), "llama-server");
     }
