@@ -22,11 +22,15 @@
 //! - [`authority`]: the authority's store (`flotilla serve`): the
 //!   [`AuthorityStore`](authority::AuthorityStore) trait (revisions, selection
 //!   log with compare-and-swap, join tokens, credentials, host reports, the
-//!   agents' call queue, and for signed releases: blobs, releases, rollouts,
-//!   host updates) and its
+//!   agents' call queue, and for signed releases: blob references, releases,
+//!   rollouts, host updates) and its
 //!   two backends, [`SqliteAuthority`](authority::SqliteAuthority) and
 //!   [`PostgresAuthority`](authority::PostgresAuthority), each with its own
 //!   migrations. Async; everything else in the crate is blocking.
+//! - [`blobs`]: blob bytes beside the database: the [`BlobStore`](blobs::BlobStore)
+//!   trait and its file-system implementation, [`FsBlobStore`](blobs::FsBlobStore)
+//!   (content-addressed files, written to a temporary name, fsynced, digest-checked
+//!   and renamed into place; digest-checked again on every read).
 //! - [`backup`]: archives of a project's state directory or of the authority
 //!   (SQLite through the online backup API, PostgreSQL through `pg_dump` from an
 //!   exported snapshot), each with a manifest (files' sizes and SHA-256, databases'
@@ -56,6 +60,7 @@
 
 pub mod authority;
 pub mod backup;
+pub mod blobs;
 pub mod digests;
 pub mod error;
 pub mod ids;

@@ -13,11 +13,11 @@ use flotilla_store::authority::{
     credential_id, ByPrefix, CredentialRecord, JoinTokenRecord, LAST_USED_GRANULARITY_MS,
 };
 use flotilla_store::authority::{
-    AnyAuthority, AuthorityStore, HostReportRecord, HostUpdateRecord, NewJoinToken, NewRelease,
-    NewRevision, PostgresAuthority, Principal, QuestionRecord, QueuedCall, Redeem, ReleasePut,
-    ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome, Selection,
-    SessionCreated, SessionDeleted, SessionRecord, SqliteAuthority, UnskipRecord,
-    AUTHORITY_DB_FILE, AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
+    AnyAuthority, AuthorityStore, BlobRef, BlobRefs, HostReportRecord, HostUpdateRecord,
+    NewJoinToken, NewRelease, NewRevision, PostgresAuthority, Principal, QuestionRecord,
+    QueuedCall, Redeem, ReleasePut, ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord,
+    SelectOutcome, Selection, SessionCreated, SessionDeleted, SessionRecord, SqliteAuthority,
+    UnskipRecord, AUTHORITY_DB_FILE, AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
 };
 use flotilla_store::authority::{NewUiLink, UiLinkRedeem, UiRole};
 use flotilla_store::StoreError;
@@ -178,21 +178,6 @@ fn report(host: &str, revision: Option<&str>, body: &str, received_ms: i64) -> H
         report: body.into(),
         received_ms,
     }
-}
-
-/// `len` pseudo-random bytes (xorshift64 from `seed`): every chunk of a blob
-/// differs, so a chunk read out of order or twice is caught.
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(len);
-    out
 }
 
 /// A stand-in blob digest (64 hex; the store does not hash).
@@ -1423,62 +1408,62 @@ mod cases {
         );
     }
 
-    /// Blobs of every size around the chunk boundaries (and some tens of MiB)
-    /// come back byte for byte; a second put of a digest is not new and changes
-    /// nothing.
-    pub async fn blobs_are_stored_once_and_read_back_whole(fx: &impl Fixture) {
+    /// A blob's reference is recorded once (a second put is not new and keeps the
+    /// later upload time), listed, seen by another handle, and deleted only when
+    /// last uploaded before the given time.
+    pub async fn blob_references_are_recorded_once_and_deleted_when_old(fx: &impl Fixture) {
         let s = fx.open().await;
         assert!(!s.has_blob(blob_name(0)).await.unwrap());
-        assert_eq!(s.blob(blob_name(0)).await.unwrap(), None);
-
-        let sizes = [
-            0,
-            1,
-            BLOB_CHUNK_BYTES - 1,
-            BLOB_CHUNK_BYTES,
-            BLOB_CHUNK_BYTES + 1,
-            3 * BLOB_CHUNK_BYTES + 12_345,
-        ];
-        for (i, &len) in sizes.iter().enumerate() {
-            let name = blob_name(i as u64);
-            let bytes = noise(i as u64, len);
-            assert!(
-                s.put_blob(name.clone(), bytes.clone()).await.unwrap(),
-                "{len}"
-            );
-            assert!(s.has_blob(name.clone()).await.unwrap());
-            let back = s.blob(name.clone()).await.unwrap().expect("stored");
-            assert!(back == bytes, "blob of {len} bytes differs when read back");
-            // Again: not new, whatever the bytes (a digest names its content).
-            assert!(!s.put_blob(name.clone(), bytes.clone()).await.unwrap());
-            assert!(!s.put_blob(name.clone(), vec![7; 3]).await.unwrap());
-            assert!(s.blob(name).await.unwrap().unwrap() == bytes);
-        }
-        // Another handle (another authority process) sees them all.
+        assert!(s.blob_refs().await.unwrap().is_empty());
+        assert!(s.put_blob(blob_name(0), 5, T0).await.unwrap());
+        assert!(s.put_blob(blob_name(1), 0, T0).await.unwrap());
+        assert!(!s.put_blob(blob_name(0), 5, T0 + 10).await.unwrap());
+        // An earlier time does not move it back.
+        assert!(!s.put_blob(blob_name(0), 5, T0 + 1).await.unwrap());
+        assert!(s.has_blob(blob_name(0)).await.unwrap());
         let other = fx.open().await;
-        for (i, &len) in sizes.iter().enumerate() {
-            let back = other.blob(blob_name(i as u64)).await.unwrap().unwrap();
-            assert!(back == noise(i as u64, len), "{len}");
-        }
-        assert!(!other.has_blob(blob_name(99)).await.unwrap());
+        assert_eq!(
+            other.blob_refs().await.unwrap(),
+            vec![
+                BlobRef {
+                    sha256: blob_name(0),
+                    size: 5,
+                    stored_ms: T0 + 10,
+                    on_disk: true
+                },
+                BlobRef {
+                    sha256: blob_name(1),
+                    size: 0,
+                    stored_ms: T0,
+                    on_disk: true
+                },
+            ]
+        );
+        // Uploaded at T0 + 10: kept when deleting what is older than T0 + 10.
+        assert!(!other.delete_blob(blob_name(0), T0 + 10).await.unwrap());
+        assert!(other.delete_blob(blob_name(0), T0 + 11).await.unwrap());
+        assert!(!other.delete_blob(blob_name(0), T0 + 11).await.unwrap());
+        assert!(!s.has_blob(blob_name(0)).await.unwrap());
+        assert!(s.has_blob(blob_name(1)).await.unwrap());
+        assert_eq!(s.legacy_blob_chunk(blob_name(1), 0).await.unwrap(), None);
+        // Recorded again after deletion: new.
+        assert!(s.put_blob(blob_name(0), 5, T0 + 20).await.unwrap());
     }
 
-    /// Concurrent puts of one new blob from two handles: exactly one is new, and
-    /// the blob is whole.
+    /// Concurrent puts of one new blob's reference from two handles: exactly one
+    /// is new.
     pub async fn concurrent_puts_of_one_blob_one_is_new(fx: &impl Fixture) {
         const RACERS: usize = 4;
         let handles = [fx.open().await, fx.open().await];
-        let bytes = Arc::new(noise(42, BLOB_CHUNK_BYTES + 17));
         let barrier = Arc::new(Barrier::new(RACERS));
         let tasks: Vec<_> = (0..RACERS)
             .map(|i| {
                 let store = handles[i % 2].clone();
                 let barrier = Arc::clone(&barrier);
-                let bytes = Arc::clone(&bytes);
                 tokio::spawn(async move {
                     barrier.wait().await;
                     store
-                        .put_blob(blob_name(42), bytes.as_ref().clone())
+                        .put_blob(blob_name(42), 17, T0 + i as i64)
                         .await
                         .unwrap()
                 })
@@ -1488,8 +1473,14 @@ mod cases {
         for task in tasks {
             new += usize::from(task.await.unwrap());
         }
-        assert_eq!(new, 1, "exactly one put stores the blob");
-        assert!(handles[0].blob(blob_name(42)).await.unwrap().unwrap() == *bytes);
+        assert_eq!(new, 1, "exactly one put records the blob");
+        let refs = handles[0].blob_refs().await.unwrap();
+        assert_eq!(refs.len(), 1);
+        assert_eq!(
+            refs[0].stored_ms,
+            T0 + RACERS as i64 - 1,
+            "the latest upload"
+        );
     }
 
     /// A release is unique by (name, version): the same bytes again exist,
@@ -2155,10 +2146,9 @@ mod cases {
     /// continue.
     pub async fn release_data_survives_reopen(fx: &impl Fixture) {
         let r = release("flotilla", "1.0.0", 1, "a");
-        let bytes = noise(5, 2 * BLOB_CHUNK_BYTES + 3);
         {
             let s = fx.open().await;
-            assert!(s.put_blob(blob_name(5), bytes.clone()).await.unwrap());
+            assert!(s.put_blob(blob_name(5), 3, T0).await.unwrap());
             assert_eq!(s.put_release(r.clone()).await.unwrap(), ReleasePut::Created);
             assert_eq!(
                 s.create_rollout("{}".into(), "flotilla".into(), T0)
@@ -2180,8 +2170,8 @@ mod cases {
                 .unwrap();
         }
         let s = fx.open().await;
-        assert!(s.blob(blob_name(5)).await.unwrap().unwrap() == bytes);
-        assert!(!s.put_blob(blob_name(5), Vec::new()).await.unwrap());
+        assert!(s.has_blob(blob_name(5)).await.unwrap());
+        assert!(!s.put_blob(blob_name(5), 3, T0).await.unwrap());
         assert_eq!(s.releases().await.unwrap(), vec![record(&r)]);
         assert_eq!(s.put_release(r).await.unwrap(), ReleasePut::Exists);
         assert_eq!(
@@ -2337,7 +2327,7 @@ suite!(
     agent_calls_queue_per_host_and_answer_once,
     concurrent_agent_calls_and_replies,
     agent_calls_survive_reopen,
-    blobs_are_stored_once_and_read_back_whole,
+    blob_references_are_recorded_once_and_deleted_when_old,
     concurrent_puts_of_one_blob_one_is_new,
     releases_are_unique_by_name_and_version,
     concurrent_puts_of_one_release_one_is_created,
@@ -2428,9 +2418,8 @@ async fn any_authority_delegates() {
     assert!(s.call(1).await.unwrap().unwrap().reply.is_some());
     assert_eq!(s.last_call_id().await.unwrap(), 1);
 
-    assert!(s.put_blob(blob_name(1), vec![1, 2]).await.unwrap());
+    assert!(s.put_blob(blob_name(1), 2, T0).await.unwrap());
     assert!(s.has_blob(blob_name(1)).await.unwrap());
-    assert_eq!(s.blob(blob_name(1)).await.unwrap(), Some(vec![1, 2]));
     let r = release("flotilla", "1.0.0", 1, "a");
     assert_eq!(s.put_release(r.clone()).await.unwrap(), ReleasePut::Created);
     assert_eq!(
@@ -2458,26 +2447,43 @@ async fn any_authority_delegates() {
     assert!(s.pending_unskips().await.unwrap().is_empty());
 }
 
-/// A blob of 1 GiB (more than SQLite's 10^9-byte value limit) is stored and read
-/// back on SQLite (writes 1 GiB, needs ~3 GiB of memory; ≈ 20 s).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_one_gib_blob() {
+/// A blob stored before schema 9 (chunks in the database) is read back chunk by
+/// chunk after the upgrade, listed as not on disk, and marked moved.
+async fn legacy_blob_is_read_by_chunk_and_marked_moved(s: &impl AuthorityStore) {
+    let refs = s.blob_refs().await.unwrap();
+    assert_eq!(refs.len(), 1);
+    assert!(!refs[0].on_disk, "{refs:?}");
+    assert_eq!(refs[0].size, BLOB_CHUNK_BYTES as u64 + 5);
+    let first = s.legacy_blob_chunk(blob_name(7), 0).await.unwrap().unwrap();
+    assert_eq!(first.len(), BLOB_CHUNK_BYTES);
+    assert!(first.iter().all(|&b| b == 7));
+    assert_eq!(
+        s.legacy_blob_chunk(blob_name(7), 1).await.unwrap(),
+        Some(vec![7; 5])
+    );
+    assert_eq!(s.legacy_blob_chunk(blob_name(7), 2).await.unwrap(), None);
+    s.blob_moved(blob_name(7), T0).await.unwrap();
+    assert_eq!(s.legacy_blob_chunk(blob_name(7), 0).await.unwrap(), None);
+    let refs = s.blob_refs().await.unwrap();
+    assert!(refs[0].on_disk);
+    assert_eq!(refs[0].stored_ms, T0);
+}
+
+#[tokio::test]
+async fn sqlite_legacy_blob_is_read_by_chunk_and_marked_moved() {
     let fx = SqliteFixture::new().await;
-    one_gib_blob(&fx).await;
+    testing::sqlite_with_legacy_blob(&fx.path, &blob_name(7), &vec![7; BLOB_CHUNK_BYTES + 5]);
+    legacy_blob_is_read_by_chunk_and_marked_moved(&fx.open().await).await;
 }
 
-/// As `sqlite_one_gib_blob`, on PostgreSQL (above bytea's 1 GB limit).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_one_gib_blob() {
-    let fx = PostgresFixture::new().await;
-    one_gib_blob(&fx).await;
-}
-
-async fn one_gib_blob(fx: &impl Fixture) {
-    const GIB: usize = 1 << 30;
-    let s = fx.open().await;
-    let bytes = noise(1, GIB);
-    assert!(s.put_blob(blob_name(1), bytes.clone()).await.unwrap());
-    let back = s.blob(blob_name(1)).await.unwrap().unwrap();
-    assert!(back == bytes, "the 1 GiB blob differs when read back");
+#[tokio::test]
+async fn postgres_legacy_blob_is_read_by_chunk_and_marked_moved() {
+    let admin_url = testing::admin_url();
+    let db = testing::create_database(&admin_url).await.unwrap();
+    testing::postgres_with_legacy_blob(&db.url, &blob_name(7), &vec![7; BLOB_CHUNK_BYTES + 5])
+        .await;
+    let s = PostgresAuthority::connect(&db.url).await.unwrap();
+    legacy_blob_is_read_by_chunk_and_marked_moved(&s).await;
+    drop(s);
+    testing::drop_database(&admin_url, &db.name).await.unwrap();
 }

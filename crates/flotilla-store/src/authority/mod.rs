@@ -2,7 +2,8 @@
 //! states), the selection log (which revision is current, with a compare-and-swap),
 //! one-time join tokens, credentials, the last report of each host, the queue of
 //! calls (steps, observations) for each host's agent and, for signed releases
-//! blobs (release artifacts by SHA-256), releases (signed manifests,
+//! references to blobs (release artifacts by SHA-256, their bytes in files:
+//! [`crate::blobs`]), releases (signed manifests,
 //! unique by name and version), rollouts (JSON documents with store-given ids),
 //! each host's last update report and operators' unskip requests (JSON documents,
 //! pending until the host's agent cleared its skip lists).
@@ -45,6 +46,7 @@
 //! ([`PostgresAuthority`], its schema and connection pool), [`testing`] (a fresh
 //! PostgreSQL database per test, for this crate's tests and the server's).
 
+pub mod blob_refs;
 pub mod postgres;
 pub mod sqlite;
 #[cfg(any(test, feature = "testing"))]
@@ -53,12 +55,13 @@ pub mod testing;
 use crate::error::StoreError;
 use std::future::Future;
 
+pub use blob_refs::{BlobRef, BlobRefs};
 pub use postgres::{PostgresAuthority, POSTGRES_MAX_CONNECTIONS, POSTGRES_SCHEMA_TABLE};
 pub use sqlite::{SqliteAuthority, AUTHORITY_APPLICATION_ID, AUTHORITY_DB_FILE};
 
 /// The authority's schema version this build creates and understands (the last
 /// migration's number; the same numbering on both backends).
-pub const AUTHORITY_SCHEMA_VERSION: i64 = 8;
+pub const AUTHORITY_SCHEMA_VERSION: i64 = 9;
 
 /// A credential's "last used" time and address
 /// ([`AuthorityStore::touch_credential`]) are rewritten at most once per this many
@@ -66,11 +69,10 @@ pub const AUTHORITY_SCHEMA_VERSION: i64 = 8;
 /// listing's "last used" is exact to within this.
 pub const LAST_USED_GRANULARITY_MS: i64 = 60_000;
 
-/// Blobs are stored in chunks of this many bytes (8 MiB; the last chunk may be
-/// shorter), one row each, so that no single value nears a backend's limit
-/// (SQLite: 10^9 bytes per value; PostgreSQL: 1 GB per `bytea`) and a blob of
-/// 1 GiB or more can be stored on either backend. A storage detail: callers see
-/// whole blobs.
+/// Before schema 9, blobs were stored in the database in chunks of this many
+/// bytes (8 MiB; the last chunk may be shorter), one row each; such a blob is
+/// read chunk by chunk ([`BlobRefs::legacy_blob_chunk`]) when the authority
+/// moves it to the blob store's files.
 pub const BLOB_CHUNK_BYTES: usize = 8 * 1024 * 1024;
 
 /// The authority's storage: revisions, the selection log, join tokens,
@@ -81,7 +83,7 @@ pub const BLOB_CHUNK_BYTES: usize = 8 * 1024 * 1024;
 /// Every method is one transaction. Errors are [`StoreError`]s: the ones named
 /// below, plus the backend's own (`Sqlite`/`Busy`/`NotADatabase` for SQLite,
 /// `Postgres` for PostgreSQL, e.g. a lost connection).
-pub trait AuthorityStore: Send + Sync + 'static {
+pub trait AuthorityStore: BlobRefs + Send + Sync + 'static {
     /// Stores the revision (if new) and selects it, in one transaction.
     ///
     /// - `expect`: compare-and-swap on the current selection's digest (`None`:
@@ -296,36 +298,6 @@ pub trait AuthorityStore: Send + Sync + 'static {
     fn last_call_id(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     // Signed releases.
-
-    /// Stores a blob (e.g. a release artifact) under `sha256`, its SHA-256 as 64
-    /// lowercase hex (no `sha256:` prefix). The caller computes and checks the
-    /// digest; the store does not hash `bytes`. Idempotent: `true` when the blob
-    /// was stored by this call, `false` when a blob with this digest was already
-    /// stored (nothing is written and `bytes` is not compared: a digest names its
-    /// content). Of two concurrent puts of one new digest, exactly one returns
-    /// `true`.
-    ///
-    /// `bytes` may be large (hundreds of MiB up to 1 GiB and more): it is written
-    /// in chunks of [`BLOB_CHUNK_BYTES`], all in one transaction, so a blob is
-    /// either wholly stored or not at all. On SQLite the call holds the
-    /// database's one connection (and its write lock) for the whole write.
-    fn put_blob(
-        &self,
-        sha256: String,
-        bytes: Vec<u8>,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
-
-    /// The bytes of the blob `sha256` (64 lowercase hex), whole, exactly as
-    /// stored; `None` when no blob has this digest. Holds the whole blob in
-    /// memory.
-    fn blob(
-        &self,
-        sha256: String,
-    ) -> impl Future<Output = Result<Option<Vec<u8>>, StoreError>> + Send;
-
-    /// Whether a blob with this digest (64 lowercase hex) is stored, without
-    /// reading it.
-    fn has_blob(&self, sha256: String) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Stores a release, unique by (`name`, `version`):
     /// - none stored under that name and version: stored,
@@ -1329,18 +1301,6 @@ impl AuthorityStore for AnyAuthority {
 
     async fn last_call_id(&self) -> Result<u64, StoreError> {
         delegate!(self.last_call_id())
-    }
-
-    async fn put_blob(&self, sha256: String, bytes: Vec<u8>) -> Result<bool, StoreError> {
-        delegate!(self.put_blob(sha256, bytes))
-    }
-
-    async fn blob(&self, sha256: String) -> Result<Option<Vec<u8>>, StoreError> {
-        delegate!(self.blob(sha256))
-    }
-
-    async fn has_blob(&self, sha256: String) -> Result<bool, StoreError> {
-        delegate!(self.has_blob(sha256))
     }
 
     async fn put_release(&self, release: NewRelease) -> Result<ReleasePut, StoreError> {

@@ -19,10 +19,9 @@
 //!   gaps and are visible in id order: an agent's `after` cursor never skips a
 //!   call committed late. A reply is one conditional `UPDATE` (exactly one of two
 //!   concurrent ones matches).
-//! - **Blobs and releases**: a blob's `blobs` row is inserted first, with `ON
-//!   CONFLICT DO NOTHING`, then its chunks, in one transaction: a concurrent put
-//!   of the same digest waits on that row until the first commits, then inserts
-//!   nothing (exactly one is new). A release is one `INSERT … ON CONFLICT DO
+//! - **Blobs and releases**: a blob's reference is one `INSERT … ON CONFLICT DO
+//!   UPDATE` (its bytes are files, [`crate::blobs`]): of concurrent puts of one
+//!   digest, the one that inserted is new. A release is one `INSERT … ON CONFLICT DO
 //!   NOTHING` on (name, version), then a read of the row that won. Rollout ids
 //!   come from an identity column (only increasing, never reused; a failed
 //!   creation may leave a gap).
@@ -38,7 +37,7 @@ use super::{
     NewRelease, NewRevision, NotificationRecord, Principal, QuestionRecord, QueuedCall, Redeem,
     ReleasePut, ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome,
     Selection, SessionCreated, SessionDeleted, SessionEventRecord, SessionRecord, UnskipRecord,
-    AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
+    AUTHORITY_SCHEMA_VERSION,
 };
 use super::{
     hash_prefix, one_of, ByPrefix, CredentialRecord, JoinTokenRecord, LAST_USED_GRANULARITY_MS,
@@ -49,6 +48,8 @@ use crate::schema::{BeforePostgresMigration, PendingMigration};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
 use std::time::Duration;
 use tokio_postgres::{Client, Config, NoTls, Row, Transaction};
+
+mod blob_refs;
 
 /// The table that records the applied schema migrations (`version`,
 /// `description`).
@@ -320,6 +321,18 @@ CREATE INDEX credentials_by_principal ON credentials (kind, name);
 -- then).
 ALTER TABLE join_tokens ADD COLUMN revoked_ms BIGINT;
 ALTER TABLE join_tokens ADD COLUMN keep_credentials BOOLEAN NOT NULL DEFAULT FALSE;
+"#,
+    },
+    Migration {
+        version: 9,
+        description: "blobs on the file system: the database keeps references",
+        sql: r#"
+-- Blob bytes move to files beside the database (`<blob dir>/sha256/ab/cdef…`):
+-- a row now says a blob exists. on_disk: true once its bytes are a file (false:
+-- still in blob_chunks, moved out when the authority starts); stored_ms: its
+-- last upload (garbage collection spares a blob uploaded within its grace).
+ALTER TABLE blobs ADD COLUMN on_disk BOOLEAN NOT NULL DEFAULT FALSE;
+ALTER TABLE blobs ADD COLUMN stored_ms BIGINT NOT NULL DEFAULT 0;
 "#,
     },
 ];
@@ -1314,90 +1327,6 @@ impl AuthorityStore for PostgresAuthority {
         Ok(id as u64)
     }
 
-    async fn put_blob(&self, sha256: String, bytes: Vec<u8>) -> Result<bool, StoreError> {
-        const CX: &str = "store a blob";
-        let mut conn = self.conn().await?;
-        // A known blob's bytes are not sent to the server again.
-        let known: bool = conn
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM blobs WHERE sha256 = $1)",
-                &[&sha256],
-            )
-            .await
-            .map_err(pg(CX))?
-            .get(0);
-        if known {
-            return Ok(false);
-        }
-        let tx = conn.transaction().await.map_err(pg(CX))?;
-        // A concurrent put of the same digest waits here until this one commits,
-        // then inserts nothing. A Vec never holds more than isize::MAX bytes.
-        let n = tx
-            .execute(
-                "INSERT INTO blobs (sha256, size) VALUES ($1, $2) ON CONFLICT (sha256) DO NOTHING",
-                &[&sha256, &(bytes.len() as i64)],
-            )
-            .await
-            .map_err(pg(CX))?;
-        if n == 0 {
-            return Ok(false);
-        }
-        let insert = tx
-            .prepare("INSERT INTO blob_chunks (sha256, n, bytes) VALUES ($1, $2, $3)")
-            .await
-            .map_err(pg(CX))?;
-        for (n, chunk) in bytes.chunks(BLOB_CHUNK_BYTES).enumerate() {
-            tx.execute(&insert, &[&sha256, &(n as i64), &chunk])
-                .await
-                .map_err(pg(CX))?;
-        }
-        tx.commit().await.map_err(pg(CX))?;
-        Ok(true)
-    }
-
-    async fn blob(&self, sha256: String) -> Result<Option<Vec<u8>>, StoreError> {
-        const CX: &str = "read a blob";
-        let conn = self.conn().await?;
-        // No transaction needed: a blob is committed whole and never changes.
-        let size: Option<i64> = conn
-            .query_opt("SELECT size FROM blobs WHERE sha256 = $1", &[&sha256])
-            .await
-            .map_err(pg(CX))?
-            .map(|row| row.get(0));
-        let Some(size) = size else {
-            return Ok(None);
-        };
-        // Chunk by chunk: at most one chunk besides the blob in memory.
-        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        let select = conn
-            .prepare("SELECT bytes FROM blob_chunks WHERE sha256 = $1 AND n = $2")
-            .await
-            .map_err(pg(CX))?;
-        for n in 0i64.. {
-            let Some(row) = conn
-                .query_opt(&select, &[&sha256, &n])
-                .await
-                .map_err(pg(CX))?
-            else {
-                break;
-            };
-            bytes.extend_from_slice(row.get::<_, &[u8]>(0));
-        }
-        Ok(Some(bytes))
-    }
-
-    async fn has_blob(&self, sha256: String) -> Result<bool, StoreError> {
-        let conn = self.conn().await?;
-        Ok(conn
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM blobs WHERE sha256 = $1)",
-                &[&sha256],
-            )
-            .await
-            .map_err(pg("look up a blob"))?
-            .get(0))
-    }
-
     async fn put_release(&self, release: NewRelease) -> Result<ReleasePut, StoreError> {
         const CX: &str = "store a release";
         let serial = stored_serial(release.serial)?;
@@ -2039,6 +1968,7 @@ pub(crate) async fn create_at_version(url: &str, version: i64) -> Result<(), Sto
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::authority::BlobRefs;
 
     #[test]
     fn migrations_are_numbered_one_by_one() {
@@ -2083,7 +2013,7 @@ mod tests {
             );
             assert_eq!(authority.last_call_id().await.unwrap(), 1);
             assert!(authority
-                .put_blob("ab".repeat(32), vec![1, 2, 3])
+                .put_blob("ab".repeat(32), 3, 1)
                 .await
                 .unwrap());
             assert_eq!(

@@ -10,7 +10,7 @@ use super::{
     NewRelease, NewRevision, NotificationRecord, Principal, QuestionRecord, QueuedCall, Redeem,
     ReleasePut, ReleaseRecord, RevisionRecord, RevisionSummary, RolloutRecord, SelectOutcome,
     Selection, SessionCreated, SessionDeleted, SessionEventRecord, SessionRecord, UnskipRecord,
-    AUTHORITY_SCHEMA_VERSION, BLOB_CHUNK_BYTES,
+    AUTHORITY_SCHEMA_VERSION,
 };
 use super::{
     hash_prefix, one_of, ByPrefix, CredentialRecord, JoinTokenRecord, LAST_USED_GRANULARITY_MS,
@@ -23,6 +23,8 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+mod blob_refs;
 
 /// The authority database's file name inside the authority's state directory.
 pub const AUTHORITY_DB_FILE: &str = "authority.db";
@@ -292,6 +294,18 @@ CREATE INDEX credentials_by_principal ON credentials (kind, name);
 ALTER TABLE join_tokens ADD COLUMN revoked_ms INTEGER;
 ALTER TABLE join_tokens ADD COLUMN keep_credentials INTEGER NOT NULL DEFAULT 0
     CHECK (keep_credentials IN (0, 1));
+"#,
+    },
+    Migration {
+        version: 9,
+        description: "blobs on the file system: the database keeps references",
+        sql: r#"
+-- Blob bytes move to files beside the database (`<blob dir>/sha256/ab/cdef…`):
+-- a row now says a blob exists. on_disk: 1 once its bytes are a file (0: still
+-- in blob_chunks, moved out when the authority starts); stored_ms: its last
+-- upload (garbage collection spares a blob uploaded within its grace).
+ALTER TABLE blobs ADD COLUMN on_disk INTEGER NOT NULL DEFAULT 0 CHECK (on_disk IN (0, 1));
+ALTER TABLE blobs ADD COLUMN stored_ms INTEGER NOT NULL DEFAULT 0;
 "#,
     },
 ];
@@ -1009,71 +1023,6 @@ impl AuthorityStore for SqliteAuthority {
                     row.get(0)
                 })?;
             Ok(id as u64)
-        })
-    }
-
-    fn put_blob(
-        &self,
-        sha256: String,
-        bytes: Vec<u8>,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        self.run("store a blob", true, move |tx| {
-            // A Vec never holds more than isize::MAX bytes.
-            let size = bytes.len() as i64;
-            // BEGIN IMMEDIATE holds the write lock: nobody stores it in between.
-            let n = tx.execute(
-                "INSERT INTO blobs (sha256, size) VALUES (?1, ?2) ON CONFLICT (sha256) DO NOTHING",
-                (&sha256, size),
-            )?;
-            if n == 0 {
-                return Ok(false);
-            }
-            let mut insert =
-                tx.prepare("INSERT INTO blob_chunks (sha256, n, bytes) VALUES (?1, ?2, ?3)")?;
-            for (n, chunk) in bytes.chunks(BLOB_CHUNK_BYTES).enumerate() {
-                insert.execute((&sha256, n as i64, chunk))?;
-            }
-            Ok(true)
-        })
-    }
-
-    fn blob(
-        &self,
-        sha256: String,
-    ) -> impl Future<Output = Result<Option<Vec<u8>>, StoreError>> + Send {
-        self.run("read a blob", false, move |tx| {
-            let size: Option<i64> = tx
-                .query_row(
-                    "SELECT size FROM blobs WHERE sha256 = ?1",
-                    [&sha256],
-                    |row| row.get(0),
-                )
-                .optional()?;
-            let Some(size) = size else {
-                return Ok(None);
-            };
-            let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-            let mut stmt =
-                tx.prepare("SELECT bytes FROM blob_chunks WHERE sha256 = ?1 ORDER BY n")?;
-            let mut rows = stmt.query([&sha256])?;
-            while let Some(row) = rows.next()? {
-                let chunk = row.get_ref(0)?;
-                let chunk = chunk.as_blob().map_err(|e| {
-                    rusqlite::Error::FromSqlConversionFailure(0, chunk.data_type(), Box::new(e))
-                })?;
-                bytes.extend_from_slice(chunk);
-            }
-            Ok(Some(bytes))
-        })
-    }
-
-    fn has_blob(&self, sha256: String) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        self.run("look up a blob", false, move |tx| {
-            Ok(tx.query_row(
-                "SELECT EXISTS (SELECT 1 FROM blobs WHERE sha256 = ?1)",
-                [&sha256],
-                |row| row.get(0),
-            )?)
         })
     }
 
@@ -1844,6 +1793,7 @@ pub(crate) fn create_at_version(path: &Path, version: i64) -> Result<(), StoreEr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::authority::BlobRefs;
 
     #[test]
     fn migrations_are_numbered_one_by_one() {
@@ -1894,10 +1844,7 @@ mod tests {
             .unwrap();
         rt.block_on(async {
             assert_eq!(authority.last_call_id().await.unwrap(), 1);
-            assert!(authority
-                .put_blob("ab".repeat(32), vec![1, 2, 3])
-                .await
-                .unwrap());
+            assert!(authority.put_blob("ab".repeat(32), 3, 1).await.unwrap());
             assert_eq!(
                 authority
                     .create_rollout("{}".into(), "flotilla".into(), 2)

@@ -196,6 +196,69 @@ pub async fn postgres_authority_at_version(url: &str, version: i64) -> Result<()
     super::postgres::create_at_version(url, version).await
 }
 
+/// The last schema that kept blob bytes in the database (in chunks of
+/// [`super::BLOB_CHUNK_BYTES`]); schema 9 moved them to files.
+pub const LAST_SCHEMA_WITH_BLOB_CHUNKS: i64 = 8;
+
+/// Makes an SQLite authority database at `path` as schema 8 left it, holding
+/// `bytes` as the blob `sha256` in chunks (a *legacy* blob, for tests of moving
+/// it to files).
+///
+/// # Panics
+/// When the database cannot be made or written.
+pub fn sqlite_with_legacy_blob(path: &std::path::Path, sha256: &str, bytes: &[u8]) {
+    super::sqlite::create_at_version(path, LAST_SCHEMA_WITH_BLOB_CHUNKS).expect("schema 8");
+    let conn = rusqlite::Connection::open(path).expect("open");
+    conn.execute(
+        "INSERT INTO blobs (sha256, size) VALUES (?1, ?2)",
+        (sha256, bytes.len() as i64),
+    )
+    .expect("insert blob");
+    for (n, chunk) in bytes.chunks(super::BLOB_CHUNK_BYTES).enumerate() {
+        conn.execute(
+            "INSERT INTO blob_chunks (sha256, n, bytes) VALUES (?1, ?2, ?3)",
+            (sha256, n as i64, chunk),
+        )
+        .expect("insert chunk");
+    }
+}
+
+/// As [`sqlite_with_legacy_blob`], in the empty PostgreSQL database at `url`.
+///
+/// # Panics
+/// When the database cannot be reached or written.
+pub async fn postgres_with_legacy_blob(url: &str, sha256: &str, bytes: &[u8]) {
+    super::postgres::create_at_version(url, LAST_SCHEMA_WITH_BLOB_CHUNKS)
+        .await
+        .expect("schema 8");
+    let config: tokio_postgres::Config = url.parse().expect("url");
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    let driver = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+        .execute(
+            "INSERT INTO blobs (sha256, size) VALUES ($1, $2)",
+            &[&sha256, &(bytes.len() as i64)],
+        )
+        .await
+        .expect("insert blob");
+    for (n, chunk) in bytes.chunks(super::BLOB_CHUNK_BYTES).enumerate() {
+        client
+            .execute(
+                "INSERT INTO blob_chunks (sha256, n, bytes) VALUES ($1, $2, $3)",
+                &[&sha256, &(n as i64), &chunk],
+            )
+            .await
+            .expect("insert chunk");
+    }
+    drop(client);
+    let _ = driver.await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
