@@ -600,14 +600,37 @@ impl Client {
     /// # Errors
     /// [`ClientError`]; bytes that do not hash to `sha256` are 400 `invalid`.
     pub async fn put_blob(&self, sha256: &str, bytes: Vec<u8>) -> Result<bool, ClientError> {
+        self.put_blob_body(sha256, reqwest::Body::from(bytes)).await
+    }
+
+    /// [`Client::put_blob`] of the file at `path`, streamed (the file is never
+    /// whole in memory, whatever its size).
+    ///
+    /// # Errors
+    /// As [`Client::put_blob`]; an unreadable file is [`ClientError::Io`].
+    pub async fn put_blob_file(
+        &self,
+        sha256: &str,
+        path: &std::path::Path,
+    ) -> Result<bool, ClientError> {
+        let file = tokio::fs::File::open(path)
+            .await
+            .map_err(|source| ClientError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        self.put_blob_body(sha256, reqwest::Body::from(file)).await
+    }
+
+    async fn put_blob_body(&self, sha256: &str, body: reqwest::Body) -> Result<bool, ClientError> {
         let url = format!("{}/v1/blobs/{sha256}", self.base);
         let answer: serde_json::Value = self
             .send(
                 self.http
                     .put(&url)
                     .header("content-type", "application/octet-stream")
-                    .body(bytes)
-                    .timeout(Duration::from_secs(600)),
+                    .body(body)
+                    .timeout(Duration::from_secs(3600)),
                 &url,
             )
             .await?;
@@ -633,15 +656,75 @@ impl Client {
         dest: &std::path::Path,
         limit: u64,
     ) -> Result<u64, ClientError> {
+        self.fetch_blob(sha256, dest, limit, false).await
+    }
+
+    /// As [`Client::download_blob`], continuing from the bytes `dest` already
+    /// holds (an interrupted download's): asks only for the rest (`Range:
+    /// bytes=N-`, RFC 9110 §14) and appends it; starts over when the authority
+    /// sends the whole blob instead (200). `dest` holding the whole blob already
+    /// (416: nothing past it) returns its length. The bytes received so far stay
+    /// in `dest` when the transfer fails, for the next call to continue from.
+    ///
+    /// # Errors
+    /// As [`Client::download_blob`].
+    pub async fn resume_blob(
+        &self,
+        sha256: &str,
+        dest: &std::path::Path,
+        limit: u64,
+    ) -> Result<u64, ClientError> {
+        self.fetch_blob(sha256, dest, limit, true).await
+    }
+
+    async fn fetch_blob(
+        &self,
+        sha256: &str,
+        dest: &std::path::Path,
+        limit: u64,
+        resume: bool,
+    ) -> Result<u64, ClientError> {
         use std::io::Write;
         let url = format!("{}/v1/blobs/{sha256}", self.base);
-        let mut resp = self.raw_get(&url, Duration::from_secs(3600)).await?;
         let io = |source| ClientError::Io {
             path: dest.to_path_buf(),
             source,
         };
-        let mut file = std::fs::File::create(dest).map_err(io)?;
-        let mut written = 0u64;
+        let have = if resume {
+            match std::fs::metadata(dest) {
+                Ok(m) if m.len() <= limit => m.len(),
+                Ok(_) => 0,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+                Err(e) => return Err(io(e)),
+            }
+        } else {
+            0
+        };
+        let range = (have > 0).then(|| format!("bytes={have}-"));
+        let mut resp = match self
+            .raw_get_with(&url, Duration::from_secs(3600), range.as_deref())
+            .await
+        {
+            Ok(r) => r,
+            Err(ClientError::Api { status: 416, .. }) if have > 0 => return Ok(have),
+            Err(e) => return Err(e),
+        };
+        let continues = have > 0
+            && resp.status().as_u16() == 206
+            && resp
+                .headers()
+                .get(reqwest::header::CONTENT_RANGE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with(&format!("bytes {have}-")));
+        let (mut file, mut written) = if continues {
+            let f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(dest)
+                .map_err(io)?;
+            (f, have)
+        } else {
+            (std::fs::File::create(dest).map_err(io)?, 0)
+        };
         while let Some(chunk) = resp.chunk().await.map_err(|source| ClientError::Http {
             url: url.clone(),
             source: source.without_url(),
@@ -883,11 +966,24 @@ impl Client {
         url: &str,
         timeout: Duration,
     ) -> Result<reqwest::Response, ClientError> {
+        self.raw_get_with(url, timeout, None).await
+    }
+
+    /// [`Client::raw_get`] with a `Range` header when given.
+    async fn raw_get_with(
+        &self,
+        url: &str,
+        timeout: Duration,
+        range: Option<&str>,
+    ) -> Result<reqwest::Response, ClientError> {
         let http = |source: reqwest::Error| ClientError::Http {
             url: url.to_string(),
             source: source.without_url(),
         };
         let mut req = self.http.get(url).timeout(timeout);
+        if let Some(r) = range {
+            req = req.header(reqwest::header::RANGE, r);
+        }
         if let Some(c) = &self.credential {
             req = req.bearer_auth(c);
         }

@@ -61,6 +61,7 @@ impl InProcess {
             sessions: None,
             public_url: a.url.clone(),
             controller_dir: Some(a.dir.join("controller")),
+            blobs: flotilla_server::blobs::BlobSettings::in_authority_dir(&a.dir),
         };
         let state = rt
             .block_on(AppState::new(

@@ -271,6 +271,9 @@ pub struct ServeOptions {
     pub public_url: Option<String>,
     /// What opening a store of an older schema does first (a backup).
     pub migration: MigrationHooks,
+    /// Where blobs are kept and how long unreferenced ones stay
+    /// ([`crate::blobs::BlobSettings::in_authority_dir`] by default).
+    pub blobs: crate::blobs::BlobSettings,
 }
 
 /// A listening socket with a backlog of 4096 (the standard library's is 128): a
@@ -362,6 +365,7 @@ pub async fn serve(
             .trim_end_matches('/')
             .to_string(),
         controller_dir: Some(opts.dir.join("controller")),
+        blobs: opts.blobs.clone(),
     };
     let shutdown = async {
         use tokio::signal::unix::{signal, SignalKind};

@@ -24,6 +24,9 @@ pub enum AuthorityError {
     /// The store.
     #[error("authority store: {0}")]
     Store(#[from] StoreError),
+    /// Moving blobs a store before schema 9 kept in the database to files.
+    #[error(transparent)]
+    LegacyBlobs(#[from] crate::blobs::legacy::LegacyError),
     /// A file of the authority directory.
     #[error("{path}: {source}")]
     Io {

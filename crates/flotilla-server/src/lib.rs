@@ -58,6 +58,7 @@
 pub mod auth;
 pub mod authority;
 pub mod backup;
+pub mod blobs;
 pub mod calls;
 pub mod controller;
 pub mod credentials;

@@ -3,6 +3,7 @@
 //! writes it; a test keeps it equal).
 
 use crate::api;
+use crate::blobs;
 use crate::calls;
 use crate::joining;
 use crate::releases;
@@ -49,8 +50,8 @@ use utoipa::OpenApi;
         calls::pending_calls,
         calls::reply_call,
         calls::call_status,
-        releases::put_blob,
-        releases::get_blob,
+        blobs::routes::put_blob,
+        blobs::routes::get_blob,
         releases::publish_release,
         releases::list_releases,
         releases::create_rollout,

@@ -82,9 +82,10 @@ pub fn router<S: AuthorityStore>(state: Arc<AppState<S>>) -> Router {
         .route("/v1/calls/{id}/reply", post(reply_call::<S>))
         .route(
             "/v1/blobs/{sha256}",
-            get(releases::get_blob::<S>)
-                .put(releases::put_blob::<S>)
-                .layer(axum::extract::DefaultBodyLimit::max(releases::BLOB_LIMIT)),
+            get(crate::blobs::routes::get_blob::<S>)
+                .put(crate::blobs::routes::put_blob::<S>)
+                // Streamed to a file: the limit is the handler's own.
+                .layer(axum::extract::DefaultBodyLimit::disable()),
         )
         .route(
             "/v1/releases",
@@ -292,6 +293,7 @@ pub async fn run<S: AuthorityStore>(
     crate::sessions::cleanup::spawn_retention(&state);
     crate::notify::worker::spawn(&state);
     crate::ui::watch::spawn(&state);
+    crate::blobs::gc::spawn(&state);
     let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls));
     listener.set_nonblocking(true)?;
     // TCP_NODELAY on every connection: small answers (a gate decision, a long

@@ -44,6 +44,8 @@ pub struct Settings {
     /// journal and lifecycle lock (`<authority dir>/controller`); `None`: it runs
     /// none.
     pub controller_dir: Option<std::path::PathBuf>,
+    /// Where blobs are kept and how long unreferenced ones stay.
+    pub blobs: crate::blobs::BlobSettings,
 }
 
 /// The selected revision, parsed once.
@@ -57,6 +59,8 @@ pub(crate) struct Current {
 pub struct AppState<S> {
     pub(crate) store: S,
     pub(crate) settings: Settings,
+    /// The blobs' bytes (the store keeps their references).
+    pub blobs: crate::blobs::Blobs,
     pub(crate) releases: crate::releases::state::Releases,
     pub(crate) sessions: Option<crate::sessions::state::Sessions>,
     pub(crate) current: RwLock<Option<Current>>,
@@ -123,6 +127,8 @@ impl<S: AuthorityStore> AppState<S> {
         let metrics = Metrics::default();
         metrics.selection_index.set(index);
         let releases = crate::releases::state::Releases::load(&store).await?;
+        let blobs = crate::blobs::Blobs::new(settings.blobs.clone());
+        crate::blobs::legacy::adopt(&store, &blobs).await?;
         let sessions = match settings.sessions.clone() {
             None => None,
             Some(setup) => Some(
@@ -135,6 +141,7 @@ impl<S: AuthorityStore> AppState<S> {
             .map(crate::controller::runs::Controller::new);
         Ok(Arc::new(AppState {
             controller,
+            blobs,
             store,
             releases,
             sessions,

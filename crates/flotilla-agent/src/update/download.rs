@@ -10,8 +10,9 @@ use std::time::Duration;
 
 impl<S: ReleaseSource> Updater<S> {
     /// Downloads `artifact` into `<root>/downloads/` and checks size and digest; the
-    /// temporary file. Tried three times (1 s, 2 s apart) when the transfer fails; a
-    /// file that arrives whole with the wrong digest or size is not tried again.
+    /// temporary file. Tried three times (1 s, 2 s apart) when the transfer fails,
+    /// a blob's download continuing from the bytes the failed attempt left; a file
+    /// that arrives whole with the wrong digest or size is not tried again.
     pub(crate) async fn download(
         &self,
         root: &InstallRoot,
@@ -19,33 +20,37 @@ impl<S: ReleaseSource> Updater<S> {
     ) -> Result<PathBuf, Refusal> {
         let mut delay = Duration::from_secs(1);
         let mut last = String::new();
-        for attempt in 1..=3 {
-            let (file, tmp) = root.temp_download().map_err(|e| {
-                Refusal::new(Reason::InstallFailed, format!("downloads directory: {e}"))
-            })?;
-            // Room for the manifest's size first: a download that cannot fit is
-            // refused before a byte arrives, not when the disk is full.
-            if let Ok(st) = nix::sys::statvfs::fstatvfs(&file) {
-                // Their widths differ between platforms (u32 on macOS).
-                #[allow(clippy::unnecessary_cast)]
-                let free = st.blocks_available() as u64 * st.fragment_size() as u64;
-                if free < artifact.size {
-                    drop(file);
-                    let _ = std::fs::remove_file(&tmp);
-                    return Err(Refusal::new(
-                        Reason::InstallFailed,
-                        format!(
-                            "{} bytes free where downloads go ({}), the artifact is {} bytes",
-                            free,
-                            tmp.parent()
-                                .map(|p| p.display().to_string())
-                                .unwrap_or_default(),
-                            artifact.size
-                        ),
-                    ));
-                }
+        // One file for every attempt: a blob's download that failed midway
+        // resumes from the bytes it holds.
+        let (file, tmp) = root.temp_download().map_err(|e| {
+            Refusal::new(Reason::InstallFailed, format!("downloads directory: {e}"))
+        })?;
+        // Room for the manifest's size first: a download that cannot fit is
+        // refused before a byte arrives, not when the disk is full.
+        if let Ok(st) = nix::sys::statvfs::fstatvfs(&file) {
+            // Their widths differ between platforms (u32 on macOS).
+            #[allow(clippy::unnecessary_cast)]
+            let free = st.blocks_available() as u64 * st.fragment_size() as u64;
+            if free < artifact.size {
+                drop(file);
+                let _ = std::fs::remove_file(&tmp);
+                return Err(Refusal::new(
+                    Reason::InstallFailed,
+                    format!(
+                        "{} bytes free where downloads go ({}), the artifact is {} bytes",
+                        free,
+                        tmp.parent()
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default(),
+                        artifact.size
+                    ),
+                ));
             }
-            drop(file);
+        }
+        drop(file);
+        // Whether this attempt continues from bytes an earlier one left.
+        let mut resumed = false;
+        for attempt in 1..=3 {
             let fetched = match (&artifact.blob, &artifact.url) {
                 (Some(blob), _) => match self.source.download_blob(blob, &tmp, artifact.size).await
                 {
@@ -78,21 +83,39 @@ impl<S: ReleaseSource> Updater<S> {
                             Err(Refusal::new(Reason::DownloadFailed, e.to_string()))
                         })
                     };
-                    return match verified {
-                        Ok(_) => Ok(tmp),
+                    match verified {
+                        Ok(_) => return Ok(tmp),
+                        // Resumed after a failed attempt: the bytes kept from it
+                        // may be what was wrong; once more from the start.
+                        Err(r) if attempt < 3 && resumed => {
+                            last = r.detail;
+                            self.log_once(&format!(
+                                "the resumed download does not verify ({last}): starting over"
+                            ));
+                            std::fs::File::create(&tmp).map_err(|e| {
+                                Refusal::new(
+                                    Reason::InstallFailed,
+                                    format!("{}: {e}", tmp.display()),
+                                )
+                            })?;
+                            resumed = false;
+                            continue;
+                        }
                         Err(r) => {
                             let _ = std::fs::remove_file(&tmp);
-                            Err(r)
+                            return Err(r);
                         }
-                    };
+                    }
                 }
                 Err(r) if r.reason == Reason::SizeMismatch => {
                     let _ = std::fs::remove_file(&tmp);
                     return Err(r);
                 }
                 Err(r) => {
-                    let _ = std::fs::remove_file(&tmp);
+                    // Kept: the next attempt continues from it (a URL's download
+                    // starts over).
                     last = r.detail;
+                    resumed = artifact.blob.is_some();
                     if attempt < 3 {
                         self.log_once(&format!("download attempt {attempt} of 3 failed: {last}"));
                         tokio::time::sleep(delay).await;
@@ -101,6 +124,7 @@ impl<S: ReleaseSource> Updater<S> {
                 }
             }
         }
+        let _ = std::fs::remove_file(&tmp);
         Err(Refusal::new(
             Reason::DownloadFailed,
             format!("3 attempts failed, the last: {last}"),

@@ -34,9 +34,11 @@ pub trait ReleaseSource: Send + Sync + 'static {
         update: &HostUpdate,
     ) -> impl Future<Output = Result<(), ClientError>> + Send;
 
-    /// `GET /v1/blobs/{sha256}` into `dest` (unverified), reading no further once
-    /// more than `limit` bytes arrived and writing nothing past it; the bytes
-    /// received (more than `limit`: the blob is too long).
+    /// `GET /v1/blobs/{sha256}` into `dest` (unverified), continuing from the
+    /// bytes `dest` already holds (a `Range` request: an interrupted download
+    /// resumes where it stopped), reading no further once more than `limit` bytes
+    /// arrived and writing nothing past it; the bytes `dest` holds then (more than
+    /// `limit`: the blob is too long). What arrived stays in `dest` on failure.
     ///
     /// # Errors
     /// [`ClientError`].
@@ -72,7 +74,7 @@ impl ReleaseSource for flotilla_api::Client {
         dest: &Path,
         limit: u64,
     ) -> Result<u64, ClientError> {
-        flotilla_api::Client::download_blob(self, sha256, dest, limit)
+        flotilla_api::Client::resume_blob(self, sha256, dest, limit)
             .await
             .map_err(|e| one_line(&e))
     }

@@ -16,6 +16,10 @@ struct Fake {
     blobs: Mutex<HashMap<String, Vec<u8>>>,
     downloads: AtomicUsize,
     reports: Mutex<Vec<HostUpdate>>,
+    /// The next download fails after this many bytes of the blob were written.
+    cut_once: Mutex<Option<usize>>,
+    /// How many bytes `dest` held when each download began.
+    resumed_from: Mutex<Vec<u64>>,
 }
 
 impl ReleaseSource for Fake {
@@ -47,9 +51,19 @@ impl ReleaseSource for Fake {
             .get(sha256)
             .cloned()
             .ok_or_else(|| ClientError(format!("404: no blob {sha256}")))?;
-        // As the real client: nothing past the limit is written.
+        // As the real client: continues from what `dest` holds, and nothing past
+        // the limit is written.
+        use std::io::Write;
+        let have = std::fs::metadata(dest).map_or(0, |m| m.len());
+        self.resumed_from.lock().unwrap().push(have);
+        let mut file = std::fs::OpenOptions::new().append(true).open(dest).unwrap();
+        if let Some(cut) = self.cut_once.lock().unwrap().take() {
+            file.write_all(&bytes[have as usize..cut]).unwrap();
+            return Err(ClientError("connection reset midway".into()));
+        }
         let kept = bytes.len().min(limit as usize);
-        std::fs::write(dest, &bytes[..kept]).unwrap();
+        file.write_all(&bytes[(have as usize).min(kept)..kept])
+            .unwrap();
         Ok(bytes.len() as u64)
     }
 }
@@ -337,6 +351,21 @@ async fn a_corrupt_or_wrongly_sized_artifact_is_refused_after_download() {
         Reason::SizeMismatch,
     )
     .await;
+}
+
+#[tokio::test]
+async fn an_interrupted_download_resumes_from_the_bytes_it_has() {
+    let f = Fixture::new();
+    let u = f.updater(true);
+    let m = f.manifest("0.2.0", 5, NEW);
+    let half = NEW.len() / 2;
+    *f.fake.cut_once.lock().unwrap() = Some(half);
+    assert!(u.consider(&f.assignment(&m, 1, Some(&f.secret))).await);
+    let rec = f.record();
+    assert_eq!(rec.state, UpdateState::Staged, "{rec:#?}");
+    assert_eq!(std::fs::read(&rec.to.unwrap().binary).unwrap(), NEW);
+    // The second attempt began where the first stopped.
+    assert_eq!(*f.fake.resumed_from.lock().unwrap(), vec![0, half as u64]);
 }
 
 #[tokio::test]

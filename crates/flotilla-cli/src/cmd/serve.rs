@@ -44,6 +44,15 @@ pub struct RunArgs {
     /// notifications and login URLs (default: `https://<listening address>`).
     #[arg(long, env = "FLOTILLA_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<String>,
+    /// Where release artifacts and sessions' outputs are kept (default:
+    /// `<authority dir>/blobs`). Several authorities on one database must share
+    /// it: any POSIX file system they all mount, with atomic rename and fsync.
+    #[arg(long, env = "FLOTILLA_BLOB_DIR", value_name = "DIR")]
+    pub blob_dir: Option<PathBuf>,
+    /// A blob no release or session references is removed once its last upload
+    /// is this old (as are uploads' leftovers).
+    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub blob_grace: Duration,
     /// One machine in one command: initialise the authority if needed, serve it on
     /// 127.0.0.1 (--listen, loopback only), join and run this machine's agent, and
     /// print the dashboard's sign-in URL; Ctrl-C or SIGTERM stops both.
@@ -248,6 +257,13 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             let r = &args.run;
             let dir = authority_dir(cli, &r.store)?;
             let backend = Backend::choose(&dir, r.store.database_url.as_deref());
+            let blobs = flotilla_server::blobs::BlobSettings {
+                dir: r
+                    .blob_dir
+                    .clone()
+                    .unwrap_or_else(|| dir.join(flotilla_server::blobs::BLOB_DIR)),
+                grace: r.blob_grace,
+            };
             let opts = ServeOptions {
                 migration: flotilla_server::backup::migration_hooks(
                     &dir,
@@ -260,6 +276,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 tls_cert: r.tls_cert.clone().zip(r.tls_key.clone()),
                 report_deadline: r.report_deadline,
                 public_url: r.public_url.clone(),
+                blobs,
             };
             rt.block_on(authority::serve(opts, |addr, pin, backend| {
                 tracing::info!(

@@ -2,7 +2,7 @@
 //!
 //! The authority *relays* releases: it stores each manifest and its minisign signature
 //! exactly as the operator published them (signed offline), keeps the artifacts in its
-//! blob store, and never signs anything, so whoever takes it over still cannot make an
+//! blob store (`crate::blobs`), and never signs anything, so whoever takes it over still cannot make an
 //! agent run an unsigned binary: every agent verifies the signature against the keys
 //! it pinned, before it downloads, and the digest and size after.
 //!
@@ -32,86 +32,23 @@ use crate::api::{self, ApiError};
 use crate::failure::{conflict, internal, invalid, not_found, Answer, Failure};
 use crate::longpoll::{park, wait_of, PollQuery};
 use crate::state::AppState;
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
 use axum::Json;
 use flotilla_exec::this_process::now_ms;
 use flotilla_model::inventory::TransportKind;
 use flotilla_release::rollout::{HostUpdate, Rollout, RolloutSpec};
 use flotilla_release::Manifest;
 use flotilla_store::authority::{AuthorityStore, NewRelease, ReleasePut, ReleaseRecord};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The largest artifact `PUT /v1/blobs/{sha256}` takes (1 GiB).
-pub const BLOB_LIMIT: usize = 1 << 30;
 
 /// The shortest rollout timeout accepted (10 s).
 pub const MIN_TIMEOUT_MS: u64 = 10_000;
 
 /// How often the authority advances its active rollouts on its own (timeouts, soaks).
 pub const TICK: Duration = Duration::from_secs(1);
-
-/// `PUT /v1/blobs/{sha256}` (operator): store an artifact; its bytes must hash to the
-/// path's SHA-256 (64 lowercase hex digits).
-#[utoipa::path(put, path = "/v1/blobs/{sha256}", params(("sha256" = String, Path, description = "the artifact's SHA-256, 64 hex digits")),
-    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
-    responses((status = 200, body = Object, description = "`{\"created\": bool}`"), (status = 400, body = ApiError), (status = 403, body = ApiError)))]
-pub async fn put_blob<S: AuthorityStore>(
-    State(state): State<Arc<AppState<S>>>,
-    Path(sha256): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Answer<serde_json::Value> {
-    state.operator(&headers).await?;
-    if !flotilla_release::manifest::is_sha256_hex(&sha256) {
-        return Err(invalid(format!(
-            "`{sha256}` is not a SHA-256 (64 lowercase hex digits)"
-        )));
-    }
-    let found = flotilla_release::artifact::hex(&Sha256::digest(&body));
-    if found != sha256 {
-        return Err(invalid(format!(
-            "the {} bytes sent hash to {found}, not {sha256}",
-            body.len()
-        )));
-    }
-    let created = state.store.put_blob(sha256, body.to_vec()).await?;
-    Ok(Json(serde_json::json!({ "created": created })))
-}
-
-/// `GET /v1/blobs/{sha256}` (an operator or any agent): an artifact's bytes.
-#[utoipa::path(get, path = "/v1/blobs/{sha256}", params(("sha256" = String, Path, description = "the artifact's SHA-256")),
-    responses((status = 200, body = Vec<u8>, content_type = "application/octet-stream"), (status = 404, body = ApiError)))]
-pub async fn get_blob<S: AuthorityStore>(
-    State(state): State<Arc<AppState<S>>>,
-    Path(sha256): Path<String>,
-    headers: HeaderMap,
-) -> Result<Response, Failure> {
-    // Operators and agents (release artifacts); never a session's runtime or an
-    // alert sender: the blob store also keeps sessions' whole outputs.
-    match state.caller(&headers).await? {
-        flotilla_store::authority::Principal::Operator { .. }
-        | flotilla_store::authority::Principal::Agent { .. } => {}
-        _ => {
-            return Err(Failure::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "blobs are read by operators and agents",
-            ))
-        }
-    }
-    let bytes = state
-        .store
-        .blob(sha256.clone())
-        .await?
-        .ok_or_else(|| not_found(format!("no blob {sha256}")))?;
-    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
-}
 
 fn release_dto(r: &ReleaseRecord) -> Result<api::ReleaseDto, Failure> {
     let manifest = Manifest::parse(&r.manifest).map_err(internal)?;

@@ -14,8 +14,8 @@ use crate::api::ApiError;
 use crate::failure::{Answer, Failure};
 use crate::state::AppState;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use axum::Json;
 use flotilla_sessions::output;
 use flotilla_store::authority::{AuthorityStore, Principal};
@@ -220,7 +220,7 @@ pub async fn exec<S: AuthorityStore>(
     let stdout = shown(out);
     let stderr = shown(err);
     for (oid, whole) in kept {
-        state.store.put_blob(oid, whole).await?;
+        crate::blobs::routes::put_bytes(&state, oid, &whole).await?;
     }
     event(
         &state,
@@ -279,10 +279,5 @@ pub async fn get_output<S: AuthorityStore>(
             ))
         }
     }
-    let bytes = state
-        .store
-        .blob(id.clone())
-        .await?
-        .ok_or_else(|| not_found(format!("no output {id}")))?;
-    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+    crate::blobs::routes::serve(&state, &id, &headers, "output").await
 }

@@ -23,7 +23,9 @@ pub struct Running<S: AuthorityStore + Clone> {
     /// The operator credential itself (the dashboard's sign-in takes it).
     pub operator_credential: String,
     pub store: S,
-    /// The TLS files.
+    /// The service's state (its blob store, garbage collection).
+    pub state: std::sync::Arc<AppState<S>>,
+    /// The TLS files (and the blob directory, `blobs`).
     pub dir: tempfile::TempDir,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -44,7 +46,22 @@ pub async fn start_with<S: AuthorityStore + Clone>(
     public_url: &str,
     configure: impl FnOnce(&AppState<S>),
 ) -> Running<S> {
+    start_with_blob_grace(store, report_deadline, public_url, None, configure).await
+}
+
+/// [`start_with`], unreferenced blobs kept for `blob_grace` (default: 24 h).
+pub async fn start_with_blob_grace<S: AuthorityStore + Clone>(
+    store: S,
+    report_deadline: Duration,
+    public_url: &str,
+    blob_grace: Option<Duration>,
+    configure: impl FnOnce(&AppState<S>),
+) -> Running<S> {
     let dir = tempfile::tempdir().unwrap();
+    let mut blobs = flotilla_server::blobs::BlobSettings::in_authority_dir(dir.path());
+    if let Some(g) = blob_grace {
+        blobs.grace = g;
+    }
     let ca = flotilla_server::tls::init(dir.path(), &[]).unwrap();
     let tls = flotilla_server::tls::server_config(
         &dir.path().join(flotilla_server::tls::SERVER_CERT),
@@ -71,6 +88,7 @@ pub async fn start_with<S: AuthorityStore + Clone>(
             sessions: None,
             public_url: public_url.into(),
             controller_dir: None,
+            blobs,
         },
     )
     .await
@@ -79,9 +97,14 @@ pub async fn start_with<S: AuthorityStore + Clone>(
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("https://{}", listener.local_addr().unwrap());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(flotilla_server::server::run(state, listener, tls, async {
-        let _ = rx.await;
-    }));
+    tokio::spawn(flotilla_server::server::run(
+        state.clone(),
+        listener,
+        tls,
+        async {
+            let _ = rx.await;
+        },
+    ));
     let operator = Client::new(&url, &ca.ca_pem, Some(op.clone())).unwrap();
     // The socket listens already (bound above): the first request waits in its
     // backlog until the service accepts it.
@@ -96,6 +119,7 @@ pub async fn start_with<S: AuthorityStore + Clone>(
         operator,
         operator_credential: op,
         store,
+        state,
         dir,
         stop: Some(tx),
     }
