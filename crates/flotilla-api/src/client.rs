@@ -7,6 +7,8 @@ use crate::wire::{
     PublishRequest, RevisionDto, SelectRequest, SelectResponse, SnapshotResponse, TokenRequest,
     TokenResponse,
 };
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What a call to the authority can fail with.
@@ -110,20 +112,62 @@ pub enum UnskipError {
     },
 }
 
-/// A connection to the authority.
+/// A connection to the authority: to one of its addresses at a time.
+///
+/// Several authorities sharing one database answer alike, so a client given
+/// several addresses (`https://a:7300,https://b:7300`) sticks to one and moves to
+/// the next (sticking to it from then on) when a request cannot connect, or is
+/// answered 502, 503 or 504 (any 5xx for a `GET`): each address is tried at most
+/// once per request, with a jittered pause of 50 to 150 ms times the number of
+/// addresses tried so far between two. A name that resolves to several addresses
+/// is tried address by address by the connector itself. The pinned CA covers
+/// every address. Clones share the address in use.
 #[derive(Clone)]
 pub struct Client {
-    base: String,
+    bases: Arc<[String]>,
+    current: Arc<AtomicUsize>,
     http: reqwest::Client,
     credential: Option<String>,
 }
 
 fn base_of(url: &str) -> Result<String, ClientError> {
-    let base = url.trim_end_matches('/');
+    let base = url.trim().trim_end_matches('/');
     if !base.starts_with("https://") || base.len() <= "https://".len() {
         return Err(ClientError::Url(url.to_string()));
     }
     Ok(base.to_string())
+}
+
+/// The addresses of `urls`: one `https://host[:port]` or several separated by
+/// commas, each once, in the order given.
+///
+/// # Errors
+/// [`ClientError::Url`] for an address that is not `https://…`, or none at all.
+pub fn server_addresses(urls: &str) -> Result<Vec<String>, ClientError> {
+    let mut bases: Vec<String> = Vec::new();
+    for part in urls.split(',').filter(|p| !p.trim().is_empty()) {
+        // As requests will show it (a lower-case host, no default port).
+        let parsed = url::Url::parse(&base_of(part)?)
+            .map_err(|_| ClientError::Url(part.trim().to_string()))?;
+        let base = parsed.as_str().trim_end_matches('/').to_string();
+        if !bases.contains(&base) {
+            bases.push(base);
+        }
+    }
+    if bases.is_empty() {
+        return Err(ClientError::Url(urls.to_string()));
+    }
+    Ok(bases)
+}
+
+/// Whether an answer with `status` to a request with `method` is worth asking
+/// another address: the address's gateway or the authority itself says it cannot
+/// serve now (502, 503, 504), or any server error to a request that changes
+/// nothing.
+fn answer_fails_over(method: &reqwest::Method, status: reqwest::StatusCode) -> bool {
+    matches!(status.as_u16(), 502..=504)
+        || (status.is_server_error()
+            && (method == reqwest::Method::GET || method == reqwest::Method::HEAD))
 }
 
 impl ClientError {
@@ -194,13 +238,15 @@ fn is_tls(e: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 impl Client {
-    /// A client for the authority at `url` (`https://host:port`) trusting `ca_pem`
-    /// alone, sending `credential` (if any) as a bearer token.
+    /// A client for the authority at `url` (`https://host:port`, or several such
+    /// addresses separated by commas: see [`Client`]) trusting `ca_pem` alone,
+    /// sending `credential` (if any) as a bearer token.
     ///
     /// # Errors
     /// [`ClientError::Url`], [`ClientError::Tls`].
     pub fn new(url: &str, ca_pem: &str, credential: Option<String>) -> Result<Client, ClientError> {
-        let base = base_of(url)?;
+        let bases = server_addresses(url)?;
+        let base = bases[0].clone();
         let http = reqwest::Client::builder()
             .tls_backend_preconfigured(crate::tls::client_config(ca_pem)?)
             .connect_timeout(Duration::from_secs(10))
@@ -211,7 +257,8 @@ impl Client {
                 source: source.without_url(),
             })?;
         Ok(Client {
-            base,
+            bases: bases.into(),
+            current: Arc::new(AtomicUsize::new(0)),
             http,
             credential,
         })
@@ -224,7 +271,18 @@ impl Client {
     /// # Errors
     /// [`ClientError::CaMismatch`] when the hash differs; transport errors.
     pub async fn discover_ca(url: &str, ca_hash: &str) -> Result<String, ClientError> {
-        let base = base_of(url)?;
+        let bases = server_addresses(url)?;
+        let mut unreachable = None;
+        for base in &bases {
+            match Self::discover_ca_at(base, ca_hash).await {
+                Err(e) if e.is_unreachable() => unreachable = Some(e),
+                other => return other,
+            }
+        }
+        Err(unreachable.expect("at least one address"))
+    }
+
+    async fn discover_ca_at(base: &str, ca_hash: &str) -> Result<String, ClientError> {
         let http = reqwest::Client::builder()
             .tls_backend_preconfigured(crate::tls::discovery_config()?)
             .connect_timeout(Duration::from_secs(10))
@@ -232,7 +290,7 @@ impl Client {
             .http1_only()
             .build()
             .map_err(|source| ClientError::Http {
-                url: base.clone(),
+                url: base.to_string(),
                 source: source.without_url(),
             })?;
         let url = format!("{base}/v1/ca.pem");
@@ -261,9 +319,72 @@ impl Client {
         Ok(pem)
     }
 
-    /// The authority's base URL.
+    /// The base URL of the authority's address in use (`https://host:port`).
     pub fn url(&self) -> &str {
-        &self.base
+        self.base()
+    }
+
+    /// Every address the client knows, in the order given.
+    pub fn urls(&self) -> &[String] {
+        &self.bases
+    }
+
+    fn base(&self) -> &str {
+        &self.bases[self.current.load(Ordering::Relaxed) % self.bases.len()]
+    }
+
+    /// Sends `req` (built on [`Client::base`]) with the credential, failing over
+    /// to the next address as [`Client`] says when there are several.
+    async fn execute(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, reqwest::Error> {
+        let req = match &self.credential {
+            Some(c) => req.bearer_auth(c),
+            None => req,
+        };
+        let mut request = req.build()?;
+        let n = self.bases.len();
+        if n == 1 {
+            return self.http.execute(request).await;
+        }
+        let mut tried = 1;
+        loop {
+            let spare = request.try_clone();
+            let method = request.method().clone();
+            let at = self.index_of(request.url().as_str());
+            let result = self.http.execute(request).await;
+            let fails_over = match &result {
+                Err(e) => e.is_connect(),
+                Ok(r) => answer_fails_over(&method, r.status()),
+            };
+            let (Some(mut next), Some(at), true, true) = (spare, at, fails_over, tried < n) else {
+                return result;
+            };
+            let to = (at + 1) % n;
+            let rest = next.url().as_str()[self.bases[at].len()..].to_string();
+            match reqwest::Url::parse(&format!("{}{rest}", self.bases[to])) {
+                Ok(u) => *next.url_mut() = u,
+                Err(_) => return result,
+            }
+            // Others may have moved on already: only the first to fail moves it.
+            let _ = self
+                .current
+                .compare_exchange(at, to, Ordering::Relaxed, Ordering::Relaxed);
+            let pause = 50.0 * tried as f64 * (0.5 + fastrand::f64());
+            tokio::time::sleep(Duration::from_millis(pause as u64)).await;
+            tried += 1;
+            request = next;
+        }
+    }
+
+    /// Which address `url` was made from.
+    fn index_of(&self, url: &str) -> Option<usize> {
+        self.bases.iter().position(|b| {
+            url.strip_prefix(b.as_str()).is_some_and(|rest| {
+                rest.is_empty() || rest.starts_with('/') || rest.starts_with('?')
+            })
+        })
     }
 
     async fn send<T: serde::de::DeserializeOwned>(
@@ -271,15 +392,11 @@ impl Client {
         req: reqwest::RequestBuilder,
         url: &str,
     ) -> Result<T, ClientError> {
-        let req = match &self.credential {
-            Some(c) => req.bearer_auth(c),
-            None => req,
-        };
         let http = |source: reqwest::Error| ClientError::Http {
             url: url.to_string(),
             source: source.without_url(),
         };
-        let resp = req.send().await.map_err(http)?;
+        let resp = self.execute(req).await.map_err(http)?;
         let status = resp.status();
         if !status.is_success() {
             let text = resp.text().await.map_err(http)?;
@@ -314,7 +431,7 @@ impl Client {
     /// [`ClientError::Http`] (transport), [`ClientError::Api`] (an error status, with
     /// the authority's error).
     pub async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
-        let url = format!("{}{path}", self.base);
+        let url = format!("{}{path}", self.base());
         self.send(self.http.get(&url).timeout(Duration::from_secs(60)), &url)
             .await
     }
@@ -328,7 +445,7 @@ impl Client {
         path: &str,
         body: &B,
     ) -> Result<T, ClientError> {
-        let url = format!("{}{path}", self.base);
+        let url = format!("{}{path}", self.base());
         self.send(
             self.http
                 .post(&url)
@@ -347,7 +464,7 @@ impl Client {
         &self,
         path: &str,
     ) -> Result<T, ClientError> {
-        let url = format!("{}{path}", self.base);
+        let url = format!("{}{path}", self.base());
         self.send(
             self.http.delete(&url).timeout(Duration::from_secs(60)),
             &url,
@@ -366,7 +483,7 @@ impl Client {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<Vec<u8>, ClientError> {
-        let url = format!("{}{path}", self.base);
+        let url = format!("{}{path}", self.base());
         let req = self
             .http
             .post(&url)
@@ -384,7 +501,7 @@ impl Client {
         path: &str,
         body: &B,
     ) -> Result<(), ClientError> {
-        let url = format!("{}{path}", self.base);
+        let url = format!("{}{path}", self.base());
         let _: serde_json::Value = self
             .send(
                 self.http
@@ -457,7 +574,7 @@ impl Client {
     /// # Errors
     /// [`ClientError`]; a stale `expect` is 409, an unknown revision 404.
     pub async fn select(&self, req: &SelectRequest) -> Result<SelectResponse, ClientError> {
-        let url = format!("{}/v1/selection", self.base);
+        let url = format!("{}/v1/selection", self.base());
         self.send(
             self.http
                 .put(&url)
@@ -554,7 +671,7 @@ impl Client {
     ) -> Result<crate::wire::CallsResponse, ClientError> {
         let url = format!(
             "{}/v1/hosts/{host}/calls?after={after}&wait={}ms",
-            self.base,
+            self.base(),
             wait.as_millis()
         );
         let timeout = wait + Duration::from_secs(15);
@@ -588,7 +705,7 @@ impl Client {
         id: u64,
         wait: Duration,
     ) -> Result<crate::wire::CallStatus, ClientError> {
-        let url = format!("{}/v1/calls/{id}?wait={}ms", self.base, wait.as_millis());
+        let url = format!("{}/v1/calls/{id}?wait={}ms", self.base(), wait.as_millis());
         let timeout = wait + Duration::from_secs(15);
         self.send(self.http.get(&url).timeout(timeout), &url).await
     }
@@ -623,7 +740,7 @@ impl Client {
     }
 
     async fn put_blob_body(&self, sha256: &str, body: reqwest::Body) -> Result<bool, ClientError> {
-        let url = format!("{}/v1/blobs/{sha256}", self.base);
+        let url = format!("{}/v1/blobs/{sha256}", self.base());
         let answer: serde_json::Value = self
             .send(
                 self.http
@@ -685,7 +802,7 @@ impl Client {
         resume: bool,
     ) -> Result<u64, ClientError> {
         use std::io::Write;
-        let url = format!("{}/v1/blobs/{sha256}", self.base);
+        let url = format!("{}/v1/blobs/{sha256}", self.base());
         let io = |source| ClientError::Io {
             path: dest.to_path_buf(),
             source,
@@ -887,7 +1004,11 @@ impl Client {
         id: u64,
         wait: Duration,
     ) -> Result<crate::wire::UnskipDto, ClientError> {
-        let url = format!("{}/v1/unskips/{id}?wait={}ms", self.base, wait.as_millis());
+        let url = format!(
+            "{}/v1/unskips/{id}?wait={}ms",
+            self.base(),
+            wait.as_millis()
+        );
         let timeout = wait + Duration::from_secs(15);
         self.send(self.http.get(&url).timeout(timeout), &url).await
     }
@@ -947,7 +1068,7 @@ impl Client {
     /// # Errors
     /// [`ClientError`].
     pub async fn get_text(&self, path: &str) -> Result<String, ClientError> {
-        let url = format!("{}{path}", self.base);
+        let url = format!("{}{path}", self.base());
         self.raw_get(&url, Duration::from_secs(30))
             .await?
             .text()
@@ -984,10 +1105,7 @@ impl Client {
         if let Some(r) = range {
             req = req.header(reqwest::header::RANGE, r);
         }
-        if let Some(c) = &self.credential {
-            req = req.bearer_auth(c);
-        }
-        let resp = req.send().await.map_err(http)?;
+        let resp = self.execute(req).await.map_err(http)?;
         let status = resp.status().as_u16();
         if (200..300).contains(&status) {
             return Ok(resp);
@@ -1011,8 +1129,69 @@ impl Client {
         path_and_query: &str,
         wait: Duration,
     ) -> Result<T, ClientError> {
-        let url = format!("{}{path_and_query}", self.base);
+        let url = format!("{}{path_and_query}", self.base());
         let timeout = wait + wait / 8 + Duration::from_secs(15);
         self.send(self.http.get(&url).timeout(timeout), &url).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_addresses_are_each_https_once_in_order_as_requests_show_them() {
+        assert_eq!(
+            server_addresses(" https://B.example:7443/ ,https://a:443,https://b.example:7443")
+                .unwrap(),
+            ["https://b.example:7443", "https://a"]
+        );
+        assert!(matches!(
+            server_addresses("https://a,http://b"),
+            Err(ClientError::Url(u)) if u == "http://b"
+        ));
+        assert!(server_addresses(" , ").is_err());
+    }
+
+    #[test]
+    fn only_an_unavailable_answer_moves_a_change_to_another_address() {
+        use reqwest::{Method, StatusCode};
+        for (method, status, moves) in [
+            (Method::POST, StatusCode::SERVICE_UNAVAILABLE, true),
+            (Method::POST, StatusCode::BAD_GATEWAY, true),
+            (Method::POST, StatusCode::INTERNAL_SERVER_ERROR, false),
+            (Method::GET, StatusCode::INTERNAL_SERVER_ERROR, true),
+            (Method::GET, StatusCode::CONFLICT, false),
+            (Method::PUT, StatusCode::OK, false),
+        ] {
+            assert_eq!(
+                answer_fails_over(&method, status),
+                moves,
+                "{method} {status}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_client_with_several_addresses_starts_on_the_first_and_clones_share_it() {
+        let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(crate::tls::native_roots_config().unwrap())
+            .build()
+            .unwrap();
+        let c = Client {
+            bases: server_addresses("https://127.0.0.1:1,https://127.0.0.1:2")
+                .unwrap()
+                .into(),
+            current: Arc::new(AtomicUsize::new(0)),
+            http,
+            credential: None,
+        };
+        assert_eq!(c.url(), "https://127.0.0.1:1");
+        assert_eq!(c.urls().len(), 2);
+        let d = c.clone();
+        c.current.store(1, Ordering::Relaxed);
+        assert_eq!(d.url(), "https://127.0.0.1:2");
+        assert_eq!(c.index_of("https://127.0.0.1:2/v1/status?x=1"), Some(1));
+        assert_eq!(c.index_of("https://127.0.0.1:20/v1/status"), None);
     }
 }

@@ -120,13 +120,21 @@ fn serve_local_runs_the_authority_and_this_machines_agent_until_sigterm() {
             "[hosts.{host}]\ntransport = \"agent\"\n[components.sleeper]\nhost = \"{host}\"\ncommand = [\"/bin/sleep\", \"600\"]\n"
         ),
     );
+    // The CLI is given a first address where nothing listens, as if that
+    // authority were down: it fails over to the next one and sticks to it.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let servers = format!("https://127.0.0.1:{dead}, {url}");
     let cli = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_flotilla"))
             .args([
                 "--state-dir",
                 &state_arg,
                 "--server",
-                &url,
+                &servers,
                 "-f",
                 inv.to_str().unwrap(),
             ])

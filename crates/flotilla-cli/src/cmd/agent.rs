@@ -93,7 +93,8 @@ pub struct UpdateWatchArgs {
 /// Arguments of `flotilla agent join`.
 #[derive(clap::Args, Debug)]
 pub struct JoinArgs {
-    /// The authority's URL (`https://host:port`).
+    /// The authority's URL (`https://host:port`), or several authorities' URLs
+    /// separated by commas: the agent sticks to one and fails over to the next.
     pub url: String,
     /// The join token.
     pub token: String,
@@ -257,7 +258,7 @@ fn join(cli: &Cli, a: &JoinArgs) -> anyhow::Result<u8> {
         Ok::<_, flotilla_api::ClientError>((pem, joined))
     })?;
     dir.save_enrollment(&flotilla_agent::state::Enrollment {
-        server: a.url.trim_end_matches('/').to_string(),
+        server: flotilla_api::client::server_addresses(&a.url)?.join(","),
         host: joined.host.clone(),
         credential: joined.credential,
         ca_pem: pem,

@@ -10,7 +10,9 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerArgs {
     /// The desired-state authority's URL (default https://127.0.0.1:7443 for `config`
-    /// and `serve token`). With it, `status` shows the fleet as its agents report it,
+    /// and `serve token`), or several authorities' URLs separated by commas (they
+    /// share one database: requests stick to one and move to the next when it
+    /// cannot be reached or answers 502/503/504). With it, `status` shows the fleet as its agents report it,
     /// and steps for components on `agent` hosts go through the authority to their
     /// agents.
     #[arg(
