@@ -9,7 +9,9 @@
 pub use crate::error::AuthorityError;
 use crate::state::{AppState, Settings};
 use crate::tls;
-use flotilla_store::authority::{AuthorityStore, PostgresAuthority, Principal, SqliteAuthority};
+use flotilla_store::authority::{
+    AuthorityStore, Cluster, PostgresAuthority, Principal, SqliteAuthority,
+};
 use flotilla_store::schema::{BeforePostgresMigration, HookError, PendingMigration};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
@@ -381,7 +383,9 @@ pub async fn serve(
     };
     match &opts.backend {
         Backend::Sqlite(p) => {
-            let state = AppState::new(opts.migration.open_sqlite(p)?, settings).await?;
+            let store = opts.migration.open_sqlite(p)?;
+            store.claim_ca(ca_hash.clone()).await?;
+            let state = AppState::new(store, settings).await?;
             if let Some(c) = notify_config {
                 state.notifier.configure(c);
             }
@@ -391,7 +395,11 @@ pub async fn serve(
                 .map_err(io)
         }
         Backend::Postgres(u) => {
-            let state = AppState::new(opts.migration.connect_postgres(u).await?, settings).await?;
+            let store = opts.migration.connect_postgres(u).await?;
+            // Every authority sharing the database serves one CA: the first
+            // records its pin, one with another is refused.
+            store.claim_ca(ca_hash.clone()).await?;
+            let state = AppState::new(store, settings).await?;
             if let Some(c) = notify_config {
                 state.notifier.configure(c);
             }

@@ -53,6 +53,7 @@ pub(crate) async fn queue<S: AuthorityStore>(
         deadline_ms,
     })
     .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, "invalid", e.to_string()))?;
+    let host_of = host.clone();
     let id = state
         .store
         .enqueue_call(host.clone(), text, now_ms())
@@ -65,6 +66,7 @@ pub(crate) async fn queue<S: AuthorityStore>(
             .clone()
     };
     tx.send_replace(id);
+    crate::cluster::announce(state, crate::cluster::Wake::Call { host: host_of, id }).await;
     Ok(id)
 }
 
@@ -175,6 +177,7 @@ pub async fn reply_call<S: AuthorityStore>(
         }
     }
     state.replies.send_modify(|n| *n += 1);
+    crate::cluster::announce(&state, crate::cluster::Wake::Reply { id }).await;
     Ok(Json(serde_json::json!({ "id": id })))
 }
 

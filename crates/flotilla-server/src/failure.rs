@@ -37,6 +37,11 @@ impl IntoResponse for Failure {
 
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Failure {
+        if let StoreError::StaleVersion { .. } = e {
+            // Another writer (perhaps another authority) came first: the caller
+            // reads again and decides.
+            return conflict(e.to_string());
+        }
         tracing::error!("store: {e}");
         Failure::new(
             StatusCode::SERVICE_UNAVAILABLE,

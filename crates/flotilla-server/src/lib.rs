@@ -24,6 +24,8 @@
 //! - [`status`]: the fleet's status route; [`fleet`]: that status from agents'
 //!   reports, aged (pure).
 //! - [`calls`]: operators' calls to agents and their replies.
+//! - [`cluster`]: several authorities on one database: wake-ups announced to
+//!   and heard from the others, leases for background work, document versions.
 //! - [`controller`]: the authority as a controller: lifecycle operations on the
 //!   selected revision, planned and shown first, applied exactly as planned through
 //!   its own call queue to the agents.
@@ -60,6 +62,7 @@ pub mod authority;
 pub mod backup;
 pub mod blobs;
 pub mod calls;
+pub mod cluster;
 pub mod controller;
 pub mod credentials;
 pub mod diff;

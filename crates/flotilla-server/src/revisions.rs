@@ -226,6 +226,7 @@ pub async fn publish<S: AuthorityStore>(
     if let SelectOutcome::Selected(s) = &outcome {
         tracing::info!(revision = %digest, index = s.index, "published and selected");
         state.install(s.clone(), Arc::new(topology));
+        crate::cluster::announce(&state, crate::cluster::Wake::Selection { index: s.index }).await;
     }
     outcome_answer(digest, outcome).map(Json)
 }
@@ -285,6 +286,7 @@ pub(crate) async fn select_revision<S: AuthorityStore>(
     if let SelectOutcome::Selected(s) = &outcome {
         tracing::info!(revision = %rev.digest, index = s.index, "selected");
         state.install(s.clone(), Arc::new(topology));
+        crate::cluster::announce(state, crate::cluster::Wake::Selection { index: s.index }).await;
     }
     outcome_answer(rev.digest, outcome)
 }

@@ -288,6 +288,7 @@ pub async fn run<S: AuthorityStore>(
         // Long polls are cut short: agents simply poll again.
         h.graceful_shutdown(Some(Duration::from_secs(2)));
     });
+    crate::cluster::spawn(&state);
     releases::spawn_ticker(&state);
     crate::sessions::spawn_reconciler(&state);
     crate::sessions::cleanup::spawn_retention(&state);

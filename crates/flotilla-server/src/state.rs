@@ -84,6 +84,9 @@ pub struct AppState<S> {
     pub(crate) ui: crate::ui::state::UiState,
     /// The metrics.
     pub metrics: Metrics,
+    /// This authority among the others sharing its database: leases held,
+    /// versions read ([`crate::cluster`]).
+    pub cluster: crate::cluster::node::Node,
     /// Notifications to webhooks (none until configured).
     pub notifier: crate::notify::queue::Notifier,
 }
@@ -104,25 +107,7 @@ impl<S: AuthorityStore> AppState<S> {
     /// [`AuthorityError::Store`] when the store cannot be read,
     /// [`AuthorityError::CorruptRevision`] when its selected revision does not parse.
     pub async fn new(store: S, settings: Settings) -> Result<Arc<AppState<S>>, AuthorityError> {
-        let current = match store.selection().await? {
-            None => None,
-            Some(selection) => {
-                let rev = store
-                    .revision(selection.digest.clone())
-                    .await?
-                    .ok_or_else(|| StoreError::UnknownRevision(selection.digest.clone()))?;
-                let topology = Topology::from_revision(&rev.content).map_err(|e| {
-                    AuthorityError::CorruptRevision {
-                        revision: selection.digest.clone(),
-                        reason: e.to_string(),
-                    }
-                })?;
-                Some(Current {
-                    selection,
-                    topology: Arc::new(topology),
-                })
-            }
-        };
+        let current = load_current(&store).await?;
         let index = current.as_ref().map_or(0, |c| c.selection.index);
         let metrics = Metrics::default();
         metrics.selection_index.set(index);
@@ -139,7 +124,9 @@ impl<S: AuthorityStore> AppState<S> {
             .controller_dir
             .clone()
             .map(crate::controller::runs::Controller::new);
+        let cluster = crate::cluster::node::Node::new(store.shared(), &settings.public_url);
         Ok(Arc::new(AppState {
+            cluster,
             controller,
             blobs,
             store,
@@ -351,16 +338,51 @@ impl<S: AuthorityStore> AppState<S> {
         }
     }
 
-    /// Replaces the in-memory selection after a committed change and wakes polls.
+    /// Replaces the in-memory selection after a committed change and wakes polls;
+    /// an older one than held (another authority's newer selection was installed
+    /// meanwhile) changes nothing.
     pub(crate) fn install(&self, selection: Selection, topology: Arc<Topology>) {
         let index = selection.index;
-        *self.current.write().expect("not poisoned") = Some(Current {
-            selection,
-            topology,
-        });
+        {
+            let mut current = self.current.write().expect("not poisoned");
+            if current.as_ref().is_some_and(|c| c.selection.index >= index) {
+                return;
+            }
+            *current = Some(Current {
+                selection,
+                topology,
+            });
+        }
         self.metrics.selection_index.set(index);
         self.index.send_replace(index);
     }
+}
+
+/// The store's current selection with its topology parsed; `None` when nothing
+/// was ever selected.
+///
+/// # Errors
+/// [`AuthorityError::Store`] when the store cannot be read,
+/// [`AuthorityError::CorruptRevision`] when the selected revision does not parse.
+pub(crate) async fn load_current<S: AuthorityStore>(
+    store: &S,
+) -> Result<Option<Current>, AuthorityError> {
+    let Some(selection) = store.selection().await? else {
+        return Ok(None);
+    };
+    let rev = store
+        .revision(selection.digest.clone())
+        .await?
+        .ok_or_else(|| StoreError::UnknownRevision(selection.digest.clone()))?;
+    let topology =
+        Topology::from_revision(&rev.content).map_err(|e| AuthorityError::CorruptRevision {
+            revision: selection.digest.clone(),
+            reason: e.to_string(),
+        })?;
+    Ok(Some(Current {
+        selection,
+        topology: Arc::new(topology),
+    }))
 }
 
 /// The 401 for a revoked credential: when, and what its holder does next.

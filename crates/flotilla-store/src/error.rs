@@ -286,4 +286,33 @@ pub enum StoreError {
     /// runtime is shutting down before it ran; nothing was written.
     #[error("the authority database query was cancelled: the runtime is shutting down")]
     Cancelled,
+
+    /// A compare-and-swap write of a document
+    /// ([`crate::authority::Cluster::put_doc_if`]) named a version that is no
+    /// longer the stored one: another writer (this authority or another sharing
+    /// the database) changed it since it was read. Nothing was written; read it
+    /// again and retry, or report the conflict.
+    #[error("{kind} {id} was changed by another writer (version {found}, not {expected}): read it again")]
+    StaleVersion {
+        /// `rollout`, `session` or `question`.
+        kind: &'static str,
+        /// Its id.
+        id: u64,
+        /// The version the write expected.
+        expected: u64,
+        /// The version stored.
+        found: u64,
+    },
+
+    /// The database was first served under another CA than this authority's
+    /// ([`crate::authority::Cluster::claim_ca`]): every authority sharing a
+    /// database must serve the same CA, so that its clients' pin holds whichever
+    /// one answers.
+    #[error("this database is served under the CA {stored}, not this authority's {ours}: give every authority sharing it the same CA (copy the first authority's directory: its CA and server certificate files)")]
+    CaMismatch {
+        /// The pin recorded in the database (`sha256:<hex>`).
+        stored: String,
+        /// This authority's pin.
+        ours: String,
+    },
 }

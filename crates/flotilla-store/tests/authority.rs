@@ -1635,6 +1635,8 @@ mod cases {
             doc: doc.into(),
             created_ms,
             updated_ms,
+            // Created: 1; one more at every write.
+            version: if updated_ms == created_ms { 1 } else { 3 },
         };
         for id in 1..=3u64 {
             let got = s
@@ -1736,6 +1738,7 @@ mod cases {
                 doc: r#"{"n":2,"mode":"plan"}"#.into(),
                 created_ms: T0 + 2,
                 updated_ms: T0 + 9,
+                version: 2,
             })
         );
         let ids: Vec<u64> = s.sessions().await.unwrap().iter().map(|r| r.id).collect();
@@ -1798,6 +1801,7 @@ mod cases {
                 doc: "q1 answered".into(),
                 created_ms: T0 + 20,
                 updated_ms: T0 + 30,
+                version: 2,
             })
         );
         let ids: Vec<u64> = s.questions().await.unwrap().iter().map(|q| q.id).collect();
@@ -2182,6 +2186,7 @@ mod cases {
                 doc: r#"{"done":true}"#.into(),
                 created_ms: T0,
                 updated_ms: T0 + 2,
+                version: 2,
             })
         );
         assert_eq!(s.rollouts().await.unwrap().len(), 2);

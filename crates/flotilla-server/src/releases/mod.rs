@@ -24,6 +24,7 @@
 //! left (`HostUpdate::unskipped`, `HostUpdate::skipped`).
 
 pub mod state;
+mod versioned;
 
 use state::PIDS_KEPT;
 pub use state::{two_agents, Releases};
@@ -299,10 +300,11 @@ pub async fn create_rollout<S: AuthorityStore>(
                 .map(str::to_string);
         }
     }
-    let doc = serde_json::to_string(&rollout).map_err(internal)?;
-    state.store.put_rollout(id, doc, now).await?;
+    versioned::write_new(&state, &mut rollouts, id, &rollout, now).await?;
     let dto = rollout_dto(&rollout)?;
     rollouts.insert(id, rollout);
+    drop(rollouts);
+    crate::cluster::announce(&state, crate::cluster::Wake::Releases).await;
     Ok(Json(dto))
 }
 
@@ -443,12 +445,12 @@ pub async fn create_rollback<S: AuthorityStore>(
         rollout.spec.version,
         rollout.hosts.len()
     );
-    let doc = serde_json::to_string(&rollout).map_err(internal)?;
-    state.store.put_rollout(id, doc, now).await?;
+    versioned::write_new(&state, &mut rollouts, id, &rollout, now).await?;
     let dto = rollout_dto(&rollout)?;
     rollouts.insert(id, rollout);
     drop(rollouts);
     state.releases.bump();
+    crate::cluster::announce(&state, crate::cluster::Wake::Releases).await;
     Ok(Json(dto))
 }
 
@@ -508,45 +510,54 @@ pub(crate) async fn act_on_rollout<S: AuthorityStore>(
     id: u64,
     action: &str,
 ) -> Result<Rollout, Failure> {
-    let mut rollouts = state.releases.rollouts.lock().await;
-    let mut r = rollouts
-        .get(&id)
-        .cloned()
-        .ok_or_else(|| not_found(format!("no rollout {id}")))?;
-    let now = now_ms();
-    let before_action = r.events.len();
-    let done = match action {
-        "approve" => r.approve(now),
-        "pause" => r.pause(now),
-        "resume" => r.resume(now),
-        "abort" => r.abort(now),
-        other => {
-            return Err(not_found(format!(
-                "no action `{other}`: approve, pause, resume or abort"
-            )))
-        }
-    };
-    done.map_err(|e| {
-        let hint = if r.phase == flotilla_release::rollout::Phase::Failed {
-            " (it has ended: roll the corrected release out again with a new rollout)"
-        } else {
-            ""
+    for _ in 0..versioned::ATTEMPTS {
+        let mut rollouts = state.releases.rollouts.lock().await;
+        let mut r = rollouts
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| not_found(format!("no rollout {id}")))?;
+        let now = now_ms();
+        let before_action = r.events.len();
+        let done = match action {
+            "approve" => r.approve(now),
+            "pause" => r.pause(now),
+            "resume" => r.resume(now),
+            "abort" => r.abort(now),
+            other => {
+                return Err(not_found(format!(
+                    "no action `{other}`: approve, pause, resume or abort"
+                )))
+            }
         };
-        conflict(format!("rollout {id}: {e}{hint}"))
-    })?;
-    let updates = state.releases.updates.lock().expect("not poisoned").clone();
-    tracing::info!(rollout = id, "rollout {id}: {action} (operator)");
-    r.advance(&updates, now);
-    log_events(id, &r, before_action);
-    let doc = serde_json::to_string(&r).map_err(internal)?;
-    state.store.put_rollout(id, doc, now).await?;
-    if let Some(before) = rollouts.get(&id) {
-        crate::notify::triggers::rollout_changed(state, before, &r);
+        done.map_err(|e| {
+            let hint = if r.phase == flotilla_release::rollout::Phase::Failed {
+                " (it has ended: roll the corrected release out again with a new rollout)"
+            } else {
+                ""
+            };
+            conflict(format!("rollout {id}: {e}{hint}"))
+        })?;
+        let updates = state.releases.updates.lock().expect("not poisoned").clone();
+        r.advance(&updates, now);
+        if versioned::write(state, &mut rollouts, id, &r, now).await? == versioned::Written::Stale {
+            // Another authority changed it meanwhile: the action is decided
+            // again on what it wrote.
+            continue;
+        }
+        tracing::info!(rollout = id, "rollout {id}: {action} (operator)");
+        log_events(id, &r, before_action);
+        if let Some(before) = rollouts.get(&id) {
+            crate::notify::triggers::rollout_changed(state, before, &r);
+        }
+        rollouts.insert(id, r.clone());
+        drop(rollouts);
+        state.releases.bump();
+        crate::cluster::announce(state, crate::cluster::Wake::Releases).await;
+        return Ok(r);
     }
-    rollouts.insert(id, r.clone());
-    drop(rollouts);
-    state.releases.bump();
-    Ok(r)
+    Err(conflict(format!(
+        "rollout {id} kept changing under other writers: try again"
+    )))
 }
 
 /// Logs the events of rollout `id` from the `seen`-th on (`web-1: RolledBack (CrashLoop:
@@ -566,7 +577,16 @@ fn log_events(id: u64, r: &flotilla_release::rollout::Rollout, seen: usize) {
 
 /// Advances every active rollout against the latest updates; persists and bumps the
 /// assignments' index when anything changed.
+///
+/// Only on the authority holding the rollouts' lease ([`crate::cluster::ROLLOUTS`];
+/// always on one that shares its store with none): with several, exactly one
+/// advances, and a write that meets another's (a stale version) is dropped, the
+/// rollout read again and advanced at the next tick.
 pub async fn advance_all<S: AuthorityStore>(state: &AppState<S>) -> Result<(), Failure> {
+    if !state.cluster.holds(crate::cluster::ROLLOUTS) {
+        return Ok(());
+    }
+    crate::cluster::refresh_updates(state).await;
     let now = now_ms();
     let updates = state.releases.updates.lock().expect("not poisoned").clone();
     let mut rollouts = state.releases.rollouts.lock().await;
@@ -582,9 +602,13 @@ pub async fn advance_all<S: AuthorityStore>(state: &AppState<S>) -> Result<(), F
         let mut r = rollouts[&id].clone();
         let seen = r.events.len();
         if r.advance(&updates, now) {
+            if versioned::write(state, &mut rollouts, id, &r, now).await?
+                == versioned::Written::Stale
+            {
+                changed = true;
+                continue;
+            }
             log_events(id, &r, seen);
-            let doc = serde_json::to_string(&r).map_err(internal)?;
-            state.store.put_rollout(id, doc, now).await?;
             crate::notify::triggers::rollout_changed(state, &rollouts[&id], &r);
             rollouts.insert(id, r);
             changed = true;
@@ -593,6 +617,7 @@ pub async fn advance_all<S: AuthorityStore>(state: &AppState<S>) -> Result<(), F
     drop(rollouts);
     if changed {
         state.releases.bump();
+        crate::cluster::announce(state, crate::cluster::Wake::Releases).await;
     }
     Ok(())
 }
@@ -604,7 +629,13 @@ pub fn spawn_ticker<S: AuthorityStore>(state: &Arc<AppState<S>>) {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tick.tick().await;
+            let Some(strong) = weak.upgrade() else { return };
+            // Every tick, or at once when another authority's agent reported.
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = strong.cluster.kick.notified() => {}
+            }
+            drop(strong);
             let Some(state) = weak.upgrade() else { return };
             if let Err(e) = advance_all(&state).await {
                 tracing::error!("advancing rollouts: {}", e.message());
@@ -735,6 +766,9 @@ pub async fn report_update<S: AuthorityStore>(
     if let Some(update) = unskipped {
         settle_unskips(&state, &host, &update).await?;
     }
+    // The authority holding the rollouts' lease advances them: at once here,
+    // or, on another, when it hears of this report.
+    crate::cluster::announce(&state, crate::cluster::Wake::Update { host: host.clone() }).await;
     advance_all(&state).await?;
     Ok(Json(serde_json::json!({ "received_ms": received_ms })))
 }
@@ -830,6 +864,7 @@ pub async fn request_unskip<S: AuthorityStore>(
         let same = same.clone();
         drop(unskips);
         state.releases.bump();
+        crate::cluster::announce(&state, crate::cluster::Wake::Releases).await;
         return Ok(Json(same));
     }
     let now = now_ms();
@@ -861,6 +896,7 @@ pub async fn request_unskip<S: AuthorityStore>(
     // The host's release long poll answers at once with the request.
     state.releases.bump();
     state.releases.unskip_changes.send_modify(|i| *i += 1);
+    crate::cluster::announce(&state, crate::cluster::Wake::Releases).await;
     Ok(Json(doc))
 }
 
@@ -984,6 +1020,7 @@ async fn settle_unskips<S: AuthorityStore>(
     drop(unskips);
     if changed {
         state.releases.unskip_changes.send_modify(|i| *i += 1);
+        crate::cluster::announce(state, crate::cluster::Wake::Releases).await;
     }
     Ok(())
 }

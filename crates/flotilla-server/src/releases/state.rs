@@ -21,6 +21,9 @@ pub struct Releases {
     pub(crate) unskips: tokio::sync::Mutex<BTreeMap<u64, api::UnskipDto>>,
     /// Bumped whenever an unskip request changes (wakes `GET /v1/unskips/{id}`).
     pub(crate) unskip_changes: watch::Sender<u64>,
+    /// The stored version of each rollout in `rollouts` (its next write is
+    /// compare-and-swap on it).
+    pub(crate) versions: std::sync::Mutex<BTreeMap<u64, u64>>,
 }
 
 /// How many of a host's last reporting pids are kept to tell two agents apart.
@@ -60,32 +63,11 @@ impl Releases {
     pub async fn load<S: AuthorityStore>(
         store: &S,
     ) -> Result<Releases, flotilla_store::StoreError> {
-        let mut rollouts = BTreeMap::new();
-        for r in store.rollouts().await? {
-            match serde_json::from_str::<Rollout>(&r.doc) {
-                Ok(doc) => {
-                    rollouts.insert(r.id, doc);
-                }
-                Err(e) => tracing::error!("rollout {}: stored document does not parse: {e}", r.id),
-            }
-        }
-        let mut updates = BTreeMap::new();
-        for u in store.host_updates().await? {
-            if let Ok(doc) = serde_json::from_str::<HostUpdate>(&u.doc) {
-                updates.insert(u.host, doc);
-            }
-        }
-        let mut unskips = BTreeMap::new();
-        for r in store.pending_unskips().await? {
-            match serde_json::from_str::<api::UnskipDto>(&r.doc) {
-                Ok(mut doc) => {
-                    doc.id = r.id;
-                    unskips.insert(r.id, doc);
-                }
-                Err(e) => tracing::error!("unskip {}: stored document does not parse: {e}", r.id),
-            }
-        }
+        let (rollouts, versions) = stored_rollouts(store).await?;
+        let updates = stored_updates(store).await?;
+        let unskips = stored_unskips(store).await?;
         Ok(Releases {
+            versions: std::sync::Mutex::new(versions),
             rollouts: tokio::sync::Mutex::new(rollouts),
             updates: std::sync::Mutex::new(updates),
             pids: std::sync::Mutex::new(BTreeMap::new()),
@@ -98,4 +80,122 @@ impl Releases {
     pub(crate) fn bump(&self) {
         self.index.send_modify(|i| *i += 1);
     }
+
+    /// Reads the rollouts and pending unskip requests again from `store` (another
+    /// authority changed them) and wakes the polls on them.
+    ///
+    /// # Errors
+    /// The store's.
+    pub(crate) async fn refresh<S: AuthorityStore>(
+        &self,
+        store: &S,
+    ) -> Result<(), flotilla_store::StoreError> {
+        // Each read under its lock: a change made here meanwhile (written to the
+        // store first, then to memory, under the same lock) is not lost.
+        let mut rollouts = self.rollouts.lock().await;
+        let (fresh, versions) = stored_rollouts(store).await?;
+        *rollouts = fresh;
+        *self.versions.lock().expect("not poisoned") = versions;
+        drop(rollouts);
+        let mut unskips = self.unskips.lock().await;
+        *unskips = stored_unskips(store).await?;
+        drop(unskips);
+        self.bump();
+        self.unskip_changes.send_modify(|i| *i += 1);
+        Ok(())
+    }
+
+    /// Reads every host's last update report again from `store` (reports that
+    /// reached other authorities).
+    ///
+    /// # Errors
+    /// The store's.
+    pub(crate) async fn refresh_updates<S: AuthorityStore>(
+        &self,
+        store: &S,
+    ) -> Result<(), flotilla_store::StoreError> {
+        let fresh = stored_updates(store).await?;
+        *self.updates.lock().expect("not poisoned") = fresh;
+        Ok(())
+    }
+
+    /// Reads rollout `id` again from `store` into memory (its write met another
+    /// writer's); whether it still exists.
+    ///
+    /// # Errors
+    /// The store's.
+    pub(crate) async fn reread<S: AuthorityStore>(
+        &self,
+        store: &S,
+        rollouts: &mut BTreeMap<u64, Rollout>,
+        id: u64,
+    ) -> Result<bool, flotilla_store::StoreError> {
+        let Some(r) = store.rollout(id).await? else {
+            return Ok(false);
+        };
+        match serde_json::from_str::<Rollout>(&r.doc) {
+            Ok(doc) => {
+                rollouts.insert(id, doc);
+                self.versions
+                    .lock()
+                    .expect("not poisoned")
+                    .insert(id, r.version);
+                Ok(true)
+            }
+            Err(e) => {
+                tracing::error!("rollout {id}: stored document does not parse: {e}");
+                Ok(false)
+            }
+        }
+    }
+}
+
+/// Every stored rollout that parses, with its version. A rollout just created
+/// (`{}` until its document is written) is skipped quietly.
+async fn stored_rollouts<S: AuthorityStore>(
+    store: &S,
+) -> Result<(BTreeMap<u64, Rollout>, BTreeMap<u64, u64>), flotilla_store::StoreError> {
+    let mut rollouts = BTreeMap::new();
+    let mut versions = BTreeMap::new();
+    for r in store.rollouts().await? {
+        match serde_json::from_str::<Rollout>(&r.doc) {
+            Ok(doc) => {
+                rollouts.insert(r.id, doc);
+                versions.insert(r.id, r.version);
+            }
+            Err(_) if r.doc == "{}" => {}
+            Err(e) => tracing::error!("rollout {}: stored document does not parse: {e}", r.id),
+        }
+    }
+    Ok((rollouts, versions))
+}
+
+/// Every host's last update report that parses.
+async fn stored_updates<S: AuthorityStore>(
+    store: &S,
+) -> Result<BTreeMap<String, HostUpdate>, flotilla_store::StoreError> {
+    let mut updates = BTreeMap::new();
+    for u in store.host_updates().await? {
+        if let Ok(doc) = serde_json::from_str::<HostUpdate>(&u.doc) {
+            updates.insert(u.host, doc);
+        }
+    }
+    Ok(updates)
+}
+
+/// Every pending unskip request that parses, by id.
+async fn stored_unskips<S: AuthorityStore>(
+    store: &S,
+) -> Result<BTreeMap<u64, api::UnskipDto>, flotilla_store::StoreError> {
+    let mut unskips = BTreeMap::new();
+    for r in store.pending_unskips().await? {
+        match serde_json::from_str::<api::UnskipDto>(&r.doc) {
+            Ok(mut doc) => {
+                doc.id = r.id;
+                unskips.insert(r.id, doc);
+            }
+            Err(e) => tracing::error!("unskip {}: stored document does not parse: {e}", r.id),
+        }
+    }
+    Ok(unskips)
 }

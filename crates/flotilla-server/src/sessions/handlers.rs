@@ -244,6 +244,9 @@ pub(crate) async fn question_of<S: AuthorityStore>(
         .question(id)
         .await?
         .ok_or_else(|| not_found(format!("no question {id}")))?;
+    state
+        .cluster
+        .read_at(flotilla_store::authority::Doc::Question, id, rec.version);
     let doc: QuestionDoc = serde_json::from_str(&rec.doc)
         .map_err(|e| invalid(format!("question {id} does not parse: {e}")))?;
     Ok(QuestionDto {
@@ -310,15 +313,7 @@ pub(crate) async fn answer<S: AuthorityStore>(
     // A push question's answer is used here, once: the authority carries it out.
     let push = doc.tool_name == PUSH_TOOL;
     doc.used |= push;
-    state
-        .store
-        .put_question(
-            id,
-            serde_json::to_string(&doc).expect("serialises"),
-            now_ms(),
-        )
-        .await?;
-    state.ui.hub.changed(crate::ui::hub::Topic::Questions);
+    super::records::save_question(state, id, &doc).await?;
     drop(answering);
     state.ui.hub.changed(crate::ui::hub::Topic::Questions);
     event(

@@ -860,7 +860,9 @@ pub fn spawn_reconciler<S: AuthorityStore>(state: &Arc<AppState<S>>) {
 }
 
 /// Runs `pass` every `reconcile_every` (missed ticks delayed, not bunched) for as
-/// long as the authority lives; nothing when sessions are off.
+/// long as the authority lives, while it holds the sessions' lease
+/// ([`crate::cluster::SESSIONS`]: one authority of several sharing a database);
+/// nothing when sessions are off.
 pub(crate) fn every_reconcile<S, F, Fut>(state: &Arc<AppState<S>>, pass: F)
 where
     S: AuthorityStore,
@@ -878,7 +880,9 @@ where
         loop {
             tick.tick().await;
             let Some(state) = weak.upgrade() else { return };
-            pass(state).await;
+            if state.cluster.holds(crate::cluster::SESSIONS) {
+                pass(state).await;
+            }
         }
     });
 }

@@ -14,7 +14,6 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
-use flotilla_exec::this_process::now_ms;
 use flotilla_store::authority::AuthorityStore;
 use std::sync::Arc;
 
@@ -210,15 +209,7 @@ pub(crate) async fn carry_out_push<S: AuthorityStore>(
         format!("the push of {short} to origin {branch} was denied")
     };
     doc.outcome = Some(outcome.clone());
-    state
-        .store
-        .put_question(
-            qid,
-            serde_json::to_string(&doc).expect("serialises"),
-            now_ms(),
-        )
-        .await?;
-    state.ui.hub.changed(crate::ui::hub::Topic::Questions);
+    super::records::save_question(state, qid, doc).await?;
     event(
         state,
         session,

@@ -32,15 +32,7 @@ pub(crate) async fn use_answer<S: AuthorityStore>(
     mut q: QuestionDoc,
 ) -> Result<AnswerDoc, Failure> {
     q.used = true;
-    state
-        .store
-        .put_question(
-            qid,
-            serde_json::to_string(&q).expect("serialises"),
-            now_ms(),
-        )
-        .await?;
-    state.ui.hub.changed(crate::ui::hub::Topic::Questions);
+    super::records::save_question(state, qid, &q).await?;
     Ok(q.answer.expect("an answered question"))
 }
 

@@ -9,7 +9,7 @@ use crate::sessions_config::*;
 use crate::state::AppState;
 use axum::http::StatusCode;
 use flotilla_exec::this_process::now_ms;
-use flotilla_store::authority::AuthorityStore;
+use flotilla_store::authority::{AuthorityStore, Doc};
 
 pub(crate) fn off() -> Failure {
     Failure::new(
@@ -52,6 +52,7 @@ pub(crate) async fn load_session<S: AuthorityStore>(
             format!("session {id}'s document does not parse: {e}"),
         )
     })?;
+    state.cluster.read_at(Doc::Session, id, rec.version);
     Ok((doc, rec.created_ms))
 }
 
@@ -60,15 +61,24 @@ pub(crate) async fn save_session<S: AuthorityStore>(
     id: u64,
     doc: &SessionDoc,
 ) -> Result<(), Failure> {
-    state
-        .store
-        .put_session(
-            id,
-            serde_json::to_string(doc).expect("serialises"),
-            now_ms(),
-        )
-        .await?;
+    let text = serde_json::to_string(doc).expect("serialises");
+    crate::cluster::put_doc(state, Doc::Session, id, text).await?;
     state.ui.hub.changed(crate::ui::hub::Topic::Sessions);
+    crate::cluster::announce(state, crate::cluster::Wake::Session { id }).await;
+    Ok(())
+}
+
+/// Writes question `id`'s document on the version this process read it at (409
+/// when another authority wrote it since) and tells whoever shows questions.
+pub(crate) async fn save_question<S: AuthorityStore>(
+    state: &AppState<S>,
+    id: u64,
+    doc: &QuestionDoc,
+) -> Result<(), Failure> {
+    let text = serde_json::to_string(doc).expect("serialises");
+    crate::cluster::put_doc(state, Doc::Question, id, text).await?;
+    state.ui.hub.changed(crate::ui::hub::Topic::Questions);
+    crate::cluster::announce(state, crate::cluster::Wake::Question { id }).await;
     Ok(())
 }
 
@@ -81,6 +91,7 @@ pub(crate) async fn open_questions<S: AuthorityStore>(
         .await?
         .into_iter()
         .filter_map(|q| {
+            state.cluster.read_at(Doc::Question, q.id, q.version);
             serde_json::from_str::<QuestionDoc>(&q.doc)
                 .ok()
                 .map(|d| (q.id, q.session, q.created_ms, d))

@@ -47,6 +47,9 @@
 //! PostgreSQL database per test, for this crate's tests and the server's).
 
 pub mod blob_refs;
+pub mod cluster;
+mod cluster_postgres;
+mod cluster_sqlite;
 pub mod postgres;
 pub mod sqlite;
 #[cfg(any(test, feature = "testing"))]
@@ -56,12 +59,13 @@ use crate::error::StoreError;
 use std::future::Future;
 
 pub use blob_refs::{BlobRef, BlobRefs};
+pub use cluster::{Cluster, Doc, Heard, Watermarks};
 pub use postgres::{PostgresAuthority, POSTGRES_MAX_CONNECTIONS, POSTGRES_SCHEMA_TABLE};
 pub use sqlite::{SqliteAuthority, AUTHORITY_APPLICATION_ID, AUTHORITY_DB_FILE};
 
 /// The authority's schema version this build creates and understands (the last
 /// migration's number; the same numbering on both backends).
-pub const AUTHORITY_SCHEMA_VERSION: i64 = 9;
+pub const AUTHORITY_SCHEMA_VERSION: i64 = 10;
 
 /// A credential's "last used" time and address
 /// ([`AuthorityStore::touch_credential`]) are rewritten at most once per this many
@@ -83,7 +87,7 @@ pub const BLOB_CHUNK_BYTES: usize = 8 * 1024 * 1024;
 /// Every method is one transaction. Errors are [`StoreError`]s: the ones named
 /// below, plus the backend's own (`Sqlite`/`Busy`/`NotADatabase` for SQLite,
 /// `Postgres` for PostgreSQL, e.g. a lost connection).
-pub trait AuthorityStore: BlobRefs + Send + Sync + 'static {
+pub trait AuthorityStore: BlobRefs + Cluster + Send + Sync + 'static {
     /// Stores the revision (if new) and selects it, in one transaction.
     ///
     /// - `expect`: compare-and-swap on the current selection's digest (`None`:
@@ -978,6 +982,9 @@ pub struct RolloutRecord {
     /// When its document was last stored (`created_ms` until the first
     /// [`AuthorityStore::put_rollout`]), ms since the Unix epoch.
     pub updated_ms: i64,
+    /// Its version: 1 when created, one more at every write of its document
+    /// (the compare-and-swap of [`Cluster::put_doc_if`]).
+    pub version: u64,
 }
 
 /// What [`AuthorityStore::create_session`] did.
@@ -1014,6 +1021,9 @@ pub struct SessionRecord {
     pub created_ms: i64,
     /// When its document was last stored, ms since the Unix epoch.
     pub updated_ms: i64,
+    /// Its version: 1 when created, one more at every write of its document
+    /// (the compare-and-swap of [`Cluster::put_doc_if`]).
+    pub version: u64,
 }
 
 /// One event of a session's log ([`AuthorityStore::session_events`]).
@@ -1042,6 +1052,9 @@ pub struct QuestionRecord {
     pub created_ms: i64,
     /// When its document was last stored, ms since the Unix epoch.
     pub updated_ms: i64,
+    /// Its version: 1 when created, one more at every write of its document
+    /// (the compare-and-swap of [`Cluster::put_doc_if`]).
+    pub version: u64,
 }
 
 /// A stored notification ([`AuthorityStore::notifications`]).
@@ -1100,22 +1113,22 @@ pub(crate) struct DocTable {
     pub(crate) columns: &'static str,
 }
 
-/// Rollouts: id, name, doc, created, updated.
+/// Rollouts: id, name, doc, created, updated, version.
 pub(crate) const ROLLOUT_DOCS: DocTable = DocTable {
     name: "rollouts",
-    columns: "id, name, doc, created_ms, updated_ms",
+    columns: "id, name, doc, created_ms, updated_ms, version",
 };
 
-/// Sessions: id, doc, created, updated.
+/// Sessions: id, doc, created, updated, version.
 pub(crate) const SESSION_DOCS: DocTable = DocTable {
     name: "sessions",
-    columns: "id, doc, created_ms, updated_ms",
+    columns: "id, doc, created_ms, updated_ms, version",
 };
 
-/// Questions: id, session, doc, created, updated.
+/// Questions: id, session, doc, created, updated, version.
 pub(crate) const QUESTION_DOCS: DocTable = DocTable {
     name: "questions",
-    columns: "id, session, doc, created_ms, updated_ms",
+    columns: "id, session, doc, created_ms, updated_ms, version",
 };
 
 /// Either backend, chosen at run time (`flotilla serve` with or without

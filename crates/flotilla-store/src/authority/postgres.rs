@@ -335,6 +335,34 @@ ALTER TABLE blobs ADD COLUMN on_disk BOOLEAN NOT NULL DEFAULT FALSE;
 ALTER TABLE blobs ADD COLUMN stored_ms BIGINT NOT NULL DEFAULT 0;
 "#,
     },
+    Migration {
+        version: 10,
+        description: "several authorities: document versions, leases, the CA's pin",
+        sql: r#"
+-- Documents read, changed and written back carry a version: a write names the
+-- version it read and fails when another writer came first (compare-and-swap).
+ALTER TABLE rollouts  ADD COLUMN version BIGINT NOT NULL DEFAULT 1;
+ALTER TABLE sessions  ADD COLUMN version BIGINT NOT NULL DEFAULT 1;
+ALTER TABLE questions ADD COLUMN version BIGINT NOT NULL DEFAULT 1;
+-- (Notifications share the documents' writes: they carry one too.)
+ALTER TABLE notifications ADD COLUMN version BIGINT NOT NULL DEFAULT 1;
+
+-- Background work done by one authority at a time: who holds it, until when
+-- (the database's clock: now() at the last renewal plus the lease's time).
+CREATE TABLE leases (
+    name       TEXT        PRIMARY KEY,
+    holder     TEXT        NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL
+);
+
+-- Facts every authority sharing the database must agree on (`ca_pin`: the pin
+-- of the CA its clients trust), set by the first to start.
+CREATE TABLE authority_identity (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"#,
+    },
 ];
 
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == AUTHORITY_SCHEMA_VERSION);
@@ -344,6 +372,8 @@ const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == AUTHORITY_SCHE
 #[derive(Clone)]
 pub struct PostgresAuthority {
     pool: Pool,
+    /// How connections are opened (the listener opens one of its own).
+    pub(super) config: std::sync::Arc<Config>,
 }
 
 impl std::fmt::Debug for PostgresAuthority {
@@ -393,6 +423,7 @@ impl PostgresAuthority {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
         }
+        let shared_config = std::sync::Arc::new(config.clone());
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -404,7 +435,10 @@ impl PostgresAuthority {
             .max_size(POSTGRES_MAX_CONNECTIONS)
             .build()
             .expect("a pool without timeouts or hooks needs no runtime to build");
-        let authority = PostgresAuthority { pool };
+        let authority = PostgresAuthority {
+            pool,
+            config: shared_config,
+        };
         {
             let mut conn = authority.conn().await?;
             migrate_with(&mut conn, MIGRATIONS, before).await?;
@@ -447,7 +481,7 @@ impl PostgresAuthority {
         let conn = self.conn().await?;
         let n = conn
             .execute(
-                &format!("UPDATE {table} SET doc = $2, updated_ms = $3 WHERE id = $1"),
+                &format!("UPDATE {table} SET doc = $2, updated_ms = $3, version = version + 1 WHERE id = $1"),
                 &[&stored, &doc, &updated_ms],
             )
             .await
@@ -494,7 +528,7 @@ impl PostgresAuthority {
         Ok(rows.iter().map(kind.row).collect())
     }
 
-    async fn conn(&self) -> Result<Object, StoreError> {
+    pub(super) async fn conn(&self) -> Result<Object, StoreError> {
         self.pool.get().await.map_err(|e| match e {
             PoolError::Backend(source) => StoreError::PostgresConnect { source },
             // No timeouts, hooks or closing are configured: not expected.
@@ -506,7 +540,7 @@ impl PostgresAuthority {
 }
 
 /// Maps a tokio-postgres error met while doing `context`.
-fn pg(context: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreError + Copy {
+pub(super) fn pg(context: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreError + Copy {
     move |source| StoreError::Postgres { context, source }
 }
 
@@ -633,6 +667,7 @@ fn session_row(row: &Row) -> SessionRecord {
         doc: row.get(1),
         created_ms: row.get(2),
         updated_ms: row.get(3),
+        version: row.get::<_, i64>(4) as u64,
     }
 }
 
@@ -643,6 +678,7 @@ fn question_row(row: &Row) -> QuestionRecord {
         doc: row.get(2),
         created_ms: row.get(3),
         updated_ms: row.get(4),
+        version: row.get::<_, i64>(5) as u64,
     }
 }
 
@@ -664,6 +700,7 @@ fn rollout_row(row: &Row) -> RolloutRecord {
         doc: row.get(2),
         created_ms: row.get(3),
         updated_ms: row.get(4),
+        version: row.get::<_, i64>(5) as u64,
     }
 }
 

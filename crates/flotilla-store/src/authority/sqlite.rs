@@ -308,6 +308,31 @@ ALTER TABLE blobs ADD COLUMN on_disk INTEGER NOT NULL DEFAULT 0 CHECK (on_disk I
 ALTER TABLE blobs ADD COLUMN stored_ms INTEGER NOT NULL DEFAULT 0;
 "#,
     },
+    Migration {
+        version: 10,
+        description: "several authorities: document versions, leases, the CA's pin",
+        sql: r#"
+-- Documents read, changed and written back carry a version: a write names the
+-- version it read and fails when another writer came first (compare-and-swap).
+ALTER TABLE rollouts  ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE sessions  ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE questions ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
+-- (Notifications share the documents' writes: they carry one too.)
+ALTER TABLE notifications ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
+
+-- The same tables as PostgreSQL's: one authority owns an SQLite file, so its
+-- leases are its own, but the CA's pin is still checked.
+CREATE TABLE leases (
+    name       TEXT    PRIMARY KEY,
+    holder     TEXT    NOT NULL,
+    expires_ms INTEGER NOT NULL
+) STRICT;
+CREATE TABLE authority_identity (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) STRICT;
+"#,
+    },
 ];
 
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == AUTHORITY_SCHEMA_VERSION);
@@ -427,7 +452,7 @@ impl SqliteAuthority {
         self.run(context, true, move |tx| {
             let n = match stored_id(id) {
                 Some(stored) => tx.execute(
-                    &format!("UPDATE {table} SET doc = ?2, updated_ms = ?3 WHERE id = ?1"),
+                    &format!("UPDATE {table} SET doc = ?2, updated_ms = ?3, version = version + 1 WHERE id = ?1"),
                     (stored, &doc, updated_ms),
                 )?,
                 None => 0,
@@ -475,7 +500,7 @@ impl SqliteAuthority {
         })
     }
 
-    fn run<T: Send + 'static>(
+    pub(super) fn run<T: Send + 'static>(
         &self,
         context: &'static str,
         write: bool,
@@ -1638,6 +1663,7 @@ fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRecord> {
         doc: row.get(1)?,
         created_ms: row.get(2)?,
         updated_ms: row.get(3)?,
+        version: row.get::<_, i64>(4)? as u64,
     })
 }
 
@@ -1648,6 +1674,7 @@ fn question_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<QuestionRecord> {
         doc: row.get(2)?,
         created_ms: row.get(3)?,
         updated_ms: row.get(4)?,
+        version: row.get::<_, i64>(5)? as u64,
     })
 }
 
@@ -1692,6 +1719,7 @@ fn rollout_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RolloutRecord> {
         doc: row.get(2)?,
         created_ms: row.get(3)?,
         updated_ms: row.get(4)?,
+        version: row.get::<_, i64>(5)? as u64,
     })
 }
 
