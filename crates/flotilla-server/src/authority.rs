@@ -158,12 +158,16 @@ fn write_private(path: &Path, text: &str) -> Result<(), AuthorityError> {
     std::fs::rename(&tmp, path).map_err(io)
 }
 
-/// The lock file that makes one `flotilla serve` the only one on its directory.
+/// The lock file that makes one `flotilla serve` of an SQLite store the only one
+/// on its directory (several of a PostgreSQL store share it).
 pub const SERVE_LOCK_FILE: &str = "serve.lock";
 
-/// Takes `<dir>/serve.lock` (an exclusive `flock(2)`, released when this process
-/// ends, even by `kill -9`) and writes this process into it, as `flotilla serve
-/// --listen ADDR` only: its other arguments may hold a database password.
+/// Takes `<dir>/serve.lock` (a `flock(2)`, released when this process ends, even
+/// by `kill -9`) and writes this process into it, as `flotilla serve --listen
+/// ADDR` only: its other arguments may hold a database password. Exclusive for
+/// an SQLite store (one process owns the file); shared for PostgreSQL, where any
+/// number of authorities serve one database and may share the directory (its CA,
+/// its blobs) — a restore, which takes it exclusively, still waits for them all.
 ///
 /// # Errors
 /// [`AuthorityError::Busy`] naming the holder when another process has it;
@@ -171,11 +175,16 @@ pub const SERVE_LOCK_FILE: &str = "serve.lock";
 fn lock_dir(
     dir: &Path,
     listen: SocketAddr,
+    backend: &Backend,
 ) -> Result<nix::fcntl::Flock<std::fs::File>, AuthorityError> {
     use flotilla_exec::lock::{try_lock_described, LockHolder, LockMode};
     let path = dir.join(SERVE_LOCK_FILE);
     let me = LockHolder::this_process(format!("flotilla serve --listen {listen}"));
-    match try_lock_described(&path, Some(&me), LockMode::Exclusive) {
+    let mode = match backend {
+        Backend::Sqlite(_) => LockMode::Exclusive,
+        Backend::Postgres(_) => LockMode::Shared,
+    };
+    match try_lock_described(&path, Some(&me), mode) {
         Ok(Ok(lock)) => Ok(lock),
         Ok(Err(holder)) => Err(AuthorityError::Busy {
             dir: dir.to_path_buf(),
@@ -309,7 +318,7 @@ pub async fn serve(
     if opts.tls_cert.is_none() && !cert.exists() {
         return Err(AuthorityError::NotInitialised(opts.dir.clone()));
     }
-    let _dir_lock = lock_dir(&opts.dir, opts.listen)?;
+    let _dir_lock = lock_dir(&opts.dir, opts.listen, &opts.backend)?;
     let config = tls::server_config(&cert, &key)?;
     let (ca_hash, ca_pem) = tls::chain_pin(&cert)?;
     let sessions_file = opts.dir.join(crate::sessions::SESSIONS_CONFIG_FILE);

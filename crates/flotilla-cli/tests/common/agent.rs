@@ -105,6 +105,12 @@ impl AgentProc {
         self.child = Some(child);
     }
 
+    /// The running agent's pid.
+    #[allow(dead_code)]
+    pub fn child_pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
             c.kill().unwrap();
