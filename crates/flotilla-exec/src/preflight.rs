@@ -77,8 +77,12 @@ pub fn check(
         }
         let container = c.adapter == Some(flotilla_model::inventory::AdapterKind::Container);
         if container {
-            let findings =
-                crate::adapter::container::preflight(topology.project_name(), c, base_dir, secrets);
+            let findings = crate::adapter::container::preflight::preflight(
+                topology.project_name(),
+                c,
+                base_dir,
+                secrets,
+            );
             for (what, ok, saw) in findings {
                 push(&what, ok, saw);
             }

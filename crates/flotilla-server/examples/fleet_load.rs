@@ -27,11 +27,16 @@
 //! 6. Prints a summary block, and as a diagnostic the time the role filter
 //!    (`Topology::host_view`) takes for all N hosts on one core.
 //!
+//! Several authorities (`--url A,B,C`, and their pids in `--authority-pid`):
+//! the operator publishes through the first, agent k polls the (k mod n)-th, the
+//! waiters are the sum of every authority's gauge and the RSS figures the sum of
+//! their processes'.
+//!
 //! Bounded: every phase has a deadline and the whole run `--time-limit`; on any
 //! failure it says which phase, how far it got and the first error, and exits 1.
 //!
-//! Usage: `fleet_load --url https://127.0.0.1:PORT --operator-file FILE [--agents N]
-//! [--authority-pid PID] [--flotilla PATH] [--work-dir DIR] [--period 30s]
+//! Usage: `fleet_load --url https://127.0.0.1:PORT[,…] --operator-file FILE [--agents N]
+//! [--authority-pid PID[,…]] [--flotilla PATH] [--work-dir DIR] [--period 30s]
 //! [--join-concurrency 16] [--connect-concurrency 100] [--time-limit 240s]`
 
 use flotilla_model::{validate, Format, SourceFile, Sources, Topology};
@@ -57,16 +62,18 @@ const LONG_WAIT: Duration = Duration::from_secs(300);
 const AXUM_BODY_LIMIT: usize = 2 * 1024 * 1024;
 
 const USAGE: &str =
-    "usage: fleet_load --url https://127.0.0.1:PORT --operator-file FILE [--agents N] \
-[--authority-pid PID] [--flotilla PATH] [--work-dir DIR] [--period 30s] \
+    "usage: fleet_load --url https://127.0.0.1:PORT[,…] --operator-file FILE [--agents N] \
+[--authority-pid PID[,…]] [--flotilla PATH] [--work-dir DIR] [--period 30s] \
 [--join-concurrency 16] [--connect-concurrency 100] [--time-limit 240s]";
 
 /// The command line.
 struct Args {
+    /// One authority's URL or several, comma-separated.
     url: String,
     operator_file: PathBuf,
     agents: usize,
-    authority_pid: Option<u32>,
+    /// The authorities' pids (comma-separated in `--authority-pid`).
+    authority_pid: Vec<u32>,
     flotilla: Option<PathBuf>,
     work_dir: PathBuf,
     period: Duration,
@@ -82,7 +89,7 @@ fn parse_args() -> Res<Args> {
         url: String::new(),
         operator_file: PathBuf::new(),
         agents: 10_000,
-        authority_pid: None,
+        authority_pid: Vec::new(),
         flotilla: None,
         work_dir: std::env::temp_dir(),
         period: Duration::from_secs(30),
@@ -103,7 +110,13 @@ fn parse_args() -> Res<Args> {
             "--url" => url = Some(value),
             "--operator-file" => operator_file = Some(PathBuf::from(value)),
             "--agents" => a.agents = value.parse().map_err(|e| bad(&e))?,
-            "--authority-pid" => a.authority_pid = Some(value.parse().map_err(|e| bad(&e))?),
+            "--authority-pid" => {
+                a.authority_pid = value
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| bad(&e))?
+            }
             "--flotilla" => a.flotilla = Some(PathBuf::from(value)),
             "--work-dir" => a.work_dir = PathBuf::from(value),
             "--period" => a.period = humantime::parse_duration(&value).map_err(|e| bad(&e))?,
@@ -264,25 +277,34 @@ fn publish_request(t: &Topology) -> Res<PublishRequest> {
     })
 }
 
-/// The authority's `flotilla_longpoll_waiters` gauge.
-async fn waiters(operator: &Client) -> Res<i64> {
-    let text = operator.get_text("/metrics").await?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("flotilla_longpoll_waiters "))
-        .ok_or("/metrics has no flotilla_longpoll_waiters")?
-        .trim()
-        .parse()
-        .map_err(|e| format!("flotilla_longpoll_waiters: {e}").into())
+/// The sum of every authority's `flotilla_longpoll_waiters` gauge.
+async fn waiters(authorities: &[Client]) -> Res<i64> {
+    let mut sum = 0;
+    for a in authorities {
+        let text = a.get_text("/metrics").await?;
+        let n: i64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("flotilla_longpoll_waiters "))
+            .ok_or("/metrics has no flotilla_longpoll_waiters")?
+            .trim()
+            .parse()
+            .map_err(|e| format!("flotilla_longpoll_waiters: {e}"))?;
+        sum += n;
+    }
+    Ok(sum)
 }
 
-/// The RSS figures of the authority, when its pid is known.
+/// The RSS figures of the authorities, summed, when their pids are known.
 struct Rss {
-    pid: Option<String>,
+    pids: Vec<String>,
 }
 
 impl Rss {
     fn get(&self, key: &str) -> Option<u64> {
-        self.pid.as_deref().and_then(|p| proc_kib(p, key))
+        if self.pids.is_empty() {
+            return None;
+        }
+        self.pids.iter().map(|p| proc_kib(p, key)).sum()
     }
     fn show(&self, key: &str) -> String {
         self.get(key)
@@ -324,14 +346,23 @@ async fn run(args: Args) -> Res<()> {
     let width = n.to_string().len().max(5);
     let hosts: Arc<Vec<String>> = Arc::new((1..=n).map(|i| host_name(i, width)).collect());
     let rss = Rss {
-        pid: args.authority_pid.map(|p| p.to_string()),
+        pids: args.authority_pid.iter().map(u32::to_string).collect(),
     };
     let op = OperatorFile::read(&args.operator_file)?;
-    let operator = Client::new(&args.url, &op.ca_pem, Some(op.credential.clone()))?;
+    let urls = flotilla_server::client::server_addresses(&args.url)?;
+    let operator = Client::new(&urls[0], &op.ca_pem, Some(op.credential.clone()))?;
+    let authorities = urls
+        .iter()
+        .map(|u| Client::new(u, &op.ca_pem, Some(op.credential.clone())))
+        .collect::<Result<Vec<_>, _>>()?;
     println!(
         "fleet_load: {n} agents against {} (authority pid {})",
         args.url,
-        rss.pid.as_deref().unwrap_or("unknown")
+        if rss.pids.is_empty() {
+            "unknown".to_string()
+        } else {
+            rss.pids.join(", ")
+        }
     );
 
     // --- 1. Revisions 1-3 (made now, so no validation runs while measuring).
@@ -365,7 +396,7 @@ async fn run(args: Args) -> Res<()> {
         Some(flotilla) => {
             let file = args.work_dir.join("fleet.toml");
             std::fs::write(&file, &texts[0]).map_err(|e| format!("{}: {e}", file.display()))?;
-            publish_with_cli(flotilla, &file, &args.url, &args.operator_file).await?
+            publish_with_cli(flotilla, &file, &urls[0], &args.operator_file).await?
         }
         None => operator.publish(&requests[0]).await?,
     };
@@ -401,10 +432,10 @@ async fn run(args: Args) -> Res<()> {
         rss.show("VmRSS")
     );
     let mut agents = Vec::with_capacity(n);
-    for (host, credential) in hosts.iter().zip(credentials) {
+    for (k, (host, credential)) in hosts.iter().zip(credentials).enumerate() {
         agents.push((
             host.clone(),
-            Client::new(&args.url, &op.ca_pem, Some(credential))?,
+            Client::new(&urls[k % urls.len()], &op.ca_pem, Some(credential))?,
         ));
     }
     let agents = Arc::new(agents);
@@ -461,7 +492,7 @@ async fn run(args: Args) -> Res<()> {
         if let Some(done) = set.try_join_next() {
             return Err(format!("long polls: a poll ended before the publish: {done:?}").into());
         }
-        let seen = waiters(&operator).await?;
+        let seen = waiters(&authorities).await?;
         if seen >= n as i64 {
             break seen;
         }
@@ -742,7 +773,7 @@ async fn join_all(
     hosts: &Arc<Vec<String>>,
 ) -> Res<Vec<String>> {
     let n = hosts.len();
-    let joiner = Client::new(&args.url, ca_pem, None)?;
+    let joiner = Client::new(operator.url(), ca_pem, None)?;
     let next = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicUsize::new(0));
     let out: Arc<Mutex<Vec<Option<String>>>> = Arc::new(Mutex::new(vec![None; n]));

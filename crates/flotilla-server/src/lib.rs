@@ -50,6 +50,7 @@
 //! - [`auth`]: secrets (tokens, credentials) and their hashes.
 //! - [`diff`]: revision diffs as DTOs.
 //! - [`metrics`]: the Prometheus figures.
+//! - [`report_writer`]: agents' reports stored by group commit.
 //! - [`notify`]: notifications to webhooks (`notifications.toml`): triggers, the
 //!   bounded queue, delivery with retries, shapes (JSON, ntfy, Slack), the record.
 //! - [`openapi`]: the generated OpenAPI document.
@@ -76,6 +77,7 @@ pub mod metrics;
 pub mod notify;
 pub mod openapi;
 pub mod releases;
+pub mod report_writer;
 pub mod revisions;
 pub mod server;
 pub mod service;

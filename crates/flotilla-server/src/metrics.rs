@@ -77,6 +77,9 @@ pub struct Metrics {
     /// Dashboard event streams ended because their client left
     /// [`crate::ui::events::CLIENT_BUFFER`] events unread.
     pub ui_streams_dropped: Counter,
+    /// The group commit of agents' reports: transactions, reports stored,
+    /// reports waiting.
+    pub(crate) reports: crate::report_writer::WriterMetrics,
 }
 
 impl Default for Metrics {
@@ -151,7 +154,24 @@ impl Default for Metrics {
             "Dashboard event streams ended because their client did not read",
             ui_streams_dropped.clone(),
         );
+        let reports = crate::report_writer::WriterMetrics::default();
+        registry.register(
+            "flotilla_report_commits",
+            "Transactions that stored agents' reports (a group commit holds many)",
+            reports.commits.clone(),
+        );
+        registry.register(
+            "flotilla_reports_committed",
+            "Agents' reports stored",
+            reports.committed.clone(),
+        );
+        registry.register(
+            "flotilla_reports_waiting",
+            "Agents' reports waiting for their group commit",
+            reports.waiting.clone(),
+        );
         Metrics {
+            reports,
             ui_streams,
             ui_streams_dropped,
             notifications_sent,

@@ -88,8 +88,8 @@ pub async fn report<S: AuthorityStore>(
     let text = serde_json::to_string(&report)
         .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
     state
-        .store
-        .put_report(HostReportRecord {
+        .report_writer()
+        .put(HostReportRecord {
             host: host.clone(),
             revision: report.revision.clone(),
             report: text,

@@ -89,6 +89,8 @@ pub struct AppState<S> {
     pub cluster: crate::cluster::node::Node,
     /// Notifications to webhooks (none until configured).
     pub notifier: crate::notify::queue::Notifier,
+    /// The group commit of agents' reports, started by the first.
+    pub(crate) report_writer: std::sync::OnceLock<crate::report_writer::ReportWriter>,
 }
 
 pub(crate) fn selection_dto(s: &Selection) -> api::SelectionDto {
@@ -143,7 +145,27 @@ impl<S: AuthorityStore> AppState<S> {
             ui: Default::default(),
             metrics,
             notifier: Default::default(),
+            report_writer: std::sync::OnceLock::new(),
         }))
+    }
+
+    /// The group commit of agents' reports, started by the first report.
+    pub(crate) fn report_writer(self: &Arc<Self>) -> &crate::report_writer::ReportWriter {
+        self.report_writer.get_or_init(|| {
+            let state = Arc::downgrade(self);
+            crate::report_writer::ReportWriter::spawn(
+                Box::new(move |batch| {
+                    let state = state.clone();
+                    Box::pin(async move {
+                        match state.upgrade() {
+                            Some(s) => s.store.put_reports(batch).await.map_err(|e| e.to_string()),
+                            None => Err("the authority stopped".into()),
+                        }
+                    })
+                }),
+                self.metrics.reports.clone(),
+            )
+        })
     }
 
     pub(crate) fn host_calls(&self, host: &str) -> watch::Receiver<u64> {

@@ -1423,3 +1423,67 @@ fn the_committed_openapi_document_is_current() {
         path.display()
     );
 }
+
+/// A figure of the authority's `/metrics` (0 when absent).
+async fn metric<S: AuthorityStore + Clone>(a: &Running<S>, name: &str) -> i64 {
+    let text = a.operator.get_text("/metrics").await.unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .map_or(0, |v| v.trim().parse::<f64>().unwrap() as i64)
+}
+
+/// Reports that arrive while a commit runs are stored together by the next one
+/// (group commit): held back by a lock on the reports' table, 40 agents' reports
+/// queue, and once it is released they take at most two transactions, every
+/// agent's request answered only once its report is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_arriving_together_are_stored_in_one_transaction() {
+    let admin = flotilla_store::authority::testing::admin_url();
+    let db = flotilla_store::authority::testing::create_database(&admin)
+        .await
+        .unwrap();
+    let store = PostgresAuthority::connect(&db.url).await.unwrap();
+    let a = start(store.clone()).await;
+    const N: usize = 40;
+    let mut agents = Vec::new();
+    for i in 0..N {
+        let host = format!("h{i:02}");
+        agents.push((host.clone(), a.agent(&host).await));
+    }
+    let lock = flotilla_store::authority::testing::lock_table(&db.url, "host_reports")
+        .await
+        .unwrap();
+    let mut sent = tokio::task::JoinSet::new();
+    for (host, agent) in agents {
+        sent.spawn(async move { agent.report(&host, &report(None)).await });
+    }
+    let queued = flotilla_testkit::wait_until_async(Duration::from_secs(30), || async {
+        metric(&a, "flotilla_reports_waiting").await == N as i64
+    })
+    .await;
+    assert!(
+        queued,
+        "{} reports waiting",
+        metric(&a, "flotilla_reports_waiting").await
+    );
+    assert!(store.reports().await.unwrap().is_empty());
+    assert!(
+        sent.try_join_next().is_none(),
+        "a report was answered before it was stored"
+    );
+    lock.release().await.unwrap();
+    while let Some(r) = sent.join_next().await {
+        r.unwrap().unwrap();
+    }
+    assert_eq!(store.reports().await.unwrap().len(), N);
+    assert_eq!(
+        metric(&a, "flotilla_reports_committed_total").await,
+        N as i64
+    );
+    let commits = metric(&a, "flotilla_report_commits_total").await;
+    assert!(
+        (1..=2).contains(&commits),
+        "{commits} transactions for {N} reports"
+    );
+    assert_eq!(metric(&a, "flotilla_reports_waiting").await, 0);
+}

@@ -1065,6 +1065,29 @@ mod cases {
         assert_eq!(s.reports().await.unwrap()[1].revision, None);
     }
 
+    pub async fn reports_stored_together_keep_the_last_of_each_host(fx: &impl Fixture) {
+        let s = fx.open().await;
+        s.put_report(report("laptop", None, r#"{"n":0}"#, T0))
+            .await
+            .unwrap();
+        s.put_reports(vec![
+            report("studio", None, r#"{"n":1}"#, T0 + 1),
+            report("laptop", Some("a"), r#"{"n":2}"#, T0 + 2),
+            report("studio", Some("b"), r#"{"n":3}"#, T0 + 3),
+        ])
+        .await
+        .unwrap();
+        assert_eq!(
+            s.reports().await.unwrap(),
+            vec![
+                report("laptop", Some("a"), r#"{"n":2}"#, T0 + 2),
+                report("studio", Some("b"), r#"{"n":3}"#, T0 + 3),
+            ]
+        );
+        s.put_reports(Vec::new()).await.unwrap();
+        assert_eq!(s.reports().await.unwrap().len(), 2);
+    }
+
     pub async fn revisions_newest_first(fx: &impl Fixture) {
         let s = fx.open().await;
         for (i, name) in ["a", "b", "c"].iter().enumerate() {
@@ -2326,6 +2349,7 @@ suite!(
     duplicate_hashes_are_refused,
     principal_lookup,
     reports_replace_the_hosts_last,
+    reports_stored_together_keep_the_last_of_each_host,
     revisions_newest_first,
     data_survives_reopen,
     kill_9_loses_no_acknowledged_publish,

@@ -257,6 +257,16 @@ pub trait AuthorityStore: BlobRefs + Cluster + Send + Sync + 'static {
     fn put_report(
         &self,
         report: HostReportRecord,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.put_reports(vec![report])
+    }
+
+    /// Stores several hosts' reports in one transaction (a group commit), each
+    /// replacing its host's previous one; of several reports of one host, the last
+    /// given is kept. All or none are stored.
+    fn put_reports(
+        &self,
+        reports: Vec<HostReportRecord>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// The last report of every host that reported, ordered by host name.
@@ -881,6 +891,21 @@ pub enum UiLinkRedeem {
     Expired,
 }
 
+/// `reports` with only the last of each host's, in the order of those kept:
+/// what [`AuthorityStore::put_reports`] writes.
+pub(crate) fn last_report_of_each_host(reports: Vec<HostReportRecord>) -> Vec<HostReportRecord> {
+    let mut last = std::collections::HashMap::with_capacity(reports.len());
+    for (i, r) in reports.iter().enumerate() {
+        last.insert(r.host.clone(), i);
+    }
+    reports
+        .into_iter()
+        .enumerate()
+        .filter(|(i, r)| last.get(&r.host) == Some(i))
+        .map(|(_, r)| r)
+        .collect()
+}
+
 /// A host's last report ([`AuthorityStore::put_report`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostReportRecord {
@@ -1272,8 +1297,8 @@ impl AuthorityStore for AnyAuthority {
         delegate!(self.revoke_join_token(id_prefix, now_ms))
     }
 
-    async fn put_report(&self, report: HostReportRecord) -> Result<(), StoreError> {
-        delegate!(self.put_report(report))
+    async fn put_reports(&self, reports: Vec<HostReportRecord>) -> Result<(), StoreError> {
+        delegate!(self.put_reports(reports))
     }
 
     async fn reports(&self) -> Result<Vec<HostReportRecord>, StoreError> {

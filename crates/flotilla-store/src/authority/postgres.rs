@@ -1228,21 +1228,24 @@ impl AuthorityStore for PostgresAuthority {
         Ok(ByPrefix::One(join_token_row(&row)))
     }
 
-    async fn put_report(&self, report: HostReportRecord) -> Result<(), StoreError> {
+    async fn put_reports(&self, reports: Vec<HostReportRecord>) -> Result<(), StoreError> {
+        // One statement over arrays: one round trip and one commit for them all.
+        // ON CONFLICT may touch a row once per statement: one report per host.
+        let reports = super::last_report_of_each_host(reports);
+        let hosts: Vec<&str> = reports.iter().map(|r| r.host.as_str()).collect();
+        let revisions: Vec<Option<&str>> = reports.iter().map(|r| r.revision.as_deref()).collect();
+        let texts: Vec<&str> = reports.iter().map(|r| r.report.as_str()).collect();
+        let received: Vec<i64> = reports.iter().map(|r| r.received_ms).collect();
         let conn = self.conn().await?;
         conn.execute(
-            "INSERT INTO host_reports (host, revision, report, received_ms) VALUES ($1, $2, $3, $4)
+            "INSERT INTO host_reports (host, revision, report, received_ms)
+             SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[])
              ON CONFLICT (host) DO UPDATE SET revision = excluded.revision,
                  report = excluded.report, received_ms = excluded.received_ms",
-            &[
-                &report.host,
-                &report.revision,
-                &report.report,
-                &report.received_ms,
-            ],
+            &[&hosts, &revisions, &texts, &received],
         )
         .await
-        .map_err(pg("store a host report"))?;
+        .map_err(pg("store host reports"))?;
         Ok(())
     }
 

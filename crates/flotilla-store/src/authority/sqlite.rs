@@ -938,17 +938,19 @@ impl AuthorityStore for SqliteAuthority {
         })
     }
 
-    fn put_report(
+    fn put_reports(
         &self,
-        report: HostReportRecord,
+        reports: Vec<HostReportRecord>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.run("store a host report", true, move |tx| {
-            tx.execute(
+        self.run("store host reports", true, move |tx| {
+            let mut stmt = tx.prepare_cached(
                 "INSERT INTO host_reports (host, revision, report, received_ms) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (host) DO UPDATE SET revision = excluded.revision,
                      report = excluded.report, received_ms = excluded.received_ms",
-                (&report.host, &report.revision, &report.report, report.received_ms),
             )?;
+            for r in &reports {
+                stmt.execute((&r.host, &r.revision, &r.report, r.received_ms))?;
+            }
             Ok(())
         })
     }

@@ -177,6 +177,47 @@ pub async fn fresh_postgres(admin_url: &str) -> PostgresAuthority {
         .unwrap_or_else(|e| panic!("cannot open the test database {}: {e}", db.name))
 }
 
+/// A transaction of another client holding a table locked (see [`lock_table`]).
+pub struct TableLock {
+    client: tokio_postgres::Client,
+}
+
+impl TableLock {
+    /// Ends the transaction, releasing the lock (dropping the value does too, by
+    /// closing its connection).
+    ///
+    /// # Errors
+    /// [`StoreError::Postgres`].
+    pub async fn release(self) -> Result<(), StoreError> {
+        self.client
+            .batch_execute("COMMIT")
+            .await
+            .map_err(|source| StoreError::Postgres {
+                context: "release a test's table lock",
+                source,
+            })
+    }
+}
+
+/// Locks `table` of the database at `url` (a [`TestDatabase::url`]) against every
+/// write (`LOCK TABLE … IN EXCLUSIVE MODE`, held by an open transaction of a
+/// connection of its own) until [`TableLock::release`]: for tests that hold a
+/// store's writes back while requests pile up.
+///
+/// # Errors
+/// [`StoreError::PostgresConnect`] or [`StoreError::Postgres`].
+pub async fn lock_table(url: &str, table: &str) -> Result<TableLock, StoreError> {
+    let (_, client) = admin(url).await?;
+    client
+        .batch_execute(&format!("BEGIN; LOCK TABLE {table} IN EXCLUSIVE MODE"))
+        .await
+        .map_err(|source| StoreError::Postgres {
+            context: "lock a table for a test",
+            source,
+        })?;
+    Ok(TableLock { client })
+}
+
 /// Makes an SQLite authority database at `path` at schema `version` only (as an
 /// older Flotilla left it), to test what opening it with this build does.
 ///
