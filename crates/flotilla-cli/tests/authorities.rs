@@ -10,6 +10,7 @@ mod common;
 use common::agent::AgentProc;
 use common::authority::free_port;
 use common::{run_with_env, KillOnDrop, Run, Workspace};
+use flotilla_release::rollout::{HostPhase, HostUpdate, Phase, Rollout, UpdateReport, UpdateState};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -44,6 +45,8 @@ impl Authorities {
         };
         let init = a.run(0, &["serve", "init"]);
         assert_eq!(init.code, 0, "{init:?}");
+        // One after the other, each answering before the next starts: the first
+        // takes the leases.
         for i in 0..n {
             let listen = a.urls[i].trim_start_matches("https://").to_string();
             let log = std::fs::File::create(a.ws.path().join(format!("serve-{i}.log"))).unwrap();
@@ -59,8 +62,6 @@ impl Authorities {
                 .unwrap();
             let guard = KillOnDrop(child.id());
             a.children.push(Some((child, guard)));
-        }
-        for i in 0..n {
             let mut last = None;
             let up = flotilla_testkit::wait_until(Duration::from_secs(30), || {
                 let r = a.run(i, &["config", "history", "--json"]);
@@ -69,6 +70,12 @@ impl Authorities {
                 ok
             });
             assert!(up, "authority {i} never answered: {last:?}\n{}", a.log(i));
+            if i == 0 {
+                let holds = flotilla_testkit::wait_until(Duration::from_secs(30), || {
+                    a.log(0).contains("took the lease `rollouts`")
+                });
+                assert!(holds, "the first authority never took the rollouts' lease");
+            }
         }
         a
     }
@@ -333,4 +340,189 @@ fn three_authorities_on_one_database_serve_one_fleet_and_survive_one_killed() {
         agent.log()
     );
     drop(agent);
+}
+
+/// `host` reporting release 2.0.0 of `flotilla-agent` as `state`, running `sha`
+/// (with no release: what it runs at start).
+fn update(host: &str, sha: &str, state: Option<UpdateState>) -> HostUpdate {
+    HostUpdate {
+        host: host.into(),
+        platform: "linux-x86_64".into(),
+        running_sha256: Some(format!("sha256:{sha}")),
+        pid: Some(4242),
+        update: state.map(|state| UpdateReport {
+            name: "flotilla-agent".into(),
+            version: "2.0.0".into(),
+            sha256: sha.into(),
+            state,
+            reason: None,
+            detail: String::new(),
+            evidence: Vec::new(),
+            since_ms: 0,
+        }),
+        releases: Default::default(),
+        updates: Vec::new(),
+        skipped: Vec::new(),
+        unskipped: Vec::new(),
+        received_ms: 0,
+    }
+}
+
+/// The authority that advances rollouts (the holder of their lease) killed with
+/// `kill -9` mid-rollout: the other takes the lease over within its time and
+/// finishes the rollout as it would have — each host assigned once, none
+/// skipped, in order — with the agents talking to the survivor throughout.
+#[test]
+fn the_rollouts_lease_is_taken_over_when_its_holder_is_killed_mid_rollout() {
+    let mut a = Authorities::start(2);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    a.ws.write(
+        "fleet.toml",
+        "[hosts.h1]\ntransport = \"agent\"\n[hosts.h2]\ntransport = \"agent\"\n[hosts.h3]\ntransport = \"agent\"\n",
+    );
+    published(&a.run(0, &["-f", "fleet.toml", "config", "publish", "--json"]));
+    let (through_a, through_b) = (a.client(0), a.client(1));
+
+    // Agents of h1..h3, talking to B only.
+    let op: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(a.dir.join("operator.json")).unwrap()).unwrap();
+    let ca = op["ca_pem"].as_str().unwrap().to_string();
+    let hosts = ["h1", "h2", "h3"];
+    let agents: Vec<flotilla_api::Client> = hosts
+        .iter()
+        .map(|h| {
+            let t = rt
+                .block_on(through_a.create_token(&flotilla_api::wire::TokenRequest {
+                    host: h.to_string(),
+                    ttl_secs: None,
+                    keep_credentials: false,
+                }))
+                .unwrap();
+            let j = rt
+                .block_on(
+                    flotilla_api::Client::new(&a.urls[1], &ca, None)
+                        .unwrap()
+                        .join(&flotilla_api::wire::JoinRequest {
+                            token: t.token,
+                            agent_version: "test".into(),
+                            platform: "linux-x86_64".into(),
+                        }),
+                )
+                .unwrap();
+            flotilla_api::Client::new(&a.urls[1], &ca, Some(j.credential)).unwrap()
+        })
+        .collect();
+    for (h, agent) in hosts.iter().zip(&agents) {
+        rt.block_on(agent.report_update(h, &update(h, &"1".repeat(64), None)))
+            .unwrap();
+    }
+
+    // A signed release, relayed through A.
+    let keys = a.ws.path().join("keys");
+    let k = flotilla_release::sign::keygen(&keys, "test", false).unwrap();
+    let secret = std::fs::read_to_string(&k.secret_path).unwrap();
+    let artifact = b"a new agent build".repeat(1000);
+    let artifact_file =
+        a.ws.write("artifact", std::str::from_utf8(&artifact).unwrap());
+    let sha = flotilla_release::artifact::sha256_file(&artifact_file).unwrap();
+    let manifest = flotilla_release::Manifest {
+        name: "flotilla-agent".into(),
+        version: "2.0.0".into(),
+        serial: 7,
+        expires: "2999-01-01T00:00:00Z".into(),
+        artifacts: vec![flotilla_release::Artifact {
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            url: None,
+            blob: Some(sha.clone()),
+            sha256: sha.clone(),
+            size: artifact.len() as u64,
+        }],
+    };
+    let text = String::from_utf8(manifest.to_bytes()).unwrap();
+    let signature = flotilla_release::sign::sign(&secret, text.as_bytes(), "test").unwrap();
+    rt.block_on(through_a.put_blob(&sha, artifact)).unwrap();
+    rt.block_on(
+        through_a.publish_release(&flotilla_api::wire::PublishReleaseRequest {
+            manifest: text,
+            signature,
+        }),
+    )
+    .unwrap();
+    let created = rt
+        .block_on(
+            through_a.create_rollout(&flotilla_api::wire::CreateRolloutRequest {
+                name: "flotilla-agent".into(),
+                version: "2.0.0".into(),
+                selector: Default::default(),
+                max_in_flight: 1,
+                canary: 1,
+                min_healthy_ms: 0,
+                timeout_ms: 600_000,
+            }),
+        )
+        .unwrap();
+    let rollout = |c: &flotilla_api::Client, id: u64| -> Rollout {
+        serde_json::from_value(rt.block_on(c.rollout(id)).unwrap().rollout).unwrap()
+    };
+    let id = serde_json::from_value::<Rollout>(created.rollout)
+        .unwrap()
+        .id;
+    rt.block_on(through_a.rollout_action(id, "approve"))
+        .unwrap();
+
+    // Each host in turn: assigned (seen through B), then reports it updated.
+    let assigned = |k: usize| {
+        let mut last = None;
+        let ok = flotilla_testkit::wait_until(Duration::from_secs(20), || {
+            let r = rt
+                .block_on(agents[k].release_assignment(hosts[k], 0, Duration::ZERO))
+                .unwrap();
+            let got = r.assignment.as_ref().is_some_and(|x| x.rollout == id);
+            last = Some(r);
+            got
+        });
+        assert!(ok, "{} never assigned: {last:?}", hosts[k]);
+    };
+    let phases = |c: &flotilla_api::Client| -> Vec<HostPhase> {
+        rollout(c, id).hosts.iter().map(|h| h.phase).collect()
+    };
+    assigned(0);
+    rt.block_on(agents[0].report_update("h1", &update("h1", &sha, Some(UpdateState::Updated))))
+        .unwrap();
+    assigned(1);
+    assert_eq!(
+        phases(&through_b),
+        [HostPhase::Updated, HostPhase::Updating, HostPhase::Pending],
+        "one in flight at a time"
+    );
+
+    // The holder killed; h2 reports to B: B takes the lease over and goes on.
+    a.kill9(0);
+    let killed = Instant::now();
+    rt.block_on(agents[1].report_update("h2", &update("h2", &sha, Some(UpdateState::Updated))))
+        .unwrap();
+    assigned(2);
+    println!(
+        "the holder killed: the next host assigned by the other authority after {} ms (lease {} s)",
+        killed.elapsed().as_millis(),
+        flotilla_server::cluster::LEASE_TTL.as_secs()
+    );
+    assert!(
+        a.log(1).contains("took the lease `rollouts`"),
+        "{}",
+        a.log(1)
+    );
+    rt.block_on(agents[2].report_update("h3", &update("h3", &sha, Some(UpdateState::Updated))))
+        .unwrap();
+    let done = flotilla_testkit::wait_until(Duration::from_secs(20), || {
+        rollout(&through_b, id).phase == Phase::Succeeded
+    });
+    let r = rollout(&through_b, id);
+    assert!(done, "{r:#?}");
+    assert_eq!(
+        r.hosts.iter().map(|h| h.phase).collect::<Vec<_>>(),
+        [HostPhase::Updated; 3],
+        "{r:#?}"
+    );
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{agent_manifest, now_ms, start_with, update, Running};
+use common::{agent_manifest, both, now_ms, sqlite, start_with, update, Running};
 use flotilla_api::wire::{AgentReport, JoinRequest, PublishRequest, SelectRequest, TokenRequest};
 use flotilla_api::wire::{CreateRolloutRequest, PublishReleaseRequest};
 use flotilla_api::wire::{CreateUnskipRequest, UnskipRequest, UnskipState};
@@ -12,7 +12,7 @@ use flotilla_model::{validate, Format, SourceFile, Sources, Topology};
 use flotilla_release::rollout::{HostPhase, HostUpdate, Phase, Rollout, UpdateState};
 use flotilla_release::{Reason, SkipEntry, UnskipOutcome};
 use flotilla_server::{Client, ClientError};
-use flotilla_store::authority::{AuthorityStore, NewJoinToken, PostgresAuthority, SqliteAuthority};
+use flotilla_store::authority::{AuthorityStore, NewJoinToken, PostgresAuthority};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 
@@ -1359,37 +1359,6 @@ async fn a_flood_of_sign_in_attempts_is_refused_with_a_time_to_wait<S: Authority
         .await
         .unwrap()
         .contains("Too many sign-in attempts from this address"));
-}
-
-fn sqlite() -> (SqliteAuthority, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    (
-        SqliteAuthority::open(&dir.path().join("authority.db")).unwrap(),
-        dir,
-    )
-}
-
-async fn postgres() -> PostgresAuthority {
-    let url = std::env::var("FLOTILLA_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-        panic!("FLOTILLA_TEST_POSTGRES_URL is not set: start PostgreSQL with `scripts/postgres` and export the URL it prints")
-    });
-    flotilla_store::authority::testing::fresh_postgres(&url).await
-}
-
-macro_rules! both {
-    ($name:ident) => {
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                let (s, _d) = super::sqlite();
-                super::$name(s).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                super::$name(super::postgres().await).await;
-            }
-        }
-    };
 }
 
 both!(joins_and_tokens);

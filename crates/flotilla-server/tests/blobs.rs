@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{agent_manifest, start_with_blob_grace, Running};
+use common::{agent_manifest, both, start_with_blob_grace, Running};
 use flotilla_api::wire::PublishReleaseRequest;
 use flotilla_server::blobs::gc::collect;
 use flotilla_store::authority::{AuthorityStore, PostgresAuthority, SqliteAuthority};
@@ -364,37 +364,6 @@ async fn postgres_legacy_blob_is_served_from_a_file() {
     let store = PostgresAuthority::connect(&db.url).await.unwrap();
     legacy_blob_is_served_from_a_file(store, &data).await;
     testing::drop_database(&admin, &db.name).await.unwrap();
-}
-
-fn sqlite() -> (SqliteAuthority, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    (
-        SqliteAuthority::open(&dir.path().join("authority.db")).unwrap(),
-        dir,
-    )
-}
-
-async fn postgres() -> PostgresAuthority {
-    let url = std::env::var("FLOTILLA_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-        panic!("FLOTILLA_TEST_POSTGRES_URL is not set: start PostgreSQL with `scripts/postgres` and export the URL it prints")
-    });
-    flotilla_store::authority::testing::fresh_postgres(&url).await
-}
-
-macro_rules! both {
-    ($name:ident) => {
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                let (s, _d) = super::sqlite();
-                super::$name(s).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                super::$name(super::postgres().await).await;
-            }
-        }
-    };
 }
 
 both!(uploads_downloads_and_ranges);

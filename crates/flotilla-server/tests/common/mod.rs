@@ -7,7 +7,7 @@ use flotilla_release::rollout::{HostUpdate, UpdateReport, UpdateState};
 use flotilla_release::Reason;
 use flotilla_server::server::{AppState, Settings};
 use flotilla_server::Client;
-use flotilla_store::authority::{AuthorityStore, Principal};
+use flotilla_store::authority::{AuthorityStore, PostgresAuthority, Principal, SqliteAuthority};
 use std::time::Duration;
 
 pub fn now_ms() -> i64 {
@@ -170,3 +170,45 @@ pub fn agent_manifest(version: &str, sha: &str, size: u64) -> String {
     };
     String::from_utf8(m.to_bytes()).unwrap()
 }
+
+/// A fresh SQLite authority store in a temporary directory (kept while the
+/// directory lives).
+pub fn sqlite() -> (SqliteAuthority, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    (
+        SqliteAuthority::open(&dir.path().join("authority.db")).unwrap(),
+        dir,
+    )
+}
+
+/// A PostgreSQL authority store on a fresh database of the test server.
+///
+/// # Panics
+/// When `FLOTILLA_TEST_POSTGRES_URL` is unset, saying how to set it.
+pub async fn postgres() -> PostgresAuthority {
+    let url = std::env::var("FLOTILLA_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!("FLOTILLA_TEST_POSTGRES_URL is not set: start PostgreSQL with `scripts/postgres` and export the URL it prints")
+    });
+    flotilla_store::authority::testing::fresh_postgres(&url).await
+}
+
+/// `both!(case)`: the async test `case(store)` on each backend, as
+/// `case::sqlite` and `case::postgres`.
+#[allow(unused_macros)]
+macro_rules! both {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                let (s, _d) = crate::common::sqlite();
+                super::$name(s).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name(crate::common::postgres().await).await;
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use both;
