@@ -147,6 +147,7 @@ pub async fn revoke<S: AuthorityStore>(
         _ => return Err(invalid("give exactly one of `id` and `host`")),
     };
     state.forget_credentials(revoked.iter().map(|c| c.credential_hash.as_str()));
+    crate::cluster::announce(&state, crate::cluster::Wake::Revoked).await;
     for c in &revoked {
         tracing::info!(id = credential_id(&c.credential_hash), principal = ?c.principal, %by, "credential revoked");
     }

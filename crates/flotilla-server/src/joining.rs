@@ -33,8 +33,10 @@ pub async fn join<S: AuthorityStore>(
         Redeem::Joined { host, revoked } => {
             if revoked > 0 {
                 // The host's older credentials, revoked by joining: refused here at
-                // once (elsewhere within the cache's lifetime).
+                // once, by the others once they hear of it (at once, or at their
+                // next re-check of the watermarks).
                 state.forget_agents_of(&host);
+                crate::cluster::announce(&state, crate::cluster::Wake::Revoked).await;
             }
             tracing::info!(%host, version = %req.agent_version, platform = %req.platform, revoked_older_credentials = revoked, "agent joined");
             Ok(Json(api::JoinResponse { host, credential }))

@@ -69,6 +69,10 @@ pub struct AppState<S> {
     /// [`PRINCIPAL_TTL`] only, so that a revocation made by any authority sharing
     /// the database is honoured within it.
     pub(crate) principals: Mutex<HashMap<String, (Principal, Instant)>>,
+    /// Moves whenever credentials this process may have trusted are revoked (here,
+    /// or by another authority: its announcement or the watermarks' re-check): a
+    /// long poll that saw it unchanged across its wait needs no second lookup.
+    pub(crate) revocations: std::sync::atomic::AtomicU64,
     pub(crate) last_reports: Mutex<HashMap<String, (i64, Option<String>)>>,
     /// Per host: the id of the last call queued for it (wakes its agent's poll).
     pub(crate) calls: Mutex<HashMap<String, watch::Sender<u64>>>,
@@ -138,6 +142,7 @@ impl<S: AuthorityStore> AppState<S> {
             current: RwLock::new(current),
             index: watch::Sender::new(index),
             principals: Mutex::new(HashMap::new()),
+            revocations: Default::default(),
             last_reports: Mutex::new(HashMap::new()),
             calls: Mutex::new(HashMap::new()),
             last_steps: Mutex::new(HashMap::new()),
@@ -277,6 +282,23 @@ impl<S: AuthorityStore> AppState<S> {
         for h in hashes {
             cache.remove(h);
         }
+        self.revoked();
+    }
+
+    /// Forgets every cached credential (another authority revoked some).
+    pub(crate) fn forget_all_credentials(&self) {
+        self.principals.lock().expect("not poisoned").clear();
+        self.revoked();
+    }
+
+    fn revoked(&self) {
+        self.revocations
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// See [`AppState::revocations`].
+    pub(crate) fn revocation_epoch(&self) -> u64 {
+        self.revocations.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Forgets the cached agent credentials of `host` (revoked by its joining
@@ -286,6 +308,7 @@ impl<S: AuthorityStore> AppState<S> {
             .lock()
             .expect("not poisoned")
             .retain(|_, (p, _)| !matches!(p, Principal::Agent { host: h } if h == host));
+        self.revoked();
     }
 
     /// The caller, when it may read `/metrics`: an operator or a metrics scraper.

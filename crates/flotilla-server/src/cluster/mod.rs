@@ -79,6 +79,8 @@ pub enum Wake {
         /// The session.
         id: u64,
     },
+    /// Credentials were revoked (every authority forgets the ones it trusted).
+    Revoked,
 }
 
 /// A [`Wake`] as sent: with who sent it (its [`Node::holder`]), so that an
@@ -276,6 +278,9 @@ async fn recheck<S: AuthorityStore>(state: &AppState<S>, all: bool) {
             .store(true, std::sync::atomic::Ordering::SeqCst);
         refresh_updates(state).await;
     }
+    if all || w.revocations != before.revocations {
+        state.forget_all_credentials();
+    }
     // Replies and questions are few: their waiters read again every period.
     state.replies.send_modify(|n| *n += 1);
 }
@@ -316,6 +321,7 @@ async fn apply<S: AuthorityStore>(state: &AppState<S>, wake: Wake) {
         }
         Wake::Question { .. } => state.ui.hub.changed(crate::ui::hub::Topic::Questions),
         Wake::Session { .. } => state.ui.hub.changed(crate::ui::hub::Topic::Sessions),
+        Wake::Revoked => state.forget_all_credentials(),
     }
 }
 

@@ -106,6 +106,9 @@ pub struct Watermarks {
     /// The time of the latest agents' update report (ms since the Unix epoch, as
     /// given; 0: none) plus how many hosts sent one.
     pub updates: i64,
+    /// A figure that changes whenever a credential is revoked (the sum of the
+    /// revocation times plus their count: compare, never interpret).
+    pub revocations: i64,
 }
 
 /// See the [module docs](self). Every method is one statement or transaction;

@@ -238,7 +238,8 @@ impl Cluster for PostgresAuthority {
                    (SELECT COALESCE(MAX(id), 0) FROM agent_calls), \
                    (SELECT COALESCE(SUM(version), 0)::bigint + COUNT(*) FROM rollouts) \
                    + (SELECT COALESCE(SUM(updated_ms), 0)::bigint + COUNT(*) FROM unskips), \
-                   (SELECT COALESCE(MAX(received_ms), 0) + COUNT(*) FROM host_updates)",
+                   (SELECT COALESCE(MAX(received_ms), 0) + COUNT(*) FROM host_updates), \
+                   (SELECT COALESCE(SUM(revoked_ms), 0)::bigint + COUNT(revoked_ms) FROM credentials)",
                 &[],
             )
             .await
@@ -248,6 +249,7 @@ impl Cluster for PostgresAuthority {
             last_call: row.get::<_, i64>(1) as u64,
             releases: row.get(2),
             updates: row.get(3),
+            revocations: row.get(4),
         })
     }
 }

@@ -121,7 +121,8 @@ impl Cluster for SqliteAuthority {
                    (SELECT COALESCE(MAX(id), 0) FROM agent_calls), \
                    (SELECT COALESCE(SUM(version), 0) + COUNT(*) FROM rollouts) \
                    + (SELECT COALESCE(SUM(updated_ms), 0) + COUNT(*) FROM unskips), \
-                   (SELECT COALESCE(MAX(received_ms), 0) + COUNT(*) FROM host_updates)",
+                   (SELECT COALESCE(MAX(received_ms), 0) + COUNT(*) FROM host_updates), \
+                   (SELECT COALESCE(SUM(revoked_ms), 0) + COUNT(revoked_ms) FROM credentials)",
                 [],
                 |r| {
                     Ok(Watermarks {
@@ -129,6 +130,7 @@ impl Cluster for SqliteAuthority {
                         last_call: r.get::<_, i64>(1)? as u64,
                         releases: r.get(2)?,
                         updates: r.get(3)?,
+                        revocations: r.get(4)?,
                     })
                 },
             )?)
