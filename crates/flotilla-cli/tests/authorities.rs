@@ -526,3 +526,72 @@ fn the_rollouts_lease_is_taken_over_when_its_holder_is_killed_mid_rollout() {
         "{r:#?}"
     );
 }
+
+/// An SQLite authority's directory moved to PostgreSQL (`serve init
+/// --database-url` on it): its CA and operator file are kept, and the operator's
+/// credential is recorded in the new database, so the CLI goes on working.
+#[test]
+fn an_sqlite_authority_directory_moves_to_postgresql_with_its_operator() {
+    let admin = flotilla_store::authority::testing::admin_url();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let db = rt
+        .block_on(flotilla_store::authority::testing::create_database(&admin))
+        .unwrap();
+    let ws = Workspace::new();
+    let dir = ws.path().join("authority").display().to_string();
+    let init = run_with_env(
+        ws.path(),
+        &["serve", "init"],
+        &[("FLOTILLA_AUTHORITY_DIR", &dir)],
+    );
+    assert_eq!(init.code, 0, "{init:?}");
+    let operator = std::fs::read_to_string(ws.path().join("authority/operator.json")).unwrap();
+    let moved = run_with_env(
+        ws.path(),
+        &["serve", "init"],
+        &[
+            ("FLOTILLA_AUTHORITY_DIR", &dir),
+            ("FLOTILLA_DATABASE_URL", &db.url),
+        ],
+    );
+    assert_eq!(moved.code, 0, "{moved:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("authority/operator.json")).unwrap(),
+        operator,
+        "the operator file is kept"
+    );
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .current_dir(ws.path())
+        .env("FLOTILLA_AUTHORITY_DIR", &dir)
+        .env("FLOTILLA_DATABASE_URL", &db.url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _guard = KillOnDrop(child.id());
+    let server = format!("https://127.0.0.1:{port}");
+    let file = ws
+        .path()
+        .join("authority/operator.json")
+        .display()
+        .to_string();
+    let mut last = None;
+    let answered = flotilla_testkit::wait_until(Duration::from_secs(30), || {
+        let r = run_with_env(
+            ws.path(),
+            &["config", "history", "--json"],
+            &[
+                ("FLOTILLA_SERVER", &server),
+                ("FLOTILLA_OPERATOR_FILE", &file),
+            ],
+        );
+        let ok = r.code == 0;
+        last = Some(r);
+        ok
+    });
+    assert!(answered, "the operator is refused: {last:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

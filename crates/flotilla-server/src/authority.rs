@@ -219,7 +219,18 @@ pub async fn init(
     let operator_file = dir.join(OPERATOR_FILE);
     let existing = OperatorFile::read(&operator_file).ok();
     let operator_created = match existing {
-        Some(f) if f.ca_hash == ca.ca_hash => false,
+        Some(f) if f.ca_hash == ca.ca_hash => {
+            // A database new to this directory (PostgreSQL after SQLite, or a
+            // fresh one): the operator file's credential is recorded there too.
+            let hash = crate::auth::hash_secret(&f.credential);
+            match backend {
+                Backend::Sqlite(p) => ensure_operator(&hooks.open_sqlite(p)?, hash).await?,
+                Backend::Postgres(u) => {
+                    ensure_operator(&hooks.connect_postgres(u).await?, hash).await?
+                }
+            }
+            false
+        }
         _ => {
             let credential = crate::auth::new_secret(crate::auth::OPERATOR_PREFIX);
             let hash = crate::auth::hash_secret(&credential);
@@ -262,6 +273,22 @@ pub async fn init(
         operator_file,
         operator_created,
     })
+}
+
+/// Records the operator credential `hash` in `store` unless it holds it already
+/// (revoked or not: a revoked one stays revoked).
+async fn ensure_operator<S: AuthorityStore>(store: &S, hash: String) -> Result<(), AuthorityError> {
+    if store.credential(hash.clone()).await?.is_none() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let principal = Principal::Operator {
+            name: "operator".into(),
+        };
+        store.create_credential(hash, principal, now).await?;
+    }
+    Ok(())
 }
 
 /// How to run `flotilla serve`.
