@@ -339,6 +339,54 @@ fn three_authorities_on_one_database_serve_one_fleet_and_survive_one_killed() {
         "the agent never reported after its authority was killed\n{}",
         agent.log()
     );
+
+    // Its credential revoked through C: refused by A and C alike; the agent says
+    // why and its components keep running.
+    let enrollment: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(agent.state.join("agent").join("agent.json")).unwrap(),
+    )
+    .unwrap();
+    let credential = enrollment["credential"].as_str().unwrap().to_string();
+    let as_agent = |url: &str| {
+        flotilla_api::Client::new(
+            url,
+            enrollment["ca_pem"].as_str().unwrap(),
+            Some(credential.clone()),
+        )
+        .unwrap()
+    };
+    let (agent_a, agent_c) = (as_agent(&url_a), as_agent(&url_c));
+    for c in [&agent_a, &agent_c] {
+        rt.block_on(c.snapshot("gpu", 0, Duration::ZERO)).unwrap();
+    }
+    let revoke = a.run(2, &["serve", "credentials", "revoke", "--host", "gpu"]);
+    assert_eq!(revoke.code, 0, "{revoke:?}");
+    let revoked = Instant::now();
+    let refused = |c: &flotilla_api::Client| {
+        rt.block_on(c.snapshot("gpu", 0, Duration::ZERO))
+            .is_err_and(|e| e.status() == Some(401) && e.to_string().contains("revoked"))
+    };
+    assert!(
+        flotilla_testkit::wait_until(Duration::from_secs(5), || refused(&agent_a)
+            && refused(&agent_c)),
+        "the revoked credential is still taken"
+    );
+    println!(
+        "revoked through C: refused by A and C after {} ms",
+        revoked.elapsed().as_millis()
+    );
+    assert!(
+        flotilla_testkit::wait_until(Duration::from_secs(20), || agent
+            .log()
+            .contains("credential-revoked")),
+        "the agent never said its credential was revoked\n{}",
+        agent.log()
+    );
+    assert_eq!(
+        common::pids_with_arg(&marker),
+        after,
+        "sleeper keeps running"
+    );
     drop(agent);
 }
 
