@@ -53,8 +53,9 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
-    /// A URL that is not `https://host[:port]`.
-    #[error("`{0}` is not an https:// URL of the authority")]
+    /// An address that is not `https://host[:port]`: what is wrong with it (its
+    /// password, if it held one, masked).
+    #[error("{0}")]
     Url(String),
 }
 
@@ -133,9 +134,16 @@ pub struct Client {
 fn base_of(url: &str) -> Result<String, ClientError> {
     let base = url.trim().trim_end_matches('/');
     if !base.starts_with("https://") || base.len() <= "https://".len() {
-        return Err(ClientError::Url(url.to_string()));
+        return Err(not_https(url));
     }
     Ok(base.to_string())
+}
+
+fn not_https(url: &str) -> ClientError {
+    ClientError::Url(format!(
+        "`{}` is not an https:// URL of the authority",
+        url.trim()
+    ))
 }
 
 /// The addresses of `urls`: one `https://host[:port]` or several separated by
@@ -147,15 +155,35 @@ pub fn server_addresses(urls: &str) -> Result<Vec<String>, ClientError> {
     let mut bases: Vec<String> = Vec::new();
     for part in urls.split(',').filter(|p| !p.trim().is_empty()) {
         // As requests will show it (a lower-case host, no default port).
-        let parsed = url::Url::parse(&base_of(part)?)
-            .map_err(|_| ClientError::Url(part.trim().to_string()))?;
+        let mut parsed = url::Url::parse(&base_of(part)?).map_err(|e| {
+            ClientError::Url(format!(
+                "`{}` is not an https:// URL of the authority: {e}",
+                part.trim()
+            ))
+        })?;
+        let extra = if !parsed.username().is_empty() || parsed.password().is_some() {
+            Some("a user or password (the credential is the operator file's or the agent's)")
+        } else if parsed.query().is_some() || parsed.fragment().is_some() {
+            Some("a query or fragment")
+        } else if parsed.path() != "/" {
+            Some("a path")
+        } else {
+            None
+        };
+        if let Some(what) = extra {
+            let _ = parsed.set_password(parsed.password().map(|_| "***"));
+            return Err(ClientError::Url(format!(
+                "`{}` holds {what}: an authority's address is https://host[:port] alone",
+                parsed.as_str().trim_end_matches('/')
+            )));
+        }
         let base = parsed.as_str().trim_end_matches('/').to_string();
         if !bases.contains(&base) {
             bases.push(base);
         }
     }
     if bases.is_empty() {
-        return Err(ClientError::Url(urls.to_string()));
+        return Err(not_https(urls));
     }
     Ok(bases)
 }
@@ -1148,9 +1176,22 @@ mod tests {
         );
         assert!(matches!(
             server_addresses("https://a,http://b"),
-            Err(ClientError::Url(u)) if u == "http://b"
+            Err(ClientError::Url(u)) if u == "`http://b` is not an https:// URL of the authority"
         ));
         assert!(server_addresses(" , ").is_err());
+        for (bad, says) in [
+            (
+                "https://u:secret@a:7443",
+                "`https://u:***@a:7443` holds a user or password",
+            ),
+            ("https://a:7443?x=1", "holds a query or fragment"),
+            ("https://a:7443/prefix", "holds a path"),
+            ("https://a:99999", "invalid port number"),
+        ] {
+            let e = server_addresses(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+            assert!(!e.contains("secret"), "{e}");
+        }
     }
 
     #[test]

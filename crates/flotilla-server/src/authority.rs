@@ -218,56 +218,33 @@ pub async fn init(
     let ca = tls::init(dir, names)?;
     let operator_file = dir.join(OPERATOR_FILE);
     let existing = OperatorFile::read(&operator_file).ok();
-    let operator_created = match existing {
-        Some(f) if f.ca_hash == ca.ca_hash => {
-            // A database new to this directory (PostgreSQL after SQLite, or a
-            // fresh one): the operator file's credential is recorded there too.
-            let hash = crate::auth::hash_secret(&f.credential);
-            match backend {
-                Backend::Sqlite(p) => ensure_operator(&hooks.open_sqlite(p)?, hash).await?,
-                Backend::Postgres(u) => {
-                    ensure_operator(&hooks.connect_postgres(u).await?, hash).await?
-                }
-            }
-            false
-        }
-        _ => {
-            let credential = crate::auth::new_secret(crate::auth::OPERATOR_PREFIX);
-            let hash = crate::auth::hash_secret(&credential);
-            let principal = Principal::Operator {
-                name: "operator".into(),
-            };
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as i64)
-                .unwrap_or(0);
-            match backend {
-                Backend::Sqlite(p) => {
-                    hooks
-                        .open_sqlite(p)?
-                        .create_credential(hash, principal, now)
-                        .await?
-                }
-                Backend::Postgres(u) => {
-                    hooks
-                        .connect_postgres(u)
-                        .await?
-                        .create_credential(hash, principal, now)
-                        .await?
-                }
-            }
-            let file = OperatorFile {
-                credential,
-                ca_pem: ca.ca_pem.clone(),
-                ca_hash: ca.ca_hash.clone(),
-            };
-            write_private(
-                &operator_file,
-                &(serde_json::to_string_pretty(&file).expect("serialises") + "\n"),
-            )?;
-            true
-        }
+    // The operator file's credential when it belongs to this CA (kept), else a new
+    // one; recorded in the store either way (a database new to this directory —
+    // PostgreSQL after SQLite — learns it), after the store accepted this CA.
+    let kept = existing.filter(|f| f.ca_hash == ca.ca_hash);
+    let credential = match &kept {
+        Some(f) => f.credential.clone(),
+        None => crate::auth::new_secret(crate::auth::OPERATOR_PREFIX),
     };
+    let hash = crate::auth::hash_secret(&credential);
+    match backend {
+        Backend::Sqlite(p) => record_operator(&hooks.open_sqlite(p)?, &ca.ca_hash, hash).await?,
+        Backend::Postgres(u) => {
+            record_operator(&hooks.connect_postgres(u).await?, &ca.ca_hash, hash).await?
+        }
+    }
+    let operator_created = kept.is_none();
+    if operator_created {
+        let file = OperatorFile {
+            credential,
+            ca_pem: ca.ca_pem.clone(),
+            ca_hash: ca.ca_hash.clone(),
+        };
+        write_private(
+            &operator_file,
+            &(serde_json::to_string_pretty(&file).expect("serialises") + "\n"),
+        )?;
+    }
     Ok(Initialised {
         ca,
         operator_file,
@@ -275,9 +252,15 @@ pub async fn init(
     })
 }
 
-/// Records the operator credential `hash` in `store` unless it holds it already
-/// (revoked or not: a revoked one stays revoked).
-async fn ensure_operator<S: AuthorityStore>(store: &S, hash: String) -> Result<(), AuthorityError> {
+/// Claims `store` for the CA `ca_pin` (refused when another CA's authorities
+/// serve it), then records the operator credential `hash` unless the store holds
+/// it already (revoked or not: a revoked one stays revoked).
+async fn record_operator<S: AuthorityStore>(
+    store: &S,
+    ca_pin: &str,
+    hash: String,
+) -> Result<(), AuthorityError> {
+    store.claim_ca(ca_pin.to_string()).await?;
     if store.credential(hash.clone()).await?.is_none() {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

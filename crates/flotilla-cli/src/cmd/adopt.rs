@@ -130,7 +130,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 return report(args, rt.block_on(adopt.resume(r))?);
             }
             if args.rollback {
-                let reason = format!("asked (`{}`)", adopt.invocation.command_line);
+                let reason = format!("asked by `{}`", adopt.invocation.command_line);
                 return report(args, rt.block_on(adopt.rollback(r, reason))?);
             }
             unfinished(&r);
@@ -146,7 +146,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 out!("dry run: nothing was changed");
                 return Ok(EXIT_OK);
             }
-            let reason = format!("asked (`{}`)", adopt.invocation.command_line);
+            let reason = format!("asked by `{}`", adopt.invocation.command_line);
             return report(args, rt.block_on(adopt.rollback(r, reason))?);
         }
         Some(r) if args.rollback => {

@@ -220,7 +220,16 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                     " (kept)"
                 }
             );
-            println!("next: flotilla serve --authority-dir {}", dir.display());
+            match backend {
+                Backend::Sqlite(_) => {
+                    println!("next: flotilla serve --authority-dir {}", dir.display())
+                }
+                // The URL is not repeated: it may hold a password.
+                Backend::Postgres(_) => println!(
+                    "next: flotilla serve --authority-dir {} --database-url URL (the same URL, or FLOTILLA_DATABASE_URL)",
+                    dir.display()
+                ),
+            }
             Ok(EXIT_OK)
         }
         Some(ServeCommand::Notifications(a)) => super::notifications::run(cli, a),

@@ -107,7 +107,7 @@ pub fn run(cli: &crate::Cli, args: &Args) -> anyhow::Result<u8> {
                 println!("on {}, run:", t.host);
                 println!(
                     "  flotilla agent join {} {} --ca-hash {}",
-                    client.url(),
+                    client.urls().join(","),
                     t.token,
                     t.ca_hash
                 );
