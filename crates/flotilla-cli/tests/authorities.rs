@@ -625,21 +625,7 @@ fn an_sqlite_authority_directory_moves_to_postgresql_with_its_operator() {
         .join("authority/operator.json")
         .display()
         .to_string();
-    let mut last = None;
-    let answered = flotilla_testkit::wait_until(Duration::from_secs(30), || {
-        let r = run_with_env(
-            ws.path(),
-            &["config", "history", "--json"],
-            &[
-                ("FLOTILLA_SERVER", &server),
-                ("FLOTILLA_OPERATOR_FILE", &file),
-            ],
-        );
-        let ok = r.code == 0;
-        last = Some(r);
-        ok
-    });
-    assert!(answered, "the operator is refused: {last:?}");
+    common::authority::assert_answers(ws.path(), &server, &file);
     child.kill().unwrap();
     child.wait().unwrap();
 }

@@ -14,7 +14,6 @@ use common::authority::{free_port, Authority};
 use common::{project_dir, run_with_env, KillOnDrop, Run, Workspace, SLEEPER};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// Every file under `dir` with its bytes (lock files and SQLite's companions left
 /// out): to show that a refusal changed nothing.
@@ -365,21 +364,7 @@ fn an_authority_on_postgres_is_restored_into_a_fresh_database_that_serves() {
     let _guard = KillOnDrop(child.id());
     let operator = dir.join("operator.json").display().to_string();
     let server = format!("https://127.0.0.1:{port}");
-    let mut last = None;
-    let answered = flotilla_testkit::wait_until(Duration::from_secs(30), || {
-        let r = run_with_env(
-            ws.path(),
-            &["config", "history", "--json"],
-            &[
-                ("FLOTILLA_SERVER", &server),
-                ("FLOTILLA_OPERATOR_FILE", &operator),
-            ],
-        );
-        let ok = r.code == 0;
-        last = Some(r);
-        ok
-    });
-    assert!(answered, "{last:?}");
+    common::authority::assert_answers(ws.path(), &server, &operator);
     drop(_guard);
     child.wait().unwrap();
     for db in [&source.name, &fresh.name] {

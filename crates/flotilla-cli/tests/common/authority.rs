@@ -38,6 +38,31 @@ pub fn free_port() -> u16 {
     unreachable!()
 }
 
+/// Asserts that the authority at `server` answers the operator of
+/// `operator_file` (`config history`) within 30 s, run from `dir`; panics with
+/// the last attempt otherwise.
+#[allow(dead_code)]
+pub fn assert_answers(dir: &std::path::Path, server: &str, operator_file: &str) {
+    let mut last = None;
+    let answered = flotilla_testkit::wait_until(Duration::from_secs(30), || {
+        let r = run_with_env(
+            dir,
+            &["config", "history", "--json"],
+            &[
+                ("FLOTILLA_SERVER", server),
+                ("FLOTILLA_OPERATOR_FILE", operator_file),
+            ],
+        );
+        let ok = r.code == 0;
+        last = Some(r);
+        ok
+    });
+    assert!(
+        answered,
+        "the authority never answered the operator: {last:?}"
+    );
+}
+
 impl Authority {
     /// An initialised authority serving on a free loopback port, with `inventory` at
     /// `fleet/flotilla.toml` and the canary secret in the secrets file.
