@@ -56,12 +56,9 @@ pub fn emit(c: &Converted, header: &Header) -> String {
         }
     }
     out.push('\n');
-    // The format version it was written in, as `flotilla config migrate` expects.
-    let _ = writeln!(
-        out,
-        "version = {}",
-        flotilla_model::inventory::INVENTORY_VERSION
-    );
+    if let Some(v) = c.inventory.version {
+        let _ = writeln!(out, "version = {v}");
+    }
     let _ = writeln!(out, "project = {}", string(project));
     for (name, line, notes) in &c.components {
         let Some(spec) = c.inventory.components.get(name) else {

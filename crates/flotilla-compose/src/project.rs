@@ -164,6 +164,8 @@ pub fn convert(doc: &Node, options: &Options) -> Result<Converted, Vec<crate::Co
     }
     let project = ctx.project.clone();
     let mut inventory = Inventory {
+        // Written in the current format (what `flotilla config migrate` expects).
+        version: Some(flotilla_model::inventory::INVENTORY_VERSION),
         project: Some(project.clone()),
         ..Inventory::default()
     };
