@@ -15,6 +15,15 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A new database on the test PostgreSQL server (`FLOTILLA_TEST_POSTGRES_URL`).
+fn fresh_database() -> flotilla_store::authority::testing::TestDatabase {
+    let admin = flotilla_store::authority::testing::admin_url();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(flotilla_store::authority::testing::create_database(&admin))
+        .unwrap()
+}
+
 /// Three authorities sharing one test database and one authority directory (the
 /// CA and the operator's credential).
 struct Authorities {
@@ -27,11 +36,7 @@ struct Authorities {
 
 impl Authorities {
     fn start(n: usize) -> Authorities {
-        let admin = flotilla_store::authority::testing::admin_url();
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        let db = rt
-            .block_on(flotilla_store::authority::testing::create_database(&admin))
-            .unwrap();
+        let db = fresh_database();
         let ws = Workspace::new();
         let dir = ws.path().join("authority");
         let mut a = Authorities {
@@ -580,11 +585,7 @@ fn the_rollouts_lease_is_taken_over_when_its_holder_is_killed_mid_rollout() {
 /// credential is recorded in the new database, so the CLI goes on working.
 #[test]
 fn an_sqlite_authority_directory_moves_to_postgresql_with_its_operator() {
-    let admin = flotilla_store::authority::testing::admin_url();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let db = rt
-        .block_on(flotilla_store::authority::testing::create_database(&admin))
-        .unwrap();
+    let db = fresh_database();
     let ws = Workspace::new();
     let dir = ws.path().join("authority").display().to_string();
     let init = run_with_env(

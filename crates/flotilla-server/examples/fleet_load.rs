@@ -350,11 +350,12 @@ async fn run(args: Args) -> Res<()> {
     };
     let op = OperatorFile::read(&args.operator_file)?;
     let urls = flotilla_server::client::server_addresses(&args.url)?;
-    let operator = Client::new(&urls[0], &op.ca_pem, Some(op.credential.clone()))?;
+    // The operator's client of each authority; publishes go through the first.
     let authorities = urls
         .iter()
         .map(|u| Client::new(u, &op.ca_pem, Some(op.credential.clone())))
         .collect::<Result<Vec<_>, _>>()?;
+    let operator = authorities[0].clone();
     println!(
         "fleet_load: {n} agents against {} (authority pid {})",
         args.url,

@@ -262,14 +262,12 @@ async fn record_operator<S: AuthorityStore>(
 ) -> Result<(), AuthorityError> {
     store.claim_ca(ca_pin.to_string()).await?;
     if store.credential(hash.clone()).await?.is_none() {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
         let principal = Principal::Operator {
             name: "operator".into(),
         };
-        store.create_credential(hash, principal, now).await?;
+        store
+            .create_credential(hash, principal, flotilla_exec::this_process::now_ms())
+            .await?;
     }
     Ok(())
 }
