@@ -122,10 +122,13 @@ impl Authorities {
         c
     }
 
+    /// The operator file `serve init` wrote (`credential`, `ca_pem`).
+    fn operator(&self) -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(self.dir.join("operator.json")).unwrap()).unwrap()
+    }
+
     fn client(&self, i: usize) -> flotilla_api::Client {
-        let op: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(self.dir.join("operator.json")).unwrap())
-                .unwrap();
+        let op = self.operator();
         flotilla_api::Client::new(
             &self.urls[i],
             op["ca_pem"].as_str().unwrap(),
@@ -437,9 +440,7 @@ fn the_rollouts_lease_is_taken_over_when_its_holder_is_killed_mid_rollout() {
     let (through_a, through_b) = (a.client(0), a.client(1));
 
     // Agents of h1..h3, talking to B only.
-    let op: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(a.dir.join("operator.json")).unwrap()).unwrap();
-    let ca = op["ca_pem"].as_str().unwrap().to_string();
+    let ca = a.operator()["ca_pem"].as_str().unwrap().to_string();
     let hosts = ["h1", "h2", "h3"];
     let agents: Vec<flotilla_api::Client> = hosts
         .iter()
