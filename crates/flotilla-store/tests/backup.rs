@@ -470,6 +470,43 @@ fn retention_keeps_the_newest_archives_of_the_same_project() {
 }
 
 #[test]
+fn files_that_come_and_go_while_a_backup_runs_never_fail_it() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("projects/chat");
+    project(&dir, 3);
+    // Another program works in the directory throughout: it opens the journal and
+    // closes it again (the last connection to close removes `state.db-wal` and
+    // `state.db-shm`) and writes and removes a scratch file.
+    let stop = Arc::new(AtomicBool::new(false));
+    let rounds = Arc::new(AtomicI64::new(0));
+    let churn = {
+        let (dir, stop, rounds) = (dir.clone(), stop.clone(), rounds.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let store = Store::open(&dir.join(STATE_DB_FILE)).unwrap();
+                std::fs::write(dir.join("logs/scratch.tmp"), "x").unwrap();
+                drop(store);
+                std::fs::remove_file(dir.join("logs/scratch.tmp")).unwrap();
+                rounds.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    };
+    let to = base.path().join("backups");
+    let mut taken = 0;
+    // Backups until the churn has gone round many times beside them.
+    while taken < 20 || rounds.load(Ordering::SeqCst) < 200 {
+        let done = backup::create(&request(&dir, &to, T0 + taken, 2))
+            .unwrap_or_else(|e| panic!("backup {taken} failed beside the churn: {e}"));
+        backup::verify(&done.archive).unwrap();
+        assert_eq!(done.manifest.databases.len(), 1);
+        taken += 1;
+        assert!(taken < 5_000, "the churn did not run");
+    }
+    stop.store(true, Ordering::SeqCst);
+    churn.join().unwrap();
+}
+
+#[test]
 fn a_backup_directory_inside_what_is_backed_up_is_left_out() {
     let base = tempfile::tempdir().unwrap();
     let dir = base.path().join("projects/chat");
@@ -734,8 +771,29 @@ async fn postgres_backup_verifies_and_restores_into_a_fresh_database_with_the_sa
     assert_eq!(std::fs::read_to_string(dir.join("ca.pem")).unwrap(), "CA\n");
     assert_eq!(store.last_call_id().await.unwrap(), 26, "nothing changed");
     // Once the authority is gone, it is swapped in; the previous database is kept.
+    // Its pool's sessions end on the server a moment after the drop: the restore
+    // waits until the server shows none left on the database (within a deadline).
     drop(store);
     std::fs::write(dir.join("ca.pem"), "CA 2\n").unwrap();
+    let (watcher, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let left = flotilla_testkit::wait_until_async(Duration::from_secs(10), || async {
+        watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1",
+                &[&source_db.name],
+            )
+            .await
+            .is_ok_and(|row| row.get::<_, i64>(0) == 0)
+    })
+    .await;
+    assert!(
+        left,
+        "the dropped authority's sessions never left the database"
+    );
+    drop(watcher);
     let r = restore_pg(&taken.archive, &dir, &source_db.url, T0 + 4)
         .await
         .unwrap();

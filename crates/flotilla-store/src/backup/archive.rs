@@ -81,9 +81,9 @@ pub(crate) fn create_private_dir(dir: &Path) -> Result<(), BackupError> {
 /// (`sha256:<hex>`) and size of the bytes read.
 fn stream(
     path: &Path,
+    mut f: std::fs::File,
     mut sink: Option<(&Path, &mut std::fs::File)>,
 ) -> Result<(String, u64), BackupError> {
-    let mut f = std::fs::File::open(path).map_err(BackupError::io(path))?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     let mut size = 0u64;
@@ -103,19 +103,33 @@ fn stream(
 
 /// SHA-256 (`sha256:<hex>`) and size of the file at `path`, read from disk.
 pub(crate) fn digest_file(path: &Path) -> Result<(String, u64), BackupError> {
-    stream(path, None)
+    let f = std::fs::File::open(path).map_err(BackupError::io(path))?;
+    stream(path, f, None)
 }
 
 /// Copies the file `from` to the new file `to` (mode `mode`), fsynced: its SHA-256
-/// and size, of the bytes written.
-fn copy_file(from: &Path, to: &Path, mode: u32) -> Result<(String, u64), BackupError> {
+/// and size, of the bytes written; `None` (and nothing written) when `from` was
+/// removed before it could be opened.
+fn copy_file(from: &Path, to: &Path, mode: u32) -> Result<Option<(String, u64)>, BackupError> {
+    let src = match std::fs::File::open(from) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(BackupError::io(from)(e)),
+    };
     let mut dst = create_new(to, mode)?;
-    let done = stream(from, Some((to, &mut dst)))?;
+    let done = stream(from, src, Some((to, &mut dst)))?;
     dst.sync_all().map_err(BackupError::io(to))?;
     // `mode` may have been narrowed by the umask on create.
     std::fs::set_permissions(to, std::fs::Permissions::from_mode(mode))
         .map_err(BackupError::io(to))?;
-    Ok(done)
+    Ok(Some(done))
+}
+
+/// What the manifest says of a path listed in its directory but removed before it
+/// was read (a program still running there, e.g. SQLite removing a `-shm` as its
+/// last connection closes): the archive holds the directory as it was afterwards.
+fn removed_while_copying(shown: &str) -> String {
+    format!("{shown} (removed while the backup ran)")
 }
 
 impl Writer {
@@ -224,7 +238,26 @@ impl Writer {
                 self.skipped.push(format!("{shown} (the backup directory)"));
                 continue;
             }
-            let meta = std::fs::symlink_metadata(&path).map_err(BackupError::io(&path))?;
+            // A database's companions are never read (the database is copied
+            // through SQLite), so one that goes away while we list does not matter.
+            if let Some(db) = sqlite::COMPANIONS
+                .iter()
+                .find_map(|c| name.strip_suffix(c))
+                .filter(|db| databases.contains(*db))
+            {
+                self.skipped.push(format!(
+                    "{shown} (in the copy of {db}, made through SQLite)"
+                ));
+                continue;
+            }
+            let meta = match std::fs::symlink_metadata(&path) {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    self.skipped.push(removed_while_copying(&shown));
+                    continue;
+                }
+                Err(e) => return Err(BackupError::io(&path)(e)),
+            };
             let mode = meta.permissions().mode() & 0o7777;
             let ft = meta.file_type();
             if ft.is_symlink() {
@@ -255,21 +288,15 @@ impl Writer {
                     .push(format!("{shown} (not a regular file: a socket or device)"));
             } else if name.ends_with(".lock") {
                 self.skipped.push(format!("{shown} (a lock file)"));
-            } else if let Some(db) = sqlite::COMPANIONS
-                .iter()
-                .find_map(|c| name.strip_suffix(c))
-                .filter(|db| databases.contains(*db))
-            {
-                self.skipped.push(format!(
-                    "{shown} (in the copy of {db}, made through SQLite)"
-                ));
             } else if databases.contains(&name) {
                 let entry = sqlite::copy(&path, &to, &to_rel)?;
                 self.add_written(&to_rel, mode)?;
                 self.databases.push(entry);
             } else {
-                let (sha256, size) = copy_file(&path, &to, mode)?;
-                self.push_file(to_rel, sha256, size, mode);
+                match copy_file(&path, &to, mode)? {
+                    Some((sha256, size)) => self.push_file(to_rel, sha256, size, mode),
+                    None => self.skipped.push(removed_while_copying(&shown)),
+                }
             }
         }
         sync_dir(&self.partial.join(rel))
@@ -427,13 +454,17 @@ pub(crate) fn extract(archive: &Path, manifest: &Manifest, into: &Path) -> Resul
                 std::os::unix::fs::symlink(target, &to).map_err(BackupError::io(&to))?;
             }
             EntryKind::File => {
-                let (sha256, size) = copy_file(&from, &to, f.mode)?;
+                let damaged = |why: String| BackupError::Damaged {
+                    archive: archive.to_owned(),
+                    path: f.path.clone(),
+                    why,
+                };
+                let (sha256, size) = copy_file(&from, &to, f.mode)?
+                    .ok_or_else(|| damaged("removed while it was restored".into()))?;
                 if sha256 != f.sha256 || size != f.size {
-                    return Err(BackupError::Damaged {
-                        archive: archive.to_owned(),
-                        path: f.path.clone(),
-                        why: format!("changed while it was restored ({size} bytes, {sha256})"),
-                    });
+                    return Err(damaged(format!(
+                        "changed while it was restored ({size} bytes, {sha256})"
+                    )));
                 }
             }
         }
