@@ -785,6 +785,37 @@ impl Client {
             .unwrap_or(false))
     }
 
+    /// `GET /v1/session/tree` (a session's runtime, with its credential): streams
+    /// the git bundle of the session's base (`git bundle create`, one ref
+    /// `refs/flotilla/sessions/<id>`) into `dest` (created or truncated), within an
+    /// hour. The bytes written.
+    ///
+    /// # Errors
+    /// [`ClientError`]; a credential that is not the session's running runtime's
+    /// is 403; a local write failure is [`ClientError::Io`].
+    pub async fn download_session_tree(&self, dest: &std::path::Path) -> Result<u64, ClientError> {
+        use std::io::Write;
+        let url = format!("{}/v1/session/tree", self.base());
+        let io = |source| ClientError::Io {
+            path: dest.to_path_buf(),
+            source,
+        };
+        let mut resp = self
+            .raw_get_with(&url, Duration::from_secs(3600), None)
+            .await?;
+        let mut file = std::fs::File::create(dest).map_err(io)?;
+        let mut written = 0u64;
+        while let Some(chunk) = resp.chunk().await.map_err(|source| ClientError::Http {
+            url: url.clone(),
+            source: source.without_url(),
+        })? {
+            file.write_all(&chunk).map_err(io)?;
+            written += chunk.len() as u64;
+        }
+        file.sync_all().map_err(io)?;
+        Ok(written)
+    }
+
     /// `GET /v1/blobs/{sha256}` (operator or any agent): streams the blob into `dest`
     /// (created or truncated), unverified: the caller checks size and digest.
     /// Reading stops as soon as more than `limit` bytes arrived (the manifest's

@@ -29,6 +29,10 @@ pub struct SessionDoc {
     /// The commit the tree started from.
     #[serde(default)]
     pub base_commit: Option<String>,
+    /// The branch its tree checks the base out on (`None`: a detached `HEAD`), for
+    /// a runtime that makes the tree itself (a pod's init container).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree_branch: Option<String>,
     /// The runtime believed to run (reconciled against the process).
     #[serde(default)]
     pub runtime: Option<RuntimeRecord>,
@@ -66,17 +70,42 @@ pub struct SessionDoc {
     pub uid: Option<u32>,
 }
 
-/// A runtime's process.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+/// A runtime's process (or pod).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
 pub struct RuntimeRecord {
-    /// Its pid (bwrap's).
+    /// Its pid (bwrap's; 0 for a pod).
     pub pid: u32,
-    /// Its start time, clock ticks since boot (with the pid, its identity).
+    /// Its start time, clock ticks since boot (with the pid, its identity; 0 for a
+    /// pod).
     pub start_ticks: u64,
     /// When it was booted, ms since the Unix epoch.
     pub booted_ms: i64,
     /// Its number (1, 2, 3…).
     pub boot: u64,
+    /// Its pod, when sessions run on Kubernetes (`[runtime] kind = "kubernetes"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<RuntimePod>,
+}
+
+impl RuntimeRecord {
+    /// What it is, for people: `pid 4242` or `pod agents/flotilla-session-3-2`.
+    pub fn describe(&self) -> String {
+        match &self.pod {
+            Some(p) => format!("pod {}/{}", p.namespace, p.name),
+            None => format!("pid {}", self.pid),
+        }
+    }
+}
+
+/// The Pod a session's runtime runs in on a Kubernetes cluster.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+pub struct RuntimePod {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name (`flotilla-session-<id>-<boot>`).
+    pub name: String,
+    /// Its `metadata.uid` (a pod made again under the same name is another).
+    pub uid: String,
 }
 
 /// How a runtime ended.
@@ -86,7 +115,8 @@ pub struct RuntimeEnd {
     pub at_ms: i64,
     /// Its exit code, when it was reaped here.
     pub code: Option<i32>,
-    /// `exited`, `gone` (found not running), `idle` or `stopped` (torn down).
+    /// `exited`, `gone` (found not running), `idle` or `stopped` (torn down), or
+    /// `boot-failed` (no runtime started; `detail` says why).
     pub how: String,
     /// Why, when it failed: the end of what it wrote to stderr.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -353,7 +383,8 @@ pub struct CleanupReport {
     /// Files under its directory before (everything but directories), all gone now.
     pub freed_files: u64,
     /// What was removed: its directory's entries (`tree`, `home`, `run`, the
-    /// transcripts…), then the directory itself.
+    /// transcripts…), then the directory itself; for a session on a cluster, its
+    /// objects there too (`PersistentVolumeClaim agents/flotilla-session-3`…).
     pub removed: Vec<String>,
     /// Whether its pin in the repository's mirror was there and is gone.
     pub pin_dropped: bool,

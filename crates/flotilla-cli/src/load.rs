@@ -83,16 +83,38 @@ pub fn load(path: &Path) -> Result<Loaded> {
             templates.push(TemplateRef { name: tname, file });
         }
     }
-    let result = validate(&sources, inventory, &templates);
+    let mut result = validate(&sources, inventory, &templates);
     let base_dir = std::path::absolute(
         path.parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new(".")),
     )
     .with_context(|| format!("cannot resolve the directory of {}", path.display()))?;
+    if let Ok(v) = &mut result {
+        anchor_kubeconfigs(&mut v.topology, &base_dir);
+    }
     Ok(Loaded {
         sources,
         base_dir,
         result,
     })
+}
+
+/// Makes every cluster's relative `kubeconfig` relative to the inventory's directory
+/// `base_dir`, as every other path in the inventory is (not to the directory
+/// `flotilla` runs in); absolute and `~/` paths are kept.
+fn anchor_kubeconfigs(topology: &mut flotilla_model::topology::Topology, base_dir: &Path) {
+    let anchor = |c: &mut Option<flotilla_model::topology::Cluster>| {
+        if let Some(k) = c.as_mut().and_then(|c| c.kubeconfig.as_mut()) {
+            if !k.starts_with('/') && !k.starts_with("~/") {
+                *k = base_dir.join(&*k).display().to_string();
+            }
+        }
+    };
+    for h in topology.hosts.values_mut() {
+        anchor(&mut h.cluster);
+    }
+    for c in &mut topology.components {
+        anchor(&mut c.cluster);
+    }
 }

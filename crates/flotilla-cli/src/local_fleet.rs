@@ -297,6 +297,7 @@ pub fn run(l: Local) -> anyhow::Result<u8> {
             public_url: l.public_url.clone(),
             migration,
             blobs: flotilla_server::blobs::BlobSettings::in_authority_dir(&l.dir),
+            pod_runtime: None,
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let serve = authority::serve(opts, move |addr, _, _| {

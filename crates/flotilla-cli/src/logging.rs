@@ -5,7 +5,8 @@
 //! (`debug`, `flotilla_exec=trace,info`:
 //! <https://docs.rs/tracing-subscriber/0.3/tracing_subscriber/filter/struct.EnvFilter.html>);
 //! otherwise by `-v` (`warn` by default, `info`, `debug` with `-vv`, `trace` with
-//! `-vvv`; the long-running `serve` and `agent run` start at `info`). From `debug` on,
+//! `-vvv`; the long-running `serve` and `agent run` start at `info`; kube-rs's own
+//! lines only from `-vv`, its failures being the Kubernetes adapter's errors). From `debug` on,
 //! every span (an operation, a step, an HTTP request, an agent poll) is also shown when
 //! it closes, with its duration. `--log-format json` writes one JSON object per line
 //! (`timestamp`, `level`, `target`, `fields`, and `span`/`spans` with their fields: the
@@ -55,6 +56,10 @@ pub fn init(verbose: u8, format: LogFormat, daemon: bool) {
                 EnvFilter::new(fallback)
             }
         },
+        // kube-rs reports each failed call and watch retry itself (at ERROR/WARN);
+        // the adapter reports what they mean, once, in its own errors and evidence:
+        // theirs are shown from `-vv` on (or when FLOTILLA_LOG names them).
+        _ if verbose < 2 => EnvFilter::new(format!("{fallback},kube_client=off,kube_runtime=off")),
         _ => EnvFilter::new(fallback),
     };
     let spans = match filter.max_level_hint() {

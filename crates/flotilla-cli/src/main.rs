@@ -209,7 +209,7 @@ pub enum Command {
     Apply(cmd::apply::Args),
     /// What every component really is, measured now, with evidence.
     Status(cmd::status::Args),
-    /// Pre-flight on every host involved: programs, files, env_files, secrets, ports
+    /// Pre-flight on every host involved: programs, files, secrets, ports; a cluster's API and dry runs
     Check(cmd::check::Args),
     /// Read-only: what runs on a host that the inventory does not cover, as proposals.
     Discover(cmd::discover::Args),
@@ -257,6 +257,9 @@ pub enum Command {
     /// and run the agent.
     #[command(hide = true)]
     SandboxBridge(cmd::sandbox_bridge::Args),
+    /// Inside a session's pod: its init container and its agent's wrapper.
+    #[command(hide = true)]
+    SessionPod(cmd::session_pod::Args),
     /// This host's agent: join an authority, converge, supervise, report (see `agent run`).
     Agent(cmd::agent::Args),
     /// Back the project's state up into a verified archive (the authority's: `serve backup`).
@@ -312,6 +315,9 @@ fn main() -> ExitCode {
     {
         return flotilla_exec::log_writer::main();
     }
+    // Components on a cluster (adapter `kubernetes`) are driven by flotilla-kube's
+    // adapter, in every executor this process makes.
+    flotilla_kube::install();
     // Components are started through this very binary's log writer: `/proc/self/exe`
     // names it even after an update replaced the file.
     let me = std::path::Path::new("/proc/self/exe");
@@ -351,6 +357,7 @@ fn main() -> ExitCode {
             | Command::Gate(_)
             // The sandbox's bridge: a peer that goes away ends one relay, not it.
             | Command::SandboxBridge(_)
+            | Command::SessionPod(_)
     );
     if !mutating {
         // Like other command-line tools, a reading command whose output pipe closed
@@ -418,6 +425,7 @@ fn main() -> ExitCode {
         Command::Exec(a) => cmd::exec::run(&cli, a),
         Command::Push(a) => cmd::push::run(&cli, a),
         Command::SandboxBridge(a) => cmd::sandbox_bridge::run(&cli, a),
+        Command::SessionPod(a) => cmd::session_pod::run(&cli, a),
         Command::Import(a) => cmd::import::run(&cli, a),
         Command::Backup(a) => cmd::backup::run(&cli, a),
         Command::Restore(a) => cmd::restore::run(&cli, a),

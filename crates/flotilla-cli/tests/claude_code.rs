@@ -11,31 +11,9 @@
 
 mod common;
 
-use common::sessions::{git, SessionsAuthority};
+use common::sessions::{claude, git, SessionsAuthority};
 use flotilla_testkit::anthropic_stub::{AnthropicStub, Reply, Script};
-use std::path::PathBuf;
 use std::time::Duration;
-
-/// Claude Code: `$FLOTILLA_CLAUDE_CODE`, else installed by `scripts/claude-code`
-/// (into /var/cache/flotilla-tools: the runtime user must be able to run it).
-fn claude() -> PathBuf {
-    if let Some(p) = std::env::var_os("FLOTILLA_CLAUDE_CODE") {
-        return PathBuf::from(p);
-    }
-    let out = std::process::Command::new(common::repo_root().join("scripts/claude-code"))
-        .env(
-            "FLOTILLA_TOOLS",
-            std::env::var("FLOTILLA_TOOLS").unwrap_or_else(|_| "/var/cache/flotilla-tools".into()),
-        )
-        .output()
-        .expect("run scripts/claude-code");
-    assert!(
-        out.status.success(),
-        "scripts/claude-code failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
 
 /// The agent's push, the supported way: `flotilla push` asks the authority, which
 /// opens a question and pushes after an "allow".

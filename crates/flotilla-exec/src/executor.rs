@@ -660,6 +660,7 @@ impl Executor {
             project: self.project().to_string(),
             operation: self.operation.to_string(),
             secret_files,
+            cancel: self.cancelled.clone(),
         })
     }
 
@@ -786,8 +787,8 @@ impl Executor {
                 &self.log_path(c),
                 began,
                 &format!(
-                    "started pid {}{}",
-                    identity.pid,
+                    "started {}{}",
+                    identity.instance(),
                     start_note(replaced.as_ref(), &self.operation.to_string())
                 ),
             );
@@ -832,8 +833,10 @@ impl Executor {
                     _ => ident_json,
                 };
                 let how = match &replaced {
-                    Some(old) => format!("replaced pid {} with pid {}", old.pid, identity.pid),
-                    None => format!("started pid {}", identity.pid),
+                    Some(old) => {
+                        format!("replaced {} with {}", old.instance(), identity.instance())
+                    }
+                    None => format!("started {}", identity.instance()),
                 };
                 Ok(Done::new(
                     format!("{how} and ready: {}", o.evidence),
@@ -986,7 +989,7 @@ fn stop_marked(root: &std::path::Path, component: &str, signal: &str, grace: Dur
 /// What follows `started pid N` in a start marker: `, replacing pid 41 (op-12)`.
 fn start_note(replacing: Option<&RuntimeIdentity>, operation: &str) -> String {
     match replacing {
-        Some(old) => format!(", replacing pid {} ({operation})", old.pid),
+        Some(old) => format!(", replacing {} ({operation})", old.instance()),
         None => format!(" ({operation})"),
     }
 }

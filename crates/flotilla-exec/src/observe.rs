@@ -479,10 +479,10 @@ impl Observer<'_> {
                 (Some(m), None) => {
                     push(
                         Signal::Lifecycle,
-                        format!("/proc/{}", m.pid),
+                        source_of(m.pid),
                         format!(
-                            "pid {} runs under {}, started outside Flotilla (no instance recorded)",
-                            m.pid,
+                            "{} runs under {}, started outside Flotilla (no instance recorded)",
+                            m.instance(),
                             ownership(c)
                         ),
                     );
@@ -490,10 +490,10 @@ impl Observer<'_> {
                 }
                 (None, Some(r)) => push(
                     Signal::Lifecycle,
-                    format!("/proc/{}", r.pid),
+                    source_of(r.pid),
                     format!(
-                        "pid {} that {} started is gone; {} has no main process now",
-                        r.pid,
+                        "{} that {} started is gone; {} has no main process now",
+                        RuntimeIdentity::from(r).instance(),
                         r.operation,
                         ownership(c)
                     ),
@@ -1075,6 +1075,16 @@ fn at_endpoints(
     p
 }
 
+/// Where a process's facts were read: `/proc/<pid>`, or the journal for an instance
+/// that is no process here (pid 0: a cluster's pods).
+fn source_of(pid: u32) -> String {
+    if pid > 0 {
+        format!("/proc/{pid}")
+    } else {
+        "journal".into()
+    }
+}
+
 /// `s` runs as `m`, the instance recorded as `r` (or its owner's replacement of it):
 /// who started it, config drift against the journal, and whether the executable on
 /// disk is still the one running (`stale-runtime`).
@@ -1086,6 +1096,19 @@ fn running_instance(
     r: &InstanceRecord,
 ) {
     config_drift(c, s, push, r);
+    // Where the running image cannot be read (macOS), what ran at start is what the
+    // recorded measurement of this very process says.
+    let same_process = r.pid == m.pid && r.start_time_ticks == m.start_time_ticks;
+    let at_start;
+    let m = if !crate::sys::RUNNING_IMAGE_READABLE && same_process {
+        at_start = RuntimeIdentity {
+            exe_sha256: r.exe_sha256.clone(),
+            ..m.clone()
+        };
+        &at_start
+    } else {
+        m
+    };
     let on_disk = match identity::staleness(m) {
         Ok(Staleness::Current) => Some(m.exe_sha256.clone()),
         Ok(Staleness::Replaced {

@@ -446,7 +446,8 @@ pub(crate) fn reconcile(
     for rec in store.instances()? {
         // A container's instance is the engine's to tell about (its adapter
         // observes it, by container id): no process of this machine measures it.
-        if crate::adapter::container::is_container_record(&rec.exe) {
+        // Nor is an instance that is no process here at all (pid 0: a cluster's pods).
+        if crate::adapter::container::is_container_record(&rec.exe) || rec.pid == 0 {
             continue;
         }
         let expected = RuntimeIdentity::from(&rec);

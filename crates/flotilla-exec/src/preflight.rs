@@ -51,6 +51,7 @@ pub fn check(
         })
         .collect();
     let listening = crate::process::listeners_on(&ports).unwrap_or_default();
+    let adapters = crate::adapter::Adapters::native();
     for c in comps {
         let mut push = |what: &str, ok: bool, saw: String| {
             out.push(Finding {
@@ -74,6 +75,17 @@ pub fn check(
                 Some(why) => push("owner", false, why),
                 None => push("owner", true, format!("{name} can be asked")),
             }
+        }
+        // An owner that is asked through its own API (a cluster) checks what a start
+        // needs there itself; nothing of it runs on this machine.
+        if let Some(findings) = adapters
+            .for_component(c)
+            .preflight(topology.project_name(), c)
+        {
+            for (what, ok, saw) in findings {
+                push(&what, ok, saw);
+            }
+            continue;
         }
         let container = c.adapter == Some(flotilla_model::inventory::AdapterKind::Container);
         if container {

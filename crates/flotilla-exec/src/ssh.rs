@@ -888,6 +888,7 @@ mod tests {
         Host {
             address: "10.0.0.5".into(),
             container_api: None,
+            cluster: None,
             labels: Default::default(),
             name: "studio".into(),
             platform: None,

@@ -65,6 +65,11 @@ pub enum TransportKind {
     /// (`flotilla serve`): its steps and observations go through the authority
     /// (`--server`), never over a direct connection.
     Agent,
+    /// A Kubernetes cluster: its components (adapter `kubernetes`) are objects the
+    /// adapter applies and watches through the cluster's API server, from where
+    /// Flotilla runs, with a kubeconfig context (`kubeconfig`, `context`,
+    /// `namespace`).
+    Kubernetes,
 }
 
 impl TransportKind {
@@ -74,6 +79,7 @@ impl TransportKind {
             TransportKind::Local => "local",
             TransportKind::Ssh => "ssh",
             TransportKind::Agent => "agent",
+            TransportKind::Kubernetes => "kubernetes",
         }
     }
 }
@@ -101,8 +107,8 @@ impl HostRole {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HostSpec {
-    /// `local` (default), `ssh`, or `agent` (driven by its `flotilla agent` through
-    /// the authority).
+    /// `local` (default), `ssh`, `agent` (driven by its `flotilla agent` through
+    /// the authority), or `kubernetes` (a cluster, reached through its API server).
     #[serde(default)]
     pub transport: TransportKind,
     /// `component` (default): the host receives only its own snapshot; `control`: it
@@ -146,6 +152,20 @@ pub struct HostSpec {
     /// the step, else `unix:///var/run/docker.sock`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_api: Option<String>,
+    /// For transport `kubernetes`: the kubeconfig file (`~/` is this machine's home; a
+    /// relative path is relative to the inventory's directory); default
+    /// `$KUBECONFIG`, else `~/.kube/config` (kubectl's rules, one file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<String>,
+    /// For transport `kubernetes`: the kubeconfig context naming the cluster and
+    /// user; default: the kubeconfig's `current-context`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// For transport `kubernetes`: the namespace its components live in unless one
+    /// names its own (`kubernetes.namespace`); default `default`. Flotilla never
+    /// creates a namespace: one that does not exist is an error at apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 /// Who owns a component's lifecycle.
@@ -175,6 +195,10 @@ pub enum AdapterKind {
     /// A container run by a container engine (Docker Engine API, or Podman's
     /// compatible service), described by the component's `container` table.
     Container,
+    /// A workload (Deployment or StatefulSet) and its Service on a Kubernetes
+    /// cluster (a host with transport `kubernetes`), described by the component's
+    /// `kubernetes` table.
+    Kubernetes,
 }
 
 impl AdapterKind {
@@ -186,6 +210,7 @@ impl AdapterKind {
             AdapterKind::Systemd => "systemd",
             AdapterKind::SshTunnel => "ssh-tunnel",
             AdapterKind::Container => "container",
+            AdapterKind::Kubernetes => "kubernetes",
         }
     }
 }
@@ -280,6 +305,11 @@ pub struct ComponentSpec {
     /// environment (literal values only: secrets go in `container.secrets`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<ContainerSpec>,
+    /// The workload, for adapter `kubernetes` (required there, refused elsewhere).
+    /// `command` is then the container's `args` (default: the image's `CMD`), `env`
+    /// its environment (literal values only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<KubernetesSpec>,
     /// Supervision: whether the component is restarted when it exits, and how fast.
     /// Without it Flotilla restarts nothing on its own. Not for `external`
     /// components, nor for a unit or plist Flotilla does not write.
@@ -911,4 +941,175 @@ pub struct StackSpec {
 pub fn inventory_schema() -> serde_json::Value {
     let schema = schemars::schema_for!(Inventory);
     serde_json::to_value(schema).expect("schema serialises")
+}
+
+/// A component on a Kubernetes cluster (adapter `kubernetes`): one workload of one
+/// container and, when it has `ports`, a Service selecting its pods. Terms follow
+/// the Kubernetes API (`apps/v1` Deployment and StatefulSet, `v1` Service, `v1`
+/// PodSpec; <https://kubernetes.io/docs/reference/kubernetes-api/>).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KubernetesSpec {
+    /// The container image: `name[:tag][@sha256:<64 hex>]`. A tag that moves makes
+    /// the running pods `stale-runtime` (their `imageID` digests are measured).
+    pub image: String,
+    /// `deployment` (default) or `statefulset`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<WorkloadKind>,
+    /// The objects' name (a DNS-1123 label: lowercase letters, digits, `-`, at most
+    /// 63); default: the component's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The namespace; default: the host's `namespace`, else `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Pods wanted while the component runs (default 1); a stop scales to 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
+    /// Overrides the image's `ENTRYPOINT` (the container's `command`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<Vec<String>>,
+    /// Ports of the container; with any, a Service of the workload's name selects its
+    /// pods and exposes each as `service_port` (default: `container_port`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<KubernetesPort>,
+    /// The Service's type: `ClusterIP` (default), `NodePort` or `LoadBalancer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_type: Option<ServiceType>,
+    /// GPUs the container asks for: the extended resource `nvidia.com/gpu` (NVIDIA's
+    /// device plugin), as both request and limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u32>,
+    /// Resource requests by name (`cpu = "2"`, `memory = "8Gi"`: Kubernetes
+    /// quantities).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests: BTreeMap<String, String>,
+    /// Resource limits by name (Kubernetes quantities).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub limits: BTreeMap<String, String>,
+    /// The pod's `nodeSelector`: node labels a node must have to run it (e.g.
+    /// `{ "nvidia.com/gpu.product" = "NVIDIA-L4" }`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// PersistentVolumeClaims mounted into the container (model files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<KubernetesVolume>,
+    /// The image's pull policy: `IfNotPresent`, `Always` or `Never`; default: the
+    /// API server's (`Always` for `:latest` or no tag, else `IfNotPresent`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_policy: Option<ImagePullPolicy>,
+    /// Take over fields another field manager owns (server-side apply's `force`,
+    /// kubectl's `--force-conflicts`). Default: such a conflict is reported and
+    /// nothing is applied.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force_conflicts: bool,
+}
+
+/// The workload resource a Kubernetes component owns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadKind {
+    /// `apps/v1` Deployment (default): interchangeable pods.
+    #[default]
+    Deployment,
+    /// `apps/v1` StatefulSet: pods with stable names (`<name>-0`…), one at a time.
+    StatefulSet,
+}
+
+impl WorkloadKind {
+    /// The inventory's name (`deployment`, `statefulset`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Deployment => "deployment",
+            WorkloadKind::StatefulSet => "statefulset",
+        }
+    }
+
+    /// The API's kind (`Deployment`, `StatefulSet`).
+    pub fn api_kind(self) -> &'static str {
+        match self {
+            WorkloadKind::Deployment => "Deployment",
+            WorkloadKind::StatefulSet => "StatefulSet",
+        }
+    }
+}
+
+/// A container port of a Kubernetes component.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KubernetesPort {
+    /// The port's name (an IANA service name: lowercase letters, digits, `-`, at
+    /// most 15); default `p<container_port>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The port the container listens on.
+    pub container_port: Port,
+    /// The Service's port; default: `container_port`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_port: Option<Port>,
+    /// The node port (type `NodePort` or `LoadBalancer` only); default: the cluster
+    /// picks one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_port: Option<Port>,
+    /// `tcp` (default) or `udp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<PortProtocol>,
+}
+
+/// A Kubernetes Service's type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ServiceType {
+    /// A cluster-internal virtual IP (default).
+    #[default]
+    ClusterIP,
+    /// ClusterIP plus a port on every node.
+    NodePort,
+    /// NodePort plus the cloud's load balancer.
+    LoadBalancer,
+}
+
+impl ServiceType {
+    /// The API's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceType::ClusterIP => "ClusterIP",
+            ServiceType::NodePort => "NodePort",
+            ServiceType::LoadBalancer => "LoadBalancer",
+        }
+    }
+}
+
+/// When the kubelet pulls a container's image (the API's `imagePullPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ImagePullPolicy {
+    /// Only when the node does not have it.
+    IfNotPresent,
+    /// Before every container start.
+    Always,
+    /// Never: a missing image fails the pod.
+    Never,
+}
+
+impl ImagePullPolicy {
+    /// The API's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImagePullPolicy::IfNotPresent => "IfNotPresent",
+            ImagePullPolicy::Always => "Always",
+            ImagePullPolicy::Never => "Never",
+        }
+    }
+}
+
+/// A PersistentVolumeClaim mounted into a Kubernetes component's container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KubernetesVolume {
+    /// The claim's name in the component's namespace (it must exist).
+    pub claim: String,
+    /// The absolute path inside the container.
+    pub mount_path: String,
+    /// Mounted read-only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
 }

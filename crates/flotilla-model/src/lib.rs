@@ -10,6 +10,7 @@
 //! - [`diag`]: diagnostics with stable codes and located rendering.
 //! - [`values`]: durations, ports, signals, env values, endpoints, status ranges.
 //! - [`inventory`]: the inventory format's types (and its JSON Schema).
+//! - [`kube_names`]: Kubernetes' syntax of names, label keys and values, quantities.
 //! - [`inventory_text`]: inventory entries written as TOML for people (what `import
 //!   compose` and `discover` print), with `#` comments.
 //! - [`image_ref`]: container image references (`name[:tag][@sha256:…]`).
@@ -38,6 +39,7 @@ pub mod image_ref;
 pub mod interp;
 pub mod inventory;
 pub mod inventory_text;
+pub mod kube_names;
 pub mod migrate;
 pub mod node;
 pub mod revision;

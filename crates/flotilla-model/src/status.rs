@@ -321,6 +321,23 @@ pub struct RuntimeIdentity {
 }
 
 impl RuntimeIdentity {
+    /// What it is, in words: `pid 4242`; for an instance that is no process here
+    /// (pid 0: a cluster's pods) its `exe` with the ids after `#` cut to 8
+    /// characters, e.g. `kubernetes://inference/deployment/llm#8d31e258,df705329`.
+    pub fn instance(&self) -> String {
+        if self.pid > 0 {
+            return format!("pid {}", self.pid);
+        }
+        let exe = self.exe.display().to_string();
+        match exe.split_once('#') {
+            Some((base, ids)) => {
+                let short: Vec<&str> = ids.split(',').map(|i| i.get(..8).unwrap_or(i)).collect();
+                format!("{base}#{}", short.join(","))
+            }
+            None => exe,
+        }
+    }
+
     /// The executable's path without a trailing [`DELETED_SUFFIX`]: where the
     /// binary was loaded from.
     pub fn exe_on_disk(&self) -> &Path {

@@ -6,8 +6,8 @@
 //! host, dependency, endpoint and stack member named exists, and the graph is acyclic.
 
 use crate::inventory::{
-    AdapterKind, ContainerSpec, HostRole, LaunchdSpec, Owner, RestartPolicy, SystemdSpec,
-    TransportKind, TunnelDirection,
+    AdapterKind, ContainerSpec, HostRole, KubernetesSpec, LaunchdSpec, Owner, RestartPolicy,
+    SystemdSpec, TransportKind, TunnelDirection,
 };
 use crate::values::{Endpoint, EnvValue, HumanDuration, Signal, StatusRange};
 use serde::{Deserialize, Serialize};
@@ -37,6 +37,9 @@ pub struct Host {
     /// SSH private key file (on the machine that connects).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<String>,
+    /// A Kubernetes cluster's kubeconfig file and context (transport `kubernetes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<Cluster>,
     /// Labels.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
@@ -70,8 +73,25 @@ impl Host {
     /// transport (`ssh`, or `agent` through the authority) rather than run by the
     /// executor of this process.
     pub fn is_remote(&self) -> bool {
-        self.transport != TransportKind::Local
+        matches!(self.transport, TransportKind::Ssh | TransportKind::Agent)
     }
+}
+
+/// Where a Kubernetes cluster's API server is found: a kubeconfig file and one of its
+/// contexts (kubectl's terms; <https://kubernetes.io/docs/concepts/configuration/organize-cluster-access-kubeconfig/>).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Cluster {
+    /// The kubeconfig file (`~/` is the home of the machine Flotilla runs on; a
+    /// relative path as declared is made relative to the inventory's directory when
+    /// the inventory is loaded); `None`: `$KUBECONFIG`, else `~/.kube/config`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<String>,
+    /// The context; `None`: the kubeconfig's `current-context`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// The namespace components use unless they name their own (`default` when not
+    /// declared).
+    pub namespace: String,
 }
 
 /// A resolved restart policy (see [`crate::inventory::RestartSpec`]), defaults
@@ -284,6 +304,14 @@ pub struct Component {
     /// the runtime config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_api: Option<String>,
+    /// The cluster of a `kubernetes` component's host (kubeconfig and context). Not
+    /// part of the runtime config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<Cluster>,
+    /// The workload, for adapter `kubernetes`, defaults filled (`kind`, `name`,
+    /// `namespace`, `replicas`, each port's `name`, `service_port` and `protocol`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<KubernetesSpec>,
     /// Working directory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
@@ -381,6 +409,9 @@ impl Component {
             env_file: &'a Option<String>,
             host: &'a str,
             inherit_env: &'a [String],
+            // Left out when absent, so configs without it keep their digests.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            kubernetes: &'a Option<KubernetesSpec>,
             launchd: &'a Option<LaunchdSpec>,
             owner: Owner,
             // Left out when absent, so configs without it keep their digests.
@@ -400,6 +431,7 @@ impl Component {
             env_file: &self.env_file,
             host: &self.host,
             inherit_env: &self.inherit_env,
+            kubernetes: &self.kubernetes,
             launchd: &self.launchd,
             owner: self.owner,
             restart: &self.restart,

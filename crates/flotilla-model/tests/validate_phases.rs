@@ -1746,3 +1746,133 @@ fn container_components_resolve_with_defaults_and_their_own_digest() {
         .unwrap()
         .contains("container_api"));
 }
+
+#[test]
+fn kubernetes_hosts_and_components() {
+    use Code::*;
+    const CLUSTER: &str =
+        "[hosts.gpu]\ntransport = \"kubernetes\"\ncontext = \"lab\"\nnamespace = \"inference\"\n";
+    let ok = |body: &str| {
+        format!("{CLUSTER}[components.llm]\nhost = \"gpu\"\nadapter = \"kubernetes\"\n{body}")
+    };
+    table(&[
+        (
+            "cluster keys on an ssh host",
+            "[hosts.box]\ntransport = \"ssh\"\ncontext = \"lab\"\n[components.p]\ncommand = [\"p\"]\n",
+            &[],
+            &[(InvalidValue, "\"lab\"")],
+        ),
+        (
+            "ssh keys and a container engine on a cluster",
+            "[hosts.gpu]\ntransport = \"kubernetes\"\nuser = \"me\"\ncontainer_api = \"unix:///x.sock\"\n[components.p]\ncommand = [\"p\"]\n",
+            &[],
+            &[(InvalidValue, "\"me\""), (InvalidValue, "\"unix:///x.sock\"")],
+        ),
+        (
+            "a namespace that is not a DNS label",
+            "[hosts.gpu]\ntransport = \"kubernetes\"\nnamespace = \"Infer_ence\"\n[components.p]\ncommand = [\"p\"]\n",
+            &[],
+            &[(InvalidValue, "\"Infer_ence\"")],
+        ),
+        (
+            "a kubernetes component on this machine",
+            "[components.llm]\nadapter = \"kubernetes\"\nkubernetes = { image = \"busybox\" }\n",
+            &[],
+            &[(InvalidValue, "llm]")],
+        ),
+        (
+            "a process on a cluster",
+            &format!("{CLUSTER}[components.p]\nhost = \"gpu\"\ncommand = [\"p\"]\n"),
+            &[],
+            &[(InvalidValue, "p]")],
+        ),
+        (
+            "kubernetes adapter without its table",
+            &ok(""),
+            &[],
+            &[(NoStartMethod, "llm]")],
+        ),
+        (
+            "the table's rules",
+            &ok("cwd = \"/srv\"\nenv = { KEY = { secret = \"KEY\" } }\n[components.llm.kubernetes]\nimage = \"Bad Image\"\nname = \"LLM\"\nports = [{ name = \"much-too-long-name\", container_port = 8080, node_port = 30080 }, { container_port = 8080 }]\nvolumes = [{ claim = \"models\", mount_path = \"models\" }]\nrequests = { memory = \"8GB\" }\n"),
+            &[],
+            &[
+                (InvalidValue, "cwd"),
+                (InvalidValue, "{ secret"),
+                (InvalidValue, "\"Bad Image\""),
+                (InvalidValue, "\"LLM\""),
+                (InvalidValue, "\"much-too-long-name\""),
+                (InvalidValue, "30080"),
+                (PortConflict, "{ container_port = 8080 }"),
+                (InvalidValue, "\"models\" }"),
+                (InvalidValue, "\"8GB\""),
+            ],
+        ),
+        (
+            "no pods, and two components on one Deployment",
+            &format!("{CLUSTER}[components.a]\nhost = \"gpu\"\nadapter = \"kubernetes\"\nkubernetes = {{ image = \"busybox\", replicas = 0 }}\n[components.b]\nhost = \"gpu\"\nadapter = \"kubernetes\"\nkubernetes = {{ image = \"busybox\", name = \"a\" }}\n"),
+            &[],
+            &[(InvalidValue, "0 }"), (InvalidValue, "\"a\" }")],
+        ),
+        (
+            "a broken port hides the list's own checks, not the others'",
+            &ok("kubernetes = { image = \"busybox\", ports = [{ name = \"A_x\", container_port = 80800 }, { name = \"b\", container_port = 81, node_port = 30080 }] }\n"),
+            &[],
+            &[(InvalidValue, "80800")],
+        ),
+        (
+            "a node selector the API server would refuse",
+            &ok("kubernetes = { image = \"busybox\", node_selector = { \"bad key!\" = \"x\", \"kubernetes.io/arch\" = \"arm 64\", \"gpu\" = \"yes\" } }\n"),
+            &[],
+            &[(InvalidValue, "\"x\","), (InvalidValue, "\"arm 64\"")],
+        ),
+        (
+            "a component name that is no object name",
+            &format!("{CLUSTER}[components.big_llm]\nhost = \"gpu\"\nadapter = \"kubernetes\"\nkubernetes = {{ image = \"busybox\" }}\n"),
+            &[],
+            &[(InvalidValue, "{ image")],
+        ),
+    ]);
+}
+
+#[test]
+fn kubernetes_components_resolve_with_defaults_and_their_own_digest() {
+    use flotilla_model::inventory::{PortProtocol, ServiceType, WorkloadKind};
+    let (_, t) = run(
+        "[hosts.gpu]\ntransport = \"kubernetes\"\nkubeconfig = \"~/.kube/lab\"\ncontext = \"lab\"\nnamespace = \"inference\"\n\
+         [components.llm]\nhost = \"gpu\"\nadapter = \"kubernetes\"\ncommand = [\"--port\", \"8080\"]\n\
+         [components.llm.kubernetes]\nimage = \"ghcr.io/ggml-org/llama.cpp:server\"\ngpus = 1\n\
+         ports = [{ container_port = 8080, service_port = 80 }]\n\
+         [components.web]\nhost = \"gpu\"\nadapter = \"kubernetes\"\n\
+         kubernetes = { image = \"busybox\", namespace = \"web\", kind = \"statefulset\", replicas = 3, ports = [{ name = \"http\", container_port = 80 }] }\n",
+        &[],
+    );
+    let t = t.unwrap();
+    assert!(
+        !t.hosts["gpu"].is_remote(),
+        "the adapter talks to the API server from here"
+    );
+    let llm = t.component(t.id("llm").unwrap());
+    let k = llm.kubernetes.as_ref().unwrap();
+    assert_eq!(k.kind, Some(WorkloadKind::Deployment));
+    assert_eq!(k.name.as_deref(), Some("llm"));
+    assert_eq!(k.namespace.as_deref(), Some("inference"));
+    assert_eq!(k.replicas, Some(1));
+    assert_eq!(k.service_type, Some(ServiceType::ClusterIP));
+    assert_eq!(k.ports[0].name.as_deref(), Some("p8080"));
+    assert_eq!(k.ports[0].protocol, Some(PortProtocol::Tcp));
+    let cluster = llm.cluster.as_ref().unwrap();
+    assert_eq!(cluster.context.as_deref(), Some("lab"));
+    assert_eq!(cluster.kubeconfig.as_deref(), Some("~/.kube/lab"));
+    assert_eq!(llm.command, ["--port", "8080"]);
+    let web = t.component(t.id("web").unwrap());
+    let w = web.kubernetes.as_ref().unwrap();
+    assert_eq!(w.namespace.as_deref(), Some("web"));
+    assert_eq!(w.kind, Some(WorkloadKind::StatefulSet));
+    assert_eq!(w.ports[0].service_port.map(|p| p.0), Some(80));
+    assert!(llm.runtime_config().contains("\"kubernetes\":{"));
+    assert!(
+        !llm.runtime_config().contains("kubeconfig"),
+        "where the cluster is found is not what runs"
+    );
+}

@@ -293,6 +293,29 @@ pub struct ServeOptions {
     /// Where blobs are kept and how long unreferenced ones stay
     /// ([`crate::blobs::BlobSettings::in_authority_dir`] by default).
     pub blobs: crate::blobs::BlobSettings,
+    /// Makes the sessions' runtime when `sessions.toml` says `[runtime] kind =
+    /// "kubernetes"` (the binary's, which links the Kubernetes client); called
+    /// before privileges are dropped, so a kubeconfig readable by root only is read.
+    pub pod_runtime: Option<PodRuntimeMaker>,
+}
+
+/// Makes a Kubernetes session runtime from `[runtime.kubernetes]` and the
+/// sessions' directory; its error, a sentence.
+#[derive(Clone)]
+pub struct PodRuntimeMaker(pub std::sync::Arc<MakePodRuntime>);
+
+/// What a [`PodRuntimeMaker`] calls.
+pub type MakePodRuntime = dyn Fn(
+        &flotilla_sessions::config::KubernetesRuntimeConfig,
+        &std::path::Path,
+    ) -> Result<std::sync::Arc<dyn flotilla_sessions::runtime::Runtime>, String>
+    + Send
+    + Sync;
+
+impl std::fmt::Debug for PodRuntimeMaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PodRuntimeMaker")
+    }
 }
 
 /// A listening socket with a backlog of 4096 (the standard library's is 128): a
@@ -349,6 +372,24 @@ pub async fn serve(
         Some(c) => Some(crate::privsep::setup(&opts.dir, c).map_err(AuthorityError::Sessions)?),
         None => None,
     };
+    let pod_runtime = match sessions_config
+        .as_ref()
+        .and_then(|c| c.runtime.kubernetes.as_ref().map(|k| (c, k)))
+    {
+        None => None,
+        Some((c, k)) => {
+            let make = opts.pod_runtime.as_ref().ok_or_else(|| {
+                AuthorityError::Sessions(
+                    "[runtime] kind = \"kubernetes\" needs a flotilla built with Kubernetes".into(),
+                )
+            })?;
+            let dir = c
+                .dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(flotilla_sessions::config::DEFAULT_SESSIONS_DIR));
+            Some((make.0)(k, &dir).map_err(AuthorityError::Sessions)?)
+        }
+    };
     let listener = bind(opts.listen).map_err(|source| AuthorityError::Listen {
         addr: opts.listen,
         source,
@@ -370,6 +411,7 @@ pub async fn serve(
             url: format!("https://127.0.0.1:{}", bound.port()),
             ca_pem: ca_pem.clone(),
             privileged,
+            runtime: pod_runtime,
         }
     });
     let settings = Settings {

@@ -89,6 +89,7 @@ use utoipa::OpenApi;
         flotilla_api::notifications::DeliveryDto,
         sessions::SessionDoc,
         sessions::RuntimeRecord,
+        sessions::RuntimePod,
         sessions::RuntimeEnd,
         sessions::SessionState,
         sessions::QuestionDoc,

@@ -148,6 +148,7 @@ pub fn router<S: AuthorityStore>(state: Arc<AppState<S>>) -> Router {
         )
         .route("/v1/exec", post(sessions::exec::<S>))
         .route("/v1/push", post(sessions::push::<S>))
+        .route("/v1/session/tree", get(sessions::session_tree::<S>))
         .route("/v1/outputs/{id}", get(sessions::get_output::<S>))
         .route("/v1/alerts/alertmanager", post(sessions::alertmanager::<S>))
         .route(

@@ -497,6 +497,64 @@ impl CloneCache {
         })
     }
 
+    /// Pins session `session_id`'s base in the mirror of `repo` (made or fetched
+    /// from `url` first) without making a tree here: for a runtime whose tree is
+    /// made elsewhere from [`CloneCache::session_bundle`] (a pod's init
+    /// container). The commit pinned and the branch to check out (`None`: a
+    /// detached `HEAD`).
+    ///
+    /// Errors: as [`CloneCache::session_tree`].
+    pub fn pin_session(
+        &self,
+        repo: &str,
+        url: &str,
+        session_id: &str,
+        base: Option<&str>,
+    ) -> Result<(String, Option<String>), CloneError> {
+        check_repo(repo)?;
+        check_url(url)?;
+        check_session_id(session_id)?;
+        if let Some(b) = base {
+            check_base(b)?;
+        }
+        let pin = format!("{PIN_PREFIX}{session_id}");
+        let _lock = self.lock(repo)?;
+        let mirror = self.update_mirror(repo, url)?;
+        let (commit, branch) = resolve(&mirror, repo, base)?;
+        git(Some(&mirror), &["update-ref", &pin, &commit])?;
+        Ok((commit, branch))
+    }
+
+    /// Writes to `out` a git bundle (`git bundle create`,
+    /// <https://git-scm.com/docs/git-bundle>) of session `session_id`'s pinned base
+    /// in the mirror of `repo`: its one ref is `refs/flotilla/sessions/<id>`, with
+    /// the whole history behind it.
+    ///
+    /// Errors: invalid name or id; [`CloneError::Git`] when the mirror or the pin
+    /// is missing or the bundle cannot be written.
+    pub fn session_bundle(
+        &self,
+        repo: &str,
+        session_id: &str,
+        out: &Path,
+    ) -> Result<(), CloneError> {
+        check_repo(repo)?;
+        check_session_id(session_id)?;
+        let mirror = self.mirror_path(repo)?;
+        let pin = format!("{PIN_PREFIX}{session_id}");
+        git(
+            Some(&mirror),
+            &[
+                OsStr::new("bundle"),
+                OsStr::new("create"),
+                OsStr::new("--quiet"),
+                out.as_os_str(),
+                OsStr::new(&pin),
+            ],
+        )?;
+        Ok(())
+    }
+
     /// Deletes session `session_id`'s tree at `dest` (if it is there) and its pin in
     /// the mirror of `repo` (if there). Idempotent.
     ///
@@ -958,6 +1016,12 @@ fn make_tree(
         ],
     )?;
     git(Some(dest), &["remote", "set-url", "origin", url])?;
+    check_out(dest, commit, branch)
+}
+
+/// Checks `commit` out in the tree at `dest`: on `branch`, tracking
+/// `origin/<branch>`, or detached.
+fn check_out(dest: &Path, commit: &str, branch: Option<&str>) -> Result<(), CloneError> {
     match branch {
         Some(b) => {
             git(Some(dest), &["checkout", "--quiet", "-B", b, commit])?;
@@ -976,6 +1040,50 @@ fn make_tree(
         }
     }
     Ok(())
+}
+
+/// Makes session `session_id`'s tree at `dest` (absent or empty) from `bundle` (a
+/// [`CloneCache::session_bundle`]), as [`CloneCache::session_tree`] makes it from
+/// the mirror: `origin` is `url`, `commit` is checked out on `branch` (tracking
+/// `origin/<branch>`) or detached. Where no mirror is at hand: in a pod's init
+/// container. On failure, what was made at `dest` is left for the next try to
+/// refuse (`dest` is not empty).
+///
+/// Errors: invalid id; [`CloneError::DestExists`]; [`CloneError::Git`].
+pub fn tree_from_bundle(
+    bundle: &Path,
+    dest: &Path,
+    session_id: &str,
+    url: &str,
+    commit: &str,
+    branch: Option<&str>,
+) -> Result<(), CloneError> {
+    check_session_id(session_id)?;
+    if fs::read_dir(dest).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(CloneError::DestExists {
+            path: dest.to_path_buf(),
+        });
+    }
+    let pin = format!("{PIN_PREFIX}{session_id}");
+    git(
+        None,
+        &[OsStr::new("init"), OsStr::new("--quiet"), dest.as_os_str()],
+    )?;
+    let tracking = match branch {
+        Some(b) => format!("refs/remotes/origin/{b}"),
+        None => pin.clone(),
+    };
+    git(
+        Some(dest),
+        &[
+            OsStr::new("fetch"),
+            OsStr::new("--quiet"),
+            bundle.as_os_str(),
+            OsStr::new(&format!("{pin}:{tracking}")),
+        ],
+    )?;
+    git(Some(dest), &["remote", "add", "origin", url])?;
+    check_out(dest, commit, branch)
 }
 
 /// Whether the repository at `dest` borrows objects from `mirror`.
@@ -1066,6 +1174,47 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cache = CloneCache::new(tmp.path().join("cache"));
         (tmp, cache)
+    }
+
+    #[test]
+    fn a_tree_made_from_a_session_bundle_is_the_tree_the_mirror_would_make() {
+        let up = upstream();
+        let (tmp, cache) = cache();
+        for (sid, base, branch) in [("s1", None, Some("main")), ("s2", Some("v1"), None)] {
+            let (commit, got) = cache.pin_session("demo", &up.url, sid, base).unwrap();
+            assert_eq!(got.as_deref(), branch);
+            if base == Some("v1") {
+                assert_eq!(commit, up.v1);
+            }
+            let bundle = tmp.path().join(format!("{sid}.bundle"));
+            cache.session_bundle("demo", sid, &bundle).unwrap();
+            // Made where no mirror is: only the bundle is read.
+            let dest = tmp.path().join(format!("pod/{sid}"));
+            tree_from_bundle(&bundle, &dest, sid, &up.url, &commit, got.as_deref()).unwrap();
+            assert_eq!(g(&dest, &["rev-parse", "HEAD"]), commit);
+            assert_eq!(g(&dest, &["remote", "get-url", "origin"]), up.url);
+            assert!(!dest.join(".git/objects/info/alternates").exists());
+            match branch {
+                Some(b) => assert_eq!(
+                    g(&dest, &["rev-parse", "--abbrev-ref", "@{upstream}"]),
+                    format!("origin/{b}")
+                ),
+                None => assert_eq!(g(&dest, &["rev-parse", "--abbrev-ref", "HEAD"]), "HEAD"),
+            }
+            assert_eq!(
+                g(&dest, &["log", "--format=%H"]).lines().last(),
+                Some(up.first.as_str())
+            );
+            // A second try on the made tree refuses, and changes nothing.
+            assert!(matches!(
+                tree_from_bundle(&bundle, &dest, sid, &up.url, &commit, got.as_deref()),
+                Err(CloneError::DestExists { .. })
+            ));
+        }
+        // No pin, no bundle.
+        assert!(cache
+            .session_bundle("demo", "s9", &tmp.path().join("s9.bundle"))
+            .is_err());
     }
 
     #[test]

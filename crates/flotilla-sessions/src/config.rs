@@ -7,7 +7,7 @@ use crate::executor::Allowlist;
 use crate::output;
 use crate::policy::{AlwaysAsk, Policy};
 use crate::rules::Rules;
-use crate::runtime::Network;
+use crate::runtime::{Network, RuntimeKind};
 use crate::Mode;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -104,6 +104,13 @@ fn default_cap() -> usize {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuntimeConfig {
+    /// Where runtimes run: `local` (a bubblewrap sandbox on the authority's host,
+    /// the default) or `kubernetes` (one Pod per runtime, `[runtime.kubernetes]`).
+    #[serde(default)]
+    pub kind: RuntimeKind,
+    /// `[runtime.kubernetes]`: the cluster and the pods, with `kind = "kubernetes"`.
+    #[serde(default)]
+    pub kubernetes: Option<KubernetesRuntimeConfig>,
     /// The Claude Code executable (absolute; default `claude` found on `PATH`).
     #[serde(default)]
     pub claude: Option<PathBuf>,
@@ -139,6 +146,73 @@ pub struct RuntimeConfig {
     /// wait (`waiting_for_capacity`) until one ends.
     #[serde(default = "default_max_runtimes")]
     pub max_runtimes: usize,
+}
+
+/// `[runtime.kubernetes]` of `sessions.toml`: where sessions' pods run and what
+/// they run. The image must hold Claude Code, `git`, `/bin/sh` and this version
+/// of `flotilla` (the gate's hook, and the pod's init and agent wrapper).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KubernetesRuntimeConfig {
+    /// The kubeconfig file (default: `$KUBECONFIG`, else `~/.kube/config`).
+    #[serde(default)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Its context (default: its current context).
+    #[serde(default)]
+    pub context: Option<String>,
+    /// The namespace of the sessions' pods, Secrets and claims (default `default`).
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    /// The pods' image (`registry/repository:tag` or `…@sha256:…`).
+    pub image: String,
+    /// `Always`, `IfNotPresent` or `Never` (default: Kubernetes' own).
+    #[serde(default)]
+    pub image_pull_policy: Option<String>,
+    /// `flotilla` inside the image (absolute; default `/usr/local/bin/flotilla`).
+    #[serde(default = "default_pod_flotilla")]
+    pub flotilla: PathBuf,
+    /// Claude Code inside the image (absolute; default `/usr/local/bin/claude`).
+    #[serde(default = "default_pod_claude")]
+    pub claude: PathBuf,
+    /// The authority's URL as the pods reach it (default: the authority's own
+    /// `https://IP:PORT`); its certificate must name the host.
+    #[serde(default)]
+    pub authority_url: Option<String>,
+    /// The size of each session's PersistentVolumeClaim (its tree and home), a
+    /// Kubernetes quantity (default `1Gi`).
+    #[serde(default = "default_storage")]
+    pub storage: String,
+    /// The claims' StorageClass (default: the cluster's default class).
+    #[serde(default)]
+    pub storage_class: Option<String>,
+    /// The pods' node selector.
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    /// How long a pod's init container keeps trying to reach the authority for the
+    /// session's tree (it may be restarting) before the runtime fails (default 2
+    /// min).
+    #[serde(default = "default_authority_wait", with = "humantime_serde_compat")]
+    pub authority_wait: Duration,
+}
+
+fn default_authority_wait() -> Duration {
+    Duration::from_secs(120)
+}
+
+fn default_namespace() -> String {
+    "default".into()
+}
+
+fn default_pod_flotilla() -> PathBuf {
+    PathBuf::from("/usr/local/bin/flotilla")
+}
+
+fn default_pod_claude() -> PathBuf {
+    PathBuf::from("/usr/local/bin/claude")
+}
+
+fn default_storage() -> String {
+    "1Gi".into()
 }
 
 fn default_max_runtimes() -> usize {
@@ -473,6 +547,156 @@ impl SessionsConfig {
                     a.repo
                 )));
             }
+        }
+        match (config.runtime.kind, &config.runtime.kubernetes) {
+            (RuntimeKind::Kubernetes, None) => {
+                return Err(invalid(format!(
+                    "{}[runtime] kind = \"kubernetes\" needs a [runtime.kubernetes] table (image, namespace…)",
+                    at("kind")
+                )));
+            }
+            (RuntimeKind::Local, Some(_)) => {
+                return Err(invalid(format!(
+                    "{}[runtime.kubernetes] is set but [runtime] kind is \"local\": set kind = \"kubernetes\", or remove the table",
+                    at("[runtime.kubernetes]")
+                )));
+            }
+            (RuntimeKind::Kubernetes, Some(k)) => {
+                if config.runtime.network != Network::Host {
+                    let written = text
+                        .lines()
+                        .any(|l| l.trim_start().starts_with("network") && l.contains('='));
+                    let what = if written {
+                        format!(
+                            "network = \"{}\" is the local sandbox's",
+                            serde_json::to_value(config.runtime.network)
+                                .ok()
+                                .and_then(|v| v.as_str().map(String::from))
+                                .unwrap_or_default()
+                        )
+                    } else {
+                        "network is not set, and its default (`proxy`) is the local sandbox's"
+                            .to_string()
+                    };
+                    return Err(invalid(format!(
+                        "{}[runtime] {what}: a pod has the cluster's network, so set network = \"host\" (a NetworkPolicy is the cluster's to set)",
+                        at(if written { "network" } else { "kind" }),
+                    )));
+                }
+                use flotilla_model::kube_names::{dns_label, is_quantity, label_key, label_value};
+                let table = "[runtime.kubernetes]";
+                if let Err(why) = dns_label(&k.namespace) {
+                    return Err(invalid(format!(
+                        "{}{table} namespace `{}` {why} (a DNS-1123 label)",
+                        at(&k.namespace),
+                        k.namespace
+                    )));
+                }
+                if !is_quantity(&k.storage) {
+                    return Err(invalid(format!(
+                        "{}{table} storage `{}` is not a Kubernetes quantity (e.g. \"5Gi\")",
+                        at(&k.storage),
+                        k.storage
+                    )));
+                }
+                if let Some(class) = &k.storage_class {
+                    if class.is_empty() || class.split('.').any(|l| dns_label(l).is_err()) {
+                        return Err(invalid(format!(
+                            "{}{table} storage_class `{class}` is not a StorageClass name (a DNS subdomain); leave it out for the cluster's default",
+                            at("storage_class")
+                        )));
+                    }
+                }
+                for (key, value) in &k.node_selector {
+                    let why = label_key(key)
+                        .map_err(|w| format!("key `{key}`: {w}"))
+                        .and_then(|()| {
+                            label_value(value).map_err(|w| format!("value `{value}` {w}"))
+                        });
+                    if let Err(why) = why {
+                        return Err(invalid(format!("{}{table} node_selector {why}", at(key))));
+                    }
+                }
+                for name in config.runtime.env.keys() {
+                    let valid = name
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                    if !valid {
+                        return Err(invalid(format!(
+                            "{}[runtime] env `{name}` is not a variable name (letters, digits and `_`, not starting with a digit)",
+                            at(name)
+                        )));
+                    }
+                    if name.starts_with("FLOTILLA_") || name == "HOME" || name == "PATH" {
+                        return Err(invalid(format!(
+                            "{}[runtime] env `{name}` is set by Flotilla in every pod",
+                            at(name)
+                        )));
+                    }
+                }
+                let number: String = k
+                    .storage
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | '+' | '-'))
+                    .collect();
+                if number.starts_with('-') || !number.chars().any(|c| matches!(c, '1'..='9')) {
+                    return Err(invalid(format!(
+                        "{}{table} storage `{}` must be more than nothing",
+                        at(&k.storage),
+                        k.storage
+                    )));
+                }
+                if k.image.chars().any(char::is_whitespace) {
+                    return Err(invalid(format!(
+                        "{}{table} image `{}` holds white space: not an image reference",
+                        at(&k.image),
+                        k.image
+                    )));
+                }
+                if let Some(url) = &k.authority_url {
+                    let host = url
+                        .strip_prefix("https://")
+                        .map(|r| r.split('/').next().unwrap_or(""));
+                    if host.is_none_or(str::is_empty) {
+                        return Err(invalid(format!(
+                            "{}{table} authority_url `{url}` is not an https:// URL (how the pods reach the authority)",
+                            at(url)
+                        )));
+                    }
+                }
+                for (what, p) in [("flotilla", &k.flotilla), ("claude", &k.claude)] {
+                    if !p.is_absolute() {
+                        return Err(invalid(format!(
+                            "{}[runtime.kubernetes] {what} `{}` is not absolute",
+                            at(what),
+                            p.display()
+                        )));
+                    }
+                }
+                if k.image.trim().is_empty() {
+                    return Err(invalid(format!(
+                        "{}[runtime.kubernetes] image is empty",
+                        at("image")
+                    )));
+                }
+                if let Some(p) = &k.image_pull_policy {
+                    if !["Always", "IfNotPresent", "Never"].contains(&p.as_str()) {
+                        return Err(invalid(format!(
+                            "{}[runtime.kubernetes] image_pull_policy `{p}` is not Always, IfNotPresent or Never",
+                            at(p)
+                        )));
+                    }
+                }
+                if !config.runtime.writable.is_empty() {
+                    return Err(invalid(format!(
+                        "{}[runtime] writable binds paths of the authority's host into the local sandbox: a pod cannot have them",
+                        at("writable")
+                    )));
+                }
+            }
+            (RuntimeKind::Local, None) => {}
         }
         for (name, repo) in &config.repos {
             if repo.url.starts_with('/') && !std::path::Path::new(&repo.url).exists() {

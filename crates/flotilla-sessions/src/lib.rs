@@ -16,7 +16,7 @@
 //! - [`output`]: output capped at the source (head, tail, a marker, the whole kept).
 //! - [`alerts`]: Alertmanager's webhook (version 4), the matcher, the dedup key.
 //! - [`executor`]: the executor's read allowlist over argv lists.
-//! - [`runtime`]: the local runtime's bubblewrap sandbox.
+//! - [`runtime`]: the `Runtime` trait and the local runtime's bubblewrap sandbox.
 //! - [`config`]: `sessions.toml`, read and checked at the authority's start.
 //! - [`users`]: the users the authority's pieces run as (`[privileges]`).
 //! - [`privsep`]: with sessions, the authority split in three: the root launcher
@@ -24,6 +24,8 @@
 //!   unprivileged API; their Unix-socket protocols.
 //! - [`bridge`]: inside that sandbox, loopback ports relayed to the authority's
 //!   Unix sockets (its only way out).
+//! - [`pod`]: inside a session's pod (the Kubernetes runtime): its tree and home
+//!   prepared, the agent run and its end reported.
 
 pub mod alerts;
 pub mod bridge;
@@ -32,6 +34,7 @@ pub mod config;
 pub mod executor;
 pub mod hook;
 pub mod output;
+pub mod pod;
 pub mod policy;
 pub mod privsep;
 pub mod rules;

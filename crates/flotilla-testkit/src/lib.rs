@@ -10,7 +10,11 @@
 //!   home each) for the multi-host tests: their addresses, keys and inventory entries,
 //!   running commands in them, partitioning and rekeying them, counting SSH logins;
 //! - [`loopback_ssh`] ([`LoopbackSshd`]): a test's own sshd on 127.0.0.1, an SSH host
-//!   whose loopback is this machine's (a tunnel's far end reaching services here).
+//!   whose loopback is this machine's (a tunnel's far end reaching services here);
+//! - [`kube_api`] ([`FakeKube`]): an in-memory Kubernetes API server on 127.0.0.1
+//!   copying the real one's behaviour (server-side apply, watches, selectors) with a
+//!   simulated kubelet and controllers, faults and a request log; also served by the
+//!   `fake-kube-apiserver` binary.
 //!
 //! The `flotilla-testkit` binary itself (see `src/main.rs` and `--help`) is a stand-in
 //! service whose behaviour is set by flags.
@@ -19,9 +23,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 pub mod anthropic_stub;
+pub mod kube_api;
 pub mod loopback_ssh;
 pub mod testnet;
 
+pub use kube_api::FakeKube;
 pub use loopback_ssh::LoopbackSshd;
 pub use testnet::{TestHost, Testnet};
 

@@ -10,6 +10,7 @@
 //!   compose import's converter) touches no file system, clock, environment, process
 //!   or tokio;
 //! - the agent does not depend on the server crate;
+//! - only `flotilla-kube` depends on kube-rs and k8s-openapi;
 //! - no library calls `process::exit` (the binary decides how the process ends);
 //! - every crate's `lib.rs` opens with its `//!` code map;
 //! - a module of test helpers (`testing`, `test_support`, `mocks`) is compiled only
@@ -243,6 +244,63 @@ fn the_agent_does_not_depend_on_the_server() {
         !depends && uses.is_empty(),
         "flotilla-agent depends on flotilla-server (the wire types and Client are in flotilla-api):\n{}",
         uses.join("\n")
+    );
+}
+
+#[test]
+fn only_flotilla_kube_depends_on_kube() {
+    // A crate's own dependencies (not its dev-dependencies: the testkit's tests drive
+    // kube-rs against its fake API server) and its production sources.
+    let mut bad = Vec::new();
+    for entry in std::fs::read_dir(workspace().join("crates"))
+        .unwrap()
+        .flatten()
+    {
+        let krate = entry.file_name().to_string_lossy().into_owned();
+        if krate == "flotilla-kube" {
+            continue;
+        }
+        let Ok(manifest) = std::fs::read_to_string(entry.path().join("Cargo.toml")) else {
+            continue;
+        };
+        let mut section = String::new();
+        for line in manifest.lines() {
+            let t = line.trim();
+            if t.starts_with('[') {
+                section = t.to_string();
+                continue;
+            }
+            let production = section == "[dependencies]" || section.ends_with(".dependencies]");
+            if production && (t.starts_with("kube") || t.starts_with("k8s-openapi")) {
+                bad.push(format!("crates/{krate}/Cargo.toml: {t}"));
+            }
+        }
+    }
+    for s in sources()
+        .iter()
+        .filter(|s| s.krate != "flotilla-kube" && s.krate != "flotilla-testkit")
+    {
+        // `kube::` as a path of its own, not the end of `flotilla_kube::`.
+        let names_kube = |line: &str| {
+            ["kube::", "k8s_openapi::"].iter().any(|n| {
+                line.match_indices(n).any(|(i, _)| {
+                    !line[..i]
+                        .chars()
+                        .next_back()
+                        .is_some_and(|c| c.is_alphanumeric() || c == '_')
+                })
+            })
+        };
+        for h in hits(s, &["kube::", "k8s_openapi::"]) {
+            if names_kube(&h) {
+                bad.push(format!("{}: {h}", s.rel));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "only flotilla-kube depends on kube and k8s-openapi (the executor reaches its adapter through the Adapter trait):\n{}",
+        bad.join("\n")
     );
 }
 

@@ -35,6 +35,7 @@ pub mod sandbox_bridge;
 pub mod schema;
 pub mod serve;
 pub mod session;
+pub mod session_pod;
 pub mod start;
 pub mod status;
 pub mod stop;

@@ -286,13 +286,24 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 report_deadline: r.report_deadline,
                 public_url: r.public_url.clone(),
                 blobs,
+                pod_runtime: Some(flotilla_server::authority::PodRuntimeMaker(
+                    std::sync::Arc::new(|k, dir| {
+                        flotilla_kube::session::PodRuntime::connect(k, dir)
+                            .map(|r| std::sync::Arc::new(r) as _)
+                            .map_err(|e| flotilla_exec::error::chain(&e))
+                    }),
+                )),
             };
-            rt.block_on(authority::serve(opts, |addr, pin, backend| {
+            let served = rt.block_on(authority::serve(opts, |addr, pin, backend| {
                 tracing::info!(
                     "flotilla serve: listening on https://{addr} (CA pin {pin}; {})",
                     backend.describe()
                 );
-            }))?;
+            }));
+            // Blocking waits still running (a session's pod followed to its end,
+            // which outlives this process) are not waited for.
+            rt.shutdown_background();
+            served?;
             Ok(EXIT_OK)
         }
     }

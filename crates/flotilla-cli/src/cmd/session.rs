@@ -113,7 +113,7 @@ fn line(s: &SessionDto) -> String {
         _ => s.doc.mode.to_string(),
     };
     let runtime = match (&s.doc.runtime, s.runtime_alive) {
-        (Some(r), true) => format!("pid {}", r.pid),
+        (Some(r), true) => r.describe(),
         _ => "-".into(),
     };
     let state = serde_json::to_value(s.state)
@@ -182,6 +182,8 @@ fn deleted_line(r: &CleanupReport) -> String {
     };
     parts.extend(plural(count(".jsonl"), "transcript", "transcripts"));
     parts.extend(plural(count(".stderr"), "stderr log", "stderr logs"));
+    // Objects on a cluster (`Kind namespace/name`), as they are.
+    parts.extend(r.removed.iter().filter(|p| !p.starts_with('/')).cloned());
     let mut line = format!(
         "session {} deleted: freed {} in {} file{}",
         r.id,
@@ -195,8 +197,10 @@ fn deleted_line(r: &CleanupReport) -> String {
     if r.pin_dropped {
         line.push_str("; pin dropped");
     }
-    if let Some(pid) = r.runtime_killed {
-        line.push_str(&format!("; runtime {pid} killed first"));
+    match r.runtime_killed {
+        Some(0) => line.push_str("; its runtime's pod deleted first"),
+        Some(pid) => line.push_str(&format!("; runtime {pid} killed first")),
+        None => {}
     }
     for m in &r.mirrors_removed {
         line.push_str(&format!(

@@ -272,6 +272,7 @@ fn text(r: &StatusReport, verbose: bool) -> String {
             c.ownership.to_string(),
             c.runtime_identity
                 .as_ref()
+                .filter(|i| i.measured.pid > 0)
                 .map(|i| i.measured.pid.to_string())
                 .unwrap_or_else(|| "-".into()),
             c.runtime_identity

@@ -164,6 +164,25 @@ impl Authority {
         self.child.as_ref().map(|(c, _)| c.id())
     }
 
+    /// Sends SIGTERM and waits up to `within` for the process to end; whether it did
+    /// (if not, it is killed).
+    pub fn terminate(&mut self, within: Duration) -> bool {
+        let Some((mut child, _guard)) = self.child.take() else {
+            return true;
+        };
+        let sent = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let ended = flotilla_testkit::wait_until(within, || child.try_wait().unwrap().is_some());
+        if !ended {
+            child.kill().unwrap();
+        }
+        child.wait().unwrap();
+        ended
+    }
+
     pub fn kill9(&mut self) {
         if let Some((mut child, _guard)) = self.child.take() {
             child.kill().unwrap();

@@ -18,6 +18,27 @@ pub struct SessionsAuthority {
     pub origin: PathBuf,
 }
 
+/// Claude Code: `$FLOTILLA_CLAUDE_CODE`, else installed by `scripts/claude-code`
+/// (into /var/cache/flotilla-tools: the runtime user must be able to run it).
+pub fn claude() -> PathBuf {
+    if let Some(p) = std::env::var_os("FLOTILLA_CLAUDE_CODE") {
+        return PathBuf::from(p);
+    }
+    let out = std::process::Command::new(super::repo_root().join("scripts/claude-code"))
+        .env(
+            "FLOTILLA_TOOLS",
+            std::env::var("FLOTILLA_TOOLS").unwrap_or_else(|_| "/var/cache/flotilla-tools".into()),
+        )
+        .output()
+        .expect("run scripts/claude-code");
+    assert!(
+        out.status.success(),
+        "scripts/claude-code failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
 /// Runs `git ARGS` in `dir`, asserting success; its stdout.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")

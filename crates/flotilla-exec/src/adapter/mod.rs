@@ -63,6 +63,9 @@ pub struct Launch {
     /// The values of the secrets the component receives as files (a container's
     /// `secrets`), by name, resolved on this host: never log them.
     pub secret_files: Vec<(String, String)>,
+    /// Cancelled when the operation is interrupted: an adapter that waits (a
+    /// cluster's rollout) stops waiting and fails.
+    pub cancel: tokio_util::sync::CancellationToken,
 }
 
 impl std::fmt::Debug for Launch {
@@ -276,6 +279,14 @@ pub trait Adapter: Send + Sync {
         None
     }
 
+    /// What `flotilla check` asks of the owner before a start, as `(what, ok, saw)`
+    /// findings, when the owner is reached through an API of its own (a cluster) and
+    /// nothing of `c` runs on this machine; `None` (the default): the component's
+    /// program, directories and ports here are checked.
+    fn preflight(&self, _project: &str, _c: &Component) -> Option<Vec<(String, bool, String)>> {
+        None
+    }
+
     /// What runs now of `c` of `project`. `None`: the adapter keeps no state of its
     /// own, and the journal's instance record is the truth (process-family adapters;
     /// the observer measures it).
@@ -292,6 +303,9 @@ pub trait Adapter: Send + Sync {
     }
 }
 
+/// The `kubernetes` adapter given to [`Adapters::install_kubernetes`].
+static KUBERNETES: std::sync::OnceLock<Arc<dyn Adapter>> = std::sync::OnceLock::new();
+
 /// The adapters of this build, looked up by a component's owner and adapter kind.
 #[derive(Clone)]
 pub struct Adapters {
@@ -301,6 +315,7 @@ pub struct Adapters {
     systemd: Arc<dyn Adapter>,
     launchd: Arc<dyn Adapter>,
     container: Arc<dyn Adapter>,
+    kubernetes: Arc<dyn Adapter>,
 }
 
 impl Default for Adapters {
@@ -320,7 +335,25 @@ impl Adapters {
             systemd: Arc::new(systemd::Systemd::from_env()),
             launchd: Arc::new(launchd::Launchd::from_env()),
             container: Arc::new(container::Container),
+            kubernetes: KUBERNETES
+                .get()
+                .cloned()
+                .unwrap_or_else(|| Arc::new(NotBuiltIn(AdapterKind::Kubernetes))),
         }
+    }
+
+    /// Makes `a` the `kubernetes` adapter of every [`Adapters::native`] made after it
+    /// in this process (the binary installs `flotilla-kube`'s at start, before any
+    /// executor runs); a second call is ignored.
+    pub fn install_kubernetes(a: Arc<dyn Adapter>) {
+        let _ = KUBERNETES.set(a);
+    }
+
+    /// Sets the `kubernetes` adapter (it lives in its own crate, `flotilla-kube`,
+    /// which the binary links; without it such components fail to start, saying so).
+    pub fn with_kubernetes(mut self, a: Arc<dyn Adapter>) -> Adapters {
+        self.kubernetes = a;
+        self
     }
 
     /// Replaces the launchd adapter (tests drive a fake `launchctl` this way).
@@ -340,7 +373,52 @@ impl Adapters {
             AdapterKind::Systemd => &self.systemd,
             AdapterKind::Launchd => &self.launchd,
             AdapterKind::Container => &self.container,
+            AdapterKind::Kubernetes => &self.kubernetes,
         }
+    }
+}
+
+/// The stand-in for an adapter this executor was not given (see
+/// [`Adapters::with_kubernetes`]): every verb fails, naming it.
+struct NotBuiltIn(AdapterKind);
+
+impl NotBuiltIn {
+    fn err(&self, c: &Component) -> ExecError {
+        ExecError::Adapter {
+            component: c.name.clone(),
+            message: format!(
+                "the `{}` adapter is not part of this executor",
+                self.0.as_str()
+            ),
+        }
+    }
+}
+
+impl Adapter for NotBuiltIn {
+    fn kind(&self) -> Option<AdapterKind> {
+        Some(self.0)
+    }
+
+    fn start(&self, launch: &Launch) -> Result<Launched, ExecError> {
+        Err(self.err(&launch.component))
+    }
+
+    fn stop(
+        &self,
+        _project: &str,
+        c: &Component,
+        _recorded: Option<&InstanceRecord>,
+    ) -> Result<Stopped, ExecError> {
+        Err(self.err(c))
+    }
+
+    fn observe(
+        &self,
+        _project: &str,
+        c: &Component,
+        _recorded: Option<&InstanceRecord>,
+    ) -> Result<Option<Seen>, ExecError> {
+        Err(self.err(c))
     }
 }
 
@@ -386,7 +464,7 @@ pub(crate) fn file_len(p: &std::path::Path) -> u64 {
 
 /// `c`'s stop signal and grace period (managed components always have them; the
 /// fallback is SIGTERM and 10 s).
-pub(crate) fn stop_settings(c: &Component) -> (String, std::time::Duration) {
+pub fn stop_settings(c: &Component) -> (String, std::time::Duration) {
     c.stop
         .as_ref()
         .map(|s| (s.signal.as_str().to_string(), s.grace_period.0))

@@ -654,6 +654,7 @@ mod tests {
             project: "test".into(),
             operation: "op-1".into(),
             secret_files: Vec::new(),
+            cancel: Default::default(),
         }
     }
 

@@ -1,6 +1,6 @@
-//! Every OS but Linux: the `/proc` readers are not implemented yet; each fails with
-//! [`ExecError::Unsupported`] so callers report "not implemented on this OS" instead
-//! of wrong facts.
+//! Every OS but Linux and macOS (Windows, the BSDs…): the process readers are not
+//! implemented; each fails with [`ExecError::Unsupported`] so callers report "not
+//! implemented on this OS" instead of wrong facts.
 
 use super::ProcStat;
 use crate::ExecError;

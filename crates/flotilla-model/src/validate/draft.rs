@@ -40,6 +40,8 @@ pub(super) struct Draft<'a> {
     pub(super) host_address: String,
     /// Its host's container engine API, for a container component whose host declares one.
     pub(super) container_api: Option<String>,
+    /// Its host's cluster, for a `kubernetes` component on a cluster.
+    pub(super) cluster: Option<crate::topology::Cluster>,
     /// Upstream components (indices into the name-sorted drafts) and where each
     /// dependency is declared.
     pub(super) deps: BTreeMap<usize, Location>,
@@ -335,6 +337,7 @@ impl Validator {
                             || spec.systemd.as_ref().is_some_and(|s| s.unit.is_some())
                     }
                     AdapterKind::Container => spec.container.is_some(),
+                    AdapterKind::Kubernetes => spec.kubernetes.is_some(),
                 };
                 if !has_start && !any_broken(&broken, START_KEYS) {
                     let need = match adapter {
@@ -343,6 +346,7 @@ impl Validator {
                         AdapterKind::Launchd => "a `launchd` table with the job's `label`, and a `command` (Flotilla writes the job's plist) or `launchd.plist` (an existing one)",
                         AdapterKind::Systemd => "a `command` (Flotilla writes the unit) or `systemd = { unit = \"name.service\" }` (an existing unit)",
                         AdapterKind::Container => "a `container` table with the `image` it runs, e.g. container = { image = \"ghcr.io/open-webui/open-webui:main\" }",
+                        AdapterKind::Kubernetes => "a `kubernetes` table with the `image` its pods run, e.g. kubernetes = { image = \"ghcr.io/ggml-org/llama.cpp:server\" }",
                     };
                     self.push(
                         Diagnostic::error(
@@ -376,6 +380,7 @@ impl Validator {
                     ("launchd", AdapterKind::Launchd),
                     ("systemd", AdapterKind::Systemd),
                     ("container", AdapterKind::Container),
+                    ("kubernetes", AdapterKind::Kubernetes),
                 ] {
                     if adapter_known && node.get(key).is_some() && adapter != wanted {
                         self.push(
@@ -412,6 +417,23 @@ impl Validator {
         } else {
             None
         };
+        if owner == Owner::External || spec.adapter.is_some() || !any_broken(&broken, &["template"])
+        {
+            self.kubernetes_rules(
+                name,
+                node,
+                self.loc(e.key_span),
+                &spec,
+                owner,
+                adapter.unwrap_or_default(),
+                hosts.get(&host),
+                &env,
+                &broken,
+            );
+        }
+        let cluster = (adapter == Some(AdapterKind::Kubernetes) && owner == Owner::Managed)
+            .then(|| hosts.get(&host).and_then(|h| h.cluster.clone()))
+            .flatten();
         let container_api = (adapter == Some(AdapterKind::Container) && owner == Owner::Managed)
             .then(|| hosts.get(&host).and_then(|h| h.container_api.clone()))
             .flatten();
@@ -442,6 +464,7 @@ impl Validator {
             parsed_endpoints: BTreeMap::new(),
             host_address: String::new(),
             container_api,
+            cluster,
             deps: BTreeMap::new(),
             connections: BTreeMap::new(),
             resolved_tunnel: None,

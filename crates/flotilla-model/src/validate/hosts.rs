@@ -1,10 +1,11 @@
-//! Hosts: transport (`local`, `ssh`, `agent`), role, platform, SSH settings, the
-//! container engine's API (each checked where it is written), and the implicit
-//! `local` host.
+//! Hosts: transport (`local`, `ssh`, `agent`, `kubernetes`), role, platform, SSH
+//! settings, the container engine's API, a cluster's kubeconfig, context and namespace
+//! (each checked where it is written), and the implicit `local` host.
 
 use super::Validator;
 use crate::diag::{Code, Diagnostic};
 use crate::inventory::{HostSpec, TransportKind};
+use crate::kube_names::dns_label;
 use crate::node::Node;
 use crate::topology::Host;
 use std::collections::{BTreeMap, BTreeSet};
@@ -57,6 +58,7 @@ impl Validator {
                     }
                     if h.transport != TransportKind::Ssh {
                         let help = match h.transport {
+                            TransportKind::Kubernetes => "remove it: a cluster is reached through its API server, with the kubeconfig's context (`kubeconfig`, `context`)",
                             TransportKind::Agent => "remove it: an agent host is reached through its own `flotilla agent`, which keeps its own state directory (or set transport = \"ssh\")",
                             _ => "set transport = \"ssh\", or remove it (a local host uses this machine's own state directory: --state-dir)",
                         };
@@ -146,6 +148,7 @@ impl Validator {
                             );
                         }
                     }
+                    self.cluster_keys(&e.key, &e.value, &h);
                     if let Some(d) = &h.state_dir {
                         if !d.starts_with('/') {
                             self.push(Diagnostic::error(
@@ -162,7 +165,19 @@ impl Validator {
                             transport: h.transport,
                             address: h.address.clone().unwrap_or_else(|| match h.transport {
                                 TransportKind::Local => "localhost".into(),
-                                TransportKind::Ssh | TransportKind::Agent => e.key.to_string(),
+                                TransportKind::Ssh
+                                | TransportKind::Agent
+                                | TransportKind::Kubernetes => e.key.to_string(),
+                            }),
+                            cluster: (h.transport == TransportKind::Kubernetes).then(|| {
+                                crate::topology::Cluster {
+                                    kubeconfig: h.kubeconfig.clone(),
+                                    context: h.context.clone(),
+                                    namespace: h
+                                        .namespace
+                                        .clone()
+                                        .unwrap_or_else(|| "default".into()),
+                                }
                             }),
                             role: h.role.unwrap_or_default(),
                             user: h.user,
@@ -195,10 +210,72 @@ impl Validator {
                     platform: None,
                     labels: BTreeMap::new(),
                     container_api: None,
+                    cluster: None,
                 },
             );
         }
         hosts
+    }
+}
+
+impl Validator {
+    /// The cluster keys of host `name` (`kubeconfig`, `context`, `namespace`): only
+    /// with transport `kubernetes`, each well formed; and what a cluster does not
+    /// have (SSH settings, a container engine).
+    fn cluster_keys(&mut self, name: &str, node: &Node<'_>, h: &HostSpec) {
+        let kube = h.transport == TransportKind::Kubernetes;
+        for (key, set) in [
+            ("kubeconfig", h.kubeconfig.is_some()),
+            ("context", h.context.is_some()),
+            ("namespace", h.namespace.is_some()),
+        ] {
+            if set && !kube {
+                self.push(
+                    Diagnostic::error(
+                        Code::InvalidValue,
+                        format!("host `{name}`: `{key}` applies to transport `kubernetes` only"),
+                        self.loc(node.span_at(&[key])),
+                    )
+                    .with_help("set transport = \"kubernetes\" for a cluster, or remove it"),
+                );
+            }
+        }
+        if !kube {
+            return;
+        }
+        if h.container_api.is_some() {
+            self.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    format!("host `{name}`: a cluster has no `container_api`"),
+                    self.loc(node.span_at(&["container_api"])),
+                )
+                .with_help("a cluster runs containers as pods: give its components adapter = \"kubernetes\" and a `kubernetes` table"),
+            );
+        }
+        if let Some(ns) = &h.namespace {
+            if let Err(why) = dns_label(ns) {
+                self.push(
+                    Diagnostic::error(
+                        Code::InvalidValue,
+                        format!("host `{name}`: namespace `{ns}` {why}"),
+                        self.loc(node.span_at(&["namespace"])),
+                    )
+                    .with_help("a namespace name is a DNS-1123 label: lowercase letters, digits and `-`, at most 63, starting and ending with a letter or digit"),
+                );
+            }
+        }
+        for (key, v) in [("kubeconfig", &h.kubeconfig), ("context", &h.context)] {
+            if v.as_deref()
+                .is_some_and(|v| v.is_empty() || v.contains(['\n', '\r', '\0']))
+            {
+                self.push(Diagnostic::error(
+                    Code::InvalidValue,
+                    format!("host `{name}`: `{key}` is empty or has a line break"),
+                    self.loc(node.span_at(&[key])),
+                ));
+            }
+        }
     }
 }
 

@@ -28,6 +28,7 @@ mod draft;
 mod graph;
 mod hints;
 mod hosts;
+mod kubernetes;
 mod probes;
 mod references;
 
@@ -82,6 +83,7 @@ pub fn validate(
         text: sources.get(inventory).text.to_string(),
         json: sources.get(inventory).format == crate::source::Format::Json,
         project: None,
+        kube_objects: Default::default(),
     };
     if let Some(d) = not_utf8(sources, inventory) {
         v.push(d);
@@ -141,6 +143,9 @@ struct Validator {
     json: bool,
     /// The inventory's `project`, when it declares one.
     project: Option<String>,
+    /// Each Kubernetes object a component owns, `(host, namespace, name)`: the
+    /// component that claimed it first (two components never share a workload).
+    kube_objects: std::collections::HashMap<(String, String, String), String>,
 }
 
 /// The `not-utf8` error for `file`, when its bytes were not UTF-8: at the first bad

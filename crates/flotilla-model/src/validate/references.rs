@@ -867,6 +867,15 @@ impl Validator {
             launchd: d.spec.launchd,
             systemd: d.spec.systemd,
             container_api: d.container_api,
+            kubernetes: match (d.adapter, d.spec.kubernetes) {
+                (Some(AdapterKind::Kubernetes), Some(k)) => Some(super::kubernetes::with_defaults(
+                    k,
+                    d.name,
+                    d.cluster.as_ref().map(|c| c.namespace.as_str()),
+                )),
+                _ => None,
+            },
+            cluster: d.cluster,
             container: match (d.adapter, d.spec.container) {
                 (Some(AdapterKind::Container), Some(c)) => Some(super::container::with_defaults(
                     c,

@@ -29,7 +29,6 @@
 //! kills the runtime first (the same kill as `DELETE /v1/sessions/{id}/runtime`)
 //! and waits until its process is gone.
 
-use super::docs::alive;
 use super::lifecycle::{every_reconcile, kill_runtime};
 use super::records::{load_session, sessions_of};
 use crate::failure::{Answer, Failure};
@@ -176,6 +175,7 @@ fn remove_files(
                     files: r.left_files,
                 };
                 problems.extend(r.problem);
+                removed.extend(r.elsewhere);
             }
             Err(e) => problems.push(format!("the runtime: {e}")),
         }
@@ -219,26 +219,27 @@ pub(crate) async fn delete<S: AuthorityStore>(
         id,
         ..CleanupReport::default()
     };
-    if let Some(rt) = doc.runtime.filter(alive) {
+    if let Some(rt) = doc.runtime.filter(|r| sessions.alive(r)) {
         if !force {
             return Err(Failure::new(
                 StatusCode::CONFLICT,
                 "running",
                 format!(
-                    "session {id}'s runtime runs (pid {}): stop it first (`flotilla session stop {id}`) or delete with --force",
-                    rt.pid
+                    "session {id}'s runtime runs ({}): stop it first (`flotilla session stop {id}`) or delete with --force",
+                    rt.describe()
                 ),
             ));
         }
-        kill_runtime(sessions, &rt).await;
+        // A failure shows as the runtime still there below.
+        let _ = kill_runtime(sessions, &rt).await;
         let deadline = tokio::time::Instant::now() + KILL_WAIT;
-        while alive(&rt) {
+        while sessions.alive(&rt) {
             if tokio::time::Instant::now() >= deadline {
                 return Err(internal(
                     "runtime",
                     format!(
-                        "session {id}'s runtime (pid {}) is still there {} s after SIGKILL: nothing was deleted",
-                        rt.pid,
+                        "session {id}'s runtime ({}) is still there {} s after it was stopped: nothing was deleted",
+                        rt.describe(),
                         KILL_WAIT.as_secs()
                     ),
                 ));
@@ -438,7 +439,7 @@ pub(crate) async fn retention_pass<S: AuthorityStore>(state: &AppState<S>) -> Ve
             let Ok(doc) = serde_json::from_str::<SessionDoc>(&rec.doc) else {
                 continue;
             };
-            if doc.runtime.as_ref().is_some_and(alive) {
+            if doc.runtime.as_ref().is_some_and(|r| sessions.alive(r)) {
                 continue;
             }
             // Its last event counts as activity too (a gate call, an answer).

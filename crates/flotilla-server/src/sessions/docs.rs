@@ -2,6 +2,7 @@
 //! its runtime still runs.
 
 use flotilla_api::sessions::{RuntimeEnd, RuntimeRecord, SessionDoc, SessionState};
+use flotilla_sessions::runtime::{PodRef, Running};
 
 /// The state of a session from its facts: a live runtime wins (`Working`), then an
 /// open question, then how the last runtime ended.
@@ -20,6 +21,16 @@ pub fn derive_state(doc: &SessionDoc, runtime_alive: bool, open_questions: usize
     }
 }
 
-pub(crate) fn alive(r: &RuntimeRecord) -> bool {
-    flotilla_exec::process_start_ticks(r.pid) == Some(r.start_ticks)
+/// What a runtime is told of runtime record `r` (its pid and start time, or its
+/// pod).
+pub(crate) fn running_of(r: &RuntimeRecord) -> Running {
+    Running {
+        pid: r.pid,
+        start_ticks: r.start_ticks,
+        pod: r.pod.as_ref().map(|p| PodRef {
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+            uid: p.uid.clone(),
+        }),
+    }
 }

@@ -2,7 +2,6 @@
 //! made on a stack of its own with the body capped, and the answer in Claude Code's
 //! hook format.
 
-use super::docs::alive;
 use super::questions::{find_question, open_count, open_question, use_answer, MAX_OPEN_QUESTIONS};
 use super::records::{event, load_session, save_session, sessions_of};
 use crate::failure::invalid;
@@ -35,7 +34,8 @@ pub(crate) async fn session_caller<S: AuthorityStore>(
         .and_then(crate::auth::bearer)
         .map(crate::auth::hash_secret);
     let (doc, _) = load_session(state, id).await?;
-    let current = doc.runtime.as_ref().is_some_and(alive)
+    let sessions = super::records::sessions_of(state)?;
+    let current = doc.runtime.as_ref().is_some_and(|r| sessions.alive(r))
         && doc.token_hash.is_some()
         && doc.token_hash == presented;
     if !current {

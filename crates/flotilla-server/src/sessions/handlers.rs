@@ -196,8 +196,16 @@ pub(crate) async fn stop<S: AuthorityStore>(
         let lock = sessions.lock_of(id);
         let _held = lock.lock().await;
         let (mut doc, _) = load_session(state, id).await?;
-        if let Some(rt) = doc.runtime {
-            kill_runtime(sessions, &rt).await;
+        if let Some(rt) = doc.runtime.clone() {
+            // Not stopped (the cluster did not answer): nothing is recorded, and
+            // the caller is told.
+            kill_runtime(sessions, &rt).await.map_err(|e| {
+                Failure::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "runtime",
+                    format!("session {id}: {e}; it still runs"),
+                )
+            })?;
             let ev =
                 serde_json::json!({"kind": "runtime-torn-down", "why": "stopped", "pid": rt.pid});
             end_runtime(state, id, &mut doc, "stopped", ev).await?;

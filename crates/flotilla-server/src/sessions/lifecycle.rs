@@ -2,7 +2,6 @@
 //! boots a runtime through the launcher), reaping its end, reconciling what runs
 //! against the records, and booting sessions that waited for capacity.
 
-use super::docs::alive;
 use super::records::{event, load_session, save_session, sessions_of};
 use super::state::{Live, Sessions};
 use crate::failure::invalid;
@@ -13,9 +12,9 @@ use crate::sessions_config::*;
 use crate::state::AppState;
 use axum::http::StatusCode;
 use flotilla_exec::this_process::now_ms;
+use flotilla_sessions::clone_cache::SessionTree;
 use flotilla_sessions::hook::HookHandler;
-use flotilla_sessions::runtime::Network;
-use flotilla_sessions::runtime::{HomeReset, Runtime, StartSpec, Started};
+use flotilla_sessions::runtime::{HomeReset, Network, Runtime, RuntimeKind, StartSpec, Started};
 use flotilla_store::authority::{AuthorityStore, Principal};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,14 +32,27 @@ pub(crate) async fn reconcile<S: AuthorityStore>(
     // (liveness measured now) rather than wait behind that (a slow clone).
     let Ok(_held) = lock.try_lock() else {
         let (doc, created_ms) = load_session(state, id).await?;
-        let running = doc.runtime.as_ref().is_some_and(alive);
+        let running = doc.runtime.as_ref().is_some_and(|r| sessions.alive(r));
         return Ok((doc, created_ms, running));
     };
     let (mut doc, created_ms) = load_session(state, id).await?;
-    let Some(rt) = doc.runtime else {
+    let Some(rt) = doc.runtime.clone() else {
         return Ok((doc, created_ms, false));
     };
-    if !alive(&rt) {
+    if !sessions.alive(&rt) {
+        // Ended, and its end is still to be read: by this process's reaper (a
+        // pod's last log lines, its termination message), or from a pod an earlier
+        // authority started (the reconciler follows it). Shown as running until
+        // that end is recorded, never as the previous runtime's end or as gone.
+        let reaping = sessions
+            .live
+            .lock()
+            .expect("not poisoned")
+            .get(&id)
+            .is_some_and(|l| l.boot == rt.boot);
+        if reaping || !sessions.runtime.settled(&super::docs::running_of(&rt)) {
+            return Ok((doc, created_ms, true));
+        }
         let ev = serde_json::json!({"kind": "runtime-gone", "pid": rt.pid, "boot": rt.boot});
         end_runtime(state, id, &mut doc, "gone", ev).await?;
         return Ok((doc, created_ms, false));
@@ -65,7 +77,11 @@ pub(crate) async fn reconcile<S: AuthorityStore>(
     let activity = asked.max(wrote).max(rt.booted_ms);
     let idle = sessions.config.runtime.idle_timeout.as_millis() as i64;
     if now_ms() - activity > idle {
-        kill_runtime(sessions, &rt).await;
+        if kill_runtime(sessions, &rt).await.is_err() {
+            // Still running: torn down at the next pass (its credential holds
+            // until then, as the runtime does).
+            return Ok((doc, created_ms, true));
+        }
         let ev = serde_json::json!({"kind": "runtime-torn-down", "why": "idle", "pid": rt.pid});
         end_runtime(state, id, &mut doc, "idle", ev).await?;
         return Ok((doc, created_ms, false));
@@ -97,16 +113,21 @@ pub(crate) async fn end_runtime<S: AuthorityStore>(
     event(state, id, ev).await
 }
 
-/// Kills runtime `rt` through the launcher that started it (the only piece that
-/// may signal it). The sandbox dies with bwrap (--die-with-parent), and with it
-/// every process inside (--unshare-pid: its pid 1 is gone).
-pub(crate) async fn kill_runtime(sessions: &Sessions, rt: &RuntimeRecord) {
-    if alive(rt) {
-        let pid = rt.pid;
-        if let Err(e) = on_runtime(sessions, move |r| r.stop(pid)).await {
-            tracing::warn!("killing runtime pid {}: {e}", rt.pid);
-        }
+/// Stops runtime `rt` through the runtime that started it: for a local one the
+/// launcher, the only piece that may signal it (the sandbox dies with bwrap,
+/// `--die-with-parent`, and with it every process inside, `--unshare-pid`); for a
+/// pod, its deletion. Why it could not, as a sentence (it still runs).
+pub(crate) async fn kill_runtime(sessions: &Sessions, rt: &RuntimeRecord) -> Result<(), String> {
+    if !sessions.alive(rt) {
+        return Ok(());
     }
+    let running = super::docs::running_of(rt);
+    on_runtime(sessions, move |r| r.stop(&running))
+        .await
+        .map_err(|e| {
+            tracing::warn!("stopping runtime {}: {e}", rt.describe());
+            format!("stopping its runtime ({}): {e}", rt.describe())
+        })
 }
 
 /// A random UUID (version 4, RFC 9562) for Claude Code's `--session-id`.
@@ -149,6 +170,7 @@ pub(crate) async fn create<S: AuthorityStore>(
         prompt: req.prompt.clone(),
         tree: None,
         base_commit: None,
+        tree_branch: None,
         runtime: None,
         boots: 0,
         last_end: None,
@@ -178,7 +200,16 @@ pub(crate) async fn create<S: AuthorityStore>(
     )
     .await?;
     if let Some(p) = req.prompt {
-        deliver_detached(state, created.id, Some(p), false).await?;
+        deliver_detached(state, created.id, Some(p), false)
+            .await
+            .map_err(|mut e| {
+                // The session is there: say so, and which one.
+                e.1.message = format!(
+                    "session {} was created, but its first runtime did not start (the message waits for the next): {}",
+                    created.id, e.1.message
+                );
+                e
+            })?;
     }
     Ok((created.id, true))
 }
@@ -201,7 +232,7 @@ pub(crate) async fn deliver<S: AuthorityStore>(
     if let Some(t) = &text {
         event(state, id, serde_json::json!({"kind": "message", "text": t})).await?;
     }
-    if doc.runtime.as_ref().is_some_and(alive) {
+    if doc.runtime.as_ref().is_some_and(|r| sessions.alive(r)) {
         match text {
             Some(t) => doc.pending.push(t),
             // An answer while the turn that asked is still ending: resume after.
@@ -257,6 +288,13 @@ pub(crate) async fn deliver<S: AuthorityStore>(
             let (mut fresh, _) = load_session(state, id).await?;
             fresh.pending = kept;
             fresh.pending.append(&mut doc.pending);
+            // Its state says so (`failed`), not the last runtime's end.
+            fresh.last_end = Some(RuntimeEnd {
+                at_ms: now_ms(),
+                code: None,
+                how: "boot-failed".into(),
+                detail: Some(e.message().to_string()),
+            });
             save_session(state, id, &fresh).await?;
             event(
                 state,
@@ -399,6 +437,7 @@ pub(crate) async fn boot<S: AuthorityStore>(
     // Made here (as the API user), then given to the session's uid by the launcher
     // (the only root piece): when made, and for a session from before uids.
     let mut give = legacy;
+    let on_cluster = sessions.runtime.kind() == RuntimeKind::Kubernetes;
     if doc.tree.is_none() {
         let repo = sessions.config.repos[&doc.repo].clone();
         let clones = sessions.clones.clone();
@@ -406,7 +445,20 @@ pub(crate) async fn boot<S: AuthorityStore>(
         let dest = tree.clone();
         let sid = id.to_string();
         let made = tokio::task::spawn_blocking(move || {
-            clones.session_tree(&name, &repo.url, &sid, &dest, repo.base.as_deref())
+            let base = repo.base.as_deref();
+            if on_cluster {
+                // The pod's init container makes the tree from a bundle of this
+                // pin (`GET /v1/session/tree`): only the pin is made here.
+                clones
+                    .pin_session(&name, &repo.url, &sid, base)
+                    .map(|(base_commit, branch)| SessionTree {
+                        path: dest,
+                        base_commit,
+                        branch,
+                    })
+            } else {
+                clones.session_tree(&name, &repo.url, &sid, &dest, base)
+            }
         })
         .await
         .map_err(|e| internal("making its tree", &e))?
@@ -414,17 +466,23 @@ pub(crate) async fn boot<S: AuthorityStore>(
         give = true;
         doc.tree = Some(made.path.display().to_string());
         doc.base_commit = Some(made.base_commit.clone());
+        doc.tree_branch = made.branch;
         save_session(state, id, doc).await?;
+        let by = if on_cluster { "runtime" } else { "authority" };
         event(
             state,
             id,
-            serde_json::json!({"kind": "tree", "path": made.path, "base": made.base_commit}),
+            serde_json::json!({"kind": "tree", "path": made.path, "base": made.base_commit, "made_by": by}),
         )
         .await?;
     }
-    if !home.exists() {
+    if !home.exists() && !on_cluster {
         std::fs::create_dir_all(&home).map_err(|e| internal("making its home", &e))?;
         give = true;
+    }
+    if on_cluster && !sdir.exists() {
+        // The authority's own copies (outputs, run files) of a pod's session.
+        std::fs::create_dir_all(&sdir).map_err(|e| internal("making its directory", &e))?;
     }
     if give {
         // Its own only (0700); the session's directory is traversed, not listed.
@@ -566,7 +624,13 @@ pub(crate) async fn boot<S: AuthorityStore>(
     let server_url = if proxied {
         format!("https://127.0.0.1:{}", crate::egress::API_PORT)
     } else {
-        sessions.url.clone()
+        sessions
+            .config
+            .runtime
+            .kubernetes
+            .as_ref()
+            .and_then(|k| k.authority_url.clone())
+            .unwrap_or_else(|| sessions.url.clone())
     };
     env.extend(
         sessions
@@ -600,6 +664,22 @@ pub(crate) async fn boot<S: AuthorityStore>(
         ),
         ("FLOTILLA_SESSION".into(), id.to_string()),
     ]);
+    if on_cluster {
+        // What the pod's init container makes the tree from (with the bundle).
+        let repo = &sessions.config.repos[&doc.repo];
+        env.extend([
+            ("FLOTILLA_TREE".to_string(), tree.display().to_string()),
+            ("FLOTILLA_TREE_ORIGIN".into(), repo.url.clone()),
+            (
+                "FLOTILLA_TREE_BASE".into(),
+                doc.base_commit.clone().unwrap_or_default(),
+            ),
+            (
+                "FLOTILLA_TREE_BRANCH".into(),
+                doc.tree_branch.clone().unwrap_or_default(),
+            ),
+        ]);
+    }
     if proxied {
         let proxy = format!("http://127.0.0.1:{}", crate::egress::PROXY_PORT);
         env.extend([
@@ -654,20 +734,8 @@ pub(crate) async fn boot<S: AuthorityStore>(
     } else {
         ("claude", args)
     };
-    // The transcript and the agent's stderr: the API's, 0600.
-    let private = |name: String| {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(sdir.join(name))
-    };
-    let out = private(format!("runtime-{boot_no}.jsonl"))
-        .map_err(|e| internal("opening its output", &e))?;
-    let err = private(format!("runtime-{boot_no}.stderr"))
-        .map_err(|e| internal("opening its output", &e))?;
+    let [out, err] =
+        runtime_outputs(&sdir, boot_no, true).map_err(|e| internal("opening its output", &e))?;
     let stdin = match std::fs::File::open(run.join("prompt")) {
         Ok(f) => f,
         Err(_) => {
@@ -676,6 +744,7 @@ pub(crate) async fn boot<S: AuthorityStore>(
     };
     let spec = StartSpec {
         id,
+        boot: boot_no,
         uid,
         repo: doc.repo.clone(),
         program: program.into(),
@@ -686,17 +755,29 @@ pub(crate) async fn boot<S: AuthorityStore>(
     let Started {
         pid,
         start_ticks,
+        pod,
         exit,
     } = on_runtime(sessions, move |r| r.start(spec))
         .await
-        .map_err(|e| internal("starting its sandbox (is bubblewrap installed?)", &e))?;
+        .map_err(|e| {
+            if on_cluster {
+                internal("starting its pod", &e)
+            } else {
+                internal("starting its sandbox (is bubblewrap installed?)", &e)
+            }
+        })?;
     let rt = RuntimeRecord {
         pid,
         start_ticks,
+        pod: pod.map(|p| flotilla_api::sessions::RuntimePod {
+            namespace: p.namespace,
+            name: p.name,
+            uid: p.uid,
+        }),
         booted_ms: now_ms(),
         boot: boot_no,
     };
-    doc.runtime = Some(rt);
+    doc.runtime = Some(rt.clone());
     doc.boots = boot_no;
     doc.resume_after = false;
     doc.token_hash = Some(token_hash);
@@ -704,26 +785,116 @@ pub(crate) async fn boot<S: AuthorityStore>(
     sessions.live.lock().expect("not poisoned").insert(
         id,
         Live {
-            pid,
+            boot: boot_no,
             activity_ms: now_ms(),
         },
     );
     event(
         state,
         id,
-        serde_json::json!({"kind": "runtime-booted", "pid": pid, "boot": boot_no, "resume": !first, "messages": messages_given}),
+        serde_json::json!({"kind": "runtime-booted", "pid": pid, "pod": rt.pod, "boot": boot_no, "resume": !first, "messages": messages_given}),
     )
     .await?;
+    // Its network goes with it.
+    reap(state, id, rt, exit, egress);
+    Ok(())
+}
+
+/// Runtime `boot`'s transcript (`runtime-<boot>.jsonl`) and stderr
+/// (`runtime-<boot>.stderr`) in the session's directory `sdir`, made empty when
+/// `empty` (else as they are, for the runtime to empty): the API's, 0600.
+fn runtime_outputs(
+    sdir: &std::path::Path,
+    boot: u64,
+    empty: bool,
+) -> std::io::Result<[std::fs::File; 2]> {
+    let private = |name: String| {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(empty)
+            .mode(0o600)
+            .open(sdir.join(name))
+    };
+    Ok([
+        private(format!("runtime-{boot}.jsonl"))?,
+        private(format!("runtime-{boot}.stderr"))?,
+    ])
+}
+
+/// Waits, in a task of its own, for runtime `rt` of session `id` to end (`exit`),
+/// then records its end ([`ended`]); `keep` (its network) lives until then.
+fn reap<S: AuthorityStore>(
+    state: &Arc<AppState<S>>,
+    id: u64,
+    rt: RuntimeRecord,
+    exit: flotilla_sessions::runtime::Exit,
+    keep: impl Send + 'static,
+) {
     let weak = Arc::downgrade(state);
     tokio::spawn(async move {
         let code = tokio::task::spawn_blocking(exit).await.ok().flatten();
-        // Its network goes with it.
-        drop(egress);
+        drop(keep);
         let Some(state) = weak.upgrade() else { return };
         if let Err(e) = ended(&state, id, rt, code).await {
             tracing::error!("session {id}: recording its runtime's end: {}", e.message());
         }
     });
+}
+
+/// Follows session `id`'s pod when this process did not start it (the authority
+/// restarted while it ran) and it is still there, running or ended: its transcript
+/// is copied again from the pod's log and its end recorded as if this process had
+/// started it.
+async fn reattach<S: AuthorityStore>(state: &Arc<AppState<S>>, id: u64) -> Result<(), Failure> {
+    let sessions = sessions_of(state)?;
+    let lock = sessions.lock_of(id);
+    let Ok(_held) = lock.try_lock() else {
+        return Ok(());
+    };
+    let (doc, _) = load_session(state, id).await?;
+    let Some(rt) = doc.runtime.clone().filter(|r| r.pod.is_some()) else {
+        return Ok(());
+    };
+    // Running, or ended while no authority watched it: its end is read from the
+    // pod, which stays until then.
+    if sessions
+        .live
+        .lock()
+        .expect("not poisoned")
+        .contains_key(&id)
+    {
+        return Ok(());
+    }
+    let outputs = runtime_outputs(&sessions.session_dir(id), rt.boot, false).map_err(|e| {
+        Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "runtime",
+            format!("session {id}: opening its output: {e}"),
+        )
+    })?;
+    let running = super::docs::running_of(&rt);
+    let Some(exit) = on_runtime(sessions, move |r| Ok(r.reattach(&running, outputs)))
+        .await
+        .unwrap_or(None)
+    else {
+        return Ok(());
+    };
+    sessions.live.lock().expect("not poisoned").insert(
+        id,
+        Live {
+            boot: rt.boot,
+            activity_ms: now_ms(),
+        },
+    );
+    event(
+        state,
+        id,
+        serde_json::json!({"kind": "runtime-reattached", "boot": rt.boot, "pod": rt.pod}),
+    )
+    .await?;
+    reap(state, id, rt, exit, ());
     Ok(())
 }
 
@@ -762,11 +933,11 @@ pub(crate) fn ended<S: AuthorityStore>(
         let (mut doc, _) = load_session(state, id).await?;
         {
             let mut live = sessions.live.lock().expect("not poisoned");
-            if live.get(&id).is_some_and(|l| l.pid == rt.pid) {
+            if live.get(&id).is_some_and(|l| l.boot == rt.boot) {
                 live.remove(&id);
             }
         }
-        if doc.runtime != Some(rt) {
+        if doc.runtime.as_ref() != Some(&rt) {
             // A read found it dead first (`gone`) while this task was still reaping
             // it: give that end its exit code. Torn down (idle, stopped) or
             // replaced: nothing to add.
@@ -850,6 +1021,9 @@ pub fn spawn_reconciler<S: AuthorityStore>(state: &Arc<AppState<S>>) {
         };
         for rec in all {
             if rec.doc.contains("\"runtime\":{") {
+                if let Err(e) = reattach(&state, rec.id).await {
+                    tracing::error!("following session {}'s pod: {}", rec.id, e.message());
+                }
                 if let Err(e) = reconcile(&state, rec.id).await {
                     tracing::error!("reconciling session {}: {}", rec.id, e.message());
                 }

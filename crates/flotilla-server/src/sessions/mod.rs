@@ -26,7 +26,8 @@
 //! state), [`records`] (reading and writing a
 //! session's rows), [`lifecycle`] (create, deliver, boot, reap, reconcile),
 //! [`handlers`] (the sessions' and questions' routes), [`questions`], [`gate`],
-//! [`push`](mod@push), [`exec`](mod@exec), [`alerts`], [`cleanup`].
+//! [`push`](mod@push), [`exec`](mod@exec), [`tree`](mod@tree) (a runtime's tree as a
+//! git bundle), [`alerts`], [`cleanup`].
 
 pub mod alerts;
 pub mod cleanup;
@@ -39,6 +40,7 @@ pub mod push;
 pub mod questions;
 pub mod records;
 pub mod state;
+pub mod tree;
 
 pub use crate::sessions_config::*;
 pub use alerts::*;
@@ -51,3 +53,4 @@ pub use handlers::*;
 pub use lifecycle::spawn_reconciler;
 pub use push::*;
 pub use state::{Sessions, SessionsSetup};
+pub use tree::session_tree;

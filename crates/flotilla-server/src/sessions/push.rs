@@ -71,6 +71,11 @@ pub(crate) async fn push_request<S: AuthorityStore>(
     refspec: Option<&str>,
 ) -> Result<PushResponse, Failure> {
     let sessions = sessions_of(state)?;
+    if sessions.runtime.kind() == flotilla_sessions::runtime::RuntimeKind::Kubernetes {
+        return Err(invalid(
+            "`flotilla push` takes the commits from the session's tree on the authority's host; a pod's tree is on its claim, which the authority cannot read",
+        ));
+    }
     let (src, branch) = push_target(id, remote, refspec).map_err(invalid)?;
     let (doc, _) = load_session(state, id).await?;
     let (Some(tree), Some(base)) = (doc.tree.clone(), doc.base_commit.clone()) else {

@@ -47,13 +47,14 @@ pub struct Sessions {
     /// Held while a question is answered or an answer is used: one answer per
     /// question, and an answer used once.
     pub(crate) answers: tokio::sync::Mutex<()>,
-    /// Live runtimes this process started: session → (pid, last activity ms).
+    /// Live runtimes this process started: session → (boot, last activity ms).
     pub(crate) live: std::sync::Mutex<HashMap<u64, Live>>,
 }
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Live {
-    pub(crate) pid: u32,
+    /// The runtime's number ([`flotilla_api::sessions::RuntimeRecord::boot`]).
+    pub(crate) boot: u64,
     pub(crate) activity_ms: i64,
 }
 
@@ -70,6 +71,10 @@ pub struct SessionsSetup {
     pub ca_pem: String,
     /// The launcher and the executor ([`crate::privsep::setup`]).
     pub privileged: crate::privsep::Privileged,
+    /// The runtime with `[runtime] kind = "kubernetes"` (one Pod per runtime,
+    /// made by the binary, which alone links a Kubernetes client); `None` for the
+    /// local bubblewrap sandbox, reached through the launcher.
+    pub runtime: Option<Arc<dyn Runtime>>,
 }
 
 impl Sessions {
@@ -93,15 +98,34 @@ impl Sessions {
             .dir
             .clone()
             .unwrap_or_else(|| PathBuf::from(DEFAULT_SESSIONS_DIR));
-        let claude = match &config.runtime.claude {
-            Some(p) => p.clone(),
-            None => {
-                which("claude").ok_or("[runtime] claude is not set and `claude` is not on PATH")?
-            }
-        };
         let uids = parse_uids(&config.runtime.uids).map_err(|e| format!("[runtime] uids: {e}"))?;
-        let flotilla_exe =
-            std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+        let pods = config.runtime.kubernetes.clone();
+        let (claude, flotilla_exe) = match &pods {
+            // The image's own, as the pods see them.
+            Some(k) => (k.claude.clone(), k.flotilla.clone()),
+            None => (
+                match &config.runtime.claude {
+                    Some(p) => p.clone(),
+                    None => which("claude")
+                        .ok_or("[runtime] claude is not set and `claude` is not on PATH")?,
+                },
+                std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?,
+            ),
+        };
+        let runtime: Arc<dyn Runtime> =
+            match (setup.runtime, &pods) {
+                (Some(r), Some(_)) => r,
+                (None, None) => Arc::new(flotilla_sessions::runtime::local::Local {
+                    socket: setup.privileged.launcher.clone(),
+                }),
+                (None, Some(_)) => return Err(
+                    "[runtime] kind = \"kubernetes\": this program was given no Kubernetes runtime"
+                        .into(),
+                ),
+                (Some(_), None) => {
+                    return Err("a runtime was given but [runtime] kind is \"local\"".into())
+                }
+            };
         {
             use std::os::unix::fs::DirBuilderExt;
             std::fs::DirBuilder::new()
@@ -113,13 +137,15 @@ impl Sessions {
                 })?;
         }
         // Every session uid must reach what the sandbox binds (bwrap runs as it):
-        // checked for the first of the range (it owns none of these).
+        // checked for the first of the range (it owns none of these). Pods bind
+        // nothing of this host's.
         let (uid, gid) = (uids.0, uids.0);
-        for (what, p) in [
+        let bound = [
             ("the sessions directory", &dir),
             ("this program (the gate's hook)", &flotilla_exe),
             ("Claude Code", &claude),
-        ] {
+        ];
+        for (what, p) in bound.into_iter().filter(|_| pods.is_none()) {
             if let Some(closed) = crate::privsep::closed_to(p, uid, gid) {
                 return Err(format!(
                     "{what} {} cannot be reached by the sessions' uids ({}): {} is closed to them \
@@ -157,9 +183,7 @@ impl Sessions {
             matchers,
             allowlist,
             url: setup.url,
-            runtime: Arc::new(flotilla_sessions::runtime::local::Local {
-                socket: setup.privileged.launcher.clone(),
-            }),
+            runtime,
             privileged: setup.privileged,
             ca_pem: setup.ca_pem,
             flotilla_exe,
@@ -185,6 +209,12 @@ impl Sessions {
             .entry(id)
             .or_default()
             .clone()
+    }
+
+    /// Whether runtime `r` still runs, measured now by the runtime that started it
+    /// (its process in `/proc`, or its pod in a watch's cache).
+    pub(crate) fn alive(&self, r: &flotilla_api::sessions::RuntimeRecord) -> bool {
+        self.runtime.running(&super::docs::running_of(r))
     }
 
     pub(crate) fn session_dir(&self, id: u64) -> PathBuf {

@@ -179,9 +179,11 @@ pub fn serve(authority_dir: &Path, listener: std::os::unix::net::UnixListener) -
         .clone()
         .unwrap_or_else(|| PathBuf::from(crate::config::DEFAULT_SESSIONS_DIR));
     let uids = crate::config::parse_uids(&config.runtime.uids).map_err(io::Error::other)?;
-    let claude = match &config.runtime.claude {
-        Some(p) => p.clone(),
-        None => crate::config::which("claude")
+    let claude = match (&config.runtime.kubernetes, &config.runtime.claude) {
+        // Runtimes are pods: nothing here runs Claude Code.
+        (Some(k), _) => k.claude.clone(),
+        (None, Some(p)) => p.clone(),
+        (None, None) => crate::config::which("claude")
             .ok_or_else(|| io::Error::other("`claude` is not on PATH"))?,
     };
     let mut hidden = vec![authority_dir.to_path_buf(), PathBuf::from("/root")];
@@ -309,15 +311,7 @@ impl Launcher {
         } else {
             Vec::new()
         };
-        let file = format!("{agent_session}.jsonl");
-        let transcript = !agent_session.contains('/')
-            && std::fs::read_dir(fd_path(&home).join(".claude/projects"))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .any(|d| {
-                    std::fs::symlink_metadata(d.path().join(&file)).is_ok_and(|m| m.is_file())
-                });
+        let transcript = has_transcript(&fd_path(&home), agent_session);
         Ok(Reply::Reset {
             removed,
             transcript,
@@ -691,6 +685,19 @@ pub fn wait_exit(conn: UnixStream) -> Option<i32> {
         Ok(Reply::Exited { code }) => code,
         _ => None,
     }
+}
+
+/// Whether Claude Code's transcript of conversation `agent_session` is in the agent's
+/// `home`: a regular file `.claude/projects/<project>/<agent_session>.jsonl` (links
+/// not followed).
+pub fn has_transcript(home: &std::path::Path, agent_session: &str) -> bool {
+    let file = format!("{agent_session}.jsonl");
+    !agent_session.contains('/')
+        && std::fs::read_dir(home.join(".claude/projects"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|d| std::fs::symlink_metadata(d.path().join(&file)).is_ok_and(|m| m.is_file()))
 }
 
 /// Removes from an agent's `home` every entry whose name starts with `.` — shell

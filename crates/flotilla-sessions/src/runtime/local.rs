@@ -3,7 +3,7 @@
 //! ([`crate::privsep::launcher`], the only piece that may), one request per call
 //! over its Unix socket.
 
-use super::{HomeReset, Removed, Runtime, RuntimeKind, StartSpec, Started};
+use super::{HomeReset, Removed, Running, Runtime, RuntimeKind, StartSpec, Started};
 use crate::privsep::launcher::{self, Reply, Request};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -85,6 +85,7 @@ impl Runtime for Local {
     fn start(&self, spec: StartSpec) -> io::Result<Started> {
         let StartSpec {
             id,
+            boot: _,
             uid,
             repo,
             program,
@@ -105,12 +106,17 @@ impl Runtime for Local {
         Ok(Started {
             pid,
             start_ticks,
+            pod: None,
             exit: Box::new(move || launcher::wait_exit(conn)),
         })
     }
 
-    fn stop(&self, pid: u32) -> io::Result<()> {
-        self.done(Request::Kill { pid })
+    fn running(&self, r: &Running) -> bool {
+        flotilla_exec::process_start_ticks(r.pid) == Some(r.start_ticks)
+    }
+
+    fn stop(&self, r: &Running) -> io::Result<()> {
+        self.done(Request::Kill { pid: r.pid })
     }
 
     fn remove(&self, id: u64) -> io::Result<Removed> {
@@ -122,6 +128,7 @@ impl Runtime for Local {
                 left_files,
                 problem,
             } => Ok(Removed {
+                elsewhere: Vec::new(),
                 bytes,
                 files,
                 left_bytes,

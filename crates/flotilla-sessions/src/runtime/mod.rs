@@ -33,6 +33,34 @@ pub enum RuntimeKind {
     /// The agent's process in a bubblewrap sandbox on the authority's host.
     #[default]
     Local,
+    /// One Pod per runtime on a Kubernetes cluster (`flotilla-kube`): the session's
+    /// tree and home on a PersistentVolumeClaim of its own, its run files in a
+    /// Secret of its own, liveness from the pod's phase and UID through a watch.
+    Kubernetes,
+}
+
+/// A Pod that runs (ran) a session's runtime: its identity on the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodRef {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its `metadata.uid`: a pod deleted and made again under the same name is
+    /// another pod.
+    pub uid: String,
+}
+
+/// A runtime as recorded when it started: what [`Runtime::running`] and
+/// [`Runtime::stop`] are given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Running {
+    /// Its process's pid (0 for a pod).
+    pub pid: u32,
+    /// Its start time, clock ticks since boot (0 for a pod).
+    pub start_ticks: u64,
+    /// Its pod, for a [`RuntimeKind::Kubernetes`] runtime.
+    pub pod: Option<PodRef>,
 }
 
 /// The sandbox's network.
@@ -226,6 +254,8 @@ mod tests {
 pub struct StartSpec {
     /// The session.
     pub id: u64,
+    /// The runtime's number (1, 2, 3…).
+    pub boot: u64,
     /// Its uid (and gid).
     pub uid: u32,
     /// Its repository (a name of `sessions.toml`'s `[repos]`).
@@ -241,15 +271,22 @@ pub struct StartSpec {
     pub stdio: [File; 3],
 }
 
+/// Blocks until a runtime ends; its exit code, `None` for a signal or when the end
+/// cannot be known.
+pub type Exit = Box<dyn FnOnce() -> Option<i32> + Send>;
+
 /// A started runtime: its identity, and its end to wait for.
 pub struct Started {
-    /// The process's pid (bwrap's, for [`local::Local`]).
+    /// The process's pid (bwrap's, for [`local::Local`]; 0 for a pod).
     pub pid: u32,
-    /// Its start time, clock ticks since boot (with the pid, its identity).
+    /// Its start time, clock ticks since boot (with the pid, its identity; 0 for a
+    /// pod).
     pub start_ticks: u64,
+    /// Its pod, for a [`RuntimeKind::Kubernetes`] runtime.
+    pub pod: Option<PodRef>,
     /// Blocks until the process ends; its exit code, `None` for a signal or when
     /// the end cannot be known (the runtime's supervisor went away).
-    pub exit: Box<dyn FnOnce() -> Option<i32> + Send>,
+    pub exit: Exit,
 }
 
 impl std::fmt::Debug for Started {
@@ -257,6 +294,7 @@ impl std::fmt::Debug for Started {
         f.debug_struct("Started")
             .field("pid", &self.pid)
             .field("start_ticks", &self.start_ticks)
+            .field("pod", &self.pod)
             .finish_non_exhaustive()
     }
 }
@@ -284,6 +322,9 @@ pub struct Removed {
     pub left_files: u64,
     /// Why something was left.
     pub problem: Option<String>,
+    /// What was removed outside this host, for people (`PersistentVolumeClaim
+    /// agents/flotilla-session-3`…).
+    pub elsewhere: Vec<String>,
 }
 
 /// Where sessions' agent processes run. Every method blocks (a socket round trip,
@@ -308,9 +349,30 @@ pub trait Runtime: Send + Sync + std::fmt::Debug {
     fn give_sockets(&self, id: u64, uid: u32) -> io::Result<()>;
     /// Starts the agent's process.
     fn start(&self, spec: StartSpec) -> io::Result<Started>;
-    /// Stops the process `pid` this runtime started (at once: it and everything
-    /// it started).
-    fn stop(&self, pid: u32) -> io::Result<()>;
+    /// Whether the runtime `r` this runtime started still runs: measured now, and
+    /// cheap (a `/proc` read, or a watch's cache), since every gate call asks. Never
+    /// blocks on a network.
+    fn running(&self, r: &Running) -> bool;
+    /// Stops the runtime `r` this runtime started (at once: it and everything it
+    /// started).
+    fn stop(&self, r: &Running) -> io::Result<()>;
+    /// Whether runtime `r`, which no longer runs, has nothing more to tell: no end
+    /// left to read ([`Runtime::reattach`] would find nothing). True but for a pod
+    /// that ended and is still there.
+    fn settled(&self, r: &Running) -> bool {
+        let _ = r;
+        true
+    }
+    /// Follows runtime `r`, which runs but was started by an earlier process of the
+    /// authority (one that restarted since), to its end: its output from its start
+    /// rewritten into `stdio[0]` (emptied first, only when followed), its end's
+    /// words written after what `stdio[1]` holds; the wait
+    /// for its exit code, as [`Started::exit`]. `None` when this runtime cannot (a
+    /// local runtime never outlives the authority that started it).
+    fn reattach(&self, r: &Running, stdio: [File; 2]) -> Option<Exit> {
+        let _ = (r, stdio);
+        None
+    }
     /// Removes session `id`'s whole directory, measured.
     fn remove(&self, id: u64) -> io::Result<Removed>;
 }

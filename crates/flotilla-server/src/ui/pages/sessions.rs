@@ -118,7 +118,7 @@ fn mode(s: &SessionDto) -> Markup {
 fn runtime(s: &SessionDto, now: i64) -> Markup {
     html! {
         @match (&s.doc.runtime, s.runtime_alive) {
-            (Some(r), true) => { "pid " (r.pid) ", boot " (r.boot) ", since " (when(r.booted_ms, now)) }
+            (Some(r), true) => { (r.describe()) ", boot " (r.boot) ", since " (when(r.booted_ms, now)) }
             _ => { "none" }
         }
     }
@@ -269,7 +269,11 @@ fn event_row(e: &SessionEventDto, now: i64) -> Markup {
             html! { code { (visible(&s("tool"), 100)) } ": " b { (s("decision")) } " — " (visible(prefix(&s("reason"), EVENT_LIMIT), EVENT_LIMIT)) }
         }
         "runtime-booted" => {
-            html! { "runtime booted: pid " (v["pid"].to_string()) ", boot " (v["boot"].to_string()) }
+            let what = match v["pod"]["name"].as_str() {
+                Some(pod) => format!("pod {pod}"),
+                None => format!("pid {}", v["pid"]),
+            };
+            html! { "runtime booted: " (what) ", boot " (v["boot"].to_string()) }
         }
         "runtime-exited" => {
             html! { "runtime exited: code " (v["code"].to_string()) @if !s("stderr").is_empty() { pre.input { code { (visible(&s("stderr"), EVENT_LIMIT)) } } } }
