@@ -149,6 +149,15 @@ fn check_asks_the_cluster_and_dry_runs_every_apply() {
         ok.stdout
     );
     assert!(ok.stdout.contains("the API server at"), "{}", ok.stdout);
+    // It says how far this was tested: never on a real cluster; so does status -v.
+    assert!(ok.stdout.contains("never a real cluster"), "{}", ok.stdout);
+    let st = ws.run(&["-v", "status", "chat"]);
+    assert!(
+        st.stdout
+            .contains("note: llm, ui (kubernetes): Flotilla's CI runs this adapter against an in-memory API server and kmock, never a real cluster"),
+        "{}",
+        st.stdout
+    );
     assert!(
         !ok.stdout.contains("program"),
         "nothing of a pod runs here: {}",
@@ -257,4 +266,120 @@ fn a_kubeconfig_that_is_not_there_is_named_once_with_the_file_systems_words() {
         "{all}"
     );
     assert!(!all.contains("'\""), "{all}");
+}
+
+/// The names of `component`'s pods (of project `lab`) in `inference`.
+fn pod_names(fake: &FakeKube, component: &str) -> Vec<String> {
+    fake.pods(
+        "inference",
+        &format!("io.flotilla.project=lab,io.flotilla.component={component}"),
+    )
+    .iter()
+    .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+    .collect()
+}
+
+#[test]
+fn logs_copies_each_pods_lines_once_in_the_order_written_and_follows_new_ones() {
+    let (fake, ws) = setup(STACK);
+    let up = ws.run(&["up", "chat"]);
+    assert_eq!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
+    let pods = pod_names(&fake, "llm");
+    assert_eq!(pods.len(), 2, "{pods:?}");
+    let (a, b) = (&pods[0], &pods[1]);
+    // Each line in a later millisecond than the one before (`--since` below).
+    let write = |pod: &str, text: &str| {
+        let before = std::time::SystemTime::now();
+        fake.write_pod_log("inference", pod, None, text).unwrap();
+        let later = before + std::time::Duration::from_millis(2);
+        assert!(flotilla_testkit::wait_until(
+            std::time::Duration::from_secs(5),
+            || std::time::SystemTime::now() > later
+        ));
+    };
+    write(a, "loading model");
+    write(b, "loading model");
+    write(a, "listening on :8080");
+
+    let shown = |args: &[&str]| {
+        let r = ws.run(args);
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        // One component: its lines without a name prefix.
+        r.stdout
+            .lines()
+            .filter(|l| l.contains("[pod/"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let want = vec![
+        format!("[pod/{a}] loading model"),
+        format!("[pod/{b}] loading model"),
+        format!("[pod/{a}] listening on :8080"),
+    ];
+    assert_eq!(shown(&["logs", "llm"]), want);
+    // Read again: nothing copied twice.
+    assert_eq!(shown(&["logs", "llm"]), want);
+    // The pods' own times: what was written before a time is left out after it.
+    let stamped = shown(&["logs", "llm", "-t"]);
+    let second = stamped[1].split_whitespace().next().unwrap().to_string();
+    assert!(second.ends_with('Z'), "{stamped:?}");
+    write(b, "ready");
+    assert_eq!(
+        shown(&["logs", "llm", "--since", &second]),
+        [
+            format!("[pod/{b}] loading model"),
+            format!("[pod/{a}] listening on :8080"),
+            format!("[pod/{b}] ready"),
+        ]
+    );
+
+    // Followed: a line a pod writes later is shown.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args(["logs", "llm", "-f", "-n", "1"])
+        .current_dir(ws.path())
+        .env("FLOTILLA_STATE_DIR", ws.path().join(".flotilla-state"))
+        .env("NO_COLOR", "1")
+        .env_remove("FLOTILLA_FILE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let rx = common::lines_of(child.stdout.take().unwrap());
+    let line = format!("[pod/{a}] request 1 done");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut seen = Vec::new();
+    // Copied by the follower's first read (then its last line) or by a later one.
+    fake.write_pod_log("inference", a, None, "request 1 done")
+        .unwrap();
+    while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(l) if l == line => break,
+            Ok(l) => seen.push(l),
+            Err(_) => panic!("not followed: {line:?}; seen {seen:?}"),
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let ready = format!("[pod/{b}] ready");
+    assert!(
+        seen.iter().all(|l| *l == ready),
+        "only the last line, then new ones: {seen:?}"
+    );
+}
+
+#[test]
+fn logs_of_an_unreachable_cluster_warn_and_show_the_markers() {
+    let (fake, ws) = setup(STACK);
+    let up = ws.run(&["start", "llm"]);
+    assert_eq!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
+    drop(fake);
+    let r = common::run_with_env(
+        ws.path(),
+        &["logs", "llm"],
+        &[("FLOTILLA_KUBERNETES_API_TIMEOUT", "3s")],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("warning: `llm`: "), "{}", r.stderr);
+    assert!(r.stderr.contains("pods of inference/llm"), "{}", r.stderr);
+    assert!(r.stdout.contains("--- flotilla "), "{}", r.stdout);
 }

@@ -679,7 +679,13 @@ impl Executor {
             self.project().to_string(),
             log.clone(),
         );
-        let _ = tokio::task::spawn_blocking(move || a.collect_log(&project, &c2, &to)).await;
+        let copied = tokio::task::spawn_blocking(move || a.collect_log(&project, &c2, &to)).await;
+        if let Ok(Some(Err(e))) = copied {
+            tracing::debug!(
+                "component `{}`: copying its output into its log: {e}",
+                c.name
+            );
+        }
         crate::logs::tail_since(&log, offset, 10)
     }
 

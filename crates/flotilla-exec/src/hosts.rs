@@ -106,6 +106,21 @@ pub fn platform_from_uname(uname: &str) -> String {
     format!("{os}-{arch}")
 }
 
+/// What a user on `platform` (`<os>-<arch>`, as [`platform_from_uname`] names it)
+/// should know of how far Flotilla was tested there: `None` on Linux, where its CI
+/// builds and runs every test; else a sentence saying what was not run.
+pub fn platform_caveat(platform: &str) -> Option<&'static str> {
+    match platform.split('-').next().unwrap_or("") {
+        "linux" => None,
+        "darwin" => Some(
+            "macOS: built on crates that support it (libproc); not compiled or run in Flotilla's CI",
+        ),
+        _ => Some(
+            "not a platform Flotilla is built for: what it measures of processes there is \"not implemented\"",
+        ),
+    }
+}
+
 /// The platform of `host` (`<os>-<arch>`), measured there with `uname -sm`.
 ///
 /// # Errors
@@ -505,14 +520,21 @@ pub async fn check(fleet: &Pool, topology: &Topology, host: &str) -> CheckReport
             let mut lines = text.lines();
             let platform = platform_from_uname(lines.next().unwrap_or(""));
             let declared = topology.hosts.get(host).and_then(|h| h.platform.clone());
+            let caveat = platform_caveat(&platform)
+                .map(|c| format!("; {c}"))
+                .unwrap_or_default();
             match declared {
                 Some(d) if d != platform => push(
                     "platform",
                     false,
-                    format!("{platform}, but the inventory says {d}"),
+                    format!("{platform}, but the inventory says {d}{caveat}"),
                 ),
-                Some(_) => push("platform", true, platform),
-                None => push("platform", true, format!("{platform} (not declared)")),
+                Some(_) => push("platform", true, format!("{platform}{caveat}")),
+                None => push(
+                    "platform",
+                    true,
+                    format!("{platform} (not declared){caveat}"),
+                ),
             }
             let df: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
             match df.get(3).and_then(|k| k.parse::<u64>().ok()) {
@@ -634,5 +656,19 @@ pub async fn discover(
             })
         }
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mac_is_named_and_told_it_is_not_run_in_ci_while_linux_is_not() {
+        let mac = platform_from_uname("Darwin arm64\n");
+        assert_eq!(mac, "darwin-aarch64");
+        assert!(platform_caveat(&mac).is_some_and(|c| c.contains("not compiled or run")));
+        assert_eq!(platform_caveat(&platform_from_uname("Linux x86_64")), None);
+        assert!(platform_caveat("freebsd-x86_64").is_some_and(|c| c.contains("not implemented")));
     }
 }

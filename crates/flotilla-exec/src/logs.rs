@@ -106,8 +106,12 @@ pub fn rotate_if_needed(path: &Path, max_bytes: u64, keep: u32) -> Result<bool, 
     Ok(true)
 }
 
-/// Opens (creating it and its directory) a log file for appending.
-pub(crate) fn open_append(path: &Path) -> io::Result<File> {
+/// Opens (creating it and its directory) a log file for appending (`O_APPEND`: each
+/// write lands whole at the end, after whatever another writer added).
+///
+/// # Errors
+/// Making the directory or opening the file.
+pub fn open_append(path: &Path) -> io::Result<File> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
@@ -446,13 +450,32 @@ pub struct Stamped<'a> {
 /// [`parse_stamped`] reads it back: `<stamp> <stdout|stderr> <F|P> <text>\n`, where
 /// `stamp` is an RFC 3339 time (`2026-12-01T10:41:03.120Z`) and `P` marks a piece
 /// (`whole` false).
-pub(crate) fn push_stamped(out: &mut Vec<u8>, stamp: &str, stream: &str, whole: bool, text: &[u8]) {
+pub fn push_stamped(out: &mut Vec<u8>, stamp: &str, stream: &str, whole: bool, text: &[u8]) {
     out.extend_from_slice(stamp.as_bytes());
     out.push(b' ');
     out.extend_from_slice(stream.as_bytes());
     out.extend_from_slice(if whole { b" F " } else { b" P " });
     out.extend_from_slice(text);
     out.push(b'\n');
+}
+
+/// `log` with `.suffix` added to its file name (`logs/llm.log` → `logs/llm.log.pods`):
+/// where what was copied into a log from its owner is remembered.
+pub fn beside(log: &Path, suffix: &str) -> PathBuf {
+    let mut s = log.as_os_str().to_owned();
+    s.push(".");
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// An RFC 3339 time (`2026-12-01T10:41:03.120000001Z`, any offset) in nanoseconds
+/// since the Unix epoch; `None` when it is not one or is before the epoch.
+pub fn rfc3339_ns(stamp: &str) -> Option<u128> {
+    humantime::parse_rfc3339_weak(stamp)
+        .ok()?
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_nanos())
 }
 
 /// Parses a stamped line; `None` for a marker or a line written without a log writer.

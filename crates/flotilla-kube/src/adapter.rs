@@ -36,6 +36,10 @@ use std::time::{Duration, Instant};
 /// `progressDeadlineSeconds` is 600 s too).
 pub const DEFAULT_ROLLOUT_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// What `check` says of how far the adapter was tested: never against a real
+/// cluster in Flotilla's CI.
+pub const UNTESTED: &str = "Flotilla's CI runs this adapter against an in-memory API server and kmock, never a real cluster";
+
 /// The `kubernetes` adapter.
 #[derive(Debug, Clone)]
 pub struct Kubernetes {
@@ -610,6 +614,25 @@ impl Adapter for Kubernetes {
         })
     }
 
+    fn collect_log(
+        &self,
+        project: &str,
+        c: &Component,
+        log: &std::path::Path,
+    ) -> Option<Result<usize, String>> {
+        let copied = Place::of(c).map_err(|e| e.to_string()).and_then(|place| {
+            let of = crate::logs::PodsOf {
+                conn: &place.conn,
+                namespace: &place.namespace,
+                project,
+                component: &c.name,
+                container: &place.name,
+            };
+            crate::logs::sync(&of, log).map_err(|e| e.to_string())
+        });
+        Some(copied)
+    }
+
     fn observe(
         &self,
         project: &str,
@@ -738,7 +761,7 @@ impl Adapter for Kubernetes {
                 "cluster".into(),
                 true,
                 format!(
-                    "context {} of {}: the API server at {} answers (Kubernetes {}.{})",
+                    "context {} of {}: the API server at {} answers (Kubernetes {}.{}); {UNTESTED}",
                     place.conn.context,
                     place.conn.kubeconfig.display(),
                     place.conn.server,

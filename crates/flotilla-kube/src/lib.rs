@@ -9,6 +9,7 @@
 //!   pods, stale images), by pure functions;
 //! - [`watch`]: one watch per cluster, namespace and kind, shared by every component;
 //! - [`manifest`]: the objects of a component, built by pure functions;
+//! - [`logs`]: the pods' logs copied into the component's log file;
 //! - [`session`]: [`session::PodRuntime`], the sessions' runtime on a cluster (one
 //!   Pod per runtime);
 //! - [`cluster`]: a kubeconfig context becomes a client; the adapter's runtime;
@@ -19,6 +20,7 @@ pub mod apply;
 pub mod assess;
 pub mod cluster;
 pub mod error;
+pub mod logs;
 pub mod manifest;
 pub mod session;
 pub mod watch;

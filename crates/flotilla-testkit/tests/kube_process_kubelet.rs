@@ -565,3 +565,53 @@ async fn dropping_the_fake_kills_its_pods() {
     assert!(!running_with(&m), "no process outlives the fake");
     drop(dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_read_with_timestamps_gives_each_lines_time_and_since_time_leaves_older_out() {
+    let e = env().await;
+    // Two lines a second apart (the second waits for the clock, not a fixed time).
+    create(
+        &e,
+        &sh(
+            "stamped",
+            "echo first; s=$(date +%s); while [ \"$(date +%s)\" = \"$s\" ]; do :; done; echo second >&2",
+        ),
+    )
+    .await;
+    wait_phase(&e, "stamped", &["Succeeded"]).await;
+    let read = |lp: LogParams| {
+        let pods = e.pods.clone();
+        async move { pods.logs("stamped", &lp).await.unwrap() }
+    };
+    let plain = read(LogParams::default()).await;
+    assert_eq!(plain, "first\nsecond\n");
+    let stamped = read(LogParams {
+        timestamps: true,
+        ..Default::default()
+    })
+    .await;
+    let lines: Vec<(&str, &str)> = stamped
+        .lines()
+        .map(|l| l.split_once(' ').unwrap())
+        .collect();
+    assert_eq!(
+        lines.iter().map(|l| l.1).collect::<Vec<_>>(),
+        ["first", "second"]
+    );
+    let at: Vec<std::time::SystemTime> = lines
+        .iter()
+        .map(|l| humantime::parse_rfc3339(l.0).unwrap_or_else(|e| panic!("{}: {e}", l.0)))
+        .collect();
+    assert!(at[0] < at[1], "{stamped}");
+    // sinceTime: the second's whole second (the API's unit) keeps only the second.
+    let second = at[1]
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let since = read(LogParams {
+        since_time: Some(k8s_openapi::jiff::Timestamp::from_second(second).unwrap()),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(since, "second\n");
+}

@@ -3,9 +3,10 @@
 //! with its component's name — and Flotilla's marker line at every start and stop. A
 //! component on an `ssh` host is read on that host; one on an `agent` host by its
 //! agent (through the authority, with `--server`). A container's lines are copied from
-//! its engine (with the engine's timestamps) into its log first. `-f` follows them
-//! all: local logs every 0.1 s, the others (and containers' engines) asked every
-//! second for what was appended since.
+//! its engine, a `kubernetes` component's from its pods (with the engine's or the
+//! container runtime's timestamps), into its log first. `-f` follows them all: local
+//! logs every 0.1 s, the others (and engines and clusters) asked every second for
+//! what was appended since.
 
 use crate::{Cli, EXIT_OK};
 use flotilla_exec::logs::{self, TimedLine};
@@ -205,8 +206,10 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
     let mut follow_remote: Vec<(usize, String, u64)> = Vec::new();
     let mut remote_ctx = None;
     let mut failed = false;
-    // Container components here, whose engine's lines are copied into their logs.
-    let mut containers: Vec<(flotilla_model::Component, std::path::PathBuf)> = Vec::new();
+    // Components whose owner keeps their output (a container's engine, a cluster's
+    // pods): their lines are copied into their logs.
+    let adapters = flotilla_exec::adapter::Adapters::native();
+    let mut collected: Vec<(flotilla_model::Component, std::path::PathBuf)> = Vec::new();
     for (i, name) in names.iter().enumerate() {
         if let Some(host) = host_of(name) {
             let (fleet, rt) = match &remote_ctx {
@@ -240,14 +243,20 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         }
         let path = state.log(name);
         let c = topology.component(topology.id(name).expect("resolved"));
-        if c.adapter == Some(flotilla_model::inventory::AdapterKind::Container) && c.is_managed() {
-            // A container's output is kept by its engine: copied in first.
-            if let Err(e) =
-                flotilla_exec::adapter::container::logs::sync(topology.project_name(), c, &path)
+        if c.is_managed() {
+            // Output its owner keeps is copied in first.
+            match adapters
+                .for_component(c)
+                .collect_log(topology.project_name(), c, &path)
             {
-                eprintln!("warning: `{name}`: {e}");
+                None => {}
+                Some(copied) => {
+                    if let Err(e) = copied {
+                        eprintln!("warning: `{name}`: {e}");
+                    }
+                    collected.push((c.clone(), path.clone()));
+                }
             }
-            containers.push((c.clone(), path.clone()));
         }
         if !path.exists() && !args.follow && named {
             eprintln!(
@@ -283,10 +292,23 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         for (k, line) in follower.poll()? {
             batch[local[k]].push(line);
         }
-        if !containers.is_empty() && std::time::Instant::now() >= next_remote {
-            for (c, path) in &containers {
-                let _ =
-                    flotilla_exec::adapter::container::logs::sync(topology.project_name(), c, path);
+        if !collected.is_empty() && std::time::Instant::now() >= next_remote {
+            for (c, path) in &collected {
+                let copied =
+                    adapters
+                        .for_component(c)
+                        .collect_log(topology.project_name(), c, path);
+                match copied {
+                    Some(Err(e)) => {
+                        // Said once until it works again; following goes on.
+                        if complained.insert(c.name.clone()) {
+                            eprintln!("error: `{}`: {e} (still following)", c.name);
+                        }
+                    }
+                    _ => {
+                        complained.remove(&c.name);
+                    }
+                }
             }
             if follow_remote.is_empty() {
                 next_remote = std::time::Instant::now() + REMOTE_POLL;

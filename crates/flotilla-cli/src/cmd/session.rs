@@ -105,9 +105,9 @@ fn parse_mode(s: &str) -> Result<Mode, String> {
     })
 }
 
-/// One line per session: id, state, mode (and what the runtime reported), repo,
-/// runtime pid, open questions.
-fn line(s: &SessionDto) -> String {
+/// One row per session: id, state, repo, runtime (its pid or pod), open questions,
+/// mode (and what the runtime reported).
+fn row(s: &SessionDto) -> Vec<String> {
     let mode = match (&s.doc.observed_mode, s.mode_mismatch) {
         (Some(o), true) => format!("{} (runtime reports {o}: MISMATCH)", s.doc.mode),
         _ => s.doc.mode.to_string(),
@@ -120,10 +120,21 @@ fn line(s: &SessionDto) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default();
-    format!(
-        "{:<5} {:<19} {:<10} {:<9} {:<3} {}",
-        s.id, state, s.doc.repo, runtime, s.open_questions, mode
-    )
+    vec![
+        s.id.to_string(),
+        state,
+        s.doc.repo.clone(),
+        runtime,
+        s.open_questions.to_string(),
+        mode,
+    ]
+}
+
+/// `sessions` as a table under its header, columns as wide as their widest cell.
+fn table<'a>(sessions: impl IntoIterator<Item = &'a SessionDto>) -> String {
+    let mut rows = vec![HEADER.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
+    rows.extend(sessions.into_iter().map(row));
+    crate::render::table(&rows)
 }
 
 /// `n` bytes for a human: `512 B`, `12.4 KiB`, `3.0 MiB`, `1.2 GiB`.
@@ -213,7 +224,8 @@ fn deleted_line(r: &CleanupReport) -> String {
     line
 }
 
-const HEADER: &str = "ID    STATE               REPO       RUNTIME   Q   MODE";
+/// The columns of [`table`].
+const HEADER: [&str; 6] = ["ID", "STATE", "REPO", "RUNTIME", "Q", "MODE"];
 
 /// Runs the subcommand; returns the exit status.
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
@@ -251,10 +263,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             if *json {
                 println!("{}", serde_json::to_string_pretty(&all)?);
             } else {
-                println!("{HEADER}");
-                for s in &all.sessions {
-                    println!("{}", line(s));
-                }
+                print!("{}", table(&all.sessions));
             }
             Ok(EXIT_OK)
         }
@@ -263,8 +272,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             if *json {
                 println!("{}", serde_json::to_string_pretty(&s)?);
             } else {
-                println!("{HEADER}");
-                println!("{}", line(&s));
+                print!("{}", table([&s]));
                 if let Some(t) = &s.doc.tree {
                     println!(
                         "tree: {t} (base {})",
@@ -300,8 +308,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
                 &format!("/v1/sessions/{id}/messages"),
                 &MessageRequest { text },
             ))?;
-            println!("{HEADER}");
-            println!("{}", line(&s));
+            print!("{}", table([&s]));
             Ok(EXIT_OK)
         }
         SessionCommand::Mode { id, mode } => {
@@ -323,8 +330,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         SessionCommand::Stop { id } => {
             let s: SessionDto =
                 rt.block_on(client.delete(&format!("/v1/sessions/{id}/runtime")))?;
-            println!("{HEADER}");
-            println!("{}", line(&s));
+            print!("{}", table([&s]));
             Ok(EXIT_OK)
         }
         SessionCommand::Delete { id, force, json } => {

@@ -48,6 +48,11 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         }
     };
     let state = super::state_dir(cli, &topology).ok();
+    let notes = if cli.verbose > 0 {
+        tested_notes(&topology, &names)
+    } else {
+        Vec::new()
+    };
     // One runtime and one set of SSH connections for every refresh of `--watch`.
     let rt = super::runtime()?;
     let world = super::world(cli, topology)?;
@@ -74,6 +79,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
             for r in &adopting {
                 println!("{}", adopt_line(r));
             }
+            for n in &notes {
+                println!("note: {n}");
+            }
         }
         if !args.watch {
             return Ok(if report.all_ok() && adopting.is_empty() {
@@ -86,6 +94,34 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<u8> {
         let _ = std::io::Write::flush(&mut std::io::stdout());
         std::thread::sleep(args.interval.saturating_sub(began.elapsed()));
     }
+}
+
+/// What `status -v` says of how far what it shows was tested: this machine's
+/// platform when Flotilla's CI does not run there, and the `kubernetes` components
+/// (of `names`; all when empty), whose adapter it never ran against a real cluster.
+fn tested_notes(topology: &flotilla_model::Topology, names: &[String]) -> Vec<String> {
+    let mut notes = Vec::new();
+    let platform = flotilla_exec::remote::this_platform();
+    if let Some(c) = flotilla_exec::hosts::platform_caveat(&platform) {
+        notes.push(format!("this machine ({platform}): {c}"));
+    }
+    let on_clusters: Vec<&str> = topology
+        .order()
+        .iter()
+        .map(|&id| topology.component(id))
+        .filter(|c| c.adapter == Some(flotilla_model::inventory::AdapterKind::Kubernetes))
+        .filter(|c| names.is_empty() || names.contains(&c.name))
+        .map(|c| c.name.as_str())
+        .collect();
+    if !on_clusters.is_empty() {
+        notes.push(format!(
+            "{} ({}): {}",
+            on_clusters.join(", "),
+            "kubernetes",
+            flotilla_kube::adapter::UNTESTED
+        ));
+    }
+    notes
 }
 
 /// The project's adopts that are unfinished (of `names`' components; all when

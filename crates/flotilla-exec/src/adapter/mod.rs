@@ -264,10 +264,18 @@ pub trait Adapter: Send + Sync {
         crate::identity::prove_restart(before, after)
     }
 
-    /// Copies what the owner keeps of `c`'s output (a container's engine keeps it) into
-    /// its log at `log`, so that a failure's log tail shows it. The default: the
-    /// process writes its log itself, nothing to copy. Best effort.
-    fn collect_log(&self, _project: &str, _c: &Component, _log: &std::path::Path) {}
+    /// Copies what the owner keeps of `c`'s output (a container's engine, a
+    /// cluster's pods) since the last copy into its log at `log`, so that `flotilla
+    /// logs` and a failure's log tail show it: how many lines, or why not. `None`
+    /// (the default): the process writes its log itself, there is nothing to copy.
+    fn collect_log(
+        &self,
+        _project: &str,
+        _c: &Component,
+        _log: &std::path::Path,
+    ) -> Option<Result<usize, String>> {
+        None
+    }
 
     /// What `process` and `container_health` checks of `c` (of `project`) ask of its
     /// owner instead of `/proc` (a container's engine); `None`: they measure the process.

@@ -17,6 +17,7 @@
 //! | `GET /_fake/watches`       |                                                  | `{"opened": {"deployments.apps": 1}, "open": {…}}` |
 //! | `POST /_fake/seed`         | `{"namespaces": 10}`                             | 204 |
 //! | `PUT /_fake/run-pods`      | `{"dataDir": "/tmp/pods"}`: run bare pods as processes ([`super::FakeKube::run_pods`]) | 204 |
+//! | `POST /_fake/pod-log`      | `{"namespace", "pod", "container"?, "text"}`: a line the pod's container wrote ([`super::FakeKube::write_pod_log`]) | 204 |
 
 use axum::body::Body;
 use axum::response::Response;
@@ -24,6 +25,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::apply::Writer;
+use super::cri_log;
 use super::faults::Misbehaviour;
 use super::faults::{Fault, RecordedRequest};
 use super::paths::{route, Route};
@@ -63,6 +65,41 @@ impl Shared {
                 Err(e) => e,
             }
         })
+    }
+
+    /// See [`super::FakeKube::write_pod_log`].
+    pub(crate) fn write_pod_log(
+        &self,
+        namespace: &str,
+        name: &str,
+        container: Option<&str>,
+        text: &str,
+    ) -> Result<(), String> {
+        let mut s = self.lock();
+        let pod = s
+            .get(super::store::PODS, namespace, name)
+            .map_err(|_| format!("no pod {namespace}/{name}"))?;
+        let containers: Vec<&str> = pod["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        let container = match container {
+            Some(c) if containers.contains(&c) => c,
+            Some(c) => return Err(format!("pod {namespace}/{name} has no container {c}")),
+            None => containers
+                .first()
+                .copied()
+                .ok_or_else(|| format!("pod {namespace}/{name} has no container"))?,
+        };
+        let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+        let line = cri_log::line(&cri_log::now_stamp(), "stdout", text.as_bytes());
+        s.pod_logs
+            .entry((uid.to_string(), container.to_string()))
+            .or_default()
+            .extend_from_slice(&line);
+        Ok(())
     }
 
     /// Seeds `n` namespaces `seed-<i>`, each with a one-replica Deployment `app`.
@@ -123,6 +160,15 @@ struct ApplyBody {
 #[serde(rename_all = "camelCase")]
 struct RunPodsBody {
     data_dir: std::path::PathBuf,
+}
+
+#[derive(Deserialize)]
+struct PodLogBody {
+    namespace: String,
+    pod: String,
+    #[serde(default)]
+    container: Option<String>,
+    text: String,
 }
 
 #[derive(Deserialize)]
@@ -212,6 +258,11 @@ pub(crate) fn serve(shared: &Shared, method: &str, path: &str, body: &[u8]) -> R
             ("PUT", "/_fake/run-pods") => {
                 let b: RunPodsBody = parse(body)?;
                 shared.run_pods(&b.data_dir).map_err(|e| e.to_string())?;
+                done()
+            }
+            ("POST", "/_fake/pod-log") => {
+                let b: PodLogBody = parse(body)?;
+                shared.write_pod_log(&b.namespace, &b.pod, b.container.as_deref(), &b.text)?;
                 done()
             }
             ("POST", "/_fake/seed") => {

@@ -19,7 +19,7 @@
 //! - [`kubelet`]: the controllers and the kubelet;
 //! - [`process_kubelet`]: the kubelet running bare pods as processes, on
 //!   [`pod_sandbox`] (users, volumes, `bwrap`), with their logs served by
-//!   [`pod_logs`];
+//!   [`pod_logs`] from files in the runtime's format ([`cri_log`]);
 //! - [`faults`]: injected failures ([`Fault`], [`Misbehaviour`]) and the request log
 //!   ([`RecordedRequest`]);
 //! - [`control`]: the same controls over HTTP under `/_fake/`.
@@ -29,6 +29,7 @@
 
 pub mod apply;
 pub mod control;
+pub mod cri_log;
 pub mod faults;
 pub mod fields;
 pub mod http;
@@ -225,6 +226,37 @@ impl FakeKube {
             s.misbehaviour
                 .insert((namespace.to_string(), workload.to_string()), how)
         });
+    }
+
+    /// The pods in `namespace` whose labels include every `key=value` of `labels`
+    /// (comma-separated; empty: all), as stored, by name.
+    pub fn pods(&self, namespace: &str, labels: &str) -> Vec<Value> {
+        let want: Vec<(&str, &str)> = labels
+            .split(',')
+            .filter_map(|kv| kv.split_once('='))
+            .collect();
+        let s = self.shared.lock();
+        s.list(store::PODS, Some(namespace))
+            .into_iter()
+            .map(|(_, v)| v.clone())
+            .filter(|p| want.iter().all(|(k, v)| p["metadata"]["labels"][*k] == *v))
+            .collect()
+    }
+
+    /// Writes `text` (one line) to the log of `container` (`None`: the pod's first)
+    /// of pod `name` in `namespace`, stamped now, as if that container had written
+    /// it: `pods/log` serves it ([`pod_logs`]). For the simulated kubelet's pods,
+    /// whose containers run nothing; a process kubelet's pods write their own.
+    ///
+    /// Errors: no such pod, or it has no such container.
+    pub fn write_pod_log(
+        &self,
+        namespace: &str,
+        name: &str,
+        container: Option<&str>,
+        text: &str,
+    ) -> Result<(), String> {
+        self.shared.write_pod_log(namespace, name, container, text)
     }
 
     /// Adds a fault: matching requests are answered with its Status, before they

@@ -14,21 +14,28 @@
 //!   body that ends when the container has ended (or the pod is gone);
 //! - `tailLines=N`: from the N-th line from the end; `limitBytes=N`: at most N
 //!   bytes in all;
+//! - `timestamps=true`: each line after the time the runtime read it (RFC 3339,
+//!   nanoseconds) and a space; `sinceTime` (RFC 3339) or `sinceSeconds`: only the
+//!   lines read at or after it (both: 400);
 //! - stdout and stderr are one stream, as the container runtime writes them;
 //! - `previous=true`: 400 `previous terminated container "C" in pod "P" not found`
-//!   (containers never restart here); `timestamps` is ignored.
+//!   (containers never restart here).
 //!
-//! A pod of the simulated kubelet (not run as processes) has an empty log.
+//! The log is read from the runtime's file in the CRI logging format
+//! ([`super::cri_log`]): the process kubelet's, or for a pod of the simulated
+//! kubelet the lines a test wrote ([`super::FakeKube::write_pod_log`]; none: empty).
 
 use std::io::{Read, Seek, SeekFrom};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::response::Response;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
+use super::cri_log;
 use super::paths::Query;
 use super::status::{bad_request, Reply};
 use super::store::{Key, PODS};
@@ -63,24 +70,6 @@ fn finished(shared: &Shared, key: &Key, uid: &str, container: &str) -> bool {
         }
         _ => true,
     }
-}
-
-/// Where the last `n` lines of `text` start.
-fn tail_start(text: &[u8], n: usize) -> usize {
-    if n == 0 {
-        return text.len();
-    }
-    let body = text.strip_suffix(b"\n").unwrap_or(text);
-    let mut seen = 0;
-    for (i, b) in body.iter().enumerate().rev() {
-        if *b == b'\n' {
-            seen += 1;
-            if seen == n {
-                return i + 1;
-            }
-        }
-    }
-    0
 }
 
 fn text(body: Body) -> Response {
@@ -152,54 +141,46 @@ pub(crate) fn serve(
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let path = shared
+    let source = match shared
         .process_kubelet()
         .map(|pk| pk.log_path(&uid, &container))
-        .filter(|p| p.is_file());
-    let Some(path) = path else {
-        return Ok(text(Body::empty()));
+        .filter(|p| p.is_file())
+    {
+        Some(path) => Source::File(path),
+        None => Source::Memory(uid.clone(), container.clone()),
     };
+    let shape = Shape::of(q)?;
     let follow = q.get("follow") == Some("true");
     let tail = q.get("tailLines").and_then(|t| t.parse::<usize>().ok());
     let mut limit = q
         .get("limitBytes")
         .and_then(|t| t.parse::<u64>().ok())
         .unwrap_or(u64::MAX);
-    let content = std::fs::read(&path).map_err(|e| bad_request(&e.to_string()))?;
-    let start = tail.map_or(0, |n| tail_start(&content, n));
-    let first = &content[start..];
-    let first = &first[..first
-        .len()
-        .min(usize::try_from(limit).unwrap_or(usize::MAX))];
+    let content = source.read_from(shared, 0);
+    let (mut entries, used) = cri_log::parse_all(&content);
+    if let Some(n) = tail {
+        entries.drain(..entries.len().saturating_sub(n));
+    }
+    let mut first = shape.render(&entries);
+    first.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
     if !follow {
-        return Ok(text(Body::from(first.to_vec())));
+        return Ok(text(Body::from(first)));
     }
     limit -= first.len() as u64;
-    let first = first.to_vec();
-    let mut offset = content.len() as u64;
+    let mut offset = used as u64;
     let (mut writer, reader) = tokio::io::duplex(64 * 1024);
     let shared = shared.clone();
     tokio::spawn(async move {
         if writer.write_all(&first).await.is_err() {
             return;
         }
-        let Ok(mut file) = std::fs::File::open(&path) else {
-            return;
-        };
-        let mut buf = vec![0u8; 64 * 1024];
         while limit > 0 {
             // Whether it had ended before this read: then this read has all.
             let ended = finished(&shared, &key, &uid, &container);
-            let mut got = Vec::new();
-            if file.seek(SeekFrom::Start(offset)).is_ok() {
-                while let Ok(n) = file.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    got.extend_from_slice(&buf[..n]);
-                }
-            }
-            offset += got.len() as u64;
+            let got = source.read_from(&shared, offset);
+            let (entries, used) = cri_log::parse_all(&got);
+            offset += used as u64;
+            let mut got = shape.render(&entries);
             got.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
             limit -= got.len() as u64;
             if !got.is_empty() && writer.write_all(&got).await.is_err() {
@@ -215,4 +196,102 @@ pub(crate) fn serve(
     Ok(text(Body::from_stream(tokio_util::io::ReaderStream::new(
         reader,
     ))))
+}
+
+/// Where a container's log is kept: the process kubelet's file, or the simulated
+/// kubelet's lines in the fake's state ([`super::FakeKube::write_pod_log`]).
+enum Source {
+    File(PathBuf),
+    /// (pod uid, container)
+    Memory(String, String),
+}
+
+impl Source {
+    /// The log's bytes from `offset` on (none when it cannot be read).
+    fn read_from(&self, shared: &Shared, offset: u64) -> Vec<u8> {
+        let at = usize::try_from(offset).unwrap_or(usize::MAX);
+        match self {
+            Source::File(path) => {
+                let mut got = Vec::new();
+                if let Ok(mut f) = std::fs::File::open(path) {
+                    if f.seek(SeekFrom::Start(offset)).is_ok() {
+                        let _ = f.read_to_end(&mut got);
+                    }
+                }
+                got
+            }
+            Source::Memory(uid, container) => shared
+                .lock()
+                .pod_logs
+                .get(&(uid.clone(), container.clone()))
+                .and_then(|b| b.get(at..))
+                .map(<[u8]>::to_vec)
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// How lines are shown: `timestamps`, and which are left out (`sinceTime`,
+/// `sinceSeconds`: lines written before it).
+struct Shape {
+    timestamps: bool,
+    since_ns: Option<u128>,
+}
+
+impl Shape {
+    /// The query's; a `sinceTime` that is not RFC 3339, or both `since…` given, is
+    /// a 400 as the API server's validation answers it.
+    fn of(q: &Query) -> Result<Shape, Reply> {
+        let epoch_ns = |t: SystemTime| {
+            t.duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        };
+        let since_ns = match (q.get("sinceTime"), q.get("sinceSeconds")) {
+            (Some(_), Some(_)) => {
+                return Err(bad_request(
+                    "at most one of sinceTime or sinceSeconds may be specified",
+                ))
+            }
+            (Some(t), None) => Some(epoch_ns(
+                humantime::parse_rfc3339_weak(t)
+                    .map_err(|_| bad_request(&format!("sinceTime: invalid RFC 3339 time: {t}")))?,
+            )),
+            (None, Some(s)) => {
+                let s: u64 = s
+                    .parse()
+                    .ok()
+                    .filter(|s| *s > 0)
+                    .ok_or_else(|| bad_request("sinceSeconds: must be greater than 0"))?;
+                Some(epoch_ns(
+                    SystemTime::now()
+                        .checked_sub(Duration::from_secs(s))
+                        .unwrap_or(UNIX_EPOCH),
+                ))
+            }
+            (None, None) => None,
+        };
+        Ok(Shape {
+            timestamps: q.get("timestamps") == Some("true"),
+            since_ns,
+        })
+    }
+
+    /// The response's bytes for `entries`: each line's text (after its stamp and a
+    /// space with `timestamps`), the ones before `since` left out.
+    fn render(&self, entries: &[cri_log::Entry]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for e in entries {
+            if self.since_ns.is_some_and(|s| e.at_ns < s) {
+                continue;
+            }
+            if self.timestamps {
+                out.extend_from_slice(e.stamp.as_bytes());
+                out.push(b' ');
+            }
+            out.extend_from_slice(&e.text);
+            out.push(b'\n');
+        }
+        out
+    }
 }

@@ -182,7 +182,6 @@ pub(crate) struct Launch<'a> {
     pub working_dir: String,
     pub binds: Vec<Bind>,
     pub user: User,
-    pub log: &'a Path,
 }
 
 /// Whether `dest` lies under a mount the sandbox makes writable itself.
@@ -245,7 +244,8 @@ fn root_args(dir: &Path, synthetic: &BTreeSet<PathBuf>, out: &mut Vec<String>) {
 impl Launch<'_> {
     /// The `bwrap` command: the host's tree read-only, fresh `/dev`, `/proc`,
     /// `/tmp`, the binds, its own pid namespace and session, dying with the fake;
-    /// the container's env only; stdout and stderr appended to the log; the user's
+    /// the container's env only; stdout and stderr piped (the caller copies them into
+    /// the container's log, [`super::cri_log::copy`]); the user's
     /// groups, gid and uid set before `bwrap` starts.
     pub fn command(&self) -> io::Result<Command> {
         let mut args = Vec::new();
@@ -276,17 +276,13 @@ impl Launch<'_> {
         args.push(self.working_dir.clone());
         args.push("--".into());
         args.extend(self.argv.iter().cloned());
-        let log = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log)?;
         let mut cmd = Command::new(self.bwrap);
         cmd.args(&args)
             .env_clear()
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .process_group(0);
         let groups: Vec<Gid> = self.user.groups.iter().map(|g| Gid::from_raw(*g)).collect();
         let gid = Gid::from_raw(self.user.gid);

@@ -43,8 +43,9 @@
 //!   ends its first 4096 bytes are `state.terminated.message`; with
 //!   `terminationMessagePolicy: FallbackToLogsOnError`, an empty file and a
 //!   non-zero exit, the log's last 80 lines, at most 2048 bytes, instead;
-//! - logs: stdout and stderr go, merged, to one file per container, served by
-//!   [`super::pod_logs`];
+//! - logs: stdout and stderr go, merged, to one file per container in the CRI
+//!   logging format, each line stamped as it is read ([`super::cri_log`]), served
+//!   by [`super::pod_logs`];
 //! - graceful deletion
 //!   (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination):
 //!   DELETE of a pod whose processes run sets `metadata.deletionTimestamp` (now +
@@ -90,6 +91,7 @@ use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 
 use super::apply::Writer;
+use super::cri_log;
 use super::kubelet::{digest_of, is_bare, repository};
 use super::paths::Query;
 use super::pod_sandbox::{
@@ -934,12 +936,28 @@ impl Worker {
             working_dir: spec["workingDir"].as_str().unwrap_or("/").to_string(),
             binds,
             user,
-            log: &log,
         };
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| format!("container \"{name}\": its log: {e}"))?;
+        let file = Arc::new(Mutex::new(file));
         let mut child = launch
             .command()
             .and_then(|mut c| c.spawn())
             .map_err(|e| format!("starting container \"{name}\": {e}"))?;
+        // The runtime's log: each stream copied line by line, stamped as read.
+        let mut copiers = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            let f = file.clone();
+            copiers.push(std::thread::spawn(move || cri_log::copy(out, "stdout", f)));
+        }
+        if let Some(err) = child.stderr.take() {
+            copiers.push(std::thread::spawn(move || {
+                cri_log::copy(err, "stderr", file)
+            }));
+        }
         let tx = self.tx.clone();
         let outer = child.id() as i32;
         std::thread::Builder::new()
@@ -949,6 +967,11 @@ impl Worker {
                     Ok(st) => st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)),
                     Err(_) => 128,
                 };
+                // Every line written before the end is in the log before the end is
+                // told (the pid namespace's end closed the pipes).
+                for c in copiers {
+                    let _ = c.join();
+                }
                 let _ = tx.send(Msg::Exited(i, code));
             })
             .map_err(|e| e.to_string())?;
@@ -1031,7 +1054,12 @@ impl Worker {
         let policy = self.ctrs[i].spec["terminationMessagePolicy"].as_str();
         if message.is_empty() && code != 0 && policy == Some("FallbackToLogsOnError") {
             let log = fs::read(self.pk.log_path(&self.uid, &name)).unwrap_or_default();
-            message = tail(&log, FALLBACK_LINES, FALLBACK_BYTES);
+            let mut text = Vec::new();
+            for e in cri_log::parse_all(&log).0 {
+                text.extend_from_slice(&e.text);
+                text.push(b'\n');
+            }
+            message = tail(&text, FALLBACK_LINES, FALLBACK_BYTES);
         }
         let c = &mut self.ctrs[i];
         c.outer = None;

@@ -274,6 +274,9 @@ pub(crate) struct State {
     /// Watch connections open now per resource.
     pub watches_open: BTreeMap<String, u64>,
     pub next_ip: u32,
+    /// The logs of the simulated kubelet's containers, by (pod uid, container), in
+    /// the CRI logging format ([`super::cri_log`]).
+    pub pod_logs: HashMap<(String, String), Vec<u8>>,
     /// Bumped on each change: the controllers' loop runs when it moved.
     pub dirty: bool,
 }
@@ -296,6 +299,7 @@ impl State {
             misbehaviour: HashMap::new(),
             watches_opened: BTreeMap::new(),
             watches_open: BTreeMap::new(),
+            pod_logs: HashMap::new(),
             next_ip: 0,
             dirty: false,
         };
@@ -338,6 +342,7 @@ impl State {
             watches_opened: BTreeMap::new(),
             watches_open: BTreeMap::new(),
             next_ip: self.next_ip,
+            pod_logs: HashMap::new(),
             dirty: false,
         }
     }

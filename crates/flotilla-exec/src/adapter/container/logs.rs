@@ -9,23 +9,13 @@
 
 use super::engine::{Engine, EngineError};
 use crate::adapter::container::{container_name, engine_for, inspect};
+use crate::logs::rfc3339_ns as stamp_ns;
 use flotilla_model::topology::Component;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::UNIX_EPOCH;
 
 fn state_path(log: &Path) -> PathBuf {
-    let mut s = log.as_os_str().to_owned();
-    s.push(".engine");
-    PathBuf::from(s)
-}
-
-fn stamp_ns(stamp: &str) -> Option<u128> {
-    humantime::parse_rfc3339_weak(stamp)
-        .ok()?
-        .duration_since(UNIX_EPOCH)
-        .ok()
-        .map(|d| d.as_nanos())
+    crate::logs::beside(log, "engine")
 }
 
 /// Copies the lines `c`'s container (of `project`) wrote since the last copy into
@@ -158,13 +148,7 @@ pub fn sync_container(engine: &Engine, id: &str, log: &Path) -> Result<usize, En
             what: format!("copy the logs of container {id}"),
             why: format!("{}: {e}", log.display()),
         };
-        if let Some(dir) = log.parent() {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
+        crate::logs::open_append(log)
             .and_then(|mut f| f.write_all(&out))
             .map_err(io)?;
         std::fs::write(&state, format!("{id} {newest} {same}\n")).map_err(io)?;

@@ -787,10 +787,13 @@ impl Adapter for Container {
         }
     }
 
-    fn collect_log(&self, project: &str, c: &Component, log: &std::path::Path) {
-        if let Err(e) = logs::sync(project, c, log) {
-            tracing::debug!("component `{}`: its container's log: {e}", c.name);
-        }
+    fn collect_log(
+        &self,
+        project: &str,
+        c: &Component,
+        log: &std::path::Path,
+    ) -> Option<Result<usize, String>> {
+        Some(logs::sync(project, c, log).map_err(|e| e.to_string()))
     }
 
     fn owner_checks(
