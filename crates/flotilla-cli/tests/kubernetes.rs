@@ -370,6 +370,11 @@ fn logs_copies_each_pods_lines_once_in_the_order_written_and_follows_new_ones() 
 #[test]
 fn logs_of_an_unreachable_cluster_warn_and_show_the_markers() {
     let (fake, ws) = setup(STACK);
+    // Never started: no pods, nothing to copy, no warning.
+    let none = ws.run(&["logs", "llm"]);
+    assert_eq!(none.code, 0, "{}\n{}", none.stdout, none.stderr);
+    assert!(none.stderr.contains("no log yet for `llm`"), "{}", none.stderr);
+    assert!(!none.stderr.contains("warning"), "{}", none.stderr);
     let up = ws.run(&["start", "llm"]);
     assert_eq!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
     drop(fake);

@@ -84,6 +84,17 @@ pub enum KubeError {
         /// What was awaited.
         what: String,
     },
+    /// A file of this machine's (a component's log) could not be written.
+    #[error("{what} {}: {source}", path.display())]
+    File {
+        /// What was being done, e.g. `copy the pods' lines into`.
+        what: String,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The workload's pods fail (crash-looping, killed for memory, image not pulled).
     #[error("{what}: {why}")]
     PodsFailing {

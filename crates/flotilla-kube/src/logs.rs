@@ -213,11 +213,13 @@ pub fn sync(of: &PodsOf<'_>, log: &Path) -> Result<usize, KubeError> {
         lines.sort_by_key(|l| l.0);
         Ok((lines, next))
     })?;
-    let io = |e: std::io::Error| KubeError::Unreachable {
-        verb: "write".into(),
-        what: log.display().to_string(),
-        server: "this machine".into(),
-        message: e.to_string(),
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| KubeError::File {
+            what: "copy the pods' lines into".into(),
+            path,
+            source,
+        }
     };
     if !lines.is_empty() {
         let mut out = Vec::new();
@@ -228,7 +230,7 @@ pub fn sync(of: &PodsOf<'_>, log: &Path) -> Result<usize, KubeError> {
         // One write: with O_APPEND it lands whole after what was written before.
         flotilla_exec::logs::open_append(log)
             .and_then(|mut f| f.write_all(&out))
-            .map_err(io)?;
+            .map_err(io(log))?;
     }
     let mut text = String::new();
     let mut uids: Vec<_> = state.iter().collect();
@@ -236,7 +238,12 @@ pub fn sync(of: &PodsOf<'_>, log: &Path) -> Result<usize, KubeError> {
     for (uid, c) in uids {
         text.push_str(&format!("{uid} {} {}\n", c.stamp, c.same));
     }
-    std::fs::write(state_path(log), text).map_err(io)?;
+    // Nothing seen and nothing remembered: nothing to write (a component never
+    // started may have no log directory yet).
+    let at = state_path(log);
+    if !text.is_empty() || at.exists() {
+        std::fs::write(&at, text).map_err(io(&at))?;
+    }
     Ok(lines.len())
 }
 
