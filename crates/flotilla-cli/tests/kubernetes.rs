@@ -373,7 +373,11 @@ fn logs_of_an_unreachable_cluster_warn_and_show_the_markers() {
     // Never started: no pods, nothing to copy, no warning.
     let none = ws.run(&["logs", "llm"]);
     assert_eq!(none.code, 0, "{}\n{}", none.stdout, none.stderr);
-    assert!(none.stderr.contains("no log yet for `llm`"), "{}", none.stderr);
+    assert!(
+        none.stderr.contains("no log yet for `llm`"),
+        "{}",
+        none.stderr
+    );
     assert!(!none.stderr.contains("warning"), "{}", none.stderr);
     let up = ws.run(&["start", "llm"]);
     assert_eq!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
@@ -387,4 +391,38 @@ fn logs_of_an_unreachable_cluster_warn_and_show_the_markers() {
     assert!(r.stderr.contains("warning: `llm`: "), "{}", r.stderr);
     assert!(r.stderr.contains("pods of inference/llm"), "{}", r.stderr);
     assert!(r.stdout.contains("--- flotilla "), "{}", r.stdout);
+}
+
+#[test]
+fn down_and_restart_refuse_while_the_cluster_cannot_say_what_runs() {
+    let (fake, ws) = setup(STACK);
+    let up = ws.run(&["up", "chat"]);
+    assert_eq!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
+    // Every read of the namespace fails: what runs is not known.
+    fake.fault(flotilla_testkit::kube_api::Fault::new(
+        Some("GET"),
+        "/namespaces/inference",
+        503,
+        "ServiceUnavailable",
+        "etcd is down",
+    ));
+    let env = [("FLOTILLA_KUBERNETES_API_TIMEOUT", "2s")];
+    for args in [&["down", "chat"][..], &["stop", "ui"], &["restart", "llm"]] {
+        let r = common::run_with_env(ws.path(), args, &env);
+        assert_eq!(r.code, 1, "{args:?}: {}\n{}", r.stdout, r.stderr);
+        assert!(
+            r.stderr.contains("its owner cannot be asked"),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+    fake.clear_faults();
+    // Nothing was recorded stopped and nothing was scaled down.
+    assert_eq!(
+        fake.object(&format!("{DEPLOYMENTS}/llm")).unwrap()["spec"]["replicas"],
+        2
+    );
+    let s = ws.run(&["status", "--json"]);
+    assert_eq!(s.code, 0, "{}\n{}", s.stdout, s.stderr);
+    assert_eq!(component(&s.json(), "llm")["desired"], "running");
 }

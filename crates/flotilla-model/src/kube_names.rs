@@ -3,7 +3,7 @@
 //! what the API server would refuse is refused where it is written.
 
 /// Whether `s` is a DNS-1123 label (RFC 1123; Kubernetes' names of namespaces,
-/// Services and most objects): `Err` says what is wrong.
+/// containers and most objects): `Err` says what is wrong.
 pub fn dns_label(s: &str) -> Result<(), &'static str> {
     if s.is_empty() || s.len() > 63 {
         return Err("must be 1 to 63 characters");
@@ -16,6 +16,16 @@ pub fn dns_label(s: &str) -> Result<(), &'static str> {
     }
     if s.starts_with('-') || s.ends_with('-') {
         return Err("must start and end with a letter or digit");
+    }
+    Ok(())
+}
+
+/// Whether `s` is a DNS-1035 label (RFC 1035; what a Service's name must be, the API
+/// server's `ValidateServiceName`): a DNS-1123 label that starts with a letter.
+pub fn dns1035_label(s: &str) -> Result<(), &'static str> {
+    dns_label(s)?;
+    if !s.starts_with(|c: char| c.is_ascii_lowercase()) {
+        return Err("must start with a letter (it names a Service: a DNS-1035 label)");
     }
     Ok(())
 }

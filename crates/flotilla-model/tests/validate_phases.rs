@@ -1832,6 +1832,12 @@ fn kubernetes_hosts_and_components() {
             &[],
             &[(InvalidValue, "{ image")],
         ),
+        (
+            "a name starting with a digit names no Service (DNS-1035), only a Deployment",
+            &format!("{CLUSTER}[components.1web]\nhost = \"gpu\"\nadapter = \"kubernetes\"\nkubernetes = {{ image = \"busybox\", ports = [{{ container_port = 80 }}] }}\n[components.2job]\nhost = \"gpu\"\nadapter = \"kubernetes\"\nkubernetes = {{ image = \"busybox\" }}\n"),
+            &[],
+            &[(InvalidValue, "{ image = \"busybox\", ports")],
+        ),
     ]);
 }
 

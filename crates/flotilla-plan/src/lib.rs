@@ -803,6 +803,9 @@ impl Planner<'_> {
                 });
             }
             let seen = self.obs(id).observability;
+            // Whether it runs is not known (its owner cannot be asked): never taken
+            // for stopped.
+            let unknown = c.is_managed() && self.obs(id).lifecycle == Lifecycle::Unknown;
             if op.force && stack_op && c.is_managed() && seen != Observability::Observed {
                 unreached.insert(id);
                 impact.push(Impact {
@@ -813,8 +816,17 @@ impl Planner<'_> {
                         observability_name(seen)
                     ),
                 });
-            } else {
-                self.check_observable(id);
+            } else if op.force && stack_op && unknown {
+                unreached.insert(id);
+                let why = self.obs(id).owner_error.clone().unwrap_or_default();
+                impact.push(Impact {
+                    component: c.name.clone(),
+                    effect: format!(
+                        "not reached: its owner cannot be asked ({why}); left as it is (--force)"
+                    ),
+                });
+            } else if self.check_observable(id) && unknown {
+                self.unsettled(id);
             }
         }
         // What the stack started only as a dependency stays running while something
@@ -942,7 +954,7 @@ impl Planner<'_> {
             } else if unreached.contains(&id) {
                 (
                     Action::Noop,
-                    "not reached: its host cannot be seen (--force)",
+                    "not reached: its state cannot be seen (--force)",
                 )
             } else if !o.is_up() {
                 (
@@ -1014,6 +1026,12 @@ impl Planner<'_> {
             return (Vec::new(), Vec::new());
         }
         let o = self.obs(id).clone();
+        if o.lifecycle == Lifecycle::Unknown {
+            // Not known to run or not (its owner cannot be asked): never taken for
+            // stopped and started.
+            self.unsettled(id);
+            return (Vec::new(), Vec::new());
+        }
         if o.is_up() {
             self.check_foreign(id);
         }

@@ -830,3 +830,47 @@ components = ["e"]
     let refused = plan(&t, &o, &op(Verb::Stop, "b", false, false)).unwrap_err();
     assert!(refused.to_string().contains("dependents"), "{refused}");
 }
+
+#[test]
+fn a_component_whose_owner_cannot_be_asked_is_never_taken_for_stopped() {
+    let t = topology(STACK);
+    let mut o = ready(&["embed", "vectors", "proxy", "gateway"]);
+    o.components.insert(
+        "llm".into(),
+        ObservedComponent {
+            lifecycle: Lifecycle::Unknown,
+            health: Health::Unknown,
+            observability: Observability::Observed,
+            config_changes: Vec::new(),
+            started_by: StartedBy::Nobody,
+            owner_error: Some("the API server at https://lab:6443 did not answer".into()),
+            unobserved_why: None,
+        },
+    );
+    let why = |r: Refusal| r.to_string();
+    // stop and restart refuse, saying why, rather than record it stopped or start it.
+    for verb in [Verb::Stop, Verb::Restart] {
+        let r = plan(&t, &o, &op(verb, "llm", false, false)).unwrap_err();
+        assert!(
+            why(r).contains("its owner cannot be asked (the API server at https://lab:6443"),
+            "{verb:?}"
+        );
+    }
+    // A stack's down with --force leaves it as it is and says so.
+    o.stacks.insert(
+        "chat".into(),
+        StackRecord {
+            start_order: vec!["llm".into(), "embed".into(), "proxy".into()],
+        },
+    );
+    let refused = plan(&t, &o, &op(Verb::Stop, "chat", false, false)).unwrap_err();
+    assert!(why(refused).contains("owner cannot be asked"));
+    let p = plan(&t, &o, &op(Verb::Stop, "chat", true, false)).unwrap();
+    assert!(p
+        .steps()
+        .any(|s| s.component == "llm" && s.action == Action::Noop));
+    assert!(p
+        .impact
+        .iter()
+        .any(|i| i.component == "llm" && i.effect.contains("its owner cannot be asked")));
+}

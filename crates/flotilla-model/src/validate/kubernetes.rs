@@ -10,7 +10,7 @@ use crate::inventory::{
     AdapterKind, ComponentSpec, KubernetesSpec, Owner, PortProtocol, ServiceType, TransportKind,
     WorkloadKind,
 };
-use crate::kube_names::{dns_label, is_quantity, label_key, label_value};
+use crate::kube_names::{dns1035_label, dns_label, is_quantity, label_key, label_value};
 use crate::node::Node;
 use crate::topology::Host;
 use crate::values::EnvValue;
@@ -142,11 +142,17 @@ impl Validator {
             );
         }
         let object = k.name.clone().unwrap_or_else(|| name.to_string());
-        if let Err(why) = dns_label(&object) {
+        // With ports the name is its Service's too: a DNS-1035 label.
+        let checked = if k.ports.is_empty() {
+            dns_label(&object)
+        } else {
+            dns1035_label(&object)
+        };
+        if let Err(why) = checked {
             let (path, help): (&[&str], _) = if k.name.is_some() {
-                (&["kubernetes", "name"], "an object name is a DNS-1123 label: lowercase letters, digits and `-`, at most 63")
+                (&["kubernetes", "name"], "an object name is a DNS-1123 label: lowercase letters, digits and `-`, at most 63; with ports (a Service) it starts with a letter")
             } else {
-                (&["kubernetes"], "set kubernetes.name to a DNS-1123 label (lowercase letters, digits and `-`, at most 63), e.g. the component's name with `_` written as `-`")
+                (&["kubernetes"], "set kubernetes.name to a DNS-1123 label (lowercase letters, digits and `-`, at most 63; with ports, starting with a letter), e.g. the component's name with `_` written as `-`")
             };
             self.push(
                 Diagnostic::error(
