@@ -426,3 +426,42 @@ fn down_and_restart_refuse_while_the_cluster_cannot_say_what_runs() {
     assert_eq!(s.code, 0, "{}\n{}", s.stdout, s.stderr);
     assert_eq!(component(&s.json(), "llm")["desired"], "running");
 }
+
+#[test]
+fn kubeconfig_files_listed_in_kubeconfig_are_merged_and_missing_ones_passed_over() {
+    let fake = FakeKube::start();
+    fake.create_namespace("inference");
+    let ws = Workspace::new();
+    // `prod` in one file, `lab` (the fake) in another: kubectl's merge finds both.
+    let other = FakeKube::start();
+    other
+        .write_kubeconfig(&ws.path().join("prod.yaml"), "prod", None)
+        .unwrap();
+    fake.write_kubeconfig(&ws.path().join("lab.yaml"), "lab", None)
+        .unwrap();
+    ws.write(
+        "flotilla.toml",
+        &format!("project = \"lab\"\n[hosts.gpu]\ntransport = \"kubernetes\"\ncontext = \"lab\"\nnamespace = \"inference\"\n{STACK}"),
+    );
+    let list = ["gone.yaml", "prod.yaml", "lab.yaml"]
+        .map(|f| ws.path().join(f).display().to_string())
+        .join(":");
+    let up = common::run_with_env(ws.path(), &["up", "chat"], &[("KUBECONFIG", &list)]);
+    assert_eq!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
+    assert!(fake.object(&format!("{DEPLOYMENTS}/llm")).is_some());
+    assert!(other.object(&format!("{DEPLOYMENTS}/llm")).is_none());
+    // None of them there: said once, naming the list.
+    let none = common::run_with_env(
+        ws.path(),
+        &["status"],
+        &[("KUBECONFIG", "/nonexistent/a:/nonexistent/b")],
+    );
+    assert_ne!(none.code, 0);
+    assert!(
+        none.stderr.contains("/nonexistent/a:/nonexistent/b")
+            || none.stdout.contains("/nonexistent/a:/nonexistent/b"),
+        "{}\n{}",
+        none.stdout,
+        none.stderr
+    );
+}

@@ -90,7 +90,8 @@ pub fn call<T: Send + 'static>(
 }
 
 /// The kubeconfig file `cluster` names: declared (`~/` expanded), else
-/// `$KUBECONFIG` (its first file), else `~/.kube/config`.
+/// `$KUBECONFIG` (its first file; [`connect`] merges them all), else
+/// `~/.kube/config`.
 pub fn kubeconfig_path(cluster: &Cluster) -> PathBuf {
     let home = || {
         std::env::var_os("HOME")
@@ -111,6 +112,56 @@ pub fn kubeconfig_path(cluster: &Cluster) -> PathBuf {
     home().join(".kube").join("config")
 }
 
+/// The kubeconfig of `cluster` read from `path` ([`kubeconfig_path`]); when the
+/// host names none and `$KUBECONFIG` lists several files, those that exist merged
+/// as kubectl merges them (the first file to set a value wins; a file that does not
+/// exist is passed over), and the path shown is the list.
+///
+/// # Errors
+/// [`KubeError::Kubeconfig`]: a file that cannot be read or parsed (the file
+/// system's own words), or none of the list exists.
+fn read_kubeconfig(cluster: &Cluster, path: PathBuf) -> Result<(PathBuf, Kubeconfig), KubeError> {
+    let read = |p: &std::path::Path| {
+        // The file system's own words for a file that cannot be read (kube's quote
+        // the path again).
+        std::fs::metadata(p).map_err(|e| KubeError::Kubeconfig {
+            path: p.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        Kubeconfig::read_from(p).map_err(|e| KubeError::Kubeconfig {
+            path: p.to_path_buf(),
+            message: chain(&e),
+        })
+    };
+    let list: Vec<PathBuf> = match (&cluster.kubeconfig, std::env::var_os("KUBECONFIG")) {
+        (None, Some(v)) => std::env::split_paths(&v)
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect(),
+        _ => Vec::new(),
+    };
+    if list.len() < 2 {
+        return read(&path).map(|kc| (path, kc));
+    }
+    let shown = std::env::join_paths(&list)
+        .map(PathBuf::from)
+        .unwrap_or(path.clone());
+    let present: Vec<&PathBuf> = list.iter().filter(|p| p.exists()).collect();
+    if present.is_empty() {
+        return Err(KubeError::Kubeconfig {
+            path: shown,
+            message: "none of these files exists ($KUBECONFIG)".into(),
+        });
+    }
+    let mut merged = Kubeconfig::default();
+    for p in present {
+        merged = merged.merge(read(p)?).map_err(|e| KubeError::Kubeconfig {
+            path: p.clone(),
+            message: chain(&e),
+        })?;
+    }
+    Ok((shown, merged))
+}
+
 /// The client of `cluster`, made on first use and kept for the process.
 ///
 /// # Errors
@@ -125,18 +176,7 @@ pub fn connect(cluster: &Cluster) -> Result<Connection, KubeError> {
     if let Some(c) = clients.lock().expect("clients").get(&key) {
         return Ok(c.clone());
     }
-    // The file system's own words for a file that cannot be read (kube's quote
-    // the path again).
-    if let Err(e) = std::fs::metadata(&path) {
-        return Err(KubeError::Kubeconfig {
-            path,
-            message: e.to_string(),
-        });
-    }
-    let kc = Kubeconfig::read_from(&path).map_err(|e| KubeError::Kubeconfig {
-        path: path.clone(),
-        message: chain(&e),
-    })?;
+    let (path, kc) = read_kubeconfig(cluster, path)?;
     let context = match &cluster.context {
         Some(c) => c.clone(),
         None => kc
