@@ -465,3 +465,41 @@ fn kubeconfig_files_listed_in_kubeconfig_are_merged_and_missing_ones_passed_over
         none.stderr
     );
 }
+
+#[test]
+fn an_image_changed_by_another_field_manager_is_stale_runtime_and_restart_names_the_conflict() {
+    let (fake, ws) = setup(STACK);
+    let up = ws.run(&["up", "chat"]);
+    assert_eq!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
+    // Someone takes the image over (kubectl apply --server-side --force-conflicts).
+    fake.force_apply_as(
+        "kubectl",
+        &format!("{DEPLOYMENTS}/ui"),
+        &serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "ui", "namespace": "inference"},
+            "spec": {"template": {"spec": {"containers": [{"name": "ui", "image": "attacker/nginx:evil"}]}}},
+        }),
+    )
+    .unwrap();
+    let st = ws.run(&["status", "--json"]);
+    assert_eq!(st.code, 1, "{}\n{}", st.stdout, st.stderr);
+    let s = st.json();
+    let ui = component(&s, "ui");
+    assert_eq!(ui["condition"], "stale-runtime", "{ui:#}");
+    let text = ui["evidence"].to_string();
+    assert!(
+        text.contains("runs image attacker/nginx:evil, not ghcr.io/open-webui/open-webui:main")
+            && text.contains("kubectl"),
+        "{text}"
+    );
+    // restart applies the inventory's, and the other manager's field is a conflict,
+    // reported, not forced.
+    let r = ws.run(&["restart", "ui"]);
+    assert_ne!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let said = format!("{}{}", r.stdout, r.stderr);
+    assert!(
+        said.contains("kubectl") && said.contains("force_conflicts"),
+        "{said}"
+    );
+}

@@ -668,11 +668,19 @@ impl Adapter for Kubernetes {
             )];
         }
         let fresh = a.identity.as_ref().map(|_| {
+            // Changed outside Flotilla (another field manager's edit of the template)
+            // first: the pods then run what the config does not say at all.
+            let drift = w.as_ref().and_then(|w| {
+                assess::template_drift(w, &c.config_digest(), &place.k.image, &c.command)
+            });
             let ready: Vec<&PodFacts> = pods.iter().filter(|p| p.ready && !p.deleting).collect();
             let (current, stale) = assess::stale(&place.k.image, &ready);
             Freshness {
                 current,
-                stale: stale.map(|s| (format!("pods of {}", place.what()), s)),
+                stale: match drift {
+                    Some(d) => Some((place.what(), d)),
+                    None => stale.map(|s| (format!("pods of {}", place.what()), s)),
+                },
             }
         });
         let recorded_main = match (recorded, &a.identity) {

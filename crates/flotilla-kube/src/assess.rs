@@ -6,7 +6,9 @@
 //! kubelet's reasons
 //! (<https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#container-states>).
 
-use crate::manifest::{LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_PROJECT};
+use crate::manifest::{
+    ANNOTATION_CONFIG_DIGEST, FIELD_MANAGER, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_PROJECT,
+};
 use flotilla_model::status::{Lifecycle, RuntimeIdentity};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -57,6 +59,100 @@ pub struct WorkloadFacts {
     pub stalled: Option<String>,
     /// The StatefulSet's `currentRevision` ≠ `updateRevision` (an update under way).
     pub revision_pending: bool,
+    /// What the pod template's container of the workload's name (else its first)
+    /// runs: its `image` and `args`.
+    pub runs: Option<(String, Vec<String>)>,
+    /// The field managers other than Flotilla's that own fields of its `spec`
+    /// (`metadata.managedFields`), sorted.
+    pub spec_managers: Vec<String>,
+    /// The config digest Flotilla applied it with ([`ANNOTATION_CONFIG_DIGEST`]).
+    pub config_digest: Option<String>,
+}
+
+/// The workload's [`ANNOTATION_CONFIG_DIGEST`].
+fn applied_digest(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<String> {
+    meta.annotations
+        .as_ref()?
+        .get(ANNOTATION_CONFIG_DIGEST)
+        .cloned()
+}
+
+/// The image and args of `template`'s container named `name` (else its first).
+fn template_runs(
+    template: Option<&k8s_openapi::api::core::v1::PodTemplateSpec>,
+    name: &str,
+) -> Option<(String, Vec<String>)> {
+    let containers = &template?.spec.as_ref()?.containers;
+    let c = containers
+        .iter()
+        .find(|c| c.name == name)
+        .or(containers.first())?;
+    Some((
+        c.image.clone().unwrap_or_default(),
+        c.args.clone().unwrap_or_default(),
+    ))
+}
+
+/// The managers other than [`FIELD_MANAGER`] owning fields under `spec`.
+fn spec_managers(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Vec<String> {
+    let mut out: Vec<String> = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.subresource.is_none())
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.get("f:spec").is_some())
+        })
+        .filter_map(|m| m.manager.clone())
+        .filter(|m| m != FIELD_MANAGER)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// What the workload's template runs that the component's config (`image`, `args`,
+/// its digest `digest`) does not, though Flotilla applied that very config — another
+/// field manager changed it since — said with who may have; `None` when it runs what
+/// the config says, or was applied with another config (then the config changed:
+/// drift, which the executor tells).
+pub fn template_drift(
+    w: &WorkloadFacts,
+    digest: &str,
+    image: &str,
+    args: &[String],
+) -> Option<String> {
+    if w.config_digest.as_deref() != Some(digest) {
+        return None;
+    }
+    let (ran_image, ran_args) = w.runs.as_ref()?;
+    let mut what = Vec::new();
+    if ran_image != image {
+        what.push(format!("image {ran_image}, not {image}"));
+    }
+    if ran_args != args {
+        what.push(format!("args {ran_args:?}, not {args:?}"));
+    }
+    if what.is_empty() {
+        return None;
+    }
+    let who = if w.spec_managers.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (its spec is also managed by {})",
+            w.spec_managers.join(", ")
+        )
+    };
+    Some(format!(
+        "{}'s pod template runs {}{who}: changed outside Flotilla; `restart` applies the inventory's (a conflict with another field manager is reported, never forced unless kubernetes.force_conflicts)",
+        w.what(),
+        what.join("; ")
+    ))
 }
 
 impl WorkloadFacts {
@@ -86,6 +182,12 @@ impl WorkloadFacts {
             available: s.available_replicas.unwrap_or(0),
             stalled,
             revision_pending: false,
+            runs: template_runs(
+                d.spec.as_ref().map(|s| &s.template),
+                d.metadata.name.as_deref().unwrap_or_default(),
+            ),
+            spec_managers: spec_managers(&d.metadata),
+            config_digest: applied_digest(&d.metadata),
         }
     }
 
@@ -111,6 +213,12 @@ impl WorkloadFacts {
                 .update_revision
                 .as_ref()
                 .is_some_and(|u| s.current_revision.as_ref() != Some(u)),
+            runs: template_runs(
+                st.spec.as_ref().map(|s| &s.template),
+                st.metadata.name.as_deref().unwrap_or_default(),
+            ),
+            spec_managers: spec_managers(&st.metadata),
+            config_digest: applied_digest(&st.metadata),
         }
     }
 

@@ -316,6 +316,23 @@ impl FakeKube {
         }
     }
 
+    /// [`FakeKube::apply_as`] with `force=true`: the fields `object` sets are taken
+    /// from whichever manager owned them (`kubectl apply --server-side
+    /// --force-conflicts`).
+    pub fn force_apply_as(
+        &self,
+        manager: &str,
+        path: &str,
+        object: &Value,
+    ) -> Result<Value, Value> {
+        let r = self.shared.apply_as(manager, path, object, true);
+        if r.code < 300 {
+            Ok(r.body)
+        } else {
+            Err(r.body)
+        }
+    }
+
     /// Watch connections opened so far per resource (`deployments.apps`, `pods`).
     pub fn watches_opened(&self) -> BTreeMap<String, u64> {
         self.shared.lock().watches_opened.clone()
