@@ -147,8 +147,7 @@ impl Stores {
         }
     }
 
-    /// `component`'s pods (of `project`) as the watch holds them, by their labels.
-    fn pod_objects(&self, project: &str, component: &str) -> Vec<Arc<Pod>> {
+    fn pods(&self, project: &str, component: &str) -> Vec<PodFacts> {
         fn label<'p>(p: &'p Pod, k: &str) -> Option<&'p str> {
             p.metadata
                 .labels
@@ -156,20 +155,14 @@ impl Stores {
                 .and_then(|l| l.get(k))
                 .map(String::as_str)
         }
+        // The labels first: only this component's pods are read further.
         self.pods
             .objects()
-            .into_iter()
+            .iter()
             .filter(|p| {
                 label(p, crate::manifest::LABEL_PROJECT) == Some(project)
                     && label(p, crate::manifest::LABEL_COMPONENT) == Some(component)
             })
-            .collect()
-    }
-
-    fn pods(&self, project: &str, component: &str) -> Vec<PodFacts> {
-        // The labels first: only this component's pods are read further.
-        self.pod_objects(project, component)
-            .iter()
             .map(|p| PodFacts::of(p))
             .collect()
     }
@@ -631,17 +624,11 @@ impl Adapter for Kubernetes {
             let of = crate::logs::PodsOf {
                 conn: &place.conn,
                 namespace: &place.namespace,
+                project,
                 component: &c.name,
                 container: &place.name,
             };
-            let stores = place.stores().map_err(|e| {
-                format!(
-                    "read the logs of the pods of {}/{}: {e}",
-                    place.namespace, c.name
-                )
-            })?;
-            let pods = stores.pod_objects(project, &c.name);
-            crate::logs::sync(&of, pods, log).map_err(|e| e.to_string())
+            crate::logs::sync(&of, log).map_err(|e| e.to_string())
         });
         Some(copied)
     }
