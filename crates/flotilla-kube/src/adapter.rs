@@ -147,7 +147,8 @@ impl Stores {
         }
     }
 
-    fn pods(&self, project: &str, component: &str) -> Vec<PodFacts> {
+    /// `component`'s pods (of `project`) as the watch holds them, by their labels.
+    fn pod_objects(&self, project: &str, component: &str) -> Vec<Arc<Pod>> {
         fn label<'p>(p: &'p Pod, k: &str) -> Option<&'p str> {
             p.metadata
                 .labels
@@ -155,14 +156,20 @@ impl Stores {
                 .and_then(|l| l.get(k))
                 .map(String::as_str)
         }
-        // The labels first: only this component's pods are read further.
         self.pods
             .objects()
-            .iter()
+            .into_iter()
             .filter(|p| {
                 label(p, crate::manifest::LABEL_PROJECT) == Some(project)
                     && label(p, crate::manifest::LABEL_COMPONENT) == Some(component)
             })
+            .collect()
+    }
+
+    fn pods(&self, project: &str, component: &str) -> Vec<PodFacts> {
+        // The labels first: only this component's pods are read further.
+        self.pod_objects(project, component)
+            .iter()
             .map(|p| PodFacts::of(p))
             .collect()
     }
@@ -624,11 +631,17 @@ impl Adapter for Kubernetes {
             let of = crate::logs::PodsOf {
                 conn: &place.conn,
                 namespace: &place.namespace,
-                project,
                 component: &c.name,
                 container: &place.name,
             };
-            crate::logs::sync(&of, log).map_err(|e| e.to_string())
+            let stores = place.stores().map_err(|e| {
+                format!(
+                    "read the logs of the pods of {}/{}: {e}",
+                    place.namespace, c.name
+                )
+            })?;
+            let pods = stores.pod_objects(project, &c.name);
+            crate::logs::sync(&of, pods, log).map_err(|e| e.to_string())
         });
         Some(copied)
     }

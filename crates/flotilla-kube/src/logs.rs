@@ -5,8 +5,9 @@
 //! and filters them like a process's, each line naming its pod (as `kubectl logs
 //! --prefix` does).
 //!
-//! Each copy lists the component's pods (its selector and Flotilla's
-//! `app.kubernetes.io/managed-by` label) and reads each started one's log through
+//! Each copy takes the component's pods from the namespace's pod watch (shared
+//! with status, [`crate::watch`]: nothing is listed per copy) and reads each
+//! started one's log through
 //! `pods/{name}/log` with `timestamps=true`: the first time a pod is seen, its last
 //! [`FIRST_LINES`] lines; after that, the lines since the last one copied (from its
 //! whole second, `sinceTime`'s unit, skipping those already copied). What was copied
@@ -18,13 +19,13 @@
 
 use crate::cluster::{self, Connection};
 use crate::error::KubeError;
-use crate::manifest::{self, LABEL_MANAGED_BY};
 use flotilla_exec::logs::rfc3339_ns as stamp_ns;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, LogParams};
+use kube::api::{Api, LogParams};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// How many of a pod's last lines are copied the first time it is seen.
 pub const FIRST_LINES: i64 = 10_000;
@@ -36,8 +37,6 @@ pub struct PodsOf<'a> {
     pub conn: &'a Connection,
     /// The namespace of the component's objects.
     pub namespace: &'a str,
-    /// The project and the component, as the pods' labels name them.
-    pub project: &'a str,
     /// The component's name.
     pub component: &'a str,
     /// The container to read (the component's objects' name).
@@ -124,47 +123,38 @@ fn started(pod: &Pod, container: &str) -> bool {
         })
 }
 
-/// Copies the lines the component's pods wrote since the last copy into `log`;
-/// returns how many. Pods are read oldest first; the lines appended are in the order
-/// they were written (by their stamps).
+/// Copies the lines the component's `pods` (as its namespace's pod watch holds
+/// them) wrote since the last copy into `log`; returns how many. Pods are read
+/// oldest first; the lines appended are in the order they were written (by their
+/// stamps).
 ///
 /// # Errors
-/// The API server could not be reached, or refused to list the pods or read a log
-/// (a pod that went away or whose container is not running meanwhile is passed
-/// over); the log or its state file could not be written.
-pub fn sync(of: &PodsOf<'_>, log: &Path) -> Result<usize, KubeError> {
-    let state = read_state(log);
+/// The API server could not be reached, or refused to read a log (a pod that went
+/// away or whose container is not running meanwhile is passed over); the log or
+/// its state file could not be written.
+pub fn sync(of: &PodsOf<'_>, pods: Vec<Arc<Pod>>, log: &Path) -> Result<usize, KubeError> {
+    let known = read_state(log);
+    let state = known.clone();
     let client = of.conn.client.clone();
     let server = of.conn.server.clone();
     let namespace = of.namespace.to_string();
     let container = of.container.to_string();
-    let mut labels = manifest::selector(of.project, of.component);
-    labels.insert(LABEL_MANAGED_BY.to_string(), "flotilla".to_string());
-    let selector = labels
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",");
     let what = format!("pods of {}/{}", of.namespace, of.component);
+    let mut pods = pods;
+    pods.sort_by(|a, b| {
+        let key = |p: &Pod| {
+            (
+                p.metadata.creation_timestamp.clone().map(|t| t.0),
+                p.metadata.name.clone(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
     let (lines, state) = cluster::call(&format!("read the logs of the {what}"), async move {
         let api: Api<Pod> = Api::namespaced(client, &namespace);
-        let mut pods = api
-            .list(&ListParams::default().labels(&selector))
-            .await
-            .map_err(|e| KubeError::from_kube("list", &what, &server, e))?
-            .items;
-        pods.sort_by(|a, b| {
-            let key = |p: &Pod| {
-                (
-                    p.metadata.creation_timestamp.clone().map(|t| t.0),
-                    p.metadata.name.clone(),
-                )
-            };
-            key(a).cmp(&key(b))
-        });
         let mut lines = Vec::new();
         let mut next = HashMap::new();
-        for pod in pods {
+        for pod in &pods {
             let (Some(name), Some(uid)) = (pod.metadata.name.clone(), pod.metadata.uid.clone())
             else {
                 continue;
@@ -173,7 +163,7 @@ pub fn sync(of: &PodsOf<'_>, log: &Path) -> Result<usize, KubeError> {
             if let Some(b) = before {
                 next.insert(uid.clone(), b.clone());
             }
-            if !started(&pod, &container) {
+            if !started(pod, &container) {
                 continue;
             }
             let lp = LogParams {
@@ -232,18 +222,19 @@ pub fn sync(of: &PodsOf<'_>, log: &Path) -> Result<usize, KubeError> {
             .and_then(|mut f| f.write_all(&out))
             .map_err(io(log))?;
     }
+    // Unchanged (nothing new; or nothing seen and nothing remembered, when a
+    // component never started may have no log directory yet): nothing to write.
+    if state == known {
+        return Ok(lines.len());
+    }
     let mut text = String::new();
     let mut uids: Vec<_> = state.iter().collect();
     uids.sort_by(|a, b| a.0.cmp(b.0));
     for (uid, c) in uids {
         text.push_str(&format!("{uid} {} {}\n", c.stamp, c.same));
     }
-    // Nothing seen and nothing remembered: nothing to write (a component never
-    // started may have no log directory yet).
     let at = state_path(log);
-    if !text.is_empty() || at.exists() {
-        std::fs::write(&at, text).map_err(io(&at))?;
-    }
+    std::fs::write(&at, text).map_err(io(&at))?;
     Ok(lines.len())
 }
 

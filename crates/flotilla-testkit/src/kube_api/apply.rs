@@ -454,13 +454,19 @@ impl State {
         if let Some(m) = new["metadata"].as_object_mut() {
             m.remove("managedFields");
         }
-        let before = self.managers.get(&key).cloned();
-        let changed = changed_paths(res, &old, &new, w.status);
+        Ok(self.update(res, &key, &old, new, w))
+    }
+
+    /// Stores `new` over `old` as an update (PATCH, PUT) by `w`'s manager: the
+    /// fields it changed become that manager's (operation `Update`).
+    fn update(&mut self, res: Res, key: &Key, old: &Value, new: Value, w: &Writer) -> Value {
+        let before = self.managers.get(key).cloned();
+        let changed = changed_paths(res, old, &new, w.status);
         if !changed.is_empty() {
             let entry = self.entry(res, w.manager, "Update", w.status, changed.clone());
-            self.take_ownership(&key, entry, &changed);
+            self.take_ownership(key, entry, &changed);
         }
-        Ok(self.commit(&key, &old, new, w.status, before))
+        self.commit(key, old, new, w.status, before)
     }
 
     /// PUT: replaces the object (or its status); a stale resourceVersion is 409.
@@ -492,13 +498,7 @@ impl State {
                 "the name of the object does not match the name on the URL",
             ));
         }
-        let before = self.managers.get(&key).cloned();
-        let changed = changed_paths(res, &old, &body, w.status);
-        if !changed.is_empty() {
-            let entry = self.entry(res, w.manager, "Update", w.status, changed.clone());
-            self.take_ownership(&key, entry, &changed);
-        }
-        Ok(self.commit(&key, &old, body, w.status, before))
+        Ok(self.update(res, &key, &old, body, w))
     }
 
     /// Server-side apply: the object and whether it was created.

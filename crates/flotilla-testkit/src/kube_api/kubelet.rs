@@ -733,6 +733,25 @@ fn bind_claims(state: &mut State) {
     }
 }
 
+/// The keys of every object of `res`, in every namespace.
+fn keys(state: &State, res: Res) -> Vec<Key> {
+    state
+        .list(res, None)
+        .into_iter()
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+/// One pass of the Deployment and StatefulSet controllers.
+fn reconcile_workloads(state: &mut State) {
+    for k in keys(state, DEPLOYMENTS) {
+        reconcile_deployment(state, &k);
+    }
+    for k in keys(state, STATEFULSETS) {
+        reconcile_statefulset(state, &k);
+    }
+}
+
 /// One pass of the controllers and the kubelet. `tick`: a second went by (crash
 /// loops restart again, pull errors turn into back-offs).
 pub(crate) fn reconcile(state: &mut State, tick: bool) {
@@ -740,28 +759,8 @@ pub(crate) fn reconcile(state: &mut State, tick: bool) {
         return;
     }
     bind_claims(state);
-    let deployments: Vec<Key> = state
-        .list(DEPLOYMENTS, None)
-        .into_iter()
-        .map(|(k, _)| k.clone())
-        .collect();
-    for k in deployments {
-        reconcile_deployment(state, &k);
-    }
-    let sets: Vec<Key> = state
-        .list(STATEFULSETS, None)
-        .into_iter()
-        .map(|(k, _)| k.clone())
-        .collect();
-    for k in sets {
-        reconcile_statefulset(state, &k);
-    }
-    let pods: Vec<Key> = state
-        .list(PODS, None)
-        .into_iter()
-        .map(|(k, _)| k.clone())
-        .collect();
-    for k in pods {
+    reconcile_workloads(state);
+    for k in keys(state, PODS) {
         let Some(pod) = state.objects.get(&k).cloned() else {
             continue;
         };
@@ -788,20 +787,5 @@ pub(crate) fn reconcile(state: &mut State, tick: bool) {
         write_status(state, &k, status, "kubelet");
     }
     // Workload statuses follow the pods' new readiness on the next pass.
-    let deployments: Vec<Key> = state
-        .list(DEPLOYMENTS, None)
-        .into_iter()
-        .map(|(k, _)| k.clone())
-        .collect();
-    for k in deployments {
-        reconcile_deployment(state, &k);
-    }
-    let sets: Vec<Key> = state
-        .list(STATEFULSETS, None)
-        .into_iter()
-        .map(|(k, _)| k.clone())
-        .collect();
-    for k in sets {
-        reconcile_statefulset(state, &k);
-    }
+    reconcile_workloads(state);
 }
